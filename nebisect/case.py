@@ -1,0 +1,201 @@
+"""Cases and target specs: the content-addressed units every command passes around.
+
+A case names *what* runs (source artifact, inputs), *where* (target spec) and *how far*
+(stage). Its identity is the sha256 of the bytes involved, so "the same case" always
+means the same model and the same inputs — a stale artifact can never pose as another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STAGES = ("convert", "load", "predict")
+BACKENDS = ("sim", "coreml", "torch")
+SIM_VARIANTS = ("fp64", "fp32", "fp16", "fp16-naive", "ane")
+COREML_VARIANTS = ("cpu", "gpu", "ne", "all")
+TORCH_DEVICES = ("cpu",)
+TORCH_DTYPES = ("fp32", "fp16", "bf16", "fp64")
+
+
+class NebisectError(Exception):
+    """A user-facing error: the CLI prints its message on one line and exits 2."""
+
+
+class TargetSpecError(NebisectError, ValueError):
+    """An unknown or malformed target spec string."""
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A parsed target spec such as ``sim:fp16``, ``coreml:ne`` or ``torch:cpu:fp32``."""
+
+    backend: str
+    variant: str
+    dtype: str = ""
+
+    def __str__(self) -> str:
+        return ":".join(p for p in (self.backend, self.variant, self.dtype) if p)
+
+    @property
+    def precision(self) -> str:
+        """The storage precision the target computes in: fp16, fp32 or fp64.
+
+        Used to pick the conversion precision and the oracle's ULP scale.
+        """
+        if self.backend == "torch":
+            return {"fp16": "fp16", "bf16": "bf16", "fp64": "fp64"}.get(self.dtype, "fp32")
+        if self.backend == "sim":
+            return {"fp64": "fp64", "fp32": "fp32"}.get(self.variant, "fp16")
+        return "fp32" if self.variant == "cpu" else "fp16"
+
+
+def parse_target(spec: str) -> TargetSpec:
+    """Parse a target spec string, with an error that lists what would have been valid."""
+    parts = spec.strip().split(":")
+    backend = parts[0]
+    if backend not in BACKENDS:
+        raise TargetSpecError(
+            f"unknown target {spec!r}: backend must be one of {', '.join(BACKENDS)} "
+            f"(e.g. sim:fp16, coreml:ne, torch:cpu:fp32)"
+        )
+    if backend == "torch":
+        device = parts[1] if len(parts) > 1 else "cpu"
+        dtype = parts[2] if len(parts) > 2 else "fp32"
+        if device not in TORCH_DEVICES or dtype not in TORCH_DTYPES or len(parts) > 3:
+            raise TargetSpecError(
+                f"unknown target {spec!r}: torch targets are torch:cpu[:"
+                f"{'|'.join(TORCH_DTYPES)}]"
+            )
+        return TargetSpec("torch", device, dtype)
+    variants = SIM_VARIANTS if backend == "sim" else COREML_VARIANTS
+    if len(parts) != 2 or parts[1] not in variants:
+        raise TargetSpecError(
+            f"unknown target {spec!r}: {backend} targets are "
+            + ", ".join(f"{backend}:{v}" for v in variants)
+        )
+    return TargetSpec(backend, parts[1])
+
+
+def all_target_specs() -> list[TargetSpec]:
+    """Every spec the grammar admits, in display order (``nebisect targets``)."""
+    specs = [TargetSpec("coreml", v) for v in COREML_VARIANTS]
+    specs += [TargetSpec("sim", v) for v in SIM_VARIANTS]
+    specs += [TargetSpec("torch", "cpu", d) for d in TORCH_DTYPES]
+    return specs
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_path(path: str | os.PathLike[str]) -> str:
+    """Hash a file, or a directory (an ``.mlpackage``) deterministically.
+
+    Directories hash the sorted relative paths together with each file's bytes, so a
+    renamed weight file or a changed manifest changes the hash, and the traversal
+    order of the file system does not.
+    """
+    root = Path(path)
+    digest = hashlib.sha256()
+    if root.is_file():
+        _hash_file_into(digest, root)
+        return digest.hexdigest()
+    if not root.is_dir():
+        raise NebisectError(f"{root}: no such file or directory")
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = file.relative_to(root).as_posix().encode()
+        digest.update(len(rel).to_bytes(8, "little") + rel)
+        digest.update(file.stat().st_size.to_bytes(8, "little"))
+        _hash_file_into(digest, file)
+    return digest.hexdigest()
+
+
+def _hash_file_into(digest: Any, file: Path) -> None:
+    with file.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+
+
+def sha256_arrays(arrays: dict[str, np.ndarray]) -> str:
+    """Hash named arrays by name, dtype, shape and bytes (not by an npz's zip metadata)."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        header = json.dumps([name, array.dtype.str, list(array.shape)]).encode()
+        digest.update(len(header).to_bytes(8, "little") + header)
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def save_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
+    """Write arrays atomically (temp file + rename): a reader never sees half an npz."""
+    target = Path(path)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(buffer.getvalue())
+    os.replace(tmp, target)
+
+
+def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """Load an npz without pickle; a truncated or foreign file is a one-line error."""
+    file = Path(path)
+    if not file.is_file():
+        raise NebisectError(f"{file}: no such inputs file")
+    try:
+        with np.load(file, allow_pickle=False) as data:
+            return {name: np.array(data[name]) for name in data.files}
+    except ValueError as exc:
+        raise NebisectError(f"{file}: not a plain numeric .npz ({exc})") from None
+    except Exception as exc:
+        raise NebisectError(f"{file}: unreadable .npz ({type(exc).__name__}: {exc})") from None
+
+
+@dataclass
+class Case:
+    """One (source artifact, inputs, target, stage) tuple; JSON-serializable.
+
+    ``source`` is a path (``.mlpackage``), ``file.py:factory`` for torch models, or a
+    builder reference ``module:function`` for programs built in code (the fuzzer).
+    ``options`` carries small target-specific knobs such as the op of interest whose
+    placement decides ``unrouted``.
+    """
+
+    source: str
+    source_kind: str
+    target: str
+    stage: str = "predict"
+    inputs_path: str = ""
+    model_sha256: str = ""
+    inputs_sha256: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.stage not in STAGES:
+            raise NebisectError(f"unknown stage {self.stage!r}: one of {', '.join(STAGES)}")
+        parse_target(self.target)
+
+    @property
+    def case_id(self) -> str:
+        """Content address of the case: same bytes, same target, same stage → same id."""
+        key = json.dumps(
+            [self.model_sha256 or self.source, self.inputs_sha256, self.target, self.stage,
+             self.options],
+            sort_keys=True,
+        )
+        return sha256_bytes(key.encode())[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Case:
+        return cls(**data)

@@ -1,0 +1,1 @@
+"""ML program I/O and the MIL simulator (a numpy interpreter with precision models)."""

@@ -1,0 +1,78 @@
+"""Target registry: spec name → Target class.
+
+Built-in targets live in ``sim.py``, ``coreml.py`` and ``torch.py`` and register
+themselves on import; those modules import nothing heavy at import time. Tests and
+plugins register extra targets (e.g. a target that segfaults) with the same decorator;
+an isolated child imports the modules named in a case's ``plugins`` option so the
+registration exists on both sides of the process boundary.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+
+from nebisect.case import NebisectError, TargetSpec, parse_target
+from nebisect.targets.base import Prediction, Target
+
+__all__ = ["Prediction", "Target", "get_target", "register_target", "registered_targets"]
+
+_REGISTRY: dict[str, type[Target]] = {}
+_BUILTIN_MODULES = ("nebisect.targets.sim", "nebisect.targets.coreml", "nebisect.targets.torch")
+_builtins_loaded = False
+
+
+def register_target(*names: str) -> Callable[[type[Target]], type[Target]]:
+    """Class decorator registering a target under one or more spec names."""
+
+    def decorate(cls: type[Target]) -> type[Target]:
+        for name in names:
+            if name in _REGISTRY:
+                raise ValueError(f"target {name!r} registered twice")
+            _REGISTRY[name] = cls
+        return cls
+
+    return decorate
+
+
+def load_plugins(modules: Iterable[str]) -> None:
+    """Import modules that register extra targets (given by a case's options)."""
+    for module in modules:
+        importlib.import_module(module)
+
+
+def _load_builtins() -> None:
+    global _builtins_loaded
+    if not _builtins_loaded:
+        _builtins_loaded = True
+        for module in _BUILTIN_MODULES:
+            importlib.import_module(module)
+
+
+def registered_targets() -> dict[str, type[Target]]:
+    _load_builtins()
+    return dict(_REGISTRY)
+
+
+def spec_of(name: str) -> TargetSpec:
+    """Parse a registered target name; extra (plugin) names inherit a parent's grammar.
+
+    A plugin target ``sim:fp16-nan-suppressing`` parses as backend ``sim`` with the
+    precision of its class's ``base_spec``.
+    """
+    _load_builtins()
+    cls = _REGISTRY.get(name)
+    base = getattr(cls, "base_spec", None)
+    if cls is not None and base:
+        parsed = parse_target(base)
+        return TargetSpec(parsed.backend, name.split(":", 1)[1], parsed.dtype)
+    return parse_target(name)
+
+
+def get_target(name: str) -> Target:
+    """Instantiate the target registered under ``name``."""
+    _load_builtins()
+    if name not in _REGISTRY:
+        spec_of(name)
+        raise NebisectError(f"target {name!r} is not implemented")
+    return _REGISTRY[name](spec_of(name))

@@ -1,0 +1,62 @@
+"""The target interface: one class per backend family, registered by spec name.
+
+A target executes a model artifact on some backend and returns its outputs plus, where
+the backend can tell, where each op ran. Targets must not import heavy optional
+dependencies (torch, Core ML) at module import time: ``availability()`` reports why a
+target cannot run here, and the CLI lists it instead of failing at start-up.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nebisect.case import TargetSpec
+
+
+@dataclass
+class Prediction:
+    """What a target returns for one set of inputs.
+
+    ``placement`` maps op name → device (``ne``, ``cpu``, ``gpu``) where the backend
+    reports it; ``op_types`` maps op name → MIL op type so callers can find the op of
+    interest; ``intermediates`` holds every named value when requested (bisection).
+    """
+
+    outputs: dict[str, np.ndarray]
+    placement: dict[str, str] = field(default_factory=dict)
+    op_types: dict[str, str] = field(default_factory=dict)
+    intermediates: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class Target(ABC):
+    """A place where programs execute; constructed from its parsed spec."""
+
+    #: Modules a fork-mode template should import before forking children for this target.
+    preload: tuple[str, ...] = ("numpy",)
+    #: False where forking after initialisation is unsafe (Core ML / Objective-C).
+    fork_safe: bool = True
+
+    def __init__(self, spec: TargetSpec) -> None:
+        self.spec = spec
+
+    @property
+    def name(self) -> str:
+        return str(self.spec)
+
+    @property
+    def precision(self) -> str:
+        return self.spec.precision
+
+    def availability(self) -> str | None:
+        """None when the target can run here, else a one-line reason."""
+        return None
+
+    @abstractmethod
+    def predict(
+        self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
+    ) -> Prediction:
+        """Run ``model`` (a :class:`nebisect.artifact.Artifact`) on ``inputs``."""

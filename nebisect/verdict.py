@@ -1,0 +1,290 @@
+"""Verdicts and the oracle.
+
+A verdict is the outcome of one case. Its *signature* is the stable key used for dedup
+and for bisection: two failures with the same signature are "the same bug", so a
+reducer that keeps the signature can never slip from one bug to another.
+
+The oracle compares a target's outputs with a float64 reference in the units of the
+target dtype: the allowed error at each element is ``ulps × ulp(ref)`` plus an absolute
+floor scaled to the output's magnitude. A reference value the target dtype cannot
+represent (|ref| > 65504 for fp16) is *out of range* — a property of the model, not a
+device bug — and is excluded from the comparison but counted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+STATUSES = (
+    "pass", "crash", "error", "timeout", "oom", "mismatch", "unrouted", "skipped",
+)
+MISMATCH_KINDS = ("shape", "nan-suppressed", "nonfinite", "collapse", "tolerance")
+
+_DTYPES = {"fp16": np.float16, "fp32": np.float32, "fp64": np.float64, "bf16": np.float32}
+
+
+@dataclass
+class Verdict:
+    """The outcome of one case, always produced — a crash included."""
+
+    status: str
+    stage: str = "predict"
+    signature: str = ""
+    message: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    stderr_tail: str = ""
+    provenance: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    placement: dict[str, str] = field(default_factory=dict)
+    target: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown verdict status {self.status!r}")
+        if not self.signature:
+            self.signature = self.status
+
+    @property
+    def failed(self) -> bool:
+        return self.status not in ("pass", "skipped")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, default=_json_default)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    @classmethod
+    def from_json(cls, text: str) -> Verdict:
+        return cls.from_dict(json.loads(text))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_NUM = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
+_VARNAME = re.compile(r"\b(var|tmp|op|node|input)_\d+\b")
+_PATH = re.compile(r"(/[^\s:'\"]+)+")
+
+
+def normalize_message(message: str, limit: int = 160) -> str:
+    """Reduce an error message to what identifies the bug, not the run.
+
+    Addresses, variable numbers, paths and plain integers change between runs and
+    between minimized variants of the same failure; they are masked so that the
+    signature survives bisection. The first line carries the bug; the rest is dropped.
+    """
+    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    first = _HEX.sub("0x?", first)
+    first = _VARNAME.sub(r"\1_?", first)
+    first = _PATH.sub("<path>", first)
+    first = _NUM.sub("N", first)
+    return first[:limit]
+
+
+def error_signature(stage: str, message: str) -> str:
+    return f"error:{stage}:{normalize_message(message)}"
+
+
+def crash_signature(signal_name: str) -> str:
+    return f"crash:{signal_name}"
+
+
+def mismatch_signature(kind: str) -> str:
+    return f"mismatch:{kind}"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Allowed error = ``ulps`` × ulp_target(ref) + ``floor`` × max|ref| × eps_target.
+
+    The floor is relative to the output's scale so that elements near zero (where one
+    ULP is tiny) are judged by the precision the dtype can deliver for that tensor.
+    """
+
+    ulps: float = 8.0
+    floor: float = 8.0
+    min_cosine: float = 0.0
+
+    @classmethod
+    def for_precision(cls, precision: str) -> Tolerance:
+        """Defaults that a correct implementation of a whole small network meets."""
+        return {
+            "fp64": cls(ulps=1e6, floor=1e6),
+            "fp32": cls(ulps=256.0, floor=256.0),
+            "fp16": cls(ulps=16.0, floor=16.0),
+            "bf16": cls(ulps=16.0, floor=16.0),
+        }[precision]
+
+
+@dataclass
+class Comparison:
+    """One output compared with its reference: pass/fail and what would have passed."""
+
+    name: str
+    passed: bool
+    kind: str = ""
+    max_abs_error: float = 0.0
+    max_ulp_error: float = 0.0
+    cosine: float = 1.0
+    out_of_range: int = 0
+    elements: int = 0
+    worst_index: list[int] = field(default_factory=list)
+    worst_reference: float = 0.0
+    worst_output: float = 0.0
+    tolerance: dict[str, float] = field(default_factory=dict)
+    required_ulps: float = 0.0
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def ulp(values: np.ndarray, precision: str) -> np.ndarray:
+    """The spacing of the target dtype at each value (float64 result)."""
+    dtype = _DTYPES[precision]
+    magnitude = np.abs(values).astype(dtype)
+    return np.spacing(magnitude).astype(np.float64)
+
+
+def compare(
+    name: str,
+    reference: np.ndarray,
+    output: np.ndarray,
+    precision: str,
+    tolerance: Tolerance | None = None,
+) -> Comparison:
+    """Compare ``output`` with a float64 ``reference`` in units of ``precision``.
+
+    Mismatch kinds, in the order they are decided (the first applicable wins):
+    ``shape``; ``nan-suppressed`` (reference NaN, output finite — a reduction that
+    drops NaN); ``nonfinite`` (output inf/NaN where the in-range reference is finite);
+    ``collapse`` (output ≈ 0 where |reference| is large — the Neural Engine's fp16
+    overflow signature); ``tolerance``.
+    """
+    tol = tolerance or Tolerance.for_precision(precision)
+    ref = np.asarray(reference, dtype=np.float64)
+    out = np.asarray(output)
+    result = Comparison(name=name, passed=True, elements=int(ref.size), tolerance=asdict(tol))
+    if out.shape != ref.shape:
+        result.passed, result.kind = False, "shape"
+        result.detail = f"shape {list(out.shape)} != reference {list(ref.shape)}"
+        return result
+    if ref.size == 0:
+        return result
+    if not np.issubdtype(out.dtype, np.number) and out.dtype != np.bool_:
+        result.passed, result.kind = False, "shape"
+        result.detail = f"non-numeric output dtype {out.dtype}"
+        return result
+    out = out.astype(np.float64)
+    limit = float(np.finfo(_DTYPES[precision]).max)
+    ref_nan = np.isnan(ref)
+    in_range = ~ref_nan & (np.abs(ref) <= limit)
+    result.out_of_range = int(np.count_nonzero(~ref_nan & ~in_range))
+
+    suppressed = ref_nan & ~np.isnan(out)
+    if suppressed.any():
+        return _fail(result, "nan-suppressed", suppressed, ref, out)
+    nonfinite = in_range & ~np.isfinite(out)
+    if nonfinite.any():
+        return _fail(result, "nonfinite", nonfinite, ref, out)
+
+    eps = float(np.finfo(_DTYPES[precision]).eps)
+    scale = float(np.max(np.abs(ref[in_range]), initial=0.0))
+    allowed = tol.ulps * ulp(ref, precision) + tol.floor * scale * eps
+    error = np.where(in_range, np.abs(out - ref), 0.0)
+    unit = np.maximum(ulp(ref, precision), scale * eps if scale > 0 else np.finfo(float).tiny)
+    ulp_error = error / unit
+    result.max_abs_error = float(error.max())
+    result.max_ulp_error = float(ulp_error.max())
+    result.required_ulps = result.max_ulp_error
+    result.cosine = _cosine(ref[in_range], out[in_range])
+    collapse = in_range & (np.abs(out) <= 1e-6 * max(scale, 1.0)) & (np.abs(ref) >= 1.0) & (
+        error > allowed
+    )
+    if collapse.any():
+        return _fail(result, "collapse", collapse, ref, out)
+    bad = in_range & (error > allowed)
+    if bad.any() or result.cosine < tol.min_cosine:
+        return _fail(result, "tolerance", bad if bad.any() else in_range, ref, out)
+    return result
+
+
+def _fail(
+    result: Comparison, kind: str, mask: np.ndarray, ref: np.ndarray, out: np.ndarray
+) -> Comparison:
+    result.passed, result.kind = False, kind
+    flat = int(np.flatnonzero(mask)[0])
+    index = np.unravel_index(flat, ref.shape) if ref.ndim else ()
+    result.worst_index = [int(i) for i in index]
+    result.worst_reference = float(ref.reshape(-1)[flat])
+    result.worst_output = float(out.reshape(-1)[flat])
+    count = int(np.count_nonzero(mask))
+    result.detail = (
+        f"{kind} at {count}/{ref.size} elements, e.g. {result.name}{result.worst_index}: "
+        f"output {result.worst_output:.6g} vs reference {result.worst_reference:.6g}"
+    )
+    return result
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.reshape(-1), b.reshape(-1)
+    if not np.isfinite(b).all() or a.size == 0:
+        return float("nan") if a.size else 1.0
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    if na == 0.0 and nb == 0.0:
+        return 1.0
+    if na == 0.0 or nb == 0.0:
+        return 0.0
+    return float(np.dot(a, b) / (na * nb))
+
+
+def judge(
+    references: dict[str, np.ndarray],
+    outputs: dict[str, np.ndarray],
+    precision: str,
+    tolerance: Tolerance | None = None,
+    stage: str = "predict",
+) -> Verdict:
+    """Turn per-output comparisons into one verdict (first failing output decides)."""
+    missing = sorted(set(references) - set(outputs))
+    if missing:
+        return Verdict(
+            "mismatch", stage, mismatch_signature("shape"),
+            message=f"outputs missing: {', '.join(missing)}",
+        )
+    comparisons = [
+        compare(name, references[name], outputs[name], precision, tolerance)
+        for name in sorted(references)
+    ]
+    metrics: dict[str, Any] = {
+        "max_abs_error": max((c.max_abs_error for c in comparisons), default=0.0),
+        "max_ulp_error": max((c.max_ulp_error for c in comparisons), default=0.0),
+        "min_cosine": min((c.cosine for c in comparisons), default=1.0),
+        "out_of_range": sum(c.out_of_range for c in comparisons),
+        "comparisons": [c.to_dict() for c in comparisons],
+    }
+    failing = [c for c in comparisons if not c.passed]
+    if not failing:
+        return Verdict("pass", stage, "pass", metrics=metrics)
+    first = failing[0]
+    return Verdict(
+        "mismatch", stage, mismatch_signature(first.kind), message=first.detail, metrics=metrics
+    )
