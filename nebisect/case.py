@@ -181,7 +181,9 @@ class Case:
     def __post_init__(self) -> None:
         if self.stage not in STAGES:
             raise NebisectError(f"unknown stage {self.stage!r}: one of {', '.join(STAGES)}")
-        parse_target(self.target)
+        from nebisect.targets import spec_of  # late: the registry imports this module
+
+        spec_of(self.target)
 
     @property
     def case_id(self) -> str:

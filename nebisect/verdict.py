@@ -160,8 +160,10 @@ class Comparison:
 def ulp(values: np.ndarray, precision: str) -> np.ndarray:
     """The spacing of the target dtype at each value (float64 result)."""
     dtype = _DTYPES[precision]
-    magnitude = np.abs(values).astype(dtype)
-    return np.spacing(magnitude).astype(np.float64)
+    finite_max = float(np.finfo(dtype).max)
+    magnitude = np.minimum(np.nan_to_num(np.abs(values), nan=0.0), finite_max).astype(dtype)
+    with np.errstate(over="ignore"):
+        return np.spacing(magnitude).astype(np.float64)
 
 
 def compare(

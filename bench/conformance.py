@@ -1,0 +1,85 @@
+"""Run coremltools' MIL op tests against the simulator and print the per-family table.
+
+    .venv/bin/python bench/conformance.py                  # every family (hours on 2 cores)
+    .venv/bin/python bench/conformance.py conv pool        # some families
+    .venv/bin/python bench/conformance.py --sample 20      # 20 tests per test file
+    .venv/bin/python bench/conformance.py --report-only    # re-print from the logs
+
+Each family runs in its own pytest process (one core), appending verdicts to
+``<out>/<family>.jsonl``; a family whose log exists is skipped unless ``--rerun``, so an
+interrupted run resumes. The rate is passes over the cases that reached prediction;
+exclusions (nebisect.mil.conformance.EXCLUSIONS) are listed with their reasons.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from pathlib import Path
+
+from nebisect.mil.conformance import (
+    EXCLUSIONS,
+    CaseRecord,
+    read_log,
+    run_pytest,
+    summarize,
+    op_test_files,
+)
+
+
+def _run(families: list[str] | None, out: Path, sample: int, rerun: bool) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for family, paths in op_test_files(families).items():
+        log = out / f"{family}.jsonl"
+        if log.exists() and not rerun:
+            continue
+        log.unlink(missing_ok=True)
+        start = time.monotonic()
+        code = run_pytest(paths, log, sample=sample, timeout=6 * 3600)
+        print(f"{family:24s} pytest exit {code} in {time.monotonic() - start:7.1f}s", flush=True)
+
+
+def _report(out: Path, families: list[str] | None, failures: int) -> float:
+    records: list[CaseRecord] = []
+    for log in sorted(out.glob("*.jsonl")):
+        if families is None or log.stem in families:
+            records.extend(read_log(log))
+    rows, total = summarize(records)
+    print(f"\n{'family':24s} {'reached':>8s} {'pass':>6s} {'fail':>6s} {'rate':>8s} "
+          f"{'excluded':>9s} {'not reached':>12s}")
+    for row in [*rows, total]:
+        print(f"{row.family:24s} {row.reached:8d} {row.passed:6d} {row.failed:6d} "
+              f"{100 * row.rate:7.2f}% {row.excluded:9d} {row.not_reached:12d}")
+    print("\nexclusions:")
+    for rule in EXCLUSIONS:
+        print(f"  {rule.pattern}: {rule.reason}")
+    causes = collections.Counter(r.detail for r in records if r.status == "fail")
+    if causes and failures:
+        print(f"\ntop failure causes ({sum(causes.values())} failing cases):")
+        for detail, count in causes.most_common(failures):
+            print(f"  {count:5d}  {detail[:160]}")
+    return total.rate
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("families", nargs="*", help="op families (default: all)")
+    parser.add_argument("--out", default="bench/out/conformance", help="log directory")
+    parser.add_argument("--sample", type=int, default=0, help="tests per file (0: all)")
+    parser.add_argument("--rerun", action="store_true", help="re-run families already logged")
+    parser.add_argument("--report-only", action="store_true", help="only print the table")
+    parser.add_argument("--failures", type=int, default=15, help="failure causes to list")
+    args = parser.parse_args()
+    families = args.families or None
+    out = Path(args.out)
+    if not args.report_only:
+        _run(families, out, args.sample, args.rerun)
+    rate = _report(out, families, args.failures)
+    print(f"\noverall conformance rate: {100 * rate:.2f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,454 @@
+"""Generic reduction algorithms: ddmin, first-divergence search, input cutting.
+
+Everything here works on opaque *units* (op names, FX nodes, submodules) and knows
+nothing of models, files or processes. The caller injects:
+
+* ``test(units) -> signature`` — materializes the candidate made of ``units``, runs it in
+  isolation and returns the failure signature, ``None`` for a pass, or any verdict-like
+  object with ``.failed`` and ``.signature`` (a :class:`nebisect.verdict.Verdict`);
+* ``key(units) -> str`` — the content key of the materialized candidate (e.g. the
+  sha256 of the extracted program and its inputs) under which results are cached, so the
+  same bytes are never run twice even when two unit lists materialize identically;
+* ``cache`` — any mutable mapping ``key -> signature | None`` (a dict, or a persistent
+  store shared between runs);
+* ``stop(stats) -> reason | None`` — consulted before every real evaluation (evaluation
+  budget, deadline, Ctrl-C: see :class:`Budget`). A stopped algorithm does not raise: it
+  returns the best (smallest interesting) candidate found so far, marked incomplete.
+
+**Pass contract** (what every algorithm promises, after picire's ``DD`` and Hypothesis'
+shrinker): a candidate is *accepted* only if it is interesting — it fails with exactly
+the signature of the original failure (:class:`Outcome`): a candidate that passes, or
+fails in another way, is rejected, so a model with two bugs stays on the one it started
+from. Acceptance is re-checked ``confirm`` times with fresh, uncached evaluations, so a
+flaky test can cost reduction but rarely steer it; every accepted candidate is strictly
+smaller than the one it replaces, hence the algorithms terminate whatever the test says.
+The returned units are always interesting (the original itself in the worst case) and
+keep the caller's order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Hashable, Mapping, MutableMapping, Sequence
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+U = TypeVar("U", bound=Hashable)
+
+
+class Outcome(Enum):
+    """How a candidate's signature relates to the original failure's."""
+
+    INTERESTING = "interesting"  # the same signature: the same bug
+    PASS = "pass"  # no failure at all
+    DIFFERENT = "different"  # fails, but another way (another bug, or an invalid cut)
+
+
+def classify(signature: str | None, expected: str) -> Outcome:
+    if signature is None:
+        return Outcome.PASS
+    return Outcome.INTERESTING if signature == expected else Outcome.DIFFERENT
+
+
+def signature_of(result: Any) -> str | None:
+    """Normalize what a test returned: ``None``/a signature string/a verdict-like object."""
+    if result is None or isinstance(result, str):
+        return result
+    return str(result.signature) if result.failed else None
+
+
+class ReductionError(Exception):
+    """The reduction cannot start (e.g. the original candidate does not fail)."""
+
+
+class _Stopped(Exception):
+    """Raised inside an algorithm when the stop condition fires; never escapes this module."""
+
+
+@dataclass
+class Evaluation:
+    """One call of the injected test (or one cache hit), for the record and progress."""
+
+    seq: int
+    size: int
+    key: str
+    signature: str | None
+    cached: bool = False
+    confirmation: bool = False
+
+
+@dataclass
+class Stats:
+    """The cost of a reduction: real evaluations, cache hits, re-checks and why it stopped."""
+
+    evaluations: int = 0
+    cache_hits: int = 0
+    confirmations: int = 0
+    flaky: int = 0
+    stopped: str | None = None
+    started: float = field(default_factory=time.monotonic)
+    log: list[Evaluation] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("started")
+        return data
+
+
+Stop = Callable[[Stats], str | None]
+
+
+class Budget:
+    """The usual stop condition: at most ``max_evals`` evaluations, ``timeout`` seconds,
+    or until :meth:`interrupt` is called (from a SIGINT handler, say)."""
+
+    def __init__(
+        self,
+        max_evals: int | None = None,
+        timeout: float | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_evals = max_evals
+        self.clock = clock
+        self.deadline = None if timeout is None else clock() + timeout
+        self.interrupted = False
+
+    def interrupt(self) -> None:
+        self.interrupted = True
+
+    def __call__(self, stats: Stats) -> str | None:
+        if self.interrupted:
+            return "interrupted"
+        if self.max_evals is not None and stats.evaluations >= self.max_evals:
+            return f"evaluation budget of {self.max_evals} spent"
+        if self.deadline is not None and self.clock() >= self.deadline:
+            return "deadline reached"
+        return None
+
+
+class Evaluator(Generic[U]):
+    """The injected test wrapped with the cache, the stop condition and re-checks.
+
+    One evaluator is shared by the passes of one reduction so that the statistics and
+    the cache cover all of them. A ``KeyboardInterrupt`` raised while the test runs is
+    treated as a stop, so Ctrl-C still yields the best result so far.
+    """
+
+    def __init__(
+        self,
+        test: Callable[[list[U]], Any],
+        *,
+        key: Callable[[list[U]], str] | None = None,
+        cache: MutableMapping[str, str | None] | None = None,
+        stop: Stop | None = None,
+        confirm: int = 1,
+        observer: Callable[[Evaluation, Stats], None] | None = None,
+    ) -> None:
+        self._test = test
+        self._key = key or (lambda units: repr(list(units)))
+        self.cache: MutableMapping[str, str | None] = {} if cache is None else cache
+        self._stop = stop
+        self.confirm = confirm
+        self._observer = observer
+        self._confirmed: set[str] = set()
+        self.stats = Stats()
+
+    def signature(self, units: Sequence[U]) -> str | None:
+        """The candidate's signature, from the cache when its key was seen before."""
+        candidate = list(units)
+        key = self._key(candidate)
+        if key in self.cache:
+            self.stats.cache_hits += 1
+            self._record(Evaluation(len(self.stats.log), len(candidate), key,
+                                    self.cache[key], cached=True))
+            return self.cache[key]
+        signature = self._run(candidate, key, confirmation=False)
+        self.cache[key] = signature
+        return signature
+
+    def interesting(self, units: Sequence[U], expected: str) -> bool:
+        """True iff the candidate fails with ``expected``, re-checked ``confirm`` times."""
+        candidate = list(units)
+        if self.signature(candidate) != expected:
+            return False
+        key = self._key(candidate)
+        if key in self._confirmed:
+            return True
+        for _ in range(self.confirm):
+            again = self._run(candidate, key, confirmation=True)
+            if again != expected:
+                self.stats.flaky += 1
+                self.cache[key] = again
+                return False
+        self._confirmed.add(key)
+        return True
+
+    def _run(self, candidate: list[U], key: str, *, confirmation: bool) -> str | None:
+        reason = self._stop(self.stats) if self._stop else None
+        if reason:
+            self.stats.stopped = reason
+            raise _Stopped(reason)
+        try:
+            signature = signature_of(self._test(candidate))
+        except KeyboardInterrupt:
+            self.stats.stopped = "interrupted"
+            raise _Stopped("interrupted") from None
+        self.stats.evaluations += 1
+        self.stats.confirmations += confirmation
+        self._record(Evaluation(len(self.stats.log), len(candidate), key, signature,
+                                confirmation=confirmation))
+        return signature
+
+    def _record(self, evaluation: Evaluation) -> None:
+        self.stats.log.append(evaluation)
+        if self._observer:
+            self._observer(evaluation, self.stats)
+
+
+@dataclass
+class Reduction(Generic[U]):
+    """The result of a pass: interesting units, and whether the pass ran to its end
+    (for ddmin, ``complete`` means the result is 1-minimal)."""
+
+    units: list[U]
+    signature: str
+    stats: Stats
+    complete: bool
+    strategy: str
+
+    @property
+    def stopped(self) -> str | None:
+        return self.stats.stopped
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"units": list(self.units), "signature": self.signature,
+                "complete": self.complete, "strategy": self.strategy,
+                "stats": self.stats.to_dict()}
+
+
+def _split(units: list[U], parts: int) -> list[list[U]]:
+    """``parts`` contiguous, nearly equal chunks (contiguity keeps graph cuts small)."""
+    bounds = [len(units) * i // parts for i in range(parts + 1)]
+    return [units[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def ddmin(
+    units: Sequence[U], evaluator: Evaluator[U], signature: str | None = None
+) -> Reduction[U]:
+    """Zeller's ddmin: a 1-minimal interesting subset of ``units``.
+
+    At granularity n the current candidate is cut into n chunks; each chunk is tried
+    alone (reduce to subset, back to n = 2), then each complement (remove one chunk,
+    n - 1); when neither is interesting, n doubles, until n equals the candidate's
+    size — then no single unit can be removed: the result is 1-minimal. ``signature``
+    is the original failure's; when omitted, the full ``units`` are evaluated for it.
+    """
+    current = list(units)
+    try:
+        if signature is None:
+            signature = evaluator.signature(current)
+            if signature is None:
+                raise ReductionError("the original candidate does not fail")
+        chunks = _split(current, 2)
+        while len(current) > 1:
+            reduced = next((c for c in chunks if evaluator.interesting(c, signature)), None)
+            if reduced is not None:
+                current, chunks = reduced, _split(reduced, 2)
+                continue
+            if len(chunks) > 2:
+                index = _removable_chunk(chunks, evaluator, signature)
+                if index is not None:
+                    chunks = chunks[:index] + chunks[index + 1:]
+                    current = [u for c in chunks for u in c]
+                    continue
+            if len(chunks) >= len(current):
+                break
+            chunks = _split(current, min(len(current), 2 * len(chunks)))
+    except _Stopped:
+        return Reduction(current, signature or "", evaluator.stats, False, "ddmin")
+    return Reduction(current, signature, evaluator.stats, True, "ddmin")
+
+
+def _removable_chunk(
+    chunks: list[list[U]], evaluator: Evaluator[U], signature: str
+) -> int | None:
+    for index in range(len(chunks)):
+        complement = [u for i, c in enumerate(chunks) if i != index for u in c]
+        if evaluator.interesting(complement, signature):
+            return index
+    return None
+
+
+@dataclass
+class Divergence:
+    """Where a monotone check first turns true, and how many checks that took."""
+
+    index: int | None
+    checks: int
+
+
+def first_divergence(count: int, broken: Callable[[int], bool]) -> Divergence:
+    """Binary search for the first position ``i`` in ``range(count)`` with ``broken(i)``.
+
+    ``broken`` must be monotone (false … false true … true): use it with
+    :meth:`Dag.frontier` — "some value live after position i breaks the oracle" — which
+    is monotone for any error that propagates. The last position is checked first; if it
+    is not broken, nothing diverges (``index`` None). ``1 + ceil(log2 count)`` checks.
+    """
+    if count <= 0:
+        return Divergence(None, 0)
+    checks = 1
+    if not broken(count - 1):
+        return Divergence(None, checks)
+    low, high = -1, count - 1  # broken(high) holds; broken(low) is false (or low = -1)
+    while high - low > 1:
+        middle = (low + high) // 2
+        checks += 1
+        if broken(middle):
+            high = middle
+        else:
+            low = middle
+    return Divergence(high, checks)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A subgraph: its units in order, the values to feed it (recorded from a reference
+    run) and the values it exposes as outputs."""
+
+    units: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+class Dag:
+    """The dependency view the algorithms consume: units in topological order, the
+    values each unit reads and writes, and the graph's inputs and outputs.
+
+    Values produced by no unit (graph inputs, or constants the adapter re-emits itself)
+    are simply absent from ``produces``; only values listed here are cut.
+    """
+
+    def __init__(
+        self,
+        order: Sequence[str],
+        consumes: Mapping[str, Sequence[str]],
+        produces: Mapping[str, Sequence[str]],
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+    ) -> None:
+        self.order = tuple(order)
+        self.consumes = {u: tuple(consumes.get(u, ())) for u in self.order}
+        self.produces = {u: tuple(produces.get(u, ())) for u in self.order}
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self.position = {u: i for i, u in enumerate(self.order)}
+        self.producer = {v: u for u in self.order for v in self.produces[u]}
+        last_use: dict[str, float] = {}
+        for u in self.order:
+            for v in self.consumes[u]:
+                last_use[v] = self.position[u]
+        for v in self.outputs:
+            last_use[v] = math.inf
+        self._lifetimes = [
+            (self.position[u], last_use.get(v, self.position[u]), v)
+            for u in self.order for v in self.produces[u]
+        ]
+
+    def frontier(self, index: int) -> list[str]:
+        """Values live just after position ``index``: produced at or before it and read
+        after it (or graph outputs). An error that entered at or before ``index`` and
+        propagates is visible in one of them, which makes the check monotone."""
+        return [v for born, dies, v in self._lifetimes if born <= index < dies]
+
+    def ancestors(self, unit: str) -> list[str]:
+        """Units ``unit`` depends on, nearest (latest in the order) first."""
+        seen: set[str] = set()
+        stack = [unit]
+        while stack:
+            for v in self.consumes[stack.pop()]:
+                producer = self.producer.get(v)
+                if producer is not None and producer not in seen:
+                    seen.add(producer)
+                    stack.append(producer)
+        return sorted(seen, key=self.position.__getitem__, reverse=True)
+
+    def cut(self, kept: Sequence[str] | set[str]) -> Cut:
+        """Input cutting: the kept units, fed every value they read from outside the
+        kept set (dropped producers' outputs and graph inputs), exposing every value they
+        produce that no kept unit reads, plus kept graph outputs."""
+        keep = set(kept)
+        unknown = keep - self.position.keys()
+        if unknown:
+            raise KeyError(f"not units of this graph: {sorted(unknown)}")
+        units = tuple(u for u in self.order if u in keep)
+        inputs: dict[str, None] = {}
+        read: set[str] = set()
+        for u in units:
+            for v in self.consumes[u]:
+                read.add(v)
+                if self.producer.get(v) not in keep:
+                    inputs.setdefault(v)
+        graph_outputs = set(self.outputs)
+        outputs = tuple(
+            v for u in units for v in self.produces[u] if v not in read or v in graph_outputs
+        )
+        return Cut(units, tuple(inputs), outputs)
+
+
+@dataclass
+class Localization:
+    """First-divergence result: the diverging unit, the signature of its divergence, the
+    cheap checks spent, and the confirmed reduction (None if no isolated cut of the
+    diverging unit and its ancestors reproduced it — the caller falls back to ddmin)."""
+
+    index: int | None
+    unit: str | None
+    signature: str | None
+    checks: int
+    reduction: Reduction[str] | None
+
+
+def localize(
+    dag: Dag, divergence: Callable[[str], str | None], evaluator: Evaluator[str]
+) -> Localization:
+    """First divergence from recorded intermediates, confirmed by isolated cuts.
+
+    ``divergence(value)`` compares one value of ONE target run with ONE reference run
+    and returns its mismatch signature (None when within tolerance); the search spends
+    only these cheap checks. The diverging unit is then cut out alone (its inputs fed
+    from the reference run) and tested in isolation for the same divergence signature —
+    the signature where the bug enters, which is what a repro of that op shows. If the
+    op alone does not reproduce, the window grows over its nearest ancestors (1, 2, 4, …
+    units) and the first reproducing window is reduced with :func:`ddmin`. On a chain
+    with one bad op this costs one isolated evaluation (plus re-checks).
+    """
+    found = first_divergence(
+        len(dag.order), lambda i: any(divergence(v) for v in dag.frontier(i))
+    )
+    if found.index is None:
+        return Localization(None, None, None, found.checks, None)
+    unit = dag.order[found.index]
+    signature = next(s for v in dag.produces[unit] if (s := divergence(v)))
+    ancestors = dag.ancestors(unit)
+    width = 1
+    try:
+        while True:
+            window = sorted([unit, *ancestors[: width - 1]], key=dag.position.__getitem__)
+            if evaluator.interesting(window, signature):
+                break
+            if width > len(ancestors):
+                return Localization(found.index, unit, signature, found.checks, None)
+            width = min(2 * width, len(ancestors) + 1)
+    except _Stopped:
+        return Localization(found.index, unit, signature, found.checks, None)
+    if len(window) == 1:
+        reduction = Reduction(window, signature, evaluator.stats, True, "first-divergence")
+    else:
+        reduction = ddmin(window, evaluator, signature)
+        reduction.strategy = "first-divergence+ddmin"
+    return Localization(found.index, unit, signature, found.checks, reduction)

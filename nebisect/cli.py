@@ -1,0 +1,62 @@
+"""The ``nebisect`` command line: a typer app assembled from ``nebisect.commands``.
+
+Each module in ``nebisect/commands`` defines ``register(app)`` and a sort key
+``ORDER``; this file only discovers them and turns user errors into one line and
+exit code 2 (no traceback dumps).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+from rich.console import Console
+
+from nebisect import commands, quiet
+from nebisect.case import NebisectError
+
+app = typer.Typer(
+    help=(
+        "Find, isolate, minimize and guard against crashes and numeric cliffs in Core ML "
+        "models. Every prediction runs in its own process, so a SIGSEGV is a verdict."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+@app.callback()
+def _global_options(
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Let coremltools/torch chatter and progress bars through."
+    ),
+) -> None:
+    quiet.VERBOSE = verbose
+
+
+def _register_commands() -> None:
+    modules = [
+        importlib.import_module(f"{commands.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(commands.__path__)
+    ]
+    for module in sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__)):
+        module.register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """Console-script entry: user errors → ``nebisect: error: …`` on stderr, exit 2."""
+    try:
+        app()
+    except NebisectError as exc:
+        Console(stderr=True).print(f"[bold red]nebisect: error:[/] {exc}", highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        Console(stderr=True).print("nebisect: interrupted")
+        sys.exit(130)

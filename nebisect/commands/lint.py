@@ -1,0 +1,134 @@
+"""``nebisect lint``: static hazard scan of an ML program (text, JSON or SARIF)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from nebisect.case import NebisectError
+
+if TYPE_CHECKING:
+    from nebisect.lint import LintResult
+
+ORDER = 40
+FORMATS = ("text", "json", "sarif")
+_STYLE = {"error": "bold red", "warning": "yellow", "note": "cyan"}
+
+
+def lint(
+    source: str = typer.Argument(
+        None, help="An .mlpackage (ML program), or a module:function returning a MIL Program."
+    ),
+    output_format: str = typer.Option(
+        "text", "--format", "-f", help="text | json | sarif (SARIF 2.1.0, for code scanning)."
+    ),
+    fp16: bool = typer.Option(
+        False, "--fp16",
+        help="Treat fp32 ops as fp16 too (the Neural Engine computes in fp16 whatever the "
+        "program declares).",
+    ),
+    input_range: list[str] = typer.Option(
+        None, "--input-range", metavar="NAME=LO:HI",
+        help="Declared range of an input (repeatable), e.g. x=-15:15: enables the interval "
+        "analysis that proves fp16 overflows.",
+    ),
+    output: Path = typer.Option(
+        None, "--output", "-o", help="Write the json/sarif/text output to this file."
+    ),
+    list_rules: bool = typer.Option(False, "--list-rules", help="List the rules and exit."),
+) -> None:
+    """Flag fp16 range hazards, log-domain patterns, data-dependent shapes and mask
+    constants in a Core ML ML program before anything runs.
+
+    Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input.
+    """
+    from nebisect.lint import lint_source, parse_input_range
+
+    if output_format not in FORMATS:
+        raise NebisectError(f"--format {output_format!r}: one of {', '.join(FORMATS)}")
+    if list_rules:
+        _print_rules(output_format)
+        return
+    if not source:
+        raise NebisectError("lint needs a SOURCE (.mlpackage or module:function)")
+    ranges = dict(parse_input_range(text) for text in input_range or [])
+    result = lint_source(source, assume_fp16=fp16, input_ranges=ranges)
+    if output_format == "sarif":
+        from nebisect.report.sarif import sarif_text
+
+        _emit(sarif_text(result), output)
+    elif output_format == "json":
+        from nebisect.report import to_jsonable
+
+        _emit(json.dumps(to_jsonable(result.to_dict()), indent=2) + "\n", output)
+    else:
+        _print_text(result, output)
+    raise typer.Exit(result.exit_code)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    from nebisect.report.files import write_text_atomic
+
+    write_text_atomic(output, text)
+
+
+def _print_text(result: LintResult, output: Path | None) -> None:
+    buffer = io.StringIO() if output else None
+    console = Console(file=buffer, highlight=False, soft_wrap=True, no_color=bool(output))
+    for finding in result.findings:
+        style = _STYLE[finding.severity]
+        console.print(
+            f"[{style}]{finding.severity}[/] [bold]{finding.rule_id}[/] "
+            f"{escape(finding.function)}/{escape(finding.op_name)} ({finding.op_type})"
+        )
+        console.print(f"  {escape(finding.message)}")
+        cure = (
+            f"fix: nebisect fix apply {finding.fix} {result.source} -o FIXED.mlpackage"
+            if finding.fix else f"remedy: {_remedy(finding.rule_id)}"
+        )
+        console.print(f"  [dim]{escape(cure)}[/]")
+    counts = result.counts()
+    console.print(
+        f"{len(result.findings)} finding(s): {counts['error']} error(s), "
+        f"{counts['warning']} warning(s), {counts['note']} note(s)"
+        + ("" if result.input_ranges else " (no --input-range: interval analysis off)")
+    )
+    if buffer is not None:
+        _emit(buffer.getvalue(), output)
+
+
+def _remedy(rule_id: str) -> str:
+    from nebisect.lint import get_rule
+
+    return get_rule(rule_id).remedy
+
+
+def _print_rules(output_format: str) -> None:
+    from nebisect.lint import registered_rules
+
+    rules = registered_rules().values()
+    if output_format != "text":
+        typer.echo(json.dumps([rule.to_dict() for rule in rules], indent=2))
+        return
+    table = Table(title="nebisect lint rules (--format json for rationale and remedies)")
+    for column in ("rule", "severity", "cured by"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("hazard")
+    table.add_column("source")
+    for rule in rules:
+        table.add_row(rule.id, rule.severity, rule.fix or "manual", rule.title, rule.source)
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("lint")(lint)

@@ -1,0 +1,110 @@
+"""``nebisect replay``: the corpus as a CI guard."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nebisect.commands.corpus import print_problems
+
+if TYPE_CHECKING:
+    from nebisect.corpus.replay import ReplayResult, ReplaySummary
+    from nebisect.corpus.store import Problem
+
+ORDER = 50
+
+_STYLES = {"ok": "green", "regression": "bold red", "improved": "cyan", "skipped": "yellow"}
+
+
+def replay(
+    root: Path = typer.Argument(..., help="Corpus directory."),
+    target: list[str] = typer.Option(
+        None, "--target", "-t",
+        help="Only cases recorded for these targets (repeatable; globs like 'sim:*').",
+    ),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Cases evaluated in parallel."),
+    junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    update: bool = typer.Option(
+        False, "--update", help="Re-record every case whose expectation no longer holds."
+    ),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per isolated step."),
+) -> None:
+    """Run every case in isolation and compare with its expected status.
+
+    A regression — a fixed/pass case that fails, or a failing case whose signature
+    changed — exits 1 and is named; so does a damaged case (it no longer guards
+    anything). Cases for targets unavailable here are skipped with the reason.
+    """
+    from nebisect.corpus import Corpus
+    from nebisect.corpus.replay import record_updates
+    from nebisect.corpus.replay import replay as replay_cases
+
+    corpus = Corpus(root)
+    scan = corpus.scan()
+    console = Console(stderr=True)
+    with console.status(f"replaying {len(scan.cases)} case(s)") as status:
+        done = []
+
+        def progress(result: object) -> None:
+            done.append(result)
+            status.update(f"replayed {len(done)}/{len(scan.cases)}")
+
+        summary = replay_cases(scan.cases, targets=target or (), jobs=jobs, timeout=timeout,
+                               on_result=progress)
+    updated = record_updates(corpus, summary) if update else []
+    damaged = [p for p in scan.problems if p.damaged]
+    if junit:
+        from nebisect.report.junit import write_junit
+        from nebisect.verdict import Verdict
+
+        entries = [(r.label, r.junit_verdict()) for r in summary.results]
+        entries += [(p.path.name, Verdict("error", "load", "error:load:damaged corpus case",
+                                          message=p.reason)) for p in damaged]
+        write_junit(junit, "nebisect.replay", entries)
+    if as_json:
+        typer.echo(json.dumps({
+            "results": [r.to_dict() for r in summary.results],
+            "problems": [{"path": str(p.path), "reason": p.reason, "damaged": p.damaged}
+                         for p in scan.problems],
+            "updated": [r.case_id for r in updated],
+        }, indent=2, default=str))
+    else:
+        _print(summary, scan.problems, updated)
+    regressions = [] if update else summary.regressions
+    raise typer.Exit(1 if regressions or damaged else 0)
+
+
+def _print(
+    summary: ReplaySummary, problems: Sequence[Problem], updated: Sequence[ReplayResult]
+) -> None:
+    console = Console()
+    table = Table(title="nebisect replay")
+    for column in ("case", "target", "expected", "verdict", "outcome", "time s"):
+        table.add_column(column)
+    for r in summary.results:
+        style = _STYLES[r.outcome]
+        expected = r.expected.status + (f" {r.expected.signature}" if r.expected.signature else "")
+        table.add_row(r.label, r.target, expected, r.verdict.signature,
+                      f"[{style}]{r.outcome}[/]", f"{r.verdict.timings.get('wall', 0.0):.2f}")
+    console.print(table)
+    for r in summary.results:
+        if r.outcome != "ok":
+            console.print(f"[{_STYLES[r.outcome]}]{r.outcome}[/] {r.label} ({r.case_id}): "
+                          f"{r.reason}", highlight=False)
+    print_problems(console, problems)
+    for r in updated:
+        console.print(f"re-recorded {r.label}: expected now follows {r.verdict.signature}")
+    counts = ", ".join(f"{summary.count(o)} {o}" for o in ("ok", "regression", "improved",
+                                                           "skipped"))
+    console.print(f"{len(summary.results)} case(s): {counts}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("replay")(replay)

@@ -1,0 +1,146 @@
+"""``nebisect run``: isolated multi-target runs with attribution."""
+
+from __future__ import annotations
+
+import json
+import platform
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nebisect.case import NebisectError, parse_target
+from nebisect.inputs import DEFAULT_LENGTHS
+
+if TYPE_CHECKING:
+    from nebisect.matrix import RunReport
+
+ORDER = 10
+
+SOURCE_HELP = (
+    "An .mlpackage (ML program), or a torch model as path/to/file.py:factory. The factory "
+    "takes no arguments and returns a dict with 'module' (torch.nn.Module), "
+    "'example_inputs' (dict name → tensor; the names become the Core ML input names) and "
+    "optionally 'dynamic_dims' ({input: {axis: (min, max)}}). See examples/meanpool.py."
+)
+
+
+def default_targets() -> list[str]:
+    """Real Core ML compute units on macOS; the simulator's fp32/fp16/ANE models elsewhere."""
+    if platform.system() == "Darwin":
+        return ["coreml:cpu", "coreml:gpu", "coreml:ne", "coreml:all"]
+    return ["sim:fp32", "sim:fp16", "sim:ane"]
+
+
+def _lengths(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise NebisectError(f"--lengths {text!r}: give comma-separated integers") from None
+    if not values or min(values) < 1:
+        raise NebisectError(f"--lengths {text!r}: lengths must be positive")
+    return values
+
+
+def run(
+    source: str = typer.Argument(..., help=SOURCE_HELP),
+    target: list[str] = typer.Option(
+        None, "--target", "-t",
+        help="Target spec (repeatable), e.g. sim:ane, coreml:ne, torch:cpu:fp32. "
+        "Default: coreml:cpu,gpu,ne,all on macOS; sim:fp32, sim:fp16, sim:ane elsewhere.",
+    ),
+    inputs: Path = typer.Option(
+        None, "--inputs", help="An .npz of named inputs (loaded without pickle)."
+    ),
+    lengths: str = typer.Option(
+        ",".join(map(str, DEFAULT_LENGTHS)), "--lengths",
+        help="Lengths for every flexible dimension, clipped to its range.",
+    ),
+    reference: str = typer.Option(
+        "", "--reference", help="Oracle target (default: sim:fp64; torch:cpu:fp64 for torch)."
+    ),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per isolated case."),
+    as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
+    report: Path = typer.Option(None, "--report", help="Write report.json/report.html here."),
+) -> None:
+    """Run every prediction in a fresh process on each target and compare with a float64
+    reference; say where a divergence enters (conversion, precision, device).
+
+    Exit code: 0 all pass, 1 a failure was found, 2 usage or input error.
+    """
+    from nebisect.isolate import Isolator
+    from nebisect.matrix import MatrixRunner
+    from nebisect.source import resolve_source
+
+    targets = target or default_targets()
+    for spec in targets:
+        parse_target(spec)
+    resolved = resolve_source(source)
+    console = Console(stderr=True)
+    with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator:
+        workdir = Path(tmp)
+        with console.status("running") as status:
+            runner = MatrixRunner(
+                resolved, targets, workdir, isolator, reference=reference, timeout=timeout,
+                convert=_converter(), progress=lambda msg: status.update(msg),
+            )
+            result = runner.run(_lengths(lengths), str(inputs) if inputs else "")
+        if report:
+            from nebisect.report import write_run_report
+
+            write_run_report(report, result)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+    else:
+        _print(result)
+    raise typer.Exit(1 if result.failed else 0)
+
+
+def _converter() -> Callable[..., Any]:
+    from nebisect.convert import convert_isolated
+
+    return convert_isolated
+
+
+def _print(result: RunReport) -> None:
+    from nebisect.matrix import placement_summary
+
+    console = Console()
+    table = Table(title=f"nebisect run {result.source}  (reference {result.reference})")
+    for column in ("target", "length", "verdict", "max ULP", "max abs", "cosine", "placement",
+                   "time s"):
+        table.add_column(column, justify="right" if column in ("length", "max ULP", "max abs",
+                                                                "cosine", "time s") else "left")
+    for row in result.rows:
+        v = row.verdict
+        style = "green" if not v.failed else "red"
+        metrics = v.metrics
+        table.add_row(
+            row.target, str(row.length or "static"), f"[{style}]{v.signature}[/]",
+            _fmt(metrics.get("max_ulp_error")), _fmt(metrics.get("max_abs_error")),
+            _fmt(metrics.get("min_cosine"), ".6f"), placement_summary(v.placement),
+            _fmt(v.timings.get("total"), ".2f"),
+        )
+    console.print(table)
+    for row in result.rows:
+        if row.verdict.failed:
+            console.print(
+                f"[red]✗[/] {row.target} @ {row.length or 'static'}: {row.verdict.status} "
+                f"at stage {row.verdict.stage} — attribution: [bold]{row.attribution}[/] — "
+                f"{row.verdict.message.splitlines()[0] if row.verdict.message else ''}",
+                highlight=False,
+            )
+    if not result.failed:
+        console.print("[green]all targets agree with the reference[/]")
+
+
+def _fmt(value: object, spec: str = ".3g") -> str:
+    return "" if value is None else format(float(value), spec)  # type: ignore[arg-type]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)

@@ -1,0 +1,243 @@
+"""torch → MIL program → ``.mlpackage``, always inside isolation.
+
+Conversion is a stage of its own: a converter that raises (or crashes) is a verdict at
+stage ``convert`` carrying the converter's message, never a traceback in the user's
+process. Both of coremltools' torch paths are tried and **both outcomes recorded** —
+which path breaks is half the diagnosis when a torch / transformers / coremltools
+upgrade lands:
+
+* ``export`` — ``torch.export.export`` (dynamic dims as ``torch.export.Dim``), then
+  ``run_decompositions({})`` as coremltools asks for torch's TRAINING dialect;
+* ``trace`` — ``torch.jit.trace`` with dynamic dims as ``ct.RangeDim``.
+
+The package comes from the first path that succeeds (export preferred). Precision
+follows the target: fp16 targets get a FLOAT16 program, everything else FLOAT32. Input
+and output names come from the torch source (``nebisect.torchsource``), so the package
+and the eager module are compared name by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nebisect.case import NebisectError
+from nebisect.quiet import import_coremltools, quiet
+from nebisect.torchsource import TorchSource, load_torch_source
+from nebisect.verdict import Verdict, error_signature
+
+if TYPE_CHECKING:
+    from nebisect.isolate import Isolator
+    from nebisect.source import Source
+
+PATHS = ("export", "trace")
+DEFAULT_DEPLOYMENT = "iOS18"
+#: The ``setup`` entry that installs nebisect's converter overrides in the child.
+OVERRIDES_SETUP = "nebisect.convert_overrides:install"
+_PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
+
+
+@dataclass
+class Attempt:
+    """One conversion path's outcome: ``ok`` or ``failed`` with the converter's message."""
+
+    path: str
+    status: str
+    message: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Attempt:
+        return cls(**data)
+
+
+def conversion_precision(precision: str) -> str:
+    """fp16 targets get a FLOAT16 program; fp32/fp64 (and bf16 torch) get FLOAT32."""
+    return "fp16" if precision == "fp16" else "fp32"
+
+
+def convert_source(
+    source: TorchSource, precision: str, *, deployment: str = DEFAULT_DEPLOYMENT
+) -> tuple[Any | None, list[Attempt]]:
+    """Try every path; return the first converted MLModel (or None) and all attempts."""
+    ct = import_coremltools()
+    options = {
+        "convert_to": "mlprogram",
+        "compute_precision": (ct.precision.FLOAT16 if conversion_precision(precision) == "fp16"
+                              else ct.precision.FLOAT32),
+        "minimum_deployment_target": _deployment(ct, deployment),
+        "outputs": [ct.TensorType(name=name) for name in source.output_names()],
+    }
+    converters = {"export": _via_export, "trace": _via_trace}
+    model = None
+    attempts = []
+    for path in PATHS:
+        started = time.perf_counter()
+        try:
+            with quiet():
+                converted = converters[path](ct, source, options)
+        except Exception as exc:
+            attempts.append(Attempt(path, "failed", _converter_message(exc),
+                                    time.perf_counter() - started))
+            continue
+        attempts.append(Attempt(path, "ok", "", time.perf_counter() - started))
+        model = model or converted
+    return model, attempts
+
+
+def _deployment(ct: Any, name: str) -> Any:
+    target = getattr(ct.target, name, None)
+    if target is None:
+        raise NebisectError(f"unknown deployment target {name!r} (e.g. iOS18, macOS15)")
+    return target
+
+
+def _converter_message(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else '(no message)'}"
+
+
+def _input_types(ct: Any, source: TorchSource, *, shapes: bool) -> list[Any]:
+    """Core ML input types; with ``shapes``, one shared ``RangeDim`` per dynamic range.
+
+    Sharing the RangeDim object (not only equal bounds) tells coremltools that, say,
+    ``input_ids`` and ``attention_mask`` have the same length.
+    """
+    import numpy as np
+
+    ranges: dict[tuple[int, int], Any] = {}
+    for name, axes in source.dynamic_dims.items():
+        for axis, (lo, hi) in axes.items():
+            default = int(source.example_inputs[name].shape[axis])
+            ranges.setdefault((lo, hi), ct.RangeDim(lo, hi, default=default))
+    types = []
+    for desc in source.descriptions():
+        kwargs: dict[str, Any] = {"name": desc.name, "dtype": np.dtype(desc.dtype).type}
+        if shapes:
+            kwargs["shape"] = ct.Shape([lo if lo == hi else ranges[(lo, hi)]
+                                        for lo, hi in desc.dims])
+        types.append(ct.TensorType(**kwargs))
+    return types
+
+
+def _via_export(ct: Any, source: TorchSource, options: dict[str, Any]) -> Any:
+    import torch
+
+    dims = {bounds: torch.export.Dim(name, min=bounds[0], max=bounds[1])
+            for bounds, name in source.symbols().items()}
+    dynamic = {
+        name: ({axis: dims[b] for axis, b in source.dynamic_dims[name].items()}
+               if name in source.dynamic_dims else None)
+        for name in source.example_inputs
+    }
+    program = torch.export.export(
+        source.module, tuple(source.example_inputs.values()),
+        dynamic_shapes=dynamic if source.dynamic_dims else None,
+    ).run_decompositions({})
+    return ct.convert(program, inputs=_input_types(ct, source, shapes=False), **options)
+
+
+def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any]) -> Any:
+    import torch
+
+    traced = torch.jit.trace(source.module, tuple(source.example_inputs.values()))
+    return ct.convert(traced, inputs=_input_types(ct, source, shapes=True), **options)
+
+
+def summarize(attempts: list[Attempt]) -> str:
+    """One line: ``torch.export: ok | jit.trace: TypeError: …`` (signature-friendly)."""
+    return " | ".join(
+        f"{_PATH_LABELS[a.path]}: {a.message if a.status == 'failed' else 'ok'}"
+        for a in attempts
+    )
+
+
+def op_type_counts(model: Any) -> dict[str, int]:
+    """MIL op types of the converted main function (what the simulator must run)."""
+    program = model._mil_program
+    return dict(Counter(op.op_type for op in program.functions["main"].operations))
+
+
+def save_package(model: Any, destination: str | os.PathLike[str]) -> Path:
+    """Save atomically: a reader never sees half a package at ``destination``."""
+    target = Path(destination)
+    staging = target.with_name(f".{os.getpid()}.{target.name}")
+    shutil.rmtree(staging, ignore_errors=True)
+    with quiet():
+        model.save(str(staging))
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(staging, target)
+    return target
+
+
+def convert_job(payload: dict[str, Any]) -> Verdict:
+    """Child side: convert ``payload["source"]`` and write ``payload["package"]``.
+
+    Payload: ``source`` (``file.py:factory``), ``precision`` (the target's),
+    ``package`` (output path), optional ``setup`` (``module:function`` callables run
+    first — e.g. :data:`OVERRIDES_SETUP`) and ``deployment_target`` (``iOS18``).
+    """
+    from nebisect.isolate import mark_stage
+
+    mark_stage("convert")
+    for reference in payload.get("setup", ()):
+        module, _, function = reference.partition(":")
+        getattr(importlib.import_module(module), function)()
+    source = load_torch_source(payload["source"])
+    model, attempts = convert_source(
+        source, payload["precision"],
+        deployment=payload.get("deployment_target", DEFAULT_DEPLOYMENT),
+    )
+    metrics: dict[str, Any] = {
+        "attempts": [a.to_dict() for a in attempts],
+        "precision": conversion_precision(payload["precision"]),
+        "setup": list(payload.get("setup", ())),
+    }
+    message = summarize(attempts)
+    if model is None:
+        return Verdict("error", "convert", error_signature("convert", message),
+                       message=message, metrics=metrics)
+    metrics["path"] = next(a.path for a in attempts if a.status == "ok")
+    metrics["op_types"] = op_type_counts(model)
+    save_package(model, payload["package"])
+    return Verdict("pass", "convert", message=message, metrics=metrics)
+
+
+def convert_isolated(
+    source: Source,
+    precision: str,
+    workdir: Path,
+    isolator: Isolator,
+    *,
+    setup: tuple[str, ...] = (),
+    timeout: float = 900.0,
+) -> tuple[Path | None, Verdict]:
+    """Parent side: run :func:`convert_job` in a fresh process.
+
+    Returns the package path (None when conversion failed) and the convert verdict —
+    ``error`` with the converter's messages, or ``crash``/``timeout`` from isolation.
+    """
+    from nebisect.isolate import Job
+
+    key = conversion_precision(precision)
+    package = Path(workdir) / f"converted-{key}.mlpackage"
+    job = Job(
+        function="nebisect.convert:convert_job",
+        payload={"source": source.location, "precision": key, "package": str(package),
+                 "setup": list(setup)},
+        stage="convert",
+        timeout=timeout,
+        preload=("numpy", "torch", "coremltools"),
+    )
+    verdict = isolator.run(job).verdict
+    ok = verdict.status == "pass" and package.is_dir()
+    return (package if ok else None), verdict

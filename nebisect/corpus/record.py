@@ -1,0 +1,133 @@
+"""``case.json``: the versioned record of one corpus case, and what it promises.
+
+A corpus case is a directory ``<case id>/`` holding ``case.json``, the model
+(``model.mlpackage``, or ``model.py`` for a torch source) and ``inputs.npz``. The record
+names every other file with its sha256 and carries a checksum over its own canonical
+JSON, so *any* edit — a flipped byte in a weight blob, a hand-changed expected status,
+a truncated npz — is detected on load and the case is skipped, never run as something
+it is not.
+
+The expectation is one of:
+
+* ``failing`` — the case reproduces a known bug: replay must see a failure with the
+  recorded ``signature`` (a *different* failure is a regression: the bug changed);
+* ``fixed`` — it used to fail and must now pass (a failure is a regression);
+* ``pass`` — it must pass.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from nebisect.case import NebisectError, sha256_bytes
+
+SCHEMA_VERSION = 1
+EXPECTED_STATUSES = ("failing", "fixed", "pass")
+CASE_FILE = "case.json"
+INPUTS_FILE = "inputs.npz"
+MODEL_FILES = {"mlpackage": "model.mlpackage", "torch": "model.py"}
+
+
+class CorruptCaseError(NebisectError):
+    """A case directory whose files do not match its record (tampered or half-written)."""
+
+
+@dataclass
+class Expected:
+    """What replay must observe for a case."""
+
+    status: str
+    signature: str = ""
+    verdict: str = ""
+    message: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in EXPECTED_STATUSES:
+            raise NebisectError(
+                f"unknown expected status {self.status!r}: one of {', '.join(EXPECTED_STATUSES)}"
+            )
+        if self.status == "failing" and not self.signature:
+            raise NebisectError("a failing case needs the signature it fails with")
+
+    @classmethod
+    def from_verdict(cls, verdict: Any, previous: Expected | None = None) -> Expected:
+        """The expectation a verdict records: its failure, or pass/fixed.
+
+        A case that used to fail and now passes becomes ``fixed``, so the corpus keeps
+        the memory that this input once broke something.
+        """
+        if verdict.failed:
+            return cls("failing", verdict.signature, verdict.status, verdict.message[:300])
+        was_failing = previous is not None and previous.status in ("failing", "fixed")
+        return cls("fixed" if was_failing else "pass", "", verdict.status)
+
+
+@dataclass
+class CaseRecord:
+    """The content of ``case.json`` (schema version :data:`SCHEMA_VERSION`)."""
+
+    case_id: str
+    source_kind: str
+    target: str
+    expected: Expected
+    stage: str = "predict"
+    factory: str = ""
+    reference: str = "sim:fp64"
+    options: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    description: str = ""
+    fixes: list[str] = field(default_factory=list)
+    provenance: dict[str, str] = field(default_factory=dict)
+    created: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+    inputs_sha256: str = ""
+    schema: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.source_kind not in MODEL_FILES:
+            raise NebisectError(
+                f"corpus cases store {' or '.join(MODEL_FILES)} models, not {self.source_kind!r}"
+            )
+
+    @property
+    def model_file(self) -> str:
+        return MODEL_FILES[self.source_kind]
+
+    @property
+    def label(self) -> str:
+        """The human name if there is one, else the id."""
+        return self.name or self.case_id
+
+    def to_json(self) -> str:
+        body = asdict(self)
+        body["checksum"] = _checksum(body)
+        return json.dumps(body, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> CaseRecord:
+        """Parse and verify a record; any mismatch is a :class:`CorruptCaseError`."""
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CorruptCaseError(f"{CASE_FILE} is not valid JSON ({exc.msg})") from None
+        if not isinstance(body, dict):
+            raise CorruptCaseError(f"{CASE_FILE} is not a JSON object")
+        schema = body.get("schema")
+        if schema != SCHEMA_VERSION:
+            raise CorruptCaseError(
+                f"{CASE_FILE} has schema version {schema!r}; this nebisect reads {SCHEMA_VERSION}"
+            )
+        stored = body.pop("checksum", None)
+        if stored != _checksum(body):
+            raise CorruptCaseError(f"{CASE_FILE} checksum mismatch (edited by hand or damaged)")
+        try:
+            expected = Expected(**body.pop("expected"))
+            return cls(expected=expected, **body)
+        except (TypeError, KeyError) as exc:
+            raise CorruptCaseError(f"{CASE_FILE} does not follow the schema ({exc})") from None
+
+
+def _checksum(body: dict[str, Any]) -> str:
+    return sha256_bytes(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())

@@ -1,0 +1,281 @@
+"""Replay: run every corpus case in isolation and hold it to its recorded expectation.
+
+Outcomes per case:
+
+* ``ok`` — a ``pass``/``fixed`` case passes, or a ``failing`` case fails with exactly its
+  recorded signature (the known bug is still there, and still the same bug);
+* ``regression`` — a ``pass``/``fixed`` case fails, or a ``failing`` case fails with a
+  different signature (the bug changed: a new failure hides behind the old one);
+* ``improved`` — a ``failing`` case passes; not a regression, but the record is stale
+  (``--update`` re-records it as ``fixed``);
+* ``skipped`` — the case's target is unavailable here (Core ML off macOS, a plugin
+  target whose module is missing) or was not selected; the reason is kept.
+
+Torch cases are converted first (in isolation, at the target's precision) and then
+evaluated against torch fp64; ``.mlpackage`` cases go straight to
+:func:`nebisect.runner.evaluate`. ``jobs`` > 1 runs cases on that many threads, each
+owning its own :class:`~nebisect.isolate.Isolator` (isolators are not thread-safe).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from nebisect.case import Case, NebisectError
+from nebisect.corpus.record import Expected
+from nebisect.corpus.store import Corpus, CorpusCase
+from nebisect.fixes.apply import FixedSource, fix_source
+from nebisect.fixes.base import Fix
+from nebisect.isolate import Isolator
+from nebisect.runner import evaluate
+from nebisect.targets import get_target, spec_of
+from nebisect.verdict import Verdict
+
+OUTCOMES = ("ok", "regression", "improved", "skipped")
+DEFAULT_TIMEOUT = 120.0
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+@dataclass
+class CaseRun:
+    """One evaluation of a corpus case, and the artifact preparation behind it."""
+
+    verdict: Verdict
+    prepared: FixedSource | None = None
+
+
+@dataclass
+class ReplayResult:
+    """A case's verdict held against its expectation."""
+
+    case_id: str
+    label: str
+    target: str
+    expected: Expected
+    verdict: Verdict
+    outcome: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "case_id": self.case_id, "label": self.label, "target": self.target,
+            "expected": vars(self.expected), "outcome": self.outcome, "reason": self.reason,
+            "verdict": self.verdict.to_dict(),
+        }
+
+    def junit_verdict(self) -> Verdict:
+        """The verdict CI should see: a known bug reproducing as recorded is a pass."""
+        if self.outcome in ("ok", "improved"):
+            return Verdict("pass", self.verdict.stage, message=self.reason,
+                           timings=self.verdict.timings, target=self.target)
+        if self.outcome == "skipped":
+            return Verdict("skipped", self.verdict.stage, message=self.reason, target=self.target)
+        failed = Verdict.from_dict(self.verdict.to_dict())
+        failed.message = f"{self.reason}\n{self.verdict.message}".strip()
+        return failed
+
+
+@dataclass
+class ReplaySummary:
+    results: list[ReplayResult] = field(default_factory=list)
+
+    def count(self, outcome: str) -> int:
+        return sum(r.outcome == outcome for r in self.results)
+
+    @property
+    def regressions(self) -> list[ReplayResult]:
+        return [r for r in self.results if r.outcome == "regression"]
+
+
+def judge(expected: Expected, verdict: Verdict) -> tuple[str, str]:
+    """Outcome and a one-line reason for ``verdict`` against ``expected``."""
+    if verdict.status == "skipped":
+        return "skipped", verdict.message or "skipped"
+    if expected.status in ("pass", "fixed"):
+        if not verdict.failed:
+            return "ok", f"passes ({expected.status})"
+        return "regression", f"expected {expected.status}, now fails: {verdict.signature}"
+    if not verdict.failed:
+        return "improved", (f"no longer fails (recorded {expected.signature}); "
+                            "re-record with --update")
+    if verdict.signature == expected.signature:
+        return "ok", f"still fails as recorded: {verdict.signature}"
+    return "regression", f"signature changed: {expected.signature} -> {verdict.signature}"
+
+
+def unavailable(case: CorpusCase) -> str:
+    """Why ``case`` cannot run here ('' when it can)."""
+    record = case.record
+    try:
+        case.to_case()
+        target = get_target(record.target)
+        reference = get_target(record.reference)
+    except (ImportError, NebisectError) as exc:
+        return f"target {record.target} cannot be set up here: {exc}"
+    for name, candidate in ((record.target, target), (record.reference, reference)):
+        reason = candidate.availability()
+        if reason:
+            return f"{name} unavailable here: {reason}"
+    return ""
+
+
+def run_case(
+    case: CorpusCase,
+    isolator: Isolator,
+    workdir: Path,
+    *,
+    fixes: Sequence[Fix] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+) -> CaseRun:
+    """Evaluate one case (optionally with ``fixes`` applied) in isolation."""
+    record = case.record
+    reason = unavailable(case)
+    if reason:
+        return CaseRun(Verdict("skipped", record.stage, message=reason, target=record.target))
+    if record.source_kind == "mlpackage" and not fixes:
+        outcome = evaluate(case.to_case(), reference=record.reference, isolator=isolator,
+                           timeout=timeout)
+        return CaseRun(outcome.verdict)
+    prepared = fix_source(record.source_kind, case.source, fixes, workdir, isolator,
+                          precision=spec_of(record.target).precision)
+    if prepared.package is None:
+        prepared.verdict.target = record.target
+        return CaseRun(prepared.verdict, prepared)
+    outcome = evaluate(on_package(case, prepared.package), reference=record.reference,
+                       isolator=isolator, timeout=timeout)
+    return CaseRun(outcome.verdict, prepared)
+
+
+def on_package(
+    case: CorpusCase, package: Path, *, target: str = "", reference_package: Path | None = None
+) -> Case:
+    """``case`` run on another package (converted or fixed), judged against the original.
+
+    The reference stays the case's own source (torch for torch cases), or
+    ``reference_package`` when given (the fp64 equivalence check of a fix).
+    """
+    base = case.to_case()
+    reference = (["mlpackage", str(reference_package)] if reference_package is not None
+                 else [case.record.source_kind, case.source])
+    return Case(
+        source=str(package), source_kind="mlpackage", target=target or base.target,
+        stage=base.stage, inputs_path=base.inputs_path,
+        options={**base.options, "reference_source": reference},
+    )
+
+
+def replay_case(case: CorpusCase, isolator: Isolator, workdir: Path,
+                timeout: float = DEFAULT_TIMEOUT) -> ReplayResult:
+    verdict = run_case(case, isolator, workdir, timeout=timeout).verdict
+    outcome, reason = judge(case.record.expected, verdict)
+    return _result(case, verdict, outcome, reason)
+
+
+def _result(case: CorpusCase, verdict: Verdict, outcome: str, reason: str) -> ReplayResult:
+    record = case.record
+    return ReplayResult(record.case_id, record.label, record.target, record.expected, verdict,
+                        outcome, reason)
+
+
+def selected(case: CorpusCase, targets: Sequence[str]) -> bool:
+    """True when no ``--target`` filter is given or one of its patterns matches."""
+    return not targets or any(fnmatch.fnmatchcase(case.record.target, t) for t in targets)
+
+
+def replay(
+    cases: Sequence[CorpusCase],
+    *,
+    targets: Sequence[str] = (),
+    jobs: int = 1,
+    timeout: float = DEFAULT_TIMEOUT,
+    on_result: Callable[[ReplayResult], None] | None = None,
+) -> ReplaySummary:
+    """Replay ``cases`` (in corpus order in the summary, whatever order they finish)."""
+    summary = ReplaySummary()
+    chosen = [c for c in cases if selected(c, targets)]
+
+    def work(case: CorpusCase, isolator: Isolator, workdir: Path) -> ReplayResult:
+        result = replay_case(case, isolator, workdir / case.case_id, timeout)
+        if on_result is not None:
+            on_result(result)
+        return result
+
+    finished = {r.case_id: r for r in map_isolated(chosen, work, jobs)}
+    for case in cases:
+        if case.case_id in finished:
+            summary.results.append(finished[case.case_id])
+        else:
+            skipped = Verdict("skipped", case.record.stage, target=case.record.target,
+                              message=f"target {case.record.target} not selected by --target")
+            summary.results.append(_result(case, skipped, "skipped", skipped.message))
+    return summary
+
+
+def record_updates(corpus: Corpus, summary: ReplaySummary) -> list[ReplayResult]:
+    """``--update``: re-record every case whose expectation no longer describes it."""
+    updated = []
+    for result in summary.results:
+        if result.outcome == "skipped":
+            continue
+        expected = Expected.from_verdict(result.verdict, previous=result.expected)
+        if vars(expected) != vars(result.expected):
+            corpus.update_expected(corpus.find(result.case_id), expected)
+            updated.append(result)
+    return updated
+
+
+def map_isolated(
+    items: Sequence[Item],
+    work: Callable[[Item, Isolator, Path], Result],
+    jobs: int,
+) -> list[Result]:
+    """``work(item, isolator, workdir)`` for every item on ``jobs`` threads, in item order.
+
+    Each thread owns one isolator (fork templates stay warm across its cases); all are
+    closed and the scratch directory removed at the end, also on Ctrl-C.
+    """
+    if jobs < 1:
+        raise NebisectError(f"--jobs must be at least 1 (got {jobs})")
+    with tempfile.TemporaryDirectory(prefix="nebisect-replay-") as scratch, _isolators() as get:
+        root = Path(scratch)
+        if jobs == 1 or len(items) <= 1:
+            return [work(item, get(), root) for item in items]
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(lambda it=item: work(it, get(), root)) for item in items]
+            try:
+                return [future.result() for future in futures]
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+
+
+@contextlib.contextmanager
+def _isolators() -> Iterator[Callable[[], Isolator]]:
+    local = threading.local()
+    made: list[Isolator] = []
+    lock = threading.Lock()
+
+    def get() -> Isolator:
+        isolator = getattr(local, "isolator", None)
+        if isolator is None:
+            isolator = local.isolator = Isolator()
+            with lock:
+                made.append(isolator)
+        return isolator
+
+    try:
+        yield get
+    finally:
+        for isolator in made:
+            isolator.close()

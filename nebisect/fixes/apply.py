@@ -1,0 +1,127 @@
+"""Apply fixes to a source: convert (with converter fixes), then run the graph passes.
+
+Both steps run in isolated children — a converter or the package loader may crash, and
+that must be a verdict, not a dead ``nebisect``. The result is a real ``.mlpackage``
+(saved with :func:`nebisect.mil.load.save_program`), so ``fix verify`` evaluates exactly
+the artifact ``fix apply`` would hand to a user.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nebisect.case import NebisectError
+from nebisect.fixes import resolve_fixes
+from nebisect.fixes.base import ConverterFix, Fix, GraphFix
+from nebisect.isolate import Isolator, Job, mark_stage
+from nebisect.verdict import Verdict
+
+FIX_TIMEOUT = 300.0
+
+
+@dataclass
+class FixedSource:
+    """What applying fixes to one source produced.
+
+    ``converted`` is the package before the graph passes (the source itself for an
+    ``.mlpackage``), ``package`` the one to evaluate (``converted`` when no pass
+    matched); both are None when a step failed, and ``verdict`` says how.
+    """
+
+    verdict: Verdict
+    converted: Path | None = None
+    package: Path | None = None
+    rewrites: dict[str, int] = field(default_factory=dict)
+    converter_fixes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True when some fix touched the program (or its conversion)."""
+        return bool(self.converter_fixes) or any(self.rewrites.values())
+
+
+def split_levels(fixes: Sequence[Fix]) -> tuple[list[GraphFix], list[ConverterFix]]:
+    graph = [f for f in fixes if isinstance(f, GraphFix)]
+    convert = [f for f in fixes if isinstance(f, ConverterFix)]
+    return graph, convert
+
+
+def apply_graph_fixes(program: Any, fixes: Sequence[GraphFix]) -> dict[str, int]:
+    """Run each graph pass over ``program`` in place; rewrites per fix name."""
+    return {fix.name: fix.apply(program) for fix in fixes}
+
+
+def fix_job(payload: dict[str, Any]) -> Verdict:
+    """Child side: load ``package``, apply ``fixes``, save ``output`` if anything changed."""
+    from nebisect.mil.load import load_program, save_program
+
+    mark_stage("load")
+    program = load_program(payload["package"])
+    graph, _ = split_levels(resolve_fixes(payload["fixes"]))
+    rewrites = apply_graph_fixes(program, graph)
+    if any(rewrites.values()):
+        save_program(program, payload["output"])
+    return Verdict("pass", "load", metrics={"rewrites": rewrites})
+
+
+def fix_source(
+    kind: str,
+    location: str,
+    fixes: Sequence[Fix],
+    workdir: Path,
+    isolator: Isolator,
+    *,
+    precision: str = "fp16",
+) -> FixedSource:
+    """Convert (torch sources) and apply ``fixes``, writing packages under ``workdir``.
+
+    With no fixes this is just the conversion a torch case needs before it can run.
+    """
+    graph, convert = split_levels(fixes)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if kind == "torch":
+        from nebisect.convert import convert_isolated
+        from nebisect.source import Source
+
+        converted, verdict = convert_isolated(
+            Source("torch", location), precision, workdir, isolator,
+            setup=tuple(f.setup for f in convert),
+        )
+        applied = [f.name for f in convert]
+        if converted is None:
+            return FixedSource(verdict, converter_fixes=applied)
+    elif kind == "mlpackage":
+        converted, applied = Path(location), []
+    else:
+        raise NebisectError(f"fixes apply to .mlpackage and torch sources, not {kind!r}")
+    if not graph:
+        return FixedSource(Verdict("pass", "load"), converted, converted, {}, applied)
+    output = workdir / "fixed.mlpackage"
+    outcome = isolator.run(Job(
+        function="nebisect.fixes.apply:fix_job",
+        payload={"package": str(converted), "fixes": [f.name for f in graph],
+                 "output": str(output)},
+        stage="load",
+        timeout=FIX_TIMEOUT,
+        preload=("numpy", "coremltools"),
+    ))
+    if outcome.verdict.status != "pass":
+        return FixedSource(outcome.verdict, converted, None, {}, applied)
+    rewrites = {str(k): int(v) for k, v in outcome.verdict.metrics["rewrites"].items()}
+    package = output if any(rewrites.values()) else converted
+    return FixedSource(outcome.verdict, converted, package, rewrites, applied)
+
+
+def copy_package(package: Path, destination: Path) -> None:
+    """Place a package at ``destination`` atomically (replacing what was there)."""
+    staging = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(package, staging)
+    if destination.exists():
+        shutil.rmtree(destination)
+    os.replace(staging, destination)

@@ -1,0 +1,177 @@
+"""``fix verify``: replay the corpus without and with fixes, and say what each fix did.
+
+Per case:
+
+* ``fixed`` — failed without the fixes, passes with them;
+* ``still failing`` — fails either way;
+* ``regressed`` — passed without them and fails with them; or the fixed program is not
+  the same math (its fp64 evaluation leaves fp64 tolerance of the original's); or an
+  op moved off the accelerator the target requires (on a Neural Engine target a pass
+  on CPU fallback is not a pass — seed 000's acceptance);
+* ``unaffected`` — no fix touched the case, or it passes either way.
+
+A case whose record names fixes (``fixes`` in ``case.json``) also states a promise:
+when those fixes are selected and the case is not ``fixed`` by them, the promise is
+broken and reported (``broken_promises``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nebisect.corpus.replay import DEFAULT_TIMEOUT, map_isolated, on_package, run_case
+from nebisect.corpus.store import CorpusCase
+from nebisect.fixes.base import Fix
+from nebisect.isolate import Isolator
+from nebisect.runner import REQUIRED_DEVICES, evaluate
+from nebisect.verdict import Verdict
+
+CATEGORIES = ("fixed", "still failing", "regressed", "unaffected")
+
+
+@dataclass
+class CaseVerification:
+    """One case replayed without (``before``) and with (``after``) the fixes."""
+
+    case_id: str
+    label: str
+    target: str
+    claimed: list[str]
+    before: Verdict
+    after: Verdict | None
+    category: str
+    detail: str
+    rewrites: dict[str, int] = field(default_factory=dict)
+    converter_fixes: list[str] = field(default_factory=list)
+    promise_broken: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "case_id": self.case_id, "label": self.label, "target": self.target,
+            "claimed": self.claimed, "category": self.category, "detail": self.detail,
+            "rewrites": self.rewrites, "converter_fixes": self.converter_fixes,
+            "promise_broken": self.promise_broken,
+            "before": self.before.to_dict(),
+            "after": self.after.to_dict() if self.after else None,
+        }
+
+
+@dataclass
+class VerifyReport:
+    fixes: list[str]
+    cases: list[CaseVerification] = field(default_factory=list)
+
+    def count(self, category: str) -> int:
+        return sum(c.category == category for c in self.cases)
+
+    @property
+    def broken_promises(self) -> list[CaseVerification]:
+        return [c for c in self.cases if c.promise_broken]
+
+    @property
+    def ok(self) -> bool:
+        return not self.count("regressed") and not self.broken_promises
+
+
+def verify(
+    cases: Sequence[CorpusCase],
+    fixes: Sequence[Fix],
+    *,
+    jobs: int = 1,
+    timeout: float = DEFAULT_TIMEOUT,
+    on_case: Callable[[CaseVerification], None] | None = None,
+) -> VerifyReport:
+    """Verify ``fixes`` against every case; results in corpus order."""
+    names = [f.name for f in fixes]
+
+    def work(case: CorpusCase, isolator: Isolator, workdir: Path) -> CaseVerification:
+        result = verify_case(case, fixes, isolator, workdir / case.case_id, timeout)
+        if on_case is not None:
+            on_case(result)
+        return result
+
+    return VerifyReport(names, map_isolated(list(cases), work, jobs))
+
+
+def verify_case(
+    case: CorpusCase,
+    fixes: Sequence[Fix],
+    isolator: Isolator,
+    workdir: Path,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> CaseVerification:
+    record = case.record
+    selected = {f.name for f in fixes}
+    claimed = [name for name in record.fixes if name in selected]
+    before = run_case(case, isolator, workdir / "before", timeout=timeout).verdict
+    result = CaseVerification(record.case_id, record.label, record.target, claimed, before,
+                              None, "unaffected", "")
+    if before.status == "skipped":
+        result.detail = before.message
+        return result
+    after_run = run_case(case, isolator, workdir / "after", fixes=fixes, timeout=timeout)
+    prepared = after_run.prepared
+    if prepared is not None:
+        result.rewrites = prepared.rewrites
+        result.converter_fixes = prepared.converter_fixes
+    if prepared is not None and prepared.package is not None and not prepared.changed:
+        result.detail = "no fix matched this case"
+    else:
+        result.after = after_run.verdict
+        result.category, result.detail = _categorize(before, after_run.verdict)
+        if result.category != "regressed" and prepared is not None and prepared.package:
+            _check_equivalence(result, case, prepared.package, prepared.converted, isolator,
+                               timeout)
+    result.promise_broken = bool(claimed) and result.category != "fixed"
+    return result
+
+
+def _categorize(before: Verdict, after: Verdict) -> tuple[str, str]:
+    if after.failed:
+        if before.failed:
+            return "still failing", f"{before.signature} -> {after.signature}"
+        first = after.message.splitlines()[0] if after.message else ""
+        return "regressed", f"pass -> {after.signature} {first}".strip()
+    moved = moved_off_accelerator(before, after)
+    if moved:
+        where = "/".join(REQUIRED_DEVICES[after.target])
+        ops = ", ".join(f"{op} on {device}" for op, device in moved)
+        return "regressed", f"passes, but placement moved off {where}: {ops}"
+    if before.failed:
+        return "fixed", f"{before.signature} -> pass"
+    return "unaffected", "passes with and without the fixes"
+
+
+def moved_off_accelerator(before: Verdict, after: Verdict) -> list[tuple[str, str]]:
+    """Ops the fixed program runs off the required device that the original did not.
+
+    Only meaningful when the original run reported placement (a predict-stage error
+    has none, and then there is nothing to compare against).
+    """
+    required = REQUIRED_DEVICES.get(after.target)
+    if not required or not after.placement or not before.placement:
+        return []
+    off_before = {op for op, device in before.placement.items() if device not in required}
+    return sorted((op, device) for op, device in after.placement.items()
+                  if device not in required and op not in off_before)
+
+
+def _check_equivalence(
+    result: CaseVerification,
+    case: CorpusCase,
+    fixed: Path,
+    original: Path | None,
+    isolator: Isolator,
+    timeout: float,
+) -> None:
+    """The fixed program at fp64 must agree with the unfixed one at fp64."""
+    if original is None or fixed == original:
+        return
+    check = on_package(case, fixed, target="sim:fp64", reference_package=original)
+    verdict = evaluate(check, reference="sim:fp64", isolator=isolator, timeout=timeout).verdict
+    if verdict.failed:
+        result.category = "regressed"
+        result.detail = f"the fix changes the math (fp64 vs original: {verdict.signature})"

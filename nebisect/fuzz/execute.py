@@ -1,0 +1,107 @@
+"""Run fuzz cases: materialize inputs to ``.npz``, evaluate isolated, summarize the outcome.
+
+This is the parent side between the engine (which deals in JSON cases) and
+:func:`nebisect.runner.evaluate` (which deals in :class:`~nebisect.case.Case`): it writes
+each case's inputs to a content-addressed ``.npz`` in a private work directory, builds
+the builder case, and reduces the outcome to an :class:`Evaluation` — the verdict plus
+the judged element's value on the target and on the reference (what a cliff report
+shows on each side).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nebisect.case import Case, save_npz, sha256_arrays, sha256_bytes
+from nebisect.fuzz.campaign import Evaluation
+from nebisect.fuzz.subject import BUILDER, OpSubject
+from nebisect.isolate import Isolator
+from nebisect.runner import evaluate, split_arrays
+from nebisect.verdict import Tolerance, Verdict
+
+
+class Executor:
+    """Evaluates the full cases of one subject on one target, one isolated process each.
+
+    ``isolator`` is shared by every case (persistent mode for throughput: the isolation
+    engine re-confirms every failure in a fresh process). Not thread-safe — one executor
+    per thread, like the isolator.
+    """
+
+    def __init__(
+        self,
+        subject: OpSubject,
+        target: str,
+        isolator: Isolator,
+        *,
+        reference: str = "sim:fp64",
+        plugins: tuple[str, ...] = (),
+        timeout: float = 60.0,
+        tolerance: Tolerance | None = None,
+    ) -> None:
+        self.subject, self.target, self.isolator = subject, target, isolator
+        self.reference, self.plugins = reference, plugins
+        self.timeout, self.tolerance = timeout, tolerance
+        self.workdir = Path(tempfile.mkdtemp(prefix="nebisect-fuzz-"))
+
+    def close(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def case(self, case: dict[str, Any]) -> tuple[Case, dict[str, np.ndarray]]:
+        """The runner case for a full case, with its inputs written to an npz."""
+        arrays = self.subject.arrays(case)
+        digest = sha256_arrays(arrays)
+        inputs = self.workdir / f"{digest[:24]}.npz"
+        if not inputs.exists():
+            save_npz(inputs, arrays)
+        options = {**self.subject.options(), "params": case["program"]}
+        if self.plugins:
+            options["plugins"] = list(self.plugins)
+        program = json.dumps([BUILDER, case["program"]], sort_keys=True)
+        runner_case = Case(
+            source=BUILDER, source_kind="builder", target=self.target,
+            inputs_path=str(inputs), model_sha256=sha256_bytes(program.encode()),
+            inputs_sha256=digest, options=options,
+        )
+        return runner_case, arrays
+
+    def __call__(self, case: dict[str, Any]) -> Evaluation:
+        runner_case, _ = self.case(case)
+        outcome = evaluate(
+            runner_case, reference=self.reference, isolator=self.isolator,
+            tolerance=self.tolerance, timeout=self.timeout,
+        )
+        names = runner_case.options.get("outputs")
+        output, reference = judged_values(
+            outcome.verdict, split_arrays(outcome.arrays, "out:"),
+            split_arrays(outcome.arrays, "ref:"), names,
+        )
+        return Evaluation(outcome.verdict, output, reference)
+
+
+def judged_values(
+    verdict: Verdict,
+    outputs: dict[str, np.ndarray],
+    references: dict[str, np.ndarray],
+    names: list[str] | None = None,
+) -> tuple[float | None, float | None]:
+    """(target, reference) at the failing element, else at the first element judged."""
+    for comparison in verdict.metrics.get("comparisons", ()):
+        if not comparison.get("passed", True) and comparison.get("kind") != "shape":
+            return comparison["worst_output"], comparison["worst_reference"]
+    name = next(iter(names or sorted(references)), None)
+    if name is None:
+        return None, None
+    return _first(outputs.get(name)), _first(references.get(name))
+
+
+def _first(array: np.ndarray | None) -> float | None:
+    if array is None or array.size == 0:
+        return None
+    return float(np.asarray(array).reshape(-1)[0])

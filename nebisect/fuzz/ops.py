@@ -1,0 +1,173 @@
+"""Op specs: what the fuzzer knows about one MIL op, registered by name.
+
+A spec pairs a Hypothesis strategy for *op cases* — JSON dicts
+``{"inputs": {name: shape}, "params": {...}}`` — with an emitter that builds the op
+from such a case with coremltools' MIL builder, a parameter class for dedup
+(``reduce_log_sum_exp/axes=1/keep_dims``: two findings with the same signature in the
+same class are one bug) and the overflow boundaries theory predicts for a case (shown
+beside the cliff the fuzzer measures). The campaign engine sees none of this: it gets
+strategies and callables built from a spec (``nebisect.fuzz.subject``).
+
+Spec definitions live in ``nebisect/fuzz/specs/<family>.py`` and register on import;
+emitters receive ``mb`` as an argument, so nothing here imports coremltools.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import math
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+from nebisect.case import NebisectError
+from nebisect.fuzz.cliff import Boundary
+from nebisect.fuzz.shapes import normalize_axes
+
+FP16_MAX = 65504.0
+LN_FP16_MAX = math.log(FP16_MAX)
+
+#: ``(dtype) -> strategy of {"inputs": {...}, "params": {...}}``
+CaseStrategy = Callable[[str], st.SearchStrategy[dict[str, Any]]]
+#: ``(mb, inputs {name: Var}, params, dtype) -> Var | tuple[Var, ...]``
+Emitter = Callable[[Any, dict[str, Any], dict[str, Any], str], Any]
+
+
+def no_boundaries(case: dict[str, Any]) -> list[Boundary]:
+    return []
+
+
+def fixed(*found: Boundary) -> Callable[[dict[str, Any]], list[Boundary]]:
+    """Boundaries that do not depend on the case's shape."""
+    return lambda case: list(found)
+
+
+def default_class(
+    name: str, case: dict[str, Any], keys: tuple[str, ...] | None = None
+) -> str:
+    """``op/axes=1/keep_dims``: the op plus its axes (normalized) and scalar params.
+
+    Float params and seeds (of constant weights) are left out on purpose: a cliff found
+    at alpha=0.1 and at alpha=0.2 is the same bug.
+    """
+    shape = next(iter(case["inputs"].values()), [])
+    params = case.get("params", {})
+    parts = [name]
+    for key in sorted(params):
+        value = params[key]
+        if "seed" in key or (keys is not None and key not in keys):
+            continue
+        if key == "axes":
+            rendered = "all" if value is None else ",".join(
+                str(a) for a in normalize_axes(value, len(shape)))
+            parts.append(f"axes={rendered}")
+        elif key == "axis" and isinstance(value, int) and shape:
+            parts.append(f"axis={value % len(shape)}")
+        elif isinstance(value, bool):
+            parts.append(key if value else f"no_{key}")
+        elif isinstance(value, str | int):
+            parts.append(f"{key}={value}")
+    return "/".join(parts)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """Everything the fuzzer needs to generate, build and explain cases of one op."""
+
+    name: str
+    family: str
+    op_type: str
+    emit: Emitter
+    cases: CaseStrategy
+    param_class: Callable[[dict[str, Any]], str]
+    boundaries: Callable[[dict[str, Any]], list[Boundary]]
+    #: preferred uniform value ranges for inputs (e.g. log wants positive values)
+    ranges: tuple[tuple[float, float], ...] = ()
+    #: extra values worth trying for this op (fp16 boundaries of its formula)
+    hints: tuple[float, ...] = field(default_factory=tuple)
+    #: number of op outputs (topk: values and indices)
+    outputs: int = 1
+    doc: str = ""
+
+
+_SPECS: dict[str, OpSpec] = {}
+_loaded = False
+
+
+def op_spec(
+    name: str,
+    *,
+    family: str,
+    cases: CaseStrategy,
+    op_type: str | None = None,
+    param_class: Callable[[dict[str, Any]], str] | None = None,
+    boundaries: Callable[[dict[str, Any]], list[Boundary]] = no_boundaries,
+    ranges: tuple[tuple[float, float], ...] = (),
+    hints: tuple[float, ...] = (),
+    class_keys: tuple[str, ...] | None = None,
+    outputs: int = 1,
+    doc: str = "",
+) -> Callable[[Emitter], Emitter]:
+    """Register the decorated emitter as the op spec ``name`` (duplicates are errors).
+
+    ``class_keys`` limits the params that enter the dedup class (sizes such as a
+    matmul's inner dimension do not make a different bug); default: all of them.
+    """
+
+    def decorate(emit: Emitter) -> Emitter:
+        if name in _SPECS:
+            raise ValueError(f"op spec {name!r} registered twice")
+        _SPECS[name] = OpSpec(
+            name=name,
+            family=family,
+            op_type=op_type or name,
+            emit=emit,
+            cases=cases,
+            param_class=param_class or (lambda case: default_class(name, case, class_keys)),
+            boundaries=boundaries,
+            ranges=ranges,
+            hints=hints,
+            outputs=outputs,
+            doc=doc or _first_line(emit.__doc__),
+        )
+        return emit
+
+    return decorate
+
+
+def _first_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _load_specs() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    from nebisect.fuzz import specs
+
+    for info in pkgutil.iter_modules(specs.__path__):
+        importlib.import_module(f"{specs.__name__}.{info.name}")
+
+
+def registered_ops() -> dict[str, OpSpec]:
+    """Every registered op spec by name, in name order."""
+    _load_specs()
+    return dict(sorted(_SPECS.items()))
+
+
+def get_op(name: str) -> OpSpec:
+    """The spec registered as ``name``; an unknown name suggests the closest ones."""
+    _load_specs()
+    if name in _SPECS:
+        return _SPECS[name]
+    close = difflib.get_close_matches(name, list(_SPECS), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise NebisectError(
+        f"unknown op {name!r}{hint}; `nebisect fuzz --list-ops` lists the {len(_SPECS)} ops"
+    )

@@ -1,0 +1,102 @@
+"""An op spec seen as a fuzzing subject: full cases, dedup class, cliff family, case files.
+
+A full case is JSON: ``{"program": {"op", "dtype", "inputs", "params", "wrap"},
+"values": {input name: recipe}}``. ``program`` is exactly the builder's keyword
+arguments (``nebisect.fuzz.builders:build``); ``values`` are the value recipes the
+inputs are materialized from. This module is the only place where the campaign engine's
+generic notions meet an op spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from nebisect.case import NebisectError
+from nebisect.fuzz import strategies
+from nebisect.fuzz.builders import WRAPS, output_names
+from nebisect.fuzz.cliff import Boundary
+from nebisect.fuzz.ops import OpSpec
+
+BUILDER = "nebisect.fuzz.builders:build"
+
+
+def op_case(case: dict[str, Any]) -> dict[str, Any]:
+    """The op-level part of a full case (what op specs' callables take)."""
+    return {"inputs": case["program"]["inputs"], "params": case["program"]["params"]}
+
+
+@dataclass(frozen=True)
+class OpSubject:
+    """Fuzz one op spec at one dtype, optionally wrapped (``--wrap ne-attract``)."""
+
+    spec: OpSpec
+    dtype: str = "fp16"
+    wrap: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.wrap not in WRAPS:
+            raise NebisectError(f"unknown wrap {self.wrap!r}: one of {', '.join(WRAPS)}")
+        if self.dtype not in strategies.DTYPES:
+            raise NebisectError(
+                f"unknown dtype {self.dtype!r}: one of {', '.join(strategies.DTYPES)}"
+            )
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def cases(self) -> st.SearchStrategy[dict[str, Any]]:
+        return _full_cases(self)
+
+    def param_class(self, case: dict[str, Any]) -> str:
+        return self.spec.param_class(op_case(case))
+
+    def boundaries(self, case: dict[str, Any]) -> list[Boundary]:
+        return self.spec.boundaries(op_case(case))
+
+    def family(self, case: dict[str, Any], x: float) -> dict[str, Any]:
+        """The case with its first input delta-replicated at ``x`` (seed 000's family)."""
+        first = next(iter(case["values"]))
+        return {**case, "values": {**case["values"], first: strategies.delta(x)}}
+
+    def family_start(self, case: dict[str, Any]) -> float | None:
+        """The case's own x when its first input already is a finite delta."""
+        recipe = next(iter(case["values"].values()))
+        value = recipe.get("value")
+        if recipe.get("kind") == "delta" and isinstance(value, float | int):
+            return float(value)
+        return None
+
+    def arrays(self, case: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The input arrays a case names."""
+        program = case["program"]
+        return {
+            name: strategies.materialize(case["values"][name], shape, program["dtype"])
+            for name, shape in program["inputs"].items()
+        }
+
+    def options(self) -> dict[str, Any]:
+        """Case options: the op whose placement counts, and with a wrap, what to judge."""
+        options: dict[str, Any] = {"op_of_interest": self.spec.op_type}
+        if self.wrap != "none":
+            options["outputs"] = output_names(self.spec.outputs)
+        return options
+
+
+@st.composite
+def _full_cases(draw: st.DrawFn, subject: OpSubject) -> dict[str, Any]:
+    spec = subject.spec
+    drawn = draw(spec.cases(subject.dtype))
+    hints = (*(b.value for b in spec.boundaries(drawn)), *spec.hints)
+    recipe = strategies.values(subject.dtype, spec.ranges, hints)
+    return {
+        "program": {"op": spec.name, "dtype": subject.dtype, "inputs": drawn["inputs"],
+                    "params": drawn["params"], "wrap": subject.wrap},
+        "values": {name: draw(recipe) for name in drawn["inputs"]},
+    }
+

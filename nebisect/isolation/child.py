@@ -1,0 +1,203 @@
+"""What runs inside a case process (fork child, spawned interpreter, persistent worker).
+
+The child does as little as possible and trusts nothing it calls: the job's function
+may raise, exhaust memory, print garbage on stdout, or kill the process outright. The
+first three become a written verdict; the last is diagnosed by the parent from the exit
+status, the stage file and the stderr capture. The result is written last, atomically,
+so its presence means "the child finished its job".
+
+Spawn-mode entry point: ``python -m nebisect.isolation.child CASE_DIR``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import importlib
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+
+from nebisect.case import save_npz
+from nebisect.isolation.job import (
+    OOM_PATTERN,
+    CaseFiles,
+    Job,
+    bind_stage_file,
+    current_stage,
+)
+from nebisect.isolation.osproc import address_space_limit, orphaned, set_pdeathsig
+from nebisect.verdict import Verdict, error_signature
+
+#: Exit codes for a child that never reached the job (visible in "exited with code N").
+EXIT_ORPHANED = 120
+EXIT_SETUP_FAILED = 121
+
+
+def enter_case_process(parent_pid: int) -> None:
+    """Die with the parent (PR_SET_PDEATHSIG), or right now if it is already gone."""
+    set_pdeathsig(signal.SIGKILL)
+    if orphaned(parent_pid):
+        os._exit(EXIT_ORPHANED)
+
+
+def redirect_stdio(stderr_fd: int) -> None:
+    """stdin and stdout to /dev/null, stderr to the capture pipe.
+
+    stdout is program chatter (progress bars, prints), never evidence, and must not be
+    able to reach the result channel; native crash reports go to fd 2.
+    """
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.dup2(stderr_fd, 2)
+    os.close(devnull)
+    if stderr_fd > 2:
+        os.close(stderr_fd)
+
+
+def forked_child(request: dict[str, Any], case_dir: Path, stderr_fd: int) -> NoReturn:
+    """Fork-mode child: own session, the template's pipes replaced, then the job."""
+    try:
+        os.setsid()
+        enter_case_process(int(request["parent"]))
+        redirect_stdio(stderr_fd)
+    except BaseException:
+        os._exit(EXIT_SETUP_FAILED)
+    run_and_exit(request, case_dir)
+
+
+def run_and_exit(request: dict[str, Any], case_dir: Path) -> NoReturn:
+    """Run the job in a process that exists only for it, then leave."""
+    leave(run_job(request, case_dir) or 0)
+
+
+def run_job(request: dict[str, Any], case_dir: Path) -> int | None:
+    """Run the job; None when it reached a verdict, else the code the process must exit with.
+
+    ``sys.exit(n)`` inside the job exits with ``n`` (no result → an ``error`` verdict),
+    exactly as it would in a fresh interpreter, in every isolation mode.
+    """
+    try:
+        execute(request, case_dir)
+    except SystemExit as exc:
+        return _exit_code(exc)
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return None
+
+
+def leave(code: int) -> NoReturn:
+    """Exit without running the host's atexit handlers or finalizers (fork-safe)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def execute(request: dict[str, Any], case_dir: Path) -> None:
+    """Call the job's function and write its verdict; the function's faults included.
+
+    Raises only SystemExit (the job asked to exit) and what cannot be caught: signals.
+    """
+    job = Job.from_dict(request["job"])
+    sys.path[:] = request["sys_path"]
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    bind_stage_file(case_dir / CaseFiles.STAGE, job.stage)
+    started = time.perf_counter()
+    try:
+        function = _resolve(job.function)
+        with address_space_limit(job.memory_mb):
+            returned = function(job.payload)
+        verdict, arrays = _unpack(job.function, returned)
+    except Exception as exc:
+        verdict, arrays = exception_verdict(exc), {}
+    verdict.timings["call"] = time.perf_counter() - started
+    try:
+        write_result(case_dir, verdict, arrays)
+    except (TypeError, ValueError) as exc:
+        write_result(case_dir, exception_verdict(exc), {})
+
+
+def exception_verdict(exc: BaseException) -> Verdict:
+    """``oom`` for allocation failures, else ``error`` with a normalized signature.
+
+    The traceback goes to stderr, where it ends up in the verdict's stderr tail.
+    """
+    stage = current_stage()
+    message = f"{type(exc).__name__}: {exc}"
+    traceback.print_exception(exc)
+    if isinstance(exc, MemoryError) or OOM_PATTERN.search(message):
+        return Verdict("oom", stage, "oom", message=message)
+    return Verdict("error", stage, error_signature(stage, message), message=message)
+
+
+def write_result(case_dir: Path, verdict: Verdict, arrays: dict[str, np.ndarray]) -> None:
+    """Arrays first, then the result JSON by atomic rename: its presence means done."""
+    document = f'{{"arrays": {json.dumps(sorted(arrays))}, "verdict": {verdict.to_json()}}}'
+    if arrays:
+        save_npz(case_dir / CaseFiles.ARRAYS, arrays)
+    staging = case_dir / f".{CaseFiles.RESULT}.tmp"
+    staging.write_text(document)
+    os.replace(staging, case_dir / CaseFiles.RESULT)
+
+
+def _resolve(function: str) -> Callable[[dict[str, Any]], Any]:
+    module, _, name = function.partition(":")
+    target = importlib.import_module(module)
+    for part in name.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"{function} is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def _unpack(function: str, returned: Any) -> tuple[Verdict, dict[str, np.ndarray]]:
+    """Check the function kept its contract: a Verdict, maybe with plain numeric arrays."""
+    if isinstance(returned, Verdict):
+        return returned, {}
+    if (
+        isinstance(returned, tuple) and len(returned) == 2
+        and isinstance(returned[0], Verdict) and isinstance(returned[1], dict)
+    ):
+        arrays = {str(name): np.asarray(value) for name, value in returned[1].items()}
+        for name, array in arrays.items():
+            if array.dtype.hasobject:
+                raise TypeError(
+                    f"{function} returned array {name!r} of dtype object; only plain "
+                    "numeric arrays cross the process boundary"
+                )
+        return returned[0], arrays
+    raise TypeError(
+        f"{function} returned {type(returned).__name__}, expected Verdict or "
+        "(Verdict, dict of arrays)"
+    )
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def main() -> NoReturn:
+    case_dir = Path(sys.argv[1])
+    request = json.loads((case_dir / CaseFiles.REQUEST).read_text())
+    enter_case_process(int(request["parent"]))
+    run_and_exit(request, case_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Turn what a finished (or dead) case process left behind into a verdict.
+
+The parent never trusts the child: a verdict comes from a result file that parses and
+whose arrays load without pickle; otherwise the exit status speaks — a signal is a
+``crash`` named after it, a timeout is ``timeout``, an exit without a result is an
+``error``, and the usual fingerprints of memory exhaustion are ``oom``. The stage is
+the last one the child declared through ``mark_stage`` before it died.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nebisect.case import NebisectError, load_npz
+from nebisect.isolation.job import OOM_PATTERN, CaseFiles, Job, Outcome, read_stage_file
+from nebisect.isolation.watch import read_tail
+from nebisect.verdict import Verdict, crash_signature, error_signature
+
+
+@dataclass
+class RawExit:
+    """How a case process ended, as seen by whoever reaped it.
+
+    ``exit_code`` is negative for death by signal (like ``Popen.returncode``) and None
+    when nobody could observe it; ``failure`` explains an isolation-side failure (a
+    helper process that died), which then becomes the case's ``error``. ``metrics``
+    are facts the isolation side adds to the verdict (cases a persistent worker ran).
+    """
+
+    exit_code: int | None
+    timed_out: bool = False
+    stderr_bytes: int = 0
+    failure: str = ""
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def collect(job: Job, case_dir: Path, raw: RawExit) -> Outcome:
+    stage = read_stage_file(case_dir / CaseFiles.STAGE) or job.stage
+    tail = read_tail(case_dir / CaseFiles.STDERR)
+    outcome = _read_result(case_dir, stage) or Outcome(_exit_verdict(job, raw, stage, tail))
+    verdict = outcome.verdict
+    verdict.stderr_tail = verdict.stderr_tail or tail
+    verdict.metrics.update(raw.metrics, stderr_bytes=raw.stderr_bytes)
+    return outcome
+
+
+def _read_result(case_dir: Path, stage: str) -> Outcome | None:
+    try:
+        text = (case_dir / CaseFiles.RESULT).read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        document = json.loads(text)
+        verdict = Verdict.from_dict(document["verdict"])
+        names = sorted(document["arrays"])
+        arrays = load_npz(case_dir / CaseFiles.ARRAYS) if names else {}
+        if sorted(arrays) != names:
+            raise ValueError(f"arrays {names} announced, {sorted(arrays)} found")
+    except (ValueError, KeyError, TypeError, NebisectError) as exc:
+        message = f"child wrote an unreadable result: {type(exc).__name__}: {exc}"
+        return Outcome(Verdict("error", stage, error_signature(stage, message), message=message))
+    return Outcome(verdict, arrays)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+def _exit_verdict(job: Job, raw: RawExit, stage: str, tail: str) -> Verdict:
+    if raw.timed_out:
+        return Verdict(
+            "timeout", stage, "timeout",
+            message=f"no result within {job.timeout:g} s during {stage}; process group killed",
+        )
+    if raw.failure or raw.exit_code is None:
+        message = raw.failure or "case process vanished without an exit status"
+        return Verdict("error", stage, error_signature(stage, message), message=message)
+    code = raw.exit_code
+    metrics: dict[str, object] = {"exit_code": code}
+    if code < 0:
+        name = signal_name(-code)
+        if -code == signal.SIGKILL:
+            message = ("killed by SIGKILL, not by nebisect: most likely the kernel's "
+                       "out-of-memory killer")
+            return Verdict("oom", stage, "oom", message=message, metrics=metrics)
+        if -code == signal.SIGABRT and "std::bad_alloc" in tail:
+            message = "aborted on std::bad_alloc (native allocation failed)"
+            return Verdict("oom", stage, "oom", message=message, metrics=metrics)
+        return Verdict("crash", stage, crash_signature(name),
+                       message=f"killed by {name} during {stage}", metrics=metrics)
+    last_line = next((ln for ln in reversed(tail.splitlines()) if ln.strip()), "")
+    if OOM_PATTERN.search(last_line):
+        return Verdict("oom", stage, "oom", message=last_line.strip(), metrics=metrics)
+    # Built by hand, not by error_signature(): the exit code is deterministic and tells
+    # sys.exit(3) from an interpreter failure, so it stays in the signature.
+    message = f"child exited with code {code} without a result"
+    return Verdict("error", stage, f"error:{stage}:{message}", message=message, metrics=metrics)

@@ -1,0 +1,77 @@
+"""Parent-side handle on a long-lived helper process (fork template or persistent worker)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import IO, Any
+
+from nebisect.isolation.osproc import helper_command, helper_env, kill_group
+from nebisect.isolation.watch import LineReader
+
+#: Preloading torch + coremltools takes seconds; a helper that is not ready after this
+#: is broken, not slow.
+STARTUP_SECONDS = 300.0
+
+
+class Helper:
+    """A helper started fresh with ``python -m module CONFIG`` in its own session.
+
+    It receives the parent's pid (to die with it), the parent's ``sys.path`` (so a
+    job's module imports the same way it would in the parent) and the modules to
+    preload. ``stderr`` is where its own diagnostics go (a log file, or a pipe the
+    caller drains).
+    """
+
+    def __init__(self, module: str, preload: tuple[str, ...], stderr: int | IO[bytes]) -> None:
+        config = {"parent": os.getpid(), "sys_path": list(sys.path), "preload": list(preload)}
+        self.module = module
+        self.process = subprocess.Popen(
+            helper_command(module, json.dumps(config)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+            start_new_session=True, close_fds=True, env=helper_env(), bufsize=0,
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._requests: IO[bytes] = self.process.stdin
+        self.responses = LineReader(self.process.stdout.fileno())
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def send(self, message: dict[str, Any]) -> bool:
+        """Write one request; False if the helper is gone (its pipe is broken)."""
+        try:
+            self._requests.write((json.dumps(message) + "\n").encode())
+        except (BrokenPipeError, ValueError):
+            return False
+        return True
+
+    def receive(self, deadline: float | None) -> dict[str, Any] | None:
+        """The next message; None on timeout or when the helper has died."""
+        line = self.responses.readline(deadline)
+        return json.loads(line) if line else None
+
+    def await_ready(self) -> bool:
+        message = self.receive(time.monotonic() + STARTUP_SECONDS)
+        return message is not None and "ready" in message
+
+    def stop(self, grace: float = 5.0) -> int:
+        """Close the request pipe (the helper's cue to kill its case and exit), reap it.
+
+        A helper that does not exit within ``grace`` is killed with its process group.
+        """
+        with contextlib.suppress(OSError):
+            self._requests.close()
+        try:
+            code = self.process.wait(grace)
+        except subprocess.TimeoutExpired:
+            kill_group(self.pid)
+            code = self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        return code

@@ -1,0 +1,141 @@
+"""The public isolation engine: run one job in a process of its own, get a verdict back.
+
+Modes: ``fork`` (Linux default; a small template forks a child per case), ``spawn``
+(macOS default; a fresh interpreter per case — forking after Core ML initialisation
+is unsafe), ``persistent`` (one worker runs many cases; every failure it reports is
+re-confirmed in a fresh fork/spawn process, recorded as ``metrics["reconfirmed"]``).
+
+Whatever happens — a crash, a hang, Ctrl-C in the parent — the isolator leaves no
+process and no temporary directory behind: an interrupted ``run`` kills and reaps the
+case's process group, stops the helpers, removes its temp root, and re-raises.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+import weakref
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+from nebisect.case import NebisectError
+from nebisect.isolation.collect import RawExit, collect
+from nebisect.isolation.fork import ForkBackend
+from nebisect.isolation.job import Job, Outcome
+from nebisect.isolation.persistent import PersistentBackend
+from nebisect.isolation.spawn import SpawnBackend
+from nebisect.isolation.workspace import Workspace
+from nebisect.provenance import provenance
+
+MODES = ("auto", "fork", "spawn", "persistent")
+
+
+class Backend(Protocol):
+    mode: str
+
+    def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit: ...
+
+    def close(self) -> None: ...
+
+
+def fresh_mode() -> str:
+    """The fresh-process mode this platform defaults to."""
+    return "spawn" if sys.platform == "darwin" else "fork"
+
+
+def _backend(mode: str, workspace: Workspace) -> Backend:
+    if mode == "fork":
+        return ForkBackend(workspace)
+    if mode == "spawn":
+        return SpawnBackend()
+    return PersistentBackend(workspace)
+
+
+def _shutdown(backends: list[Backend], workspace: Workspace) -> None:
+    for backend in backends:
+        backend.close()
+    workspace.remove()
+
+
+class Isolator:
+    """Runs jobs in isolated processes; reuse one for many cases (helpers stay warm).
+
+    Not thread-safe: use one isolator per thread. ``tmp_dir`` chooses where the
+    per-isolator temp root is created (default: the system temp dir).
+    """
+
+    def __init__(self, mode: str = "auto", *, tmp_dir: str | os.PathLike[str] | None = None):
+        if mode not in MODES:
+            raise NebisectError(f"unknown isolation mode {mode!r}: one of {', '.join(MODES)}")
+        self.mode = fresh_mode() if mode == "auto" else mode
+        self._workspace = Workspace(tmp_dir)
+        self._backend = _backend(self.mode, self._workspace)
+        self._confirm = (
+            _backend(fresh_mode(), self._workspace) if self.mode == "persistent" else None
+        )
+        backends = [b for b in (self._backend, self._confirm) if b is not None]
+        self._backends = backends
+        weakref.finalize(self, _shutdown, backends, self._workspace)
+
+    def run(self, job: Job) -> Outcome:
+        """One verdict for ``job``, stamped with provenance and wall time."""
+        started = time.perf_counter()
+        try:
+            outcome = self._run_in(self._backend, job)
+            if self._confirm is not None:
+                outcome = self._reconfirm(job, outcome, self._confirm)
+        except BaseException:
+            self.close()
+            raise
+        outcome.verdict.timings["wall"] = time.perf_counter() - started
+        return outcome
+
+    def close(self) -> None:
+        """Stop helper processes and remove the temp root (the isolator stays usable)."""
+        _shutdown(self._backends, self._workspace)
+
+    def __enter__(self) -> Isolator:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _run_in(self, backend: Backend, job: Job) -> Outcome:
+        case_dir = self._workspace.new_case_dir()
+        request = {"job": job.to_dict(), "sys_path": list(sys.path), "parent": os.getpid()}
+        try:
+            outcome = collect(job, case_dir, backend.run(job, case_dir, request))
+        finally:
+            shutil.rmtree(case_dir, ignore_errors=True)
+        outcome.verdict.provenance.update(provenance(backend.mode))
+        return outcome
+
+    def _reconfirm(self, job: Job, outcome: Outcome, confirm: Backend) -> Outcome:
+        """A failure seen by the warm worker counts only if a fresh process agrees.
+
+        The fresh verdict is the one reported; the worker's signature is kept beside it
+        so that a failure that exists only in a warm process (leaked state) is visible.
+        """
+        if not outcome.verdict.failed:
+            outcome.verdict.metrics["reconfirmed"] = False
+            return outcome
+        fresh = self._run_in(confirm, job)
+        fresh.verdict.metrics.update(
+            reconfirmed=True, persistent_signature=outcome.verdict.signature
+        )
+        fresh.verdict.provenance["isolation"] = f"persistent, re-confirmed in {confirm.mode}"
+        return fresh
+
+
+def run_isolated(job: Job, mode: str = "auto") -> Outcome:
+    """Run one job with a throw-away isolator (prefer a shared one for many jobs)."""
+    with Isolator(mode) as isolator:
+        return isolator.run(job)

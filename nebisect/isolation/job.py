@@ -1,0 +1,129 @@
+"""The records that cross the process boundary, and the child's current stage.
+
+Nothing is pickled: a job travels as JSON, a result comes back as a JSON verdict plus
+an ``.npz`` of plain numeric arrays, so a compromised or confused child can hand the
+parent data, never code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nebisect.case import NebisectError
+from nebisect.verdict import Verdict
+
+#: The stage file holds one fixed-width record, rewritten in place by a single pwrite,
+#: so a parent reading it after a crash never sees half of an update.
+_STAGE_WIDTH = 64
+
+
+@dataclass
+class Job:
+    """One unit of isolated work: ``function(payload)`` in a process of its own.
+
+    ``function`` is ``"package.module:function"``; it returns a :class:`Verdict` or
+    ``(Verdict, {name: array})``. ``stage`` is blamed for a crash until the child calls
+    :func:`mark_stage`. ``timeout`` is wall seconds for the whole case (the process
+    group is killed). ``memory_mb`` is the address space the function may add to what
+    the child has mapped when it starts (RLIMIT_AS; exhausting it gives ``oom``).
+    ``preload`` names modules a fork-mode template imports once, before forking.
+    """
+
+    function: str
+    payload: dict[str, Any]
+    stage: str = "predict"
+    timeout: float = 60.0
+    memory_mb: int | None = None
+    preload: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        module, sep, name = self.function.partition(":")
+        if not (module and sep and name):
+            raise NebisectError(
+                f"job function {self.function!r} must look like 'package.module:function'"
+            )
+        if not self.timeout > 0:
+            raise NebisectError(f"job timeout must be positive, got {self.timeout}")
+        if self.memory_mb is not None and self.memory_mb <= 0:
+            raise NebisectError(f"job memory_mb must be positive, got {self.memory_mb}")
+        self.preload = tuple(self.preload)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Job:
+        return cls(**{**data, "preload": tuple(data.get("preload", ()))})
+
+
+@dataclass
+class Outcome:
+    """A verdict (always present) and the arrays the child returned (maybe none)."""
+
+    verdict: Verdict
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class _StageState:
+    name: str = "predict"
+    fd: int | None = None
+
+
+_STAGE = _StageState()
+
+
+def mark_stage(stage: str) -> None:
+    """Declare that the calling child has entered ``stage`` (convert, load, predict…).
+
+    A crash from here on is attributed to this stage: the parent reads the stage file
+    after the child died. Outside an isolated child this only records the name.
+    """
+    _STAGE.name = stage
+    if _STAGE.fd is not None:
+        record = stage.encode()[:_STAGE_WIDTH].ljust(_STAGE_WIDTH)
+        os.pwrite(_STAGE.fd, record, 0)
+
+
+def current_stage() -> str:
+    return _STAGE.name
+
+
+def bind_stage_file(path: Path, stage: str) -> None:
+    """Make :func:`mark_stage` persist to ``path`` (one case's stage file)."""
+    if _STAGE.fd is not None:
+        os.close(_STAGE.fd)
+    _STAGE.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    mark_stage(stage)
+
+
+def read_stage_file(path: Path) -> str | None:
+    try:
+        text = path.read_bytes().decode(errors="replace").strip()
+    except OSError:
+        return None
+    return text or None
+
+
+class CaseFiles:
+    """File names inside one case directory (shared by the child and the parent)."""
+
+    REQUEST = "request.json"
+    STAGE = "stage"
+    RESULT = "result.json"
+    ARRAYS = "arrays.npz"
+    STDERR = "stderr.log"
+
+
+#: Messages by which allocators report exhaustion: numpy/CPython raise MemoryError,
+#: torch raises RuntimeError("... can't allocate memory ..."), C++ aborts on bad_alloc.
+OOM_PATTERN = re.compile(
+    r"MemoryError|can't allocate memory|cannot allocate memory|out of memory|std::bad_alloc",
+    re.IGNORECASE,
+)

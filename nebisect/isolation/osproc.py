@@ -1,0 +1,152 @@
+"""Operating-system plumbing shared by both sides of the process boundary.
+
+Everything here exists so that a case process can never outlive its parent, never
+leave a zombie, and can be waited for with a timeout without busy polling or SIGCHLD
+handlers (which would interfere with the host program's own children).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import resource
+import select
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _prctl() -> Any:
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
+    """Ask the kernel to send ``sig`` to this process when its parent dies (Linux).
+
+    Without it, a parent killed with SIGKILL would leave its case processes running
+    forever, each possibly stuck in an infinite loop. On other systems this is a no-op;
+    the getppid() check callers do right after covers the common case there. The libc
+    handle is cached: a fork child then pays one call, not a dlopen.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    if _prctl()(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+
+
+def orphaned(expected_parent: int) -> bool:
+    """True if the parent died before the death signal was armed (a lost race)."""
+    return os.getppid() != expected_parent
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL process ``pid`` and the process group it leads; gone is not an error.
+
+    Case processes are session leaders (pgid == pid); the extra kill() covers a child
+    killed in the instant between fork() and its setsid(). Callers only do this while
+    ``pid`` is unreaped (running or a zombie), so neither id can have been reused.
+    """
+    for kill in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
+
+
+class ProcessHandle:
+    """A pollable descriptor that becomes readable when process ``pid`` exits.
+
+    Linux: a pidfd. macOS: a kqueue watching NOTE_EXIT (a kqueue's own descriptor is
+    pollable). Either way, waiting with a timeout is one poll() call, with no SIGCHLD.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._kqueue: select.kqueue | None = None
+        if hasattr(os, "pidfd_open"):
+            self._fd = os.pidfd_open(pid)
+        else:
+            self._kqueue = select.kqueue()
+            event = select.kevent(
+                pid, filter=select.KQ_FILTER_PROC,
+                flags=select.KQ_EV_ADD | select.KQ_EV_ONESHOT, fflags=select.KQ_NOTE_EXIT,
+            )
+            self._kqueue.control([event], 0)
+            self._fd = self._kqueue.fileno()
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        if self._kqueue is not None:
+            self._kqueue.close()
+        elif self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1
+
+
+def reap(pid: int) -> int:
+    """Wait for our child ``pid``; its exit code, negative for a signal (like Popen)."""
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return 0
+        except InterruptedError:
+            continue
+        return os.waitstatus_to_exitcode(status)
+
+
+def _mapped_bytes() -> int:
+    """Address space currently mapped by this process (0 where /proc is missing)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextlib.contextmanager
+def address_space_limit(memory_mb: int | None) -> Iterator[None]:
+    """Limit further address-space growth to ``memory_mb`` MiB for the block (RLIMIT_AS).
+
+    The budget is counted *on top of* what is already mapped when the job starts:
+    a fork child inherits the template's mappings (numpy, preloaded torch, thread
+    stacks), and counting those would make the same ``memory_mb`` mean different things
+    in fork, spawn and persistent mode. Only the soft limit moves, so it is restored.
+    """
+    if memory_mb is None:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = _mapped_bytes() + memory_mb * (1 << 20)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def helper_env() -> dict[str, str]:
+    """Environment for helper interpreters: ours, plus the directory holding nebisect.
+
+    ``python -m nebisect.isolation.…`` must import nebisect before the parent's
+    ``sys.path`` (sent with every request) is applied, even from an uninstalled checkout.
+    """
+    import nebisect
+
+    root = str(Path(nebisect.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def helper_command(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]

@@ -1,0 +1,106 @@
+"""Persistent mode (fuzzing throughput): one worker process runs case after case.
+
+The worker is this process's child, so this side supervises it directly: one poll over
+the worker's exit handle, its stderr pipe and its response pipe. A worker that dies or
+times out is reaped and replaced on the next case. The verdicts it produces are not
+final: the isolator re-confirms every failure in a fresh process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from nebisect.case import NebisectError
+from nebisect.isolation.collect import RawExit
+from nebisect.isolation.fork import CORE_PRELOAD
+from nebisect.isolation.helper import STARTUP_SECONDS, Helper
+from nebisect.isolation.job import CaseFiles, Job
+from nebisect.isolation.watch import StderrSink, Watch, read_tail
+from nebisect.isolation.workspace import Workspace
+
+
+class _Worker:
+    """A started worker: the helper process, its supervision, its case count."""
+
+    def __init__(self, preload: tuple[str, ...], log: Path) -> None:
+        read_end, write_end = os.pipe()
+        try:
+            self.helper = Helper("nebisect.isolation.worker", CORE_PRELOAD + preload, write_end)
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        self.watch = Watch(self.helper.pid, read_end, self.helper.process.wait)
+        self.cases = 0
+        sink = StderrSink(log)
+        ready = False
+        try:
+            deadline = time.monotonic() + STARTUP_SECONDS
+            how = self.watch.wait(sink, deadline, self.helper.responses.fd)
+            ready = how == "wake" and self.helper.receive(deadline) is not None
+        finally:
+            if not ready:
+                self.kill(sink)
+            sink.close()
+        if not ready:
+            raise NebisectError(f"persistent worker failed to start: {read_tail(log, 2000)}")
+
+    def kill(self, sink: StderrSink | None) -> int:
+        code = self.watch.finish(sink)
+        self.helper.stop(grace=0.0)
+        return code
+
+
+class PersistentBackend:
+    mode = "persistent"
+
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
+        self._worker: _Worker | None = None
+        self._started = itertools.count(1)
+
+    def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
+        message = {"case_dir": str(case_dir), "request": request}
+        worker = self._ensure(job.preload)
+        if not worker.helper.send(message):
+            self._discard(None)
+            worker = self._ensure(job.preload)
+            worker.helper.send(message)
+        deadline = time.monotonic() + job.timeout
+        sink = StderrSink(case_dir / CaseFiles.STDERR)
+        try:
+            how = worker.watch.wait(sink, deadline, worker.helper.responses.fd)
+            if how == "wake" and worker.helper.receive(deadline) is not None:
+                worker.watch.drain(sink)
+                worker.cases += 1
+                return RawExit(0, stderr_bytes=sink.total, metrics={"worker_case": worker.cases})
+            code = self._discard(sink)
+            return RawExit(code, how == "timeout", sink.total,
+                           metrics={"worker_case": worker.cases + 1})
+        except BaseException:
+            if self._worker is not None:
+                self._discard(sink)
+            raise
+        finally:
+            sink.close()
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._discard(None)
+
+    def _ensure(self, preload: tuple[str, ...]) -> _Worker:
+        if self._worker is None:
+            log = self._workspace.root / f"worker-{next(self._started)}.log"
+            self._worker = _Worker(tuple(sorted(set(preload))), log)
+        return self._worker
+
+    def _discard(self, sink: StderrSink | None) -> int:
+        """Kill and reap the worker (its last stderr goes to ``sink``, if any)."""
+        worker, self._worker = self._worker, None
+        assert worker is not None
+        return worker.kill(sink)

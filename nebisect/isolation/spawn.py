@@ -1,0 +1,49 @@
+"""Spawn mode (macOS default): a fresh interpreter per case.
+
+Slower than fork (interpreter start-up plus numpy per case) but safe where forking
+after Core ML / Objective-C initialisation crashes the child (coremltools #963, #1819).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from nebisect.isolation.collect import RawExit
+from nebisect.isolation.job import CaseFiles, Job
+from nebisect.isolation.osproc import helper_command, helper_env
+from nebisect.isolation.watch import StderrSink, Watch
+
+
+class SpawnBackend:
+    mode = "spawn"
+
+    def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
+        (case_dir / CaseFiles.REQUEST).write_text(json.dumps(request))
+        read_end, write_end = os.pipe()
+        try:
+            process = subprocess.Popen(
+                helper_command("nebisect.isolation.child", str(case_dir)),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=write_end,
+                start_new_session=True, close_fds=True, env=helper_env(),
+            )
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        watch = Watch(process.pid, read_end, process.wait)
+        sink = StderrSink(case_dir / CaseFiles.STDERR)
+        try:
+            how = watch.wait(sink, time.monotonic() + job.timeout)
+        finally:
+            code = watch.finish(sink)
+            sink.close()
+        return RawExit(code, how == "timeout", sink.total)
+
+    def close(self) -> None:
+        """Nothing outlives a case in spawn mode."""

@@ -1,0 +1,139 @@
+"""Lint rules and findings: the registry every rule family module registers into.
+
+A rule is a function ``check(view) -> Iterable[Finding]`` over a
+:class:`~nebisect.lint.graph.ProgramView`, registered with :func:`lint_rule` under a
+stable id. The id is what users silence, what SARIF files carry as ``ruleId`` and
+what GitHub code scanning keys its alerts on, so ids never change meaning.
+
+Each rule says which nebisect fix cures it (a name from ``nebisect fix list``), or,
+where no automatic rewrite exists, a one-line manual remedy; and it cites the public
+report that makes the hazard real — a lint rule without a documented failure behind
+it is noise.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nebisect.lint.graph import ProgramView
+
+SEVERITIES = ("error", "warning", "note")
+
+#: The fixes a rule may name (``nebisect/fixes``); checked at registration time so a
+#: typo cannot send users to a fix that does not exist.
+FIX_NAMES = (
+    "logsumexp-max-shift",
+    "softplus-stable",
+    "log-softmax-stable",
+    "logcumsumexp-stable",
+    "meanpool-static-shape",
+    "converter-compat",
+)
+
+Check = Callable[["ProgramView"], Iterable["Finding"]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A registered hazard rule (metadata plus its check function)."""
+
+    id: str
+    severity: str
+    title: str
+    rationale: str
+    source: str
+    fix: str | None
+    remedy: str
+    check: Check = field(compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "severity": self.severity, "title": self.title,
+            "rationale": self.rationale, "source": self.source, "fix": self.fix,
+            "remedy": self.remedy,
+        }
+
+
+@dataclass
+class Finding:
+    """One hazard at one op: what, where, how bad, and what cures it.
+
+    ``severity`` may differ from the rule's default (e.g. ``log(softmax)`` is an
+    error in fp16 but a warning in fp32); ``details`` carries the numbers behind the
+    message (reduction size, predicted boundary, proven bound) for JSON consumers.
+    """
+
+    rule_id: str
+    severity: str
+    message: str
+    function: str
+    op_name: str
+    op_type: str
+    fix: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+#: The rule family modules; each registers its rules on import.
+FAMILY_MODULES = (
+    "nebisect.lint.overflow",
+    "nebisect.lint.logdomain",
+    "nebisect.lint.shapes",
+    "nebisect.lint.constants",
+    "nebisect.lint.ranges",
+)
+
+_RULES: dict[str, Rule] = {}
+
+
+def lint_rule(
+    id: str,
+    *,
+    severity: str,
+    title: str,
+    rationale: str,
+    source: str,
+    fix: str | None = None,
+    remedy: str = "",
+) -> Callable[[Check], Check]:
+    """Register ``check`` as rule ``id``; duplicate ids and unknown fixes are errors."""
+    if severity not in SEVERITIES:
+        raise ValueError(f"rule {id!r}: unknown severity {severity!r}")
+    if fix is not None and fix not in FIX_NAMES:
+        raise ValueError(f"rule {id!r}: unknown fix {fix!r}")
+    if fix is None and not remedy:
+        raise ValueError(f"rule {id!r}: a rule without a fix needs a remedy")
+
+    def decorate(check: Check) -> Check:
+        if id in _RULES:
+            raise ValueError(f"lint rule {id!r} registered twice")
+        _RULES[id] = Rule(id, severity, title, rationale, source, fix, remedy, check)
+        return check
+
+    return decorate
+
+
+def registered_rules() -> dict[str, Rule]:
+    """Every registered rule by id, in id order (rule modules imported first)."""
+    for module in FAMILY_MODULES:
+        importlib.import_module(module)
+    return dict(sorted(_RULES.items()))
+
+
+def get_rule(rule_id: str) -> Rule:
+    """The rule registered as ``rule_id`` (KeyError for an unknown id: a bug, not input)."""
+    return registered_rules()[rule_id]

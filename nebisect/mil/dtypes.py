@@ -1,0 +1,36 @@
+"""Map coremltools MIL builtin types to numpy dtypes.
+
+Kept in one place so the interpreter, the validator and the kernels agree on what a
+declared ``fp16`` / ``int32`` / ``bool`` means; coremltools is imported lazily because
+only code that already holds a MIL program calls these.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+
+@cache
+def numpy_dtype(builtin: Any) -> np.dtype:
+    """The numpy dtype of a MIL builtin (``types.fp16`` → float16); object for non-numeric."""
+    from coremltools.converters.mil.mil import types
+
+    try:
+        return np.dtype(types.nptype_from_builtin(builtin))
+    except (TypeError, KeyError, ValueError):
+        return np.dtype(object)
+
+
+def var_element_dtype(var: Any) -> np.dtype | None:
+    """The numpy element dtype of a tensor or scalar var; None for lists, tuples, states."""
+    from coremltools.converters.mil.mil import types
+
+    sym_type = var.sym_type
+    if types.is_tensor(sym_type):
+        return numpy_dtype(sym_type.get_primitive())
+    if types.is_scalar(sym_type):
+        return numpy_dtype(sym_type)
+    return None

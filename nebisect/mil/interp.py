@@ -1,0 +1,219 @@
+"""The MIL interpreter: run a program's main function op by op under a precision model.
+
+``run_program(program, inputs, precision, profile=..., intermediates=...)`` validates
+the inputs against the program (:mod:`nebisect.mil.validate`), compiles the function
+into a plan once (:mod:`nebisect.mil.plan`, cached per program object and checked
+against the program's current op list, so an edited program is recompiled), then walks
+the plan: control flow (``cond``, ``while_loop``) runs its blocks, every other op calls
+its kernel.
+
+Kernel calling convention (``nebisect/mil/kernels``): ``fn(ctx, **inputs)`` where
+``inputs`` has one keyword per input the op type declares (internal ``_``-prefixed
+inputs excluded), ``None`` when the op omits an optional one, a list for tuple inputs
+(``concat``'s ``values``). Float arrays arrive in ``ctx.dtype``; integer and bool
+arrays and non-tensor constants (strings, ints) arrive as the program holds them.
+Float *results* may be returned in any float dtype: the interpreter rounds them to the
+storage dtype the precision model gives the declared output type — so a ``cast`` to
+fp16 under the fp64 model stays exact, and under fp16 rounds. Integer results are cast
+to the declared integer dtype.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nebisect.case import NebisectError
+from nebisect.mil.kernels import MissingKernelError
+from nebisect.mil.plan import BlockPlan, Plan, Step, compile_function
+from nebisect.mil.profiles import get_profile
+from nebisect.mil.validate import bind_inputs, input_specs
+
+__all__ = ["SimError", "SimPredictError", "SimResult", "compile_program", "run_program"]
+
+MAX_LOOP_ITERATIONS = 1_000_000
+
+
+class SimPredictError(RuntimeError):
+    """A failure the simulated device reports at predict time (same wording as the device)."""
+
+
+class SimError(NebisectError):
+    """A kernel failed on the values it was given (an invalid program or a kernel bug)."""
+
+
+@dataclass
+class SimResult:
+    outputs: dict[str, np.ndarray]
+    intermediates: dict[str, np.ndarray] = field(default_factory=dict)
+    placement: dict[str, str] = field(default_factory=dict)
+    op_types: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class CompiledProgram:
+    """A program's plan plus its input signature, reusable across many runs."""
+
+    plan: Plan
+    specs: list[Any]
+
+    def run(self, inputs: dict[str, Any], *, intermediates: bool = False) -> SimResult:
+        arrays, _ = bind_inputs(self.specs, inputs)
+        plan = self.plan
+        if plan.device_error is not None:
+            raise SimPredictError(plan.device_error)
+        env: dict[str, Any] = dict(plan.constants)
+        for name, value in arrays.items():
+            stored = plan.input_storage.get(name)
+            env[name] = value.astype(stored, copy=False) if stored is not None else value
+        with np.errstate(all="ignore"):
+            _run_block(plan.main, env)
+        outputs = {name: np.asarray(env[name]) for name in plan.output_names}
+        inter = {name: env[name] for name in plan.produced if name in env} if intermediates else {}
+        return SimResult(outputs, inter, dict(plan.placement), dict(plan.op_types))
+
+
+_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None], tuple[Any, CompiledProgram]]]
+_CACHE = weakref.WeakKeyDictionary()
+
+
+def compile_program(
+    program: Any, precision: str = "fp64", *, profile: str | None = None
+) -> CompiledProgram:
+    """Compile ``program``'s main function (cached while the program is unchanged)."""
+    function = _main_function(program)
+    fingerprint = _fingerprint(function)
+    key = (precision, profile)
+    per_program = _CACHE.setdefault(program, {})
+    cached = per_program.get(key)
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    device = get_profile(profile) if profile is not None else None
+    compiled = CompiledProgram(compile_function(function, precision, device), input_specs(function))
+    per_program[key] = (fingerprint, compiled)
+    return compiled
+
+
+def run_program(
+    program: Any,
+    inputs: dict[str, np.ndarray],
+    precision: str = "fp64",
+    *,
+    profile: str | None = None,
+    intermediates: bool = False,
+) -> SimResult:
+    """Execute ``program`` on ``inputs``; see the module docstring for the semantics."""
+    return compile_program(program, precision, profile=profile).run(
+        inputs, intermediates=intermediates
+    )
+
+
+def _main_function(program: Any) -> Any:
+    functions = getattr(program, "functions", None)
+    if not functions:
+        raise NebisectError("not a MIL program: it has no functions")
+    name = getattr(program, "default_function_name", "main")
+    if name not in functions:
+        name = "main" if "main" in functions else next(iter(functions))
+    return functions[name]
+
+
+def _fingerprint(block: Any) -> tuple[Any, ...]:
+    """Identity of every op, its input vars and the block outputs: edits change it."""
+    parts: list[Any] = []
+    for op in block.operations:
+        parts.append(id(op))
+        for value in op.inputs.values():
+            parts.append(tuple(map(id, value)) if isinstance(value, (list, tuple)) else id(value))
+        for sub in op.blocks:
+            parts.append(_fingerprint(sub))
+    parts.append(tuple(id(v) for v in block.outputs))
+    return tuple(parts)
+
+
+def _run_block(block: BlockPlan, env: dict[str, Any]) -> None:
+    for step in block.steps:
+        if step.fn is not None:
+            _run_kernel(step, env)
+        elif step.op_type == "cond":
+            _run_cond(step, env)
+        else:
+            _run_while(step, env)
+
+
+def _run_kernel(step: Step, env: dict[str, Any]) -> None:
+    kwargs = dict(step.static)
+    for key, name, convert in step.dynamic:
+        value = env[name]
+        kwargs[key] = value if convert is None else value.astype(convert)
+    for key, members in step.tuples:
+        kwargs[key] = [
+            env[name] if convert is None else env[name].astype(convert) for name, convert in members
+        ]
+    try:
+        result = step.fn(step.ctx, **kwargs)  # type: ignore[misc]
+    except (MissingKernelError, SimPredictError):
+        raise
+    except Exception as exc:  # a kernel error names the op, never a bare numpy traceback
+        raise SimError(f"op {step.name!r} ({step.op_type}) failed: {exc}") from exc
+    if len(step.outputs) == 1:
+        _store(step, step.outputs[0], result, env)
+    else:
+        for out, value in zip(step.outputs, result, strict=True):
+            _store(step, out, value, env)
+
+
+def _store(step: Step, out: tuple[str, Any, Any], value: Any, env: dict[str, Any]) -> None:
+    name, dtype, shape = out
+    if dtype is not None and dtype.kind != "O":
+        if not isinstance(value, np.ndarray):
+            value = np.asarray(value)
+        if value.dtype != dtype:
+            value = value.astype(dtype)
+        if shape is not None and not _shape_matches(value.shape, shape):
+            declared = [("?" if d is None else d) for d in shape]
+            raise SimError(
+                f"op {step.name!r} ({step.op_type}) produced shape {list(value.shape)} for "
+                f"{name!r}, the program declares {declared}"
+            )
+    env[name] = value
+
+
+def _shape_matches(actual: tuple[int, ...], declared: tuple[int | None, ...]) -> bool:
+    if len(actual) != len(declared):
+        return False
+    return all(d is None or a == d for a, d in zip(actual, declared, strict=True))
+
+
+def _run_cond(step: Step, env: dict[str, Any]) -> None:
+    pred = env[step.dynamic[0][1]] if step.dynamic else step.static["pred"]
+    branch = step.blocks[0] if bool(np.asarray(pred)) else step.blocks[1]
+    _run_block(branch, env)
+    for out, source in zip(step.outputs, branch.outputs, strict=True):
+        _store(step, out, env[source], env)
+
+
+def _run_while(step: Step, env: dict[str, Any]) -> None:
+    cond_block, body = step.blocks
+    values = _loop_inputs(step, env)
+    for _ in range(MAX_LOOP_ITERATIONS):
+        env.update(zip(cond_block.inputs, values, strict=True))
+        _run_block(cond_block, env)
+        if not bool(np.asarray(env[cond_block.outputs[0]])):
+            break
+        env.update(zip(body.inputs, values, strict=True))
+        _run_block(body, env)
+        values = [env[name] for name in body.outputs]
+    else:
+        raise SimError(f"while_loop {step.name!r} ran {MAX_LOOP_ITERATIONS} iterations")
+    for out, value in zip(step.outputs, values, strict=True):
+        _store(step, (out[0], out[1], None), value, env)
+
+
+def _loop_inputs(step: Step, env: dict[str, Any]) -> list[Any]:
+    if step.tuples:
+        return [env[name] for name, _ in step.tuples[0][1]]
+    return list(step.static["loop_vars"])

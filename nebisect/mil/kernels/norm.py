@@ -1,0 +1,111 @@
+"""Normalization kernels: ``layer_norm``, ``batch_norm``, ``instance_norm``, ``l2_norm``,
+``local_response_norm``.
+
+Statistics are the population ones of coremltools' value inference
+(``(x - mean) / sqrt(mean((x - mean)^2) + eps)``), computed in the compute dtype.
+``local_response_norm`` sums squares over channels ``[c - size//2, c + (size-1)//2]``,
+the window of ``torch.nn.LocalResponseNorm`` the conformance tests compare against.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nebisect.mil.kernels import KernelContext, kernel
+from nebisect.mil.kernels._args import axis_of, ints, scalar
+
+
+def _normalize(x: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
+    centered = x - np.mean(x, axis=axes, keepdims=True)
+    var = np.mean(np.square(centered), axis=axes, keepdims=True)
+    return centered / np.sqrt(var + x.dtype.type(eps))
+
+
+def _per_channel(value: Any, rank: int) -> np.ndarray:
+    return np.asarray(value).reshape((1, -1) + (1,) * (rank - 2))
+
+
+@kernel("layer_norm")
+def layer_norm(
+    ctx: KernelContext,
+    x: np.ndarray,
+    axes: Any = None,
+    gamma: Any = None,
+    beta: Any = None,
+    epsilon: Any = 1e-5,
+) -> np.ndarray:
+    x = np.asarray(x)
+    dims = tuple(range(x.ndim)) if axes is None else tuple(axis_of(a, x.ndim) for a in ints(axes))
+    out = _normalize(x, dims, scalar(epsilon, 1e-5))
+    param_shape = [x.shape[i] if i in dims else 1 for i in range(x.ndim)]
+    if gamma is not None:
+        out = out * np.asarray(gamma).reshape(param_shape)
+    if beta is not None:
+        out = out + np.asarray(beta).reshape(param_shape)
+    return out
+
+
+@kernel("batch_norm")
+def batch_norm(
+    ctx: KernelContext,
+    x: np.ndarray,
+    mean: Any,
+    variance: Any,
+    gamma: Any = None,
+    beta: Any = None,
+    epsilon: Any = 1e-5,
+) -> np.ndarray:
+    x = np.asarray(x)
+    eps = x.dtype.type(scalar(epsilon, 1e-5))
+    out = (x - _per_channel(mean, x.ndim)) / np.sqrt(_per_channel(variance, x.ndim) + eps)
+    if gamma is not None:
+        out = out * _per_channel(gamma, x.ndim)
+    if beta is not None:
+        out = out + _per_channel(beta, x.ndim)
+    return out
+
+
+@kernel("instance_norm")
+def instance_norm(
+    ctx: KernelContext,
+    x: np.ndarray,
+    gamma: Any = None,
+    beta: Any = None,
+    epsilon: Any = 1e-5,
+) -> np.ndarray:
+    x = np.asarray(x)
+    out = _normalize(x, tuple(range(2, x.ndim)), scalar(epsilon, 1e-5))
+    if gamma is not None:
+        out = out * _per_channel(gamma, x.ndim)
+    if beta is not None:
+        out = out + _per_channel(beta, x.ndim)
+    return out
+
+
+@kernel("l2_norm")
+def l2_norm(ctx: KernelContext, x: np.ndarray, epsilon: Any = 1e-6) -> np.ndarray:
+    """Divide by the root of the sum of squares over the last three dims (all, if fewer)."""
+    x = np.asarray(x)
+    dims = tuple(range(max(x.ndim - 3, 0), x.ndim))
+    square_sum = np.sum(x * x, axis=dims, keepdims=True)
+    return x / np.sqrt(square_sum + x.dtype.type(scalar(epsilon, 1e-6)))
+
+
+@kernel("local_response_norm")
+def local_response_norm(
+    ctx: KernelContext,
+    x: np.ndarray,
+    size: Any,
+    alpha: Any = 1e-4,
+    beta: Any = 0.75,
+    k: Any = 1.0,
+) -> np.ndarray:
+    x = np.asarray(x)
+    n = int(np.asarray(size).item())
+    squares = np.pad(np.square(x), [(0, 0), (n // 2, (n - 1) // 2)] + [(0, 0)] * (x.ndim - 2))
+    channels = x.shape[1]
+    window = sum(squares[:, i : i + channels] for i in range(n))
+    scale = x.dtype.type(scalar(k, 1.0)) + x.dtype.type(scalar(alpha, 1e-4) / n) * window
+    return x / np.power(scale, x.dtype.type(scalar(beta, 0.75)))

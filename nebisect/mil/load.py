@@ -1,0 +1,188 @@
+"""Program I/O: an ``.mlpackage`` ⇄ a coremltools MIL ``Program``.
+
+Loading goes through coremltools' own milproto loader (the inverse of its serializer),
+with the package's weight blobs, so the simulator sees exactly the ops, attributes and
+weights Core ML would compile. The package's model description carries the flexible
+input shapes (``shapeRange`` / ``enumeratedShapes``) that the MIL function itself does
+not; they are restored as the main function's ``input_types`` so inputs can be checked
+against their ranges and a re-saved program keeps them.
+
+Saving serializes with coremltools' ML-program backend directly instead of
+``ct.convert``: ``ct.convert`` runs its backend pass pipeline (constant folding,
+``cast_optimization``, silu fusion, ...) on the program *in place*, which would change
+the graph a reducer just cut. Only the two passes that make a valid package are run —
+I/O dtype adjustment and name sanitizing — on a copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from nebisect.case import NebisectError
+from nebisect.quiet import import_coremltools, quiet
+
+_SAVE_PASSES = ("mil_backend::adjust_io_to_supported_types", "mil_backend::sanitize_name_strings")
+
+
+class ProgramLoadError(NebisectError):
+    """The artifact is not a loadable ML program."""
+
+
+def load_program(source: Any) -> Any:
+    """A MIL Program from a path (``.mlpackage`` / ``.mlmodel``), an MLModel or a Program."""
+    if hasattr(source, "functions"):
+        return source
+    ct = import_coremltools()
+    if isinstance(source, ct.models.MLModel):
+        program = getattr(source, "_mil_program", None)
+        if program is not None:
+            return program
+        return _from_spec(source.get_spec(), source.weights_dir, "the MLModel")
+    if not isinstance(source, (str, os.PathLike)):
+        raise ProgramLoadError(f"cannot load a program from a {type(source).__name__}")
+    return _load_path(Path(source), ct)
+
+
+def _load_path(path: Path, ct: Any) -> Any:
+    if not path.exists():
+        raise ProgramLoadError(f"{path}: no such file or directory")
+    if path.is_dir() and not (path / "Manifest.json").is_file():
+        raise ProgramLoadError(f"{path}: not an .mlpackage (no Manifest.json)")
+    try:
+        with quiet():
+            spec = ct.utils.load_spec(str(path))
+    except Exception as exc:
+        raise ProgramLoadError(f"{path}: corrupt model package ({_first_line(exc)})") from exc
+    weights_dir = None
+    if path.is_dir():
+        from coremltools.models.utils import _try_get_weights_dir_path
+
+        weights_dir = _try_get_weights_dir_path(str(path))
+    return _from_spec(spec, weights_dir, str(path))
+
+
+def _from_spec(spec: Any, weights_dir: str | None, where: str) -> Any:
+    kind = spec.WhichOneof("Type")
+    if kind == "neuralNetwork":
+        raise ProgramLoadError(
+            f"{where} is a neuralnetwork model; nebisect simulates ML programs only "
+            "(re-convert with convert_to='mlprogram')"
+        )
+    if kind != "mlProgram":
+        raise ProgramLoadError(f"{where} is a {kind or 'empty'} model, not an ML program")
+    _check_weight_files(spec.mlProgram, weights_dir, where)
+    from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
+
+    try:
+        with quiet():
+            program = milproto_load(
+                spec, spec.specificationVersion, file_weights_dir=weights_dir or ""
+            )
+    except Exception as exc:
+        raise ProgramLoadError(f"{where}: cannot load the ML program ({_first_line(exc)})") from exc
+    _restore_input_types(program, spec.description)
+    return program
+
+
+def _check_weight_files(program_spec: Any, weights_dir: str | None, where: str) -> None:
+    """Name a missing weight blob up front (the loader would fail deep inside with less)."""
+    for name in sorted(_blob_files(program_spec)):
+        file = Path(weights_dir or "") / name.split("/")[-1]
+        if weights_dir is None or not file.is_file():
+            raise ProgramLoadError(f"{where}: missing weight file {name}")
+
+
+def _blob_files(message: Any) -> set[str]:
+    """Every ``blobFileValue.fileName`` referenced anywhere in a protobuf message."""
+    found: set[str] = set()
+    stack = [message]
+    while stack:
+        current = stack.pop()
+        for descriptor, value in current.ListFields():
+            if descriptor.name == "blobFileValue":
+                found.add(value.fileName)
+            elif descriptor.type == descriptor.TYPE_MESSAGE:
+                if hasattr(value, "ListFields"):
+                    stack.append(value)
+                else:  # repeated field or map
+                    items = value.values() if hasattr(value, "values") else value
+                    stack.extend(v for v in items if hasattr(v, "ListFields"))
+    return found
+
+
+def _restore_input_types(program: Any, description: Any) -> None:
+    ct = import_coremltools()
+    function = program.functions[getattr(program, "default_function_name", "main")]
+    types = []
+    for feature in description.input:
+        var = function.inputs.get(feature.name)
+        array = feature.type.multiArrayType if feature.type.HasField("multiArrayType") else None
+        if var is None or array is None or var.shape is None:
+            continue
+        symbolic = list(var.shape)
+        if array.HasField("enumeratedShapes") and len(array.enumeratedShapes.shapes) > 1:
+            shapes = [tuple(s.shape) for s in array.enumeratedShapes.shapes]
+            shape: Any = ct.EnumeratedShapes(shapes=shapes)
+        elif array.HasField("shapeRange") and len(array.shapeRange.sizeRanges) == len(symbolic):
+            dims: list[Any] = []
+            for declared, size in zip(symbolic, array.shapeRange.sizeRanges, strict=True):
+                if isinstance(declared, int):
+                    dims.append(declared)
+                else:
+                    flexible = ct.RangeDim(int(size.lowerBound), int(size.upperBound))
+                    flexible.symbol = declared  # the function's own symbol, not a new one
+                    dims.append(flexible)
+            shape = ct.Shape(shape=dims)
+        else:
+            continue
+        types.append(ct.TensorType(name=feature.name, shape=shape, dtype=_np_dtype(var)))
+    if types:
+        function.input_types = tuple(types)
+
+
+def _np_dtype(var: Any) -> Any:
+    from nebisect.mil.dtypes import var_element_dtype
+
+    return var_element_dtype(var)
+
+
+def save_program(program: Any, path: str | os.PathLike[str]) -> None:
+    """Write ``program`` as an ``.mlpackage`` at ``path`` (atomically; replaces ``path``)."""
+    target = Path(path)
+    if target.suffix != ".mlpackage":
+        raise NebisectError(f"{target}: an ML program package must end in .mlpackage")
+    import_coremltools()
+    from coremltools.converters.mil.backend.mil.load import load as backend_load
+    from coremltools.converters.mil.mil.passes.pass_pipeline import (
+        PassPipeline,
+        PassPipelineManager,
+    )
+    from coremltools.models.utils import _create_mlpackage
+
+    prog = copy.deepcopy(program)
+    function = prog.functions[prog.default_function_name]
+    version = max(function.get_max_opset_version_and_op()[0], function.opset_version or 0)
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp.mlpackage")
+    with tempfile.TemporaryDirectory() as weights, quiet():
+        pipeline = PassPipeline(list(_SAVE_PASSES), "nebisect_save")
+        try:
+            PassPipelineManager.apply_pipeline(prog, pipeline)
+            spec = backend_load(prog, weights_dir=weights, specification_version=int(version))
+        except Exception as exc:
+            raise NebisectError(f"cannot serialize the program: {_first_line(exc)}") from exc
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        _create_mlpackage(spec, weights, str(tmp))
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

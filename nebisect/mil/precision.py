@@ -1,0 +1,86 @@
+"""Precision models: how the simulator stores and computes floating-point values.
+
+A precision model answers two questions for every op: in which dtype do its kernels
+compute (``compute``), and in which dtype is every floating value stored between ops
+(``storage``). Integer and bool values are never touched: they keep the dtype the
+program declares.
+
+* ``fp64`` — the oracle: every float is float64 whatever the program declares, so an
+  ``fp16`` cast is an identity and the result is the exact math the program describes.
+* ``fp32`` — every float computed and stored in float32 (a CPU-only device).
+* ``fp16`` — every float stored in float16; each op computes in float32 and rounds once
+  (a careful fp16 device: max-shifted softmax, fp32 accumulators).
+* ``fp16-naive`` — every op computes in float16 arithmetic by its textbook formula
+  (``naive`` kernel variants: no max-shift, fp16 accumulators), the worst credible
+  lowering, which exposes graph-level range hazards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nebisect.case import NebisectError
+
+
+@dataclass(frozen=True)
+class PrecisionModel:
+    """Compute and storage dtypes of floating values, plus the kernel variants in force."""
+
+    name: str
+    compute: type[np.floating]
+    storage: type[np.floating]
+    variants: tuple[str, ...] = ()
+    description: str = ""
+
+    @property
+    def rounds(self) -> bool:
+        """True when kernel results must be rounded from compute to storage dtype."""
+        return self.compute is not self.storage
+
+
+_MODELS: dict[str, PrecisionModel] = {}
+
+
+def register_precision(model: PrecisionModel) -> PrecisionModel:
+    """Add a precision model to the registry; a duplicate name is an error."""
+    if model.name in _MODELS:
+        raise ValueError(f"precision model {model.name!r} registered twice")
+    _MODELS[model.name] = model
+    return model
+
+
+def get_precision(name: str) -> PrecisionModel:
+    """The precision model called ``name``, or a one-line error listing the known ones."""
+    try:
+        return _MODELS[name]
+    except KeyError:
+        known = ", ".join(sorted(_MODELS))
+        raise NebisectError(f"unknown precision {name!r}: expected one of {known}") from None
+
+
+def precision_names() -> list[str]:
+    return sorted(_MODELS)
+
+
+FP64 = register_precision(
+    PrecisionModel("fp64", np.float64, np.float64, description="float64 oracle")
+)
+FP32 = register_precision(
+    PrecisionModel("fp32", np.float32, np.float32, description="float32 compute and storage")
+)
+FP16 = register_precision(
+    PrecisionModel(
+        "fp16", np.float32, np.float16, description="fp16 storage, fp32 compute, rounded per op"
+    )
+)
+FP16_NAIVE = register_precision(
+    PrecisionModel(
+        "fp16-naive",
+        np.float16,
+        np.float16,
+        variants=("naive",),
+        description="fp16 arithmetic by the textbook formula (no max-shift, fp16 sums)",
+    )
+)

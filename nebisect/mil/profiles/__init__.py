@@ -1,0 +1,131 @@
+"""Device profiles: what the simulator knows about a device, as data plus kernel overrides.
+
+A profile says where each op runs (the accelerator or CPU fallback), the precision
+model of the accelerator, which kernel variant its published quirks are registered
+under (see ``profiles/ane.py``), and whether the accelerator rejects outputs whose
+shape depends on data. Kernels never test for a profile: the profile selects kernel
+variants, and the interpreter applies placement and shape rules from this record.
+A profile is a model of *published* behaviour, not of the silicon.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nebisect.case import NebisectError
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A device model: placement rules, accelerator precision, kernel overrides."""
+
+    name: str
+    label: str
+    precision: str
+    variant: str
+    device: str
+    device_float_dtypes: frozenset[str]
+    cpu_op_types: frozenset[str]
+    rejects_data_dependent_shapes: bool
+
+    def place(self, op: Any) -> str:
+        """``device`` for ops the accelerator runs, ``cpu`` for fallback ops.
+
+        The accelerator runs an op that computes on floats of its own dtypes only: an op
+        falls back when its type is in ``cpu_op_types``, when it reads or writes a float
+        of another dtype (fp32 on the Neural Engine), or when it touches no float at all
+        (integer shape arithmetic, bool logic).
+        """
+        if op.op_type in self.cpu_op_types:
+            return "cpu"
+        floats = [_float_dtype_name(v) for v in (*_input_vars(op), *op.outputs)]
+        floats = [name for name in floats if name is not None]
+        if floats and all(name in self.device_float_dtypes for name in floats):
+            return self.device
+        return "cpu"
+
+    def shape_error(self, function: Any, placement: dict[str, str]) -> str | None:
+        """The device's message for an accelerator op whose output shape depends on data.
+
+        A symbolic dimension not bound to any input dimension can only be known by
+        running the graph; the accelerator needs every blob shape before it runs.
+        Program outputs are checked first (they are what the device reports), then
+        every other accelerator op in program order.
+        """
+        if not self.rejects_data_dependent_shapes:
+            return None
+        bound = {str(s) for var in function.inputs.values() for s in (var.shape or ())}
+        candidates = [*function.outputs, *(v for op in _walk(function) for v in op.outputs)]
+        for var in candidates:
+            op = var.op
+            if op is None or not op.outputs or placement.get(op.outputs[0].name) != self.device:
+                continue
+            shape = getattr(var, "shape", None) or ()
+            free = [s for s in shape if _symbolic(s) and str(s) not in bound]
+            if free:
+                dims = ", ".join("?" if _symbolic(s) else str(s) for s in shape)
+                return (
+                    "Invalid blob shape: Data-dependent shapes were disabled: "
+                    f"{var.name} - [{dims}]"
+                )
+        return None
+
+
+def _symbolic(size: Any) -> bool:
+    return not isinstance(size, (int, np.integer))
+
+
+def _input_vars(op: Any) -> list[Any]:
+    found = []
+    for key, value in op.inputs.items():
+        if key.startswith("_"):
+            continue
+        found.extend(value if isinstance(value, (list, tuple)) else (value,))
+    return found
+
+
+def _float_dtype_name(var: Any) -> str | None:
+    from coremltools.converters.mil.mil import types
+
+    sym_type = var.sym_type
+    primitive = sym_type.get_primitive() if types.is_tensor(sym_type) else sym_type
+    if types.is_float(primitive):
+        return types.builtin_to_string(primitive)
+    return None
+
+
+def _walk(block: Any) -> list[Any]:
+    ops = []
+    for op in block.operations:
+        if op.op_type != "const":
+            ops.append(op)
+        for sub in op.blocks:
+            ops.extend(_walk(sub))
+    return ops
+
+
+_PROFILES: dict[str, Profile] = {}
+_MODULES = {"ane": "nebisect.mil.profiles.ane"}
+
+
+def register_profile(profile: Profile) -> Profile:
+    """Add a profile to the registry; a duplicate name is an error."""
+    if profile.name in _PROFILES:
+        raise ValueError(f"profile {profile.name!r} registered twice")
+    _PROFILES[profile.name] = profile
+    return profile
+
+
+def get_profile(name: str) -> Profile:
+    """The profile called ``name``, importing its module (kernel overrides) on first use."""
+    if name not in _PROFILES and name in _MODULES:
+        importlib.import_module(_MODULES[name])
+    try:
+        return _PROFILES[name]
+    except KeyError:
+        known = ", ".join(sorted({*_PROFILES, *_MODULES}))
+        raise NebisectError(f"unknown device profile {name!r}: expected one of {known}") from None

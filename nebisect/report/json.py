@@ -1,0 +1,59 @@
+"""report.json: a :class:`ReportPayload` as a versioned, strict-JSON document.
+
+The layout is documented in :mod:`nebisect.report.schema`; :func:`read_report` is
+the inverse of :func:`report_document`, so tools (and tests) can load a report back
+into the same records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from nebisect import __version__
+from nebisect.case import NebisectError
+from nebisect.report.payload import KINDS, ReportPayload
+from nebisect.report.schema import SCHEMA_NAME, SCHEMA_VERSION
+
+
+def check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise NebisectError(f"unknown report kind {kind!r}: one of {', '.join(KINDS)}")
+
+
+def report_document(kind: str, payload: ReportPayload, created: datetime | None = None) -> dict:
+    """The report.json object for ``payload`` (see the schema module for the layout)."""
+    check_kind(kind)
+    stamp = (created or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="seconds")
+    return {
+        "schema": SCHEMA_NAME,
+        "schema_version": SCHEMA_VERSION,
+        "kind": kind,
+        "created": stamp,
+        "nebisect_version": __version__,
+        **payload.to_dict(),
+    }
+
+
+def dumps(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def read_report(path: str | os.PathLike[str]) -> tuple[str, ReportPayload]:
+    """(kind, payload) of a report.json written by this schema version."""
+    file = Path(path)
+    try:
+        document = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NebisectError(f"{file}: unreadable report ({exc})") from None
+    if document.get("schema") != SCHEMA_NAME:
+        raise NebisectError(f"{file}: not a nebisect report")
+    if document.get("schema_version") != SCHEMA_VERSION:
+        raise NebisectError(
+            f"{file}: report schema version {document.get('schema_version')} "
+            f"(this nebisect reads {SCHEMA_VERSION})"
+        )
+    return document["kind"], ReportPayload.from_dict(document)

@@ -1,0 +1,257 @@
+"""The records a report is made of; run, bisect, fuzz and replay fill them in.
+
+Every record is a dataclass with ``to_dict``/``from_dict``; floats may be NaN or ±inf
+(a collapsed output is exactly what a report must show) and are written to JSON as
+the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` so report.json stays strict
+JSON (:func:`to_jsonable`). The typed float fields read back as floats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from nebisect.verdict import Verdict
+
+KINDS = ("run", "bisect", "fuzz", "replay", "lint")
+
+_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def to_jsonable(value: Any) -> Any:
+    """``value`` as strict-JSON data: non-finite floats become strings, numpy → Python."""
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    if isinstance(value, (np.generic, np.ndarray)):
+        return to_jsonable(value.tolist())
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return str(value)
+
+
+def number(value: Any) -> float:
+    """The float a JSON number or non-finite string stands for."""
+    if isinstance(value, str):
+        return _NONFINITE[value]
+    return float(value)
+
+
+def _numbers(values: Iterable[Any]) -> list[float]:
+    return [number(v) for v in values]
+
+
+def _optional(value: Any) -> float | None:
+    return None if value is None else number(value)
+
+
+class _Record:
+    """``to_dict`` for the dataclasses below (nested records and verdicts included)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, list):
+                value = [v.to_dict() if hasattr(v, "to_dict") else v for v in value]
+            elif hasattr(value, "to_dict"):
+                value = value.to_dict()
+            out[f.name] = to_jsonable(value)
+        return out
+
+
+@dataclass
+class Table(_Record):
+    """A plain table: cells are strings, numbers, booleans or None."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Table:
+        return cls(data["title"], list(data["columns"]), [list(r) for r in data["rows"]])
+
+
+@dataclass
+class CliffSweep(_Record):
+    """Output versus a swept input, with the reference and the localized cliff.
+
+    ``bracket`` is the pair of adjacent fp16 values the transition lies between,
+    ``bracket_outputs`` the target's output at each; ``predicted_boundary`` is the
+    analytic overflow point (e.g. log(65504/32)) named by ``predicted_label``.
+    """
+
+    title: str
+    x: list[float]
+    output: list[float]
+    reference: list[float]
+    target: str = ""
+    reference_target: str = "sim:fp64"
+    bracket: list[float] | None = None
+    bracket_outputs: list[float] | None = None
+    predicted_boundary: float | None = None
+    predicted_label: str = ""
+    predictions: int | None = None
+    x_label: str = "x"
+    y_label: str = "output"
+
+    def __post_init__(self) -> None:
+        if not len(self.x) == len(self.output) == len(self.reference):
+            raise ValueError("a sweep needs as many outputs and references as x values")
+        if self.bracket is not None and len(self.bracket) != 2:
+            raise ValueError("a cliff bracket is two x values")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CliffSweep:
+        values = dict(data)
+        for key in ("x", "output", "reference"):
+            values[key] = _numbers(values[key])
+        for key in ("bracket", "bracket_outputs"):
+            if values.get(key) is not None:
+                values[key] = _numbers(values[key])
+        values["predicted_boundary"] = _optional(values.get("predicted_boundary"))
+        return cls(**values)
+
+
+@dataclass
+class OpError(_Record):
+    """One op's output error against the reference, in the divergence's unit."""
+
+    index: int
+    name: str
+    op_type: str
+    error: float
+    passed: bool
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> OpError:
+        return cls(int(data["index"]), data["name"], data["op_type"], number(data["error"]),
+                   bool(data["passed"]))
+
+
+@dataclass
+class Divergence(_Record):
+    """Per-op errors in topological order and the first op that breaks the oracle."""
+
+    title: str
+    ops: list[OpError]
+    first_divergent: str | None = None
+    target: str = ""
+    unit: str = "ULP"
+    threshold: float | None = None
+    evaluations: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Divergence:
+        values = dict(data)
+        values["ops"] = [OpError.from_dict(o) for o in data["ops"]]
+        values["threshold"] = _optional(values.get("threshold"))
+        return cls(**values)
+
+
+@dataclass
+class MatrixCell(_Record):
+    row: str
+    column: str
+    status: str
+    text: str = ""
+    detail: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MatrixCell:
+        return cls(**data)
+
+
+@dataclass
+class RunMatrix(_Record):
+    """A rows × columns grid of verdict statuses (``nebisect run``: target × length)."""
+
+    title: str
+    rows: list[str]
+    columns: list[str]
+    cells: list[MatrixCell]
+    row_label: str = "target"
+    column_label: str = "length"
+
+    @classmethod
+    def from_verdicts(
+        cls, title: str, entries: Iterable[tuple[str, str, Verdict]], **labels: str
+    ) -> RunMatrix:
+        """Build the grid from (row, column, verdict); the cell text is the verdict's
+        mismatch kind or status, its hover text the verdict message."""
+        cells, rows, columns = [], [], []
+        for row, column, verdict in entries:
+            rows.append(row)
+            columns.append(column)
+            kind = verdict.signature.split(":", 1)[1] if verdict.status == "mismatch" else ""
+            cells.append(MatrixCell(row, column, verdict.status, kind or verdict.status,
+                                    verdict.message))
+        return cls(title, list(dict.fromkeys(rows)), list(dict.fromkeys(columns)), cells,
+                   **labels)
+
+    def cell(self, row: str, column: str) -> MatrixCell | None:
+        return next((c for c in self.cells if c.row == row and c.column == column), None)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunMatrix:
+        values = dict(data)
+        values["cells"] = [MatrixCell.from_dict(c) for c in data["cells"]]
+        return cls(**values)
+
+
+@dataclass
+class NamedVerdict(_Record):
+    """A verdict with the name it is reported under (a test case name in JUnit)."""
+
+    name: str
+    verdict: Verdict
+    group: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NamedVerdict:
+        return cls(data["name"], Verdict.from_dict(data["verdict"]), data.get("group", ""))
+
+
+@dataclass
+class ReportPayload(_Record):
+    """Everything one report shows; sections left empty are omitted from the HTML."""
+
+    title: str
+    summary: dict[str, Any] = field(default_factory=dict)
+    verdicts: list[NamedVerdict] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    sweeps: list[CliffSweep] = field(default_factory=list)
+    divergences: list[Divergence] = field(default_factory=list)
+    matrices: list[RunMatrix] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def junit_results(self) -> list[tuple[str, Verdict]]:
+        """The verdicts as (name, Verdict) pairs, the input of the JUnit writer."""
+        return [(v.name, v.verdict) for v in self.verdicts]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReportPayload:
+        return cls(
+            title=data["title"],
+            summary=dict(data.get("summary", {})),
+            verdicts=[NamedVerdict.from_dict(v) for v in data.get("verdicts", [])],
+            tables=[Table.from_dict(t) for t in data.get("tables", [])],
+            sweeps=[CliffSweep.from_dict(s) for s in data.get("sweeps", [])],
+            divergences=[Divergence.from_dict(d) for d in data.get("divergences", [])],
+            matrices=[RunMatrix.from_dict(m) for m in data.get("matrices", [])],
+            notes=list(data.get("notes", [])),
+        )

@@ -1,0 +1,177 @@
+"""Evaluate one case: predict on the target and on the reference, judge, in isolation.
+
+The child side (:func:`evaluate_job`) does everything that can crash — loading the
+artifact, predicting — and returns a verdict plus the raw outputs; the parent side
+(:func:`evaluate`) only builds the job and hands it to the isolation engine. Running
+the reference in the same child halves the process count for fuzzing and replay; the
+reference (the float64 simulator, or torch fp64) cannot crash the way a device does,
+and if it fails the verdict says so explicitly rather than blaming the target.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from nebisect.artifact import Artifact
+from nebisect.case import Case, load_npz
+from nebisect.isolate import Isolator, Job, Outcome, mark_stage, run_isolated
+from nebisect.targets import Prediction, get_target, load_plugins
+from nebisect.verdict import Tolerance, Verdict, error_signature, judge
+
+#: Device each target family must place the op of interest on; a pass elsewhere is
+#: ``unrouted`` (a pass on CPU fallback is not a pass on the Neural Engine).
+REQUIRED_DEVICES: dict[str, tuple[str, ...]] = {
+    "coreml:ne": ("ne",),
+    "coreml:gpu": ("gpu",),
+    "coreml:all": ("ne", "gpu"),
+    "sim:ane": ("ne",),
+}
+
+
+def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Artifact:
+    kind, location = spec[0], spec[1]
+    return Artifact(kind, location, params)
+
+
+def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+    """Child side of :func:`evaluate`; see its docstring for the options honoured."""
+    case = Case.from_dict(payload["case"])
+    options = case.options
+    load_plugins(options.get("plugins", ()))
+    want_intermediates = bool(options.get("intermediates", False))
+    mark_stage("load")
+    artifact = _artifact((case.source_kind, case.source), options.get("params", {}))
+    inputs = load_npz(case.inputs_path) if case.inputs_path else {}
+    target = get_target(case.target)
+    unavailable = target.availability()
+    if unavailable:
+        return Verdict("skipped", case.stage, "skipped", message=unavailable), {}
+    mark_stage("predict")
+    prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
+    arrays = _prefixed("out:", prediction.outputs)
+    arrays.update(_prefixed("mid:", prediction.intermediates))
+    reference_name = payload.get("reference")
+    if not reference_name:
+        return Verdict("pass", "predict", placement=prediction.placement), arrays
+    mark_stage("reference")
+    reference_source = options.get("reference_source") or (case.source_kind, case.source)
+    reference_artifact = (
+        artifact
+        if tuple(reference_source) == (case.source_kind, case.source)
+        else _artifact(reference_source, options.get("params", {}))
+    )
+    try:
+        expected = get_target(reference_name).predict(
+            reference_artifact, inputs, intermediates=want_intermediates
+        )
+    except Exception as exc:
+        message = f"reference {reference_name} failed: {exc}"
+        return Verdict("error", "reference", error_signature("reference", message),
+                       message=message), arrays
+    arrays.update(_prefixed("ref:", expected.outputs))
+    arrays.update(_prefixed("refmid:", expected.intermediates))
+    verdict = _judge(case, target.precision, expected, prediction, payload)
+    return verdict, arrays
+
+
+def _judge(
+    case: Case,
+    precision: str,
+    expected: Prediction,
+    prediction: Prediction,
+    payload: dict[str, Any],
+) -> Verdict:
+    names = case.options.get("outputs") or sorted(expected.outputs)
+    tolerance = Tolerance(**payload["tolerance"]) if payload.get("tolerance") else None
+    verdict = judge(
+        {n: expected.outputs[n] for n in names if n in expected.outputs},
+        {n: prediction.outputs[n] for n in names if n in prediction.outputs},
+        precision,
+        tolerance,
+    )
+    verdict.placement = prediction.placement
+    verdict.target = case.target
+    unrouted = _unrouted_op(case, prediction)
+    if verdict.status == "pass" and unrouted:
+        verdict.status = "unrouted"
+        verdict.signature = f"unrouted:{case.options['op_of_interest']}"
+        verdict.message = (
+            f"{unrouted} ({case.options['op_of_interest']}) ran on "
+            f"{prediction.placement.get(unrouted)}, not on "
+            f"{'/'.join(REQUIRED_DEVICES[case.target])}"
+        )
+    return verdict
+
+
+def _unrouted_op(case: Case, prediction: Prediction) -> str:
+    """Name of an op of interest placed off the required device ('' if none)."""
+    op_type = case.options.get("op_of_interest")
+    required = REQUIRED_DEVICES.get(case.target)
+    if not op_type or not required or not prediction.placement:
+        return ""
+    for name, kind in prediction.op_types.items():
+        if kind == op_type and prediction.placement.get(name) not in required:
+            return name
+    return ""
+
+
+def _prefixed(prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {f"{prefix}{name}": np.asarray(value) for name, value in arrays.items()}
+
+
+def split_arrays(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    """The arrays an evaluation returned under one prefix (``out:``, ``ref:``, ``mid:``)."""
+    return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+
+def build_job(
+    case: Case,
+    *,
+    reference: str | None = "sim:fp64",
+    tolerance: Tolerance | None = None,
+    timeout: float = 60.0,
+    memory_mb: int | None = None,
+) -> Job:
+    """The isolation job for one case; the fork template preloads what the target needs."""
+    target = get_target(case.target)
+    preload = set(target.preload)
+    if reference:
+        preload.update(get_target(reference).preload)
+    payload: dict[str, Any] = {"case": case.to_dict(), "reference": reference}
+    if tolerance is not None:
+        payload["tolerance"] = tolerance.__dict__
+    return Job(
+        function="nebisect.runner:evaluate_job",
+        payload=payload,
+        stage="load",
+        timeout=timeout,
+        memory_mb=memory_mb,
+        preload=tuple(sorted(preload)),
+    )
+
+
+def evaluate(
+    case: Case,
+    *,
+    reference: str | None = "sim:fp64",
+    isolator: Isolator | None = None,
+    tolerance: Tolerance | None = None,
+    timeout: float = 60.0,
+    memory_mb: int | None = None,
+) -> Outcome:
+    """Run one case in a fresh process and judge it against ``reference``.
+
+    Options read from ``case.options``: ``params`` (builder kwargs), ``op_of_interest``
+    (op type whose placement decides ``unrouted``), ``plugins`` (modules registering
+    extra targets, imported in the child), ``outputs`` (compare only these),
+    ``reference_source`` (``[kind, location]`` when the reference runs another artifact,
+    e.g. the torch module behind a converted package), ``intermediates`` (return every
+    intermediate value as ``mid:``/``refmid:`` arrays).
+    """
+    job = build_job(case, reference=reference, tolerance=tolerance, timeout=timeout,
+                    memory_mb=memory_mb)
+    outcome = isolator.run(job) if isolator is not None else run_isolated(job)
+    outcome.verdict.target = outcome.verdict.target or case.target
+    return outcome

@@ -1,0 +1,53 @@
+"""Eager torch targets: ``torch:cpu[:fp32|fp16|bf16|fp64]``.
+
+They run the module of a torch source (``file.py:factory``) exactly as the user wrote
+it, in the requested dtype, on the CPU. ``torch:cpu:fp64`` is the oracle for torch
+sources: the math the user meant, before any converter touched it — so a converted
+program that disagrees with it at fp64 points at the converter (attribution
+``conversion``). Integer inputs keep the dtype of the factory's example inputs (Core ML
+feeds int32 token ids; BERT wants int64); floating inputs take the target's dtype.
+Eager torch has no op list, so predictions carry no placement and no intermediates.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import numpy as np
+
+from nebisect.case import NebisectError
+from nebisect.targets import register_target
+from nebisect.targets.base import Prediction, Target
+
+_DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}
+
+
+@register_target("torch:cpu", "torch:cpu:fp32", "torch:cpu:fp16", "torch:cpu:bf16",
+                 "torch:cpu:fp64")
+class TorchTarget(Target):
+    """Eager PyTorch on the CPU in the spec's dtype (fp64: the reference for torch sources)."""
+
+    preload = ("numpy", "torch")
+
+    def availability(self) -> str | None:
+        if importlib.util.find_spec("torch") is None:
+            return "torch is not installed (pip install torch)"
+        return None
+
+    def predict(
+        self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
+    ) -> Prediction:
+        from nebisect.torchsource import load_torch_source, run_module, to_torch_inputs
+
+        if model.kind != "torch":
+            raise NebisectError(
+                f"{self.name} runs torch sources (file.py:factory), not a {model.kind} artifact"
+            )
+        import torch
+
+        dtype = getattr(torch, _DTYPE_NAMES[self.spec.dtype or "fp32"])
+        source = load_torch_source(model.location)
+        module = source.module_in(dtype)
+        outputs = run_module(module, to_torch_inputs(source, inputs, dtype))
+        return Prediction(outputs)

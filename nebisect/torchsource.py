@@ -1,0 +1,329 @@
+"""Torch sources: ``path/to/file.py:factory`` — a model handed to nebisect as Python code.
+
+The contract (also in ``nebisect run --help`` and ``examples/``): the file is loaded by
+path, ``factory()`` is called with no arguments and returns a dict (or any object with
+these attributes)::
+
+    {
+        "module": torch.nn.Module,                 # put in eval() by nebisect
+        "example_inputs": {"tokens": tensor, ...}, # or a tuple, named by forward()'s
+                                                   # parameters; the names become the
+                                                   # Core ML input names
+        "dynamic_dims": {"tokens": {1: (1, 382)}}, # optional: {input: {axis: (min, max)}}
+    }
+
+Axes given the same ``(min, max)`` are one symbolic dimension (a sequence length shared
+by ``input_ids`` and ``attention_mask``), because torch.export rejects two independent
+dims that the model forces equal. Outputs are named after what ``forward`` returns: a
+tensor is ``output``, a tuple ``output_0, output_1, …``, a dict keeps its keys; the
+converted package uses the same names, so torch and Core ML results line up.
+
+Everything a user can get wrong is a one-line :class:`NebisectError`; nothing imports
+torch until a source is actually loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+import inspect
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nebisect.case import NebisectError, sha256_path
+from nebisect.inputs import InputDescription
+from nebisect.quiet import quiet
+
+Range = tuple[int, int]
+_loaded: dict[tuple[str, str, str], TorchSource] = {}
+
+
+@dataclass
+class TorchSource:
+    """A loaded torch source: the eval-mode module, named example inputs, dynamic dims."""
+
+    location: str
+    module: Any
+    example_inputs: dict[str, Any]
+    dynamic_dims: dict[str, dict[int, Range]] = field(default_factory=dict)
+    _cast: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def module_in(self, dtype: Any) -> Any:
+        """The module with floating parameters and buffers in ``dtype`` (cached).
+
+        The original module is left untouched (other targets in the same process use
+        it); a copy is cast only when some floating tensor is not already in ``dtype``.
+        """
+        key = str(dtype)
+        if key not in self._cast:
+            tensors = [*self.module.parameters(), *self.module.buffers()]
+            if all(t.dtype == dtype for t in tensors if t.is_floating_point()):
+                self._cast[key] = self.module
+            else:
+                self._cast[key] = copy.deepcopy(self.module).to(dtype)
+        return self._cast[key]
+
+    def descriptions(self) -> list[InputDescription]:
+        """Inputs as the converted package will declare them (int32 ids, float32 values)."""
+        described = []
+        for name, tensor in self.example_inputs.items():
+            dims = [(int(n), int(n)) for n in tensor.shape]
+            for axis, bounds in self.dynamic_dims.get(name, {}).items():
+                dims[axis] = bounds
+            described.append(InputDescription(name, coreml_dtype(tensor), dims))
+        return described
+
+    def symbols(self) -> dict[Range, str]:
+        """One symbol name per distinct dynamic range, in first-seen order."""
+        names: dict[Range, str] = {}
+        for axes in self.dynamic_dims.values():
+            for bounds in axes.values():
+                names.setdefault(bounds, f"dim{len(names)}")
+        return names
+
+    def output_names(self) -> list[str]:
+        """Names of ``forward``'s outputs on the example inputs (see the module doc)."""
+        return list(run_module(self.module, self.example_inputs))
+
+
+def coreml_dtype(tensor: Any) -> str:
+    """The numpy dtype a Core ML input gets for this example tensor.
+
+    Core ML has no int64 or bool inputs: integers and booleans become int32 (token ids,
+    masks); every floating dtype becomes float32 (fp16 programs cast inside).
+    """
+    return "float32" if tensor.dtype.is_floating_point else "int32"
+
+
+def parse_location(text: str) -> tuple[Path, str]:
+    """Split ``path/to/file.py:factory``; the factory name is required."""
+    path, sep, factory = text.rpartition(":")
+    if not sep or not path.endswith(".py") or not factory.isidentifier():
+        raise NebisectError(f"{text!r}: a torch source is path/to/file.py:factory_function")
+    return Path(path), factory
+
+
+def load_torch_source(text: str) -> TorchSource:
+    """Load (once per process and file content) and validate a torch source."""
+    path, factory_name = parse_location(text)
+    if not path.is_file():
+        raise NebisectError(f"{path}: no such file")
+    key = (str(path.resolve()), factory_name, sha256_path(path))
+    if key not in _loaded:
+        factory = _factory(path, factory_name)
+        try:
+            with quiet():
+                produced = factory()
+        except Exception as exc:
+            raise NebisectError(
+                f"{text}: the factory raised {type(exc).__name__}: {_first_line(exc)}"
+            ) from None
+        _loaded[key] = _validate(text, produced)
+    return _loaded[key]
+
+
+def describe_torch_source(text: str) -> list[InputDescription]:
+    """Input descriptions of a torch source (what ``nebisect run`` generates inputs for)."""
+    return load_torch_source(text).descriptions()
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "(no message)"
+
+
+def _factory(path: Path, name: str) -> Any:
+    module_name = f"_nebisect_source_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise NebisectError(f"{path}: cannot be loaded as a Python module")
+    user_module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent.resolve()))
+    try:
+        with quiet():
+            spec.loader.exec_module(user_module)
+    except Exception as exc:
+        raise NebisectError(
+            f"{path}: importing it raised {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(path.parent.resolve()))
+    factory = getattr(user_module, name, None)
+    if factory is None:
+        defined = sorted(n for n, v in vars(user_module).items()
+                         if inspect.isfunction(v) and v.__module__ == module_name)
+        raise NebisectError(
+            f"{path}: no factory named {name!r} (functions defined: {', '.join(defined) or 'none'})"
+        )
+    if not callable(factory):
+        raise NebisectError(f"{path}: {name!r} is not callable")
+    return factory
+
+
+def _field(produced: Any, name: str) -> Any:
+    if isinstance(produced, dict):
+        return produced.get(name)
+    return getattr(produced, name, None)
+
+
+def _validate(text: str, produced: Any) -> TorchSource:
+    import torch
+
+    module = _field(produced, "module")
+    if not isinstance(module, torch.nn.Module):
+        raise NebisectError(
+            f"{text}: the factory must return a dict with 'module' (a torch.nn.Module), "
+            f"'example_inputs' and optionally 'dynamic_dims'; got {_describe(produced)}"
+        )
+    module.eval()
+    inputs = _named_inputs(text, module, _field(produced, "example_inputs"))
+    dynamic = _dynamic_dims(text, inputs, _field(produced, "dynamic_dims") or {})
+    return TorchSource(text, module, inputs, dynamic)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"a dict with keys {sorted(map(str, value))}"
+    return f"a {type(value).__name__}"
+
+
+def _named_inputs(text: str, module: Any, given: Any) -> dict[str, Any]:
+    """Example inputs keyed by name, in ``forward``'s parameter order.
+
+    They must be ``forward``'s leading positional parameters, so both converters can
+    pass them positionally and the package's inputs line up with the module's.
+    """
+    import torch
+
+    params = [
+        p.name for p in inspect.signature(module.forward).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if isinstance(given, torch.Tensor):
+        given = (given,)
+    if isinstance(given, (tuple, list)):
+        if len(given) > len(params):
+            raise NebisectError(
+                f"{text}: {len(given)} example inputs but forward() names only "
+                f"{len(params)} ({', '.join(params)})"
+            )
+        given = dict(zip(params, given, strict=False))
+    if not isinstance(given, dict) or not given:
+        raise NebisectError(
+            f"{text}: 'example_inputs' must be a non-empty tuple or dict of tensors, "
+            f"got {_describe(given)}"
+        )
+    leading = params[:len(given)]
+    if set(given) != set(leading):
+        raise NebisectError(
+            f"{text}: example inputs {sorted(map(str, given))} must be forward()'s first "
+            f"{len(given)} parameter(s): {', '.join(leading) or 'none'}"
+        )
+    for name in leading:
+        if not isinstance(given[name], torch.Tensor):
+            raise NebisectError(
+                f"{text}: example input {name!r} is a {type(given[name]).__name__}, "
+                "not a tensor"
+            )
+    return {name: given[name] for name in leading}
+
+
+def _dynamic_dims(
+    text: str, inputs: dict[str, Any], given: Any
+) -> dict[str, dict[int, Range]]:
+    if not isinstance(given, dict):
+        raise NebisectError(f"{text}: 'dynamic_dims' must be {{input: {{axis: (min, max)}}}}")
+    dims: dict[str, dict[int, Range]] = {}
+    for name, axes in given.items():
+        if name not in inputs:
+            raise NebisectError(
+                f"{text}: dynamic_dims names {name!r}, not an input ({', '.join(inputs)})"
+            )
+        if not isinstance(axes, dict):
+            raise NebisectError(f"{text}: dynamic_dims[{name!r}] must be {{axis: (min, max)}}")
+        shape = tuple(inputs[name].shape)
+        dims[name] = {}
+        for axis, bounds in axes.items():
+            index = _axis(text, name, axis, len(shape))
+            dims[name][index] = _bounds(text, name, index, bounds, shape)
+    return dims
+
+
+def _axis(text: str, name: str, axis: Any, rank: int) -> int:
+    if not isinstance(axis, int) or not -rank <= axis < rank:
+        raise NebisectError(f"{text}: dynamic axis {axis!r} of {name!r} is not in a rank-{rank} "
+                            "tensor")
+    return axis % rank
+
+
+def _bounds(text: str, name: str, axis: int, bounds: Any, shape: tuple[int, ...]) -> Range:
+    ok = (isinstance(bounds, (tuple, list)) and len(bounds) == 2
+          and all(isinstance(b, int) for b in bounds) and 1 <= bounds[0] <= bounds[1])
+    if not ok:
+        raise NebisectError(
+            f"{text}: dynamic_dims[{name!r}][{axis}] must be (min, max) with 1 <= min <= max, "
+            f"got {bounds!r}"
+        )
+    lo, hi = int(bounds[0]), int(bounds[1])
+    if not lo <= shape[axis] <= hi:
+        raise NebisectError(
+            f"{text}: example input {name!r} has size {shape[axis]} on axis {axis}, outside "
+            f"its dynamic range ({lo}, {hi})"
+        )
+    return lo, hi
+
+
+def to_torch_inputs(
+    source: TorchSource, arrays: dict[str, np.ndarray], float_dtype: Any
+) -> dict[str, Any]:
+    """Numpy inputs → tensors in the example inputs' integer dtypes / ``float_dtype``."""
+    import torch
+
+    missing = sorted(set(source.example_inputs) - set(arrays))
+    if missing:
+        raise NebisectError(f"{source.location}: inputs missing: {', '.join(missing)}")
+    tensors = {}
+    for name, example in source.example_inputs.items():
+        tensor = torch.from_numpy(np.ascontiguousarray(arrays[name]))
+        tensors[name] = tensor.to(float_dtype if example.dtype.is_floating_point
+                                  else example.dtype)
+    return tensors
+
+
+def run_module(module: Any, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Call ``module(**inputs)`` without autograd; name and convert the outputs."""
+    import torch
+
+    with torch.no_grad():
+        result = module(**inputs)
+    return output_arrays(result)
+
+
+def output_arrays(result: Any) -> dict[str, np.ndarray]:
+    """``forward``'s result as named numpy arrays (bf16 widened to float32)."""
+    import torch
+
+    if isinstance(result, torch.Tensor):
+        named = {"output": result}
+    elif isinstance(result, dict):
+        named = {str(k): v for k, v in result.items()}
+    elif isinstance(result, (tuple, list)):
+        named = {f"output_{i}": v for i, v in enumerate(result)}
+    else:
+        raise NebisectError(f"forward() returned a {type(result).__name__}; return a tensor, "
+                            "a tuple of tensors or a dict of tensors")
+    arrays = {}
+    for name, value in named.items():
+        if not isinstance(value, torch.Tensor):
+            raise NebisectError(f"output {name!r} is a {type(value).__name__}, not a tensor")
+        value = value.detach()
+        if value.dtype == torch.bfloat16:
+            value = value.float()
+        arrays[name] = value.numpy()
+    return arrays

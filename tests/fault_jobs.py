@@ -1,0 +1,151 @@
+"""Child functions with real faults, run through the isolation Job mechanism.
+
+Every fault here happens for real inside the child: a NULL dereference, a bus error on
+a truncated mapping, an allocation loop against RLIMIT_AS, a busy loop, 50 MB on fd 2.
+Only SIGFPE is raised with kill(): CPython turns integer division by zero into an
+exception, so no pure-Python path reaches the CPU's divide fault.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nebisect.isolate import mark_stage
+from nebisect.verdict import Verdict
+
+FLOOD_BYTES = 50 * 1024 * 1024
+FLOOD_LAST_LINE = "LAST LINE OF THE FLOOD"
+
+_CALLS_IN_THIS_PROCESS = 0
+
+
+def passing(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+    arrays = {
+        "values": np.arange(payload.get("n", 5), dtype=np.float16) / 3,
+        "flags": np.array([True, False]),
+        "scalar": np.array(7, dtype=np.int64),
+    }
+    return Verdict("pass", metrics={"echo": payload.get("echo")}), arrays
+
+
+def segfault(payload: dict[str, Any]) -> Verdict:
+    ctypes.string_at(0)
+    return Verdict("pass")
+
+
+def abort(payload: dict[str, Any]) -> Verdict:
+    os.abort()
+
+
+def sigfpe(payload: dict[str, Any]) -> Verdict:
+    os.kill(os.getpid(), signal.SIGFPE)
+    return Verdict("pass")
+
+
+def sigbus(payload: dict[str, Any]) -> Verdict:
+    """A real SIGBUS: touch a mapped page whose file was truncated away."""
+    with tempfile.TemporaryFile() as handle:
+        handle.write(b"\0" * mmap.PAGESIZE * 2)
+        handle.flush()
+        mapping = mmap.mmap(handle.fileno(), mmap.PAGESIZE * 2)
+        os.ftruncate(handle.fileno(), 0)
+        mapping[mmap.PAGESIZE] = 1
+    return Verdict("pass")
+
+
+def staged_crash(payload: dict[str, Any]) -> Verdict:
+    mark_stage("load")
+    mark_stage("convert")
+    return segfault(payload)
+
+
+def staged_error(payload: dict[str, Any]) -> Verdict:
+    mark_stage("load")
+    raise RuntimeError("cannot load var_12 from /tmp/model.mlpackage")
+
+
+def raise_error(payload: dict[str, Any]) -> Verdict:
+    raise ValueError("bad value 42 at 0xdeadbeef in /tmp/x/y.py")
+
+
+def memory_blowup(payload: dict[str, Any]) -> Verdict:
+    """Grow until the allocator refuses; the 4 GiB cap keeps an unenforced limit visible
+    as a wrong verdict instead of a machine out of memory."""
+    blocks = []
+    for _ in range(512):
+        blocks.append(np.ones(1 << 20))
+    return Verdict("pass", message="memory limit not enforced")
+
+
+def allocator_message(payload: dict[str, Any]) -> Verdict:
+    raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB")
+
+
+def infinite_loop(payload: dict[str, Any]) -> Verdict:
+    if "started" in payload:
+        Path(payload["started"]).write_text(str(os.getpid()))
+    while True:
+        pass
+
+
+def loop_with_grandchild(payload: dict[str, Any]) -> Verdict:
+    """Leave a grandchild in the case's process group, then hang: the group kill must
+    take it down too."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    Path(payload["pid_file"]).write_text(str(sleeper.pid))
+    while True:
+        pass
+
+
+def exit_code(payload: dict[str, Any]) -> Verdict:
+    os._exit(payload["code"])
+
+
+def sys_exit(payload: dict[str, Any]) -> Verdict:
+    sys.exit(payload["code"])
+
+
+def stderr_flood(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+    chunk = b"noise from a native library\n" * 4096
+    written = 0
+    while written < FLOOD_BYTES:
+        written += os.write(2, chunk[: FLOOD_BYTES - written])
+    os.write(2, f"{FLOOD_LAST_LINE}\n".encode())
+    return Verdict("pass"), {"ok": np.array([1.5])}
+
+
+def stdout_junk(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+    """Garbage shaped like every channel message, on both the Python and the fd level."""
+    junk = '{"done": true}\n{"exit_code": 0, "timed_out": false}\n{"ready": 1}\nnot json\n'
+    print(junk * 100, flush=True)
+    os.write(1, junk.encode() * 100)
+    os.write(1, b"\x00\xff binary \n" * 100)
+    return Verdict("pass"), {"answer": np.array([42.0])}
+
+
+def bad_return(payload: dict[str, Any]) -> int:
+    return 42
+
+
+def object_array(payload: dict[str, Any]) -> tuple[Verdict, dict[str, Any]]:
+    return Verdict("pass"), {"boxed": np.array([object()])}
+
+
+def fails_when_warm(payload: dict[str, Any]) -> Verdict:
+    """Passes in a fresh process, fails once the process has run a case before: the
+    leaked-state failure only a persistent worker can produce."""
+    global _CALLS_IN_THIS_PROCESS
+    _CALLS_IN_THIS_PROCESS += 1
+    if _CALLS_IN_THIS_PROCESS > 1:
+        raise RuntimeError("state leaked from a previous case")
+    return Verdict("pass")

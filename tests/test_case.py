@@ -1,0 +1,105 @@
+"""Target spec grammar, content hashing, npz I/O."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nebisect.case import (
+    Case,
+    NebisectError,
+    TargetSpecError,
+    load_npz,
+    parse_target,
+    save_npz,
+    sha256_arrays,
+    sha256_path,
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "backend", "variant", "precision"),
+    [
+        ("sim:fp16", "sim", "fp16", "fp16"),
+        ("sim:fp16-naive", "sim", "fp16-naive", "fp16"),
+        ("sim:ane", "sim", "ane", "fp16"),
+        ("sim:fp64", "sim", "fp64", "fp64"),
+        ("coreml:ne", "coreml", "ne", "fp16"),
+        ("coreml:cpu", "coreml", "cpu", "fp32"),
+        ("torch:cpu", "torch", "cpu", "fp32"),
+        ("torch:cpu:fp64", "torch", "cpu", "fp64"),
+    ],
+)
+def test_parse_target(spec: str, backend: str, variant: str, precision: str) -> None:
+    parsed = parse_target(spec)
+    assert (parsed.backend, parsed.variant, parsed.precision) == (backend, variant, precision)
+
+
+def test_torch_spec_round_trips_with_default_dtype() -> None:
+    assert str(parse_target("torch:cpu")) == "torch:cpu:fp32"
+
+
+@pytest.mark.parametrize(
+    "spec", ["sim:fp8", "gpu", "coreml:npu", "torch:cuda", "torch:cpu:int8", ""]
+)
+def test_unknown_specs_are_clear_errors(spec: str) -> None:
+    with pytest.raises(TargetSpecError, match="unknown target"):
+        parse_target(spec)
+
+
+def test_directory_hash_is_deterministic_and_content_sensitive(tmp_path) -> None:
+    pkg = tmp_path / "m.mlpackage"
+    (pkg / "Data" / "weights").mkdir(parents=True)
+    (pkg / "Manifest.json").write_text("{}")
+    (pkg / "Data" / "weights" / "weight.bin").write_bytes(b"\x00" * 64)
+    first = sha256_path(pkg)
+    assert sha256_path(pkg) == first
+    (pkg / "Data" / "weights" / "weight.bin").write_bytes(b"\x00" * 63 + b"\x01")
+    assert sha256_path(pkg) != first
+    (pkg / "Data" / "weights" / "weight.bin").write_bytes(b"\x00" * 64)
+    assert sha256_path(pkg) == first
+    (pkg / "Data" / "weights" / "weight.bin").rename(pkg / "Data" / "weights" / "w2.bin")
+    assert sha256_path(pkg) != first
+
+
+def test_missing_path_hash_is_user_error(tmp_path) -> None:
+    with pytest.raises(NebisectError, match="no such file"):
+        sha256_path(tmp_path / "absent.mlpackage")
+
+
+def test_array_hash_depends_on_dtype_shape_and_name() -> None:
+    x = np.arange(6, dtype=np.float32)
+    base = sha256_arrays({"x": x})
+    assert sha256_arrays({"x": x.copy()}) == base
+    assert sha256_arrays({"x": x.astype(np.float16)}) != base
+    assert sha256_arrays({"x": x.reshape(2, 3)}) != base
+    assert sha256_arrays({"y": x}) != base
+
+
+def test_npz_round_trip_and_corrupt_files(tmp_path) -> None:
+    arrays = {"x": np.linspace(0, 1, 5, dtype=np.float16), "mask": np.ones((1, 3), np.int32)}
+    path = tmp_path / "inputs.npz"
+    save_npz(path, arrays)
+    loaded = load_npz(path)
+    assert sha256_arrays(loaded) == sha256_arrays(arrays)
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(NebisectError, match=r"truncated\.npz"):
+        load_npz(truncated)
+    pickled = tmp_path / "objects.npz"
+    np.savez(pickled, x=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(NebisectError, match="not a plain numeric"):
+        load_npz(pickled)
+    with pytest.raises(NebisectError, match="no such inputs file"):
+        load_npz(tmp_path / "absent.npz")
+
+
+def test_case_round_trip_and_identity() -> None:
+    case = Case("m.mlpackage", "mlpackage", "sim:fp16", model_sha256="a" * 64,
+                inputs_sha256="b" * 64, options={"op_of_interest": "softplus"})
+    again = Case.from_dict(case.to_dict())
+    assert again == case and again.case_id == case.case_id
+    other = Case.from_dict({**case.to_dict(), "target": "sim:ane"})
+    assert other.case_id != case.case_id
+    with pytest.raises(NebisectError, match="unknown stage"):
+        Case("m", "mlpackage", "sim:fp16", stage="compile")

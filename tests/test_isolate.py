@@ -1,0 +1,368 @@
+"""The isolation engine against real faults in real child processes.
+
+Every test checks the exact status and signature, and — through the ``isolator``
+fixture — that no process descended from this test (found by an environment token
+that every descendant inherits, and by parent pid for zombies) and no temporary
+directory is left once the isolator is closed. That this test process is still alive
+to assert anything is the "parent survives" check.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import fault_jobs
+import numpy as np
+import pytest
+
+from nebisect.case import NebisectError
+from nebisect.isolate import Isolator, Job, mark_stage, run_isolated
+from nebisect.isolation.collect import RawExit, collect
+from nebisect.isolation.job import CaseFiles
+from nebisect.isolation.watch import TAIL_BYTES, StderrSink
+from nebisect.provenance import provenance
+
+MODES = ("fork", "spawn", "persistent")
+FAULTS = fault_jobs.__name__
+TOKEN_VAR = "NEBISECT_ISOLATION_TEST_TOKEN"
+
+
+def leftover_processes(token: str) -> list[int]:
+    """Processes carrying ``token`` in their environment, or whose parent is us."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if token.encode() in environ or ppid == me:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def token(monkeypatch: pytest.MonkeyPatch) -> str:
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(TOKEN_VAR, value)
+    return value
+
+
+@pytest.fixture
+def make_isolator(tmp_path: Path, token: str) -> Iterator[Callable[[str], Isolator]]:
+    """Isolators rooted in a private temp dir, checked for leftovers after closing."""
+    root = tmp_path / "isolation"
+    root.mkdir()
+    created: list[Isolator] = []
+
+    def make(mode: str) -> Isolator:
+        created.append(Isolator(mode, tmp_dir=root))
+        return created[-1]
+
+    yield make
+    for isolator in created:
+        isolator.close()
+    assert leftover_processes(token) == []
+    assert list(root.iterdir()) == []
+
+
+@pytest.fixture(params=MODES)
+def isolator(request: pytest.FixtureRequest, make_isolator: Callable[[str], Isolator]) -> Isolator:
+    return make_isolator(request.param)
+
+
+def job(function: str, payload: dict | None = None, **options: object) -> Job:
+    return Job(f"{FAULTS}:{function}", payload or {}, **options)  # type: ignore[arg-type]
+
+
+def no_case_dirs(isolator: Isolator) -> bool:
+    root = isolator._workspace.root
+    return not any(p.name.startswith("case-") for p in root.iterdir())
+
+
+CRASHES = [
+    ("segfault", "crash:SIGSEGV", "Segmentation fault"),
+    ("abort", "crash:SIGABRT", "Aborted"),
+    ("sigfpe", "crash:SIGFPE", "Floating point exception"),
+    ("sigbus", "crash:SIGBUS", "Bus error"),
+]
+
+
+@pytest.mark.parametrize(("function", "signature", "fatal"), CRASHES)
+def test_crash_is_a_verdict_with_the_signal_name(
+    isolator: Isolator, function: str, signature: str, fatal: str
+) -> None:
+    verdict = isolator.run(job(function)).verdict
+    assert (verdict.status, verdict.signature, verdict.stage) == ("crash", signature, "predict")
+    assert verdict.message == f"killed by {signature.split(':')[1]} during predict"
+    # faulthandler wrote the fatal error and the Python stack of the faulting function.
+    assert f"Fatal Python error: {fatal}" in verdict.stderr_tail
+    assert f"in {function}" in verdict.stderr_tail
+    assert no_case_dirs(isolator)
+    if isolator.mode == "persistent":
+        assert verdict.metrics["reconfirmed"] is True
+        assert verdict.metrics["persistent_signature"] == signature
+
+
+NO_RESULT = [
+    ("exit_code", {"code": 3}, "error:predict:child exited with code 3 without a result"),
+    ("exit_code", {"code": 0}, "error:predict:child exited with code 0 without a result"),
+    ("sys_exit", {"code": 4}, "error:predict:child exited with code 4 without a result"),
+]
+
+
+@pytest.mark.parametrize(("function", "payload", "signature"), NO_RESULT)
+def test_exit_without_result_is_an_error(
+    isolator: Isolator, function: str, payload: dict, signature: str
+) -> None:
+    verdict = isolator.run(job(function, payload)).verdict
+    assert (verdict.status, verdict.signature) == ("error", signature)
+    assert verdict.metrics["exit_code"] == payload["code"]
+
+
+ERRORS = [
+    ("raise_error", "error", "predict", "error:predict:ValueError: bad value N at 0x? in <path>"),
+    ("staged_error", "error", "load",
+     "error:load:RuntimeError: cannot load var_? from <path>"),
+    ("bad_return", "error", "predict",
+     f"error:predict:TypeError: {FAULTS}:bad_return returned int, expected Verdict or "
+     "(Verdict, dict of arrays)"),
+    ("object_array", "error", "predict",
+     f"error:predict:TypeError: {FAULTS}:object_array returned array 'boxed' of dtype "
+     "object; only plain numeric arrays cross the process boundary"),
+    ("allocator_message", "oom", "predict", "oom"),
+]
+
+
+@pytest.mark.parametrize(("function", "status", "stage", "signature"), ERRORS)
+def test_exception_becomes_a_normalized_verdict(
+    isolator: Isolator, function: str, status: str, stage: str, signature: str
+) -> None:
+    verdict = isolator.run(job(function)).verdict
+    assert (verdict.status, verdict.stage, verdict.signature) == (status, stage, signature)
+    assert "Traceback (most recent call last)" in verdict.stderr_tail
+
+
+def test_missing_module_is_an_error_at_the_job_stage(isolator: Isolator) -> None:
+    verdict = isolator.run(Job("no_such_module_for_nebisect:f", {}, stage="load")).verdict
+    assert verdict.signature == (
+        "error:load:ModuleNotFoundError: No module named 'no_such_module_for_nebisect'"
+    )
+
+
+def test_crash_is_blamed_on_the_last_marked_stage(isolator: Isolator) -> None:
+    verdict = isolator.run(job("staged_crash")).verdict
+    assert (verdict.status, verdict.signature, verdict.stage) == ("crash", "crash:SIGSEGV", "convert")
+    assert verdict.message == "killed by SIGSEGV during convert"
+
+
+def test_memory_blowup_under_the_limit_is_oom(isolator: Isolator) -> None:
+    verdict = isolator.run(job("memory_blowup", memory_mb=128)).verdict
+    assert (verdict.status, verdict.signature) == ("oom", "oom")
+    assert verdict.message.startswith("MemoryError")
+
+
+def test_infinite_loop_times_out(isolator: Isolator) -> None:
+    verdict = isolator.run(job("infinite_loop", timeout=0.5)).verdict
+    assert (verdict.status, verdict.signature, verdict.stage) == ("timeout", "timeout", "predict")
+    assert verdict.message == "no result within 0.5 s during predict; process group killed"
+    assert verdict.timings["wall"] >= 0.5
+
+
+def test_timeout_kills_the_whole_process_group(isolator: Isolator, tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    verdict = isolator.run(job("loop_with_grandchild", {"pid_file": str(pid_file)}, timeout=1.5))
+    assert verdict.verdict.status == "timeout"
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while not gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gone(grandchild)
+
+
+def gone(pid: int) -> bool:
+    """Dead: no /proc entry, or a zombie waiting for init (it was reparented)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"
+
+
+def test_stderr_flood_is_bounded_and_keeps_the_last_bytes(isolator: Isolator) -> None:
+    outcome = isolator.run(job("stderr_flood"))
+    verdict = outcome.verdict
+    assert (verdict.status, verdict.signature) == ("pass", "pass")
+    assert verdict.metrics["stderr_bytes"] == fault_jobs.FLOOD_BYTES + len(
+        fault_jobs.FLOOD_LAST_LINE) + 1
+    assert len(verdict.stderr_tail.encode()) <= TAIL_BYTES
+    assert verdict.stderr_tail.rstrip().endswith(fault_jobs.FLOOD_LAST_LINE)
+    assert "bytes of stderr elided" in verdict.stderr_tail
+    np.testing.assert_array_equal(outcome.arrays["ok"], [1.5])
+
+
+def test_junk_on_stdout_cannot_corrupt_the_result(isolator: Isolator) -> None:
+    outcome = isolator.run(job("stdout_junk"))
+    assert (outcome.verdict.status, outcome.verdict.signature) == ("pass", "pass")
+    assert list(outcome.arrays) == ["answer"]
+    np.testing.assert_array_equal(outcome.arrays["answer"], [42.0])
+    assert isolator.run(job("passing")).verdict.status == "pass"
+
+
+def test_pass_returns_arrays_provenance_and_timings(isolator: Isolator) -> None:
+    outcome = isolator.run(job("passing", {"n": 6, "echo": "hello"}))
+    verdict = outcome.verdict
+    assert (verdict.status, verdict.metrics["echo"]) == ("pass", "hello")
+    assert sorted(outcome.arrays) == ["flags", "scalar", "values"]
+    assert outcome.arrays["values"].dtype == np.float16
+    np.testing.assert_array_equal(outcome.arrays["values"], np.arange(6, dtype=np.float16) / 3)
+    np.testing.assert_array_equal(outcome.arrays["flags"], [True, False])
+    assert outcome.arrays["scalar"].shape == () and int(outcome.arrays["scalar"]) == 7
+    assert verdict.provenance == provenance(isolator.mode)
+    assert set(verdict.provenance) >= {
+        "nebisect", "coremltools", "torch", "numpy", "python", "os", "machine", "isolation",
+    }
+    assert verdict.timings["wall"] >= verdict.timings["call"] > 0
+    assert verdict.stderr_tail == ""
+    assert no_case_dirs(isolator)
+
+
+def test_persistent_worker_restarts_after_a_crash(make_isolator: Callable[[str], Isolator]) -> None:
+    isolator = make_isolator("persistent")
+    first, second = (isolator.run(job("passing")).verdict for _ in range(2))
+    assert (first.metrics["worker_case"], second.metrics["worker_case"]) == (1, 2)
+    assert first.metrics["reconfirmed"] is False
+    crash = isolator.run(job("segfault")).verdict
+    assert (crash.signature, crash.metrics["reconfirmed"]) == ("crash:SIGSEGV", True)
+    assert crash.provenance["isolation"] == "persistent, re-confirmed in fork"
+    after = isolator.run(job("passing")).verdict
+    assert (after.status, after.metrics["worker_case"]) == ("pass", 1)
+
+
+def test_persistent_failure_is_reported_only_if_a_fresh_process_agrees(
+    make_isolator: Callable[[str], Isolator],
+) -> None:
+    isolator = make_isolator("persistent")
+    assert isolator.run(job("fails_when_warm")).verdict.status == "pass"
+    verdict = isolator.run(job("fails_when_warm")).verdict
+    assert (verdict.status, verdict.metrics["reconfirmed"]) == ("pass", True)
+    assert verdict.metrics["persistent_signature"] == (
+        "error:predict:RuntimeError: state leaked from a previous case"
+    )
+
+
+def test_isolator_is_reusable_after_close(make_isolator: Callable[[str], Isolator]) -> None:
+    isolator = make_isolator("fork")
+    assert isolator.run(job("passing")).verdict.status == "pass"
+    isolator.close()
+    assert isolator.run(job("segfault")).verdict.signature == "crash:SIGSEGV"
+
+
+def test_run_isolated_and_auto_mode(token: str) -> None:
+    outcome = run_isolated(job("passing"))
+    assert outcome.verdict.provenance["isolation"] == ("spawn" if sys.platform == "darwin"
+                                                       else "fork")
+    assert leftover_processes(token) == []
+
+
+def test_bad_arguments_are_user_errors() -> None:
+    with pytest.raises(NebisectError, match="unknown isolation mode 'thread'"):
+        Isolator("thread")
+    with pytest.raises(NebisectError, match="must look like 'package.module:function'"):
+        Job("no_colon", {})
+    with pytest.raises(NebisectError, match="timeout must be positive"):
+        Job("a:b", {}, timeout=0)
+    with pytest.raises(NebisectError, match="memory_mb must be positive"):
+        Job("a:b", {}, memory_mb=0)
+
+
+def test_mark_stage_outside_a_child_only_records() -> None:
+    mark_stage("convert")
+    mark_stage("predict")
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "tail", "status", "signature"),
+    [
+        (-signal.SIGKILL, "", "oom", "oom"),
+        (-signal.SIGABRT, "terminate called after throwing an instance of 'std::bad_alloc'\n",
+         "oom", "oom"),
+        (-signal.SIGABRT, "assertion failed\n", "crash", "crash:SIGABRT"),
+        (1, "Traceback...\nMemoryError\n", "oom", "oom"),
+        (1, "Traceback...\nKeyError: 'x'\n", "error",
+         "error:load:child exited with code 1 without a result"),
+    ],
+)
+def test_exit_status_classification(
+    tmp_path: Path, exit_code: int, tail: str, status: str, signature: str
+) -> None:
+    """Memory exhaustion seen only from outside (OOM killer, bad_alloc) maps to oom."""
+    (tmp_path / CaseFiles.STDERR).write_text(tail)
+    (tmp_path / CaseFiles.STAGE).write_text("load".ljust(64))
+    verdict = collect(Job("m:f", {}), tmp_path, RawExit(exit_code)).verdict
+    assert (verdict.status, verdict.signature, verdict.stage) == (status, signature, "load")
+
+
+def test_unreadable_result_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / CaseFiles.RESULT).write_text('{"verdict": {"status": "bogus"}, "arrays": []}')
+    verdict = collect(Job("m:f", {}), tmp_path, RawExit(0)).verdict
+    assert verdict.status == "error"
+    assert verdict.signature.startswith("error:predict:child wrote an unreadable result")
+
+
+def test_stderr_sink_keeps_head_and_tail_within_bounds(tmp_path: Path) -> None:
+    sink = StderrSink(tmp_path / "log", head=100, tail=50)
+    for i in range(1000):
+        sink.feed(f"{i:04d}\n".encode())
+    sink.close()
+    text = (tmp_path / "log").read_text()
+    assert sink.total == 5000
+    assert text.startswith("0000\n0001\n")
+    assert text.endswith("0998\n0999\n")
+    assert "[nebisect: 4850 bytes of stderr elided]" in text
+    assert len(text) <= 100 + 50 + 60
+
+
+INTERRUPTED_PARENT = """
+import sys
+sys.path.insert(0, {tests!r})
+from nebisect.isolate import Isolator, Job
+with Isolator({mode!r}) as isolator:
+    isolator.run(Job("fault_jobs:infinite_loop", {{"started": {started!r}}}, timeout=120))
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ctrl_c_in_the_parent_leaves_nothing_behind(
+    tmp_path: Path, token: str, mode: str
+) -> None:
+    temp_root, started = tmp_path / "tmp", tmp_path / "started"
+    temp_root.mkdir()
+    script = textwrap.dedent(INTERRUPTED_PARENT).format(
+        tests=str(Path(__file__).parent), mode=mode, started=str(started)
+    )
+    env = {**os.environ, "TMPDIR": str(temp_root)}
+    parent = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE,
+                              text=True)
+    deadline = time.monotonic() + 30
+    while not started.exists() and parent.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert started.exists(), parent.communicate()[1]
+    child = int(started.read_text())
+    parent.send_signal(signal.SIGINT)
+    _, stderr = parent.communicate(timeout=30)
+    assert parent.returncode != 0
+    assert "KeyboardInterrupt" in stderr
+    assert gone(child)
+    assert leftover_processes(token) == []
+    assert list(temp_root.iterdir()) == []

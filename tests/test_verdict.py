@@ -1,0 +1,91 @@
+"""The oracle: dtype-aware comparison, mismatch kinds, signatures, JSON round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nebisect.verdict import (
+    Tolerance,
+    Verdict,
+    compare,
+    error_signature,
+    judge,
+    normalize_message,
+)
+
+
+def test_exact_and_one_ulp_pass_fp16() -> None:
+    ref = np.array([1.0, 2.0, 11.0971], dtype=np.float64)
+    out = ref.astype(np.float16)
+    result = compare("y", ref, out, "fp16")
+    assert result.passed and result.kind == ""
+    assert result.max_ulp_error <= 1.0
+
+
+def test_collapse_is_named_and_reports_needed_tolerance() -> None:
+    ref = np.full((1, 16), 11.0971)
+    out = np.zeros((1, 16), dtype=np.float16)
+    result = compare("y", ref, out, "fp16")
+    assert not result.passed and result.kind == "collapse"
+    assert result.worst_reference == pytest.approx(11.0971)
+    assert result.worst_output == 0.0
+    assert result.required_ulps > result.tolerance["ulps"]
+
+
+def test_nan_suppressed_reference_nan_output_finite() -> None:
+    ref = np.array([np.nan, 1.0])
+    out = np.array([1.0, 1.0], dtype=np.float16)
+    assert compare("y", ref, out, "fp16").kind == "nan-suppressed"
+
+
+def test_nonfinite_output_for_finite_reference() -> None:
+    ref = np.array([3.0, 1.0])
+    out = np.array([np.inf, 1.0])
+    assert compare("y", ref, out, "fp16").kind == "nonfinite"
+
+
+def test_out_of_range_reference_is_not_a_device_bug() -> None:
+    ref = np.array([70000.0, 1.0])
+    out = np.array([np.inf, 1.0], dtype=np.float16)
+    result = compare("y", ref, out, "fp16")
+    assert result.passed and result.out_of_range == 1
+    assert not compare("y", ref, out.astype(np.float32), "fp32").passed
+
+
+def test_shape_mismatch() -> None:
+    result = compare("y", np.zeros((1, 4)), np.zeros((4,)), "fp32")
+    assert result.kind == "shape" and "[4]" in result.detail
+
+
+def test_tolerance_kind_and_ulp_scale() -> None:
+    ref = np.array([1.0, 2.0, 4.0])
+    out = ref + np.array([0.0, 0.0, 0.5])
+    fp16 = compare("y", ref, out, "fp16")
+    assert fp16.kind == "tolerance"
+    assert fp16.max_ulp_error == pytest.approx(0.5 / np.spacing(np.float16(4.0)))
+    loose = compare("y", ref, out, "fp16", Tolerance(ulps=200, floor=0))
+    assert loose.passed
+
+
+def test_judge_builds_verdict_with_signature_and_round_trips() -> None:
+    verdict = judge({"y": np.array([11.1])}, {"y": np.array([0.0])}, "fp16")
+    assert verdict.status == "mismatch" and verdict.signature == "mismatch:collapse"
+    again = Verdict.from_json(verdict.to_json())
+    assert again == verdict
+    assert judge({"y": np.array([1.0])}, {"y": np.array([1.0])}, "fp16").status == "pass"
+    missing = judge({"y": np.array([1.0])}, {}, "fp16")
+    assert missing.signature == "mismatch:shape"
+
+
+def test_error_signature_is_stable_across_runs() -> None:
+    a = "Invalid blob shape: Data-dependent shapes were disabled: var_39 - [?, 768]\nstack..."
+    b = "Invalid blob shape: Data-dependent shapes were disabled: var_1204 - [?, 768]"
+    assert error_signature("predict", a) == error_signature("predict", b)
+    assert "Data-dependent shapes were disabled" in normalize_message(a)
+    assert normalize_message("at 0x7ffde3 in /tmp/abc/x.py") == "at 0x? in <path>"
+
+
+def test_unknown_status_rejected() -> None:
+    with pytest.raises(ValueError):
+        Verdict("weird")
