@@ -22,10 +22,10 @@ from pathlib import Path
 from nebisect.mil.conformance import (
     EXCLUSIONS,
     CaseRecord,
+    op_test_files,
     read_log,
     run_pytest,
     summarize,
-    op_test_files,
 )
 
 

@@ -12,7 +12,6 @@ import pkgutil
 import sys
 
 import typer
-from rich.console import Console
 
 from nebisect import commands, quiet
 from nebisect.case import NebisectError
@@ -55,8 +54,9 @@ def main() -> None:
     try:
         app()
     except NebisectError as exc:
-        Console(stderr=True).print(f"[bold red]nebisect: error:[/] {exc}", highlight=False)
+        one_line = " ".join(str(exc).split())
+        sys.stderr.write(f"nebisect: error: {one_line}\n")
         sys.exit(2)
     except KeyboardInterrupt:
-        Console(stderr=True).print("nebisect: interrupted")
+        sys.stderr.write("nebisect: interrupted\n")
         sys.exit(130)

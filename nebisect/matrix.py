@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import Case, load_npz, parse_target, save_npz, sha256_arrays, sha256_path
+from nebisect.case import Case, load_npz, save_npz, sha256_arrays, sha256_path
 from nebisect.inputs import check, generate, lengths_for
 from nebisect.isolate import Isolator
 from nebisect.runner import evaluate
 from nebisect.source import Source
+from nebisect.targets import load_plugins, spec_of
 from nebisect.verdict import Verdict
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
@@ -78,7 +79,7 @@ def attribute(target: str, verdict: Verdict, exact_ok: bool | None, fp16_ok: boo
         return "conversion"
     if target in (PRECISION_PROBE, "sim:fp16-naive", "sim:fp32"):
         return "precision"
-    if fp16_ok is False and parse_target(target).precision == "fp16":
+    if fp16_ok is False and spec_of(target).precision == "fp16":
         return "precision"
     return "device"
 
@@ -98,6 +99,7 @@ class MatrixRunner:
     reference: str = ""
     timeout: float = 120.0
     convert: Callable[[Source, str, Path, Isolator], tuple[Path | None, Verdict]] | None = None
+    plugins: list[str] = field(default_factory=list)
     progress: Callable[[str], None] = lambda _msg: None
     _packages: dict[str, Path | None] = field(default_factory=dict)
     _conversions: dict[str, Verdict] = field(default_factory=dict)
@@ -105,6 +107,7 @@ class MatrixRunner:
 
     def __post_init__(self) -> None:
         self.reference = self.reference or self.source.reference
+        load_plugins(self.plugins)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         report = RunReport(self.source.location, self.reference)
@@ -132,12 +135,12 @@ class MatrixRunner:
 
     def _case(self, target: str, npz: str) -> Case | Verdict:
         """The case for ``target``, or the convert-stage verdict that prevents it."""
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"plugins": self.plugins} if self.plugins else {}
         kind, location = self.source.kind, self.source.location
         if self.source.kind == "torch":
             options["reference_source"] = ["torch", self.source.location]
             if not target.startswith("torch:"):
-                package, verdict = self._package(parse_target(target).precision)
+                package, verdict = self._package(spec_of(target).precision)
                 if package is None:
                     return verdict
                 kind, location = "mlpackage", str(package)

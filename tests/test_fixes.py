@@ -61,6 +61,8 @@ def test_registry_lists_every_fix_with_level_and_claims() -> None:
     assert fixes["logsumexp-max-shift"].level == "graph"
     assert fixes["logsumexp-max-shift"].claims("mismatch:collapse")
     assert not fixes["logsumexp-max-shift"].claims("error:convert:x")
+    assert fixes["meanpool-static-shape"].claims(
+        "error:predict:SimPredictError: Invalid blob shape: Data-dependent shapes were disabled")
     assert all(cls.summary() for cls in fixes.values())
 
 

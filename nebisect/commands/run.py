@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import tempfile
@@ -13,13 +14,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import NebisectError, parse_target
+from nebisect.case import NebisectError
 from nebisect.inputs import DEFAULT_LENGTHS
 
 if TYPE_CHECKING:
     from nebisect.matrix import RunReport
+    from nebisect.verdict import Verdict
 
 ORDER = 10
+#: For torch sources the converted program is also run exactly: its row says whether
+#: conversion preserved the math (and feeds the ``conversion`` attribution).
+EXACT_ROW = "sim:fp64"
 
 SOURCE_HELP = (
     "An .mlpackage (ML program), or a torch model as path/to/file.py:factory. The factory "
@@ -64,6 +69,14 @@ def run(
         "", "--reference", help="Oracle target (default: sim:fp64; torch:cpu:fp64 for torch)."
     ),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per isolated case."),
+    converter_overrides: bool = typer.Option(
+        False, "--converter-overrides",
+        help="Install nebisect's converter overrides (the converter-compat fix) before "
+        "converting a torch source; without it you see what plain coremltools does.",
+    ),
+    plugin: list[str] = typer.Option(
+        None, "--plugin", help="Import MODULE first (repeatable): it may register extra targets."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
     report: Path = typer.Option(None, "--report", help="Write report.json/report.html here."),
 ) -> None:
@@ -75,18 +88,24 @@ def run(
     from nebisect.isolate import Isolator
     from nebisect.matrix import MatrixRunner
     from nebisect.source import resolve_source
+    from nebisect.targets import load_plugins, spec_of
 
-    targets = target or default_targets()
+    plugins = list(plugin or [])
+    load_plugins(plugins)
+    targets = list(target or default_targets())
     for spec in targets:
-        parse_target(spec)
+        spec_of(spec)
     resolved = resolve_source(source)
+    if resolved.kind == "torch" and EXACT_ROW not in targets:
+        targets.insert(0, EXACT_ROW)
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator:
         workdir = Path(tmp)
         with console.status("running") as status:
             runner = MatrixRunner(
                 resolved, targets, workdir, isolator, reference=reference, timeout=timeout,
-                convert=_converter(), progress=lambda msg: status.update(msg),
+                convert=_converter(converter_overrides), plugins=plugins,
+                progress=lambda msg: status.update(msg),
             )
             result = runner.run(_lengths(lengths), str(inputs) if inputs else "")
         if report:
@@ -100,10 +119,11 @@ def run(
     raise typer.Exit(1 if result.failed else 0)
 
 
-def _converter() -> Callable[..., Any]:
-    from nebisect.convert import convert_isolated
+def _converter(overrides: bool) -> Callable[..., Any]:
+    from nebisect.convert import OVERRIDES_SETUP, convert_isolated
 
-    return convert_isolated
+    setup = (OVERRIDES_SETUP,) if overrides else ()
+    return functools.partial(convert_isolated, setup=setup)
 
 
 def _print(result: RunReport) -> None:
@@ -120,7 +140,7 @@ def _print(result: RunReport) -> None:
         style = "green" if not v.failed else "red"
         metrics = v.metrics
         table.add_row(
-            row.target, str(row.length or "static"), f"[{style}]{v.signature}[/]",
+            row.target, str(row.length or "static"), f"[{style}]{_short(v)}[/]",
             _fmt(metrics.get("max_ulp_error")), _fmt(metrics.get("max_abs_error")),
             _fmt(metrics.get("min_cosine"), ".6f"), placement_summary(v.placement),
             _fmt(v.timings.get("total"), ".2f"),
@@ -129,13 +149,20 @@ def _print(result: RunReport) -> None:
     for row in result.rows:
         if row.verdict.failed:
             console.print(
-                f"[red]✗[/] {row.target} @ {row.length or 'static'}: {row.verdict.status} "
-                f"at stage {row.verdict.stage} — attribution: [bold]{row.attribution}[/] — "
-                f"{row.verdict.message.splitlines()[0] if row.verdict.message else ''}",
-                highlight=False,
+                f"[red]✗[/] {row.target} @ {row.length or 'static'}: {row.verdict.status} at "
+                f"stage {row.verdict.stage}, attribution [bold]{row.attribution}[/]: "
+                f"{row.verdict.signature}",
+                highlight=False, soft_wrap=True,
             )
     if not result.failed:
         console.print("[green]all targets agree with the reference[/]")
+
+
+def _short(verdict: Verdict) -> str:
+    """The verdict as it fits a table cell: status, plus kind or signal where it has one."""
+    if verdict.status in ("mismatch", "crash"):
+        return verdict.signature
+    return verdict.status
 
 
 def _fmt(value: object, spec: str = ".3g") -> str:

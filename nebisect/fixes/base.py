@@ -16,6 +16,7 @@ one process can convert with and without it.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import importlib
 from abc import abstractmethod
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ class Fix:
 
     name: ClassVar[str] = ""
     level: ClassVar[str] = ""
-    #: Signature prefixes (``mismatch:collapse``, ``error:convert:``) the fix addresses.
+    #: Signature patterns (fnmatch: ``mismatch:collapse``, ``error:convert:*``) it addresses.
     cures: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
@@ -40,7 +41,7 @@ class Fix:
     @classmethod
     def claims(cls, signature: str) -> bool:
         """True when ``signature`` is one this fix says it cures."""
-        return any(signature.startswith(prefix) for prefix in cls.cures)
+        return any(fnmatch.fnmatchcase(signature, pattern) for pattern in cls.cures)
 
 
 class GraphFix(Fix):

@@ -30,6 +30,6 @@ class ConverterCompat(ConverterFix):
     """Converter overrides (new_ones, aten::Int) so MiniLM + mean-pool converts today."""
 
     name = "converter-compat"
-    cures = ("error:convert:",)
+    cures = ("error:convert:*",)
     setup = "nebisect.convert_overrides:install"
     teardown = "nebisect.convert_overrides:uninstall"

@@ -17,17 +17,27 @@ Before::
 
 After::
 
-    mask (1,S,1) ──► cast ──► m (1,S,1)
+    mask (1,S,1) ──► [slice_by_size to len(tokens)] ──► cast ──► m (1,S,1)
     m ──► mul(tokens, m) ──► reduce_sum(1) ──────────────┐
     m ──► reduce_sum(1) ──► clip ─────────────────► real_div ──► y (1, H)
 
 Guards (each a reason to leave the graph alone): the reps are not constant and have the
-coremltools ``expand`` shape; the target shape resolves per axis to an int or a known
-symbol, and every repeated axis has size 1 in the input; from the tile, only casts,
+coremltools ``expand`` shape; the target shape resolves per axis to an int or a symbol,
+and every axis the tile repeats has size 1 in the input; from the tile, only casts,
 unary elementwise ops and reductions follow (a ``reduce_sum``/``reduce_prod`` never over
 a repeated axis), until a binary elementwise op whose other operand already has the
-repeated size on every repeated axis — so the result is bit-identical; nothing on the
-way is a block output; everything downstream lives in the same block.
+repeated size on every repeated axis — so the values are unchanged; nothing on the way
+is a block output; everything downstream lives in the same block.
+
+Contract: an axis where the mask and the target both have a *symbolic* size is the
+sequence length they share. The torch model declares it (torch.export's shared ``Dim``;
+a tokenizer emits ids and mask together), but an ``.mlpackage`` cannot — its inputs get
+independent ranges (``is0``, ``is1``), and a ``mul`` of the two would get a fresh
+symbol bound to no input. So the mask is sliced to the length read from the target's
+own var (``slice_by_size(mask, 0, [-1, len(tokens), -1])``; ``reshape`` would not do:
+its type inference solves the new length back in terms of the mask's). Equal lengths
+give the same values under one input-bound symbol; a shorter mask fails loudly
+instead of being broadcast and pooled differently.
 """
 
 from __future__ import annotations
@@ -37,7 +47,8 @@ from typing import Any
 import numpy as np
 
 from nebisect.fixes import register_fix
-from nebisect.fixes._mil import keeps_dims, producer, reduced_axes
+from nebisect.fixes._mil import builder, keeps_dims, reduced_axes
+from nebisect.fixes._shapes import Dim, Size, expand_target, same, symbolic
 from nebisect.fixes.base import GraphFix
 
 #: Ops that keep the shape of their one tensor input.
@@ -55,8 +66,6 @@ _BINARY = frozenset({
 _REDUCTIONS = frozenset({"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
 _COUNTING = frozenset({"reduce_sum", "reduce_prod"})
 
-Dim = Any  # an int or a sympy symbol
-
 
 @register_fix
 class MeanpoolStaticShape(GraphFix):
@@ -64,29 +73,35 @@ class MeanpoolStaticShape(GraphFix):
 
     name = "meanpool-static-shape"
     anchors = ("tile",)
-    cures = ("error:predict:Invalid blob shape", "crash:SIGSEGV")
+    cures = ("error:predict:*Invalid blob shape*", "crash:SIGSEGV")
 
     def rewrite(self, op: Any, block: Any) -> bool:
         if op.reps.val is not None:
             return False
         source = op.x
-        target = _expand_target(op.reps, source)
+        target = expand_target(op.reps, source)
         if target is None:
             return False
-        repeated = {
-            axis: size for axis, (size, have) in enumerate(zip(target, source.shape, strict=True))
-            if not _same(size, have)
-        }
-        if any(not _same(source.shape[axis], 1) for axis in repeated):
-            return False
+        tied: dict[int, Size] = {}
+        repeated: dict[int, Dim] = {}
+        for axis, (size, have) in enumerate(zip(target, source.shape, strict=True)):
+            if same(size.value, have):
+                continue
+            if symbolic(size.value) and symbolic(have) and size.origin is not None:
+                tied[axis] = size
+            elif same(have, 1):
+                repeated[axis] = size.value
+            else:
+                return False
         tiled = op.outputs[0]
         if not _broadcast_safe(tiled, repeated, block):
             return False
         downstream = _downstream(tiled)
         if any(later.enclosing_block is not block or later.blocks for later in downstream):
             return False
+        untiled = _tie(source, tied, op) if tied else source
         block.replace_uses_of_var_after_op(
-            anchor_op=op, old_var=tiled, new_var=source, no_check_var_types=True
+            anchor_op=op, old_var=tiled, new_var=untiled, no_check_var_types=True
         )
         for later in block.operations:
             if later in downstream:
@@ -95,81 +110,23 @@ class MeanpoolStaticShape(GraphFix):
         return True
 
 
-def _same(a: Dim, b: Dim) -> bool:
-    """Statically equal sizes: equal ints, or the same symbol."""
-    try:
-        return bool(a == b)
-    except TypeError:
-        return False
-
-
-def _expand_target(reps: Any, source: Any) -> list[Dim] | None:
-    """The shape ``tile`` expands ``source`` to, if ``reps`` is coremltools' expand idiom."""
-    while producer(reps, "cast") is not None:
-        reps = reps.op.x
-    div = producer(reps, "real_div")
-    if div is None or not _is_shape_of(div.y, source):
-        return None
-    select = producer(div.x, "select")
-    if select is None or not _is_shape_of(select.a, source):
-        return None
-    equal = producer(select.cond, "equal")
-    if equal is None or equal.x is not select.b or _scalar_int(equal.y) != -1:
-        return None
-    dims = _vector_dims(select.b)
-    if dims is None or len(dims) != source.rank:
-        return None
-    return [
-        have if _same(size, -1) else size
-        for size, have in zip(dims, source.shape, strict=True)
-    ]
-
-
-def _is_shape_of(var: Any, source: Any) -> bool:
-    shape = producer(var, "shape")
-    return shape is not None and shape.x is source
-
-
-def _vector_dims(var: Any) -> list[Dim] | None:
-    """Elements of a 1-d int shape vector as ints or symbols, traced through the graph."""
-    if var.val is not None:
-        return [int(v) for v in np.atleast_1d(var.val)]
-    op = var.op
-    if op is None:
-        return None
-    if op.op_type == "cast":
-        return _vector_dims(op.x)
-    if op.op_type == "shape":
-        return list(op.x.shape)
-    if op.op_type == "concat" and int(op.axis.val) == 0:
-        dims: list[Dim] = []
-        for part in op.values:
-            piece = _vector_dims(part) if part.rank == 1 else _scalar_dims(part)
-            if piece is None:
-                return None
-            dims += piece
-        return dims
-    return None
-
-
-def _scalar_dims(var: Any) -> list[Dim] | None:
-    """A scalar size traced through casts and ``gather(shape_vector, i)``, as a 1-list."""
-    if var.val is not None:
-        return [int(var.val)]
-    op = var.op
-    if op is not None and op.op_type == "cast":
-        return _scalar_dims(op.x)
-    if op is not None and op.op_type == "gather" and op.indices.val is not None:
-        vector = _vector_dims(op.x)
-        index = int(op.indices.val)
-        if vector is not None and -len(vector) <= index < len(vector):
-            return [vector[index]]
-    return None
-
-
-def _scalar_int(var: Any) -> int | None:
-    value = var.val
-    return None if value is None or np.asarray(value).size != 1 else int(np.asarray(value))
+def _tie(source: Any, tied: dict[int, Size], anchor: Any) -> Any:
+    """``source`` sliced to the target's length on each tied axis (see *Contract*)."""
+    mb = builder()
+    stem = anchor.name
+    pieces = []
+    for axis, have in enumerate(source.shape):
+        if axis in tied:
+            size = tied[axis]
+            shape = mb.shape(x=size.origin, name=f"{stem}_shape{axis}", before_op=anchor)
+            pieces.append(mb.gather(x=shape, indices=[size.axis], axis=0,
+                                    name=f"{stem}_len{axis}", before_op=anchor))
+        else:
+            pieces.append(np.array([-1], np.int32))
+    size = mb.concat(values=pieces, axis=0, name=f"{stem}_tied_size", before_op=anchor)
+    begin = np.zeros(source.rank, np.int32)
+    return mb.slice_by_size(x=source, begin=begin, size=size, name=f"{stem}_tied",
+                            before_op=anchor)
 
 
 def _broadcast_safe(var: Any, repeated: dict[int, Dim], block: Any) -> bool:
@@ -212,7 +169,7 @@ def _covers(other: Any, repeated: dict[int, Dim], rank: int) -> bool:
     offset = rank - len(shape)
     for axis, size in repeated.items():
         position = axis - offset
-        if position < 0 or not _same(shape[position], size):
+        if position < 0 or not same(shape[position], size):
             return False
     return True
 

@@ -15,6 +15,8 @@ output and is what the oracle judges; the head output only gives the graph its s
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -76,7 +78,19 @@ def build(
     params: dict[str, Any],
     wrap: str = "none",
 ) -> Any:
-    """The MIL program running op ``op`` on float inputs of the given shapes."""
+    """The MIL program running op ``op`` on float inputs of the given shapes.
+
+    Programs are memoized by their JSON description: a persistent worker sees the same
+    program again and again with different values (generation, shrinking and every cliff
+    probe), and the simulator keeps its compiled plan per program object.
+    """
+    key = json.dumps([op, dtype, inputs, params, wrap], sort_keys=True)
+    return _build(key)
+
+
+@functools.lru_cache(maxsize=256)
+def _build(key: str) -> Any:
+    op, dtype, inputs, params, wrap = json.loads(key)
     if wrap not in _WRAPS:
         raise NebisectError(f"unknown wrap {wrap!r}: one of {', '.join(WRAPS)}")
     spec = get_op(op)

@@ -99,6 +99,7 @@ class Finding:
     shrink_evaluations: int = 0
     output: float | None = None
     reference: float | None = None
+    verdict: dict[str, Any] = field(default_factory=dict)
     cliff: Cliff | None = None
     case_dir: str = ""
 
@@ -332,6 +333,7 @@ class Campaign:
             subject=self.subject.name, param_class=key[1], signature=key[0],
             status=verdict.status, message=verdict.message, case=case, first_case=first,
             output=evaluation.output, reference=evaluation.reference,
+            verdict=verdict.to_dict(),
         )
 
     def _localize(self, finding: Finding) -> Cliff | None:

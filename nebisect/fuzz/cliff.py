@@ -88,6 +88,8 @@ class Cliff:
     ulps: int = 1
     boundaries: list[dict[str, Any]] = field(default_factory=list)
     predicted: dict[str, Any] | None = None
+    #: every prediction made, in x order: {"x", "fails", "output": describe(output)}
+    probes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def midpoint(self) -> float:
@@ -151,8 +153,8 @@ def localize(
     """Bracket and bisect a pass/fail transition of ``failing(predict(x))`` on the grid.
 
     Probes ``start`` (a known value, usually the finding's own, often a cache hit), then
-    the ends of [lo, hi] (widened to include ``start``), then ``coarse`` evenly spaced
-    ordinals, until two probes disagree; then bisects that bracket down to adjacent
+    the ends of [lo, hi] (widened to include ``start``), then ``coarse`` points evenly
+    spaced in value and as many in ordinal, until two probes disagree; then bisects that bracket down to adjacent
     values. Returns None when every probe agrees (no transition in this family).
     """
     if grid not in GRIDS:
@@ -164,9 +166,7 @@ def localize(
         s = g.ordinal(start)
         first, last = min(first, s), max(last, s)
         probe(s)
-    span = last - first
-    steps = (first + span * i // (coarse + 1) for i in range(1, coarse + 1))
-    for ordinal in (first, last, *steps):
+    for ordinal in (first, last, *_coarse(g, first, last, coarse)):
         if probe.transition() is not None:
             break
         probe(ordinal)
@@ -184,6 +184,15 @@ def localize(
     return _result(g, probe, a, b, describe, boundaries)
 
 
+def _coarse(g: Grid, first: int, last: int, count: int) -> list[int]:
+    """Interior probes: evenly spaced in value, then evenly spaced in ordinal (log-like)."""
+    lo, hi = g.value(first), g.value(last)
+    linear = [g.ordinal(float(g.float_type(lo + (hi - lo) * i / (count + 1))))
+              for i in range(1, count + 1)]
+    ordinal = [first + (last - first) * i // (count + 1) for i in range(1, count + 1)]
+    return list(dict.fromkeys(linear + ordinal))
+
+
 def _result(
     g: Grid, probe: _Probe[Any], a: int, b: int, describe: Callable[[Any], Any],
     boundaries: Sequence[Boundary],
@@ -194,6 +203,8 @@ def _result(
         lo_output=describe(probe.seen[a][0]), hi_output=describe(probe.seen[b][0]),
         predictions=len(probe.seen), grid=g.name, ulps=b - a,
         boundaries=[bd.to_dict() for bd in boundaries],
+        probes=[{"x": g.value(k), "fails": fails, "output": describe(output)}
+                for k, (output, fails) in sorted(probe.seen.items())],
     )
     finite = [bd for bd in boundaries if np.isfinite(bd.value)]
     if finite:

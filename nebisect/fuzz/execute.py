@@ -22,8 +22,10 @@ from nebisect.case import Case, save_npz, sha256_arrays, sha256_bytes
 from nebisect.fuzz.campaign import Evaluation
 from nebisect.fuzz.subject import BUILDER, OpSubject
 from nebisect.isolate import Isolator
-from nebisect.runner import evaluate, split_arrays
+from nebisect.runner import build_job, split_arrays
 from nebisect.verdict import Tolerance, Verdict
+
+WARM = "nebisect.fuzz.warm"
 
 
 class Executor:
@@ -72,11 +74,18 @@ class Executor:
         return runner_case, arrays
 
     def __call__(self, case: dict[str, Any]) -> Evaluation:
+        """Evaluate one case in isolation (what :func:`nebisect.runner.evaluate` does).
+
+        The job is built with the runner's :func:`~nebisect.runner.build_job` and gets
+        :mod:`nebisect.fuzz.warm` added to its preload, so fork children start with
+        the op specs, kernels and builder already imported.
+        """
         runner_case, _ = self.case(case)
-        outcome = evaluate(
-            runner_case, reference=self.reference, isolator=self.isolator,
-            tolerance=self.tolerance, timeout=self.timeout,
-        )
+        job = build_job(runner_case, reference=self.reference, tolerance=self.tolerance,
+                        timeout=self.timeout)
+        job.preload = tuple(sorted({*job.preload, WARM}))
+        outcome = self.isolator.run(job)
+        outcome.verdict.target = outcome.verdict.target or runner_case.target
         names = runner_case.options.get("outputs")
         output, reference = judged_values(
             outcome.verdict, split_arrays(outcome.arrays, "out:"),

@@ -32,7 +32,9 @@ class Job:
     :func:`mark_stage`. ``timeout`` is wall seconds for the whole case (the process
     group is killed). ``memory_mb`` is the address space the function may add to what
     the child has mapped when it starts (RLIMIT_AS; exhausting it gives ``oom``).
-    ``preload`` names modules a fork-mode template imports once, before forking.
+    ``preload`` names modules a fork-mode template imports once, before forking (it
+    also imports ``function``'s own module there on first use): the modules a job would
+    otherwise import in every child.
     """
 
     function: str

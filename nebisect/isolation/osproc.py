@@ -67,10 +67,8 @@ class ProcessHandle:
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self._kqueue: select.kqueue | None = None
-        if hasattr(os, "pidfd_open"):
-            self._fd = os.pidfd_open(pid)
-        else:
+        self._kqueue: Any = None
+        if sys.platform == "darwin":
             self._kqueue = select.kqueue()
             event = select.kevent(
                 pid, filter=select.KQ_FILTER_PROC,
@@ -78,6 +76,8 @@ class ProcessHandle:
             )
             self._kqueue.control([event], 0)
             self._fd = self._kqueue.fileno()
+        else:
+            self._fd = os.pidfd_open(pid)
 
     def fileno(self) -> int:
         return self._fd

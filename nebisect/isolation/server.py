@@ -27,14 +27,23 @@ def start_helper() -> dict[str, Any]:
         sys.exit(0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.path[:] = config["sys_path"]
-    for module in config["preload"]:
+    preload(config["preload"])
+    return config
+
+
+def preload(modules: list[str]) -> None:
+    """Import modules not imported yet; a failure is logged, not fatal.
+
+    The case that needs a module imports it again in its own process and reports the
+    failure as its verdict, at the right stage.
+    """
+    for module in modules:
+        if module in sys.modules:
+            continue
         try:
             importlib.import_module(module)
         except Exception:
-            # Not fatal: the case that needs the module imports it again in its own
-            # process and reports the failure as its verdict, at the right stage.
             traceback.print_exc()
-    return config
 
 
 def send(fd: int, message: dict[str, Any]) -> None:

@@ -1,12 +1,13 @@
 """The fork-mode template: a small long-lived process that forks one child per case.
 
 Started fresh (``python -m nebisect.isolation.template CONFIG``), it imports numpy,
-nebisect's core and the job's ``preload`` modules once, then forks: a numpy-only fork
-costs about a millisecond, where a fresh interpreter that imports coremltools costs
-seconds. It supervises each child itself — pidfd + poll for the timeout, the stderr
-pipe drained into a bounded capture, the process group killed and the child reaped —
-and reports the exit code to the parent. Closing its request pipe (the parent's Ctrl-C
-path) kills the running case and ends the template.
+nebisect's core and the job's ``preload`` modules once (and each job's own module on
+first use), then forks: a numpy-only fork costs about a millisecond, where a fresh
+interpreter that imports coremltools costs seconds. It supervises each child itself —
+pidfd + poll for the timeout, the stderr pipe drained into a bounded capture, the
+process group killed and the child reaped — and reports the exit code to the parent.
+Closing its request pipe (the parent's Ctrl-C path) kills the running case and ends
+the template.
 
 Protocol (JSON lines): parent → ``{"case_dir", "request"}``; template → ``{"ready"}``
 once, then per case ``{"exit_code", "timed_out", "aborted", "stderr_bytes"}``.
@@ -14,6 +15,7 @@ once, then per case ``{"exit_code", "timed_out", "aborted", "stderr_bytes"}``.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -24,7 +26,7 @@ from typing import Any
 from nebisect.isolation.child import forked_child
 from nebisect.isolation.job import CaseFiles
 from nebisect.isolation.osproc import reap
-from nebisect.isolation.server import send, start_helper
+from nebisect.isolation.server import preload, send, start_helper
 from nebisect.isolation.watch import LineReader, StderrSink, Watch
 
 _REQUESTS, _RESPONSES = 0, 1
@@ -33,6 +35,13 @@ _REQUESTS, _RESPONSES = 0, 1
 def run_case(case_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
     """Fork one child for the case and supervise it to the end."""
     request = {**request, "parent": os.getpid()}
+    # The job's own module is imported here once, not in every child: for
+    # nebisect.runner that import alone costs tens of milliseconds.
+    sys.path[:] = request["sys_path"]
+    preload([request["job"]["function"].partition(":")[0]])
+    # Everything alive now belongs to the template: keep the child's garbage collector
+    # from walking it (a full collection in a child touches, so copies, every page).
+    gc.freeze()
     read_end, write_end = os.pipe()
     sys.stderr.flush()
     pid = os.fork()

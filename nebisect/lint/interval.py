@@ -123,8 +123,8 @@ def _safe(f: Callable[[float], float]) -> Callable[[float], float]:
 _INCREASING: dict[str, Callable[[float], float]] = {
     "exp": _safe(np.exp),
     "exp2": _safe(np.exp2),
-    "log": _safe(lambda v: np.log(max(v, 0.0))),
-    "sqrt": _safe(lambda v: np.sqrt(max(v, 0.0))),
+    "log": _safe(np.log),
+    "sqrt": _safe(np.sqrt),
     "sigmoid": _safe(lambda v: 1.0 / (1.0 + np.exp(-v))),
     "tanh": _safe(np.tanh),
     "softplus": _safe(lambda v: np.logaddexp(0.0, v)),
@@ -139,10 +139,21 @@ _INCREASING: dict[str, Callable[[float], float]] = {
 }
 
 
+#: Domains of the increasing functions that have one: an input interval reaching
+#: outside gives no bound (log(0) = -inf is a domain hazard, not a range one).
+_DOMAINS: dict[str, Callable[[float], bool]] = {
+    "log": lambda lo: lo > 0,
+    "sqrt": lambda lo: lo >= 0,
+}
+
+
 @transfer(*_INCREASING)
 def _increasing(view: ProgramView, op: Any, inputs: dict[str, Any]) -> Interval | None:
     x = inputs["x"]
-    return None if x is None else x.map_increasing(_INCREASING[op.op_type])
+    inside = _DOMAINS.get(op.op_type, lambda lo: True)
+    if x is None or not inside(x.lo):
+        return None
+    return x.map_increasing(_INCREASING[op.op_type])
 
 
 @transfer("abs", "square")

@@ -73,13 +73,12 @@ INTERMEDIATES: dict[str, Internal] = {
 }
 
 
-def _float_inputs(view: ProgramView, op: Any) -> Iterator[Any]:
+def _operands(view: ProgramView, op: Any) -> Iterator[tuple[Any, bool]]:
+    """(var, is_constant) for every float input of ``op``."""
     for value in op.inputs.values():
         for var in value if isinstance(value, (list, tuple)) else (value,):
-            if view.is_float(var) and var.op is not None and var.op.op_type == "const":
-                continue
             if view.is_float(var):
-                yield var
+                yield var, var.op is not None and var.op.op_type == "const"
 
 
 def _ranges_text(view: ProgramView) -> str:
@@ -106,17 +105,16 @@ def proven_overflow(view: ProgramView) -> Iterator[Finding]:
     tainted: set[int] = set()
     for op in view.ops():
         out = op.outputs[0]
-        inputs = list(_float_inputs(view, op))
-        ins = [intervals.get(id(v)) for v in inputs]
-        if any(id(v) in tainted or (i is not None and i.magnitude > FP16_MAX)
-               for v, i in zip(inputs, ins, strict=True)):
+        operands = list(_operands(view, op))
+        bounds = [intervals.get(id(v)) for v, _ in operands]
+        if any(id(v) in tainted or (b is not None and b.magnitude > FP16_MAX)
+               for (v, _), b in zip(operands, bounds, strict=True)):
             tainted.update(id(v) for v in op.outputs)
             continue
-        if not view.is_float(out) or not view.is_fp16(out):
+        data = [b for (_, constant), b in zip(operands, bounds, strict=True) if not constant]
+        if not view.is_float(out) or not view.is_fp16(out) or not data or None in data:
             continue
-        if not ins or any(i is None for i in ins):
-            continue
-        found = _overflow(view, op, ins[0], intervals.get(id(out)))
+        found = _overflow(view, op, data[0], intervals.get(id(out)))
         if found is None:
             continue
         tainted.update(id(v) for v in op.outputs)

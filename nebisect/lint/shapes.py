@@ -6,9 +6,9 @@ output shape, gives it fresh symbols, and the pooled output is typed ``[?, H]`` 
 though the reduction removes the flexible axis. On non-CPU compute units Core ML
 rejects it ("Invalid blob shape: Data-dependent shapes were disabled") or, inside a
 full encoder, crashes with SIGSEGV. A symbol bound to an input dimension (a
-``RangeDim``) is fine; a symbol bound to nothing is the hazard. The rule reports the
-op that *introduces* such a symbol (its inputs have none), naming the outputs it
-reaches.
+``RangeDim``) — or to a broadcast of such dimensions — is fine; a symbol bound to
+nothing is the hazard. The rule reports the op that *introduces* such a symbol (its
+inputs have none), naming the outputs it reaches.
 """
 
 from __future__ import annotations
@@ -19,6 +19,16 @@ from typing import Any
 from nebisect.lint.graph import ProgramView
 from nebisect.lint.registry import Finding, lint_rule
 from nebisect.quiet import import_coremltools
+
+
+#: Elementwise ops whose fresh output symbols are the broadcast of their inputs' dims
+#: (two flexible inputs get distinct symbols once a package is loaded): a function of
+#: input dimensions, not of data.
+_BROADCASTING = frozenset({
+    "add", "sub", "mul", "real_div", "floor_div", "mod", "pow", "maximum", "minimum",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+    "logical_or", "logical_xor", "select",
+})
 
 
 def _symbols(shape: Iterable[Any]) -> set[Any]:
@@ -67,6 +77,9 @@ def data_dependent_shapes(view: ProgramView) -> Iterator[Finding]:
             _symbols(v.shape or ()) for v in _tensor_inputs(op) if hasattr(v, "shape")
         ))
         if inherited - bound:
+            continue
+        if op.op_type in _BROADCASTING:
+            bound |= introduced
             continue
         reached = [
             var for var in _downstream(op) if id(var) in outputs

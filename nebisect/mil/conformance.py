@@ -290,7 +290,7 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
             item.add_marker(pytest.mark.skip(reason=f"nebisect exclusion: {rule.reason}"))
 
 
-def pytest_runtest_setup(item: Any) -> None:
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
     _Current.predictions, _Current.precision, _Current.failure = 0, "", None
 
 
@@ -304,7 +304,7 @@ def _status(report: Any, nodeid: str) -> tuple[str, str]:
     rule = excluded(nodeid)
     if rule is not None:
         return "excluded", rule.reason
-    if _Current.predictions == 0:
+    if _Current.predictions == 0 or report.skipped:
         if report.skipped and isinstance(report.longrepr, tuple):
             return "not-reached", f"skipped: {report.longrepr[2]}"[:300]
         return "not-reached", report.outcome

@@ -66,10 +66,10 @@ class CompiledProgram:
         if plan.device_error is not None:
             raise SimPredictError(plan.device_error)
         env: dict[str, Any] = dict(plan.constants)
-        for name, value in arrays.items():
-            stored = plan.input_storage.get(name)
-            env[name] = value.astype(stored, copy=False) if stored is not None else value
         with np.errstate(all="ignore"):
+            for name, value in arrays.items():
+                stored = plan.input_storage.get(name)
+                env[name] = value.astype(stored, copy=False) if stored is not None else value
             _run_block(plan.main, env)
         outputs = {name: np.asarray(env[name]) for name in plan.output_names}
         inter = {name: env[name] for name in plan.produced if name in env} if intermediates else {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -164,7 +165,7 @@ def save_program(program: Any, path: str | os.PathLike[str]) -> None:
     )
     from coremltools.models.utils import _create_mlpackage
 
-    prog = copy.deepcopy(program)
+    prog = _deepcopy_program(program)
     function = prog.functions[prog.default_function_name]
     version = max(function.get_max_opset_version_and_op()[0], function.opset_version or 0)
     tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp.mlpackage")
@@ -181,6 +182,18 @@ def save_program(program: Any, path: str | os.PathLike[str]) -> None:
     if target.exists():
         shutil.rmtree(target)
     os.replace(tmp, target)
+
+
+def _deepcopy_program(program: Any) -> Any:
+    """``copy.deepcopy`` recurses along the var → op → var chain: a long program (a
+    10 000-op chain from the reducer's benchmark) needs a deeper limit than Python's."""
+    ops = sum(len(f.operations) for f in program.functions.values())
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 50 * ops + 1000))
+    try:
+        return copy.deepcopy(program)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def _first_line(exc: BaseException) -> str:

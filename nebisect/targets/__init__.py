@@ -10,7 +10,10 @@ registration exists on both sides of the process boundary.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from nebisect.case import NebisectError, TargetSpec, parse_target
 from nebisect.targets.base import Prediction, Target
@@ -35,10 +38,26 @@ def register_target(*names: str) -> Callable[[type[Target]], type[Target]]:
     return decorate
 
 
-def load_plugins(modules: Iterable[str]) -> None:
-    """Import modules that register extra targets (given by a case's options)."""
-    for module in modules:
-        importlib.import_module(module)
+def load_plugins(plugins: Iterable[str]) -> None:
+    """Import plugins that register extra targets: module names or paths to .py files.
+
+    A path works the same in the parent and in an isolated child whatever either's
+    ``sys.path``; a file is imported once under a name derived from its location.
+    """
+    for plugin in plugins:
+        if not plugin.endswith(".py"):
+            importlib.import_module(plugin)
+            continue
+        path = Path(plugin).resolve()
+        name = f"nebisect_plugin_{path.stem}_{abs(hash(str(path))):x}"
+        if name in sys.modules:
+            continue
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise NebisectError(f"plugin {plugin}: no such Python file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
 
 
 def _load_builtins() -> None:

@@ -129,7 +129,15 @@ def reduce_log_sum_exp(
 
 
 def _arg(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def run(ctx: KernelContext, x: np.ndarray, axis: Any = None, keep_dims: Any = None) -> Any:
+    """argmax/argmin; ``output_dtype`` (iOS17+) is applied by the interpreter's cast."""
+
+    def run(
+        ctx: KernelContext,
+        x: np.ndarray,
+        axis: Any = None,
+        keep_dims: Any = None,
+        output_dtype: Any = None,
+    ) -> Any:
         ax = -1 if axis is None else int(axis)
         return fn(x, axis=ax, keepdims=keep(keep_dims))
 

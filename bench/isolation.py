@@ -1,0 +1,100 @@
+"""Per-case overhead of the isolation modes versus a naive fresh interpreter per case.
+
+Usage: ``python bench/isolation.py [--cases 200] [--spawn-cases 30] [--naive 3]``
+
+Each isolated case runs a trivial numpy-only child (a tiny computation returning a
+pass verdict and one small array), so the time measured is the isolation overhead:
+process creation, fd plumbing, the result round trip, clean-up. Helpers are warmed up
+first (template and worker start-up is paid once per isolator, not per case). The
+naive baseline is what a hand-written harness does: ``python -c "import coremltools"``
+in a fresh subprocess per case (coremltools imports torch: seconds per case).
+
+Goals (issue 2): fork ≤ 5 ms median per case and ≥ 300× faster than the naive way.
+The machine is shared; run it when it is otherwise idle for figures worth quoting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from nebisect.isolate import Isolator, Job  # noqa: E402
+from nebisect.verdict import Verdict  # noqa: E402
+
+GOAL_FORK_MS = 5.0
+GOAL_RATIO = 300.0
+
+
+def trivial(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+    """The child: numpy only, microseconds of work."""
+    values = np.arange(payload["n"], dtype=np.float32)
+    return Verdict("pass", metrics={"sum": float(values.sum())}), {"values": values}
+
+
+def isolated_ms(mode: str, cases: int) -> list[float]:
+    job = Job(f"{Path(__file__).stem}:trivial", {"n": 16})
+    with Isolator(mode) as isolator:
+        for _ in range(3):
+            assert isolator.run(job).verdict.status == "pass"
+        samples = []
+        for _ in range(cases):
+            started = time.perf_counter()
+            verdict = isolator.run(job).verdict
+            samples.append((time.perf_counter() - started) * 1000)
+            assert verdict.status == "pass", verdict.message
+    return samples
+
+
+def naive_ms(repetitions: int) -> list[float]:
+    samples = []
+    for _ in range(repetitions):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import coremltools"], check=True,
+                       capture_output=True)
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=200, help="cases for fork/persistent")
+    parser.add_argument("--spawn-cases", type=int, default=30, help="cases for spawn")
+    parser.add_argument("--naive", type=int, default=3, help="naive subprocess repetitions")
+    args = parser.parse_args()
+
+    medians: dict[str, float] = {}
+    counts = {"fork": args.cases, "spawn": args.spawn_cases, "persistent": args.cases}
+    for mode, count in counts.items():
+        samples = isolated_ms(mode, count)
+        medians[mode] = statistics.median(samples)
+        print(f"{mode:>11}: median {medians[mode]:9.2f} ms/case  "
+              f"(p10 {np.percentile(samples, 10):.2f}, p90 {np.percentile(samples, 90):.2f}, "
+              f"n={count})")
+    naive = statistics.median(naive_ms(args.naive))
+    print(f"{'naive':>11}: median {naive:9.2f} ms/case  "
+          f"(python -c 'import coremltools', n={args.naive})")
+    print()
+    for mode, median in medians.items():
+        print(f"naive / {mode:<10} = {naive / median:8.1f}x")
+    print(f"spawn / fork       = {medians['spawn'] / medians['fork']:8.1f}x")
+    print()
+    fork, ratio = medians["fork"], naive / medians["fork"]
+    print(f"goal fork <= {GOAL_FORK_MS:g} ms: {'met' if fork <= GOAL_FORK_MS else 'MISSED'} "
+          f"({fork:.2f} ms)")
+    print(f"goal naive/fork >= {GOAL_RATIO:g}x: {'met' if ratio >= GOAL_RATIO else 'MISSED'} "
+          f"({ratio:.0f}x)")
+
+
+if __name__ == "__main__":
+    main()

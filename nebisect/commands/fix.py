@@ -1,0 +1,152 @@
+"""``nebisect fix list|apply|verify``: named rewrites, applied and proven on the corpus."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nebisect.case import NebisectError
+from nebisect.commands.corpus import print_problems
+
+if TYPE_CHECKING:
+    from nebisect.fixes.verify import VerifyReport
+
+ORDER = 55
+
+fix_app = typer.Typer(
+    help="Named rewrites that cure a failure signature (MIL graph passes, converter "
+    "overrides), and their proof against the corpus.",
+    no_args_is_help=True,
+)
+
+_STYLES = {"fixed": "green", "still failing": "yellow", "regressed": "bold red",
+           "unaffected": "dim"}
+
+
+@fix_app.command("list")
+def list_fixes(
+    as_json: bool = typer.Option(False, "--json", help="Print the registry as JSON."),
+) -> None:
+    """Every registered fix: level, what it cures, one line on what it does."""
+    from nebisect.fixes import registered_fixes
+
+    rows = [{"name": name, "level": cls.level, "cures": list(cls.cures),
+             "summary": cls.summary()} for name, cls in registered_fixes().items()]
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title="nebisect fixes")
+    for column in ("name", "level", "cures", "what it does"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["name"], row["level"], "\n".join(row["cures"]), row["summary"])
+    Console().print(table)
+
+
+@fix_app.command("apply")
+def apply(
+    names_and_source: list[str] = typer.Argument(
+        ..., metavar="NAME... SOURCE",
+        help="Fix names, then an .mlpackage or a torch source file.py:factory.",
+    ),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write the .mlpackage."),
+    precision: str = typer.Option(
+        "fp16", "--precision", help="Conversion precision for torch sources: fp16 | fp32."
+    ),
+) -> None:
+    """Apply fixes: torch sources are converted with the converter-level fixes, then every
+    graph pass runs on the program, and the result is saved as an .mlpackage."""
+    from nebisect.fixes import resolve_fixes
+    from nebisect.fixes.apply import copy_package, fix_source
+    from nebisect.isolate import Isolator
+    from nebisect.source import resolve_source
+
+    if len(names_and_source) < 2:
+        raise NebisectError("give at least one fix name and a source")
+    if precision not in ("fp16", "fp32"):
+        raise NebisectError(f"--precision {precision!r}: fp16 or fp32")
+    if output.suffix != ".mlpackage":
+        raise NebisectError(f"{output}: the output must end in .mlpackage")
+    fixes = resolve_fixes(names_and_source[:-1])
+    source = resolve_source(names_and_source[-1])
+    console = Console()
+    with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, Isolator() as isolator:
+        with Console(stderr=True).status("applying fixes"):
+            result = fix_source(source.kind, source.location, fixes, Path(tmp), isolator,
+                                precision=precision)
+        if result.package is None:
+            raise NebisectError(f"{result.verdict.stage} failed: {result.verdict.message}")
+        copy_package(result.package, output)
+    for fix in fixes:
+        if fix.level == "convert":
+            state = ("applied at conversion" if fix.name in result.converter_fixes
+                     else "not applicable (source is already converted)")
+        else:
+            count = result.rewrites.get(fix.name, 0)
+            state = f"{count} rewrite(s)" if count else "no match"
+        console.print(f"{fix.name}: {state}", highlight=False)
+    console.print(f"wrote {output}")
+
+
+@fix_app.command("verify")
+def verify(
+    root: Path = typer.Argument(..., help="Corpus directory."),
+    fix: list[str] = typer.Option(None, "--fix", help="Fix to verify (repeat; default: all)."),
+    target: list[str] = typer.Option(
+        None, "--target", "-t", help="Only cases recorded for these targets (globs allowed)."
+    ),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Cases verified in parallel."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per isolated step."),
+) -> None:
+    """Replay the corpus without and with the fixes: fixed / still failing / regressed /
+    unaffected per case. Exit 1 on a regression or when a case's claimed fix fails it."""
+    from nebisect.corpus import Corpus
+    from nebisect.corpus.replay import selected
+    from nebisect.fixes import resolve_fixes
+    from nebisect.fixes.verify import verify as verify_fixes
+
+    fixes = resolve_fixes(fix or None)
+    scan = Corpus(root).scan()
+    cases = [c for c in scan.cases if selected(c, target or ())]
+    with Console(stderr=True).status(f"verifying {len(fixes)} fix(es) on {len(cases)} case(s)"):
+        report = verify_fixes(cases, fixes, jobs=jobs, timeout=timeout)
+    if as_json:
+        typer.echo(json.dumps({"fixes": report.fixes,
+                               "cases": [c.to_dict() for c in report.cases]},
+                              indent=2, default=str))
+    else:
+        _print(report)
+        print_problems(Console(), scan.problems)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def _print(report: VerifyReport) -> None:
+    console = Console()
+    table = Table(title=f"nebisect fix verify ({', '.join(report.fixes)})")
+    for column in ("case", "target", "without fixes", "with fixes", "result", "rewrites"):
+        table.add_column(column)
+    for c in report.cases:
+        rewrites = ", ".join([f"{n}×{k}" for n, k in c.rewrites.items() if k]
+                             + c.converter_fixes)
+        after = c.after.signature if c.after else "(unchanged)"
+        table.add_row(c.label, c.target, c.before.signature, after,
+                      f"[{_STYLES[c.category]}]{c.category}[/]", rewrites)
+    console.print(table)
+    for c in report.cases:
+        if c.category == "regressed" or c.promise_broken:
+            why = c.detail if c.category == "regressed" else (
+                f"claimed fix {', '.join(c.claimed)} leaves it {c.category}: {c.detail}")
+            console.print(f"[bold red]✗[/] {c.label} ({c.case_id}): {why}", highlight=False)
+    counts = ", ".join(f"{report.count(k)} {k}" for k in _STYLES)
+    console.print(f"{len(report.cases)} case(s): {counts}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(fix_app, name="fix")

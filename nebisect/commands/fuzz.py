@@ -1,0 +1,210 @@
+"""``nebisect fuzz``: find numeric cliffs and crashes op by op, pinned to adjacent fp16 values."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from nebisect.case import NebisectError
+
+if TYPE_CHECKING:
+    from nebisect.fuzz.campaign import CampaignResult
+    from nebisect.fuzz.campaign import Progress as CampaignProgress
+    from nebisect.fuzz.session import FuzzOptions
+
+ORDER = 30
+
+
+class _Display:
+    """A rich progress bar summed over every campaign: cases, cases/s, findings."""
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:>6.0f} cases/s"),
+            TextColumn("[red]{task.fields[findings]} findings"), TimeElapsedColumn(),
+            console=console, transient=False,
+        )
+        self.task = self.bar.add_task("fuzzing", total=total, rate=0.0, findings=0)
+        self.units: dict[int, CampaignProgress] = {}
+        self.lock = threading.Lock()
+        self.start = time.perf_counter()
+
+    def __call__(self, unit: int, progress: CampaignProgress) -> None:
+        with self.lock:
+            self.units[unit] = progress
+            values = list(self.units.values())
+        elapsed = time.perf_counter() - self.start
+        evaluations = sum(p.evaluations for p in values)
+        self.bar.update(
+            self.task, completed=sum(p.generated for p in values),
+            description=f"{progress.subject} ({progress.phase})",
+            rate=evaluations / elapsed if elapsed > 0 else 0.0,
+            findings=sum(p.findings for p in values),
+        )
+
+
+def _list_ops(as_json: bool) -> None:
+    from nebisect.fuzz.ops import registered_ops
+
+    specs = registered_ops()
+    if as_json:
+        typer.echo(json.dumps([{"op": s.name, "family": s.family, "mil_op": s.op_type,
+                                "description": s.doc} for s in specs.values()], indent=2))
+        return
+    table = Table(title=f"{len(specs)} fuzzable MIL ops")
+    for column in ("op", "family", "description"):
+        table.add_column(column)
+    for spec in specs.values():
+        table.add_row(spec.name, spec.family, spec.doc)
+    Console().print(table)
+
+
+def _print_summary(console: Console, results: list[CampaignResult], options: FuzzOptions,
+                   stored: bool) -> None:
+    from nebisect.fuzz import reporting
+
+    for result in results:
+        if result.skipped:
+            console.print(f"[yellow]{result.subject}: skipped[/] — {result.skipped}")
+            continue
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
+        console.print(
+            f"{result.subject}: {result.generated} cases generated, {result.evaluations} "
+            f"evaluated ({statuses}) in {result.elapsed:.1f}s — "
+            f"{len(result.findings)} finding(s)"
+        )
+    table_rows = reporting.rows(results)
+    if not table_rows:
+        console.print(f"[green]No findings on {options.target}[/] (seed {options.seed}).")
+        return
+    table = Table(title=f"Findings on {options.target} (seed {options.seed})", show_lines=True)
+    for column in reporting.COLUMNS:
+        table.add_column(column, overflow="fold")
+    for cells in table_rows:
+        table.add_row(*[str(c) for c in cells])
+    console.print(table)
+    for line in reporting.legend(results):
+        console.print(f"  [dim]{line}[/]")
+    console.print(
+        "  [dim]cliff bracket: two adjacent fp16 values of x (every element of the first "
+        "input = x) between which the op goes from right to wrong; predictions: "
+        "isolated runs the bisection needed.[/]"
+    )
+    if not stored:
+        console.print("  [dim]Pass --corpus DIR to keep every finding as a regression case.[/]")
+
+
+def _store(results: list[CampaignResult], options: FuzzOptions, root: Path) -> None:
+    from nebisect.corpus import Corpus
+    from nebisect.fuzz.ops import get_op
+    from nebisect.fuzz.session import dtype_for
+    from nebisect.fuzz.store import record_finding
+    from nebisect.fuzz.subject import OpSubject
+
+    corpus = Corpus(root, create=True)
+    for result in results:
+        subject = OpSubject(get_op(result.subject), dtype_for(options.target), options.wrap)
+        for finding in result.findings:
+            finding.case_dir = record_finding(
+                corpus, finding, subject, options.target, reference=options.reference,
+                plugins=options.plugins, seed=options.seed,
+            )
+
+
+def fuzz(
+    op: list[str] = typer.Option(
+        None, "--op", help="MIL op to fuzz (repeatable or comma-separated), or 'all'."
+    ),
+    target: str = typer.Option(
+        None, "--target", "-t",
+        help="Target spec (default: coreml:ne on macOS, sim:ane elsewhere).",
+    ),
+    budget: int = typer.Option(200, "--budget", "-n", help="Cases to generate per op."),
+    seed: int = typer.Option(0, "--seed", help="Same seed, same findings."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Campaigns run in parallel."),
+    wrap: str = typer.Option(
+        "none", "--wrap",
+        help="none | ne-attract (embed the op as conv → op → linear so a device routes "
+             "it to the Neural Engine; the op's own output is judged).",
+    ),
+    corpus: Path = typer.Option(None, "--corpus", help="Store every finding in this corpus."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    report: Path = typer.Option(None, "--report", help="Write report.json/report.html here."),
+    list_ops: bool = typer.Option(False, "--list-ops", help="List the fuzzable ops and exit."),
+    plugin: list[str] = typer.Option(
+        None, "--plugin", help="Module registering extra targets (imported in every child)."
+    ),
+    isolation: str = typer.Option(
+        "persistent", "--isolation",
+        help="persistent (fast; failures re-confirmed in a fresh process) | fork | spawn.",
+    ),
+    shrink_budget: int = typer.Option(
+        200, "--shrink-budget", help="Evaluations spent shrinking each finding."
+    ),
+) -> None:
+    """Fuzz MIL ops one at a time against the float64 oracle; shrink and localize findings.
+
+    Every case runs in an isolated process. Each failure is deduplicated by signature
+    and op parameters, shrunk to the smallest shape that keeps it, and — for numeric
+    failures — pinned to two adjacent fp16 values of the input with the overflow
+    boundary theory predicts printed beside it.
+    """
+    if list_ops:
+        _list_ops(as_json)
+        return
+    from nebisect.fuzz.builders import WRAPS
+    from nebisect.fuzz.session import FuzzOptions, default_target, run_session
+
+    if not op:
+        raise NebisectError("give --op OP (or --op all); --list-ops lists them")
+    if wrap not in WRAPS:
+        raise NebisectError(f"unknown --wrap {wrap!r}: one of {', '.join(WRAPS)}")
+    names = [name.strip() for value in op for name in value.split(",") if name.strip()]
+    options = FuzzOptions(
+        target=target or default_target(), budget=budget, seed=seed, jobs=jobs, wrap=wrap,
+        isolation=isolation, plugins=tuple(plugin or ()), shrink_budget=shrink_budget,
+    )
+    console = Console(stderr=as_json)
+    display = _Display(console, budget * (len(names) if names != ["all"] else _op_count()))
+    with display.bar:
+        results = run_session(names, options, display)
+    if corpus is not None:
+        _store(results, options, corpus)
+    if report is not None:
+        from nebisect.fuzz.reporting import payload
+        from nebisect.report import write_report
+
+        files = write_report(report, "fuzz", payload(results, options.target, seed, budget))
+        console.print(f"report: {files.html}")
+    if as_json:
+        typer.echo(json.dumps(_json(results, options), indent=2))
+        return
+    _print_summary(console, results, options, stored=corpus is not None)
+
+
+def _op_count() -> int:
+    from nebisect.fuzz.ops import registered_ops
+
+    return len(registered_ops())
+
+
+def _json(results: list[CampaignResult], options: FuzzOptions) -> dict[str, Any]:
+    from nebisect.report import to_jsonable
+
+    return to_jsonable({
+        "target": options.target, "seed": options.seed, "budget": options.budget,
+        "wrap": options.wrap, "results": [r.to_dict() for r in results],
+    })
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fuzz")(fuzz)

@@ -1,0 +1,114 @@
+"""Findings as rows a newcomer can read, and as a report (``--report DIR``).
+
+The same rows feed the terminal table, ``report.json``/``report.html`` and the JSON
+output, so the three never disagree. Every cliff also becomes a plot: the predictions
+the localization made, target against reference, with the bracket and the predicted
+boundary marked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nebisect.fuzz.campaign import CampaignResult, Finding
+from nebisect.fuzz.strategies import describe
+from nebisect.verdict import Verdict
+
+COLUMNS = ("op", "kind", "signature", "class", "minimal case", "cliff bracket",
+           "predicted boundary", "predictions")
+
+#: what each failure kind means, for the legend under the table
+KIND_HELP = {
+    "collapse": "output ≈ 0 where the float64 reference is large (an fp16 overflow swallowed)",
+    "nonfinite": "inf/NaN where the float64 reference is finite",
+    "nan-suppressed": "reference is NaN (a NaN input must propagate) but the output is finite",
+    "tolerance": "finite but wrong beyond the fp16 error budget",
+    "shape": "wrong output shape or dtype",
+    "crash": "the process died (signal)",
+    "error": "the target raised an error",
+    "timeout": "the case did not finish in time",
+    "oom": "the case ran out of memory",
+}
+
+
+def kind_of(finding: Finding) -> str:
+    return finding.signature.split(":")[1] if finding.status == "mismatch" else finding.status
+
+
+def minimal_case(finding: Finding) -> str:
+    program = finding.case["program"]
+    parts = [f"{name}{shape}: {describe(finding.case['values'][name])}"
+             for name, shape in program["inputs"].items()]
+    return "; ".join(parts) + ("" if finding.shrunk else " (not shrunk)")
+
+
+def row(finding: Finding) -> list[Any]:
+    """One finding as table cells (see :data:`COLUMNS`)."""
+    cliff = finding.cliff
+    bracket = predicted = predictions = ""
+    if cliff is not None:
+        bracket = f"{cliff.lo:.8g} | {cliff.hi:.8g}"
+        predictions = str(cliff.predictions)
+        if cliff.predicted:
+            predicted = f"{cliff.predicted['label']} = {cliff.predicted['value']:.5g}"
+    return [finding.subject, kind_of(finding), finding.signature, finding.param_class,
+            minimal_case(finding), bracket, predicted, predictions]
+
+
+def rows(results: list[CampaignResult]) -> list[list[Any]]:
+    return [row(f) for result in results for f in result.findings]
+
+
+def legend(results: list[CampaignResult]) -> list[str]:
+    kinds = dict.fromkeys(kind_of(f) for r in results for f in r.findings)
+    return [f"{kind}: {KIND_HELP[kind]}" for kind in kinds if kind in KIND_HELP]
+
+
+def payload(results: list[CampaignResult], target: str, seed: int, budget: int) -> Any:
+    """The :class:`nebisect.report.ReportPayload` of a fuzz session."""
+    from nebisect.report import NamedVerdict, ReportPayload, Table
+
+    findings = [f for r in results for f in r.findings]
+    return ReportPayload(
+        title=f"nebisect fuzz on {target}",
+        summary={
+            "target": target, "seed": seed, "budget per op": budget,
+            "ops": [r.subject for r in results],
+            "cases generated": sum(r.generated for r in results),
+            "cases evaluated": sum(r.evaluations for r in results),
+            "findings": len(findings),
+            "skipped": {r.subject: r.skipped for r in results if r.skipped},
+        },
+        verdicts=[NamedVerdict(f"{f.param_class} {f.signature}", Verdict.from_dict(f.verdict),
+                               group=f.subject) for f in findings],
+        tables=[Table("findings", list(COLUMNS), rows(results))],
+        sweeps=[_sweep(f, target) for f in findings if f.cliff is not None],
+        notes=legend(results),
+    )
+
+
+def _sweep(finding: Finding, target: str) -> Any:
+    from nebisect.report import CliffSweep
+
+    cliff = finding.cliff
+    assert cliff is not None
+    probes = cliff.probes
+    predicted = cliff.predicted or {}
+    return CliffSweep(
+        title=f"{finding.param_class}: {finding.signature}",
+        x=[p["x"] for p in probes],
+        output=[_number(p["output"].get("output")) for p in probes],
+        reference=[_number(p["output"].get("reference")) for p in probes],
+        target=target,
+        bracket=[cliff.lo, cliff.hi],
+        bracket_outputs=[_number(cliff.lo_output.get("output")),
+                         _number(cliff.hi_output.get("output"))],
+        predicted_boundary=predicted.get("value"),
+        predicted_label=predicted.get("label", ""),
+        predictions=cliff.predictions,
+        x_label="x (every element of the first input)",
+    )
+
+
+def _number(value: Any) -> float:
+    return float("nan") if value is None else float(value)

@@ -1,0 +1,25 @@
+"""Test-only targets, imported by isolated children through ``--plugin`` / case options."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any
+
+import numpy as np
+
+from nebisect.targets import Prediction, Target, register_target
+
+
+@register_target("sim:segv-in-predict")
+class SegfaultingTarget(Target):
+    """Test target: prints a line to fd 2, then dereferences NULL like a crashing driver."""
+
+    base_spec = "sim:fp16"
+
+    def predict(
+        self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
+    ) -> Prediction:
+        os.write(2, b"segv-target: Espresso-like failure, dereferencing NULL\n")
+        ctypes.string_at(0)
+        raise AssertionError("unreachable: the NULL dereference kills the process")

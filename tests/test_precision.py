@@ -1,0 +1,101 @@
+"""Precision models: the registry, and each model's behaviour where the models differ."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nebisect.case import NebisectError
+from nebisect.mil.interp import run_program
+from nebisect.mil.precision import (
+    PrecisionModel,
+    get_precision,
+    precision_names,
+    register_precision,
+)
+from nebisect.quiet import import_coremltools
+
+ct = import_coremltools()
+from coremltools.converters.mil import Builder as mb  # noqa: E402
+from coremltools.converters.mil.mil import types  # noqa: E402
+
+OPSET = ct.target.iOS17
+
+
+def test_registry_names_and_errors():
+    assert precision_names() == ["fp16", "fp16-naive", "fp32", "fp64"]
+    model = get_precision("fp16")
+    assert (model.compute, model.storage, model.rounds) == (np.float32, np.float16, True)
+    assert get_precision("fp16-naive").variants == ("naive",)
+    with pytest.raises(NebisectError, match="unknown precision 'fp8'.*fp16, fp16-naive"):
+        get_precision("fp8")
+    with pytest.raises(ValueError, match="registered twice"):
+        register_precision(PrecisionModel("fp32", np.float32, np.float32))
+
+
+@mb.program(input_specs=[mb.TensorSpec(shape=(3,))], opset_version=OPSET)
+def _cast_round_trip(x):
+    half = mb.cast(x=x, dtype="fp16")
+    return mb.cast(x=mb.mul(x=half, y=np.float16(3.0)), dtype="fp32")
+
+
+def test_fp64_treats_fp16_casts_as_identities_and_others_round():
+    x = np.array([0.1, 1 / 3, 70000.0], np.float32)
+    exact = x.astype(np.float64) * 3
+    out = {p: run_program(_cast_round_trip, {"x": x}, p).outputs for p in precision_names()}
+    (fp64,) = out["fp64"].values()
+    (fp32,) = out["fp32"].values()
+    (fp16,) = out["fp16"].values()
+    assert fp64.dtype == np.float64 and fp32.dtype == np.float32 and fp16.dtype == np.float16
+    np.testing.assert_array_equal(fp64, exact)
+    np.testing.assert_array_equal(fp32, (x * np.float32(3)))
+    np.testing.assert_array_equal(fp16[:2], (x[:2].astype(np.float16) * np.float16(3)))
+    assert np.isinf(fp16[2])  # 70000 is past fp16's range once stored
+
+
+@mb.program(input_specs=[mb.TensorSpec(shape=(1, 4), dtype=types.fp16)], opset_version=OPSET)
+def _softmax_lse(x):
+    return mb.softmax(x=x, axis=-1), mb.reduce_log_sum_exp(x=x, axes=[-1])
+
+
+def test_large_logits_pass_careful_fp16_and_overflow_fp16_naive():
+    x = np.array([[12.0, 11.5, 0.0, -3.0]], np.float16)
+    ref = x.astype(np.float64)
+    lse_ref = np.log(np.exp(ref).sum())
+    careful = list(run_program(_softmax_lse, {"x": x}, "fp16").outputs.values())
+    naive = list(run_program(_softmax_lse, {"x": x}, "fp16-naive").outputs.values())
+    oracle = list(run_program(_softmax_lse, {"x": x}, "fp64").outputs.values())
+    assert oracle[1] == pytest.approx(lse_ref, rel=1e-15)
+    np.testing.assert_allclose(careful[0], oracle[0], atol=1e-3)
+    assert careful[1] == pytest.approx(lse_ref, rel=1e-3)
+    assert np.isnan(naive[0][0, 0]) and np.isinf(naive[1])
+
+
+@mb.program(input_specs=[mb.TensorSpec(shape=(1, 3000), dtype=types.fp16)], opset_version=OPSET)
+def _sum(x):
+    return mb.reduce_sum(x=x, axes=[1])
+
+
+def test_fp16_accumulator_saturates_only_under_naive():
+    ones = np.ones((1, 3000), np.float16)
+    assert list(run_program(_sum, {"x": ones}, "fp16").outputs.values())[0][0] == 3000
+    assert list(run_program(_sum, {"x": ones}, "fp16-naive").outputs.values())[0][0] == 2048
+
+
+@mb.program(input_specs=[mb.TensorSpec(shape=(2,)), mb.TensorSpec(shape=(2,), dtype=types.int32)],
+            opset_version=OPSET)
+def _mixed(x, n):
+    return mb.add(x=x, y=np.float32(1e-9)), mb.add(x=n, y=np.int32(1))
+
+
+def test_fp32_loses_what_fp64_keeps_and_ints_are_untouched():
+    x = np.array([1.0, 2.0], np.float32)
+    n = np.array([100_001, -7], np.int32)
+    for precision in precision_names():
+        floats, ints = run_program(_mixed, {"x": x, "n": n}, precision).outputs.values()
+        assert ints.dtype == np.int32
+        np.testing.assert_array_equal(ints, [100_002, -6])  # not representable in fp16
+        if precision == "fp64":
+            assert floats[0] == 1.0 + np.float64(np.float32(1e-9))
+        else:
+            assert floats[0] == 1.0
