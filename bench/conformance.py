@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,7 +67,10 @@ def _report(out: Path, families: list[str] | None, failures: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("families", nargs="*", help="op families (default: all)")
-    parser.add_argument("--out", default="bench/out/conformance", help="log directory")
+    parser.add_argument(
+        "--out", default=str(Path(tempfile.gettempdir()) / "nebisect-conformance"),
+        help="log directory (kept between runs so an interrupted run resumes)",
+    )
     parser.add_argument("--sample", type=int, default=0, help="tests per file (0: all)")
     parser.add_argument("--rerun", action="store_true", help="re-run families already logged")
     parser.add_argument("--report-only", action="store_true", help="only print the table")

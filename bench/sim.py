@@ -5,16 +5,21 @@ converted once per precision (isolated, with nebisect's converter overrides), th
 engine runs the same inputs; the script prints median wall times and the ratios to
 eager torch. Goals (issue 3): sim:fp32 ≤ 3×, sim:fp16 ≤ 6× torch eager.
 
-    .venv/bin/python bench/sim.py [--length 128] [--repeats 10] [--workdir DIR] [--profile]
+    .venv/bin/python bench/sim.py [--length 128] [--repeats 10] [--threads 1]
+                                  [--workdir DIR] [--profile]
 
-``--workdir`` keeps the converted packages between runs; ``--profile`` adds a cProfile
-of one sim:fp16 run (the slowest engine), top functions by own time.
+Both engines get the same thread count (``--threads``, default 1: torch intra-op
+threads and the BLAS pools numpy uses), so the ratio compares the engines rather than
+how well each copes with a busy machine. ``--workdir`` keeps the converted packages
+between runs; ``--profile`` adds a cProfile of one sim:fp16 run, top functions by own
+time.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import statistics
 import sys
@@ -22,19 +27,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from nebisect.convert import OVERRIDES_SETUP, convert_isolated  # noqa: E402
-from nebisect.inputs import generate  # noqa: E402
-from nebisect.isolate import Isolator  # noqa: E402
-from nebisect.mil.interp import run_program  # noqa: E402
-from nebisect.mil.load import load_program  # noqa: E402
-from nebisect.source import Source  # noqa: E402
-from nebisect.torchsource import load_torch_source, run_module, to_torch_inputs  # noqa: E402
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 GOALS = {"sim:fp32": 3.0, "sim:fp16": 6.0}
 
@@ -51,7 +47,7 @@ def static_source(workdir: Path, length: int) -> str:
     return f"{path}:model"
 
 
-def median_seconds(fn: Callable[[], object], repeats: int) -> float:
+def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
     fn()
     times = []
     for _ in range(repeats):
@@ -65,14 +61,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
+    for variable in THREAD_VARIABLES:  # before numpy loads its BLAS
+        os.environ[variable] = str(args.threads)
+    sys.path.insert(0, str(ROOT))
+    bench(args)
+
+
+def bench(args: argparse.Namespace) -> None:
+    import numpy as np
+    import torch
+
+    from nebisect.convert import OVERRIDES_SETUP, convert_isolated
+    from nebisect.inputs import generate
+    from nebisect.isolate import Isolator
+    from nebisect.mil.interp import run_program
+    from nebisect.mil.load import load_program
+    from nebisect.source import Source
+    from nebisect.torchsource import load_torch_source, run_module, to_torch_inputs
+
+    torch.set_num_threads(args.threads)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="nebisect-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     source = static_source(workdir, args.length)
 
-    packages = {}
+    packages: dict[str, Any] = {}
     with Isolator() as isolator:
         for precision in ("fp32", "fp16"):
             package = workdir / f"converted-{precision}.mlpackage"
@@ -83,12 +99,10 @@ def main() -> None:
                     raise SystemExit(f"conversion failed: {verdict.message}")
             packages[precision] = load_program(package)
 
-    import torch
-
     loaded = load_torch_source(source)
     inputs = generate(loaded.descriptions(), args.length)
     tensors = to_torch_inputs(loaded, inputs, torch.float32)
-    engines: dict[str, Callable[[], object]] = {
+    engines: dict[str, Callable[[], Any]] = {
         "torch eager fp32": lambda: run_module(loaded.module, tensors),
         "sim:fp32": lambda: run_program(packages["fp32"], inputs, "fp32"),
         "sim:fp16": lambda: run_program(packages["fp16"], inputs, "fp16"),
@@ -100,7 +114,7 @@ def main() -> None:
     print(f"  {'torch eager fp32':<17} {base * 1e3:8.1f} ms")
     for name in ("sim:fp32", "sim:fp16"):
         seconds = median_seconds(engines[name], args.repeats)
-        out = np.asarray(engines[name]().outputs["output"], np.float64).ravel()  # type: ignore[attr-defined]
+        out = np.asarray(engines[name]().outputs["output"], np.float64).ravel()
         cosine = out @ reference / (np.linalg.norm(out) * np.linalg.norm(reference))
         ratio = seconds / base
         verdict = "ok" if ratio <= GOALS[name] else "OVER GOAL"

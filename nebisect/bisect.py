@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Hashable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Generic, TypeVar
@@ -65,7 +65,11 @@ class ReductionError(Exception):
 
 
 class _Stopped(Exception):
-    """Raised inside an algorithm when the stop condition fires; never escapes this module."""
+    """Raised inside an algorithm when the stop condition fires; never escapes this module.
+
+    ``best`` is the smallest interesting candidate the interrupted pass had reached."""
+
+    best: list[Any] | None = None
 
 
 @dataclass
@@ -230,10 +234,14 @@ class Reduction(Generic[U]):
                 "stats": self.stats.to_dict()}
 
 
-def _split(units: list[U], parts: int) -> list[list[U]]:
+def _split(atoms: list[list[U]], parts: int) -> list[list[list[U]]]:
     """``parts`` contiguous, nearly equal chunks (contiguity keeps graph cuts small)."""
-    bounds = [len(units) * i // parts for i in range(parts + 1)]
-    return [units[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    bounds = [len(atoms) * i // parts for i in range(parts + 1)]
+    return [atoms[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def _flat(atoms: Iterable[list[U]]) -> list[U]:
+    return [u for atom in atoms for u in atom]
 
 
 def ddmin(
@@ -247,15 +255,56 @@ def ddmin(
     size — then no single unit can be removed: the result is 1-minimal. ``signature``
     is the original failure's; when omitted, the full ``units`` are evaluated for it.
     """
+    return hierarchical_ddmin(units, evaluator, (), signature)
+
+
+def hierarchical_ddmin(
+    units: Sequence[U],
+    evaluator: Evaluator[U],
+    levels: Sequence[Callable[[U], Hashable]],
+    signature: str | None = None,
+) -> Reduction[U]:
+    """ddmin over a hierarchy, coarse to fine, then over single units (after HDD,
+    Misherghi & Su, ICSE 2006).
+
+    Each level maps a unit to its group (e.g. the submodule an FX node belongs to at
+    depth 1, 2, …); a pass keeps or drops whole groups of the current candidate — "strip
+    wrapper pieces" — before the next, finer level looks inside the survivors. A group
+    is contiguous in the caller's order only if the hierarchy says so; candidates are
+    always evaluated as plain unit lists in the caller's order, so the cache and the
+    stop condition span all passes. The last pass is plain ddmin, hence the result is
+    1-minimal over units when the reduction completes.
+    """
     current = list(units)
+    strategy = "hierarchical-ddmin" if levels else "ddmin"
     try:
         if signature is None:
             signature = evaluator.signature(current)
             if signature is None:
                 raise ReductionError("the original candidate does not fail")
-        chunks = _split(current, 2)
+        for level in (*levels, None):
+            groups: dict[Hashable, list[U]] = {}
+            for index, unit in enumerate(current):
+                groups.setdefault(index if level is None else level(unit), []).append(unit)
+            if len(groups) > 1:
+                current = _ddmin_atoms(list(groups.values()), evaluator, signature)
+    except _Stopped as stopped:
+        best = stopped.best if stopped.best is not None else current
+        return Reduction(best, signature or "", evaluator.stats, False, strategy)
+    return Reduction(current, signature, evaluator.stats, True, strategy)
+
+
+def _ddmin_atoms(
+    atoms: list[list[U]], evaluator: Evaluator[U], signature: str
+) -> list[U]:
+    """ddmin over atoms; a stop carries the best candidate reached so far."""
+    current = atoms
+    chunks = _split(current, 2)
+    try:
         while len(current) > 1:
-            reduced = next((c for c in chunks if evaluator.interesting(c, signature)), None)
+            reduced = next(
+                (c for c in chunks if evaluator.interesting(_flat(c), signature)), None
+            )
             if reduced is not None:
                 current, chunks = reduced, _split(reduced, 2)
                 continue
@@ -263,21 +312,22 @@ def ddmin(
                 index = _removable_chunk(chunks, evaluator, signature)
                 if index is not None:
                     chunks = chunks[:index] + chunks[index + 1:]
-                    current = [u for c in chunks for u in c]
+                    current = [a for c in chunks for a in c]
                     continue
             if len(chunks) >= len(current):
                 break
             chunks = _split(current, min(len(current), 2 * len(chunks)))
-    except _Stopped:
-        return Reduction(current, signature or "", evaluator.stats, False, "ddmin")
-    return Reduction(current, signature, evaluator.stats, True, "ddmin")
+    except _Stopped as stopped:
+        stopped.best = _flat(current)
+        raise
+    return _flat(current)
 
 
 def _removable_chunk(
-    chunks: list[list[U]], evaluator: Evaluator[U], signature: str
+    chunks: list[list[list[U]]], evaluator: Evaluator[U], signature: str
 ) -> int | None:
     for index in range(len(chunks)):
-        complement = [u for i, c in enumerate(chunks) if i != index for u in c]
+        complement = [u for i, c in enumerate(chunks) if i != index for u in _flat(c)]
         if evaluator.interesting(complement, signature):
             return index
     return None

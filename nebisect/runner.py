@@ -37,9 +37,11 @@ def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Arti
 
 def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
     """Child side of :func:`evaluate`; see its docstring for the options honoured."""
+    # Plugins first: a fresh child knows a plugin target's name only once it is loaded,
+    # and Case validates its target name on construction.
+    load_plugins(payload["case"].get("options", {}).get("plugins", ()))
     case = Case.from_dict(payload["case"])
     options = case.options
-    load_plugins(options.get("plugins", ()))
     want_intermediates = bool(options.get("intermediates", False))
     mark_stage("load")
     artifact = _artifact((case.source_kind, case.source), options.get("params", {}))

@@ -22,10 +22,15 @@ from coremltools.converters.mil.mil import get_new_symbol, types  # noqa: E402
 
 HIDDEN = 16
 SEQ = get_new_symbol()
+MASK_SEQ = get_new_symbol()
 
 
-def meanpool_program(tail: Any = None) -> Any:
-    """tokens (1, S, H), mask (1, S) → Σ(tokens·mask) / clip(Σ mask) (seed 003's pool)."""
+def meanpool_program(tail: Any = None, *, mask_length: Any = SEQ) -> Any:
+    """tokens (1, S, H), mask (1, S) → Σ(tokens·mask) / clip(Σ mask) (seed 003's pool).
+
+    ``mask_length=MASK_SEQ`` gives the mask its own symbol, as a loaded ``.mlpackage``
+    does (its inputs carry independent ranges).
+    """
 
     def body(tokens: Any, attention_mask: Any) -> Any:
         tokens16 = mb.cast(x=tokens, dtype="fp16")
@@ -40,7 +45,7 @@ def meanpool_program(tail: Any = None) -> Any:
         return mb.real_div(x=summed, y=count)
 
     specs = [mb.TensorSpec(shape=(1, SEQ, HIDDEN), dtype=types.fp32),
-             mb.TensorSpec(shape=(1, SEQ), dtype=types.int32)]
+             mb.TensorSpec(shape=(1, mask_length), dtype=types.int32)]
     return mb.program(input_specs=specs, opset_version=ct.target.iOS18)(body)
 
 
@@ -77,6 +82,24 @@ def test_pooled_output_becomes_static_and_stays_exact() -> None:
         for name, value in outputs.items():
             np.testing.assert_array_equal(after[name], value)
     run_program(prog, inputs(9), "fp16", profile="ane")
+
+
+def test_separate_input_lengths_are_tied_to_the_tokens_length() -> None:
+    prog = meanpool_program(mask_length=MASK_SEQ)
+    before = run_program(prog, inputs(7)).outputs
+    assert get_fix("meanpool-static-shape").apply(prog) == 1
+    types_after = op_types(prog)
+    assert "tile" not in types_after and types_after["slice_by_size"] == 1
+    assert output_shape(prog) == (1, HIDDEN)
+    bound = {str(s) for var in prog.functions["main"].inputs.values() for s in var.shape}
+    for op in prog.functions["main"].operations:
+        for var in op.outputs:
+            free = {str(s) for s in var.shape if not isinstance(s, int)} - bound
+            assert not free, f"{var.name} {var.shape} has an unbound symbol"
+    after = run_program(prog, inputs(7)).outputs
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value)
+    run_program(prog, inputs(7), "fp16", profile="ane")
 
 
 def test_constant_reps_are_not_touched() -> None:

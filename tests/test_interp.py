@@ -111,7 +111,7 @@ def test_range_and_enumerated_shapes_are_enforced():
     )
     ok = {"x": np.ones((1, 6, 4), np.float32), "mask": np.ones((1, 6), np.int32)}
     assert run_program(prog, ok).outputs["pooled"].shape == (1, 4)
-    with pytest.raises(InputError, match="size 7 on axis 1, outside the flexible range 2..6"):
+    with pytest.raises(InputError, match=r"size 7 on axis 1, outside the flexible range 2\.\.6"):
         run_program(prog, {"x": np.ones((1, 7, 4), np.float32), "mask": np.ones((1, 7), np.int32)})
     function.input_types = (
         ct.TensorType(name="x", shape=ct.EnumeratedShapes(shapes=[(1, 2, 4), (1, 5, 4)])),
@@ -195,3 +195,28 @@ def test_plan_is_cached_until_the_program_changes():
 def test_not_a_program_is_an_error():
     with pytest.raises(NebisectError, match="not a MIL program"):
         run_program(object(), {})
+
+
+def test_lists_grow_inside_a_while_loop():
+    """A list written once per iteration (as coremltools emits for TF/RNN loops)."""
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2,))], opset_version=OPSET)
+    def prog(update):
+        def cond(i, ls):
+            return mb.less(x=i, y=np.int32(3))
+
+        def body(i, ls):
+            scaled = mb.mul(x=update, y=mb.cast(x=i, dtype="fp32"))
+            return mb.add(x=i, y=np.int32(1)), mb.list_write(ls=ls, index=i, value=scaled)
+
+        empty = mb.make_list(init_length=1, elem_shape=(2,))
+        _, filled = mb.while_loop(_cond=cond, _body=body, loop_vars=(np.int32(0), empty))
+        return (mb.list_gather(ls=filled, indices=[2, 0, 1], name="rows"),
+                mb.list_length(ls=filled, name="length"),
+                mb.list_read(ls=mb.list_write(ls=filled, index=5, value=update), index=4,
+                             name="unwritten"))
+
+    out = run_program(prog, {"update": np.array([1.0, -2.0], np.float32)}, "fp32").outputs
+    np.testing.assert_array_equal(out["rows"], [[2.0, -4.0], [0.0, 0.0], [1.0, -2.0]])
+    assert int(out["length"]) == 3
+    np.testing.assert_array_equal(out["unwritten"], [0.0, 0.0])

@@ -250,7 +250,8 @@ def test_float16_compute_stays_float16(op_type, opset, inputs):
 
 
 def test_integer_real_div_truncates_and_pow_negative_exponent_is_float():
-    got = get_kernel("real_div")(_ctx(), x=np.array([7, -7], np.int32), y=np.array([2, 2], np.int32))
+    sevens, twos = np.array([7, -7], np.int32), np.array([2, 2], np.int32)
+    got = get_kernel("real_div")(_ctx(), x=sevens, y=twos)
     np.testing.assert_array_equal(got, [3, -3])
     got = get_kernel("pow")(_ctx(), x=np.array([2], np.int32), y=np.array([-1], np.int32))
     np.testing.assert_array_equal(got, [0.5])

@@ -11,7 +11,8 @@ import pytest
 
 from nebisect.lint import Range, lint_program
 from nebisect.lint.graph import ProgramView
-from nebisect.lint.interval import Interval, affine_bounds, analyze, even_power
+from nebisect.lint.interval import Interval, analyze, even_power
+from nebisect.lint.interval_affine import affine_bounds
 from nebisect.mil.interp import run_program
 
 

@@ -12,6 +12,7 @@ from nebisect.mil.precision import (
     get_precision,
     precision_names,
     register_precision,
+    round_to_fp16,
 )
 from nebisect.quiet import import_coremltools
 
@@ -27,7 +28,7 @@ def test_registry_names_and_errors():
     model = get_precision("fp16")
     assert (model.compute, model.storage, model.rounds) == (np.float32, np.float16, True)
     assert get_precision("fp16-naive").variants == ("naive",)
-    with pytest.raises(NebisectError, match="unknown precision 'fp8'.*fp16, fp16-naive"):
+    with pytest.raises(NebisectError, match=r"unknown precision 'fp8'.*fp16, fp16-naive"):
         get_precision("fp8")
     with pytest.raises(ValueError, match="registered twice"):
         register_precision(PrecisionModel("fp32", np.float32, np.float32))
@@ -73,13 +74,13 @@ def test_large_logits_pass_careful_fp16_and_overflow_fp16_naive():
 
 @mb.program(input_specs=[mb.TensorSpec(shape=(1, 3000), dtype=types.fp16)], opset_version=OPSET)
 def _sum(x):
-    return mb.reduce_sum(x=x, axes=[1])
+    return mb.reduce_sum(x=x, axes=[1], name="total")
 
 
 def test_fp16_accumulator_saturates_only_under_naive():
     ones = np.ones((1, 3000), np.float16)
-    assert list(run_program(_sum, {"x": ones}, "fp16").outputs.values())[0][0] == 3000
-    assert list(run_program(_sum, {"x": ones}, "fp16-naive").outputs.values())[0][0] == 2048
+    assert run_program(_sum, {"x": ones}, "fp16").outputs["total"][0] == 3000
+    assert run_program(_sum, {"x": ones}, "fp16-naive").outputs["total"][0] == 2048
 
 
 @mb.program(input_specs=[mb.TensorSpec(shape=(2,)), mb.TensorSpec(shape=(2,), dtype=types.int32)],
@@ -99,3 +100,24 @@ def test_fp32_loses_what_fp64_keeps_and_ints_are_untouched():
             assert floats[0] == 1.0 + np.float64(np.float32(1e-9))
         else:
             assert floats[0] == 1.0
+
+
+def test_fp16_rounding_in_float32_is_bit_exact():
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 2**32, size=200_000, dtype=np.uint64).astype(np.uint32)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 65504, 65519.99, 65520, -65520,
+                        2**-14, 2**-24, 2**-25, 3 * 2**-26, 1 + 2**-11, 1 + 3 * 2**-11], np.float32)
+    x = np.concatenate([bits.view(np.float32), special,
+                        np.array([0xFFFFFFFF, 0x7FFFFFFF], np.uint32).view(np.float32)])
+    with np.errstate(all="ignore"):
+        expected = x.astype(np.float16).astype(np.float32)
+        got = round_to_fp16(x)
+    same = (got.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got) & np.isnan(expected))
+    assert same.all()
+
+
+def test_fp16_results_are_float16_arrays_outputs_and_intermediates():
+    x = np.array([[0.1, 1e-6, 3.0, -70000.0]], np.float16)
+    result = run_program(_softmax_lse, {"x": x}, "fp16", intermediates=True)
+    assert all(v.dtype == np.float16 for v in result.outputs.values())
+    assert all(v.dtype == np.float16 for v in result.intermediates.values())

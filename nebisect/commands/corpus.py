@@ -57,7 +57,7 @@ def ls(
 def print_problems(console: Console, problems: Sequence[Problem]) -> None:
     """One line per damaged or unfinished entry (shared by ls, replay and fix verify)."""
     for problem in problems:
-        mark = "[red]damaged[/]" if problem.damaged else "[yellow]note[/]"
+        mark = "[red]damaged, skipped[/]" if problem.damaged else "[yellow]note[/]"
         console.print(f"{mark} {problem.path}: {problem.reason}", highlight=False)
 
 

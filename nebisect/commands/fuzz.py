@@ -148,7 +148,7 @@ def fuzz(
         help="persistent (fast; failures re-confirmed in a fresh process) | fork | spawn.",
     ),
     shrink_budget: int = typer.Option(
-        200, "--shrink-budget", help="Evaluations spent shrinking each finding."
+        100, "--shrink-budget", help="Evaluations spent shrinking each finding."
     ),
 ) -> None:
     """Fuzz MIL ops one at a time against the float64 oracle; shrink and localize findings.

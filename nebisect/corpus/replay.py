@@ -228,7 +228,8 @@ def record_updates(corpus: Corpus, summary: ReplaySummary) -> list[ReplayResult]
         if result.outcome == "skipped":
             continue
         expected = Expected.from_verdict(result.verdict, previous=result.expected)
-        if vars(expected) != vars(result.expected):
+        if (expected.status, expected.signature) != (result.expected.status,
+                                                     result.expected.signature):
             corpus.update_expected(corpus.find(result.case_id), expected)
             updated.append(result)
     return updated

@@ -179,7 +179,7 @@ class Corpus:
                 try:
                     scan.cases.append(load_case(entry))
                 except CorruptCaseError as exc:
-                    scan.problems.append(Problem(entry, f"{exc}; skipped"))
+                    scan.problems.append(Problem(entry, str(exc)))
         return scan
 
     def find(self, key: str) -> CorpusCase:

@@ -8,6 +8,7 @@ the artifact ``fix apply`` would hand to a user.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from nebisect.case import NebisectError
 from nebisect.fixes import resolve_fixes
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
 from nebisect.isolate import Isolator, Job, mark_stage
+from nebisect.targets import get_target
 from nebisect.verdict import Verdict
 
 FIX_TIMEOUT = 300.0
@@ -57,9 +59,15 @@ def apply_graph_fixes(program: Any, fixes: Sequence[GraphFix]) -> dict[str, int]
 
 
 def fix_job(payload: dict[str, Any]) -> Verdict:
-    """Child side: load ``package``, apply ``fixes``, save ``output`` if anything changed."""
+    """Child side: load ``package``, apply ``fixes``, save ``output`` if anything changed.
+
+    ``modules`` names the modules that register the fixes, imported first, so fixes
+    from plugins (registered by import, like targets) exist in the child too.
+    """
     from nebisect.mil.load import load_program, save_program
 
+    for module in payload.get("modules", ()):
+        importlib.import_module(module)
     mark_stage("load")
     program = load_program(payload["package"])
     graph, _ = split_levels(resolve_fixes(payload["fixes"]))
@@ -105,10 +113,13 @@ def fix_source(
     outcome = isolator.run(Job(
         function="nebisect.fixes.apply:fix_job",
         payload={"package": str(converted), "fixes": [f.name for f in graph],
+                 "modules": sorted({type(f).__module__ for f in graph}),
                  "output": str(output)},
         stage="load",
         timeout=FIX_TIMEOUT,
-        preload=("numpy", "coremltools"),
+        # The job loads programs as the simulator does: sharing its preload set lets
+        # both fork from the same warm template.
+        preload=tuple(get_target("sim:fp64").preload),
     ))
     if outcome.verdict.status != "pass":
         return FixedSource(outcome.verdict, converted, None, {}, applied)

@@ -115,7 +115,7 @@ def _tie(source: Any, tied: dict[int, Size], anchor: Any) -> Any:
     mb = builder()
     stem = anchor.name
     pieces = []
-    for axis, have in enumerate(source.shape):
+    for axis in range(source.rank):
         if axis in tied:
             size = tied[axis]
             shape = mb.shape(x=size.origin, name=f"{stem}_shape{axis}", before_op=anchor)

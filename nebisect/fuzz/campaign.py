@@ -10,7 +10,9 @@ the same findings). A run generates cases (``hypothesis.target()`` on the error 
 the search toward failures) until the first failure whose key — signature plus the
 subject's parameter class — is new; Hypothesis then shrinks that failure, and only
 that key counts as failing while it shrinks, so the shrinker can never slip to another
-bug. The next run continues with the remaining budget and the known keys silenced.
+bug (other failures it meets are left to later runs to find, so every finding reported
+is a shrunk one). The next run continues with the remaining budget and the known keys
+silenced.
 Shrinking is charged to a separate per-finding budget of evaluations; candidates
 beyond it count as not failing, which ends the shrink without making Hypothesis see a
 flaky test (every case already evaluated keeps its cached outcome).
@@ -77,7 +79,7 @@ class Evaluation:
 class CampaignConfig:
     budget: int = 200
     seed: int = 0
-    shrink_budget: int = 200
+    shrink_budget: int = 100
     cliff: bool = True
     cliff_range: tuple[float, float] = (-15.0, 15.0)
     cliff_grid: str = "fp16"
@@ -95,7 +97,6 @@ class Finding:
     case: dict[str, Any]
     first_case: dict[str, Any]
     hits: int = 1
-    shrunk: bool = True
     shrink_evaluations: int = 0
     output: float | None = None
     reference: float | None = None
@@ -224,7 +225,6 @@ class Campaign:
         self.result = CampaignResult(subject.name, self.config.seed, self.config.budget)
         self._cache: dict[str, Evaluation] = {}
         self._found: dict[tuple[str, str], Finding] = {}
-        self._pending: dict[tuple[str, str], Finding] = {}
         self._hits: Counter[tuple[str, str]] = Counter()
         self._phase = "generate"
         self._start = 0.0
@@ -238,10 +238,6 @@ class Campaign:
             remaining -= run.generated
             if run.target is None:
                 break
-        for key, pending in self._pending.items():
-            if key not in self._found:
-                pending.shrunk = False
-                self._found[key] = pending
         self.result.findings = list(self._found.values())
         for finding in self.result.findings:
             finding.hits = self._hits[finding.key]
@@ -301,7 +297,6 @@ class Campaign:
                 self._phase = "shrink"
             if key == run.target:
                 raise _Found(case, evaluation)
-            self._pending.setdefault(key, self._finding(key, case, evaluation, case))
 
         explore = hypothesis.seed(self.config.seed * 1_000_003 + index)(
             settings(
@@ -319,9 +314,7 @@ class Campaign:
             found = _find(error)
             if found is None or run.target is None:
                 raise
-            first = self._pending.pop(run.target, None)
-            finding = self._finding(run.target, found.case, found.evaluation,
-                                    first.first_case if first else run.first)
+            finding = self._finding(run.target, found.case, found.evaluation, run.first)
             finding.shrink_evaluations = run.shrink_evaluations
             self._found[run.target] = finding
         return run
@@ -337,16 +330,7 @@ class Campaign:
         )
 
     def _localize(self, finding: Finding) -> Cliff | None:
-        lo, hi = self.config.cliff_range
-        return localize(
-            lambda x: self._evaluate(self.subject.family(finding.case, x)),
-            lambda evaluation: evaluation.verdict.signature == finding.signature,
-            lo, hi,
-            start=self.subject.family_start(finding.case),
-            grid=self.config.cliff_grid,
-            describe=Evaluation.describe,
-            boundaries=self.subject.boundaries(finding.case),
-        )
+        return localize_finding(self.subject, self._evaluate, finding, self.config)
 
     def _report(self) -> None:
         if self.on_progress is not None:
@@ -354,3 +338,27 @@ class Campaign:
                 self.subject.name, self._phase, self.result.generated, self.result.evaluations,
                 len(self._found), time.perf_counter() - self._start,
             ))
+
+
+def localize_finding(
+    subject: Subject,
+    evaluate: Callable[[dict[str, Any]], Evaluation],
+    finding: Finding,
+    config: CampaignConfig | None = None,
+) -> Cliff | None:
+    """Pin ``finding`` down over ``subject``'s one-parameter family of its case.
+
+    A probe fails when it reproduces the finding's signature; any other outcome (a pass,
+    or a different failure) counts as the other side.
+    """
+    config = config or CampaignConfig()
+    lo, hi = config.cliff_range
+    return localize(
+        lambda x: evaluate(subject.family(finding.case, x)),
+        lambda evaluation: evaluation.verdict.signature == finding.signature,
+        lo, hi,
+        start=subject.family_start(finding.case),
+        grid=config.cliff_grid,
+        describe=Evaluation.describe,
+        boundaries=subject.boundaries(finding.case),
+    )

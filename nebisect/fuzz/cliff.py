@@ -154,8 +154,9 @@ def localize(
 
     Probes ``start`` (a known value, usually the finding's own, often a cache hit), then
     the ends of [lo, hi] (widened to include ``start``), then ``coarse`` points evenly
-    spaced in value and as many in ordinal, until two probes disagree; then bisects that bracket down to adjacent
-    values. Returns None when every probe agrees (no transition in this family).
+    spaced in value and as many in ordinal, until two probes disagree; then bisects
+    that bracket down to adjacent values. Returns None when every probe agrees (no
+    transition in this family).
     """
     if grid not in GRIDS:
         raise NebisectError(f"unknown grid {grid!r}: one of {', '.join(GRIDS)}")

@@ -39,7 +39,7 @@ def minimal_case(finding: Finding) -> str:
     program = finding.case["program"]
     parts = [f"{name}{shape}: {describe(finding.case['values'][name])}"
              for name, shape in program["inputs"].items()]
-    return "; ".join(parts) + ("" if finding.shrunk else " (not shrunk)")
+    return "; ".join(parts)
 
 
 def row(finding: Finding) -> list[Any]:

@@ -42,7 +42,7 @@ class FuzzOptions:
     isolation: str = "persistent"
     reference: str = "sim:fp64"
     plugins: tuple[str, ...] = ()
-    shrink_budget: int = 200
+    shrink_budget: int = 100
     cliff: bool = True
     timeout: float = 60.0
 
@@ -112,11 +112,13 @@ def run_session(
     names: list[str],
     options: FuzzOptions,
     on_progress: Callable[[int, Progress], None] | None = None,
+    isolator: Isolator | None = None,
 ) -> list[CampaignResult]:
     """Fuzz each op; one merged :class:`CampaignResult` per op, in the order given.
 
     ``on_progress(unit, progress)`` is called from worker threads; ``unit`` numbers the
-    campaigns (one per op and shard) so a display can sum them.
+    campaigns (one per op and shard) so a display can sum them. An ``isolator`` given by
+    the caller (warm, reused across sessions) serves a single-job session.
     """
     check_target(options.target, options.plugins)
     specs = resolve_ops(names)
@@ -129,17 +131,23 @@ def run_session(
     for unit in units:
         todo.put(unit)
 
+    def work(own: Isolator) -> None:
+        while not errors:
+            try:
+                unit = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                outcomes[unit.index] = _run_unit(unit, options, own, on_progress)
+            except BaseException as exc:
+                errors.append(exc)
+
     def worker() -> None:
-        with Isolator(options.isolation) as isolator:
-            while not errors:
-                try:
-                    unit = todo.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    outcomes[unit.index] = _run_unit(unit, options, isolator, on_progress)
-                except BaseException as exc:
-                    errors.append(exc)
+        if isolator is not None and options.jobs == 1:
+            work(isolator)
+            return
+        with Isolator(options.isolation) as own:
+            work(own)
 
     threads = [threading.Thread(target=worker, daemon=True)
                for _ in range(min(options.jobs, len(units)))]

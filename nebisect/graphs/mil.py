@@ -14,23 +14,28 @@ Rules of the cut:
   recorded value from the reference run — unless coremltools already knows it at
   compile time (``var.val``, e.g. a ``shape`` of a static tensor), in which case it
   stays a constant, because ops such as ``reshape`` need such parameters to be const.
-* Function inputs keep the declared dtype and shape (symbolic dims stay symbolic, so a
-  dynamic-shape bug stays dynamic). A dtype Core ML cannot take as an input (``bool``,
-  small ints, fp16 before iOS16) or a rank-0 value is fed through a typed input plus
-  ``cast``/``squeeze`` adapter ops that produce the original name.
+* Function inputs keep the declared dtype and shape: a symbolic dim bound by an input
+  of the original program (a dynamic sequence) stays symbolic, so a dynamic-shape bug
+  stays dynamic; a data-dependent one (a symbol no input binds) takes the recorded
+  size — feeding a value must not turn "known only by running the graph" into "given
+  by the caller", which would hide (or fake) data-dependent-shape failures.
+* A dtype Core ML cannot take as an input (``bool``, small ints, fp16 before iOS16) or
+  a rank-0 value is fed through a typed input plus ``cast``/``squeeze`` adapter ops
+  that produce the original name.
 * Outputs are the kept ops' values that no kept op reads, plus kept graph outputs.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from nebisect.bisect import Cut, Dag
-from nebisect.case import NebisectError
+from nebisect.case import NebisectError, sha256_arrays, sha256_bytes
 from nebisect.mil.dtypes import numpy_dtype
 from nebisect.quiet import import_coremltools
 
@@ -92,6 +97,19 @@ class Plan:
     def op_types(self) -> list[str]:
         return [op.op_type for op in self.ops]
 
+    def digest(self) -> str:
+        """Content hash of the candidate this plan materializes: its structure, every
+        constant's bytes and the feeds — equal plans build equal programs."""
+        structure = {
+            "opset": _opset_value(self.opset),
+            "inputs": [asdict(entry) for entry in self.inputs],
+            "ops": [[op.op_type, op.name, op.args, op.outputs, _value_digest(op.value)]
+                    for op in self.ops],
+            "outputs": self.outputs,
+            "feeds": sha256_arrays(self.feeds),
+        }
+        return sha256_bytes(json.dumps(structure, sort_keys=True, default=str).encode())
+
 
 class MilGraph:
     """The dependency view of one function of a MIL program (``main`` by default)."""
@@ -115,6 +133,10 @@ class MilGraph:
             outputs=[v.name for v in self.function.outputs],
         )
         self.op_types = {op.name: op.op_type for op in self.function.operations}
+        #: Symbolic dims an input binds (a dynamic sequence); any other symbol is data
+        #: dependent, and a cut input of that size gets the recorded, concrete size.
+        self.bound = {str(d) for var in self.function.inputs.values()
+                      for d in (var.shape or ()) if not isinstance(d, int)}
 
     @property
     def units(self) -> tuple[str, ...]:
@@ -149,20 +171,26 @@ class MilGraph:
                 continue
             if name not in recorded:
                 raise ExtractionError(f"no recorded value for {name!r}, an input of the cut")
-            entry = self._plan_input(var, opset)
+            entry = self._plan_input(var, opset, np.shape(recorded[name]))
             inputs.append(entry)
             feeds[entry.name] = _feed(recorded[name], entry)
         ops.extend(self._emit(cut))
         return Plan(opset, inputs, ops, list(cut.outputs), feeds)
 
-    def _plan_input(self, var: Any, opset: Any) -> PlanInput:
+    def _plan_input(self, var: Any, opset: Any, recorded: tuple[int, ...]) -> PlanInput:
         import_coremltools()
         from coremltools.converters.mil.mil import types
 
         if not types.is_tensor(var.sym_type) and not types.is_scalar(var.sym_type):
             raise ExtractionError(f"{var.name!r} is not a tensor; it cannot become an input")
         dtype = types.builtin_to_string(var.dtype)
-        shape = tuple(d if isinstance(d, int) else str(d) for d in var.shape)
+        if len(recorded) != len(var.shape):
+            raise ExtractionError(f"recorded value of {var.name!r} has shape {list(recorded)}, "
+                                  f"the program declares rank {len(var.shape)}")
+        shape = tuple(
+            d if isinstance(d, int) else (str(d) if str(d) in self.bound else int(n))
+            for d, n in zip(var.shape, recorded, strict=True)
+        )
         allowed = _INPUT_DTYPES if _opset_value(opset) >= _IOS16 else _INPUT_DTYPES[:2]
         fed = dtype if dtype in allowed else ("fp32" if dtype.startswith(("fp", "bf")) else "int32")
         adapted = fed != dtype or not shape
@@ -192,6 +220,14 @@ class MilGraph:
                 if var.op is not None and is_constant(var.op) and var.op.name not in needed:
                     needed.add(var.op.name)
                     self._collect_constants(var.op, needed)
+
+
+def _value_digest(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, np.ndarray | np.generic):
+        return sha256_arrays({"value": np.asarray(value)})
+    return f"{type(value).__name__}:{value!r}"
 
 
 def _opset_value(opset: Any) -> int:

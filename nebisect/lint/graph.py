@@ -147,9 +147,6 @@ class ProgramView:
             return True
         return self.assume_fp16 and var.dtype == self._types.fp32
 
-    def dtype_name(self, var: Any) -> str:
-        return self._types.builtin_to_string(var.dtype)
-
     def reduced_size(self, op: Any) -> int | None:
         """Elements combined per output of a ``reduce_*`` op; None if a dim is symbolic."""
         shape = op.inputs["x"].shape
@@ -169,9 +166,6 @@ class ProgramView:
         if axes is None or axes.val is None:
             return list(range(rank))
         return sorted({int(a) % rank for a in np.atleast_1d(axes.val)})
-
-    def is_input(self, var: Any) -> bool:
-        return any(var is v for _, f in self.functions() for v in f.inputs.values())
 
     def function_outputs(self) -> list[tuple[str, Any]]:
         return [(name, v) for name, f in self.functions() for v in f.outputs]

@@ -112,9 +112,10 @@ def proven_overflow(view: ProgramView) -> Iterator[Finding]:
             tainted.update(id(v) for v in op.outputs)
             continue
         data = [b for (_, constant), b in zip(operands, bounds, strict=True) if not constant]
-        if not view.is_float(out) or not view.is_fp16(out) or not data or None in data:
+        known = [b for b in data if b is not None]
+        if not view.is_float(out) or not view.is_fp16(out) or not known or known != data:
             continue
-        found = _overflow(view, op, data[0], intervals.get(id(out)))
+        found = _overflow(view, op, known[0], intervals.get(id(out)))
         if found is None:
             continue
         tainted.update(id(v) for v in op.outputs)

@@ -20,7 +20,6 @@ from nebisect.lint.graph import ProgramView
 from nebisect.lint.registry import Finding, lint_rule
 from nebisect.quiet import import_coremltools
 
-
 #: Elementwise ops whose fresh output symbols are the broadcast of their inputs' dims
 #: (two flexible inputs get distinct symbols once a package is loaded): a function of
 #: input dimensions, not of data.

@@ -43,6 +43,32 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "stateful models: MLModel.make_state() needs the Core ML runtime (macOS) before any "
         "prediction, and the simulator has no state storage",
     ),
+    Exclusion(
+        "*precision='fp32'*float16*",
+        "fp32 backend fed fp16-typed tensors: the tests compute their expected values from "
+        "the unrounded float32 data (torch/numpy) but hand the model fp16-rounded inputs and "
+        "weights, then compare at fp32 tolerance (atol 1e-4, rtol 1e-5); the rounding alone "
+        "(relative 2^-11) exceeds that on any backend. coremltools runs its op tests without "
+        "INCLUDE_MIL_FP32_UNIT_TESTS, so this combination is not exercised upstream; the same "
+        "cases are judged on the fp16 backend",
+    ),
+    Exclusion(
+        "iOS15/test_image_resizing.py::TestCropResize::test_builder_to_backend_smoke*",
+        "expects an UNALIGN_CORNERS resize of the whole 4x4 image ([3.5, 5.5, 11.5, 13.5]) "
+        "for an inverted, out-of-range normalized box [2, 2, 1, 1]: undocumented device "
+        "behaviour for invalid boxes that no sampling rule in the op definition produces",
+    ),
+    Exclusion(
+        "iOS16/test_image_resizing.py::TestCropResize::test_builder_to_backend_ios16*"
+        "precision='fp32'*",
+        "hand-written expected value 7.899 where the exact bilinear sample is 7.9 (rows 1-2 "
+        "at w=0.9 hold 5.9 and 9.9, sampled at h=1.5): error 1e-3 > fp32 atol 1e-4",
+    ),
+    Exclusion(
+        "iOS17/test_image_resizing.py::TestCropResize::test_builder_to_backend_ios17*"
+        "precision='fp32'*N=3*",
+        "same hand-written 7.899 (exact value 7.9) as the iOS16 crop_resize test",
+    ),
 )
 
 
@@ -176,7 +202,8 @@ class _Current:
 
     predictions = 0
     precision = ""
-    failure: str | None = None
+    failure: str | None = None  # raised by the simulated prediction or its comparison
+    test_failure: str | None = None  # anything the test raised
 
 
 def _model_inputs(program: Any, values: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -206,6 +233,34 @@ def _output(outputs: dict[str, np.ndarray], name: str) -> np.ndarray:
     raise KeyError(f"{name} output not found in the simulated outputs")
 
 
+def _first_line(exc: BaseException) -> str:
+    lines = traceback.format_exception_only(type(exc), exc)
+    return "".join(lines).strip().splitlines()[0][:300]
+
+
+def _predict_and_compare(
+    mlmodel: Any, inputs: dict[str, Any], expected: dict[str, Any], precision: str,
+    atol: float, rtol: float, also_compare_shapes: bool, allow_mismatch_ratio: float,
+) -> dict[str, np.ndarray]:
+    from nebisect.mil.interp import run_program
+    from nebisect.mil.load import load_program
+
+    program = load_program(mlmodel)
+    result = run_program(program, _model_inputs(program, inputs), precision)
+    for name, value in expected.items():
+        got = _output(result.outputs, name)
+        want = np.asarray(value)
+        if also_compare_shapes and not (want.shape == () and got.shape == (1,)):
+            assert got.shape == want.shape, f"output {name}: shape {got.shape} != {want.shape}"
+        try:
+            np.testing.assert_allclose(got, want, atol=atol, rtol=rtol)
+        except AssertionError:
+            bad = np.sum(~np.isclose(got, want, atol=atol, rtol=rtol))
+            if bad / max(want.size, 1) > allow_mismatch_ratio:
+                raise
+    return result.outputs
+
+
 def simulated_compare_backend(
     mlmodel: Any,
     input_key_values: dict[str, Any],
@@ -217,29 +272,25 @@ def simulated_compare_backend(
     state: Any = None,
     allow_mismatch_ratio: float = 0.0,
 ) -> dict[str, np.ndarray]:
-    """Drop-in for coremltools' ``compare_backend`` that predicts with the simulator."""
-    from nebisect.mil.interp import run_program
-    from nebisect.mil.load import load_program
+    """Drop-in for coremltools' ``compare_backend`` that predicts with the simulator.
 
+    A failure raised here (simulator error or mismatch) is the case's verdict; a test
+    that fails later, on its own assertions about the converted program, does not
+    count against the simulator.
+    """
     precision = "fp16" if dtype == "fp16" else "fp32"
     _Current.predictions += 1
     _Current.precision = precision
-    program = load_program(mlmodel)
-    result = run_program(program, _model_inputs(program, input_key_values), precision)
     if dtype == "fp16" or mlmodel.compute_unit.name != "CPU_ONLY":
         atol, rtol = max(atol * 100.0, 5e-1), max(rtol * 100.0, 5e-2)
-    for name, expected in expected_outputs.items():
-        got = _output(result.outputs, name)
-        want = np.asarray(expected)
-        if also_compare_shapes and not (want.shape == () and got.shape == (1,)):
-            assert got.shape == want.shape, f"output {name}: shape {got.shape} != {want.shape}"
-        try:
-            np.testing.assert_allclose(got, want, atol=atol, rtol=rtol)
-        except AssertionError:
-            bad = np.sum(~np.isclose(got, want, atol=atol, rtol=rtol))
-            if bad / max(want.size, 1) > allow_mismatch_ratio:
-                raise
-    return result.outputs
+    try:
+        return _predict_and_compare(
+            mlmodel, input_key_values, expected_outputs, precision, atol, rtol,
+            also_compare_shapes, allow_mismatch_ratio,
+        )
+    except Exception as exc:
+        _Current.failure = _first_line(exc)
+        raise
 
 
 def _install() -> None:
@@ -279,7 +330,7 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
         by_file: dict[str, list[Any]] = {}
         for item in items:
             by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-        kept = []
+        kept: list[Any] = []
         for group in by_file.values():
             step = max(len(group) / sample, 1.0)
             kept.extend(group[int(i * step)] for i in range(min(sample, len(group))))
@@ -291,26 +342,29 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
 
 def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
-    _Current.predictions, _Current.precision, _Current.failure = 0, "", None
+    _Current.predictions, _Current.precision = 0, ""
+    _Current.failure = _Current.test_failure = None
 
 
 def pytest_runtest_makereport(item: Any, call: Any) -> None:
     if call.when == "call" and call.excinfo is not None and _Current.predictions:
-        lines = traceback.format_exception_only(call.excinfo.type, call.excinfo.value)
-        _Current.failure = "".join(lines).strip().splitlines()[0][:300]
+        _Current.test_failure = _first_line(call.excinfo.value)
 
 
 def _status(report: Any, nodeid: str) -> tuple[str, str]:
     rule = excluded(nodeid)
     if rule is not None:
         return "excluded", rule.reason
-    if _Current.predictions == 0 or report.skipped:
-        if report.skipped and isinstance(report.longrepr, tuple):
-            return "not-reached", f"skipped: {report.longrepr[2]}"[:300]
-        return "not-reached", report.outcome
-    if report.passed:
+    skip = f"skipped: {report.longrepr[2]}"[:300] if isinstance(report.longrepr, tuple) else ""
+    if _Current.predictions == 0:
+        return "not-reached", skip or report.outcome
+    if report.passed:  # also when the test expected the prediction to raise
         return "pass", ""
-    return "fail", _Current.failure or report.outcome
+    if _Current.failure is not None:
+        return "fail", _Current.failure
+    if report.skipped:
+        return "not-reached", skip
+    return "pass", f"prediction matched; the test then failed on its own: {_Current.test_failure}"
 
 
 def pytest_runtest_logreport(report: Any) -> None:

@@ -61,23 +61,38 @@ class CompiledProgram:
     specs: list[Any]
 
     def run(self, inputs: dict[str, Any], *, intermediates: bool = False) -> SimResult:
-        arrays, _ = bind_inputs(self.specs, inputs)
+        arrays = bind_inputs(self.specs, inputs)
         plan = self.plan
         if plan.device_error is not None:
             raise SimPredictError(plan.device_error)
         env: dict[str, Any] = dict(plan.constants)
         with np.errstate(all="ignore"):
             for name, value in arrays.items():
-                stored = plan.input_storage.get(name)
-                env[name] = value.astype(stored, copy=False) if stored is not None else value
+                storage = plan.input_storage.get(name)
+                env[name] = storage.hold(value) if storage is not None else value
             _run_block(plan.main, env)
-        outputs = {name: np.asarray(env[name]) for name in plan.output_names}
-        inter = {name: env[name] for name in plan.produced if name in env} if intermediates else {}
+            outputs = {name: _logical(plan, name, env) for name in plan.output_names}
+            inter = (
+                {name: _logical(plan, name, env) for name in plan.produced if name in env}
+                if intermediates
+                else {}
+            )
         return SimResult(outputs, inter, dict(plan.placement), dict(plan.op_types))
 
 
-_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None], tuple[Any, CompiledProgram]]]
-_CACHE = weakref.WeakKeyDictionary()
+def _logical(plan: Plan, name: str, env: dict[str, Any]) -> Any:
+    """A value as the precision model stores it (fp16 emulated in float32 → float16)."""
+    value = env[name]
+    logical = plan.emulated.get(name)
+    if logical is not None:
+        return np.asarray(value).astype(logical)
+    return np.asarray(value) if name in plan.output_names else value
+
+
+_Entry = tuple[tuple[Any, ...], CompiledProgram]
+_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None], _Entry]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def compile_program(
@@ -105,7 +120,11 @@ def run_program(
     profile: str | None = None,
     intermediates: bool = False,
 ) -> SimResult:
-    """Execute ``program`` on ``inputs``; see the module docstring for the semantics."""
+    """Execute ``program`` on ``inputs``; see the module docstring for the semantics.
+
+    With a ``profile`` the profile's own precision model applies to the ops it places on
+    its accelerator (fp32 semantics to CPU fallback ops) and ``precision`` is not used.
+    """
     return compile_program(program, precision, profile=profile).run(
         inputs, intermediates=intermediates
     )
@@ -121,16 +140,27 @@ def _main_function(program: Any) -> Any:
     return functions[name]
 
 
-def _fingerprint(block: Any) -> tuple[Any, ...]:
-    """Identity of every op, its input vars and the block outputs: edits change it."""
+def _fingerprint(function: Any) -> tuple[Any, ...]:
+    """What a plan depends on: declared input types, and every op with its inputs.
+
+    Ops and vars are held by reference (they compare by identity), so an edited program
+    — an op added or removed, an input rewired, outputs changed — never matches.
+    """
+    declared = tuple(
+        (t, getattr(t, "shape", None)) for t in getattr(function, "input_types", None) or ()
+    )
+    return declared, _block_parts(function)
+
+
+def _block_parts(block: Any) -> tuple[Any, ...]:
     parts: list[Any] = []
     for op in block.operations:
-        parts.append(id(op))
+        parts.append(op)
         for value in op.inputs.values():
-            parts.append(tuple(map(id, value)) if isinstance(value, (list, tuple)) else id(value))
+            parts.append(tuple(value) if isinstance(value, (list, tuple)) else value)
         for sub in op.blocks:
-            parts.append(_fingerprint(sub))
-    parts.append(tuple(id(v) for v in block.outputs))
+            parts.append(_block_parts(sub))
+    parts.append(tuple(block.outputs))
     return tuple(parts)
 
 
@@ -167,12 +197,9 @@ def _run_kernel(step: Step, env: dict[str, Any]) -> None:
 
 
 def _store(step: Step, out: tuple[str, Any, Any], value: Any, env: dict[str, Any]) -> None:
-    name, dtype, shape = out
-    if dtype is not None and dtype.kind != "O":
-        if not isinstance(value, np.ndarray):
-            value = np.asarray(value)
-        if value.dtype != dtype:
-            value = value.astype(dtype)
+    name, storage, shape = out
+    if storage is not None and storage.container.kind != "O":
+        value = storage.hold(value)
         if shape is not None and not _shape_matches(value.shape, shape):
             declared = [("?" if d is None else d) for d in shape]
             raise SimError(

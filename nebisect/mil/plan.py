@@ -7,6 +7,12 @@ arguments already converted, the shapes the program declares (to catch kernel bu
 and — for a device profile — where each op is placed and whether an output's shape is
 data dependent. The per-op work left at run time is a dict lookup per input, the kernel
 call and a dtype check per output.
+
+Values that the precision model stores as fp16 while computing in fp32 (``fp16``, the
+Neural Engine profile) are held in float32 arrays rounded to fp16 values
+(:func:`nebisect.mil.precision.round_to_fp16`): bit-identical to fp16 storage, without
+numpy's slow half-precision casts before and after every kernel. They are returned as
+float16 arrays.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import numpy as np
 
 from nebisect.mil.dtypes import var_element_dtype
 from nebisect.mil.kernels import Kernel, KernelContext, get_kernel
-from nebisect.mil.precision import PrecisionModel, get_precision
+from nebisect.mil.precision import PrecisionModel, get_precision, round_to_fp16
 from nebisect.mil.profiles import Profile
 
 CONTROL_FLOW = ("cond", "while_loop")
@@ -40,6 +46,32 @@ class Mode:
         return np.dtype(self.storage) if self.storage is not None else declared
 
 
+@dataclass(frozen=True, slots=True)
+class Storage:
+    """How a value is held: the ``logical`` dtype the model stores, the ``container``
+    numpy dtype holding it, and whether the container needs rounding to ``logical``."""
+
+    logical: np.dtype
+    container: np.dtype
+    rounds: bool = False
+
+    def hold(self, value: Any) -> Any:
+        """``value`` as this storage holds it (cast, and rounded to fp16 if emulated)."""
+        if not isinstance(value, np.ndarray):
+            value = np.asarray(value)
+        source = value.dtype
+        if self.rounds and source == np.float64:
+            return value.astype(np.float16).astype(np.float32)  # one rounding, not two
+        if source != self.container:
+            value = value.astype(self.container)
+        if self.rounds and source != self.logical:
+            value = round_to_fp16(value)
+        return value
+
+
+Shape = tuple[int | None, ...] | None
+
+
 @dataclass(slots=True)
 class Step:
     """One op ready to run; ``blocks`` holds the sub-plans of control-flow ops."""
@@ -51,7 +83,7 @@ class Step:
     static: dict[str, Any]
     dynamic: tuple[tuple[str, str, np.dtype | None], ...]
     tuples: tuple[tuple[str, tuple[tuple[str, np.dtype | None], ...]], ...]
-    outputs: tuple[tuple[str, np.dtype | None, tuple[int | None, ...] | None], ...]
+    outputs: tuple[tuple[str, Storage | None, Shape], ...]
     blocks: tuple[BlockPlan, ...] = ()
     device: str | None = None
 
@@ -69,8 +101,9 @@ class Plan:
 
     main: BlockPlan
     constants: dict[str, Any]
-    input_storage: dict[str, np.dtype | None]
+    input_storage: dict[str, Storage | None]
     output_names: tuple[str, ...]
+    emulated: dict[str, np.dtype] = field(default_factory=dict)
     produced: list[str] = field(default_factory=list)
     placement: dict[str, str] = field(default_factory=dict)
     op_types: dict[str, str] = field(default_factory=dict)
@@ -88,8 +121,10 @@ class _Compiler:
             self.device_mode = Mode(
                 model.compute, model.storage, (*model.variants, profile.variant), profile.device
             )
+        self.emulate_half = model.compute is np.float32
         self.constants: dict[str, Any] = {}
-        self.storage: dict[str, np.dtype | None] = {}
+        self.storage: dict[str, Storage | None] = {}
+        self.emulated: dict[str, np.dtype] = {}
         self.converted: dict[tuple[str, Any], Any] = {}
         self.plan_produced: list[str] = []
         self.placement: dict[str, str] = {}
@@ -100,21 +135,31 @@ class _Compiler:
             return self.value_mode
         return self.device_mode if self.profile.place(op) == self.profile.device else self.cpu
 
+    def storage_of(self, name: str, mode: Mode, declared: np.dtype | None) -> Storage | None:
+        """Record and return how the value ``name`` is held under ``mode``."""
+        logical = mode.store(declared)
+        storage = None
+        if logical is not None:
+            emulated = self.emulate_half and logical == np.float16
+            if emulated:
+                self.emulated[name] = logical
+            storage = Storage(logical, np.dtype(np.float32) if emulated else logical, emulated)
+        self.storage[name] = storage
+        return storage
+
     def const(self, op: Any) -> None:
         var = op.outputs[0]
         declared = var_element_dtype(var)
+        storage = self.storage_of(var.name, self.value_mode, declared)
         value = var.val
-        want = self.value_mode.store(declared)
-        if want is not None and want.kind == "f":
-            value = np.asarray(value, dtype=declared).astype(want)
+        if storage is not None and storage.logical.kind == "f":
+            value = storage.hold(np.asarray(value, dtype=declared))
         self.constants[var.name] = value
-        self.storage[var.name] = want
 
     def const_arg(self, name: str, compute: type[np.floating]) -> Any:
         """A constant as a kernel argument: floats in the compute dtype, the rest as is."""
         value = self.constants[name]
-        stored = self.storage[name]
-        if stored is None or stored.kind != "f" or stored == compute:
+        if self.arg_conversion(name, compute) is None:
             return value
         key = (name, compute)
         if key not in self.converted:
@@ -122,14 +167,14 @@ class _Compiler:
         return self.converted[key]
 
     def arg_conversion(self, name: str, compute: type[np.floating]) -> np.dtype | None:
-        stored = self.storage.get(name)
-        if stored is not None and stored.kind == "f" and stored != compute:
+        storage = self.storage.get(name)
+        if storage is not None and storage.container.kind == "f" and storage.container != compute:
             return np.dtype(compute)
         return None
 
     def block(self, block: Any, inputs: tuple[Any, ...], in_loop: bool) -> BlockPlan:
         for var in inputs:
-            self.storage[var.name] = self.value_mode.store(var_element_dtype(var))
+            self.storage_of(var.name, self.value_mode, var_element_dtype(var))
         steps = []
         for op in block.operations:
             if op.op_type == "const":
@@ -166,11 +211,9 @@ class _Compiler:
                 dynamic.append((key, value.name, self.arg_conversion(value.name, compute)))
         outputs = []
         for var in op.outputs:
-            declared = var_element_dtype(var)
-            stored = mode.store(declared)
-            self.storage[var.name] = stored
+            storage = self.storage_of(var.name, mode, var_element_dtype(var))
             self.plan_produced.append(var.name)
-            outputs.append((var.name, stored, None if in_loop else _declared_shape(var)))
+            outputs.append((var.name, storage, None if in_loop else _declared_shape(var)))
         blocks: tuple[BlockPlan, ...] = ()
         fn = None
         if op.op_type == "cond":
@@ -199,8 +242,10 @@ def op_key(op: Any) -> str:
 
 def _declared_shape(var: Any) -> tuple[int | None, ...] | None:
     """Declared shape with None for symbolic dims; None when the var is not a tensor."""
-    shape = getattr(var, "shape", None)
-    if shape is None or var_element_dtype(var) is None:
+    if var_element_dtype(var) is None:
+        return None
+    shape = var.shape
+    if any(str(s).startswith("*") for s in shape):  # variadic symbol: rank unknown
         return None
     return tuple(int(s) if isinstance(s, (int, np.integer)) else None for s in shape)
 
@@ -218,6 +263,7 @@ def compile_function(
         constants=compiler.constants,
         input_storage={v.name: compiler.storage[v.name] for v in inputs},
         output_names=tuple(v.name for v in function.outputs),
+        emulated=compiler.emulated,
         produced=compiler.plan_produced,
         placement=compiler.placement,
         op_types=compiler.op_types,

@@ -84,3 +84,49 @@ FP16_NAIVE = register_precision(
         description="fp16 arithmetic by the textbook formula (no max-shift, fp16 sums)",
     )
 )
+
+
+
+_SIGN = np.uint32(0x80000000)
+_HALF_MAX_BITS = np.uint32(0x477FE000)  # 65504.0, the largest fp16, as float32 bits
+_INF_BITS = np.uint32(0x7F800000)
+_HALF_TINY = np.float32(2.0**-14)  # the smallest normal fp16
+_HALF = np.float32(0.5)  # |x| + 0.5 has ulp 2^-24: the fp16 subnormal spacing
+
+
+def round_to_fp16(x: np.ndarray) -> np.ndarray:
+    """``x.astype(float16).astype(float32)`` bit for bit, without numpy's half casts.
+
+    numpy converts to half precision in software — a few ns per element, and hundreds
+    when results are fp16 subnormals, as most softmax outputs are. Rounding the float32
+    bit pattern to 10 mantissa bits (round to nearest, ties to even) takes a handful of
+    integer passes; below the smallest normal fp16, ``(|x| + 0.5) - 0.5`` lands on the
+    subnormal grid (multiples of 2^-24) with the same rounding; past 65504 the result
+    is ±inf and NaN stays NaN. The fp16 precision model keeps its values in float32
+    arrays rounded this way, so kernels that compute in float32 need no conversions.
+    """
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    bits = x.view(np.uint32)
+    sign = bits & _SIGN
+    magnitude_bits = bits ^ sign
+    out = magnitude_bits >> np.uint32(13)
+    out &= np.uint32(1)
+    out += np.uint32(0x0FFF)
+    out += magnitude_bits
+    out &= np.uint32(0xFFFFE000)
+    magnitude = magnitude_bits.view(np.float32)
+    small = magnitude < _HALF_TINY
+    if small.any():
+        subnormal = magnitude + _HALF
+        subnormal -= _HALF
+        mask = small.astype(np.uint32)
+        np.negative(mask, out=mask)
+        out &= ~mask
+        mask &= subnormal.view(np.uint32)
+        out |= mask
+    if out.size and out.max() > _HALF_MAX_BITS:  # overflow to inf, or NaN (rare)
+        out[out > _HALF_MAX_BITS] = _INF_BITS
+        nan = magnitude_bits > _INF_BITS
+        out[nan] = magnitude_bits[nan]
+    out |= sign
+    return out.view(np.float32)

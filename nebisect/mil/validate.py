@@ -89,13 +89,13 @@ def _dim_of(size: Any) -> DimSpec:
     return DimSpec(symbol=str(size))
 
 
-def bind_inputs(
-    specs: list[InputSpec], inputs: dict[str, Any]
-) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """Validate ``inputs``; return them as arrays of their declared kind, plus symbol sizes.
+def bind_inputs(specs: list[InputSpec], inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Validate ``inputs`` and return them as arrays of their declared kind.
 
-    Float inputs keep their own float dtype (the precision model decides storage);
-    integer inputs are cast to the declared integer dtype when their values fit.
+    Every symbolic dimension is bound to its size in the first input that has it and
+    must have that size wherever else it appears. Float inputs keep their own float
+    dtype (the precision model decides storage); integer inputs are cast to the
+    declared integer dtype when their values fit.
     """
     expected = {s.name for s in specs}
     missing = sorted(expected - set(inputs))
@@ -115,7 +115,7 @@ def bind_inputs(
         value = _coerce(spec, inputs[spec.name])
         _check_shape(spec, value.shape, bindings)
         arrays[spec.name] = value
-    return arrays, bindings
+    return arrays
 
 
 def _coerce(spec: InputSpec, raw: Any) -> np.ndarray:

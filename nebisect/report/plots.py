@@ -3,9 +3,10 @@
 Figures are built with ``matplotlib.figure.Figure`` and its SVG canvas directly, so
 no pyplot state or GUI backend is involved (safe in workers and headless CI). Text is
 drawn as paths (``svg.fonttype = path``): the SVG needs no font on the machine that
-opens the report. Each figure gets its own ``svg.hashsalt`` so the ids matplotlib
-generates inside several SVGs inlined in one page never collide, and no date
-metadata, so the same data gives the same bytes.
+opens the report. The ids matplotlib generates inside an SVG (glyphs, clip paths,
+artist groups) are prefixed with the figure's element id, so several SVGs inlined in
+one page never share an id; a fixed ``svg.hashsalt`` and no date metadata make the
+same data give the same bytes.
 """
 
 from __future__ import annotations
@@ -34,22 +35,26 @@ STATUS_COLORS = {
 
 
 @contextmanager
-def _figure(element_id: str, size: tuple[float, float]) -> Iterator[Any]:
+def _figure(size: tuple[float, float]) -> Iterator[Any]:
     import matplotlib
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context({"svg.hashsalt": element_id, "svg.fonttype": "path"}):
+    with matplotlib.rc_context({"svg.hashsalt": "nebisect", "svg.fonttype": "path"}):
         figure = Figure(figsize=size, layout="constrained")
         FigureCanvasSVG(figure)
         yield figure
 
 
 def _svg(figure: Any, element_id: str) -> str:
+    """The figure's SVG element, every internal id prefixed with ``element_id``."""
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
     text = text[text.index("<svg"):]
+    text = re.sub(r'\bid="([^"]+)"', rf'id="{element_id}-\1"', text)
+    text = re.sub(r'href="#([^"]+)"', rf'href="#{element_id}-\1"', text)
+    text = re.sub(r"url\(#([^)]+)\)", rf"url(#{element_id}-\1)", text)
     return re.sub(
         r"<svg ", f'<svg id="{element_id}-svg" class="plot-svg" role="img" ', text, count=1
     )
@@ -60,7 +65,7 @@ def cliff_sweep_svg(sweep: CliffSweep, element_id: str) -> str:
     x = np.asarray(sweep.x, dtype=np.float64)
     out = np.asarray(sweep.output, dtype=np.float64)
     ref = np.asarray(sweep.reference, dtype=np.float64)
-    with _figure(element_id, (8.0, 4.4)) as figure:
+    with _figure((8.0, 4.4)) as figure:
         ax = figure.add_subplot()
         ax.plot(x, ref, color="#616161", linestyle="--", linewidth=1.4,
                 label=f"reference ({sweep.reference_target})")
@@ -98,7 +103,7 @@ def divergence_svg(divergence: Divergence, element_id: str) -> str:
     floor = 1e-3
     heights = np.where(np.isfinite(errors), np.maximum(errors, floor), top)
     colors = ["#2e7d32" if op.passed else "#c62828" for op in divergence.ops]
-    with _figure(element_id, (8.0, 4.0)) as figure:
+    with _figure((8.0, 4.0)) as figure:
         ax = figure.add_subplot()
         bars = ax.bar(index, heights, color=colors, width=0.8)
         for bar, error in zip(bars, errors, strict=True):
@@ -137,7 +142,7 @@ def matrix_svg(matrix: RunMatrix, element_id: str) -> str:
     rows, columns = matrix.rows, matrix.columns
     width = min(2.0 + 1.2 * len(columns), 12.0)
     height = min(1.4 + 0.45 * len(rows), 10.0)
-    with _figure(element_id, (width, height)) as figure:
+    with _figure((width, height)) as figure:
         ax = figure.add_subplot()
         for r, row in enumerate(rows):
             for c, column in enumerate(columns):

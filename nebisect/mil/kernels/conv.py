@@ -28,6 +28,11 @@ def _spatial_params(
     )
 
 
+def _at(tap: tuple[int, ...]) -> tuple[Any, ...]:
+    """Index of one kernel tap in a weight whose trailing dims are the kernel's."""
+    return (Ellipsis, *tap)
+
+
 def _add_bias(out: np.ndarray, bias: Any) -> np.ndarray:
     if bias is None:
         return out
@@ -67,7 +72,7 @@ def conv(
             for t, d, o, s in zip(tap, dilation, out_dims, stride, strict=True)
         )
         patch = xp[(slice(None), slice(None), *window)].reshape(n, g, c_in // g, -1)
-        out += np.matmul(w[(..., *tap)], patch)
+        out += np.matmul(w[_at(tap)], patch)
     return _add_bias(out.reshape(n, c_out, *out_dims), bias)
 
 
@@ -125,7 +130,7 @@ def conv_transpose(
     w = np.moveaxis(weight.reshape(g, c_in // g, c_out // g, *taps), 1, 2)
     xs = x.reshape(n, g, c_in // g, -1)
     for tap in itertools.product(*(range(k) for k in taps)):
-        contrib = np.matmul(w[(..., *tap)], xs).reshape(n, g, c_out // g, *in_dims)
+        contrib = np.matmul(w[_at(tap)], xs).reshape(n, g, c_out // g, *in_dims)
         window = tuple(
             slice(t * dl, t * dl + (d - 1) * s + 1, s)
             for t, dl, d, s in zip(tap, dilation, in_dims, stride, strict=True)

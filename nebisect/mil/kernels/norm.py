@@ -5,16 +5,22 @@ Statistics are the population ones of coremltools' value inference
 (``(x - mean) / sqrt(mean((x - mean)^2) + eps)``), computed in the compute dtype.
 ``local_response_norm`` sums squares over channels ``[c - size//2, c + (size-1)//2]``,
 the window of ``torch.nn.LocalResponseNorm`` the conformance tests compare against.
+The ``naive`` variants (layer/instance/l2 norm) accumulate their sums sequentially in
+the compute dtype, the textbook fp16 lowering whose sum of squares overflows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from nebisect.mil.kernels import KernelContext, kernel
 from nebisect.mil.kernels._args import axis_of, ints, scalar
+from nebisect.mil.kernels.reduction import sequential_sum
+
+Normalize = Callable[[np.ndarray, tuple[int, ...], float], np.ndarray]
 
 
 def _normalize(x: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
@@ -23,8 +29,31 @@ def _normalize(x: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
     return centered / np.sqrt(var + x.dtype.type(eps))
 
 
+def _normalize_naive(x: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
+    """Textbook statistics with sequential accumulators in the compute dtype: under
+    fp16-naive the sum of squares overflows (→ inf → output 0) once Σ(x-μ)² > 65504."""
+    count = x.dtype.type(int(np.prod([x.shape[a] for a in axes])))
+    centered = x - sequential_sum(x, axes, True) / count
+    var = sequential_sum(centered * centered, axes, True) / count
+    return centered / np.sqrt(var + x.dtype.type(eps))
+
+
 def _per_channel(value: Any, rank: int) -> np.ndarray:
     return np.asarray(value).reshape((1, -1) + (1,) * (rank - 2))
+
+
+def _layer_norm(
+    normalize: Normalize, x: Any, axes: Any, gamma: Any, beta: Any, epsilon: Any
+) -> np.ndarray:
+    x = np.asarray(x)
+    dims = tuple(range(x.ndim)) if axes is None else tuple(axis_of(a, x.ndim) for a in ints(axes))
+    out = normalize(x, dims, scalar(epsilon, 1e-5))
+    param_shape = [x.shape[i] if i in dims else 1 for i in range(x.ndim)]
+    if gamma is not None:
+        out = out * np.asarray(gamma).reshape(param_shape)
+    if beta is not None:
+        out = out + np.asarray(beta).reshape(param_shape)
+    return out
 
 
 @kernel("layer_norm")
@@ -36,15 +65,19 @@ def layer_norm(
     beta: Any = None,
     epsilon: Any = 1e-5,
 ) -> np.ndarray:
-    x = np.asarray(x)
-    dims = tuple(range(x.ndim)) if axes is None else tuple(axis_of(a, x.ndim) for a in ints(axes))
-    out = _normalize(x, dims, scalar(epsilon, 1e-5))
-    param_shape = [x.shape[i] if i in dims else 1 for i in range(x.ndim)]
-    if gamma is not None:
-        out = out * np.asarray(gamma).reshape(param_shape)
-    if beta is not None:
-        out = out + np.asarray(beta).reshape(param_shape)
-    return out
+    return _layer_norm(_normalize, x, axes, gamma, beta, epsilon)
+
+
+@kernel("layer_norm", variant="naive")
+def layer_norm_naive(
+    ctx: KernelContext,
+    x: np.ndarray,
+    axes: Any = None,
+    gamma: Any = None,
+    beta: Any = None,
+    epsilon: Any = 1e-5,
+) -> np.ndarray:
+    return _layer_norm(_normalize_naive, x, axes, gamma, beta, epsilon)
 
 
 @kernel("batch_norm")
@@ -67,16 +100,11 @@ def batch_norm(
     return out
 
 
-@kernel("instance_norm")
-def instance_norm(
-    ctx: KernelContext,
-    x: np.ndarray,
-    gamma: Any = None,
-    beta: Any = None,
-    epsilon: Any = 1e-5,
+def _instance_norm(
+    normalize: Normalize, x: Any, gamma: Any, beta: Any, epsilon: Any
 ) -> np.ndarray:
     x = np.asarray(x)
-    out = _normalize(x, tuple(range(2, x.ndim)), scalar(epsilon, 1e-5))
+    out = normalize(x, tuple(range(2, x.ndim)), scalar(epsilon, 1e-5))
     if gamma is not None:
         out = out * _per_channel(gamma, x.ndim)
     if beta is not None:
@@ -84,12 +112,36 @@ def instance_norm(
     return out
 
 
+@kernel("instance_norm")
+def instance_norm(
+    ctx: KernelContext, x: np.ndarray, gamma: Any = None, beta: Any = None, epsilon: Any = 1e-5
+) -> np.ndarray:
+    return _instance_norm(_normalize, x, gamma, beta, epsilon)
+
+
+@kernel("instance_norm", variant="naive")
+def instance_norm_naive(
+    ctx: KernelContext, x: np.ndarray, gamma: Any = None, beta: Any = None, epsilon: Any = 1e-5
+) -> np.ndarray:
+    return _instance_norm(_normalize_naive, x, gamma, beta, epsilon)
+
+
+def _l2_dims(x: np.ndarray) -> tuple[int, ...]:
+    """The last three dims (all, if fewer) — leading dims are batch."""
+    return tuple(range(max(x.ndim - 3, 0), x.ndim))
+
+
 @kernel("l2_norm")
 def l2_norm(ctx: KernelContext, x: np.ndarray, epsilon: Any = 1e-6) -> np.ndarray:
-    """Divide by the root of the sum of squares over the last three dims (all, if fewer)."""
     x = np.asarray(x)
-    dims = tuple(range(max(x.ndim - 3, 0), x.ndim))
-    square_sum = np.sum(x * x, axis=dims, keepdims=True)
+    square_sum = np.sum(x * x, axis=_l2_dims(x), keepdims=True)
+    return x / np.sqrt(square_sum + x.dtype.type(scalar(epsilon, 1e-6)))
+
+
+@kernel("l2_norm", variant="naive")
+def l2_norm_naive(ctx: KernelContext, x: np.ndarray, epsilon: Any = 1e-6) -> np.ndarray:
+    x = np.asarray(x)
+    square_sum = sequential_sum(x * x, _l2_dims(x), True)
     return x / np.sqrt(square_sum + x.dtype.type(scalar(epsilon, 1e-6)))
 
 

@@ -9,14 +9,16 @@ implemented, which agrees with the older one on every program the older one acce
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from nebisect.mil.kernels import KernelContext, kernel
 from nebisect.mil.kernels._args import axis_of, flag, ints, text
 
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}
+_PAD_MODES: dict[str, Literal["constant", "reflect", "edge"]] = {
+    "constant": "constant", "reflect": "reflect", "replicate": "edge"
+}
 
 
 def _target_shape(in_shape: tuple[int, ...], shape: list[int]) -> list[int]:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import NebisectError
+from nebisect.mil.dtypes import var_element_dtype
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,9 @@ class Profile:
             op = var.op
             if op is None or not op.outputs or placement.get(op.outputs[0].name) != self.device:
                 continue
-            shape = getattr(var, "shape", None) or ()
+            if var_element_dtype(var) is None:  # lists and other non-tensors
+                continue
+            shape = var.shape or ()
             free = [s for s in shape if _symbolic(s) and str(s) not in bound]
             if free:
                 dims = ", ".join("?" if _symbolic(s) else str(s) for s in shape)
@@ -80,7 +83,7 @@ def _symbolic(size: Any) -> bool:
 
 
 def _input_vars(op: Any) -> list[Any]:
-    found = []
+    found: list[Any] = []
     for key, value in op.inputs.items():
         if key.startswith("_"):
             continue

@@ -1,0 +1,101 @@
+"""The coremltools op-test conformance harness: its bookkeeping, its simulated
+``compare_backend``, and (slow) a representative sample of every op family."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nebisect.mil import conformance as conf
+
+NODE = (
+    ".venv/lib/python3.11/site-packages/coremltools/converters/mil/mil/ops/tests/"
+    "iOS17/test_conv.py::TestConv::test_x[backend=BackendConfig(backend='mlprogram', "
+    "precision='fp32', opset_version=8)-dtype=<class 'numpy.float16'>]"
+)
+
+
+def test_node_ids_map_to_families_and_exclusions():
+    assert conf.short_id(NODE).startswith("iOS17/test_conv.py::TestConv::")
+    assert conf.family_of(NODE) == "conv"
+    rule = conf.excluded(NODE)
+    assert rule is not None and "fp16" in rule.reason
+    assert conf.excluded(NODE.replace("float16", "float32")) is None
+    assert conf.excluded("iOS18/test_states.py::TestState::test_x") is not None
+
+
+def test_every_exclusion_has_a_reason_and_matches_a_collected_test_shape():
+    patterns = [rule.pattern for rule in conf.EXCLUSIONS]
+    assert len(patterns) == len(set(patterns))
+    for rule in conf.EXCLUSIONS:
+        assert len(rule.reason) > 40, rule.pattern
+        assert "::" in rule.pattern or rule.pattern.startswith("*"), rule.pattern
+
+
+def test_summary_counts_and_rate():
+    records = [
+        conf.CaseRecord("a::1", "conv", "pass"),
+        conf.CaseRecord("a::2", "conv", "fail", detail="AssertionError"),
+        conf.CaseRecord("a::3", "conv", "excluded"),
+        conf.CaseRecord("b::1", "pool", "pass"),
+        conf.CaseRecord("b::2", "pool", "not-reached"),
+    ]
+    rows, total = conf.summarize(records)
+    assert [r.family for r in rows] == ["conv", "pool"]
+    assert (rows[0].reached, rows[0].passed, rows[0].excluded) == (2, 1, 1)
+    assert rows[0].rate == 0.5
+    assert (total.reached, total.passed, total.failed, total.not_reached) == (3, 2, 1, 1)
+    assert conf.CaseRecord.from_json(records[1].to_json()) == records[1]
+
+
+def test_read_log_keeps_the_last_verdict_of_a_rerun(tmp_path):
+    log = tmp_path / "x.jsonl"
+    log.write_text(
+        conf.CaseRecord("a::1", "conv", "fail").to_json() + "\n"
+        + conf.CaseRecord("a::1", "conv", "pass").to_json() + "\n"
+    )
+    assert [r.status for r in conf.read_log(log)] == ["pass"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    ct = pytest.importorskip("coremltools")
+    from coremltools.converters.mil import Builder as mb
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.transpose(x=mb.mul(x=x, y=2.0), perm=[1, 0], name="out")
+
+    return ct.convert(prog, convert_to="mlprogram", compute_precision=ct.precision.FLOAT32,
+                      compute_units=ct.ComputeUnit.CPU_ONLY,
+                      minimum_deployment_target=ct.target.iOS17)
+
+
+def test_simulated_compare_backend_predicts_and_can_fail(tiny_model):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    outputs = conf.simulated_compare_backend(tiny_model, {"x": x}, {"out": (2 * x).T})
+    np.testing.assert_array_equal(outputs["out"], (2 * x).T)
+    with pytest.raises(AssertionError):
+        conf.simulated_compare_backend(tiny_model, {"x": x}, {"out": (2 * x).T + 1e-3})
+    with pytest.raises(AssertionError, match="shape"):
+        conf.simulated_compare_backend(tiny_model, {"x": x}, {"out": 2 * x})
+    # fp16 backends get coremltools' device tolerance (atol 0.5): an error of 0.1 passes
+    conf.simulated_compare_backend(tiny_model, {"x": x}, {"out": (2 * x).T + 0.1}, dtype="fp16")
+
+
+SAMPLE_PER_FILE = 3
+
+
+@pytest.mark.slow
+def test_representative_sample_of_every_family(tmp_path):
+    """A few evenly spaced tests of every op-test file, both precisions, all opsets."""
+    families = conf.op_test_files()
+    log = tmp_path / "sample.jsonl"
+    paths = [p for group in families.values() for p in group]
+    conf.run_pytest(paths, log, sample=SAMPLE_PER_FILE, timeout=900)
+    rows, total = conf.summarize(conf.read_log(log))
+    logged = {row.family for row in rows}
+    assert logged == set(families), f"families without a verdict: {set(families) - logged}"
+    failures = [r for r in conf.read_log(log) if r.status == "fail"]
+    assert total.reached >= 40, total
+    assert total.rate >= 0.95, [(f.nodeid, f.detail) for f in failures]

@@ -1,0 +1,139 @@
+"""Program I/O: save/load round trips with weights and flexible shapes; load errors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nebisect.case import NebisectError
+from nebisect.mil.interp import run_program
+from nebisect.mil.load import load_program, save_program
+from nebisect.quiet import import_coremltools
+
+ct = import_coremltools()
+from coremltools.converters.mil import Builder as mb  # noqa: E402
+from coremltools.converters.mil.mil import get_new_symbol  # noqa: E402
+
+RNG = np.random.default_rng(3)
+WEIGHT = RNG.standard_normal((16, 32)).astype(np.float32)
+BIAS = RNG.standard_normal(16).astype(np.float32)
+
+
+def _weighted():
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 32))], opset_version=ct.target.iOS17)
+    def prog(x):
+        hidden = mb.linear(x=x, weight=WEIGHT, bias=BIAS, name="hidden")
+        gate = mb.sigmoid(x=hidden, name="gate")
+        return mb.mul(x=hidden, y=gate, name="out")  # silu written out: must stay so
+
+    return prog
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("pkg") / "model.mlpackage"
+    save_program(_weighted(), path)
+    return path
+
+
+def _copy(package: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy.mlpackage"
+    shutil.copytree(package, target)
+    return target
+
+
+def test_round_trip_keeps_weights_ops_and_results(package):
+    assert (package / "Data/com.apple.CoreML/weights/weight.bin").stat().st_size > WEIGHT.nbytes
+    loaded = load_program(package)
+    ops = [op.op_type for op in loaded.functions["main"].operations if op.op_type != "const"]
+    assert ops == ["linear", "sigmoid", "mul"]
+    x = RNG.standard_normal((2, 32)).astype(np.float32)
+    before = run_program(_weighted(), {"x": x}).outputs["out"]
+    after = run_program(loaded, {"x": x}).outputs["out"]
+    np.testing.assert_array_equal(before, after)
+    hidden = x.astype(np.float64) @ WEIGHT.T.astype(np.float64) + BIAS
+    np.testing.assert_allclose(after, hidden / (1 + np.exp(-hidden)), rtol=1e-12)
+
+
+def test_save_leaves_the_program_untouched_and_replaces_the_target(tmp_path):
+    prog = _weighted()
+    before = [op.name for op in prog.functions["main"].operations]
+    target = tmp_path / "m.mlpackage"
+    save_program(prog, target)
+    save_program(prog, target)
+    assert [op.name for op in prog.functions["main"].operations] == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.mlpackage"]
+
+
+def test_flexible_shapes_survive_the_round_trip(tmp_path):
+    seq = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, seq))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.reduce_sum(x=x, axes=[1], name="total")
+
+    prog.functions["main"].input_types = (
+        ct.TensorType(name="x", shape=ct.Shape((1, ct.RangeDim(2, 9)))),
+    )
+    save_program(prog, tmp_path / "flex.mlpackage")
+    loaded = load_program(tmp_path / "flex.mlpackage")
+    out = run_program(loaded, {"x": np.ones((1, 9), np.float32)}).outputs["total"]
+    np.testing.assert_array_equal(out, [9.0])
+    outside = r"size 10 on axis 1, outside the flexible range 2\.\.9"
+    with pytest.raises(NebisectError, match=outside):
+        run_program(loaded, {"x": np.ones((1, 10), np.float32)})
+
+    prog.functions["main"].input_types = (
+        ct.TensorType(name="x", shape=ct.EnumeratedShapes(shapes=[(1, 2), (1, 4)])),
+    )
+    save_program(prog, tmp_path / "enum.mlpackage")
+    enumerated = load_program(tmp_path / "enum.mlpackage")
+    assert run_program(enumerated, {"x": np.ones((1, 4), np.float32)}).outputs["total"] == 4
+    with pytest.raises(NebisectError, match="enumerated shapes"):
+        run_program(enumerated, {"x": np.ones((1, 3), np.float32)})
+
+
+def test_in_memory_program_and_mlmodel_are_accepted(package):
+    prog = _weighted()
+    assert load_program(prog) is prog
+    model = ct.models.MLModel(str(package), skip_model_load=True)
+    loaded = load_program(model)
+    x = np.ones((2, 32), np.float32)
+    np.testing.assert_array_equal(run_program(loaded, {"x": x}).outputs["out"],
+                                  run_program(prog, {"x": x}).outputs["out"])
+
+
+def test_missing_weight_file_is_named(package, tmp_path):
+    broken = _copy(package, tmp_path)
+    (broken / "Data/com.apple.CoreML/weights/weight.bin").unlink()
+    with pytest.raises(NebisectError, match=r"missing weight file @model_path/weights/weight.bin"):
+        load_program(broken)
+
+
+def test_corrupt_package_and_other_bad_paths(package, tmp_path):
+    corrupt = _copy(package, tmp_path)
+    (corrupt / "Data/com.apple.CoreML/model.mlmodel").write_bytes(b"\x08\x96\x01garbage" * 7)
+    with pytest.raises(NebisectError, match="corrupt model package"):
+        load_program(corrupt)
+    with pytest.raises(NebisectError, match="no such file or directory"):
+        load_program(tmp_path / "absent.mlpackage")
+    (tmp_path / "empty.mlpackage").mkdir()
+    with pytest.raises(NebisectError, match=r"not an \.mlpackage"):
+        load_program(tmp_path / "empty.mlpackage")
+    with pytest.raises(NebisectError, match=r"must end in \.mlpackage"):
+        save_program(_weighted(), tmp_path / "model.bin")
+
+
+def test_neuralnetwork_model_is_refused_with_the_reason(tmp_path):
+    from coremltools.models import datatypes
+    from coremltools.models.neural_network import NeuralNetworkBuilder
+
+    builder = NeuralNetworkBuilder([("x", datatypes.Array(3))], [("y", datatypes.Array(3))])
+    builder.add_activation("relu", "RELU", "x", "y")
+    path = tmp_path / "old.mlmodel"
+    ct.utils.save_spec(builder.spec, str(path))
+    with pytest.raises(NebisectError, match="neuralnetwork model; nebisect simulates ML programs"):
+        load_program(path)
