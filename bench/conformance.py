@@ -4,6 +4,7 @@
     .venv/bin/python bench/conformance.py conv pool        # some families
     .venv/bin/python bench/conformance.py --sample 20      # 20 tests per test file
     .venv/bin/python bench/conformance.py --report-only    # re-print from the logs
+    .venv/bin/python bench/conformance.py --failed conv    # re-run logged failures only
 
 Each family runs in its own pytest process (one core), appending verdicts to
 ``<out>/<family>.jsonl``; a family whose log exists is skipped unless ``--rerun``, so an
@@ -13,20 +14,28 @@ exclusions (nebisect.mil.conformance.EXCLUSIONS) are listed with their reasons.
 
 from __future__ import annotations
 
-import argparse
-import collections
+import os
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-from nebisect.mil.conformance import (
+# bench/ holds scripts, not modules: drop it from the import path so a sibling script
+# named like a stdlib module (bench/bisect.py) cannot shadow it (random imports bisect).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from nebisect.mil.conformance import (  # noqa: E402
     EXCLUSIONS,
     CaseRecord,
     op_test_files,
     read_log,
     run_pytest,
     summarize,
+    tests_root,
 )
 
 
@@ -42,6 +51,18 @@ def _run(families: list[str] | None, out: Path, sample: int, rerun: bool) -> Non
         print(f"{family:24s} pytest exit {code} in {time.monotonic() - start:7.1f}s", flush=True)
 
 
+def _rerun_failures(families: list[str] | None, out: Path) -> None:
+    """Re-run only the failing cases of each logged family; their new verdicts are
+    appended (the log keeps a test's last verdict)."""
+    for log in sorted(out.glob("*.jsonl")):
+        if families is not None and log.stem not in families:
+            continue
+        failing = [r.nodeid for r in read_log(log) if r.status == "fail"]
+        if failing:
+            code = run_pytest([str(tests_root() / n) for n in failing], log, timeout=3600)
+            print(f"{log.stem:24s} re-ran {len(failing)} failing cases, pytest exit {code}")
+
+
 def _report(out: Path, families: list[str] | None, failures: int) -> float:
     records: list[CaseRecord] = []
     for log in sorted(out.glob("*.jsonl")):
@@ -49,14 +70,19 @@ def _report(out: Path, families: list[str] | None, failures: int) -> float:
             records.extend(read_log(log))
     rows, total = summarize(records)
     print(f"\n{'family':24s} {'reached':>8s} {'pass':>6s} {'fail':>6s} {'rate':>8s} "
-          f"{'excluded':>9s} {'not reached':>12s}")
+          f"{'declared':>9s} {'excluded':>9s} {'not reached':>12s}")
     for row in [*rows, total]:
         print(f"{row.family:24s} {row.reached:8d} {row.passed:6d} {row.failed:6d} "
-              f"{100 * row.rate:7.2f}% {row.excluded:9d} {row.not_reached:12d}")
+              f"{100 * row.rate:7.2f}% {100 * row.declared_rate:8.2f}% {row.excluded:9d} "
+              f"{row.not_reached:12d}")
+    print("\nrate: sim:fp32 / sim:fp16 verdicts; declared: counting failures that pass when "
+          "the program's declared dtypes are honored (Core ML CPU storage)")
     print("\nexclusions:")
     for rule in EXCLUSIONS:
         print(f"  {rule.pattern}: {rule.reason}")
-    causes = collections.Counter(r.detail for r in records if r.status == "fail")
+    causes = collections.Counter(
+        f"[declared: {r.declared or '?'}] {r.detail}" for r in records if r.status == "fail"
+    )
     if causes and failures:
         print(f"\ntop failure causes ({sum(causes.values())} failing cases):")
         for detail, count in causes.most_common(failures):
@@ -74,11 +100,14 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=0, help="tests per file (0: all)")
     parser.add_argument("--rerun", action="store_true", help="re-run families already logged")
     parser.add_argument("--report-only", action="store_true", help="only print the table")
+    parser.add_argument("--failed", action="store_true", help="re-run only logged failures")
     parser.add_argument("--failures", type=int, default=15, help="failure causes to list")
     args = parser.parse_args()
     families = args.families or None
     out = Path(args.out)
-    if not args.report_only:
+    if args.failed:
+        _rerun_failures(families, out)
+    elif not args.report_only:
         _run(families, out, args.sample, args.rerun)
     rate = _report(out, families, args.failures)
     print(f"\noverall conformance rate: {100 * rate:.2f}%")

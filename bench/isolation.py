@@ -1,13 +1,13 @@
 """Per-case overhead of the isolation modes versus a naive fresh interpreter per case.
 
-Usage: ``python bench/isolation.py [--cases 200] [--spawn-cases 30] [--naive 3]``
+Usage: ``python bench/isolation.py [--cases 200] [--spawn-cases 30] [--naive 3] [--arrays]``
 
 Each isolated case runs a trivial numpy-only child (a tiny computation returning a
-pass verdict and one small array), so the time measured is the isolation overhead:
-process creation, fd plumbing, the result round trip, clean-up. Helpers are warmed up
-first (template and worker start-up is paid once per isolator, not per case). The
-naive baseline is what a hand-written harness does: ``python -c "import coremltools"``
-in a fresh subprocess per case (coremltools imports torch: seconds per case).
+pass verdict; with ``--arrays`` also its 16-element array), so the time measured is the
+isolation overhead: process creation, fd plumbing, the result round trip, clean-up.
+Helpers are warmed up first (template and worker start-up is paid once per isolator,
+not per case). The naive baseline is what a hand-written harness does: a fresh
+``python -c "import coremltools"`` per case (coremltools imports torch: seconds).
 
 Goals (issue 2): fork ≤ 5 ms median per case and ≥ 300× faster than the naive way.
 Wall time depends on how busy the machine is (the load average is printed); the CPU
@@ -16,21 +16,25 @@ time per case, summed over every process involved, does much less.
 
 from __future__ import annotations
 
-import argparse
-import os
-import resource
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
-import numpy as np
+# Run as ``python bench/isolation.py``, Python puts bench/ first on sys.path, where
+# sibling scripts (bench/bisect.py) would shadow the standard library — here and in
+# every isolated child, which inherits this sys.path. The repository root replaces it:
+# the child function is then ``bench.isolation:trivial``.
+REPO = Path(__file__).resolve().parent.parent
+sys.path[0] = str(REPO)
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+import argparse  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 from nebisect.isolate import Isolator, Job  # noqa: E402
 from nebisect.verdict import Verdict  # noqa: E402
@@ -40,9 +44,10 @@ GOAL_RATIO = 300.0
 
 
 def trivial(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
-    """The child: numpy only, microseconds of work."""
+    """The child: numpy only, microseconds of work; with ``arrays``, returns its array."""
     values = np.arange(payload["n"], dtype=np.float32)
-    return Verdict("pass", metrics={"sum": float(values.sum())}), {"values": values}
+    arrays = {"values": values} if payload["arrays"] else {}
+    return Verdict("pass", metrics={"sum": float(values.sum())}), arrays
 
 
 def _cpu_seconds() -> float:
@@ -52,14 +57,14 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
 
 
-def session(mode: str, cases: int) -> tuple[list[float], float]:
+def session(mode: str, cases: int, arrays: bool) -> tuple[list[float], float]:
     """Wall ms of each case after a warm-up, and the whole session's CPU seconds.
 
     The CPU figure includes the helpers' start-up; :func:`isolated` subtracts a
     warm-up-only session to get CPU per case, which, unlike wall time, does not
     depend on how busy the shared machine is.
     """
-    job = Job(f"{Path(__file__).stem}:trivial", {"n": 16})
+    job = Job("bench.isolation:trivial", {"n": 16, "arrays": arrays})
     started_cpu = _cpu_seconds()
     samples = []
     with Isolator(mode) as isolator:
@@ -73,10 +78,10 @@ def session(mode: str, cases: int) -> tuple[list[float], float]:
     return samples, _cpu_seconds() - started_cpu
 
 
-def isolated(mode: str, cases: int) -> tuple[list[float], float]:
+def isolated(mode: str, cases: int, arrays: bool) -> tuple[list[float], float]:
     """Wall ms per case, and CPU ms per case over every process involved."""
-    _, baseline = session(mode, 0)
-    samples, total = session(mode, cases)
+    _, baseline = session(mode, 0, arrays)
+    samples, total = session(mode, cases, arrays)
     return samples, (total - baseline) / cases * 1000
 
 
@@ -95,13 +100,15 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=200, help="cases for fork/persistent")
     parser.add_argument("--spawn-cases", type=int, default=30, help="cases for spawn")
     parser.add_argument("--naive", type=int, default=3, help="naive subprocess repetitions")
+    parser.add_argument("--arrays", action="store_true",
+                        help="the child also returns a small array (adds the .npz round trip)")
     args = parser.parse_args()
 
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     medians: dict[str, float] = {}
     counts = {"fork": args.cases, "spawn": args.spawn_cases, "persistent": args.cases}
     for mode, count in counts.items():
-        samples, cpu = isolated(mode, count)
+        samples, cpu = isolated(mode, count, args.arrays)
         medians[mode] = statistics.median(samples)
         print(f"{mode:>11}: median {medians[mode]:9.2f} ms/case  "
               f"(p10 {np.percentile(samples, 10):.2f}, p90 {np.percentile(samples, 90):.2f}, "

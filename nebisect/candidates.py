@@ -4,7 +4,8 @@ The reducer (:mod:`nebisect.bisect`) only sees unit lists; a *candidate space* t
 unit list into bytes — an ``.mlpackage`` plus its inputs for MIL programs, a torch
 source file plus weights for FX graphs — keyed by the content hash of those bytes, and
 runs it in a fresh process exactly like the original failure ran: predict on the target
-against ``sim:fp64``, or convert on both torch paths. A unit list that cannot be
+against ``sim:fp64``; convert on both torch paths; or convert and predict against the
+torch module in float64. A unit list that cannot be
 materialized (an op whose parameter must stay constant, a cut with no tensor output)
 gets an ``invalid:`` signature without running anything: no original failure has one,
 so it is never accepted. Candidate files are removed after their evaluation; only the
@@ -21,7 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, NebisectError, save_npz, sha256_arrays, sha256_bytes
+from nebisect.case import (
+    Case,
+    NebisectError,
+    save_npz,
+    sha256_arrays,
+    sha256_bytes,
+    sha256_path,
+)
 from nebisect.graphs.fx import FxGraph, TorchCandidate
 from nebisect.graphs.mil import MilGraph, Plan, build
 from nebisect.isolate import Isolator
@@ -29,6 +37,7 @@ from nebisect.runner import evaluate
 from nebisect.verdict import Verdict
 
 REFERENCE = "sim:fp64"
+TORCH_REFERENCE = "torch:cpu:fp64"
 
 
 def _units_key(units: Sequence[str]) -> str:
@@ -120,14 +129,18 @@ class MilCandidates(CandidateSpace):
 
 
 class FxCandidates(CandidateSpace):
-    """Node subsets of an exported torch module, converted on both torch paths."""
+    """Node subsets of an exported torch module: converted on both torch paths and, for
+    a ``predict``-stage failure (``target`` given), predicted against the candidate
+    module itself in float64."""
 
     def __init__(self, graph: FxGraph, precision: str, setup: tuple[str, ...],
-                 workdir: Path, isolator: Isolator, timeout: float) -> None:
+                 workdir: Path, isolator: Isolator, timeout: float,
+                 target: str | None = None) -> None:
         super().__init__(workdir, isolator, timeout)
         self.graph = graph
         self.precision = precision
         self.setup = setup
+        self.target = target
 
     def _materialize(self, units: Sequence[str]) -> TorchCandidate:
         return self.graph.candidate(units)
@@ -139,19 +152,47 @@ class FxCandidates(CandidateSpace):
         return made
 
     def test(self, units: Sequence[str]) -> Verdict | str:
-        from nebisect.convert import convert_isolated
-        from nebisect.source import Source
-
         made = self.made(units)
         if isinstance(made, NebisectError):
             return f"invalid:{made}"
         directory = self._directory(made.digest())
         try:
             location = made.write(directory, "nebisect bisect candidate")
-            self.runs += 1
-            _, verdict = convert_isolated(Source("torch", location), self.precision, directory,
-                                          self.isolator, setup=self.setup,
-                                          timeout=self.timeout)
+            verdict, runs = run_torch_source(
+                location, self.precision, self.setup, directory, self.isolator, self.timeout,
+                target=self.target, inputs=made.inputs if self.target else None,
+            )
+            self.runs += runs
             return verdict
         finally:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def coreml_feeds(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Inputs as a converted package takes them: float32 floats, int32 everything else
+    (the torch reference casts them back to the example inputs' dtypes)."""
+    return {name: value.astype(np.float32 if value.dtype.kind == "f" else np.int32)
+            for name, value in arrays.items()}
+
+
+def run_torch_source(location: str, precision: str, setup: tuple[str, ...], directory: Path,
+                     isolator: Isolator, timeout: float, *, target: str | None = None,
+                     inputs: dict[str, np.ndarray] | None = None) -> tuple[Verdict, int]:
+    """Convert a torch source in isolation and, with ``target`` and ``inputs``, predict
+    the package on ``target`` against the module in float64 (a second isolated run).
+    Returns the verdict that decides (conversion's, or prediction's) and the run count."""
+    from nebisect.convert import convert_isolated
+    from nebisect.source import Source
+
+    package, verdict = convert_isolated(Source("torch", location), precision, directory,
+                                        isolator, setup=setup, timeout=timeout)
+    if target is None or inputs is None or package is None:
+        return verdict, 1
+    feeds = coreml_feeds(inputs)
+    path = directory / "coreml-inputs.npz"
+    save_npz(path, feeds)
+    case = Case(str(package), "mlpackage", target, inputs_path=str(path),
+                model_sha256=sha256_path(package), inputs_sha256=sha256_arrays(feeds),
+                options={"reference_source": ["torch", location]})
+    outcome = evaluate(case, reference=TORCH_REFERENCE, isolator=isolator, timeout=timeout)
+    return outcome.verdict, 2

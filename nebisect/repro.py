@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from nebisect import repro_templates as templates
 from nebisect.case import parse_target, save_npz
 from nebisect.graphs.fx import TorchCandidate, docstring_text
 from nebisect.graphs.mil import Plan, PlanOp
@@ -181,18 +182,25 @@ def mil_script(plan: Plan, *, signature: str, target: str, header: str) -> tuple
     """The repro script for a MIL plan, and the large constants it reads."""
     units, sim = devices_for(target)
     build, constants = builder_source(plan)
-    return _MIL_TEMPLATE.format(
+    script = templates.MIL_HEADER.format(
         header=docstring_text(header), quoted_signature=docstring_text(signature),
-        signature=signature, target=target, units=units, sim=sim,
-        precision=parse_target(target).precision, build=build,
-        opset=_opset_name(plan),
-    ), constants
+        target=target, units=units, sim=sim, build=build,
+    ) + _settings(signature, target) + templates.ORACLE + templates.MIL_MAIN.format(
+        opset=_opset_name(plan))
+    return script, constants
+
+
+def _settings(signature: str, target: str) -> str:
+    units, sim = devices_for(target)
+    return templates.SETTINGS.format(signature=signature, target=target, units=units, sim=sim,
+                                     precision=parse_target(target).precision)
 
 
 def write_mil_repro(directory: Path, plan: Plan, *, signature: str, target: str,
                     header: str) -> Path:
     """``repro.py`` (+ ``constants.npz`` when needed) and ``inputs.npz`` in ``directory``."""
     script, constants = mil_script(plan, signature=signature, target=target, header=header)
+    directory.mkdir(parents=True, exist_ok=True)
     save_npz(directory / "inputs.npz", plan.feeds)
     if constants:
         save_npz(directory / "constants.npz", constants)
@@ -202,280 +210,30 @@ def write_mil_repro(directory: Path, plan: Plan, *, signature: str, target: str,
 
 
 # --------------------------------------------------------------------------- torch
-def torch_script(candidate: TorchCandidate, *, signature: str, message: str, precision: str,
-                 setup: tuple[str, ...], header: str) -> str:
-    """The repro script for a torch candidate that fails to convert."""
-    module = candidate.module_source(_TORCH_HEADER.format(header=header, signature=signature))
-    return module + _TORCH_TEMPLATE.format(
-        signature=signature, message=message, precision=precision, setup=list(setup),
-    )
+def torch_script(candidate: TorchCandidate, *, signature: str, message: str, target: str,
+                 stage: str, setup: tuple[str, ...], header: str) -> str:
+    """The repro script for a torch candidate: one that fails to convert (``stage``
+    ``convert``), or whose converted model fails on ``target`` (``predict``)."""
+    units, sim = devices_for(target)
+    what = (templates.TORCH_CONVERT_WHAT if stage == "convert"
+            else templates.TORCH_PREDICT_WHAT.format(units=units, sim=sim))
+    script = candidate.module_source(
+        templates.TORCH_HEADER.format(header=header, signature=signature, what=what)
+    ) + templates.TORCH_CONVERSION.format(setup=list(setup))
+    if stage == "convert":
+        return script + templates.TORCH_CONVERT_MAIN.format(
+            signature=signature, message=message, precision=parse_target(target).precision)
+    return (script + _settings(signature, target) + templates.ORACLE
+            + templates.TORCH_PREDICT_MAIN.format())
 
 
 def write_torch_repro(directory: Path, candidate: TorchCandidate, *, signature: str,
-                      message: str, precision: str, setup: tuple[str, ...],
+                      message: str, target: str, stage: str, setup: tuple[str, ...],
                       header: str) -> Path:
     """``repro.py``, ``model.py`` (the minimized torch source), ``weights.npz`` and
     ``inputs.npz`` in ``directory``."""
     candidate.write(directory, header)
     path = directory / "repro.py"
     path.write_text(torch_script(candidate, signature=signature, message=message,
-                                 precision=precision, setup=setup, header=header))
+                                 target=target, stage=stage, setup=setup, header=header))
     return path
-
-
-_MIL_TEMPLATE = '''#!/usr/bin/env python3
-"""{header}
-
-Symptom: {quoted_signature}
-Target:  {target} — on macOS Core ML with compute units {units}; elsewhere nebisect's
-         MIL simulator {sim} (a model of published device behaviour, not the silicon),
-         used only if nebisect is importable.
-
-Needs numpy and coremltools; reads inputs.npz (and constants.npz, if present) beside it.
-Exit code: 0 the symptom reproduced, 1 it did not, 2 it cannot run here.
-"""
-
-import platform
-import sys
-from pathlib import Path
-
-import coremltools as ct
-import numpy as np
-from coremltools.converters.mil import Builder as mb
-from coremltools.converters.mil.mil import Function, Program, get_new_symbol, types
-
-HERE = Path(__file__).resolve().parent
-EXPECTED = {signature!r}
-COMPUTE_UNITS = {units!r}
-SIM_TARGET = {sim!r}
-PRECISION = {precision!r}
-
-
-def load_arrays(name):
-    path = HERE / name
-    if not path.is_file():
-        return {{}}
-    with np.load(path, allow_pickle=False) as data:
-        return {{key: data[key] for key in data.files}}
-
-
-CONSTANTS = load_arrays("constants.npz")
-
-
-{build}
-
-def predict_coreml(program, inputs, units):
-    model = ct.convert(
-        program, convert_to="mlprogram", compute_units=getattr(ct.ComputeUnit, units),
-        compute_precision=ct.precision.FLOAT32, pass_pipeline=ct.PassPipeline.EMPTY,
-        minimum_deployment_target=ct.target.{opset},
-    )
-    return {{name: np.asarray(value) for name, value in model.predict(inputs).items()}}
-
-
-def predict_simulator(program, inputs, target):
-    from nebisect.targets import get_target
-
-    return get_target(target).predict(program, inputs).outputs
-
-
-def judge(reference, outputs):
-    """nebisect's oracle when importable; else a plain fp16/fp32 ULP check."""
-    try:
-        from nebisect.verdict import judge as nebisect_judge
-    except ImportError:
-        return plain_judge(reference, outputs)
-    verdict = nebisect_judge(reference, outputs, PRECISION)
-    return verdict.signature if verdict.failed else "pass", verdict.message
-
-
-def plain_judge(reference, outputs):
-    dtype = np.float16 if PRECISION == "fp16" else np.float32
-    for name in sorted(reference):
-        ref = np.asarray(reference[name], np.float64)
-        out = np.asarray(outputs[name], np.float64)
-        if out.shape != ref.shape:
-            return "mismatch:shape", f"{{name}}: shape {{out.shape}} vs {{ref.shape}}"
-        in_range = np.isfinite(ref) & (np.abs(ref) <= np.finfo(dtype).max)
-        scale = float(np.max(np.abs(ref[in_range]), initial=0.0))
-        allowed = 16 * np.spacing(np.abs(ref).astype(dtype)).astype(np.float64) + (
-            16 * scale * np.finfo(dtype).eps)
-        error = np.where(in_range, np.abs(out - ref), 0.0)
-        checks = [
-            ("nan-suppressed", np.isnan(ref) & ~np.isnan(out)),
-            ("nonfinite", in_range & ~np.isfinite(out)),
-            ("collapse", in_range & (np.abs(out) <= 1e-6 * max(scale, 1.0))
-             & (np.abs(ref) >= 1.0) & (error > allowed)),
-            ("tolerance", in_range & (error > allowed)),
-        ]
-        for kind, bad in checks:
-            if bad.any():
-                at = np.unravel_index(int(np.flatnonzero(bad)[0]), ref.shape)
-                return (f"mismatch:{{kind}}", f"{{name}}{{list(at)}}: output {{out[at]:.6g}} "
-                        f"vs reference {{ref[at]:.6g}}")
-    return "pass", ""
-
-
-def error_signature(exc):
-    message = f"{{type(exc).__name__}}: {{exc}}"
-    try:
-        from nebisect.verdict import error_signature as nebisect_signature
-    except ImportError:
-        return "error:predict:" + message.splitlines()[0], message
-    return nebisect_signature("predict", message), message
-
-
-def main():
-    program = build_program()
-    inputs = load_arrays("inputs.npz")
-    if platform.system() == "Darwin":
-        where = f"Core ML, compute units {{COMPUTE_UNITS}}"
-        run = lambda: predict_coreml(build_program(), inputs, COMPUTE_UNITS)  # noqa: E731
-    else:
-        try:
-            import nebisect.targets  # noqa: F401
-        except ImportError:
-            print("Core ML cannot predict on this OS and nebisect's simulator is not "
-                  "installed: run this on macOS.")
-            return 2
-        where = f"nebisect's simulator {{SIM_TARGET}} (Core ML cannot predict here)"
-        run = lambda: predict_simulator(program, inputs, SIM_TARGET)  # noqa: E731
-    print(f"running on {{where}}")
-    try:
-        outputs = run()
-    except Exception as exc:
-        observed, detail = error_signature(exc)
-    else:
-        try:
-            reference = predict_simulator(build_program(), inputs, "sim:fp64")
-        except ImportError:
-            reference = predict_coreml(build_program(), inputs, "CPU_ONLY")
-        observed, detail = judge(reference, outputs)
-    print(f"observed: {{observed}}")
-    if detail:
-        print(f"          {{detail}}")
-    print(f"expected: {{EXPECTED}}")
-    reproduced = observed == EXPECTED
-    print("REPRODUCED" if reproduced else "NOT REPRODUCED")
-    return 0 if reproduced else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
-
-_TORCH_HEADER = """{header}
-
-Symptom: {signature}
-
-Converts the module below with coremltools on both torch paths, as nebisect does —
-torch.export (+ run_decompositions({{}})) and jit.trace — and prints each converter's
-message. Needs numpy, torch and coremltools (conversion runs on any OS); reads
-weights.npz and inputs.npz beside it. Exit code: 0 the symptom reproduced, 1 it did not.
-"""
-
-_TORCH_TEMPLATE = '''
-
-# --------------------------------------------------------------------------- repro
-import sys  # noqa: E402
-
-import coremltools as ct  # noqa: E402
-
-EXPECTED_SIGNATURE = {signature!r}
-EXPECTED_MESSAGE = {message!r}
-PRECISION = {precision!r}  # the target's: fp16 targets get a FLOAT16 program
-SETUP = {setup!r}  # converter fixes that were active (nebisect module:function)
-
-
-def input_types(inputs, shapes):
-    """Core ML inputs: int32 for integers, float32 for floats; with ``shapes``, one
-    shared RangeDim per dynamic range (so equal lengths stay equal)."""
-    ranges = {{}}
-    for name, axes in DYNAMIC_DIMS.items():
-        for axis, (lo, hi) in axes.items():
-            default = int(inputs[name].shape[axis])
-            ranges.setdefault((lo, hi), ct.RangeDim(lo, hi, default=default))
-    types = []
-    for name, tensor in inputs.items():
-        kwargs = {{"name": name,
-                  "dtype": np.float32 if tensor.dtype.is_floating_point else np.int32}}
-        if shapes:
-            axes = DYNAMIC_DIMS.get(name, {{}})
-            kwargs["shape"] = ct.Shape([ranges[axes[i]] if i in axes else int(n)
-                                        for i, n in enumerate(tensor.shape)])
-        types.append(ct.TensorType(**kwargs))
-    return types
-
-
-def options(module, inputs):
-    with torch.no_grad():
-        result = module(**inputs)
-    names = (["output"] if isinstance(result, torch.Tensor)
-             else [f"output_{{i}}" for i in range(len(result))])
-    return {{
-        "convert_to": "mlprogram",
-        "compute_precision": (ct.precision.FLOAT16 if PRECISION == "fp16"
-                              else ct.precision.FLOAT32),
-        "minimum_deployment_target": ct.target.iOS18,
-        "outputs": [ct.TensorType(name=name) for name in names],
-    }}
-
-
-def via_export(module, inputs):
-    dims = {{}}
-    for axes in DYNAMIC_DIMS.values():
-        for bounds in axes.values():
-            dims.setdefault(tuple(bounds), torch.export.Dim(f"dim{{len(dims)}}",
-                                                            min=bounds[0], max=bounds[1]))
-    dynamic = {{name: ({{a: dims[tuple(b)] for a, b in DYNAMIC_DIMS[name].items()}}
-                       if name in DYNAMIC_DIMS else None) for name in inputs}}
-    program = torch.export.export(module, tuple(inputs.values()),
-                                  dynamic_shapes=dynamic if DYNAMIC_DIMS else None)
-    ct.convert(program.run_decompositions({{}}), inputs=input_types(inputs, False),
-               **options(module, inputs))
-
-
-def via_trace(module, inputs):
-    traced = torch.jit.trace(module, tuple(inputs.values()))
-    ct.convert(traced, inputs=input_types(inputs, True), **options(module, inputs))
-
-
-def main():
-    import importlib
-
-    for reference in SETUP:
-        module_name, _, function = reference.partition(":")
-        getattr(importlib.import_module(module_name), function)()
-    module = Minimized(load_arrays("weights.npz")).eval()
-    arrays = load_arrays("inputs.npz")
-    inputs = {{name: torch.from_numpy(arrays[name]) for name in INPUT_NAMES}}
-    results = []
-    for label, convert in (("torch.export", via_export), ("jit.trace", via_trace)):
-        try:
-            convert(module, inputs)
-        except Exception as exc:
-            lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-            results.append((label, f"{{type(exc).__name__}}: "
-                                   f"{{lines[0] if lines else '(no message)'}}"))
-        else:
-            results.append((label, None))
-    summary = " | ".join(f"{{label}}: {{message or 'ok'}}" for label, message in results)
-    failed = all(message for _, message in results)
-    print(summary)
-    try:
-        from nebisect.verdict import error_signature
-    except ImportError:
-        observed, expected = (summary if failed else "pass"), EXPECTED_MESSAGE
-    else:
-        observed = error_signature("convert", summary) if failed else "pass"
-        expected = EXPECTED_SIGNATURE
-    print(f"observed: {{observed}}")
-    print(f"expected: {{expected}}")
-    reproduced = observed == expected
-    print("REPRODUCED" if reproduced else "NOT REPRODUCED")
-    return 0 if reproduced else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''

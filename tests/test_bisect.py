@@ -17,6 +17,7 @@ from nebisect.bisect import (
     classify,
     ddmin,
     first_divergence,
+    hierarchical_ddmin,
     localize,
     signature_of,
 )
@@ -339,3 +340,39 @@ def test_localize_unreproducible_and_no_divergence() -> None:
     assert found.unit == "u0" and found.reduction is None
     nothing = localize(dag, lambda v: None, Evaluator(lambda u: "x"))
     assert nothing.index is None and nothing.reduction is None
+
+
+def test_hierarchical_ddmin_strips_groups_before_units() -> None:
+    # 8 "submodules" of 8 units; the failure needs units 19 and 22 (both in group 2)
+    units = list(range(64))
+    seen: list[int] = []
+
+    def test(candidate: Sequence[int]) -> str | None:
+        seen.append(len(candidate))
+        return needs(19, 22)(candidate)
+
+    evaluator = Evaluator(test, confirm=0)
+    result = hierarchical_ddmin(units, evaluator, [lambda u: u // 32, lambda u: u // 8])
+    assert result.units == [19, 22]
+    assert result.complete and result.strategy == "hierarchical-ddmin"
+    # whole groups first: half the model, then two submodules, then the one submodule
+    assert seen[:5] == [64, 32, 16, 16, 8]
+    flat = Evaluator(needs(19, 22), confirm=0)
+    ddmin(units, flat)
+    assert evaluator.stats.evaluations <= flat.stats.evaluations
+
+
+def test_hierarchical_ddmin_stops_inside_a_level_with_the_best_so_far() -> None:
+    evaluator = Evaluator(needs(5), stop=Budget(max_evals=3), confirm=0)
+    result = hierarchical_ddmin(list(range(40)), evaluator, [lambda u: u // 10])
+    assert not result.complete and result.stopped == "evaluation budget of 3 spent"
+    assert 5 in result.units and len(result.units) < 40
+    assert needs(5)(result.units) == "sig:A"
+
+
+def test_hierarchical_ddmin_groups_need_not_be_contiguous() -> None:
+    # group by parity: units of one parity are interleaved with the other's
+    evaluator = Evaluator(needs(4, 8), confirm=0)
+    result = hierarchical_ddmin(list(range(16)), evaluator, [lambda u: u % 2])
+    assert result.units == [4, 8]
+    assert evaluator.stats.log[1].size == 8  # all even units together, then finer

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from nebisect.mil import conformance as conf
+from nebisect.mil import conformance_plugin as plugin
 
 NODE = (
     ".venv/lib/python3.11/site-packages/coremltools/converters/mil/mil/ops/tests/"
@@ -73,14 +74,37 @@ def tiny_model():
 
 def test_simulated_compare_backend_predicts_and_can_fail(tiny_model):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    outputs = conf.simulated_compare_backend(tiny_model, {"x": x}, {"out": (2 * x).T})
+    outputs = plugin.simulated_compare_backend(tiny_model, {"x": x}, {"out": (2 * x).T})
     np.testing.assert_array_equal(outputs["out"], (2 * x).T)
     with pytest.raises(AssertionError):
-        conf.simulated_compare_backend(tiny_model, {"x": x}, {"out": (2 * x).T + 1e-3})
+        plugin.simulated_compare_backend(tiny_model, {"x": x}, {"out": (2 * x).T + 1e-3})
     with pytest.raises(AssertionError, match="shape"):
-        conf.simulated_compare_backend(tiny_model, {"x": x}, {"out": 2 * x})
+        plugin.simulated_compare_backend(tiny_model, {"x": x}, {"out": 2 * x})
     # fp16 backends get coremltools' device tolerance (atol 0.5): an error of 0.1 passes
-    conf.simulated_compare_backend(tiny_model, {"x": x}, {"out": (2 * x).T + 0.1}, dtype="fp16")
+    plugin.simulated_compare_backend(tiny_model, {"x": x}, {"out": (2 * x).T + 0.1}, dtype="fp16")
+
+
+def test_failure_is_rechecked_with_declared_dtypes():
+    """An fp16-typed add in an fp32 program: Core ML's CPU rounds it to fp16 (declared),
+    sim:fp32 does not — the record tells this precision-model difference apart."""
+    ct = pytest.importorskip("coremltools")
+    from coremltools.converters.mil import Builder as mb
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(3,))], opset_version=ct.target.iOS17)
+    def prog(x):
+        half = mb.add(x=mb.cast(x=x, dtype="fp16"), y=np.float16(1.0))
+        return mb.cast(x=half, dtype="fp32", name="out")
+
+    model = ct.convert(prog, convert_to="mlprogram", compute_precision=ct.precision.FLOAT32,
+                       compute_units=ct.ComputeUnit.CPU_ONLY,
+                       minimum_deployment_target=ct.target.iOS17)
+    x = np.array([0.1, 0.2, 0.3], np.float32)
+    rounded = (x.astype(np.float16) + np.float16(1)).astype(np.float32)
+    plugin.pytest_runtest_logstart("case", None)
+    with pytest.raises(AssertionError):
+        plugin.simulated_compare_backend(model, {"x": x}, {"out": rounded}, atol=1e-6, rtol=0)
+    assert plugin._Current.failure is not None
+    assert plugin._Current.declared == "pass"
 
 
 SAMPLE_PER_FILE = 3

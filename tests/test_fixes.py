@@ -52,7 +52,7 @@ def run(prog: Any, x: np.ndarray, precision: str = "fp64", profile: str | None =
 
 
 def test_registry_lists_every_fix_with_level_and_claims() -> None:
-    fixes = registered_fixes()
+    fixes = {n: f for n, f in registered_fixes().items() if not n.startswith("test-")}
     assert list(fixes) == sorted([
         "converter-compat", "log-softmax-stable", "logcumsumexp-stable",
         "logsumexp-max-shift", "meanpool-static-shape", "softplus-stable",

@@ -50,13 +50,12 @@ class Toy:
 def toy_evaluate(case: dict[str, Any]) -> Evaluation:
     """Collapse when x > 10 with at least 3 elements; an error when x < -50 alone."""
     if case["x"] > 10 and case["n"] >= 3:
-        verdict = Verdict("mismatch", signature="mismatch:collapse",
-                          metrics={"max_ulp_error": 1e4})
+        verdict = Verdict("mismatch", signature="mismatch:collapse")
         return Evaluation(verdict, output=0.0, reference=case["x"])
     if case["x"] < -50 and case["n"] == 1:
         return Evaluation(Verdict("error", signature="error:predict:boom"))
-    return Evaluation(Verdict("pass", metrics={"max_ulp_error": max(case["x"], 0.0)}),
-                      output=case["x"], reference=case["x"])
+    return Evaluation(Verdict("pass"), output=case["x"], reference=case["x"],
+                      score=case["x"] / 10 if case["x"] > 2.5 else None)
 
 
 def run(seed: int = 0, budget: int = 300, **kw: Any) -> CampaignResult:

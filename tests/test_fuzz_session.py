@@ -63,7 +63,7 @@ def test_seed_000_cliff_for_32_delta_replicated_channels(isolator: Isolator) -> 
     finally:
         executor.close()
     assert cliff is not None and adjacent(cliff.lo, cliff.hi)
-    assert abs(cliff.lo - math.log(65504 / 32)) < 0.01
+    assert abs(cliff.lo - math.log(65504 / 32)) < 0.01, cliff.lo_output
     assert cliff.predictions <= 20
     assert cliff.predicted is not None and cliff.predicted["label"] == "log(65504/32)"
     assert cliff.lo_output["output"] == pytest.approx(cliff.lo + math.log(32), abs=0.02)

@@ -134,3 +134,30 @@ def test_errors(graph: FxGraph, tmp_path: Path) -> None:
 
     with pytest.raises(ExtractionError, match=r"torch\.export failed"):
         FxGraph(TorchSource("inline", Unexportable().eval(), {"x": torch.randn(2)}))
+
+
+def test_multi_output_op_and_its_getitems_are_one_unit(tmp_path: Path) -> None:
+    source = tmp_path / "maxes.py"
+    source.write_text(textwrap.dedent('''
+        import torch
+
+        class Maxes(torch.nn.Module):
+            def forward(self, x):
+                values, indices = torch.max(torch.tanh(x), dim=-1)
+                return values * 2, indices
+
+        def model():
+            return {"module": Maxes(), "example_inputs": {"x": torch.randn(2, 6, 4)}}
+    '''))
+    graph = FxGraph(load_torch_source(f"{source}:model"))
+    assert graph.units == ("tanh", "max_1", "mul")
+    assert graph.unit_nodes["max_1"] == ["max_1", "getitem", "getitem_1"]
+    assert graph.dag.produces["max_1"] == ("getitem", "getitem_1")
+    assert graph.dag.consumes["mul"] == ("getitem",)
+    alone = graph.candidate(["mul"], bypass=False)
+    assert list(alone.inputs) == ["getitem"]  # a getitem value is fed, never the tuple
+    cut = graph.candidate(["max_1"], bypass=False)
+    loaded = load_torch_source(cut.write(tmp_path / "cut", "max"))
+    outputs = run_module(loaded.module, loaded.example_inputs)
+    np.testing.assert_array_equal(outputs["output_0"], graph.recorded["getitem"].numpy())
+    np.testing.assert_array_equal(outputs["output_1"], graph.recorded["getitem_1"].numpy())

@@ -231,9 +231,8 @@ def test_naive_variants_exist_and_compute_in_fp16(op):
     fn = get_kernel(op, ("naive",))
     assert fn is not get_kernel(op)
     x = np.abs(RNG.standard_normal((3, 4))).astype(np.float16) + np.float16(0.5)
-    out = np.asarray(fn(_ctx(np.float16, "naive"), x=x) if "reduce" not in op and op != "softmax"
-                     else fn(_ctx(np.float16, "naive"), x=x, **({"axis": 1} if op == "softmax"
-                                                                 else {"axes": None})))
+    extra = {"softmax": {"axis": 1}}.get(op, {"axes": None} if op.startswith("reduce") else {})
+    out = np.asarray(fn(_ctx(np.float16, "naive"), x=x, **extra))
     assert out.dtype == np.float16
 
 

@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from nebisect.mil.kernels import KernelContext, get_kernel
 from nebisect.mil.single_op import build_op, inferred_outputs, run_kernel
 
 RNG = np.random.default_rng(3)
@@ -114,3 +115,27 @@ def test_scatter_int_division_floors():
                                  updates=np.array([2, 2], np.int32), mode="div"))
     np.testing.assert_array_equal(out, [3, -4, 9])
     assert out.dtype == np.int32
+
+
+def test_iOS15_scatter_counts_negative_indices_from_the_end():
+    data = np.zeros((3, 2), np.float32)
+    (out,) = run_kernel(build_op("scatter", "iOS15", data=data, indices=np.array([-1], np.int32),
+                                 updates=np.ones((1, 2), np.float32), mode="update"))
+    np.testing.assert_array_equal(out, [[0, 0], [0, 0], [1, 1]])
+
+
+@pytest.mark.parametrize("indices", [[10, 0], [-1, 0]])
+def test_iOS17_scatter_out_of_bounds_fails_like_the_device_or_is_dropped(indices):
+    from nebisect.mil.interp import SimPredictError
+
+    data = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+    updates = np.array([[5, 6, 7], [8, 9, 10]], np.float32)
+    op = build_op("scatter", "iOS17", data=data, indices=np.array([0, 1], np.int32),
+                  updates=updates, validate_indices=True)
+    args = {"data": data, "indices": np.array(indices, np.int32), "updates": updates,
+            "axis": np.int32(0), "mode": "add"}
+    fn = get_kernel("scatter")
+    with pytest.raises(SimPredictError, match="Unable to compute the prediction"):
+        fn(KernelContext(op=op), validate_indices=np.bool_(True), **args)
+    dropped = fn(KernelContext(op=op), validate_indices=np.bool_(False), **args)
+    np.testing.assert_array_equal(dropped, [[9, 11, 13], [4, 5, 6]])

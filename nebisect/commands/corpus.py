@@ -43,12 +43,13 @@ def ls(
         }, indent=2))
         return
     table = Table(title=f"corpus {root} — {len(scan.cases)} case(s)")
-    for column in ("id", "name", "target", "stage", "expected", "signature", "fixes"):
-        table.add_column(column)
+    for column in ("id", "name", "target", "expected", "fixes"):
+        table.add_column(column, no_wrap=column in ("id", "target"), overflow="fold")
     for case in scan.cases:
         r = case.record
-        table.add_row(r.case_id, r.name, r.target, r.stage, r.expected.status,
-                      r.expected.signature, ", ".join(r.fixes))
+        expected = short_signature(r.expected.signature) if r.expected.signature else (
+            r.expected.status)
+        table.add_row(r.case_id, r.name, r.target, expected, ", ".join(r.fixes))
     console = Console()
     console.print(table)
     print_problems(console, scan.problems)
@@ -59,6 +60,13 @@ def print_problems(console: Console, problems: Sequence[Problem]) -> None:
     for problem in problems:
         mark = "[red]damaged, skipped[/]" if problem.damaged else "[yellow]note[/]"
         console.print(f"{mark} {problem.path}: {problem.reason}", highlight=False)
+
+
+def short_signature(signature: str) -> str:
+    """``error:convert:<long converter message>`` → ``error:convert``; others unchanged
+    (tables stay readable; the full signature is in ``--json`` and the detail lines)."""
+    parts = signature.split(":", 2)
+    return ":".join(parts[:2]) if parts[0] == "error" else signature
 
 
 @corpus_app.command("show")

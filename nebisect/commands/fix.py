@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nebisect.case import NebisectError
-from nebisect.commands.corpus import print_problems
+from nebisect.commands.corpus import print_problems, short_signature
 
 if TYPE_CHECKING:
     from nebisect.fixes.verify import VerifyReport
@@ -36,16 +36,17 @@ def list_fixes(
     """Every registered fix: level, what it cures, one line on what it does."""
     from nebisect.fixes import registered_fixes
 
-    rows = [{"name": name, "level": cls.level, "cures": list(cls.cures),
-             "summary": cls.summary()} for name, cls in registered_fixes().items()]
+    fixes = registered_fixes()
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps([{"name": name, "level": cls.level, "cures": list(cls.cures),
+                                "summary": cls.summary()} for name, cls in fixes.items()],
+                              indent=2))
         return
     table = Table(title="nebisect fixes")
     for column in ("name", "level", "cures", "what it does"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(row["name"], row["level"], "\n".join(row["cures"]), row["summary"])
+        table.add_column(column, no_wrap=column == "name")
+    for name, cls in fixes.items():
+        table.add_row(name, cls.level, "\n".join(cls.cures), cls.summary())
     Console().print(table)
 
 
@@ -130,14 +131,16 @@ def verify(
 def _print(report: VerifyReport) -> None:
     console = Console()
     table = Table(title=f"nebisect fix verify ({', '.join(report.fixes)})")
-    for column in ("case", "target", "without fixes", "with fixes", "result", "rewrites"):
-        table.add_column(column)
+    table.add_column("case", overflow="fold")
+    table.add_column("target", no_wrap=True)
+    table.add_column("result", no_wrap=True)
+    table.add_column("without → with fixes", overflow="fold")
+    table.add_column("applied", overflow="fold")
     for c in report.cases:
-        rewrites = ", ".join([f"{n}×{k}" for n, k in c.rewrites.items() if k]
-                             + c.converter_fixes)
-        after = c.after.signature if c.after else "(unchanged)"
-        table.add_row(c.label, c.target, c.before.signature, after,
-                      f"[{_STYLES[c.category]}]{c.category}[/]", rewrites)
+        applied = [f"{n}×{k}" for n, k in c.rewrites.items() if k] + c.converter_fixes
+        after = short_signature(c.after.signature) if c.after else "(unchanged)"
+        table.add_row(c.label, c.target, f"[{_STYLES[c.category]}]{c.category}[/]",
+                      f"{short_signature(c.before.signature)} → {after}", ", ".join(applied))
     console.print(table)
     for c in report.cases:
         if c.category == "regressed" or c.promise_broken:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.commands.corpus import print_problems
+from nebisect.commands.corpus import print_problems, short_signature
 
 if TYPE_CHECKING:
     from nebisect.corpus.replay import ReplayResult, ReplaySummary
@@ -86,16 +86,18 @@ def _print(
 ) -> None:
     console = Console()
     table = Table(title="nebisect replay")
-    for column in ("case", "target", "expected", "verdict", "outcome", "time s"):
-        table.add_column(column)
+    table.add_column("case", overflow="fold")
+    table.add_column("target", no_wrap=True)
+    table.add_column("outcome", no_wrap=True)
+    table.add_column("verdict", overflow="fold")
+    table.add_column("time s", justify="right", no_wrap=True)
     for r in summary.results:
-        style = _STYLES[r.outcome]
-        expected = r.expected.status + (f" {r.expected.signature}" if r.expected.signature else "")
-        table.add_row(r.label, r.target, expected, r.verdict.signature,
-                      f"[{style}]{r.outcome}[/]", f"{r.verdict.timings.get('wall', 0.0):.2f}")
+        table.add_row(r.label, r.target, f"[{_STYLES[r.outcome]}]{r.outcome}[/]",
+                      short_signature(r.verdict.signature),
+                      f"{r.verdict.timings.get('wall', 0.0):.2f}")
     console.print(table)
     for r in summary.results:
-        if r.outcome != "ok":
+        if r.outcome != "ok" and r.selected:
             console.print(f"[{_STYLES[r.outcome]}]{r.outcome}[/] {r.label} ({r.case_id}): "
                           f"{r.reason}", highlight=False)
     print_problems(console, problems)

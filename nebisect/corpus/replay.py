@@ -65,12 +65,13 @@ class ReplayResult:
     verdict: Verdict
     outcome: str
     reason: str
+    selected: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "case_id": self.case_id, "label": self.label, "target": self.target,
             "expected": vars(self.expected), "outcome": self.outcome, "reason": self.reason,
-            "verdict": self.verdict.to_dict(),
+            "selected": self.selected, "verdict": self.verdict.to_dict(),
         }
 
     def junit_verdict(self) -> Verdict:
@@ -217,7 +218,9 @@ def replay(
         else:
             skipped = Verdict("skipped", case.record.stage, target=case.record.target,
                               message=f"target {case.record.target} not selected by --target")
-            summary.results.append(_result(case, skipped, "skipped", skipped.message))
+            result = _result(case, skipped, "skipped", skipped.message)
+            result.selected = False
+            summary.results.append(result)
     return summary
 
 
@@ -251,8 +254,11 @@ def map_isolated(
         root = Path(scratch)
         if jobs == 1 or len(items) <= 1:
             return [work(item, get(), root) for item in items]
+        def run_one(item: Item) -> Result:
+            return work(item, get(), root)
+
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(lambda it=item: work(it, get(), root)) for item in items]
+            futures = [pool.submit(run_one, item) for item in items]
             try:
                 return [future.result() for future in futures]
             except BaseException:

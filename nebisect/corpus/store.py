@@ -113,7 +113,8 @@ class Scan:
 class NewCase:
     """What a caller (``corpus add``, the fuzzer, ``replay --update``) stores.
 
-    ``provenance`` is the recording verdict's stamp (the store's own when empty).
+    ``provenance`` (e.g. the recording verdict's stamp, or where a fuzz finding came
+    from) is laid over the store's own stamp of tool versions and machine.
     ``source_kind`` ``builder`` is materialized to an ``.mlpackage`` (``options["params"]``
     are the builder's keyword arguments): the corpus keeps model *bytes*, so a later
     change to the builder code cannot change what a stored case means.
@@ -212,7 +213,7 @@ class Corpus:
             if new.expected is None and recorder is not None:
                 verdict = recorder(CorpusCase(record, staging))
                 record.expected = Expected.from_verdict(verdict)
-                record.provenance = dict(verdict.provenance) or record.provenance
+                record.provenance = {**record.provenance, **verdict.provenance}
             (staging / CASE_FILE).write_text(record.to_json())
             _fsync_tree(staging)
             final = self.root / record.case_id
@@ -286,7 +287,7 @@ def _materialize(new: NewCase, staging: Path) -> CaseRecord:
         raise NebisectError(f"unknown source kind {new.source_kind!r}: one of "
                             f"{', '.join(SOURCE_KINDS)}")
     options = {k: v for k, v in new.options.items() if k != "params"}
-    stamp = dict(new.provenance) or provenance("not run")
+    stamp = {**{k: v for k, v in provenance("").items() if v}, **new.provenance}
     kind, factory = _store_model(new, staging, stamp)
     record = CaseRecord(
         case_id="",

@@ -24,6 +24,7 @@ from typing import Any
 
 from nebisect.corpus.replay import DEFAULT_TIMEOUT, map_isolated, on_package, run_case
 from nebisect.corpus.store import CorpusCase
+from nebisect.fixes import registered_fixes
 from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
 from nebisect.runner import REQUIRED_DEVICES, evaluate
@@ -118,7 +119,7 @@ def verify_case(
         result.rewrites = prepared.rewrites
         result.converter_fixes = prepared.converter_fixes
     if prepared is not None and prepared.package is not None and not prepared.changed:
-        result.detail = "no fix matched this case"
+        result.detail = "no fix matched this case" + _candidates(before)
     else:
         result.after = after_run.verdict
         result.category, result.detail = _categorize(before, after_run.verdict)
@@ -127,6 +128,14 @@ def verify_case(
                                timeout)
     result.promise_broken = bool(claimed) and result.category != "fixed"
     return result
+
+
+def _candidates(before: Verdict) -> str:
+    """For a failing case no selected fix touched: the registered fixes that claim it."""
+    if not before.failed:
+        return ""
+    names = [name for name, cls in registered_fixes().items() if cls.claims(before.signature)]
+    return f" (fixes claiming {before.signature}: {', '.join(names)})" if names else ""
 
 
 def _categorize(before: Verdict, after: Verdict) -> tuple[str, str]:

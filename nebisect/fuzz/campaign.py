@@ -24,7 +24,6 @@ Numeric findings are then localized to two adjacent fp16 values by
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -64,11 +63,18 @@ class Subject(Protocol):
 
 @dataclass
 class Evaluation:
-    """One evaluated case: the verdict and the judged element's value on both sides."""
+    """One evaluated case: the verdict and the judged element's value on both sides.
+
+    ``score`` — how close a passing case came to failing — is what Hypothesis climbs
+    (``hypothesis.target``); None keeps the case out of the climb. Reporting it only
+    for near misses matters: hill-climbing every pass walks thousands of choice
+    sequences that never reach a failure.
+    """
 
     verdict: Verdict
     output: float | None = None
     reference: float | None = None
+    score: float | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"output": self.output, "reference": self.reference,
@@ -170,6 +176,10 @@ class _Found(Exception):
         self.case, self.evaluation = case, evaluation
 
 
+class _Exhausted(BaseException):
+    """Ends a Hypothesis run when the budget is spent."""
+
+
 class _Abort(BaseException):
     """Carries an infrastructure error out of Hypothesis without being shrunk as a bug."""
 
@@ -189,14 +199,6 @@ class _Run:
 def canonical(case: dict[str, Any]) -> str:
     """The cache key of a case: its canonical JSON."""
     return json.dumps(case, sort_keys=True, separators=(",", ":"))
-
-
-def _score(evaluation: Evaluation) -> float:
-    """How far from passing a case is, for ``hypothesis.target`` (finite, ≥ 0)."""
-    if evaluation.verdict.status in FINDING_STATUSES and evaluation.verdict.status != "mismatch":
-        return 0.0
-    ulps = float(evaluation.verdict.metrics.get("max_ulp_error", 0.0) or 0.0)
-    return math.log1p(min(ulps, 1e12)) if math.isfinite(ulps) else math.log1p(1e12)
 
 
 def _find(error: BaseException) -> _Found | None:
@@ -273,10 +275,11 @@ class Campaign:
     def _hypothesis_run(self, index: int, budget: int) -> _Run:
         run = _Run()
         self._phase = "generate"
-
         def check(case: dict[str, Any]) -> None:
             cached = canonical(case) in self._cache
-            if run.target is None:
+            if run.target is None and not cached:
+                if run.generated >= budget:
+                    raise _Exhausted
                 run.generated += 1
                 self.result.generated += 1
             elif not cached:
@@ -284,7 +287,8 @@ class Campaign:
                     return
                 run.shrink_evaluations += 1
             evaluation = self._evaluate(case)
-            hypothesis.target(_score(evaluation), label="error")
+            if evaluation.score is not None:
+                hypothesis.target(evaluation.score, label="error")
             key = self._key(case, evaluation)
             if key is None:
                 return
@@ -308,6 +312,8 @@ class Campaign:
         )
         try:
             explore()
+        except _Exhausted:
+            pass  # raised only while generating: no failure is being shrunk
         except _Abort as abort:
             raise abort.error from None
         except Exception as error:

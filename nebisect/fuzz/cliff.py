@@ -25,6 +25,8 @@ import numpy as np
 from nebisect.case import NebisectError
 
 T = TypeVar("T")
+#: a boundary "predicts" a cliff when it lies within 5% of it (|x| < 1: within 0.05)
+PREDICTION_WINDOW = 0.05
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class Cliff:
     grid: str = "fp16"
     ulps: int = 1
     boundaries: list[dict[str, Any]] = field(default_factory=list)
+    #: the boundary theory predicts for this cliff: the nearest one, if it is close
     predicted: dict[str, Any] | None = None
     #: every prediction made, in x order: {"x", "fails", "output": describe(output)}
     probes: list[dict[str, Any]] = field(default_factory=list)
@@ -210,5 +213,6 @@ def _result(
     finite = [bd for bd in boundaries if np.isfinite(bd.value)]
     if finite:
         nearest = min(finite, key=lambda bd: abs(bd.value - cliff.midpoint))
-        cliff.predicted = nearest.to_dict()
+        if abs(nearest.value - cliff.midpoint) <= PREDICTION_WINDOW * max(1.0, abs(nearest.value)):
+            cliff.predicted = nearest.to_dict()
     return cliff

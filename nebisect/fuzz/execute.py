@@ -11,6 +11,7 @@ shows on each side).
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -91,7 +92,25 @@ class Executor:
             outcome.verdict, split_arrays(outcome.arrays, "out:"),
             split_arrays(outcome.arrays, "ref:"), names,
         )
-        return Evaluation(outcome.verdict, output, reference)
+        return Evaluation(outcome.verdict, output, reference, near_miss(outcome.verdict))
+
+
+#: a pass counts as a near miss (and is climbed by Hypothesis) from this fraction of its
+#: error budget on
+NEAR_MISS = 0.25
+
+
+def near_miss(verdict: Verdict) -> float | None:
+    """How much of its ULP budget a passing case used, when that is at least 1/4."""
+    if verdict.status != "pass":
+        return None
+    used = [
+        c["max_ulp_error"] / c["tolerance"]["ulps"]
+        for c in verdict.metrics.get("comparisons", ())
+        if c.get("tolerance", {}).get("ulps") and math.isfinite(c["max_ulp_error"])
+    ]
+    worst = max(used, default=0.0)
+    return worst if worst >= NEAR_MISS else None
 
 
 def judged_values(

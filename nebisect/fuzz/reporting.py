@@ -14,8 +14,8 @@ from nebisect.fuzz.campaign import CampaignResult, Finding
 from nebisect.fuzz.strategies import describe
 from nebisect.verdict import Verdict
 
-COLUMNS = ("op", "kind", "signature", "class", "minimal case", "cliff bracket",
-           "predicted boundary", "predictions")
+COLUMNS = ("op", "signature", "params", "minimal case", "cliff bracket", "predicted boundary",
+           "predictions")
 
 #: what each failure kind means, for the legend under the table
 KIND_HELP = {
@@ -51,15 +51,19 @@ def row(finding: Finding) -> list[Any]:
         predictions = str(cliff.predictions)
         if cliff.predicted:
             predicted = f"{cliff.predicted['label']} = {cliff.predicted['value']:.5g}"
-    return [finding.subject, kind_of(finding), finding.signature, finding.param_class,
-            minimal_case(finding), bracket, predicted, predictions]
+    params = finding.param_class.removeprefix(finding.subject).strip("/") or "-"
+    return [finding.subject, finding.signature, params, minimal_case(finding), bracket,
+            predicted, predictions]
 
 
 def rows(results: list[CampaignResult]) -> list[list[Any]]:
-    return [row(f) for result in results for f in result.findings]
+    """Every finding, grouped by op and signature."""
+    findings = [f for result in results for f in result.findings]
+    return [row(f) for f in sorted(findings, key=lambda f: (f.subject, f.signature))]
 
 
 def legend(results: list[CampaignResult]) -> list[str]:
+    """What each failure kind in the table means."""
     kinds = dict.fromkeys(kind_of(f) for r in results for f in r.findings)
     return [f"{kind}: {KIND_HELP[kind]}" for kind in kinds if kind in KIND_HELP]
 

@@ -119,35 +119,64 @@ def run_session(
     ``on_progress(unit, progress)`` is called from worker threads; ``unit`` numbers the
     campaigns (one per op and shard) so a display can sum them. An ``isolator`` given by
     the caller (warm, reused across sessions) serves a single-job session.
+
+    One job runs in the calling thread. More run on worker threads that each start
+    their own isolator: isolation helpers die with the thread that started them (the
+    parent-death signal is per thread), so an isolator must stay with its thread.
     """
     check_target(options.target, options.plugins)
     specs = resolve_ops(names)
     skipped = {s.name: unsupported(s, options.reference) for s in specs}
     runnable = [s for s in specs if not skipped[s.name]]
     units = _units(runnable, options)
+    if options.jobs == 1 or len(units) <= 1:
+        outcomes = _run_here(units, options, on_progress, isolator)
+    else:
+        outcomes = _run_threads(units, options, on_progress)
+    results = []
+    for spec in specs:
+        if skipped[spec.name]:
+            results.append(CampaignResult(spec.name, options.seed, 0, skipped=skipped[spec.name]))
+        else:
+            parts = [outcomes[u.index] for u in units if u.spec.name == spec.name]
+            results.append(merge(parts, options.seed, options.budget))
+    return results
+
+
+def _run_here(
+    units: list[_Unit],
+    options: FuzzOptions,
+    on_progress: Callable[[int, Progress], None] | None,
+    isolator: Isolator | None,
+) -> dict[int, CampaignResult]:
+    if isolator is not None:
+        return {u.index: _run_unit(u, options, isolator, on_progress) for u in units}
+    with Isolator(options.isolation) as own:
+        return {u.index: _run_unit(u, options, own, on_progress) for u in units}
+
+
+def _run_threads(
+    units: list[_Unit],
+    options: FuzzOptions,
+    on_progress: Callable[[int, Progress], None] | None,
+) -> dict[int, CampaignResult]:
     outcomes: dict[int, CampaignResult] = {}
     errors: list[BaseException] = []
     todo: queue.SimpleQueue[_Unit] = queue.SimpleQueue()
     for unit in units:
         todo.put(unit)
 
-    def work(own: Isolator) -> None:
-        while not errors:
-            try:
-                unit = todo.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                outcomes[unit.index] = _run_unit(unit, options, own, on_progress)
-            except BaseException as exc:
-                errors.append(exc)
-
     def worker() -> None:
-        if isolator is not None and options.jobs == 1:
-            work(isolator)
-            return
         with Isolator(options.isolation) as own:
-            work(own)
+            while not errors:
+                try:
+                    unit = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    outcomes[unit.index] = _run_unit(unit, options, own, on_progress)
+                except BaseException as exc:
+                    errors.append(exc)
 
     threads = [threading.Thread(target=worker, daemon=True)
                for _ in range(min(options.jobs, len(units)))]
@@ -157,14 +186,7 @@ def run_session(
         thread.join()
     if errors:
         raise errors[0]
-    results = []
-    for spec in specs:
-        if skipped[spec.name]:
-            results.append(CampaignResult(spec.name, options.seed, 0, skipped=skipped[spec.name]))
-        else:
-            parts = [outcomes[u.index] for u in units if u.spec.name == spec.name]
-            results.append(merge(parts, options.seed, options.budget))
-    return results
+    return outcomes
 
 
 def _run_unit(

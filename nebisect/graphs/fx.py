@@ -39,6 +39,7 @@ import numpy as np
 from nebisect.bisect import Dag
 from nebisect.case import save_npz, sha256_arrays, sha256_bytes
 from nebisect.graphs.mil import ExtractionError
+from nebisect.quiet import quiet
 from nebisect.torchsource import TorchSource
 
 Range = tuple[int, int]
@@ -153,28 +154,36 @@ def _is_tensor_tuple(value: Any) -> bool:
 
 
 class FxGraph:
-    """The dependency view of an exported torch module and its recorded values."""
+    """The dependency view of an exported torch module and its recorded values.
 
-    def __init__(self, source: TorchSource) -> None:
+    ``inputs`` (name → tensor, default: the source's example inputs) are what the
+    recording runs on and what candidates are fed: a failure seen on particular inputs
+    is reduced on those inputs.
+    """
+
+    def __init__(self, source: TorchSource, inputs: dict[str, Any] | None = None) -> None:
         import torch
 
         self.source = source
+        given = inputs if inputs is not None else source.example_inputs
+        self._run_with = [given[name] for name in source.example_inputs]
         dims = {b: torch.export.Dim(name, min=b[0], max=b[1])
                 for b, name in source.symbols().items()}
         dynamic = {name: ({axis: dims[b] for axis, b in source.dynamic_dims[name].items()}
                           if name in source.dynamic_dims else None)
                    for name in source.example_inputs}
         try:
-            exported = torch.export.export(
-                source.module, tuple(source.example_inputs.values()),
-                dynamic_shapes=dynamic if source.dynamic_dims else None,
-            )
+            with quiet():
+                exported = torch.export.export(
+                    source.module, tuple(source.example_inputs.values()),
+                    dynamic_shapes=dynamic if source.dynamic_dims else None,
+                )
+                self.module = exported.module()
         except Exception as exc:
             raise ExtractionError(
                 f"{source.location}: torch.export failed, so its graph cannot be reduced "
                 f"({type(exc).__name__}: {str(exc).strip().splitlines()[0]})"
             ) from None
-        self.module = exported.module()
         self.nodes = {n.name: n for n in self.module.graph.nodes}
         self.inputs = [n.name for n in self.module.graph.nodes if n.op == "placeholder"]
         self.symbols = self._input_symbols()
@@ -216,11 +225,10 @@ class FxGraph:
         )
 
     def _classify_call(self, node: Any, val: Any) -> None:
-        source = node.args[0] if node.args else None
-        if (getattr(source, "name", None) in self.unit_nodes
-                and _is_tensor_tuple(source.meta.get("val"))):
-            self.unit_nodes[source.name].append(node.name)  # getitem of a tuple unit
-            self.value_unit[node.name] = source.name
+        source = getattr(node.args[0], "name", None) if node.args else None
+        if source in self.unit_nodes and _is_tensor_tuple(self.nodes[source].meta.get("val")):
+            self.unit_nodes[source].append(node.name)  # getitem of a tuple unit
+            self.value_unit[node.name] = source
         elif val is None or _is_tensor(val) or _is_tensor_tuple(val):
             self.unit_nodes[node.name] = [node.name]
             self.value_unit[node.name] = node.name
@@ -297,7 +305,7 @@ class FxGraph:
                 return result
 
         with torch.no_grad():
-            Recorder(self.module).run(*self.source.example_inputs.values())
+            Recorder(self.module).run(*self._run_with)
         return values
 
     # ----------------------------------------------------------------- materializing
@@ -317,8 +325,7 @@ class FxGraph:
         for name in sorted({f for f in feeds.values() if f not in kept},
                            key=list(self.nodes).index):
             env[name] = graph.placeholder(name)
-            inputs[env[name].name] = _array(self.recorded[name] if name not in self.inputs
-                                  else self.source.example_inputs[name])
+            inputs[env[name].name] = _array(self.recorded[name])
         weights: dict[str, np.ndarray] = {}
         needed = self._travelling_closure(kept_nodes)
 

@@ -34,7 +34,12 @@ from nebisect.isolation.job import (
     bind_stage_file,
     current_stage,
 )
-from nebisect.isolation.osproc import address_space_limit, orphaned, set_pdeathsig
+from nebisect.isolation.osproc import (
+    address_space_limit,
+    orphaned,
+    set_pdeathsig,
+    set_process_name,
+)
 from nebisect.verdict import Verdict, error_signature
 
 #: Exit codes for a child that never reached the job (visible in "exited with code N").
@@ -64,15 +69,39 @@ def redirect_stdio(stderr_fd: int) -> None:
         os.close(stderr_fd)
 
 
-def forked_child(request: dict[str, Any], case_dir: Path, stderr_fd: int) -> NoReturn:
-    """Fork-mode child: own session, the template's pipes replaced, then the job."""
+def spare_child(parent_pid: int, request_fd: int, stderr_fd: int, done_fd: int) -> NoReturn:
+    """Fork-mode child, forked before its case exists: set up, then wait for the request.
+
+    Named ``nebisect-spare`` while it waits and ``nebisect-case`` once it runs one (see
+    ``ps``). The template closes the request pipe without writing to retire a spare.
+    Once the result is written a byte on ``done_fd`` says so: the template can report
+    before this process's address space is torn down (a millisecond for a numpy one).
+    """
     try:
         os.setsid()
-        enter_case_process(int(request["parent"]))
+        enter_case_process(parent_pid)
         redirect_stdio(stderr_fd)
+        set_process_name("nebisect-spare")
+        message = _read_to_eof(request_fd)
     except BaseException:
         os._exit(EXIT_SETUP_FAILED)
-    run_and_exit(request, case_dir)
+    if not message:
+        os._exit(0)
+    set_process_name("nebisect-case")
+    document = json.loads(message)
+    code = run_job(document["request"], Path(document["case_dir"]))
+    if code is None:
+        _flush_stdio()
+        os.write(done_fd, b"\n")
+    leave(code or 0)
+
+
+def _read_to_eof(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
 
 
 def run_and_exit(request: dict[str, Any], case_dir: Path) -> NoReturn:
@@ -98,10 +127,14 @@ def run_job(request: dict[str, Any], case_dir: Path) -> int | None:
 
 def leave(code: int) -> NoReturn:
     """Exit without running the host's atexit handlers or finalizers (fork-safe)."""
+    _flush_stdio()
+    os._exit(code)
+
+
+def _flush_stdio() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    os._exit(code)
 
 
 def execute(request: dict[str, Any], case_dir: Path) -> None:

@@ -26,9 +26,10 @@ class RawExit:
     """How a case process ended, as seen by whoever reaped it.
 
     ``exit_code`` is negative for death by signal (like ``Popen.returncode``) and None
-    when nobody could observe it; ``failure`` explains an isolation-side failure (a
-    helper process that died), which then becomes the case's ``error``. ``metrics``
-    are facts the isolation side adds to the verdict (cases a persistent worker ran).
+    when it was not awaited (a fork child that signalled its result was written).
+    ``failure`` explains an isolation-side failure (a helper process that died), which
+    then becomes the case's ``error``. ``metrics`` are facts the isolation side adds to
+    the verdict (how many cases a persistent worker ran).
     """
 
     exit_code: int | None

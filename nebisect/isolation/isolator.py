@@ -63,8 +63,10 @@ def _shutdown(backends: list[Backend], workspace: Workspace) -> None:
 class Isolator:
     """Runs jobs in isolated processes; reuse one for many cases (helpers stay warm).
 
-    Not thread-safe: use one isolator per thread. ``tmp_dir`` chooses where the
-    per-isolator temp root is created (default: the system temp dir).
+    Not thread-safe: use one isolator per thread, and keep that thread alive while
+    the isolator is in use (Linux ties a child's parent-death signal to the thread that
+    started it). ``tmp_dir`` chooses where the per-isolator temp root is created
+    (default: /dev/shm on Linux unless TMPDIR is set, else the system temp dir).
     """
 
     def __init__(self, mode: str = "auto", *, tmp_dir: str | os.PathLike[str] | None = None):
@@ -76,9 +78,9 @@ class Isolator:
         self._confirm = (
             _backend(fresh_mode(), self._workspace) if self.mode == "persistent" else None
         )
-        backends = [b for b in (self._backend, self._confirm) if b is not None]
-        self._backends = backends
-        weakref.finalize(self, _shutdown, backends, self._workspace)
+        self._backends = [b for b in (self._backend, self._confirm) if b is not None]
+        # Runs at interpreter exit too: an isolator nobody closed still cleans up.
+        weakref.finalize(self, _shutdown, self._backends, self._workspace)
 
     def run(self, job: Job) -> Outcome:
         """One verdict for ``job``, stamped with provenance and wall time."""

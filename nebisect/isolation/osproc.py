@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 
 
 @functools.cache
@@ -39,6 +40,12 @@ def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
         return
     if _prctl()(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+
+
+def set_process_name(name: str) -> None:
+    """Name this process in ``ps``/``/proc/PID/comm`` (Linux; 15 bytes kept)."""
+    if sys.platform.startswith("linux"):
+        _prctl()(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def orphaned(expected_parent: int) -> bool:

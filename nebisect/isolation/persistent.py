@@ -19,7 +19,7 @@ from nebisect.isolation.collect import RawExit
 from nebisect.isolation.fork import CORE_PRELOAD
 from nebisect.isolation.helper import STARTUP_SECONDS, Helper
 from nebisect.isolation.job import CaseFiles, Job
-from nebisect.isolation.watch import StderrSink, Watch, read_tail
+from nebisect.isolation.watch import TIMEOUT, StderrSink, Watch, read_tail
 from nebisect.isolation.workspace import Workspace
 
 
@@ -41,8 +41,9 @@ class _Worker:
         ready = False
         try:
             deadline = time.monotonic() + STARTUP_SECONDS
-            how = self.watch.wait(sink, deadline, self.helper.responses.fd)
-            ready = how == "wake" and self.helper.receive(deadline) is not None
+            responses = self.helper.responses.fd
+            how = self.watch.wait(sink, deadline, (responses,))
+            ready = how == responses and self.helper.receive(deadline) is not None
         finally:
             if not ready:
                 self.kill(sink)
@@ -74,13 +75,14 @@ class PersistentBackend:
         deadline = time.monotonic() + job.timeout
         sink = StderrSink(case_dir / CaseFiles.STDERR)
         try:
-            how = worker.watch.wait(sink, deadline, worker.helper.responses.fd)
-            if how == "wake" and worker.helper.receive(deadline) is not None:
+            responses = worker.helper.responses.fd
+            how = worker.watch.wait(sink, deadline, (responses,))
+            if how == responses and worker.helper.receive(deadline) is not None:
                 worker.watch.drain(sink)
                 worker.cases += 1
                 return RawExit(0, stderr_bytes=sink.total, metrics={"worker_case": worker.cases})
             code = self._discard(sink)
-            return RawExit(code, how == "timeout", sink.total,
+            return RawExit(code, how == TIMEOUT, sink.total,
                            metrics={"worker_case": worker.cases + 1})
         except BaseException:
             if self._worker is not None:

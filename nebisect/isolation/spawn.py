@@ -16,7 +16,7 @@ from typing import Any
 from nebisect.isolation.collect import RawExit
 from nebisect.isolation.job import CaseFiles, Job
 from nebisect.isolation.osproc import helper_command, helper_env
-from nebisect.isolation.watch import StderrSink, Watch
+from nebisect.isolation.watch import TIMEOUT, StderrSink, Watch
 
 
 class SpawnBackend:
@@ -43,7 +43,7 @@ class SpawnBackend:
         finally:
             code = watch.finish(sink)
             sink.close()
-        return RawExit(code, how == "timeout", sink.total)
+        return RawExit(code, how == TIMEOUT, sink.total)
 
     def close(self) -> None:
         """Nothing outlives a case in spawn mode."""

@@ -3,14 +3,23 @@
 Started fresh (``python -m nebisect.isolation.template CONFIG``), it imports numpy,
 nebisect's core and the job's ``preload`` modules once (and each job's own module on
 first use), then forks: a numpy-only fork costs about a millisecond, where a fresh
-interpreter that imports coremltools costs seconds. It supervises each child itself —
-pidfd + poll for the timeout, the stderr pipe drained into a bounded capture, the
-process group killed and the child reaped — and reports the exit code to the parent.
-Closing its request pipe (the parent's Ctrl-C path) kills the running case and ends
-the template.
+interpreter that imports coremltools costs seconds.
+
+The child for the next case is forked *ahead* of it, right after the previous report
+went out: the fork and the child's set-up overlap with the parent's collecting, and a
+waiting child woken by its request is scheduled at once on a busy machine, where a
+brand-new process queues behind the running ones.
+
+The template supervises each child itself — pidfd + poll for the timeout, the stderr
+pipe drained into a bounded capture, the process group killed and the child reaped —
+and reports to the parent: the exit code, or, for a child that signalled its result is
+written, nothing more (that child is reaped after the report, off the critical path).
+Closing its request pipe (the parent's Ctrl-C path) kills the running case, retires
+the spare child and ends the template.
 
 Protocol (JSON lines): parent → ``{"case_dir", "request"}``; template → ``{"ready"}``
-once, then per case ``{"exit_code", "timed_out", "aborted", "stderr_bytes"}``.
+once, then per case ``{"exit_code", "timed_out", "aborted", "stderr_bytes"}`` (exit
+code null when the child finished with a result).
 """
 
 from __future__ import annotations
@@ -20,58 +29,141 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nebisect.isolation.child import forked_child
+from nebisect.isolation.child import spare_child
 from nebisect.isolation.job import CaseFiles
-from nebisect.isolation.osproc import reap
+from nebisect.isolation.osproc import kill_group, reap
 from nebisect.isolation.server import preload, send, start_helper
-from nebisect.isolation.watch import LineReader, StderrSink, Watch
+from nebisect.isolation.watch import TIMEOUT, LineReader, StderrSink, Watch
 
 _REQUESTS, _RESPONSES = 0, 1
 
 
-def run_case(case_dir: Path, request: dict[str, Any]) -> dict[str, Any]:
-    """Fork one child for the case and supervise it to the end."""
-    request = {**request, "parent": os.getpid()}
-    # The job's own module is imported here once, not in every child: for
-    # nebisect.runner that import alone costs tens of milliseconds.
-    sys.path[:] = request["sys_path"]
-    preload([request["job"]["function"].partition(":")[0]])
-    # Everything alive now belongs to the template: keep the child's garbage collector
-    # from walking it (a full collection in a child touches, so copies, every page).
-    gc.freeze()
-    read_end, write_end = os.pipe()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        forked_child(request, case_dir, write_end)
-    os.close(write_end)
-    watch = Watch(pid, read_end, reaper=lambda: reap(pid))
-    sink = StderrSink(case_dir / CaseFiles.STDERR)
-    how = watch.wait(sink, time.monotonic() + float(request["job"]["timeout"]), _REQUESTS)
-    code = watch.finish(sink)
-    sink.close()
-    return {
-        "exit_code": code,
-        "timed_out": how == "timeout",
-        "aborted": how == "wake",
-        "stderr_bytes": sink.total,
-    }
+@dataclass
+class Spare:
+    """A forked child waiting for its case: its pid and its request, stderr, done pipes."""
+
+    pid: int
+    request_fd: int
+    stderr_fd: int
+    done_fd: int
+
+    @classmethod
+    def fork(cls) -> Spare:
+        # Everything alive now belongs to the template: keep the child's garbage
+        # collector from walking it (a full collection touches, so copies, every page).
+        gc.freeze()
+        request_read, request_write = os.pipe()
+        stderr_read, stderr_write = os.pipe()
+        done_read, done_write = os.pipe()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            for fd in (request_write, stderr_read, done_read):
+                os.close(fd)
+            spare_child(os.getppid(), request_read, stderr_write, done_write)
+        for fd in (request_read, stderr_write, done_write):
+            os.close(fd)
+        return cls(pid, request_write, stderr_read, done_read)
+
+    def hand_over(self, message: dict[str, Any]) -> bool:
+        """Send the case; False if this spare died while waiting (it is then reaped)."""
+        data = memoryview(json.dumps(message).encode())
+        try:
+            while data:
+                data = data[os.write(self.request_fd, data):]
+        except BrokenPipeError:
+            self.retire()
+            return False
+        os.close(self.request_fd)
+        return True
+
+    def retire(self) -> None:
+        """Kill and reap a spare that will not run a case."""
+        for fd in (self.request_fd, self.stderr_fd, self.done_fd):
+            os.close(fd)
+        kill_group(self.pid)
+        reap(self.pid)
+
+
+class Template:
+    def __init__(self) -> None:
+        self._spare: Spare | None = None
+        self._finished: Watch | None = None
+
+    def run_case(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Hand the case to the spare child and supervise it until it is done or dead."""
+        request = message["request"]
+        # The job's own module is imported here once, so that later children have it:
+        # for nebisect.runner that import alone costs tens of milliseconds.
+        sys.path[:] = request["sys_path"]
+        preload([request["job"]["function"].partition(":")[0]])
+        child = self._take(message)
+        watch = Watch(child.pid, child.stderr_fd, reaper=lambda: reap(child.pid))
+        sink = StderrSink(Path(message["case_dir"]) / CaseFiles.STDERR)
+        deadline = time.monotonic() + float(request["job"]["timeout"])
+        wake = (child.done_fd, _REQUESTS)
+        while (how := watch.wait(sink, deadline, wake)) == child.done_fd:
+            if os.read(child.done_fd, 1):
+                break
+            wake = (_REQUESTS,)  # died without finishing: the pidfd tells how
+        os.close(child.done_fd)
+        report = {"exit_code": None, "timed_out": how == TIMEOUT,
+                  "aborted": how == _REQUESTS, "stderr_bytes": 0}
+        if how == child.done_fd:
+            # The result is on disk: report now, reap after the report went out.
+            watch.drain(sink)
+            self._finished = watch
+        else:
+            report["exit_code"] = watch.finish(sink)
+        sink.close()
+        report["stderr_bytes"] = sink.total
+        return report
+
+    def settle(self) -> None:
+        """Between cases: reap the last child (and its group), fork the next spare."""
+        if self._finished is not None:
+            self._finished.finish(None)
+            self._finished = None
+        if self._spare is None:
+            self._spare = Spare.fork()
+
+    def close(self) -> None:
+        if self._finished is not None:
+            self._finished.finish(None)
+            self._finished = None
+        if self._spare is not None:
+            self._spare.retire()
+            self._spare = None
+
+    def _take(self, message: dict[str, Any]) -> Spare:
+        for _ in range(2):
+            self.settle()
+            child, self._spare = self._spare, None
+            assert child is not None
+            if child.hand_over(message):
+                return child
+        raise RuntimeError("case processes die before their case arrives; see above")
 
 
 def main() -> None:
     start_helper()
+    template = Template()
+    template.settle()
     requests = LineReader(_REQUESTS)
     send(_RESPONSES, {"ready": os.getpid()})
-    while line := requests.readline():
-        message = json.loads(line)
-        report = run_case(Path(message["case_dir"]), message["request"])
-        send(_RESPONSES, report)
-        if report["aborted"]:
-            return
+    try:
+        while line := requests.readline():
+            report = template.run_case(json.loads(line))
+            send(_RESPONSES, report)
+            if report["aborted"]:
+                return
+            template.settle()
+    finally:
+        template.close()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Waiting for a process with a timeout while draining its stderr, without busy polling.
 
-One ``poll()`` covers the process's exit handle (pidfd), its stderr pipe and an
-optional "wake" descriptor (the parent's control pipe, or a worker's response pipe).
+One ``poll()`` covers the process's exit handle (pidfd), its stderr pipe and "wake"
+descriptors (the parent's control pipe, a child's done pipe, a worker's responses).
 The stderr pipe is drained into a :class:`StderrSink` that keeps a bounded head and
 tail, so a child printing 50 MB of diagnostics can neither fill the disk nor block on
 a full pipe, and the bytes that matter most — the last ones before a crash, where
@@ -18,6 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nebisect.isolation.osproc import ProcessHandle, kill_group
+
+#: What :meth:`Watch.wait` returns when it was not woken by one of its descriptors.
+EXITED, TIMEOUT = "exited", "timeout"
 
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 8 * 1024
@@ -118,27 +121,30 @@ class Watch:
         self._reaper = reaper
         self._handle = ProcessHandle(pid)
 
-    def wait(self, sink: StderrSink, deadline: float, wake_fd: int | None = None) -> str:
-        """Block until ``"exited"``, ``"timeout"`` or ``"wake"`` (wake_fd readable)."""
+    def wait(
+        self, sink: StderrSink, deadline: float, wake_fds: tuple[int, ...] = ()
+    ) -> int | str:
+        """Block until the process exits (:data:`EXITED`), the deadline passes
+        (:data:`TIMEOUT`) or one of ``wake_fds`` is readable (that descriptor)."""
         poller = select.poll()
-        poller.register(self._handle.fileno(), select.POLLIN)
-        if wake_fd is not None:
-            poller.register(wake_fd, select.POLLIN)
+        for fd in (self._handle.fileno(), *wake_fds):
+            poller.register(fd, select.POLLIN)
         if self.stderr_fd is not None:
             poller.register(self.stderr_fd, select.POLLIN)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return "timeout"
+                return TIMEOUT
             ready = {fd for fd, _ in poller.poll(_ms(remaining))}
             if self.stderr_fd is not None and self.stderr_fd in ready:
                 stderr_fd = self.stderr_fd
                 if not self._pump(sink):
                     poller.unregister(stderr_fd)
-            if wake_fd is not None and wake_fd in ready:
-                return "wake"
+            woken = [fd for fd in wake_fds if fd in ready]
+            if woken:
+                return woken[0]
             if self._handle.fileno() in ready:
-                return "exited"
+                return EXITED
 
     def drain(self, sink: StderrSink | None, seconds: float = 0.0) -> None:
         """Move what the stderr pipe holds into ``sink`` (None: discard it), waiting up to

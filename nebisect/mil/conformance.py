@@ -1,16 +1,14 @@
-"""Run coremltools' own MIL op tests with their prediction step routed to the simulator.
+"""Conformance of the simulator with coremltools' own MIL op tests: the bookkeeping.
 
-coremltools ships its op tests in the wheel (``converters/mil/mil/ops/tests``). Off macOS
-their ``compare_backend`` silently returns without predicting; this pytest plugin
-(``-p nebisect.mil.conformance``) replaces it so the converted ML program is executed by
-:func:`nebisect.mil.interp.run_program` — fp32 backends at precision ``fp32``, fp16
-backends at ``fp16`` — and checked with the test's own tolerances (relaxed for fp16
-exactly as coremltools relaxes them for a device). Every test that reaches prediction
-is one conformance case; its verdict goes to a JSON-lines log (``--conformance-log``)
-that ``bench/conformance.py`` aggregates per op family.
+coremltools ships its op tests in the wheel (``converters/mil/mil/ops/tests``); the pytest
+plugin :mod:`nebisect.mil.conformance_plugin` runs them with their prediction step routed
+to the simulator and logs one :class:`CaseRecord` per test (JSON lines). This module is
+what the plugin, ``bench/conformance.py`` and the tests share: the exclusion list, the
+record format, per-family aggregation and the subprocess runner.
 
-Nothing is skipped silently: :data:`EXCLUSIONS` lists every test the simulator cannot
-judge, with the reason, and excluded tests are logged as such.
+Every test that reaches prediction is one conformance case. Nothing is skipped
+silently: :data:`EXCLUSIONS` lists every test the simulator cannot judge, with the
+reason, and excluded tests are logged as such.
 """
 
 from __future__ import annotations
@@ -18,15 +16,14 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import traceback
+import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 TESTS_PACKAGE = "coremltools.converters.mil.mil.ops.tests"
 ENVIRONMENT = {"PYMIL_TEST_TARGETS": "mlprogram", "INCLUDE_MIL_FP32_UNIT_TESTS": "1"}
+PLUGIN = "nebisect.mil.conformance_plugin"
 
 
 @dataclass(frozen=True)
@@ -78,10 +75,11 @@ class CaseRecord:
 
     nodeid: str
     family: str
-    status: str  # pass | fail | error | excluded | not-reached
+    status: str  # pass | fail | excluded | not-reached
     precision: str = ""
     detail: str = ""
     predictions: int = 0
+    declared: str = ""  # for a fail: "pass" / "fail" re-run honoring declared dtypes
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -112,13 +110,16 @@ def excluded(nodeid: str) -> Exclusion | None:
 
 @dataclass
 class FamilyRow:
-    """Per-family counts; ``rate`` is passes over cases that reached prediction."""
+    """Per-family counts. ``rate`` is passes over cases that reached prediction;
+    ``declared_rate`` also counts the failures that pass when the program's declared
+    dtypes are honored (the fp16/fp32 storage Core ML's CPU uses)."""
 
     family: str
     passed: int = 0
     failed: int = 0
     excluded: int = 0
     not_reached: int = 0
+    declared_only: int = 0
 
     @property
     def reached(self) -> int:
@@ -127,6 +128,10 @@ class FamilyRow:
     @property
     def rate(self) -> float:
         return self.passed / self.reached if self.reached else 1.0
+
+    @property
+    def declared_rate(self) -> float:
+        return (self.passed + self.declared_only) / self.reached if self.reached else 1.0
 
 
 def read_log(path: str | os.PathLike[str]) -> list[CaseRecord]:
@@ -149,8 +154,9 @@ def summarize(records: list[CaseRecord]) -> tuple[list[FamilyRow], FamilyRow]:
     for record in records:
         name = field[record.status]
         row = rows.setdefault(record.family, FamilyRow(record.family))
-        setattr(row, name, getattr(row, name) + 1)
-        setattr(total, name, getattr(total, name) + 1)
+        for target in (row, total):
+            setattr(target, name, getattr(target, name) + 1)
+            target.declared_only += record.status == "fail" and record.declared == "pass"
     return [rows[k] for k in sorted(rows)], total
 
 
@@ -158,12 +164,9 @@ def run_pytest(
     paths: list[str], log: str | os.PathLike[str], *, sample: int = 0, timeout: float = 3600,
     extra: tuple[str, ...] = (),
 ) -> int:
-    """Run op-test files in a fresh interpreter with this plugin; returns pytest's exit code."""
-    import subprocess
-    import sys
-
+    """Run op-test files in a fresh interpreter with the plugin; returns pytest's exit code."""
     command = [
-        sys.executable, "-m", "pytest", "-q", "-p", __name__, "-p", "no:cacheprovider",
+        sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "no:cacheprovider",
         f"--conformance-log={log}", f"--conformance-sample={sample}",
         "-o", "addopts=", *extra, *paths,
     ]
@@ -192,195 +195,3 @@ def tests_root() -> Path:
     if spec is None or spec.origin is None:
         raise RuntimeError(f"coremltools' op tests ({TESTS_PACKAGE}) are not installed")
     return Path(spec.origin).parent
-
-
-# --- prediction through the simulator -------------------------------------------------
-
-
-class _Current:
-    """Per-test state the patched ``compare_backend`` reports into."""
-
-    predictions = 0
-    precision = ""
-    failure: str | None = None  # raised by the simulated prediction or its comparison
-    test_failure: str | None = None  # anything the test raised
-
-
-def _model_inputs(program: Any, values: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Inputs as Core ML would hand them to the program: converted to the declared dtype
-    (the test passes float32 for every input, like ``run_core_ml_predict``)."""
-    from nebisect.mil.dtypes import var_element_dtype
-
-    declared = program.functions["main"].inputs
-    out = {}
-    for name, value in values.items():
-        array = np.asarray(value)
-        if array.ndim == 0:
-            array = array.reshape(1)
-        dtype = var_element_dtype(declared[name]) if name in declared else None
-        out[name] = array.astype(dtype if dtype is not None else np.float32)
-    return out
-
-
-def _output(outputs: dict[str, np.ndarray], name: str) -> np.ndarray:
-    if name in outputs:
-        return outputs[name]
-    from coremltools.converters.mil.mil.passes.defs.preprocess import NameSanitizer
-
-    sanitized = NameSanitizer._replace_invalid_char_with_underscore(name)
-    if sanitized in outputs:
-        return outputs[sanitized]
-    raise KeyError(f"{name} output not found in the simulated outputs")
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = traceback.format_exception_only(type(exc), exc)
-    return "".join(lines).strip().splitlines()[0][:300]
-
-
-def _predict_and_compare(
-    mlmodel: Any, inputs: dict[str, Any], expected: dict[str, Any], precision: str,
-    atol: float, rtol: float, also_compare_shapes: bool, allow_mismatch_ratio: float,
-) -> dict[str, np.ndarray]:
-    from nebisect.mil.interp import run_program
-    from nebisect.mil.load import load_program
-
-    program = load_program(mlmodel)
-    result = run_program(program, _model_inputs(program, inputs), precision)
-    for name, value in expected.items():
-        got = _output(result.outputs, name)
-        want = np.asarray(value)
-        if also_compare_shapes and not (want.shape == () and got.shape == (1,)):
-            assert got.shape == want.shape, f"output {name}: shape {got.shape} != {want.shape}"
-        try:
-            np.testing.assert_allclose(got, want, atol=atol, rtol=rtol)
-        except AssertionError:
-            bad = np.sum(~np.isclose(got, want, atol=atol, rtol=rtol))
-            if bad / max(want.size, 1) > allow_mismatch_ratio:
-                raise
-    return result.outputs
-
-
-def simulated_compare_backend(
-    mlmodel: Any,
-    input_key_values: dict[str, Any],
-    expected_outputs: dict[str, Any],
-    dtype: str = "fp32",
-    atol: float = 1e-04,
-    rtol: float = 1e-05,
-    also_compare_shapes: bool = True,
-    state: Any = None,
-    allow_mismatch_ratio: float = 0.0,
-) -> dict[str, np.ndarray]:
-    """Drop-in for coremltools' ``compare_backend`` that predicts with the simulator.
-
-    A failure raised here (simulator error or mismatch) is the case's verdict; a test
-    that fails later, on its own assertions about the converted program, does not
-    count against the simulator.
-    """
-    precision = "fp16" if dtype == "fp16" else "fp32"
-    _Current.predictions += 1
-    _Current.precision = precision
-    if dtype == "fp16" or mlmodel.compute_unit.name != "CPU_ONLY":
-        atol, rtol = max(atol * 100.0, 5e-1), max(rtol * 100.0, 5e-2)
-    try:
-        return _predict_and_compare(
-            mlmodel, input_key_values, expected_outputs, precision, atol, rtol,
-            also_compare_shapes, allow_mismatch_ratio,
-        )
-    except Exception as exc:
-        _Current.failure = _first_line(exc)
-        raise
-
-
-def _install() -> None:
-    import coremltools.converters.mil.testing_utils as base_utils
-    from coremltools.converters.mil.mil.ops.tests import testing_utils as op_utils
-
-    base_utils.compare_backend = simulated_compare_backend
-    op_utils.compare_backend = simulated_compare_backend
-
-
-# --- pytest plugin hooks ----------------------------------------------------------------
-
-
-def pytest_addoption(parser: Any) -> None:
-    group = parser.getgroup("nebisect conformance")
-    group.addoption("--conformance-log", default=None, help="JSON-lines verdict log")
-    group.addoption(
-        "--conformance-sample", type=int, default=0,
-        help="keep only N evenly spaced tests per test file (0: all)",
-    )
-
-
-def pytest_configure(config: Any) -> None:
-    for key, value in ENVIRONMENT.items():
-        os.environ.setdefault(key, value)
-    from nebisect.quiet import import_coremltools
-
-    import_coremltools()
-    _install()
-
-
-def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    import pytest
-
-    sample = config.getoption("--conformance-sample")
-    if sample:
-        by_file: dict[str, list[Any]] = {}
-        for item in items:
-            by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-        kept: list[Any] = []
-        for group in by_file.values():
-            step = max(len(group) / sample, 1.0)
-            kept.extend(group[int(i * step)] for i in range(min(sample, len(group))))
-        items[:] = kept
-    for item in items:
-        rule = excluded(item.nodeid)
-        if rule is not None:
-            item.add_marker(pytest.mark.skip(reason=f"nebisect exclusion: {rule.reason}"))
-
-
-def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
-    _Current.predictions, _Current.precision = 0, ""
-    _Current.failure = _Current.test_failure = None
-
-
-def pytest_runtest_makereport(item: Any, call: Any) -> None:
-    if call.when == "call" and call.excinfo is not None and _Current.predictions:
-        _Current.test_failure = _first_line(call.excinfo.value)
-
-
-def _status(report: Any, nodeid: str) -> tuple[str, str]:
-    rule = excluded(nodeid)
-    if rule is not None:
-        return "excluded", rule.reason
-    skip = f"skipped: {report.longrepr[2]}"[:300] if isinstance(report.longrepr, tuple) else ""
-    if _Current.predictions == 0:
-        return "not-reached", skip or report.outcome
-    if report.passed:  # also when the test expected the prediction to raise
-        return "pass", ""
-    if _Current.failure is not None:
-        return "fail", _Current.failure
-    if report.skipped:
-        return "not-reached", skip
-    return "pass", f"prediction matched; the test then failed on its own: {_Current.test_failure}"
-
-
-def pytest_runtest_logreport(report: Any) -> None:
-    log = os.environ.get("NEBISECT_CONFORMANCE_LOG_PATH")
-    if not log or (report.when != "call" and not (report.when == "setup" and report.skipped)):
-        return
-    status, detail = _status(report, report.nodeid)
-    record = CaseRecord(
-        short_id(report.nodeid), family_of(report.nodeid), status, _Current.precision, detail,
-        _Current.predictions,
-    )
-    with open(log, "a") as fh:
-        fh.write(record.to_json() + "\n")
-
-
-def pytest_sessionstart(session: Any) -> None:
-    path = session.config.getoption("--conformance-log")
-    if path:
-        os.environ["NEBISECT_CONFORMANCE_LOG_PATH"] = str(Path(path).resolve())

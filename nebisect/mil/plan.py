@@ -27,8 +27,6 @@ from nebisect.mil.kernels import Kernel, KernelContext, get_kernel
 from nebisect.mil.precision import PrecisionModel, get_precision, round_to_fp16
 from nebisect.mil.profiles import Profile
 
-CONTROL_FLOW = ("cond", "while_loop")
-
 
 @dataclass(frozen=True)
 class Mode:
@@ -85,7 +83,6 @@ class Step:
     tuples: tuple[tuple[str, tuple[tuple[str, np.dtype | None], ...]], ...]
     outputs: tuple[tuple[str, Storage | None, Shape], ...]
     blocks: tuple[BlockPlan, ...] = ()
-    device: str | None = None
 
 
 @dataclass(slots=True)
@@ -111,6 +108,8 @@ class Plan:
 
 
 class _Compiler:
+    """Walks a function once, deciding each op's mode, kernel, arguments and storage."""
+
     def __init__(self, model: PrecisionModel, profile: Profile | None) -> None:
         self.profile = profile
         self.cpu = Mode(np.float32, None, ())
@@ -230,7 +229,7 @@ class _Compiler:
             self.placement[key] = mode.device or "cpu"
         return Step(
             op.name, op.op_type, fn, ctx, static, tuple(dynamic), tuple(tuples),
-            tuple(outputs), blocks, self.placement.get(key),
+            tuple(outputs), blocks,
         )
 
 

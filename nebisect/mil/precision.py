@@ -94,6 +94,9 @@ _HALF_TINY = np.float32(2.0**-14)  # the smallest normal fp16
 _HALF = np.float32(0.5)  # |x| + 0.5 has ulp 2^-24: the fp16 subnormal spacing
 
 
+_CHUNK = 1 << 16  # elements per block: each pass over a block stays in cache
+
+
 def round_to_fp16(x: np.ndarray) -> np.ndarray:
     """``x.astype(float16).astype(float32)`` bit for bit, without numpy's half casts.
 
@@ -102,10 +105,22 @@ def round_to_fp16(x: np.ndarray) -> np.ndarray:
     bit pattern to 10 mantissa bits (round to nearest, ties to even) takes a handful of
     integer passes; below the smallest normal fp16, ``(|x| + 0.5) - 0.5`` lands on the
     subnormal grid (multiples of 2^-24) with the same rounding; past 65504 the result
-    is ±inf and NaN stays NaN. The fp16 precision model keeps its values in float32
-    arrays rounded this way, so kernels that compute in float32 need no conversions.
+    is ±inf and NaN stays NaN. Large arrays go block by block so the passes run in
+    cache. The fp16 precision model keeps its values in float32 arrays rounded this
+    way, so kernels that compute in float32 need no conversions either side.
     """
+    shape = np.shape(x)  # ascontiguousarray turns a rank-0 value into rank 1
     x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.size <= _CHUNK:
+        return _round_block(x).reshape(shape)
+    flat = x.reshape(-1)
+    out = np.empty_like(flat)
+    for start in range(0, flat.size, _CHUNK):
+        out[start : start + _CHUNK] = _round_block(flat[start : start + _CHUNK])
+    return out.reshape(x.shape)
+
+
+def _round_block(x: np.ndarray) -> np.ndarray:
     bits = x.view(np.uint32)
     sign = bits & _SIGN
     magnitude_bits = bits ^ sign

@@ -39,6 +39,8 @@ def _lse_bound(case: dict[str, Any]) -> list[Boundary]:
                       "Σexp(x) overflows fp16 without the max-shift (seed 000)")]
     if c > 1:
         found.append(Boundary("log(65504)", LN_FP16_MAX, "exp(x) alone overflows fp16"))
+    found.append(Boundary("log(2^-24)", math.log(2.0**-24),
+                          "exp(x) underflows fp16 to 0, log(0) = -inf without the max-shift"))
     return found
 
 

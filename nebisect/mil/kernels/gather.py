@@ -1,10 +1,8 @@
-"""Gather and scatter kernels (``gather``, ``gather_nd``, ``gather_along_axis`` and the
-matching ``scatter*`` ops with every mode).
+"""Gather kernels: ``gather`` (with ``batch_dims``), ``gather_nd``, ``gather_along_axis``.
 
 Indices may be negative (counted from the end, as iOS15/16 define; iOS17 calls them
-out of bounds, where numpy's wrap-around is as good an answer as any). Scatter updates
-are applied in index order, so for duplicate indices ``update`` keeps the last write and
-the arithmetic modes accumulate — the sequential semantics of the MIL definition.
+out of bounds, and numpy's wrap-around is as good an answer as any for undefined
+behaviour). An index past the end is an error naming the op.
 """
 
 from __future__ import annotations
@@ -14,40 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
 from nebisect.mil.kernels import KernelContext, kernel
-from nebisect.mil.kernels._args import axis_of, text
-
-
-def _assign(target: np.ndarray, index: Any, values: np.ndarray) -> None:
-    target[index] = values
-
-
-def _divide(target: np.ndarray, index: Any, values: np.ndarray) -> None:
-    if target.dtype.kind in "iu":
-        np.floor_divide.at(target, index, values)
-    else:
-        np.divide.at(target, index, values)
-
-
-_SCATTER_MODES: dict[str, Callable[[np.ndarray, Any, np.ndarray], None]] = {
-    "update": _assign,
-    "add": np.add.at,
-    "sub": np.subtract.at,
-    "mul": np.multiply.at,
-    "div": _divide,
-    "max": np.maximum.at,
-    "min": np.minimum.at,
-}
-
-
-def _scatter_into(data: np.ndarray, index: Any, updates: np.ndarray, mode: Any) -> np.ndarray:
-    name = text(mode, "add")
-    if name not in _SCATTER_MODES:
-        raise NebisectError(f"scatter mode {name!r} is not one of {sorted(_SCATTER_MODES)}")
-    out = np.array(data, copy=True)
-    _SCATTER_MODES[name](out, index, np.asarray(updates, dtype=out.dtype))
-    return out
+from nebisect.mil.kernels._args import axis_of
 
 
 def _int(value: Any) -> int:
@@ -111,57 +77,3 @@ def gather_along_axis(
 ) -> np.ndarray:
     x = np.asarray(x)
     return np.take_along_axis(x, np.asarray(indices).astype(np.int64), axis=axis_of(axis, x.ndim))
-
-
-@kernel("scatter")
-def scatter(
-    ctx: KernelContext,
-    data: np.ndarray,
-    indices: Any,
-    updates: np.ndarray,
-    axis: Any = 0,
-    mode: Any = "add",
-    validate_indices: Any = False,
-) -> np.ndarray:
-    """Scatter slices along ``axis``; updates are ``D[:axis] + indices.shape + D[axis+1:]``."""
-    data = np.asarray(data)
-    indices = np.asarray(indices).astype(np.int64)
-    ax = axis_of(axis, data.ndim)
-    moved = np.moveaxis(data, ax, 0)
-    lead = list(range(ax, ax + indices.ndim))
-    slices = np.moveaxis(np.asarray(updates), lead, list(range(indices.ndim)))
-    slices = slices.reshape((indices.size, *moved.shape[1:]))
-    result = _scatter_into(moved, indices.reshape(-1), slices, mode)
-    return np.moveaxis(result, 0, ax)
-
-
-@kernel("scatter_along_axis")
-def scatter_along_axis(
-    ctx: KernelContext,
-    data: np.ndarray,
-    indices: Any,
-    updates: np.ndarray,
-    axis: Any = 0,
-    mode: Any = "add",
-    validate_indices: Any = False,
-) -> np.ndarray:
-    data = np.asarray(data)
-    indices = np.asarray(indices).astype(np.int64)
-    ax = axis_of(axis, data.ndim)
-    coords = list(np.indices(indices.shape, sparse=True))
-    coords[ax] = indices
-    return _scatter_into(data, tuple(coords), np.broadcast_to(updates, indices.shape), mode)
-
-
-@kernel("scatter_nd")
-def scatter_nd(
-    ctx: KernelContext,
-    data: np.ndarray,
-    indices: Any,
-    updates: np.ndarray,
-    mode: Any = "add",
-    validate_indices: Any = False,
-) -> np.ndarray:
-    indices = np.asarray(indices).astype(np.int64)
-    index = tuple(indices[..., k] for k in range(indices.shape[-1]))
-    return _scatter_into(np.asarray(data), index, updates, mode)

@@ -1,0 +1,251 @@
+"""pytest plugin: coremltools' MIL op tests with prediction routed to the simulator.
+
+Load it with ``-p nebisect.mil.conformance_plugin`` (``conformance.run_pytest`` does).
+Off macOS coremltools' ``compare_backend`` returns without predicting; the plugin
+replaces it so the converted ML program runs in :func:`nebisect.mil.interp.run_program`
+— fp32 backends at precision ``fp32``, fp16 backends at ``fp16`` (the ``sim:fp32`` /
+``sim:fp16`` targets) — and is checked with the test's own tolerances, relaxed for fp16
+exactly as coremltools relaxes them for a device. A case that fails is re-run once under
+the ``coreml-cpu`` profile, which honors the program's declared dtypes the way Core ML's
+CPU does (a tensor typed fp16 is stored in fp16, one typed fp32 in fp32); the record
+keeps both verdicts, so a precision-model difference is told apart from a kernel bug.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nebisect.mil.conformance import ENVIRONMENT, CaseRecord, excluded, family_of, short_id
+from nebisect.mil.profiles import Profile, register_profile
+
+DECLARED_PROFILE = register_profile(
+    Profile(
+        name="coreml-cpu",
+        label="Core ML CPU: every op at its declared dtype (fp16 stored as fp16, fp32 as fp32)",
+        precision="fp32",
+        variant="",
+        device="none",  # no accelerator: every op is placed on the CPU
+        device_float_dtypes=frozenset(),
+        cpu_op_types=frozenset(),
+        rejects_data_dependent_shapes=False,
+    )
+).name
+
+
+@dataclass(frozen=True)
+class _Check:
+    """A test's comparison settings (coremltools' ``compare_backend`` arguments)."""
+
+    atol: float
+    rtol: float
+    shapes: bool
+    mismatch_ratio: float
+
+
+class _Session:
+    """Where this pytest session appends its verdicts (``--conformance-log``)."""
+
+    log: Path | None = None
+
+
+class _Current:
+    """Per-test state the patched ``compare_backend`` reports into."""
+
+    predictions = 0
+    precision = ""
+    failure: str | None = None  # raised by the simulated prediction or its comparison
+    declared = ""  # after a failure: the verdict when declared dtypes are honored
+    test_failure: str | None = None  # anything the test raised
+
+
+def _model_inputs(program: Any, values: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Inputs as Core ML would hand them to the program: converted to the declared dtype
+    (the test passes float32 for every input, like ``run_core_ml_predict``)."""
+    from nebisect.mil.dtypes import var_element_dtype
+
+    declared = program.functions["main"].inputs
+    out = {}
+    for name, value in values.items():
+        array = np.asarray(value)
+        if array.ndim == 0:
+            array = array.reshape(1)
+        dtype = var_element_dtype(declared[name]) if name in declared else None
+        out[name] = array.astype(dtype if dtype is not None else np.float32)
+    return out
+
+
+def _output(outputs: dict[str, np.ndarray], name: str) -> np.ndarray:
+    if name in outputs:
+        return outputs[name]
+    from coremltools.converters.mil.mil.passes.defs.preprocess import NameSanitizer
+
+    sanitized = NameSanitizer._replace_invalid_char_with_underscore(name)
+    if sanitized in outputs:
+        return outputs[sanitized]
+    raise KeyError(f"{name} output not found in the simulated outputs")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = traceback.format_exception_only(type(exc), exc)
+    return "".join(lines).strip().splitlines()[0][:300]
+
+
+def _predict_and_compare(
+    mlmodel: Any, inputs: dict[str, Any], expected: dict[str, Any], check: _Check,
+    precision: str, profile: str | None = None,
+) -> dict[str, np.ndarray]:
+    from nebisect.mil.interp import run_program
+    from nebisect.mil.load import load_program
+
+    program = load_program(mlmodel)
+    result = run_program(program, _model_inputs(program, inputs), precision, profile=profile)
+    for name, value in expected.items():
+        got = _output(result.outputs, name)
+        want = np.asarray(value)
+        if check.shapes and not (want.shape == () and got.shape == (1,)):
+            assert got.shape == want.shape, f"output {name}: shape {got.shape} != {want.shape}"
+        try:
+            np.testing.assert_allclose(got, want, atol=check.atol, rtol=check.rtol)
+        except AssertionError:
+            bad = np.sum(~np.isclose(got, want, atol=check.atol, rtol=check.rtol))
+            if bad / max(want.size, 1) > check.mismatch_ratio:
+                raise
+    return result.outputs
+
+
+def _declared_verdict(
+    mlmodel: Any, inputs: dict[str, Any], expected: dict[str, Any], check: _Check
+) -> str:
+    try:
+        _predict_and_compare(mlmodel, inputs, expected, check, "fp32", DECLARED_PROFILE)
+    except Exception:
+        return "fail"
+    return "pass"
+
+
+def simulated_compare_backend(
+    mlmodel: Any,
+    input_key_values: dict[str, Any],
+    expected_outputs: dict[str, Any],
+    dtype: str = "fp32",
+    atol: float = 1e-04,
+    rtol: float = 1e-05,
+    also_compare_shapes: bool = True,
+    state: Any = None,
+    allow_mismatch_ratio: float = 0.0,
+) -> dict[str, np.ndarray]:
+    """Drop-in for coremltools' ``compare_backend`` that predicts with the simulator.
+
+    A failure raised here (simulator error or mismatch) is the case's verdict; a test
+    that fails later, on its own assertions about the converted program, does not
+    count against the simulator.
+    """
+    precision = "fp16" if dtype == "fp16" else "fp32"
+    _Current.predictions += 1
+    _Current.precision = precision
+    if dtype == "fp16" or mlmodel.compute_unit.name != "CPU_ONLY":
+        atol, rtol = max(atol * 100.0, 5e-1), max(rtol * 100.0, 5e-2)
+    check = _Check(atol, rtol, also_compare_shapes, allow_mismatch_ratio)
+    inputs = dict(input_key_values)
+    try:
+        return _predict_and_compare(mlmodel, inputs, expected_outputs, check, precision)
+    except Exception as exc:
+        _Current.failure = _first_line(exc)
+        _Current.declared = _declared_verdict(mlmodel, inputs, expected_outputs, check)
+        raise
+
+
+def install() -> None:
+    """Route coremltools' ``compare_backend`` (both module copies) to the simulator."""
+    import coremltools.converters.mil.testing_utils as base_utils
+    from coremltools.converters.mil.mil.ops.tests import testing_utils as op_utils
+
+    base_utils.compare_backend = simulated_compare_backend
+    op_utils.compare_backend = simulated_compare_backend
+
+
+def pytest_addoption(parser: Any) -> None:
+    group = parser.getgroup("nebisect conformance")
+    group.addoption("--conformance-log", default=None, help="JSON-lines verdict log")
+    group.addoption(
+        "--conformance-sample", type=int, default=0,
+        help="keep only N evenly spaced tests per test file (0: all)",
+    )
+
+
+def pytest_configure(config: Any) -> None:
+    for key, value in ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
+    from nebisect.quiet import import_coremltools
+
+    import_coremltools()
+    install()
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    import pytest
+
+    sample = config.getoption("--conformance-sample")
+    if sample:
+        by_file: dict[str, list[Any]] = {}
+        for item in items:
+            by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+        kept: list[Any] = []
+        for group in by_file.values():
+            step = max(len(group) / sample, 1.0)
+            kept.extend(group[int(i * step)] for i in range(min(sample, len(group))))
+        items[:] = kept
+    for item in items:
+        rule = excluded(item.nodeid)
+        if rule is not None:
+            item.add_marker(pytest.mark.skip(reason=f"nebisect exclusion: {rule.reason}"))
+
+
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+    _Current.predictions, _Current.precision, _Current.declared = 0, "", ""
+    _Current.failure = _Current.test_failure = None
+
+
+def pytest_runtest_makereport(item: Any, call: Any) -> None:
+    if call.when == "call" and call.excinfo is not None and _Current.predictions:
+        _Current.test_failure = _first_line(call.excinfo.value)
+
+
+def _status(report: Any, nodeid: str) -> tuple[str, str]:
+    rule = excluded(nodeid)
+    if rule is not None:
+        return "excluded", rule.reason
+    skip = f"skipped: {report.longrepr[2]}"[:300] if isinstance(report.longrepr, tuple) else ""
+    if _Current.predictions == 0:
+        return "not-reached", skip or report.outcome
+    if report.passed:  # also when the test expected the prediction to raise
+        return "pass", ""
+    if _Current.failure is not None:
+        return "fail", _Current.failure
+    if report.skipped:
+        return "not-reached", skip
+    return "pass", f"prediction matched; the test then failed on its own: {_Current.test_failure}"
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    log = _Session.log
+    if log is None or (report.when != "call" and not (report.when == "setup" and report.skipped)):
+        return
+    status, detail = _status(report, report.nodeid)
+    record = CaseRecord(
+        short_id(report.nodeid), family_of(report.nodeid), status, _Current.precision, detail,
+        _Current.predictions, _Current.declared if status == "fail" else "",
+    )
+    with open(log, "a") as fh:
+        fh.write(record.to_json() + "\n")
+
+
+def pytest_sessionstart(session: Any) -> None:
+    path = session.config.getoption("--conformance-log")
+    _Session.log = Path(path).resolve() if path else None

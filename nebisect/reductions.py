@@ -1,0 +1,235 @@
+"""The two reductions ``nebisect bisect`` runs (see :mod:`nebisect.minimize`).
+
+* :func:`reduce_program` — an ML program's ops. A mismatch is localized by
+  first-divergence over the intermediates of the original run (target vs ``sim:fp64``)
+  and confirmed by the diverging op alone, fed the reference values; the signature then
+  is the mismatch kind *where the divergence enters* (a collapse at the lse, not the
+  tolerance miss it causes downstream). Everything else — errors, crashes, a divergence
+  that does not reproduce in isolation — is ddmin over ops, cut inputs fed from a
+  ``sim:fp64`` recording.
+* :func:`reduce_torch_graph` — an exported torch graph's nodes, by hierarchical ddmin:
+  whole submodules first, then single nodes; each candidate is converted (and, for a
+  prediction failure, predicted against itself in float64) in isolation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nebisect.bisect import Evaluator, Reduction, ddmin, hierarchical_ddmin, localize
+from nebisect.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
+from nebisect.case import Case, NebisectError, load_npz, parse_target, save_npz, sha256_path
+from nebisect.runner import evaluate, split_arrays
+from nebisect.source import Source
+from nebisect.verdict import Verdict, compare, mismatch_signature
+
+if TYPE_CHECKING:
+    from nebisect.graphs.mil import MilGraph
+    from nebisect.minimize import Bisector, BisectResult
+
+
+# ---------------------------------------------------------------------------- programs
+def reduce_program(bisector: Bisector, source: Source, workdir: Path) -> BisectResult:
+    """Reduce an ML program (the source, or a torch source's conversion) op by op."""
+    from nebisect.graphs.mil import MilGraph
+    from nebisect.mil.load import load_program
+
+    options, tracker = bisector.options, bisector.tracker
+    package = _package(bisector, source, workdir)
+    inputs_path = _program_inputs(bisector, package, workdir)
+    graph = MilGraph(load_program(package))
+    tracker.units(len(graph.units))
+    tracker.phase("running the original")
+    original, arrays = _evaluate(bisector, package, inputs_path, options.target, REFERENCE)
+    if not original.failed:
+        detail = f": {original.message}" if original.message else ""
+        raise NebisectError(
+            f"{bisector.text} does not fail on {options.target} at the predict stage "
+            f"(verdict {original.status}{detail}); nothing to bisect"
+        )
+    target_mid, reference_mid = split_arrays(arrays, "mid:"), split_arrays(arrays, "refmid:")
+    if not reference_mid:
+        tracker.phase(f"recording intermediates on {REFERENCE}")
+        recording, recorded = _evaluate(bisector, package, inputs_path, REFERENCE, None)
+        if recording.failed:
+            raise NebisectError(f"{REFERENCE} cannot run {bisector.text} to record the values "
+                                f"a cut is fed with: {recording.message}")
+        reference_mid = split_arrays(recorded, "mid:")
+    space = MilCandidates(graph, {**load_npz(inputs_path), **reference_mid}, options.target,
+                          workdir, bisector.isolator, options.case_timeout)
+    evaluator = bisector.evaluator(space, original.signature)
+    reduction, checks = _search_program(bisector, graph, original, target_mid, reference_mid,
+                                        evaluator)
+    tracker.phase("writing the repro")
+    _write_program(bisector, space.plan(reduction.units), reduction, source, len(graph.units))
+    result = bisector.result(source, original, reduction, len(graph.units),
+                             [graph.op_types[u] for u in reduction.units], original.message)
+    result.divergence_checks = checks
+    return result
+
+
+def _search_program(bisector: Bisector, graph: MilGraph, original: Verdict,
+                    target_mid: dict[str, np.ndarray], reference_mid: dict[str, np.ndarray],
+                    evaluator: Evaluator[str]) -> tuple[Reduction[str], int]:
+    """First divergence for a mismatch with intermediates, else ddmin; the reduction and
+    the cheap intermediate checks spent."""
+    tracker = bisector.tracker
+    if original.status == "mismatch" and target_mid:
+        tracker.phase("first divergence")
+        precision = parse_target(bisector.options.target).precision
+        found = localize(graph.dag, _divergence(target_mid, reference_mid, precision),
+                         evaluator)
+        if found.signature:
+            tracker.expected.add(found.signature)
+        if found.reduction is not None:
+            return found.reduction, found.checks
+        if evaluator.stats.stopped:
+            return Reduction(list(graph.units), original.signature, evaluator.stats, False,
+                             "none"), found.checks
+    tracker.phase("ddmin over ops")
+    return ddmin(graph.units, evaluator, original.signature), 0
+
+
+def _divergence(target: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+                precision: str) -> Callable[[str], str | None]:
+    """One value of the target run against the reference run: its mismatch signature."""
+
+    def check(name: str) -> str | None:
+        if name not in target or name not in reference:
+            return None
+        compared = compare(name, reference[name], target[name], precision)
+        return None if compared.passed else mismatch_signature(compared.kind)
+
+    return check
+
+
+def _package(bisector: Bisector, source: Source, workdir: Path) -> Path:
+    """The ML program to reduce: the source itself, or its conversion."""
+    if source.kind == "mlpackage":
+        return Path(source.location)
+    from nebisect.convert import convert_isolated
+
+    options = bisector.options
+    bisector.tracker.phase("converting")
+    package, verdict = convert_isolated(
+        source, parse_target(options.target).precision, workdir, bisector.isolator,
+        setup=bisector.setup(), timeout=options.case_timeout,
+    )
+    bisector.tracker.ran()
+    if package is None:
+        raise NebisectError(
+            f"{bisector.text} does not convert ({verdict.signature}); bisect the conversion "
+            "with --stage convert, or convert it with --fix converter-compat"
+        )
+    return package
+
+
+def _program_inputs(bisector: Bisector, package: Path, workdir: Path) -> Path:
+    from nebisect.inputs import check, describe_package, generate
+
+    described = describe_package(package)
+    if bisector.options.inputs:
+        check(described, load_npz(bisector.options.inputs))
+        return Path(bisector.options.inputs)
+    path = workdir / "inputs.npz"
+    save_npz(path, generate(described, bisector.options.length))
+    return path
+
+
+def _evaluate(bisector: Bisector, package: Path, inputs_path: Path, target: str,
+              reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
+    """One isolated run of the whole program, returning every intermediate."""
+    case = Case(str(package), "mlpackage", target, inputs_path=str(inputs_path),
+                model_sha256=sha256_path(package), options={"intermediates": True})
+    outcome = evaluate(case, reference=reference, isolator=bisector.isolator,
+                       timeout=bisector.options.case_timeout)
+    bisector.tracker.ran()
+    if outcome.verdict.status == "skipped":
+        raise NebisectError(f"{target} cannot run here: {outcome.verdict.message}")
+    return outcome.verdict, outcome.arrays
+
+
+def _write_program(bisector: Bisector, plan: Any, reduction: Reduction[str], source: Source,
+                   before: int) -> None:
+    from nebisect.graphs.mil import build
+    from nebisect.mil.load import save_program
+    from nebisect.repro import write_mil_repro
+
+    save_program(build(plan), bisector.out / "minimized.mlpackage")
+    header = (f"Minimized by nebisect bisect from {source.location}: {len(reduction.units)} "
+              f"of {before} ops still fail on {bisector.options.target}.")
+    write_mil_repro(bisector.out, plan, signature=reduction.signature,
+                    target=bisector.options.target, header=header)
+
+
+# ---------------------------------------------------------------------------- torch graphs
+def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> BisectResult:
+    """Reduce a torch source's exported graph: submodules first, then nodes."""
+    import torch
+
+    from nebisect.graphs.fx import FxGraph
+    from nebisect.repro import write_torch_repro
+    from nebisect.torchsource import load_torch_source, to_torch_inputs
+
+    options, tracker = bisector.options, bisector.tracker
+    predict = options.stage == "predict"
+    precision = parse_target(options.target).precision
+    setup = bisector.setup()
+    loaded = load_torch_source(source.location)
+    arrays = _torch_inputs(bisector, source) if predict else None
+    tracker.phase("converting the original" + (" and running it" if predict else ""))
+    original, runs = run_torch_source(
+        source.location, precision, setup, workdir, bisector.isolator, options.case_timeout,
+        target=options.target if predict else None, inputs=arrays,
+    )
+    tracker.ran(runs)
+    _require_failure(bisector, original)
+    tracker.phase("exporting and recording the graph")
+    graph = FxGraph(loaded, None if arrays is None
+                    else to_torch_inputs(loaded, arrays, torch.float32))
+    tracker.units(len(graph.units))
+    space = FxCandidates(graph, precision, setup, workdir / "candidates", bisector.isolator,
+                         options.case_timeout, target=options.target if predict else None)
+    evaluator = bisector.evaluator(space, original.signature)
+    tracker.phase("hierarchical ddmin: submodules, then nodes")
+    reduction = hierarchical_ddmin(graph.units, evaluator, graph.levels, original.signature)
+    note = "" if tracker.line.best < len(graph.units) else (
+        "no smaller candidate reproduced the signature (the exported graph may convert "
+        "differently from the module)")
+    tracker.phase("writing the repro")
+    header = (f"Minimized by nebisect bisect from {source.location}: {len(reduction.units)} "
+              f"of {len(graph.units)} graph nodes still fail the same way at the "
+              f"{options.stage} stage.")
+    write_torch_repro(bisector.out, space.candidate(reduction.units),
+                      signature=original.signature, message=original.message,
+                      target=options.target, stage=options.stage, setup=setup, header=header)
+    return bisector.result(source, original, reduction, len(graph.units),
+                           [str(graph.nodes[u].target) for u in reduction.units],
+                           note or original.message)
+
+
+def _require_failure(bisector: Bisector, original: Verdict) -> None:
+    stage = bisector.options.stage
+    if stage == "convert" and not original.failed:
+        problem = "converts on both torch paths"
+    elif stage == "predict" and original.stage == "convert":
+        problem = f"does not convert ({original.signature})"
+    elif stage == "predict" and not original.failed:
+        problem = f"does not fail on {bisector.options.target} after conversion"
+    else:
+        return
+    raise NebisectError(f"{bisector.text} {problem}; nothing to bisect at --stage {stage}")
+
+
+def _torch_inputs(bisector: Bisector, source: Source) -> dict[str, np.ndarray]:
+    from nebisect.inputs import check, generate
+
+    if bisector.options.inputs:
+        arrays = load_npz(bisector.options.inputs)
+        check(source.inputs, arrays)
+        return arrays
+    return generate(source.inputs, bisector.options.length)

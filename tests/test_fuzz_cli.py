@@ -1,0 +1,65 @@
+"""``nebisect fuzz`` as a user runs it: listing, JSON, corpus and report outputs, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NEBISECT = [sys.executable, "-m", "nebisect"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*NEBISECT, "fuzz", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=900)
+
+
+def test_list_ops() -> None:
+    done = cli("--list-ops", "--json")
+    assert done.returncode == 0, done.stderr
+    ops = {row["op"]: row for row in json.loads(done.stdout)}
+    assert len(ops) >= 40 and ops["reduce_log_sum_exp"]["family"] == "reduce"
+    assert "softplus" in cli("--list-ops").stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--op", "reduce_logsumexp"], "unknown op 'reduce_logsumexp' (did you mean"),
+    ([], "give --op OP"),
+    (["--op", "softplus", "--wrap", "gpu"], "unknown --wrap 'gpu'"),
+    (["--op", "softplus", "--target", "sim:fp8"], "unknown target 'sim:fp8'"),
+    (["--op", "softplus", "--budget", "0"], "--budget must be at least 1"),
+])
+def test_bad_arguments_are_one_line_exit_2(args: list[str], message: str) -> None:
+    done = cli(*args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_json_corpus_and_report(tmp_path: Path) -> None:
+    done = cli("--op", "softplus", "--target", "sim:ane", "--seed", "0", "--budget", "10",
+               "--json", "--corpus", str(tmp_path / "corpus"), "--report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stderr
+    body = json.loads(done.stdout)
+    [result] = body["results"]
+    [finding] = [f for f in result["findings"] if f["signature"] == "mismatch:collapse"]
+    assert (finding["cliff"]["lo"], finding["cliff"]["hi"]) == (10.390625, 10.3984375)
+    assert finding["cliff"]["predicted"]["value"] == pytest.approx(math.log(2**15))
+    case_dir = Path(finding["case_dir"])
+    assert case_dir.parent == tmp_path / "corpus" and (case_dir / "case.json").is_file()
+    assert (tmp_path / "r" / "report.json").is_file() and (tmp_path / "r" / "report.html").is_file()
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["kind"] == "fuzz"
+
+
+@pytest.mark.slow
+def test_main_job_logsumexp_on_the_default_simulated_target() -> None:
+    done = cli("--op", "reduce_log_sum_exp", "--target", "sim:ane", "--seed", "0",
+               "--budget", "200")
+    assert done.returncode == 0, done.stderr
+    assert "mismatch:collapse" in done.stdout and "log(65504/" in done.stdout
