@@ -5,6 +5,7 @@
     .venv/bin/python bench/conformance.py --sample 20      # 20 tests per test file
     .venv/bin/python bench/conformance.py --report-only    # re-print from the logs
     .venv/bin/python bench/conformance.py --failed conv    # re-run logged failures only
+    .venv/bin/python bench/conformance.py --audit conv     # what would excluded cases do?
 
 Each family runs in its own pytest process (one core), appending verdicts to
 ``<out>/<family>.jsonl``; a family whose log exists is skipped unless ``--rerun``, so an
@@ -63,6 +64,17 @@ def _rerun_failures(families: list[str] | None, out: Path) -> None:
             print(f"{log.stem:24s} re-ran {len(failing)} failing cases, pytest exit {code}")
 
 
+def _audit(families: list[str] | None, out: Path) -> None:
+    """Run only the excluded tests and count what their verdicts would have been."""
+    for family, paths in op_test_files(families).items():
+        log = out / f"{family}.audit"
+        log.unlink(missing_ok=True)
+        run_pytest(paths, log, timeout=6 * 3600, extra=("--conformance-audit-exclusions",))
+        if log.exists():
+            verdicts = collections.Counter(r.detail.split(" ")[3] for r in read_log(log))
+            print(f"{family:24s} excluded cases would be: {dict(verdicts)}", flush=True)
+
+
 def _report(out: Path, families: list[str] | None, failures: int) -> float:
     records: list[CaseRecord] = []
     for log in sorted(out.glob("*.jsonl")):
@@ -101,10 +113,14 @@ def main() -> int:
     parser.add_argument("--rerun", action="store_true", help="re-run families already logged")
     parser.add_argument("--report-only", action="store_true", help="only print the table")
     parser.add_argument("--failed", action="store_true", help="re-run only logged failures")
+    parser.add_argument("--audit", action="store_true", help="run only excluded tests")
     parser.add_argument("--failures", type=int, default=15, help="failure causes to list")
     args = parser.parse_args()
     families = args.families or None
     out = Path(args.out)
+    if args.audit:
+        _audit(families, out)
+        return 0
     if args.failed:
         _rerun_failures(families, out)
     elif not args.report_only:

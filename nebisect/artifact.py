@@ -1,8 +1,9 @@
 """Artifacts: the model a case runs, resolved lazily so a child imports only what it needs.
 
 ``mlpackage`` — a path to an ML program package; ``builder`` — ``module:function``
-called with the JSON ``params`` and returning a coremltools MIL ``Program`` (the fuzzer's one-op programs, minimized
-repros); ``torch`` — ``path/file.py:factory`` (see ``nebisect.torchsource``).
+called with the JSON ``params`` and returning a coremltools MIL ``Program`` (the
+fuzzer's one-op programs, minimized repros); ``torch`` — ``path/file.py:factory``
+(see ``nebisect.torchsource``).
 """
 
 from __future__ import annotations

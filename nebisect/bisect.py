@@ -1,4 +1,5 @@
-"""Generic reduction algorithms: ddmin, first-divergence search, input cutting.
+"""Generic reduction algorithms: ddmin (flat and hierarchical), first-divergence search,
+input cutting.
 
 Everything here works on opaque *units* (op names, FX nodes, submodules) and knows
 nothing of models, files or processes. The caller injects:

@@ -13,7 +13,6 @@ made only when something fails:
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,12 +64,6 @@ class RunReport:
             "conversions": {k: v.to_dict() for k, v in self.conversions.items()},
             "rows": [r.to_dict() for r in self.rows],
         }
-
-
-def placement_summary(placement: dict[str, str]) -> str:
-    """``ne 12 · cpu 3`` — how many ops ran where."""
-    counts = Counter(placement.values())
-    return " · ".join(f"{device} {n}" for device, n in counts.most_common())
 
 
 def attribute(target: str, verdict: Verdict, exact_ok: bool | None, fp16_ok: bool | None) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -67,6 +68,12 @@ class Verdict:
     @classmethod
     def from_json(cls, text: str) -> Verdict:
         return cls.from_dict(json.loads(text))
+
+
+def placement_summary(placement: dict[str, str]) -> str:
+    """``ne 12 · cpu 3`` — how many ops ran where, for tables and reports."""
+    counts = Counter(placement.values())
+    return " · ".join(f"{device} {n}" for device, n in counts.most_common())
 
 
 def _json_default(value: Any) -> Any:

@@ -29,7 +29,8 @@ register_profile(Profile(
 def nan_dropping_max(ctx: KernelContext, x: np.ndarray, axes: Any = None,
                      keep_dims: Any = None) -> np.ndarray:
     """fmax-reduce from −inf: NaN never wins, an all-NaN row gives −inf."""
-    return np.fmax.reduce(x, axis=axes_of(x, axes), keepdims=keep(keep_dims), initial=-np.inf)
+    fmax_reduce: Any = np.fmax.reduce
+    return fmax_reduce(x, axis=axes_of(x, axes), keepdims=keep(keep_dims), initial=-np.inf)
 
 
 @register_target("sim:fp16-nan-suppressing")

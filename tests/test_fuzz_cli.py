@@ -60,6 +60,13 @@ def test_json_corpus_and_report(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_main_job_logsumexp_on_the_default_simulated_target() -> None:
     done = cli("--op", "reduce_log_sum_exp", "--target", "sim:ane", "--seed", "0",
-               "--budget", "200")
+               "--budget", "200", "--json")
     assert done.returncode == 0, done.stderr
-    assert "mismatch:collapse" in done.stdout and "log(65504/" in done.stdout
+    [result] = json.loads(done.stdout)["results"]
+    assert 190 <= result["generated"] <= 200  # distinct cases; duplicates are not re-run
+    collapses = [f for f in result["findings"] if f["signature"] == "mismatch:collapse"]
+    assert collapses
+    for finding in collapses:
+        cliff = finding["cliff"]
+        assert cliff["ulps"] == 1 and cliff["predictions"] <= 20
+        assert cliff["predicted"]["label"].startswith("log(65504/") and cliff["distance"] < 0.01

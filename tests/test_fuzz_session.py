@@ -136,3 +136,23 @@ def test_findings_go_to_the_corpus_and_replay_as_recorded(
     assert "softplus on sim:ane" in stored.record.description
     replayed = replay_case(stored, isolator, tmp_path)
     assert replayed.outcome == "ok", replayed.reason
+
+
+def test_jobs_split_one_op_into_seeded_shards_and_merge_keeps_the_first() -> None:
+    from nebisect.fuzz.session import _units, merge
+
+    spec = get_op("softplus")
+    units = _units([spec], FuzzOptions(target="sim:fp16", budget=9, seed=2, jobs=2))
+    assert [(u.budget, u.seed) for u in units] == [(5, 2018), (4, 2019)]
+    assert len(_units([spec, get_op("exp")], FuzzOptions(target="sim:fp16", jobs=2))) == 2
+
+    def part(hits: int, case: dict) -> CampaignResult:
+        finding = Finding("softplus", "softplus", "mismatch:collapse", "mismatch", "", case, case,
+                          hits=hits)
+        return CampaignResult("softplus", 0, 5, generated=5, evaluations=7,
+                              statuses={"pass": 7}, findings=[finding])
+
+    merged = merge([part(2, {"a": 1}), part(3, {"a": 2})], seed=2, budget=9)
+    assert (merged.generated, merged.evaluations, merged.statuses) == (10, 14, {"pass": 14})
+    [finding] = merged.findings
+    assert finding.case == {"a": 1} and finding.hits == 5

@@ -248,7 +248,10 @@ def test_timeout_kills_the_whole_process_group(
 ) -> None:
     isolator = shared[mode]
     pid_file = tmp_path / "grandchild.pid"
-    verdict = isolator.run(job("loop_with_grandchild", {"pid_file": str(pid_file)}, timeout=3))
+    # Long enough for the child to start its grandchild (spawn: interpreter start-up).
+    timeout = 3.0 if mode == "spawn" else 1.0
+    verdict = isolator.run(job("loop_with_grandchild", {"pid_file": str(pid_file)},
+                               timeout=timeout))
     assert verdict.verdict.status == "timeout"
     grandchild = int(pid_file.read_text())
     deadline = time.monotonic() + 5

@@ -128,9 +128,15 @@ def fuzz(
         None, "--target", "-t",
         help="Target spec (default: coreml:ne on macOS, sim:ane elsewhere).",
     ),
-    budget: int = typer.Option(200, "--budget", "-n", help="Cases to generate per op."),
-    seed: int = typer.Option(0, "--seed", help="Same seed, same findings."),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Campaigns run in parallel."),
+    budget: int = typer.Option(
+        200, "--budget", "-n", help="Distinct cases to generate per op (at most)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Same seed (and --jobs), same findings."),
+    jobs: int = typer.Option(
+        1, "--jobs", "-j",
+        help="Campaigns run in parallel; with more jobs than ops, each op's budget is split "
+             "into seeded shards.",
+    ),
     wrap: str = typer.Option(
         "none", "--wrap",
         help="none | ne-attract (embed the op as conv → op → linear so a device routes "

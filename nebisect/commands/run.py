@@ -127,7 +127,7 @@ def _converter(overrides: bool) -> Callable[..., Any]:
 
 
 def _print(result: RunReport) -> None:
-    from nebisect.matrix import placement_summary
+    from nebisect.verdict import placement_summary
 
     console = Console()
     table = Table(title=f"nebisect run {result.source}  (reference {result.reference})")

@@ -12,10 +12,10 @@ subject's parameter class — is new; Hypothesis then shrinks that failure, and 
 that key counts as failing while it shrinks, so the shrinker can never slip to another
 bug (other failures it meets are left to later runs to find, so every finding reported
 is a shrunk one). The next run continues with the remaining budget and the known keys
-silenced.
-Shrinking is charged to a separate per-finding budget of evaluations; candidates
-beyond it count as not failing, which ends the shrink without making Hypothesis see a
-flaky test (every case already evaluated keeps its cached outcome).
+silenced. ``--budget`` counts distinct generated cases; shrinking is charged to a
+separate per-finding budget of evaluations, and candidates beyond it count as not
+failing, which ends the shrink without making Hypothesis see a flaky test (every case
+already evaluated keeps its cached outcome).
 
 Numeric findings are then localized to two adjacent fp16 values by
 :func:`nebisect.fuzz.cliff.localize` over the subject's family.
@@ -47,7 +47,8 @@ _MAX_RUNS = 64
 class Subject(Protocol):
     """What the engine fuzzes; see :class:`nebisect.fuzz.subject.OpSubject`."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     @property
     def cases(self) -> st.SearchStrategy[dict[str, Any]]: ...
@@ -238,8 +239,8 @@ class Campaign:
             run = self._hypothesis_run(self.result.runs, remaining)
             self.result.runs += 1
             remaining -= run.generated
-            if run.target is None:
-                break
+            if run.target is None and not run.generated:
+                break  # Hypothesis has nothing new to generate
         self.result.findings = list(self._found.values())
         for finding in self.result.findings:
             finding.hits = self._hits[finding.key]
@@ -275,6 +276,7 @@ class Campaign:
     def _hypothesis_run(self, index: int, budget: int) -> _Run:
         run = _Run()
         self._phase = "generate"
+
         def check(case: dict[str, Any]) -> None:
             cached = canonical(case) in self._cache
             if run.target is None and not cached:

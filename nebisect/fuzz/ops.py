@@ -57,7 +57,7 @@ def default_class(
     params and seeds (of constant weights) are left out on purpose: a cliff found at
     alpha=0.1 and at alpha=0.2 is the same bug.
     """
-    shape = next(iter(case["inputs"].values()), [])
+    shape: list[int] = next(iter(case["inputs"].values()), [])
     rank = len(shape)
     params = case.get("params", {})
     parts = [name]

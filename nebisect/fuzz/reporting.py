@@ -47,7 +47,7 @@ def row(finding: Finding) -> list[Any]:
     cliff = finding.cliff
     bracket = predicted = predictions = ""
     if cliff is not None:
-        bracket = f"{cliff.lo:.8g} | {cliff.hi:.8g}"
+        bracket = f"{cliff.lo!r} | {cliff.hi!r}"  # shortest exact spelling of fp16 values
         predictions = str(cliff.predictions)
         if cliff.predicted:
             predicted = f"{cliff.predicted['label']} = {cliff.predicted['value']:.5g}"

@@ -55,10 +55,10 @@ class FuzzOptions:
 
 @dataclass
 class _Unit:
+    """One campaign: an op, its share of the budget and its seed."""
+
     index: int
     spec: OpSpec
-    shard: int
-    shards: int
     budget: int
     seed: int
 
@@ -98,13 +98,13 @@ def check_target(target: str, plugins: tuple[str, ...]) -> None:
 
 def _units(specs: list[OpSpec], options: FuzzOptions) -> list[_Unit]:
     shards = max(1, options.jobs // max(len(specs), 1))
-    units = []
+    units: list[_Unit] = []
     for spec in specs:
         for shard in range(shards):
             budget = options.budget // shards + (1 if shard < options.budget % shards else 0)
             seed = options.seed if shards == 1 else options.seed * 1009 + shard
             if budget:
-                units.append(_Unit(len(units), spec, shard, shards, budget, seed))
+                units.append(_Unit(len(units), spec, budget, seed))
     return units
 
 

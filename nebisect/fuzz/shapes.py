@@ -80,10 +80,10 @@ def unary_cases(
 
 
 def unary_with(
-    min_rank: int = 1, max_rank: int = 4, **params: st.SearchStrategy[Any]
+    **params: st.SearchStrategy[Any],
 ) -> Callable[[str], st.SearchStrategy[dict[str, Any]]]:
-    """An op spec's case strategy: one input ``x`` plus the given params."""
-    return lambda dtype: unary_cases(dtype, min_rank, max_rank, params)
+    """An op spec's case strategy: one input ``x`` of rank 1–4 plus the given params."""
+    return lambda dtype: unary_cases(dtype, params=params)
 
 
 @st.composite

@@ -28,7 +28,7 @@ def describe_finding(finding: Finding, target: str) -> str:
             f"class {finding.param_class}")
     cliff = finding.cliff
     if cliff is not None:
-        text += f"; cliff between {cliff.lo:.8g} and {cliff.hi:.8g}"
+        text += f"; cliff between {cliff.lo!r} and {cliff.hi!r}"
         if cliff.predicted:
             text += f" (predicted {cliff.predicted['label']} = {cliff.predicted['value']:.5g})"
     return text

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from hypothesis import strategies as st
@@ -46,7 +46,7 @@ def _dtype(name: str) -> Any:
     return DTYPES[name]
 
 
-def _width(dtype: str) -> int:
+def _width(dtype: str) -> Literal[16, 32]:
     return 16 if dtype == "fp16" else 32
 
 

@@ -54,6 +54,14 @@ def enter_case_process(parent_pid: int) -> None:
         os._exit(EXIT_ORPHANED)
 
 
+def arm_faulthandler() -> None:
+    """On a fatal signal, write the Python stack of every thread to fd 2 (the capture).
+
+    Done once per process, before any job runs; fd 2 must already be the capture pipe.
+    """
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+
+
 def redirect_stdio(stderr_fd: int) -> None:
     """stdin and stdout to /dev/null, stderr to the capture pipe.
 
@@ -81,6 +89,7 @@ def spare_child(parent_pid: int, request_fd: int, stderr_fd: int, done_fd: int) 
         os.setsid()
         enter_case_process(parent_pid)
         redirect_stdio(stderr_fd)
+        arm_faulthandler()
         set_process_name("nebisect-spare")
         message = _read_to_eof(request_fd)
     except BaseException:
@@ -140,11 +149,11 @@ def _flush_stdio() -> None:
 def execute(request: dict[str, Any], case_dir: Path) -> None:
     """Call the job's function and write its verdict; the function's faults included.
 
-    Raises only SystemExit (the job asked to exit) and what cannot be caught: signals.
+    Raises only SystemExit (the job asked to exit) and what cannot be caught: signals
+    (reported by the faulthandler each kind of case process arms at set-up).
     """
     job = Job.from_dict(request["job"])
     sys.path[:] = request["sys_path"]
-    faulthandler.enable(file=sys.stderr, all_threads=True)
     bind_stage_file(case_dir / CaseFiles.STAGE, job.stage)
     started = time.perf_counter()
     try:
@@ -229,6 +238,7 @@ def main() -> NoReturn:
     case_dir = Path(sys.argv[1])
     request = json.loads((case_dir / CaseFiles.REQUEST).read_text())
     enter_case_process(int(request["parent"]))
+    arm_faulthandler()
     run_and_exit(request, case_dir)
 
 

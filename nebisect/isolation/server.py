@@ -31,13 +31,31 @@ def start_helper() -> dict[str, Any]:
     return config
 
 
+#: ``"!torch"`` in a preload list keeps these out of a helper unless some other entry of
+#: the same list asks for ``torch`` itself: importing coremltools otherwise drags in
+#: torch (about 400 MB, seconds of CPU), which a simulator-only child never touches and
+#: which makes every fork copy a far larger process.
+BLOCK_GROUPS: dict[str, tuple[str, ...]] = {
+    "torch": ("torch", "torchvision", "torchaudio", "torchao", "executorch"),
+    "sklearn": ("sklearn",),
+}
+
+
 def preload(modules: list[str]) -> None:
     """Import modules not imported yet; a failure is logged, not fatal.
 
-    The case that needs a module imports it again in its own process and reports the
-    failure as its verdict, at the right stage.
+    Entries ``"!name"`` block a heavy optional dependency (see :data:`BLOCK_GROUPS`)
+    unless the list also names it; blocked modules raise ImportError when imported,
+    and coremltools treats them as not installed. The case that needs a module imports
+    it again in its own process and reports the failure as its verdict, at the right
+    stage.
     """
-    for module in modules:
+    wanted = [m for m in modules if not m.startswith("!")]
+    for blocked in (m[1:] for m in modules if m.startswith("!")):
+        if blocked not in wanted:
+            for name in BLOCK_GROUPS.get(blocked, (blocked,)):
+                sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+    for module in wanted:
         if module in sys.modules:
             continue
         try:

@@ -69,9 +69,9 @@ class Spare:
             os.close(fd)
         return cls(pid, request_write, stderr_read, done_read)
 
-    def hand_over(self, message: dict[str, Any]) -> bool:
+    def hand_over(self, message: bytes) -> bool:
         """Send the case; False if this spare died while waiting (it is then reaped)."""
-        data = memoryview(json.dumps(message).encode())
+        data = memoryview(message)
         try:
             while data:
                 data = data[os.write(self.request_fd, data):]
@@ -94,18 +94,22 @@ class Template:
         self._spare: Spare | None = None
         self._finished: Watch | None = None
 
-    def run_case(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Hand the case to the spare child and supervise it until it is done or dead."""
+    def run_case(self, line: bytes) -> dict[str, Any]:
+        """Hand the case to the spare child and supervise it until it is done or dead.
+
+        The request goes to the child as the parent sent it, without re-encoding.
+        """
+        message = json.loads(line)
         request = message["request"]
         # The job's own module is imported here once, so that later children have it:
         # for nebisect.runner that import alone costs tens of milliseconds.
         sys.path[:] = request["sys_path"]
         preload([request["job"]["function"].partition(":")[0]])
-        child = self._take(message)
+        child = self._take(line)
         watch = Watch(child.pid, child.stderr_fd, reaper=lambda: reap(child.pid))
         sink = StderrSink(Path(message["case_dir"]) / CaseFiles.STDERR)
         deadline = time.monotonic() + float(request["job"]["timeout"])
-        wake = (child.done_fd, _REQUESTS)
+        wake: tuple[int, ...] = (child.done_fd, _REQUESTS)
         while (how := watch.wait(sink, deadline, wake)) == child.done_fd:
             if os.read(child.done_fd, 1):
                 break
@@ -139,7 +143,7 @@ class Template:
             self._spare.retire()
             self._spare = None
 
-    def _take(self, message: dict[str, Any]) -> Spare:
+    def _take(self, message: bytes) -> Spare:
         for _ in range(2):
             self.settle()
             child, self._spare = self._spare, None
@@ -157,7 +161,7 @@ def main() -> None:
     send(_RESPONSES, {"ready": os.getpid()})
     try:
         while line := requests.readline():
-            report = template.run_case(json.loads(line))
+            report = template.run_case(line)
             send(_RESPONSES, report)
             if report["aborted"]:
                 return

@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from nebisect.isolation.child import leave, run_job
+from nebisect.isolation.child import arm_faulthandler, leave, run_job
 from nebisect.isolation.server import send, start_helper
 from nebisect.isolation.watch import LineReader
 
@@ -31,6 +31,7 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     os.close(devnull)
+    arm_faulthandler()
     send(responses, {"ready": os.getpid()})
     while line := requests.readline():
         message = json.loads(line)

@@ -66,6 +66,14 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
         "precision='fp32'*N=3*",
         "same hand-written 7.899 (exact value 7.9) as the iOS16 crop_resize test",
     ),
+    Exclusion(
+        "iOS14/test_normalization.py::TestNormalizationLocalResponseNorm::"
+        "test_builder_to_backend_smoke*precision='fp32'*",
+        "hand-written expected values sum only the channel itself (S = x_c^2 for size 2 and "
+        "3), contradicting the torch.nn.LocalResponseNorm reference of the same file's "
+        "stress tests (which the simulator matches on every rank); off by ~1e-3 > fp32 atol, "
+        "the fp16 twin passes",
+    ),
 )
 
 
@@ -164,7 +172,10 @@ def run_pytest(
     paths: list[str], log: str | os.PathLike[str], *, sample: int = 0, timeout: float = 3600,
     extra: tuple[str, ...] = (),
 ) -> int:
-    """Run op-test files in a fresh interpreter with the plugin; returns pytest's exit code."""
+    """Run op-test files in a fresh interpreter with the plugin; returns pytest's exit code.
+
+    ``extra`` goes to pytest verbatim (e.g. ``--conformance-audit-exclusions``).
+    """
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "no:cacheprovider",
         f"--conformance-log={log}", f"--conformance-sample={sample}",

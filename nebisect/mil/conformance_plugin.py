@@ -49,9 +49,12 @@ class _Check:
 
 
 class _Session:
-    """Where this pytest session appends its verdicts (``--conformance-log``)."""
+    """Where this pytest session appends its verdicts (``--conformance-log``), and
+    whether it audits the exclusions (runs only excluded tests, recording what their
+    verdict would have been)."""
 
     log: Path | None = None
+    audit = False
 
 
 class _Current:
@@ -177,6 +180,10 @@ def pytest_addoption(parser: Any) -> None:
         "--conformance-sample", type=int, default=0,
         help="keep only N evenly spaced tests per test file (0: all)",
     )
+    group.addoption(
+        "--conformance-audit-exclusions", action="store_true",
+        help="run only the excluded tests; their records keep what the verdict would be",
+    )
 
 
 def pytest_configure(config: Any) -> None:
@@ -201,9 +208,12 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
             step = max(len(group) / sample, 1.0)
             kept.extend(group[int(i * step)] for i in range(min(sample, len(group))))
         items[:] = kept
+    _Session.audit = config.getoption("--conformance-audit-exclusions")
+    if _Session.audit:
+        items[:] = [item for item in items if excluded(item.nodeid) is not None]
     for item in items:
         rule = excluded(item.nodeid)
-        if rule is not None:
+        if rule is not None and not _Session.audit:
             item.add_marker(pytest.mark.skip(reason=f"nebisect exclusion: {rule.reason}"))
 
 
@@ -220,7 +230,14 @@ def pytest_runtest_makereport(item: Any, call: Any) -> None:
 def _status(report: Any, nodeid: str) -> tuple[str, str]:
     rule = excluded(nodeid)
     if rule is not None:
-        return "excluded", rule.reason
+        if not _Session.audit:
+            return "excluded", rule.reason
+        status, detail = _verdict(report)
+        return "excluded", f"audit: would be {status} {detail}".strip()
+    return _verdict(report)
+
+
+def _verdict(report: Any) -> tuple[str, str]:
     skip = f"skipped: {report.longrepr[2]}"[:300] if isinstance(report.longrepr, tuple) else ""
     if _Current.predictions == 0:
         return "not-reached", skip or report.outcome

@@ -12,14 +12,10 @@ from collections import Counter
 from typing import Any
 
 from nebisect.report.payload import NamedVerdict, ReportPayload, RunMatrix, Table
+from nebisect.verdict import placement_summary
 
 ROW_COLUMNS = ["target", "length", "status", "signature", "attribution", "max ULP", "max abs",
                "cosine", "placement", "time s"]
-
-
-def _placement(placement: dict[str, str]) -> str:
-    counts = Counter(placement.values())
-    return " · ".join(f"{device} {n}" for device, n in counts.most_common())
 
 
 def run_payload(result: Any) -> ReportPayload:
@@ -38,7 +34,7 @@ def run_payload(result: Any) -> ReportPayload:
         table_rows.append([
             row.target, row.length, v.status, v.signature, row.attribution,
             v.metrics.get("max_ulp_error"), v.metrics.get("max_abs_error"),
-            v.metrics.get("min_cosine"), _placement(v.placement),
+            v.metrics.get("min_cosine"), placement_summary(v.placement),
             round(sum(t for t in v.timings.values() if isinstance(t, (int, float))), 3),
         ])
     conversions = [

@@ -18,7 +18,8 @@ from nebisect.targets.base import Prediction, Target
 class _SimTarget(Target):
     """Shared predict: ``run_program`` with this target's precision and profile."""
 
-    preload = ("numpy", "coremltools", "nebisect.mil.interp")
+    #: "!torch"/"!sklearn": a simulator child never needs them (see isolation.server).
+    preload = ("numpy", "!torch", "!sklearn", "coremltools", "nebisect.mil.interp")
     sim_precision = "fp64"
     sim_profile: str | None = None
 

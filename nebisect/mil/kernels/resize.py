@@ -164,6 +164,12 @@ def _box_corners(box: np.ndarray, mode: str) -> tuple[float, float, float, float
 
 
 def _box_grid(start: float, end: float, size_out: int, mode: str) -> np.ndarray:
+    """Sample positions across a box ``[start, end]`` (pixel coordinates).
+
+    The ALIGN modes hit both ends (TensorFlow's ``crop_and_resize``; a single sample
+    takes the centre, STRICT its start); the others apply ``resize_bilinear``'s spacing
+    rules with the box length in place of the input size.
+    """
     i = np.arange(size_out, dtype=np.float64)
     if size_out == 1:
         return np.array([(start + end) / 2 if mode != "STRICT_ALIGN_CORNERS" else start])

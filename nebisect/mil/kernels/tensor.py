@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from nebisect.case import NebisectError
 from nebisect.mil.kernels import KernelContext, kernel
 from nebisect.mil.kernels._args import axis_of, flag, ints, text
 
@@ -230,7 +231,10 @@ def pad(
     amounts = ints(pad)
     widths = [(0, 0)] * (x.ndim - len(amounts) // 2)
     widths += [(amounts[2 * i], amounts[2 * i + 1]) for i in range(len(amounts) // 2)]
-    np_mode = _PAD_MODES[text(mode, "constant")]
+    name = text(mode, "constant")
+    if name not in _PAD_MODES:
+        raise NebisectError(f"pad mode {name!r} is not one of {sorted(_PAD_MODES)}")
+    np_mode = _PAD_MODES[name]
     if np_mode == "constant":
         fill = 0.0 if constant_val is None else np.asarray(constant_val).item()
         return np.pad(x, widths, mode="constant", constant_values=fill)
