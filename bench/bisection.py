@@ -22,23 +22,16 @@ conversion (predict case) and the export + recording of the torch graph (convert
 
 from __future__ import annotations
 
-import os
+import argparse
+import importlib.util
 import sys
+import tempfile
+import time
+from pathlib import Path
 
-# This file is named like the standard library's ``bisect`` (which ``random`` imports):
-# run as a script, its own directory must not shadow it.
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
-
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from nebisect.case import save_npz  # noqa: E402
-from nebisect.isolate import Isolator  # noqa: E402
-from nebisect.minimize import BisectOptions, BisectResult, bisect_source  # noqa: E402
+from nebisect.case import save_npz
+from nebisect.isolate import Isolator
+from nebisect.minimize import BisectOptions, BisectResult, bisect_source
 
 ROOT = Path(__file__).resolve().parents[1]
 POLYGRAPHY = {1000: 18, 10_000: 27}

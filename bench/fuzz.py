@@ -19,14 +19,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# Run as a script, bench/ is sys.path[0], and bench/bisect.py would shadow the standard
-# library's bisect (imported by random, which Hypothesis and tempfile import).
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
-
 import argparse
 import math
 import threading

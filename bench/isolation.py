@@ -19,10 +19,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# Run as ``python bench/isolation.py``, Python puts bench/ first on sys.path, where
-# sibling scripts (bench/bisect.py) would shadow the standard library — here and in
-# every isolated child, which inherits this sys.path. The repository root replaces it:
-# the child function is then ``bench.isolation:trivial``.
+# Isolated children inherit this sys.path; with the repository root first, the child
+# function is ``bench.isolation:trivial`` whichever directory the script runs from.
 REPO = Path(__file__).resolve().parent.parent
 sys.path[0] = str(REPO)
 

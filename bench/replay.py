@@ -6,10 +6,7 @@ command — interpreter start, corpus verification, isolation templates, 100 iso
 evaluations (target + fp64 reference each) — and the same with ``--jobs 1``.
 Goal: ≤ 10 s for the parallel run on 2 cores.
 
-    .venv/bin/python -P bench/replay.py [--cases 100]
-
-(``-P`` keeps this directory off ``sys.path``: ``bench/bisect.py`` would shadow the
-standard library's ``bisect``, which ``tempfile`` imports.)
+    .venv/bin/python bench/replay.py [--cases 100]
 """
 
 from __future__ import annotations
