@@ -32,6 +32,7 @@ from pathlib import Path  # noqa: E402
 from nebisect.mil.conformance import (  # noqa: E402
     EXCLUSIONS,
     CaseRecord,
+    current_status,
     op_test_files,
     read_log,
     run_pytest,
@@ -93,7 +94,9 @@ def _report(out: Path, families: list[str] | None, failures: int) -> float:
     for rule in EXCLUSIONS:
         print(f"  {rule.pattern}: {rule.reason}")
     causes = collections.Counter(
-        f"[declared: {r.declared or '?'}] {r.detail}" for r in records if r.status == "fail"
+        f"[declared: {r.declared or '?'}] {r.detail}"
+        for r in records
+        if current_status(r) == "fail"
     )
     if causes and failures:
         print(f"\ntop failure causes ({sum(causes.values())} failing cases):")

@@ -24,7 +24,7 @@ from nebisect.isolate import Isolator
 from nebisect.runner import evaluate
 from nebisect.source import Source
 from nebisect.targets import load_plugins, spec_of
-from nebisect.verdict import Tolerance, Verdict
+from nebisect.verdict import Verdict
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
 PRECISION_PROBE = "sim:fp16"
@@ -137,6 +137,10 @@ class MatrixRunner:
                 if package is None:
                     return verdict
                 kind, location = "mlpackage", str(package)
+                if spec_of(target).precision == "fp64":
+                    # The converter stores weights and constants as fp32, so even a perfect
+                    # conversion differs from torch fp64 by fp32 rounding: judge at fp32.
+                    options["judge_precision"] = "fp32"
         model_hash = sha256_path(location) if kind == "mlpackage" else ""
         return Case(location, kind, target, inputs_path=npz, model_sha256=model_hash,
                     inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
@@ -151,16 +155,6 @@ class MatrixRunner:
             self._conversions[key] = verdict
         return self._packages[key], self._conversions[key]
 
-    def _tolerance(self, target: str) -> Tolerance | None:
-        """Exact simulation of a converted torch model is judged at fp32.
-
-        The converter stores weights and constants as fp32, so even perfect conversion
-        differs from torch fp64 by fp32 rounding; only more than that is the converter's.
-        """
-        if self.source.kind == "torch" and spec_of(target).precision == "fp64":
-            return Tolerance.for_precision("fp32")
-        return None
-
     def _row(self, report: RunReport, target: str, length: int, npz: str) -> Row:
         started = time.perf_counter()
         case = self._case(target, npz)
@@ -168,7 +162,7 @@ class MatrixRunner:
         if isinstance(case, Verdict):
             return Row(target, length, case)
         verdict = evaluate(case, reference=self.reference, isolator=self.isolator,
-                           tolerance=self._tolerance(target), timeout=self.timeout).verdict
+                           timeout=self.timeout).verdict
         verdict.timings.setdefault("total", time.perf_counter() - started)
         return Row(target, length, verdict)
 
@@ -201,6 +195,5 @@ class MatrixRunner:
             else:
                 probes[key] = not evaluate(case, reference=self.reference,
                                            isolator=self.isolator,
-                                           tolerance=self._tolerance(target),
                                            timeout=self.timeout).verdict.failed
         return probes[key]

@@ -74,7 +74,8 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
                        message=message), arrays
     arrays.update(_prefixed("ref:", expected.outputs))
     arrays.update(_prefixed("refmid:", expected.intermediates))
-    verdict = _judge(case, target.precision, expected, prediction, payload)
+    precision = options.get("judge_precision", target.precision)
+    verdict = _judge(case, precision, expected, prediction, payload)
     return verdict, arrays
 
 
@@ -169,7 +170,8 @@ def evaluate(
     (op type whose placement decides ``unrouted``), ``plugins`` (modules registering
     extra targets, imported in the child), ``outputs`` (compare only these),
     ``reference_source`` (``[kind, location]`` when the reference runs another artifact,
-    e.g. the torch module behind a converted package), ``intermediates`` (return every
+    e.g. the torch module behind a converted package), ``judge_precision`` (compare in
+    the ULPs of this precision instead of the target's), ``intermediates`` (return every
     intermediate value as ``mid:``/``refmid:`` arrays).
     """
     job = build_job(case, reference=reference, tolerance=tolerance, timeout=timeout,

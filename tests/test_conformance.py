@@ -33,19 +33,23 @@ def test_every_exclusion_has_a_reason_and_matches_a_collected_test_shape():
         assert "::" in rule.pattern or rule.pattern.startswith("*"), rule.pattern
 
 
-def test_summary_counts_and_rate():
+def test_summary_counts_and_rate_under_current_exclusions():
     records = [
         conf.CaseRecord("a::1", "conv", "pass"),
-        conf.CaseRecord("a::2", "conv", "fail", detail="AssertionError"),
-        conf.CaseRecord("a::3", "conv", "excluded"),
+        conf.CaseRecord("a::2", "conv", "fail", detail="AssertionError", declared="pass"),
+        conf.CaseRecord("a::3", "conv", "fail", detail="AssertionError", declared="fail"),
+        conf.CaseRecord("iOS18/test_states.py::T::t", "states", "fail"),  # excluded now
         conf.CaseRecord("b::1", "pool", "pass"),
         conf.CaseRecord("b::2", "pool", "not-reached"),
+        conf.CaseRecord("b::3", "pool", "excluded"),  # no rule matches any more: stale
     ]
     rows, total = conf.summarize(records)
-    assert [r.family for r in rows] == ["conv", "pool"]
-    assert (rows[0].reached, rows[0].passed, rows[0].excluded) == (2, 1, 1)
-    assert rows[0].rate == 0.5
-    assert (total.reached, total.passed, total.failed, total.not_reached) == (3, 2, 1, 1)
+    assert [r.family for r in rows] == ["conv", "pool", "states"]
+    assert (rows[0].reached, rows[0].passed, rows[0].failed) == (3, 1, 2)
+    assert rows[0].rate == pytest.approx(1 / 3)
+    assert rows[0].declared_rate == pytest.approx(2 / 3)
+    assert (rows[2].excluded, rows[2].reached) == (1, 0)
+    assert (total.reached, total.passed, total.failed, total.not_reached) == (4, 2, 2, 2)
     assert conf.CaseRecord.from_json(records[1].to_json()) == records[1]
 
 

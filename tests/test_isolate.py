@@ -39,17 +39,23 @@ TOKEN_VAR = "NEBISECT_ISOLATION_TEST_TOKEN"
 
 
 def leftover_processes(token: str) -> list[int]:
-    """Processes carrying ``token`` in their environment, or whose parent is us."""
+    """Processes carrying ``token`` in their environment, or zombies of ours.
+
+    A zombie's environment is gone, so un-reaped children are found by parent and
+    state; live children of this process that lack the token belong to other test
+    modules (their own isolators) and are not this module's leftovers.
+    """
     me, found = os.getpid(), []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
             environ = (entry / "environ").read_bytes()
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            state, ppid_text = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            ppid = int(ppid_text)
         except (OSError, IndexError, ValueError):
             continue
-        if token.encode() in environ or ppid == me:
+        if token.encode() in environ or (ppid == me and state == "Z"):
             found.append(int(entry.name))
     return found
 

@@ -6,9 +6,10 @@
   torch: cosine ≥ 0.99999 per embedding at fp32, ≥ 0.999 at fp16 (static length 128),
   and ≥ 0.99999 at every default length for the dynamic-sequence package.
 
-Conversions run isolated and are cached across sessions in pytest's cache directory,
-keyed by the content of everything that decides the result (example, converter code,
-library versions), so a stale package can never be served.
+Conversions run isolated and are cached across sessions under nebisect's cache
+directory (``NEBISECT_CACHE``, default ``~/.cache/nebisect``), keyed by the content of
+everything that decides the result (example, converter code, library versions), so a
+stale package can never be served.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from nebisect.isolate import Isolator
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
 from nebisect.source import Source
+from nebisect.targets.coreml import cache_dir
 from nebisect.torchsource import load_torch_source, run_module, to_torch_inputs
 from nebisect.verdict import Verdict, judge
 
@@ -42,10 +44,9 @@ KEY_FILES = [EXAMPLE, *(ROOT / "nebisect" / n for n in
 
 
 @pytest.fixture(scope="session")
-def converted(request: pytest.FixtureRequest) -> Iterator[Callable[..., tuple[Path | None,
-                                                                              Verdict]]]:
+def converted() -> Iterator[Callable[..., tuple[Path | None, Verdict]]]:
     """(source, precision, setup) → (package or None, convert verdict), cached by content."""
-    cache_root = Path(request.config.cache.mkdir("nebisect-minilm"))
+    cache_root = cache_dir().parent / "test-conversions"
     content = b"".join(p.read_bytes() for p in KEY_FILES) + "|".join(
         version(d) for d in ("torch", "coremltools", "transformers", "numpy")
     ).encode()

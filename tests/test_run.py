@@ -184,3 +184,29 @@ def test_truncated_inputs_file(tmp_path: Path) -> None:
     npz.write_bytes(npz.read_bytes()[:100])
     done = _cli("run", "examples/logsumexp_ne.py:model", "--inputs", str(npz))
     assert done.returncode == 2 and "bad.npz" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides", [False, True])
+def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isolator) -> None:
+    """The honest outcome of plain coremltools, and sim:fp32 = torch with the overrides."""
+    import functools
+
+    from nebisect.convert import OVERRIDES_SETUP, convert_isolated
+
+    runner = MatrixRunner(
+        resolve_source(f"{ROOT}/examples/minilm_meanpool.py:model"), ["sim:fp64", "sim:fp32"],
+        tmp_path, isolator,
+        convert=functools.partial(convert_isolated, setup=(OVERRIDES_SETUP,) if overrides else ()),
+    )
+    report = runner.run((2, 8, 37, 128, 380))
+    assert sorted({r.length for r in report.rows}) == [2, 8, 37, 128, 380]
+    if not overrides:
+        assert {r.verdict.stage for r in report.rows} == {"convert"}
+        assert all("new_ones" in r.verdict.message for r in report.rows)
+        assert {r.attribution for r in report.rows} == {"conversion"}
+        return
+    for row in report.rows:
+        assert row.verdict.status == "pass", (row.target, row.length, row.verdict.message)
+        if row.target == "sim:fp32":
+            assert row.verdict.metrics["min_cosine"] >= 0.99999

@@ -42,12 +42,26 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
     ),
     Exclusion(
         "*precision='fp32'*float16*",
-        "fp32 backend fed fp16-typed tensors: the tests compute their expected values from "
-        "the unrounded float32 data (torch/numpy) but hand the model fp16-rounded inputs and "
-        "weights, then compare at fp32 tolerance (atol 1e-4, rtol 1e-5); the rounding alone "
-        "(relative 2^-11) exceeds that on any backend. coremltools runs its op tests without "
-        "INCLUDE_MIL_FP32_UNIT_TESTS, so this combination is not exercised upstream; the same "
-        "cases are judged on the fp16 backend",
+        "fp16-typed tensors on the fp32 backend: sim:fp32 computes and stores every float in "
+        "float32 by design, so declared fp16 types are not modelled there, and these tests' "
+        "expectations mix fp16-rounded results with results computed from the unrounded "
+        "float32 data (unreachable once inputs and weights are rounded to fp16: rel. 2^-11 > "
+        "atol 1e-4). coremltools itself runs op tests without INCLUDE_MIL_FP32_UNIT_TESTS; the "
+        "same cases are judged on the fp16 backend (`bench/conformance.py --audit` runs them)",
+    ),
+    *(
+        Exclusion(
+            f"iOS18/test_compression.py::{test}*precision='fp32'*_dtype=fp16*",
+            "expected values are computed in numpy fp16 arithmetic (decompressed fp16 "
+            "weights + 1, rounded to fp16) while the program promotes to fp32 and adds there: "
+            "off by up to half an fp16 ulp (4.9e-4 near 1-2) > fp32 atol 1e-4 on any backend, "
+            "also with declared dtypes honored; the fp16-backend twins pass",
+        )
+        for test in (
+            "TestConstexprLutToSparse::test_builder_to_backend_stress",
+            "TestConstexprSparseToDense::test_builder_to_backend_stress",
+            "TestJointCompressionOps::test_sparse_lut",
+        )
     ),
     Exclusion(
         "iOS15/test_image_resizing.py::TestCropResize::test_builder_to_backend_smoke*",
@@ -153,18 +167,27 @@ def read_log(path: str | os.PathLike[str]) -> list[CaseRecord]:
     return list(latest.values())
 
 
+def current_status(record: CaseRecord) -> str:
+    """A logged verdict under today's :data:`EXCLUSIONS`: a case matching an exclusion
+    counts as excluded; one excluded by a rule since removed has no verdict yet."""
+    if excluded(record.nodeid) is not None:
+        return "excluded"
+    return "not-reached" if record.status == "excluded" else record.status
+
+
 def summarize(records: list[CaseRecord]) -> tuple[list[FamilyRow], FamilyRow]:
-    """Per-family rows (sorted by family) and the overall row."""
+    """Per-family rows (sorted by family) and the overall row, under today's exclusions."""
     rows: dict[str, FamilyRow] = {}
     total = FamilyRow("TOTAL")
     field = {"pass": "passed", "fail": "failed", "excluded": "excluded",
              "not-reached": "not_reached"}
     for record in records:
-        name = field[record.status]
+        status = current_status(record)
+        name = field[status]
         row = rows.setdefault(record.family, FamilyRow(record.family))
         for target in (row, total):
             setattr(target, name, getattr(target, name) + 1)
-            target.declared_only += record.status == "fail" and record.declared == "pass"
+            target.declared_only += status == "fail" and record.declared == "pass"
     return [rows[k] for k in sorted(rows)], total
 
 
