@@ -53,16 +53,16 @@ def _run(families: list[str] | None, out: Path, sample: int, rerun: bool) -> Non
         print(f"{family:24s} pytest exit {code} in {time.monotonic() - start:7.1f}s", flush=True)
 
 
-def _rerun_failures(families: list[str] | None, out: Path) -> None:
-    """Re-run only the failing cases of each logged family; their new verdicts are
-    appended (the log keeps a test's last verdict)."""
+def _rerun(families: list[str] | None, out: Path, status: str) -> None:
+    """Re-run only the logged cases of ``status`` (fail / not-reached) of each family;
+    their new verdicts are appended (the log keeps a test's last verdict)."""
     for log in sorted(out.glob("*.jsonl")):
         if families is not None and log.stem not in families:
             continue
-        failing = [r.nodeid for r in read_log(log) if r.status == "fail"]
-        if failing:
-            code = run_pytest([str(tests_root() / n) for n in failing], log, timeout=3600)
-            print(f"{log.stem:24s} re-ran {len(failing)} failing cases, pytest exit {code}")
+        chosen = [r.nodeid for r in read_log(log) if r.status == status]
+        if chosen:
+            code = run_pytest([str(tests_root() / n) for n in chosen], log, timeout=6 * 3600)
+            print(f"{log.stem:24s} re-ran {len(chosen)} {status} cases, pytest exit {code}")
 
 
 def _audit(families: list[str] | None, out: Path) -> None:
@@ -116,6 +116,9 @@ def main() -> int:
     parser.add_argument("--rerun", action="store_true", help="re-run families already logged")
     parser.add_argument("--report-only", action="store_true", help="only print the table")
     parser.add_argument("--failed", action="store_true", help="re-run only logged failures")
+    parser.add_argument(
+        "--unreached", action="store_true", help="re-run only cases logged as not reached"
+    )
     parser.add_argument("--audit", action="store_true", help="run only excluded tests")
     parser.add_argument("--failures", type=int, default=15, help="failure causes to list")
     args = parser.parse_args()
@@ -124,8 +127,8 @@ def main() -> int:
     if args.audit:
         _audit(families, out)
         return 0
-    if args.failed:
-        _rerun_failures(families, out)
+    if args.failed or args.unreached:
+        _rerun(families, out, "fail" if args.failed else "not-reached")
     elif not args.report_only:
         _run(families, out, args.sample, args.rerun)
     rate = _report(out, families, args.failures)

@@ -156,3 +156,20 @@ def test_same_pool_counts_padding_unless_excluded():
     (without,) = run_kernel(exclude)
     assert with_pad[0, 0, 2, 2] == 0.25  # one real element over a 2x2 window
     np.testing.assert_array_equal(without, np.ones((1, 1, 3, 3)))
+
+
+def test_naive_conv_accumulates_in_fp16():
+    """4096 input channels of 1·1: an fp16 running sum stalls at 2048."""
+    x = np.ones((1, 4096, 1, 1), np.float16)
+    weight = np.ones((1, 4096, 1, 1), np.float16)
+    op = build_op("conv", "iOS17", x=x, weight=weight)
+    (careful,) = run_kernel(op, dtype=np.float16)
+    (naive,) = run_kernel(op, dtype=np.float16, variants=("naive",))
+    assert careful.item() == 4096.0
+    assert naive.item() == 2048.0
+    x64 = _f(1, 4, 5, 5)
+    op = build_op("conv_transpose", "iOS17", x=x64, weight=_f(4, 3, 3, 3),
+                  strides=np.array([2, 2]))
+    (a,) = run_kernel(op)
+    (b,) = run_kernel(op, variants=("naive",))
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nebisect.mil.single_op import build_op, inferred_outputs, run_kernel
+from nebisect.mil.kernels import KernelContext, get_kernel
+from nebisect.mil.single_op import build_op, inferred_outputs, kernel_arguments, run_kernel
 
 torch = pytest.importorskip("torch")
 RNG = np.random.default_rng(23)
@@ -170,8 +171,9 @@ def test_naive_attention_overflows_in_fp16():
     q = np.full((1, 1, 4), 8.0, np.float16)
     op = build_op("scaled_dot_product_attention", "iOS18", query=q[None], key=q[None],
                   value=np.ones((1, 1, 1, 4), np.float16))
-    (careful,) = run_kernel(op, dtype=np.float16)
-    (naive,) = run_kernel(op, dtype=np.float16, variants=("naive",))
+    with np.errstate(all="ignore"):  # as in the interpreter
+        (careful,) = run_kernel(op, dtype=np.float16)
+        (naive,) = run_kernel(op, dtype=np.float16, variants=("naive",))
     np.testing.assert_allclose(careful, 1.0)
     assert np.isnan(naive).all()  # exp(128) = inf in fp16, inf / inf = nan
 
@@ -189,3 +191,21 @@ def test_random_degenerate_distributions_are_exact():
     logits = np.array([[-1e9, 0.0, -1e9]], np.float32)
     (picks,) = run_kernel(build_op("random_categorical", "iOS17", x=logits, size=4, seed=3))
     np.testing.assert_array_equal(picks, [[1, 1, 1, 1]])
+
+
+def test_recurrent_scaled_tanh_uses_its_defaults_and_unknown_activations_are_errors():
+    from nebisect.case import NebisectError
+
+    kwargs = {"x": RNG.standard_normal((SEQ, 1, IN)).astype(np.float32),
+              "initial_h": np.zeros((1, HID), np.float32),
+              "weight_ih": RNG.standard_normal((HID, IN)).astype(np.float32),
+              "weight_hh": RNG.standard_normal((HID, HID)).astype(np.float32)}
+    (_, tanh_h) = run_kernel(build_op("rnn", "iOS17", activation="tanh", **kwargs))
+    (_, scaled_h) = run_kernel(build_op("rnn", "iOS17", activation="scaled_tanh", **kwargs))
+    np.testing.assert_array_equal(tanh_h, scaled_h)
+    op = build_op("rnn", "iOS17", **kwargs)
+    fn = get_kernel("rnn")
+    args = kernel_arguments(op)
+    args["activation"] = "softsign"
+    with pytest.raises(NebisectError, match="softsign"):
+        fn(KernelContext(op=op), **args)

@@ -9,6 +9,10 @@ exactly as coremltools relaxes them for a device. A case that fails is re-run on
 the ``coreml-cpu`` profile, which honors the program's declared dtypes the way Core ML's
 CPU does (a tensor typed fp16 is stored in fp16, one typed fp32 in fp32); the record
 keeps both verdicts, so a precision-model difference is told apart from a kernel bug.
+
+Tests that call ``MLModel.predict`` themselves get the simulator too (Core ML CPU
+semantics, the test's own assertions are the comparison), and the tests' macOS version
+gates see a current macOS, so cases skipped only for old-OS bugs are judged.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ class _Current:
 
     predictions = 0
     precision = ""
+    direct = False  # the test called MLModel.predict itself and compares on its own
     failure: str | None = None  # raised by the simulated prediction or its comparison
     declared = ""  # after a failure: the verdict when declared dtypes are honored
     test_failure: str | None = None  # anything the test raised
@@ -164,13 +169,40 @@ def simulated_compare_backend(
         raise
 
 
+def simulated_predict(mlmodel: Any, data: Any, state: Any = None) -> Any:
+    """Drop-in for ``MLModel.predict``: Core ML's CPU, i.e. every op at its declared dtype
+    (the model does not say which test backend built it, so no precision target)."""
+    from nebisect.mil.interp import run_program
+    from nebisect.mil.load import load_program
+
+    if isinstance(data, list):
+        return [simulated_predict(mlmodel, item, state) for item in data]
+    _Current.predictions += 1
+    _Current.direct = True
+    _Current.precision = _Current.precision or "declared"
+    program = load_program(mlmodel)
+    inputs = _model_inputs(program, dict(data))
+    return run_program(program, inputs, "fp32", profile=DECLARED_PROFILE).outputs
+
+
+# The macOS the simulator stands in for: op tests gated on an older macOS's bugs (e.g.
+# "Bug fixed in macOS 15.2") run, as they would on a current Mac.
+SIMULATED_MACOS = (15, 5)
+
+
 def install() -> None:
-    """Route coremltools' ``compare_backend`` (both module copies) to the simulator."""
+    """Route coremltools' ``compare_backend`` (both module copies) and ``MLModel.predict``
+    to the simulator, and report a current macOS to the tests' version gates (the
+    MLModel class keeps its own reference to the real, Linux answer)."""
+    import coremltools as ct
     import coremltools.converters.mil.testing_utils as base_utils
+    import coremltools.models.utils as model_utils
     from coremltools.converters.mil.mil.ops.tests import testing_utils as op_utils
 
     base_utils.compare_backend = simulated_compare_backend
     op_utils.compare_backend = simulated_compare_backend
+    ct.models.MLModel.predict = simulated_predict
+    model_utils._macos_version = lambda: SIMULATED_MACOS
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -219,6 +251,7 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
 def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
     _Current.predictions, _Current.precision, _Current.declared = 0, "", ""
+    _Current.direct = False
     _Current.failure = _Current.test_failure = None
 
 
@@ -247,6 +280,8 @@ def _verdict(report: Any) -> tuple[str, str]:
         return "fail", _Current.failure
     if report.skipped:
         return "not-reached", skip
+    if _Current.direct:  # the test compared MLModel.predict outputs itself
+        return "fail", _Current.test_failure or report.outcome
     return "pass", f"prediction matched; the test then failed on its own: {_Current.test_failure}"
 
 

@@ -3,12 +3,15 @@ strides, dilations, groups and every pad type.
 
 Both loop over the kernel's taps (9 for 3x3) and do one batched matmul per tap over the
 channel dims, ``(g, Cout/g, Cin/g) @ (n, g, Cin/g, positions)``: BLAS speed without an
-im2col copy, and groups (depthwise included) fall out of the batch dimension.
+im2col copy, and groups (depthwise included) fall out of the batch dimension. The
+``naive`` variants do that matmul with a running sum in the compute dtype (fp16
+accumulators under ``fp16-naive``), like the naive ``matmul``/``linear``.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,6 +19,9 @@ import numpy as np
 from nebisect.mil.kernels import KernelContext, kernel
 from nebisect.mil.kernels._args import ints, text
 from nebisect.mil.kernels._spatial import effective_kernel, resolve_pads
+from nebisect.mil.kernels.linalg import naive_matmul
+
+Matmul = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def _spatial_params(
@@ -40,17 +46,9 @@ def _add_bias(out: np.ndarray, bias: Any) -> np.ndarray:
     return out + b.reshape((-1,) + (1,) * (out.ndim - 2))
 
 
-@kernel("conv")
-def conv(
-    ctx: KernelContext,
-    x: np.ndarray,
-    weight: np.ndarray,
-    bias: Any = None,
-    strides: Any = None,
-    pad_type: Any = "valid",
-    pad: Any = None,
-    dilations: Any = None,
-    groups: Any = 1,
+def _conv(
+    matmul: Matmul, x: Any, weight: Any, bias: Any, strides: Any, pad_type: Any, pad: Any,
+    dilations: Any, groups: Any,
 ) -> np.ndarray:
     x, weight = np.asarray(x), np.asarray(weight)
     spatial = x.ndim - 2
@@ -72,8 +70,38 @@ def conv(
             for t, d, o, s in zip(tap, dilation, out_dims, stride, strict=True)
         )
         patch = xp[(slice(None), slice(None), *window)].reshape(n, g, c_in // g, -1)
-        out += np.matmul(w[_at(tap)], patch)
+        out += matmul(w[_at(tap)], patch)
     return _add_bias(out.reshape(n, c_out, *out_dims), bias)
+
+
+@kernel("conv")
+def conv(
+    ctx: KernelContext,
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: Any = None,
+    strides: Any = None,
+    pad_type: Any = "valid",
+    pad: Any = None,
+    dilations: Any = None,
+    groups: Any = 1,
+) -> np.ndarray:
+    return _conv(np.matmul, x, weight, bias, strides, pad_type, pad, dilations, groups)
+
+
+@kernel("conv", variant="naive")
+def conv_naive(
+    ctx: KernelContext,
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: Any = None,
+    strides: Any = None,
+    pad_type: Any = "valid",
+    pad: Any = None,
+    dilations: Any = None,
+    groups: Any = 1,
+) -> np.ndarray:
+    return _conv(naive_matmul, x, weight, bias, strides, pad_type, pad, dilations, groups)
 
 
 def _transpose_pads(
@@ -97,18 +125,9 @@ def _transpose_pads(
     return befores, lengths
 
 
-@kernel("conv_transpose")
-def conv_transpose(
-    ctx: KernelContext,
-    x: np.ndarray,
-    weight: np.ndarray,
-    bias: Any = None,
-    pad: Any = None,
-    output_shape: Any = None,
-    pad_type: Any = "valid",
-    strides: Any = None,
-    dilations: Any = None,
-    groups: Any = 1,
+def _conv_transpose(
+    matmul: Matmul, x: Any, weight: Any, bias: Any, pad: Any, output_shape: Any,
+    pad_type: Any, strides: Any, dilations: Any, groups: Any,
 ) -> np.ndarray:
     """Scatter each input position's ``x @ W[tap]`` to ``p*s + tap*d``, then crop."""
     x, weight = np.asarray(x), np.asarray(weight)
@@ -130,7 +149,7 @@ def conv_transpose(
     w = np.moveaxis(weight.reshape(g, c_in // g, c_out // g, *taps), 1, 2)
     xs = x.reshape(n, g, c_in // g, -1)
     for tap in itertools.product(*(range(k) for k in taps)):
-        contrib = np.matmul(w[_at(tap)], xs).reshape(n, g, c_out // g, *in_dims)
+        contrib = matmul(w[_at(tap)], xs).reshape(n, g, c_out // g, *in_dims)
         window = tuple(
             slice(t * dl, t * dl + (d - 1) * s + 1, s)
             for t, dl, d, s in zip(tap, dilation, in_dims, stride, strict=True)
@@ -139,3 +158,39 @@ def conv_transpose(
     crop = tuple(slice(b, b + length) for b, length in zip(befores, lengths, strict=True))
     cropped = out[(slice(None), slice(None), slice(None), *crop)]
     return _add_bias(cropped.reshape(n, c_out, *lengths), bias)
+
+
+@kernel("conv_transpose")
+def conv_transpose(
+    ctx: KernelContext,
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: Any = None,
+    pad: Any = None,
+    output_shape: Any = None,
+    pad_type: Any = "valid",
+    strides: Any = None,
+    dilations: Any = None,
+    groups: Any = 1,
+) -> np.ndarray:
+    return _conv_transpose(
+        np.matmul, x, weight, bias, pad, output_shape, pad_type, strides, dilations, groups
+    )
+
+
+@kernel("conv_transpose", variant="naive")
+def conv_transpose_naive(
+    ctx: KernelContext,
+    x: np.ndarray,
+    weight: np.ndarray,
+    bias: Any = None,
+    pad: Any = None,
+    output_shape: Any = None,
+    pad_type: Any = "valid",
+    strides: Any = None,
+    dilations: Any = None,
+    groups: Any = 1,
+) -> np.ndarray:
+    return _conv_transpose(
+        naive_matmul, x, weight, bias, pad, output_shape, pad_type, strides, dilations, groups
+    )

@@ -34,7 +34,7 @@ def matmul(
     return np.asarray(np.matmul(a, b))
 
 
-def _naive_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def naive_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` summing one rank-1 product at a time in the operands' dtype."""
     vec_a, vec_b = a.ndim == 1, b.ndim == 1
     a2 = a[None, :] if vec_a else a
@@ -54,7 +54,7 @@ def _naive_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def matmul_naive(
     ctx: KernelContext, x: Any, y: Any, transpose_x: Any = False, transpose_y: Any = False
 ) -> np.ndarray:
-    return _naive_matmul(*_operands(x, y, transpose_x, transpose_y))
+    return naive_matmul(*_operands(x, y, transpose_x, transpose_y))
 
 
 @kernel("linear")
@@ -65,7 +65,7 @@ def linear(ctx: KernelContext, x: Any, weight: Any, bias: Any = None) -> np.ndar
 
 @kernel("linear", variant="naive")
 def linear_naive(ctx: KernelContext, x: Any, weight: Any, bias: Any = None) -> np.ndarray:
-    out = _naive_matmul(np.asarray(x), np.asarray(weight).T)
+    out = naive_matmul(np.asarray(x), np.asarray(weight).T)
     return out if bias is None else out + np.asarray(bias)
 
 

@@ -25,9 +25,12 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
+# Recurrent activations take no parameters, so each uses its defaults: scaled_tanh with
+# alpha = beta = 1 is tanh (coremltools' recurrent op tests rely on exactly that).
 _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "sigmoid": _sigmoid,
     "tanh": np.tanh,
+    "scaled_tanh": np.tanh,
     "relu": lambda x: np.maximum(x, 0),
     "linear": lambda x: x,
     "hard_sigmoid": lambda x: np.clip(0.2 * x + 0.5, 0, 1),
