@@ -81,11 +81,13 @@ class InputDescription:
 
 def describe_package(path: str | Path) -> list[InputDescription]:
     """Input descriptions from an ``.mlpackage``'s model spec (ranges included)."""
+    from nebisect.mil.load import loadable_package
     from nebisect.quiet import import_coremltools
 
     ct = import_coremltools()
     try:
-        spec = ct.utils.load_spec(str(path))
+        with loadable_package(path) as package:
+            spec = ct.utils.load_spec(str(package))
     except Exception as exc:
         raise NebisectError(f"{path}: cannot read the model spec ({exc})") from None
     described = []

@@ -53,11 +53,13 @@ def resolve_source(text: str) -> Source:
 
 
 def _require_ml_program(path: Path) -> None:
+    from nebisect.mil.load import loadable_package
     from nebisect.quiet import import_coremltools
 
     ct = import_coremltools()
     try:
-        spec = ct.utils.load_spec(str(path))
+        with loadable_package(path) as package:
+            spec = ct.utils.load_spec(str(package))
     except Exception as exc:
         raise NebisectError(f"{path}: corrupt package ({type(exc).__name__}: {exc})") from None
     kind = spec.WhichOneof("Type")

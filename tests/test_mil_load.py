@@ -137,3 +137,21 @@ def test_neuralnetwork_model_is_refused_with_the_reason(tmp_path):
     ct.utils.save_spec(builder.spec, str(path))
     with pytest.raises(NebisectError, match="neuralnetwork model; nebisect simulates ML programs"):
         load_program(path)
+
+
+def test_package_without_its_empty_weights_dir_still_loads(tmp_path) -> None:
+    """git drops empty directories: a weightless package from a checkout must still load."""
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 3))])
+    def prog(x):  # type: ignore[no-untyped-def]
+        return mb.softplus(x=x)
+
+    package = tmp_path / "softplus.mlpackage"
+    save_program(prog, package)
+    weights = package / "Data" / "com.apple.CoreML" / "weights"
+    assert weights.is_dir() and not any(weights.iterdir())
+    shutil.rmtree(weights)
+    before = sorted(p.relative_to(package) for p in package.rglob("*"))
+    loaded = load_program(package)
+    assert [op.op_type for op in loaded.functions["main"].operations] == ["softplus"]
+    assert sorted(p.relative_to(package) for p in package.rglob("*")) == before

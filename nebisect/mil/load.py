@@ -16,11 +16,14 @@ I/O dtype adjustment and name sanitizing — on a copy.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,45 @@ _SAVE_PASSES = ("mil_backend::adjust_io_to_supported_types", "mil_backend::sanit
 
 class ProgramLoadError(NebisectError):
     """The artifact is not a loadable ML program."""
+
+
+@contextlib.contextmanager
+def loadable_package(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """``path``, or a temporary copy of it with the empty directories git dropped.
+
+    A package without weights still lists an (empty) weights directory in its
+    manifest, and coremltools refuses a package whose listed item is missing. git
+    stores no empty directories, so a package checked into a corpus comes back
+    without it. The copy recreates only directories the manifest lists; the
+    original is never written to.
+    """
+    package = Path(path)
+    missing = _missing_item_dirs(package)
+    if not missing:
+        yield package
+        return
+    with tempfile.TemporaryDirectory(prefix="nebisect-package-") as tmp:
+        copy_path = Path(tmp) / package.name
+        shutil.copytree(package, copy_path)
+        for relative in missing:
+            (copy_path / "Data" / relative).mkdir(parents=True, exist_ok=True)
+        yield copy_path
+
+
+def _missing_item_dirs(package: Path) -> list[str]:
+    """Manifest item paths absent from the package whose names carry no extension."""
+    manifest = package / "Manifest.json"
+    if not manifest.is_file():
+        return []
+    try:
+        items = json.loads(manifest.read_text()).get("itemInfoEntries", {}).values()
+    except (ValueError, AttributeError):
+        return []
+    return [
+        item["path"] for item in items
+        if isinstance(item, dict) and "path" in item and not Path(item["path"]).suffix
+        and not (package / "Data" / item["path"]).exists()
+    ]
 
 
 def load_program(source: Any) -> Any:
@@ -54,17 +96,20 @@ def _load_path(path: Path, ct: Any) -> Any:
         raise ProgramLoadError(f"{path}: no such file or directory")
     if path.is_dir() and not (path / "Manifest.json").is_file():
         raise ProgramLoadError(f"{path}: not an .mlpackage (no Manifest.json)")
-    try:
-        with quiet():
-            spec = ct.utils.load_spec(str(path))
-    except Exception as exc:
-        raise ProgramLoadError(f"{path}: corrupt model package ({_first_line(exc)})") from exc
-    weights_dir = None
-    if path.is_dir():
-        from coremltools.models.utils import _try_get_weights_dir_path
+    with loadable_package(path) as package:
+        try:
+            with quiet():
+                spec = ct.utils.load_spec(str(package))
+        except Exception as exc:
+            raise ProgramLoadError(
+                f"{path}: corrupt model package ({_first_line(exc)})"
+            ) from exc
+        weights_dir = None
+        if package.is_dir():
+            from coremltools.models.utils import _try_get_weights_dir_path
 
-        weights_dir = _try_get_weights_dir_path(str(path))
-    return _from_spec(spec, weights_dir, str(path))
+            weights_dir = _try_get_weights_dir_path(str(package))
+        return _from_spec(spec, weights_dir, str(path))
 
 
 def _from_spec(spec: Any, weights_dir: str | None, where: str) -> Any:

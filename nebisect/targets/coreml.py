@@ -56,7 +56,10 @@ def compiled_path(package: Path) -> Path:
     destination.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=destination.parent, prefix=".compiling-"))
     try:
-        built = Path(compile_model(str(package), str(staging / "model.mlmodelc")))
+        from nebisect.mil.load import loadable_package
+
+        with loadable_package(package) as loadable:
+            built = Path(compile_model(str(loadable), str(staging / "model.mlmodelc")))
         try:
             os.rename(built, destination)
         except OSError:
