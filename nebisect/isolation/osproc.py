@@ -21,11 +21,13 @@ from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
+_MADV_COLLAPSE = 25
+_HUGE_PAGE = 2 << 20
 
 
 @functools.cache
-def _prctl() -> Any:
-    return ctypes.CDLL(None, use_errno=True).prctl
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
@@ -38,14 +40,14 @@ def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
     """
     if not sys.platform.startswith("linux"):
         return
-    if _prctl()(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
+    if _libc().prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
 def set_process_name(name: str) -> None:
     """Name this process in ``ps``/``/proc/PID/comm`` (Linux; 15 bytes kept)."""
     if sys.platform.startswith("linux"):
-        _prctl()(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+        _libc().prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def orphaned(expected_parent: int) -> bool:
@@ -107,6 +109,34 @@ def reap(pid: int) -> int:
         except InterruptedError:
             continue
         return os.waitstatus_to_exitcode(status)
+
+
+def collapse_to_huge_pages() -> int:
+    """Back this process's anonymous memory with 2 MiB pages now (Linux ≥ 6.1); bytes done.
+
+    For a fork template: fork copies one page-table entry per 4 KiB page of private
+    memory and the child's exit tears them down again, so a 100 MB template costs that
+    for every case. Collapsed, the same memory is ~50 huge-page entries; a child's first
+    write to one splits it and copies only the 4 KiB page written (as before). Measured
+    on a 2-core VM with the fuzz template: fork 1.9 → 0.9 ms, child CPU 9.9 → 8.7 ms.
+    MADV_COLLAPSE ignores the system's THP policy except ``never``; where it is refused
+    (older kernels, no memory to spare) nothing changes but the speed.
+    """
+    if not sys.platform.startswith("linux"):
+        return 0
+    madvise = _libc().madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    collapsed = 0
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split()
+        anonymous = len(fields) == 5 or fields[5] == "[heap]"
+        if not (anonymous and fields[1].startswith("rw")):
+            continue
+        start, end = (int(address, 16) for address in fields[0].split("-"))
+        start, end = -(-start // _HUGE_PAGE) * _HUGE_PAGE, end // _HUGE_PAGE * _HUGE_PAGE
+        if end > start and madvise(start, end - start, _MADV_COLLAPSE) == 0:
+            collapsed += end - start
+    return collapsed
 
 
 def _mapped_bytes() -> int:

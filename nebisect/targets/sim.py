@@ -18,8 +18,9 @@ from nebisect.targets.base import Prediction, Target
 class _SimTarget(Target):
     """Shared predict: ``run_program`` with this target's precision and profile."""
 
-    #: "!torch"/"!sklearn": a simulator child never needs them (see isolation.server).
-    preload = ("numpy", "!torch", "!sklearn", "coremltools", "nebisect.mil.interp")
+    #: "!name": heavy packages a simulator child never needs (see isolation.server).
+    preload = ("numpy", "!torch", "!sklearn", "!transformers", "!scipy", "coremltools",
+               "nebisect.mil.interp")
     sim_precision = "fp64"
     sim_profile: str | None = None
 
