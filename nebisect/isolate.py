@@ -9,6 +9,7 @@ calls :func:`mark_stage` so a crash is blamed on the right stage.
 """
 
 from nebisect.isolation.isolator import MODES, Isolator, fresh_mode, run_isolated
-from nebisect.isolation.job import Job, Outcome, mark_stage
+from nebisect.isolation.job import Job, Outcome, combined_preload, mark_stage
 
-__all__ = ["MODES", "Isolator", "Job", "Outcome", "fresh_mode", "mark_stage", "run_isolated"]
+__all__ = ["MODES", "Isolator", "Job", "Outcome", "combined_preload", "fresh_mode", "mark_stage",
+           "run_isolated"]

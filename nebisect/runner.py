@@ -16,7 +16,7 @@ import numpy as np
 
 from nebisect.artifact import Artifact
 from nebisect.case import Case, load_npz
-from nebisect.isolate import Isolator, Job, Outcome, mark_stage, run_isolated
+from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
 from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.verdict import Tolerance, Verdict, error_signature, judge
 
@@ -138,10 +138,8 @@ def build_job(
     memory_mb: int | None = None,
 ) -> Job:
     """The isolation job for one case; the fork template preloads what the target needs."""
-    target = get_target(case.target)
-    preload = set(target.preload)
-    if reference:
-        preload.update(get_target(reference).preload)
+    parties = [get_target(case.target)] + ([get_target(reference)] if reference else [])
+    preload = combined_preload(*(party.preload for party in parties))
     payload: dict[str, Any] = {"case": case.to_dict(), "reference": reference}
     if tolerance is not None:
         payload["tolerance"] = tolerance.__dict__
@@ -151,7 +149,7 @@ def build_job(
         stage="load",
         timeout=timeout,
         memory_mb=memory_mb,
-        preload=tuple(sorted(preload)),
+        preload=preload,
     )
 
 

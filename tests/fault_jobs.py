@@ -9,6 +9,7 @@ exception, so no pure-Python path reaches the CPU's divide fault.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import mmap
 import os
 import signal
@@ -148,4 +149,13 @@ def fails_when_warm(payload: dict[str, Any]) -> Verdict:
     _CALLS_IN_THIS_PROCESS += 1
     if _CALLS_IN_THIS_PROCESS > 1:
         raise RuntimeError("state leaked from a previous case")
+    return Verdict("pass")
+
+
+def importable(payload: dict[str, Any]) -> Verdict:
+    """Passes if ``payload["module"]`` imports in this case process (blocked or not)."""
+    try:
+        importlib.import_module(payload["module"])
+    except ImportError as exc:
+        return Verdict("error", "predict", "error:predict:import-blocked", message=str(exc))
     return Verdict("pass")

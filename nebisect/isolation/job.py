@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,19 @@ class Job:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Job:
         return cls(**{**data, "preload": tuple(data.get("preload", ()))})
+
+
+def combined_preload(*lists: Iterable[str]) -> tuple[str, ...]:
+    """One preload list for a job whose child serves several parties (target, reference).
+
+    Modules to import add up; a ``"!name"`` block survives only if every list blocks
+    it. A simulator target blocks torch and transformers, a torch reference runs user
+    code that may import both: their child must have neither blocked.
+    """
+    chosen = [set(entries) for entries in lists]
+    wanted = set().union(*({e for e in c if not e.startswith("!")} for c in chosen))
+    blocked = set.intersection(*({e for e in c if e.startswith("!")} for c in chosen))
+    return tuple(sorted(wanted | blocked))
 
 
 @dataclass
