@@ -16,12 +16,11 @@ coremltools. Duplicate names are an error, unknown names a one-line
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Iterable
 
 from nebisect.case import NebisectError
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
+from nebisect.registry import ImportOnce, package_modules
 
 __all__ = [
     "ConverterFix", "Fix", "GraphFix", "get_fix", "register_fix", "registered_fixes",
@@ -32,7 +31,7 @@ __all__ = [
 _SUPPORT_MODULES = frozenset({"base", "apply", "verify"})
 
 _REGISTRY: dict[str, type[Fix]] = {}
-_loaded = False
+_load_modules = ImportOnce(package_modules(__name__, skip=_SUPPORT_MODULES))
 
 
 def register_fix(cls: type[Fix]) -> type[Fix]:
@@ -43,16 +42,6 @@ def register_fix(cls: type[Fix]) -> type[Fix]:
         raise ValueError(f"fix {cls.name!r} registered twice")
     _REGISTRY[cls.name] = cls
     return cls
-
-
-def _load_modules() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for info in pkgutil.iter_modules(__path__):
-        if info.name not in _SUPPORT_MODULES and not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
 
 
 def registered_fixes() -> dict[str, type[Fix]]:

@@ -15,9 +15,7 @@ emitters receive ``mb`` as an argument, so nothing here imports coremltools.
 from __future__ import annotations
 
 import difflib
-import importlib
 import math
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +25,7 @@ from hypothesis import strategies as st
 from nebisect.case import NebisectError
 from nebisect.fuzz.cliff import Boundary
 from nebisect.fuzz.shapes import normalize_axes
+from nebisect.registry import ImportOnce, package_modules
 
 FP16_MAX = 65504.0
 LN_FP16_MAX = math.log(FP16_MAX)
@@ -99,7 +98,7 @@ class OpSpec:
 
 
 _SPECS: dict[str, OpSpec] = {}
-_loaded = False
+_load_specs = ImportOnce(package_modules("nebisect.fuzz.specs"))
 
 
 def op_spec(
@@ -148,15 +147,6 @@ def _first_line(text: str | None) -> str:
     return lines[0] if lines else ""
 
 
-def _load_specs() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    from nebisect.fuzz import specs
-
-    for info in pkgutil.iter_modules(specs.__path__):
-        importlib.import_module(f"{specs.__name__}.{info.name}")
 
 
 def registered_ops() -> dict[str, OpSpec]:

@@ -12,19 +12,19 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from nebisect.case import NebisectError, TargetSpec, parse_target
+from nebisect.registry import ImportOnce
 from nebisect.targets.base import Prediction, Target
 
 __all__ = ["Prediction", "Target", "get_target", "register_target", "registered_targets"]
 
 _REGISTRY: dict[str, type[Target]] = {}
-_BUILTIN_MODULES = ("nebisect.targets.sim", "nebisect.targets.coreml", "nebisect.targets.torch")
-_builtins_loaded = False
-_builtins_lock = threading.RLock()
+_load_builtins = ImportOnce(
+    lambda: ("nebisect.targets.sim", "nebisect.targets.coreml", "nebisect.targets.torch")
+)
 
 
 def register_target(*names: str) -> Callable[[type[Target]], type[Target]]:
@@ -60,23 +60,6 @@ def load_plugins(plugins: Iterable[str]) -> None:
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
-
-
-def _load_builtins() -> None:
-    """Import the built-in target modules once, before anyone reads the registry.
-
-    The flag is set only after every import finished, under a lock: commands look
-    targets up from worker threads (``--jobs``), and a second thread must wait for the
-    first one's imports instead of reading a half-filled registry.
-    """
-    global _builtins_loaded
-    if _builtins_loaded:
-        return
-    with _builtins_lock:
-        if not _builtins_loaded:
-            for module in _BUILTIN_MODULES:
-                importlib.import_module(module)
-            _builtins_loaded = True
 
 
 def registered_targets() -> dict[str, type[Target]]:

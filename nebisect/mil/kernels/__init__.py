@@ -17,8 +17,6 @@ answer.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import NebisectError
+from nebisect.registry import ImportOnce, package_modules
 
 Kernel = Callable[..., Any]
 
@@ -55,7 +54,7 @@ class KernelContext:
 
 
 _KERNELS: dict[tuple[str, str], Kernel] = {}
-_loaded = False
+_load_families = ImportOnce(package_modules(__name__))
 
 
 def kernel(*op_types: str, variant: str = "") -> Callable[[Kernel], Kernel]:
@@ -70,15 +69,6 @@ def kernel(*op_types: str, variant: str = "") -> Callable[[Kernel], Kernel]:
         return fn
 
     return decorate
-
-
-def _load_families() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
 
 
 def get_kernel(op_type: str, variants: tuple[str, ...] = ()) -> Kernel:
