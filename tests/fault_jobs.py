@@ -94,7 +94,11 @@ def allocator_message(payload: dict[str, Any]) -> Verdict:
 
 def infinite_loop(payload: dict[str, Any]) -> Verdict:
     if "started" in payload:
-        Path(payload["started"]).write_text(str(os.getpid()))
+        # Atomically: a test polls for this file and reads the pid as soon as it exists.
+        started = Path(payload["started"])
+        staging = started.with_name(f".{started.name}.tmp")
+        staging.write_text(str(os.getpid()))
+        staging.replace(started)
     while True:
         pass
 

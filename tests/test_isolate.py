@@ -422,13 +422,19 @@ def test_ctrl_c_in_the_parent_leaves_nothing_behind(
     env = {**os.environ, "TMPDIR": str(temp_root)}
     parent = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE,
                               text=True)
-    deadline = time.monotonic() + 30
-    while not started.exists() and parent.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert started.exists(), parent.communicate()[1]
-    child = int(started.read_text())
-    parent.send_signal(signal.SIGINT)
-    _, stderr = parent.communicate(timeout=30)
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists() and parent.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert started.exists(), parent.communicate()[1]
+        child = int(started.read_text())
+        parent.send_signal(signal.SIGINT)
+        _, stderr = parent.communicate(timeout=30)
+    finally:
+        # Whatever failed above, do not leave a looping case to the tests that follow.
+        if parent.poll() is None:
+            parent.kill()
+            parent.communicate()
     assert parent.returncode != 0
     assert "KeyboardInterrupt" in stderr
     assert gone(child)
