@@ -59,8 +59,26 @@ class CandidateSpace(ABC):
         """The candidate of ``units`` as data (raises a NebisectError when impossible)."""
 
     @abstractmethod
+    def _evaluate(self, made: Any, directory: Path) -> Verdict | str:
+        """Write the materialized candidate into ``directory`` and evaluate it isolated."""
+
     def test(self, units: Sequence[str]) -> Verdict | str:
-        """Evaluate the candidate of ``units`` in a fresh process."""
+        """Evaluate the candidate of ``units`` in a fresh process (``invalid:…`` if none)."""
+        made = self.made(units)
+        if isinstance(made, NebisectError):
+            return f"invalid:{made}"
+        directory = self._directory(made.digest())
+        try:
+            return self._evaluate(made, directory)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def built(self, units: Sequence[str]) -> Any:
+        """The materialized candidate of ``units``; raises what prevents it."""
+        made = self.made(units)
+        if isinstance(made, NebisectError):
+            raise made
+        return made
 
     def made(self, units: Sequence[str]) -> Any:
         """The materialized candidate of ``units`` (cached), or the error that prevents it."""
@@ -99,33 +117,20 @@ class MilCandidates(CandidateSpace):
     def _materialize(self, units: Sequence[str]) -> Plan:
         return self.graph.plan(units, self.recorded)
 
-    def plan(self, units: Sequence[str]) -> Plan:
-        made = self.made(units)
-        if isinstance(made, NebisectError):
-            raise made
-        return made
-
-    def test(self, units: Sequence[str]) -> Verdict | str:
+    def _evaluate(self, made: Plan, directory: Path) -> Verdict | str:
         from nebisect.mil.load import save_program
 
-        made = self.made(units)
-        if isinstance(made, NebisectError):
-            return f"invalid:{made}"
-        directory = self._directory(made.digest())
         try:
-            try:
-                save_program(build(made), directory / "model.mlpackage")
-            except NebisectError as exc:
-                return f"invalid:{exc}"
-            save_npz(directory / "inputs.npz", made.feeds)
-            case = Case(str(directory / "model.mlpackage"), "mlpackage", self.target,
-                        inputs_path=str(directory / "inputs.npz"),
-                        model_sha256=made.digest(), inputs_sha256=sha256_arrays(made.feeds))
-            self.runs += 1
-            return evaluate(case, reference=REFERENCE, isolator=self.isolator,
-                            timeout=self.timeout).verdict
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
+            save_program(build(made), directory / "model.mlpackage")
+        except NebisectError as exc:
+            return f"invalid:{exc}"
+        save_npz(directory / "inputs.npz", made.feeds)
+        case = Case(str(directory / "model.mlpackage"), "mlpackage", self.target,
+                    inputs_path=str(directory / "inputs.npz"),
+                    model_sha256=made.digest(), inputs_sha256=sha256_arrays(made.feeds))
+        self.runs += 1
+        return evaluate(case, reference=REFERENCE, isolator=self.isolator,
+                        timeout=self.timeout).verdict
 
 
 class FxCandidates(CandidateSpace):
@@ -145,27 +150,14 @@ class FxCandidates(CandidateSpace):
     def _materialize(self, units: Sequence[str]) -> TorchCandidate:
         return self.graph.candidate(units)
 
-    def candidate(self, units: Sequence[str]) -> TorchCandidate:
-        made = self.made(units)
-        if isinstance(made, NebisectError):
-            raise made
-        return made
-
-    def test(self, units: Sequence[str]) -> Verdict | str:
-        made = self.made(units)
-        if isinstance(made, NebisectError):
-            return f"invalid:{made}"
-        directory = self._directory(made.digest())
-        try:
-            location = made.write(directory, "nebisect bisect candidate")
-            verdict, runs = run_torch_source(
-                location, self.precision, self.setup, directory, self.isolator, self.timeout,
-                target=self.target, inputs=made.inputs if self.target else None,
-            )
-            self.runs += runs
-            return verdict
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
+    def _evaluate(self, made: TorchCandidate, directory: Path) -> Verdict | str:
+        location = made.write(directory, "nebisect bisect candidate")
+        verdict, runs = run_torch_source(
+            location, self.precision, self.setup, directory, self.isolator, self.timeout,
+            target=self.target, inputs=made.inputs if self.target else None,
+        )
+        self.runs += runs
+        return verdict
 
 
 def coreml_feeds(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

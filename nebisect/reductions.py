@@ -65,7 +65,7 @@ def reduce_program(bisector: Bisector, source: Source, workdir: Path) -> BisectR
     reduction, checks = _search_program(bisector, graph, original, target_mid, reference_mid,
                                         evaluator)
     tracker.phase("writing the repro")
-    _write_program(bisector, space.plan(reduction.units), reduction, source, len(graph.units))
+    _write_program(bisector, space.built(reduction.units), reduction, source, len(graph.units))
     result = bisector.result(source, original, reduction, len(graph.units),
                              [graph.op_types[u] for u in reduction.units], original.message)
     result.divergence_checks = checks
@@ -204,7 +204,7 @@ def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> Bis
     header = (f"Minimized by nebisect bisect from {source.location}: {len(reduction.units)} "
               f"of {len(graph.units)} graph nodes still fail the same way at the "
               f"{options.stage} stage.")
-    write_torch_repro(bisector.out, space.candidate(reduction.units),
+    write_torch_repro(bisector.out, space.built(reduction.units),
                       signature=original.signature, message=original.message,
                       target=options.target, stage=options.stage, setup=setup, header=header)
     return bisector.result(source, original, reduction, len(graph.units),

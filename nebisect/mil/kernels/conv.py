@@ -74,34 +74,27 @@ def _conv(
     return _add_bias(out.reshape(n, c_out, *out_dims), bias)
 
 
-@kernel("conv")
-def conv(
-    ctx: KernelContext,
-    x: np.ndarray,
-    weight: np.ndarray,
-    bias: Any = None,
-    strides: Any = None,
-    pad_type: Any = "valid",
-    pad: Any = None,
-    dilations: Any = None,
-    groups: Any = 1,
-) -> np.ndarray:
-    return _conv(np.matmul, x, weight, bias, strides, pad_type, pad, dilations, groups)
+def _conv_kernel(matmul: Matmul) -> Callable[..., np.ndarray]:
+    """The ``conv`` kernel doing its per-tap products with ``matmul``."""
+
+    def conv(
+        ctx: KernelContext,
+        x: np.ndarray,
+        weight: np.ndarray,
+        bias: Any = None,
+        strides: Any = None,
+        pad_type: Any = "valid",
+        pad: Any = None,
+        dilations: Any = None,
+        groups: Any = 1,
+    ) -> np.ndarray:
+        return _conv(matmul, x, weight, bias, strides, pad_type, pad, dilations, groups)
+
+    return conv
 
 
-@kernel("conv", variant="naive")
-def conv_naive(
-    ctx: KernelContext,
-    x: np.ndarray,
-    weight: np.ndarray,
-    bias: Any = None,
-    strides: Any = None,
-    pad_type: Any = "valid",
-    pad: Any = None,
-    dilations: Any = None,
-    groups: Any = 1,
-) -> np.ndarray:
-    return _conv(naive_matmul, x, weight, bias, strides, pad_type, pad, dilations, groups)
+conv = kernel("conv")(_conv_kernel(np.matmul))
+conv_naive = kernel("conv", variant="naive")(_conv_kernel(naive_matmul))
 
 
 def _transpose_pads(
@@ -160,37 +153,29 @@ def _conv_transpose(
     return _add_bias(cropped.reshape(n, c_out, *lengths), bias)
 
 
-@kernel("conv_transpose")
-def conv_transpose(
-    ctx: KernelContext,
-    x: np.ndarray,
-    weight: np.ndarray,
-    bias: Any = None,
-    pad: Any = None,
-    output_shape: Any = None,
-    pad_type: Any = "valid",
-    strides: Any = None,
-    dilations: Any = None,
-    groups: Any = 1,
-) -> np.ndarray:
-    return _conv_transpose(
-        np.matmul, x, weight, bias, pad, output_shape, pad_type, strides, dilations, groups
-    )
+def _conv_transpose_kernel(matmul: Matmul) -> Callable[..., np.ndarray]:
+    """The ``conv_transpose`` kernel doing its per-tap products with ``matmul``."""
+
+    def conv_transpose(
+        ctx: KernelContext,
+        x: np.ndarray,
+        weight: np.ndarray,
+        bias: Any = None,
+        pad: Any = None,
+        output_shape: Any = None,
+        pad_type: Any = "valid",
+        strides: Any = None,
+        dilations: Any = None,
+        groups: Any = 1,
+    ) -> np.ndarray:
+        return _conv_transpose(
+            matmul, x, weight, bias, pad, output_shape, pad_type, strides, dilations, groups
+        )
+
+    return conv_transpose
 
 
-@kernel("conv_transpose", variant="naive")
-def conv_transpose_naive(
-    ctx: KernelContext,
-    x: np.ndarray,
-    weight: np.ndarray,
-    bias: Any = None,
-    pad: Any = None,
-    output_shape: Any = None,
-    pad_type: Any = "valid",
-    strides: Any = None,
-    dilations: Any = None,
-    groups: Any = 1,
-) -> np.ndarray:
-    return _conv_transpose(
-        naive_matmul, x, weight, bias, pad, output_shape, pad_type, strides, dilations, groups
-    )
+conv_transpose = kernel("conv_transpose")(_conv_transpose_kernel(np.matmul))
+conv_transpose_naive = kernel("conv_transpose", variant="naive")(
+    _conv_transpose_kernel(naive_matmul)
+)

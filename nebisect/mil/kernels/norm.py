@@ -56,28 +56,24 @@ def _layer_norm(
     return out
 
 
-@kernel("layer_norm")
-def layer_norm(
-    ctx: KernelContext,
-    x: np.ndarray,
-    axes: Any = None,
-    gamma: Any = None,
-    beta: Any = None,
-    epsilon: Any = 1e-5,
-) -> np.ndarray:
-    return _layer_norm(_normalize, x, axes, gamma, beta, epsilon)
+def _layer_norm_kernel(normalize: Normalize) -> Callable[..., np.ndarray]:
+    """The ``layer_norm`` kernel normalizing with ``normalize``."""
+
+    def layer_norm(
+        ctx: KernelContext,
+        x: np.ndarray,
+        axes: Any = None,
+        gamma: Any = None,
+        beta: Any = None,
+        epsilon: Any = 1e-5,
+    ) -> np.ndarray:
+        return _layer_norm(normalize, x, axes, gamma, beta, epsilon)
+
+    return layer_norm
 
 
-@kernel("layer_norm", variant="naive")
-def layer_norm_naive(
-    ctx: KernelContext,
-    x: np.ndarray,
-    axes: Any = None,
-    gamma: Any = None,
-    beta: Any = None,
-    epsilon: Any = 1e-5,
-) -> np.ndarray:
-    return _layer_norm(_normalize_naive, x, axes, gamma, beta, epsilon)
+layer_norm = kernel("layer_norm")(_layer_norm_kernel(_normalize))
+layer_norm_naive = kernel("layer_norm", variant="naive")(_layer_norm_kernel(_normalize_naive))
 
 
 @kernel("batch_norm")
