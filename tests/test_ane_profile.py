@@ -59,6 +59,12 @@ def test_logsumexp_cliff_sits_within_one_fp16_ulp_of_the_overflow_point():
     assert np.isinf(_lse(hi, precision="fp16-naive"))
 
 
+@pytest.mark.parametrize("x", [-17.0, -745.0, -65504.0])
+def test_logsumexp_models_no_underflow_cliff_nobody_reported(x: float):
+    """Only the published overflow collapse: a very negative input stays accurate."""
+    assert _lse(np.float16(x), profile="ane") == pytest.approx(x + np.log(C), rel=1e-3)
+
+
 def test_softplus_collapses_past_ln_2_pow_15():
     """coremltools #2687: passes at 10.394, collapses at 10.395 (fp16: 10.390625 | 10.3984375)."""
     x = np.array([10.390625, 10.3984375, 10.394, 10.395], np.float32)

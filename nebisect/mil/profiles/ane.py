@@ -38,7 +38,7 @@ import numpy as np
 
 from nebisect.mil.kernels import KernelContext, kernel
 from nebisect.mil.kernels.activation import stable_softplus
-from nebisect.mil.kernels.reduction import axes_of, keep
+from nebisect.mil.kernels.reduction import axes_of, keep, reduce_log_sum_exp
 from nebisect.mil.profiles import Profile, register_profile
 
 FP16_MAX = float(np.finfo(np.float16).max)
@@ -75,10 +75,16 @@ ANE = register_profile(
 def reduce_log_sum_exp_ane(
     ctx: KernelContext, x: np.ndarray, axes: Any = None, keep_dims: Any = None
 ) -> Any:
-    """log Σ exp(x) with no max-shift; 0.0 where the fp16 sum overflows (seed 000, #2690)."""
-    total = np.sum(np.exp(x.astype(np.float64)), axis=axes_of(x, axes), keepdims=keep(keep_dims))
+    """log Σ exp(x) with no max-shift; 0.0 where the fp16 sum overflows (seed 000, #2690).
+
+    Only the overflow is modelled: where the sum fits, the result is the accurate one
+    (computed max-shifted in float64), so that no behaviour nobody reported — such as
+    float64's own exp underflow below −745 — shows up as a device cliff.
+    """
+    wide = x.astype(np.float64)
+    total = np.sum(np.exp(wide), axis=axes_of(x, axes), keepdims=keep(keep_dims))
     overflow = np.isinf(np.asarray(total).astype(np.float16))
-    return np.where(overflow, 0.0, np.log(total))
+    return np.where(overflow, 0.0, reduce_log_sum_exp(ctx, wide, axes, keep_dims))
 
 
 @kernel("softplus", variant="ane")
