@@ -57,6 +57,12 @@ def main() -> None:
         one_line = " ".join(str(exc).split())
         sys.stderr.write(f"nebisect: error: {one_line}\n")
         sys.exit(2)
+    except OSError as exc:
+        # A path the user gave that cannot be read or written (commands check the
+        # common cases themselves, with more context); still one line, not a traceback.
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.stderr.write(f"nebisect: error: {exc.strerror or exc}{where}\n")
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.stderr.write("nebisect: interrupted\n")
         sys.exit(130)

@@ -33,11 +33,16 @@ def test_list_ops() -> None:
     (["--op", "softplus", "--wrap", "gpu"], "unknown --wrap 'gpu'"),
     (["--op", "softplus", "--target", "sim:fp8"], "unknown target 'sim:fp8'"),
     (["--op", "softplus", "--budget", "0"], "--budget must be at least 1"),
+    (["--op", "softplus", "--corpus", "/proc/no/corpus"],
+     "/proc/no/corpus: cannot create the corpus directory"),
+    (["--op", "softplus", "--report", "/proc/no/report"], "--report /proc/no/report: cannot"),
 ])
 def test_bad_arguments_are_one_line_exit_2(args: list[str], message: str) -> None:
     done = cli(*args)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
+    # Checked before any case runs: no progress bar, nothing fuzzed.
+    assert "cases/s" not in done.stderr and len(done.stderr.splitlines()) == 1
     assert len(done.stderr.strip().splitlines()) == 1
 
 

@@ -69,10 +69,12 @@ def bisect(
     Exit code: 0 written, 2 usage error or nothing to bisect.
     """
     from nebisect.minimize import BisectOptions, bisect_source
+    from nebisect.report.files import output_directory
 
     options = BisectOptions(target=target, stage=stage, inputs=str(inputs) if inputs else "",
                             length=length, max_evals=max_evals, timeout=timeout,
                             fixes=tuple(fix or ()), graph=graph)
+    output_directory(out, "--out")
     display = _Display(Console(stderr=True))
     with display.bar:
         result = bisect_source(source, options, out, progress=display)

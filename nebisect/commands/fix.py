@@ -66,6 +66,7 @@ def apply(
     from nebisect.fixes import resolve_fixes
     from nebisect.fixes.apply import copy_package, fix_source
     from nebisect.isolate import Isolator
+    from nebisect.report.files import output_directory
     from nebisect.source import resolve_source
 
     if len(names_and_source) < 2:
@@ -74,6 +75,7 @@ def apply(
         raise NebisectError(f"--precision {precision!r}: fp16 or fp32")
     if output.suffix != ".mlpackage":
         raise NebisectError(f"{output}: the output must end in .mlpackage")
+    output_directory(output.parent, "--output")
     fixes = resolve_fixes(names_and_source[:-1])
     source = resolve_source(names_and_source[-1])
     console = Console()

@@ -167,8 +167,16 @@ def fuzz(
     if list_ops:
         _list_ops(as_json)
         return
+    from nebisect.corpus import Corpus
     from nebisect.fuzz.builders import WRAPS
-    from nebisect.fuzz.session import FuzzOptions, default_target, run_session
+    from nebisect.fuzz.session import (
+        FuzzOptions,
+        check_target,
+        default_target,
+        resolve_ops,
+        run_session,
+    )
+    from nebisect.report.files import output_directory
 
     if not op:
         raise NebisectError("give --op OP (or --op all); --list-ops lists them")
@@ -179,6 +187,13 @@ def fuzz(
         target=target or default_target(), budget=budget, seed=seed, jobs=jobs, wrap=wrap,
         isolation=isolation, plugins=tuple(plugin or ()), shrink_budget=shrink_budget,
     )
+    # Bad ops, targets and corpus paths fail now, not after minutes of fuzzing.
+    check_target(options.target, options.plugins)
+    resolve_ops(names)
+    if corpus is not None:
+        Corpus(corpus, create=True)
+    if report is not None:
+        output_directory(report, "--report")
     console = Console(stderr=as_json)
     display = _Display(console, budget * (len(names) if names != ["all"] else _op_count()))
     with display.bar:

@@ -50,6 +50,7 @@ def lint(
     Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input.
     """
     from nebisect.lint import lint_source, parse_input_range
+    from nebisect.report.files import output_file
 
     if output_format not in FORMATS:
         raise NebisectError(f"--format {output_format!r}: one of {', '.join(FORMATS)}")
@@ -59,6 +60,8 @@ def lint(
     if not source:
         raise NebisectError("lint needs a SOURCE (.mlpackage or module:function)")
     ranges = dict(parse_input_range(text) for text in input_range or [])
+    if output is not None:
+        output_file(output, "--output")
     result = lint_source(source, assume_fp16=fp16, input_ranges=ranges)
     if output_format == "sarif":
         from nebisect.report.sarif import sarif_text

@@ -45,8 +45,11 @@ def replay(
     from nebisect.corpus import Corpus
     from nebisect.corpus.replay import record_updates
     from nebisect.corpus.replay import replay as replay_cases
+    from nebisect.report.files import output_file
 
     corpus = Corpus(root)
+    if junit:
+        output_file(junit, "--junit")
     scan = corpus.scan()
     console = Console(stderr=True)
     with console.status(f"replaying {len(scan.cases)} case(s)") as status:

@@ -87,6 +87,7 @@ def run(
     """
     from nebisect.isolate import Isolator
     from nebisect.matrix import MatrixRunner
+    from nebisect.report.files import output_directory
     from nebisect.source import resolve_source
     from nebisect.targets import load_plugins, spec_of
 
@@ -96,6 +97,8 @@ def run(
     for spec in targets:
         spec_of(spec)
     resolved = resolve_source(source)
+    if report:
+        output_directory(report, "--report")
     if resolved.kind == "torch" and EXACT_ROW not in targets:
         targets.insert(0, EXACT_ROW)
     console = Console(stderr=True)

@@ -152,7 +152,12 @@ class Corpus:
     def __init__(self, root: str | os.PathLike[str], *, create: bool = False) -> None:
         self.root = Path(root)
         if create:
-            self.root.mkdir(parents=True, exist_ok=True)
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise NebisectError(
+                    f"{self.root}: cannot create the corpus directory ({exc.strerror})"
+                ) from exc
         if not self.root.is_dir():
             raise NebisectError(f"{self.root}: no such corpus directory")
 

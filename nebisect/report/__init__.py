@@ -52,8 +52,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from nebisect.case import NebisectError
-from nebisect.report.files import write_text_atomic
+from nebisect.report.files import output_directory, write_text_atomic
 from nebisect.report.html import render_html
 from nebisect.report.json import dumps, read_report, report_document
 from nebisect.report.junit import junit_xml, write_junit
@@ -95,9 +94,7 @@ def write_report(
     created: datetime | None = None,
 ) -> ReportFiles:
     """Write ``report.json`` and ``report.html`` for ``payload`` into ``report_dir``."""
-    directory = Path(report_dir)
-    if directory.exists() and not directory.is_dir():
-        raise NebisectError(f"--report {directory}: exists and is not a directory")
+    directory = output_directory(report_dir, "--report")
     document = report_document(kind, payload, created)
     json_path = write_text_atomic(directory / "report.json", dumps(document))
     html_path = write_text_atomic(directory / "report.html", render_html(document, payload))

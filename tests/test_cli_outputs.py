@@ -1,0 +1,34 @@
+"""Output paths are checked before the work starts: one line, exit 2, nothing run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "corpus/a5b2accd1aa986ad/model.mlpackage"
+UNWRITABLE = "/proc/no-such-dir"  # /proc takes no new directories, not even from root
+MISSING = "(No such file or directory)"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["bisect", "examples/logsumexp_ne.py:model", "-t", "sim:ane", "--out", UNWRITABLE],
+     f"--out {UNWRITABLE}: cannot create it {MISSING}"),
+    (["fix", "apply", "logsumexp-max-shift", PACKAGE, "-o", f"{UNWRITABLE}/m.mlpackage"],
+     f"--output {UNWRITABLE}: cannot create it {MISSING}"),
+    (["lint", PACKAGE, "-o", f"{UNWRITABLE}/lint.txt"],
+     f"--output {UNWRITABLE}: cannot create it {MISSING}"),
+    (["replay", "corpus", "--junit", f"{UNWRITABLE}/junit.xml"],
+     f"--junit {UNWRITABLE}: cannot create it {MISSING}"),
+    (["replay", "corpus", "--junit", "corpus"], "--junit corpus: is a directory"),
+    (["run", "examples/meanpool.py:model", "--report", UNWRITABLE],
+     f"--report {UNWRITABLE}: cannot create it {MISSING}"),
+])
+def test_unwritable_outputs_fail_at_once(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "nebisect", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"nebisect: error: {message}"]
