@@ -75,3 +75,21 @@ def test_main_job_logsumexp_on_the_default_simulated_target() -> None:
         cliff = finding["cliff"]
         assert cliff["ulps"] == 1 and cliff["predictions"] <= 20
         assert cliff["predicted"]["label"].startswith("log(65504/") and cliff["distance"] < 0.01
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_findings_table_never_breaks_a_cell(width: int) -> None:
+    from rich.console import Console
+
+    from nebisect.commands.fuzz import _findings_table
+    from nebisect.fuzz.reporting import COLUMNS
+
+    row = ["reduce_log_sum_exp", "mismatch:collapse", "axes=1/no_keep_dims",
+           "x[1, 32, 1, 1]: delta 8", "7.62109375 | 7.625", "log(65504/32) = 7.6241", "17"]
+    console = Console(width=width, record=True)
+    console.print(_findings_table("Findings", [row], width))
+    text = console.export_text()
+    for cell in row:
+        assert cell in text
+    one_row_per_finding = any(all(h in line for h in COLUMNS) for line in text.splitlines())
+    assert one_row_per_finding == (width >= 160)

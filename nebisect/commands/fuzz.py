@@ -86,12 +86,9 @@ def _print_summary(console: Console, results: list[CampaignResult], options: Fuz
     if not table_rows:
         console.print(f"[green]No findings on {options.target}[/] (seed {options.seed}).")
         return
-    table = Table(title=f"Findings on {options.target} (seed {options.seed})", show_lines=True)
-    for column in reporting.COLUMNS:
-        table.add_column(column, overflow="fold")
-    for cells in table_rows:
-        table.add_row(*[str(c) for c in cells])
-    console.print(table)
+    title = f"Findings on {options.target} (seed {options.seed})"
+    cells = [[str(c) for c in row] for row in table_rows]
+    console.print(_findings_table(title, cells, console.width))
     for line in reporting.legend(results):
         console.print(f"  [dim]{line}[/]")
     console.print(
@@ -101,6 +98,29 @@ def _print_summary(console: Console, results: list[CampaignResult], options: Fuz
     )
     if not stored:
         console.print("  [dim]Pass --corpus DIR to keep every finding as a regression case.[/]")
+
+
+def _findings_table(title: str, rows: list[list[str]], width: int) -> Table:
+    """One row per finding when every cell fits on one line of the terminal (an op
+    name or a bracket broken in two is hard to read); else one field/value block per
+    finding."""
+    from nebisect.fuzz.reporting import COLUMNS
+
+    needed = 1 + sum(max(len(header), *(len(row[i]) for row in rows)) + 3
+                     for i, header in enumerate(COLUMNS))
+    if needed <= width:
+        table = Table(title=title, show_lines=True)
+        for header in COLUMNS:
+            table.add_column(header, no_wrap=True)
+        for row in rows:
+            table.add_row(*row)
+        return table
+    table = Table(title=title, show_header=False, show_lines=True)
+    table.add_column("field", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    for row in rows:
+        table.add_row("\n".join(COLUMNS), "\n".join(value or "-" for value in row))
+    return table
 
 
 def _store(results: list[CampaignResult], options: FuzzOptions, root: Path) -> None:
