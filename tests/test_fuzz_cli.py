@@ -81,13 +81,16 @@ def test_main_job_logsumexp_on_the_default_simulated_target() -> None:
 def test_findings_table_never_breaks_a_cell(width: int) -> None:
     from rich.console import Console
 
-    from nebisect.commands.fuzz import _findings_table
     from nebisect.fuzz.reporting import COLUMNS
+    from nebisect.tables import Column, fitted_table
 
     row = ["reduce_log_sum_exp", "mismatch:collapse", "axes=1/no_keep_dims",
            "x[1, 32, 1, 1]: delta 8", "7.62109375 | 7.625", "log(65504/32) = 7.6241", "17"]
     console = Console(width=width, record=True)
-    console.print(_findings_table("Findings", [row], width))
+    table, dropped = fitted_table("Findings", [Column(h) for h in COLUMNS], [row], width,
+                                  blocks=True)
+    assert dropped == []
+    console.print(table)
     text = console.export_text()
     for cell in row:
         assert cell in text

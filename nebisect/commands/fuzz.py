@@ -71,6 +71,7 @@ def _list_ops(as_json: bool) -> None:
 def _print_summary(console: Console, results: list[CampaignResult], options: FuzzOptions,
                    stored: bool) -> None:
     from nebisect.fuzz import reporting
+    from nebisect.tables import Column, fitted_table
 
     for result in results:
         if result.skipped:
@@ -86,9 +87,13 @@ def _print_summary(console: Console, results: list[CampaignResult], options: Fuz
     if not table_rows:
         console.print(f"[green]No findings on {options.target}[/] (seed {options.seed}).")
         return
-    title = f"Findings on {options.target} (seed {options.seed})"
-    cells = [[str(c) for c in row] for row in table_rows]
-    console.print(_findings_table(title, cells, console.width))
+    table, _ = fitted_table(
+        f"Findings on {options.target} (seed {options.seed})",
+        [Column(header) for header in reporting.COLUMNS],
+        [[str(c) for c in row] for row in table_rows], console.width,
+        blocks=True, show_lines=True,
+    )
+    console.print(table)
     for line in reporting.legend(results):
         console.print(f"  [dim]{line}[/]")
     console.print(
@@ -98,29 +103,6 @@ def _print_summary(console: Console, results: list[CampaignResult], options: Fuz
     )
     if not stored:
         console.print("  [dim]Pass --corpus DIR to keep every finding as a regression case.[/]")
-
-
-def _findings_table(title: str, rows: list[list[str]], width: int) -> Table:
-    """One row per finding when every cell fits on one line of the terminal (an op
-    name or a bracket broken in two is hard to read); else one field/value block per
-    finding."""
-    from nebisect.fuzz.reporting import COLUMNS
-
-    needed = 1 + sum(max(len(header), *(len(row[i]) for row in rows)) + 3
-                     for i, header in enumerate(COLUMNS))
-    if needed <= width:
-        table = Table(title=title, show_lines=True)
-        for header in COLUMNS:
-            table.add_column(header, no_wrap=True)
-        for row in rows:
-            table.add_row(*row)
-        return table
-    table = Table(title=title, show_header=False, show_lines=True)
-    table.add_column("field", style="bold", no_wrap=True)
-    table.add_column("value", overflow="fold")
-    for row in rows:
-        table.add_row("\n".join(COLUMNS), "\n".join(value or "-" for value in row))
-    return table
 
 
 def _store(results: list[CampaignResult], options: FuzzOptions, root: Path) -> None:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from nebisect.case import NebisectError
 from nebisect.inputs import DEFAULT_LENGTHS
@@ -130,25 +129,33 @@ def _converter(overrides: bool) -> Callable[..., Any]:
 
 
 def _print(result: RunReport) -> None:
+    from nebisect.tables import Column, fitted_table
     from nebisect.verdict import placement_summary
 
     console = Console()
-    table = Table(title=f"nebisect run {result.source}  (reference {result.reference})")
-    for column in ("target", "length", "verdict", "max ULP", "max abs", "cosine", "placement",
-                   "time s"):
-        table.add_column(column, justify="right" if column in ("length", "max ULP", "max abs",
-                                                                "cosine", "time s") else "left")
+    columns = [Column("target"), Column("length", "right"), Column("verdict"),
+               Column("max ULP", "right"), Column("cosine", "right", optional=True),
+               Column("placement"), Column("max abs", "right", optional=True),
+               Column("time s", "right", optional=True)]
+    cells = []
     for row in result.rows:
         v = row.verdict
         style = "green" if not v.failed else "red"
         metrics = v.metrics
-        table.add_row(
+        cells.append([
             row.target, str(row.length or "static"), f"[{style}]{_short(v)}[/]",
-            _fmt(metrics.get("max_ulp_error")), _fmt(metrics.get("max_abs_error")),
-            _fmt(metrics.get("min_cosine"), ".6f"), placement_summary(v.placement),
+            _fmt(metrics.get("max_ulp_error")), _fmt(metrics.get("min_cosine"), ".6f"),
+            placement_summary(v.placement), _fmt(metrics.get("max_abs_error")),
             _fmt(v.timings.get("total"), ".2f"),
-        )
+        ])
+    table, dropped = fitted_table(
+        f"nebisect run {result.source}  (reference {result.reference})", columns, cells,
+        console.width,
+    )
     console.print(table)
+    if dropped:
+        console.print(f"[dim]not shown at this terminal width: {', '.join(dropped)} "
+                      "(--json has every metric)[/]")
     for row in result.rows:
         if row.verdict.failed:
             console.print(
