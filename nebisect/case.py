@@ -11,7 +11,7 @@ import hashlib
 import io
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +196,9 @@ class Case:
         return sha256_bytes(key.encode())[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Field → value, shallow (it is serialized at once; asdict's deep copy cost
+        ~0.1 ms per fuzz case)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Case:

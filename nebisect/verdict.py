@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -58,7 +58,10 @@ class Verdict:
         return asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, default=_json_default)
+        # Serialized straight from the fields: to_dict's deep copy is for callers that
+        # keep the dict, and it cost a persistent worker ~5 % of a fuzz case.
+        fields_ = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps(fields_, sort_keys=True, default=_json_default)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,8 @@ class Job:
         self.preload = tuple(self.preload)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Field → value, shallow: the request is serialized at once."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Job:
