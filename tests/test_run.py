@@ -130,6 +130,16 @@ def test_cli_json_and_exit_code_on_failure(tmp_path: Path) -> None:
     assert rows["sim:fp64"]["verdict"]["status"] == "pass"
 
 
+def test_cli_text_names_each_distinct_failure_once() -> None:
+    done = _cli("run", "examples/meanpool.py:model", "-t", "sim:ane", "-t", "sim:fp16",
+                "--lengths", "2,8")
+    assert done.returncode == 1, done.stderr
+    failures = [line for line in done.stdout.splitlines() if line.startswith("✗")]
+    assert len(failures) == 1
+    assert failures[0].startswith("✗ sim:ane @ 2, 8: error at stage predict, attribution device")
+    assert "Data-dependent shapes were disabled" in failures[0]
+
+
 def _bad_package(tmp_path: Path) -> Path:
     package = tmp_path / "corrupt.mlpackage"
     (package / "Data").mkdir(parents=True)

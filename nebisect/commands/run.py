@@ -156,14 +156,19 @@ def _print(result: RunReport) -> None:
     if dropped:
         console.print(f"[dim]not shown at this terminal width: {', '.join(dropped)} "
                       "(--json has every metric)[/]")
+    # One line per distinct failure: the same signature at five lengths is one finding.
+    failures: dict[tuple[str, str, str, str, str], list[str]] = {}
     for row in result.rows:
-        if row.verdict.failed:
-            console.print(
-                f"[red]✗[/] {row.target} @ {row.length or 'static'}: {row.verdict.status} at "
-                f"stage {row.verdict.stage}, attribution [bold]{row.attribution}[/]: "
-                f"{row.verdict.signature}",
-                highlight=False, soft_wrap=True,
-            )
+        v = row.verdict
+        if v.failed:
+            key = (row.target, v.status, v.stage, row.attribution, v.signature)
+            failures.setdefault(key, []).append(str(row.length or "static"))
+    for (target, status, stage, attribution, signature), lengths in failures.items():
+        console.print(
+            f"[red]✗[/] {target} @ {', '.join(lengths)}: {status} at stage {stage}, "
+            f"attribution [bold]{attribution}[/]: {signature}",
+            highlight=False, soft_wrap=True,
+        )
     if not result.failed:
         console.print("[green]all targets agree with the reference[/]")
 
