@@ -139,7 +139,7 @@ def save_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> Non
     """Write arrays atomically (temp file + rename): a reader never sees half an npz."""
     target = Path(path)
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds badly
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_bytes(buffer.getvalue())
     os.replace(tmp, target)

@@ -26,7 +26,9 @@ STATUSES = (
 )
 MISMATCH_KINDS = ("shape", "nan-suppressed", "nonfinite", "collapse", "tolerance")
 
-_DTYPES = {"fp16": np.float16, "fp32": np.float32, "fp64": np.float64, "bf16": np.float32}
+_DTYPES: dict[str, type[np.floating[Any]]] = {
+    "fp16": np.float16, "fp32": np.float32, "fp64": np.float64, "bf16": np.float32,
+}
 
 
 @dataclass

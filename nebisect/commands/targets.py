@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -17,7 +18,7 @@ def targets(
     as_json: bool = typer.Option(False, "--json", help="Print the list as JSON."),
 ) -> None:
     """List every target (coreml:*, sim:*, torch:*) and why any is unavailable here."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, cls in sorted(registered_targets().items()):
         target = cls(spec_of(name))
         reason = target.availability()
