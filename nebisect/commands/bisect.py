@@ -69,7 +69,7 @@ def bisect(
     Exit code: 0 written, 2 usage error or nothing to bisect.
     """
     from nebisect.minimize import BisectOptions, bisect_source
-    from nebisect.report.files import output_directory
+    from nebisect.outputs import output_directory
 
     options = BisectOptions(target=target, stage=stage, inputs=str(inputs) if inputs else "",
                             length=length, max_evals=max_evals, timeout=timeout,

@@ -66,7 +66,7 @@ def apply(
     from nebisect.fixes import resolve_fixes
     from nebisect.fixes.apply import copy_package, fix_source
     from nebisect.isolate import Isolator
-    from nebisect.report.files import output_directory
+    from nebisect.outputs import output_directory
     from nebisect.source import resolve_source
 
     if len(names_and_source) < 2:

@@ -16,6 +16,7 @@ from rich.table import Table
 from nebisect.case import NebisectError
 
 if TYPE_CHECKING:
+    from nebisect.corpus import Corpus
     from nebisect.fuzz.campaign import CampaignResult
     from nebisect.fuzz.campaign import Progress as CampaignProgress
     from nebisect.fuzz.session import FuzzOptions
@@ -105,14 +106,12 @@ def _print_summary(console: Console, results: list[CampaignResult], options: Fuz
         console.print("  [dim]Pass --corpus DIR to keep every finding as a regression case.[/]")
 
 
-def _store(results: list[CampaignResult], options: FuzzOptions, root: Path) -> None:
-    from nebisect.corpus import Corpus
+def _store(results: list[CampaignResult], options: FuzzOptions, corpus: Corpus) -> None:
     from nebisect.fuzz.ops import get_op
     from nebisect.fuzz.session import dtype_for
     from nebisect.fuzz.store import record_finding
     from nebisect.fuzz.subject import OpSubject
 
-    corpus = Corpus(root, create=True)
     for result in results:
         subject = OpSubject(get_op(result.subject), dtype_for(options.target), options.wrap)
         for finding in result.findings:
@@ -178,7 +177,7 @@ def fuzz(
         resolve_ops,
         run_session,
     )
-    from nebisect.report.files import output_directory
+    from nebisect.outputs import output_directory
 
     if not op:
         raise NebisectError("give --op OP (or --op all); --list-ops lists them")
@@ -191,17 +190,16 @@ def fuzz(
     )
     # Bad ops, targets and corpus paths fail now, not after minutes of fuzzing.
     check_target(options.target, options.plugins)
-    resolve_ops(names)
-    if corpus is not None:
-        Corpus(corpus, create=True)
+    ops = resolve_ops(names)
+    store = Corpus(corpus, create=True) if corpus is not None else None
     if report is not None:
         output_directory(report, "--report")
     console = Console(stderr=as_json)
-    display = _Display(console, budget * (len(names) if names != ["all"] else _op_count()))
+    display = _Display(console, budget * len(ops))
     with display.bar:
         results = run_session(names, options, display)
-    if corpus is not None:
-        _store(results, options, corpus)
+    if store is not None:
+        _store(results, options, store)
     if report is not None:
         from nebisect.fuzz.reporting import payload
         from nebisect.report import write_report
@@ -212,12 +210,6 @@ def fuzz(
         typer.echo(json.dumps(_json(results, options), indent=2))
         return
     _print_summary(console, results, options, stored=corpus is not None)
-
-
-def _op_count() -> int:
-    from nebisect.fuzz.ops import registered_ops
-
-    return len(registered_ops())
 
 
 def _json(results: list[CampaignResult], options: FuzzOptions) -> dict[str, Any]:

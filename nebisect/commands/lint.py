@@ -50,7 +50,7 @@ def lint(
     Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input.
     """
     from nebisect.lint import lint_source, parse_input_range
-    from nebisect.report.files import output_file
+    from nebisect.outputs import output_file
 
     if output_format not in FORMATS:
         raise NebisectError(f"--format {output_format!r}: one of {', '.join(FORMATS)}")

@@ -45,7 +45,7 @@ def replay(
     from nebisect.corpus import Corpus
     from nebisect.corpus.replay import record_updates
     from nebisect.corpus.replay import replay as replay_cases
-    from nebisect.report.files import output_file
+    from nebisect.outputs import output_file
 
     corpus = Corpus(root)
     if junit:

@@ -86,7 +86,7 @@ def run(
     """
     from nebisect.isolate import Isolator
     from nebisect.matrix import MatrixRunner
-    from nebisect.report.files import output_directory
+    from nebisect.outputs import output_directory
     from nebisect.source import resolve_source
     from nebisect.targets import load_plugins, spec_of
 

@@ -52,7 +52,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from nebisect.report.files import output_directory, write_text_atomic
+from nebisect.outputs import output_directory
+from nebisect.report.files import write_text_atomic
 from nebisect.report.html import render_html
 from nebisect.report.json import dumps, read_report, report_document
 from nebisect.report.junit import junit_xml, write_junit

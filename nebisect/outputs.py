@@ -1,0 +1,38 @@
+"""Output path options (``--report``, ``--out``, ``--output``, ``--junit``), checked early.
+
+Kept apart from :mod:`nebisect.report` so that a command checking its output path does not
+import the report renderers at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nebisect.case import NebisectError
+
+
+def output_directory(path: str | os.PathLike[str], option: str) -> Path:
+    """An output directory option (``--report``, ``--out``), created now.
+
+    Commands call this (or :func:`output_file`) before their long work starts: a typo
+    in an output path is a one-line error at once, not a traceback after the run.
+    """
+    directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise NebisectError(f"{option} {directory}: exists and is not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NebisectError(f"{option} {directory}: cannot create it ({exc.strerror})") from exc
+    return directory
+
+
+def output_file(path: str | os.PathLike[str], option: str) -> Path:
+    """An output file option (``--junit``, ``--output``): its directory exists, it is no
+    directory itself."""
+    file = Path(path)
+    if file.is_dir():
+        raise NebisectError(f"{option} {file}: is a directory")
+    output_directory(file.parent, option)
+    return file
