@@ -7,14 +7,25 @@ That first lookup can come from several threads at once (the ``--jobs`` workers 
 counted as done only once every import finished: a thread arriving meanwhile waits
 instead of reading a half-filled registry (which once made ``sim:fp32`` "not
 implemented" in one of two worker threads).
+
+:class:`Registry` is the one name → entry table those plug-in families share (DESIGN §3):
+registered by a decorator under a unique name, a duplicate is an error (two modules
+claiming one name is a bug, not a user choice), an unknown name is a user error that
+lists the known ones, and every read loads the self-registering modules first.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 import threading
 from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
+
+from nebisect.case import NebisectError
+
+T = TypeVar("T")
 
 
 class ImportOnce:
@@ -49,3 +60,46 @@ def package_modules(package: str, *, skip: Iterable[str] = ()) -> Callable[[], l
         ]
 
     return names
+
+
+class Registry(Generic[T]):
+    """Entries of one plug-in family by unique name; ``load`` runs before every read.
+
+    ``kind`` names the family in messages ("value family 'x' registered twice").
+    """
+
+    def __init__(self, kind: str, load: Callable[[], None] = lambda: None) -> None:
+        self.kind = kind
+        self._load = load
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str, entry: T) -> T:
+        """Add ``entry`` under ``name``; a name registered twice is a ValueError."""
+        if name in self._entries:
+            raise ValueError(f"{self.kind} {name!r} registered twice")
+        self._entries[name] = entry
+        return entry
+
+    def get(self, name: str) -> T:
+        """The entry registered as ``name``; an unknown name is a user error naming the
+        closest known ones."""
+        self._load()
+        if name in self._entries:
+            return self._entries[name]
+        close = difflib.get_close_matches(name, list(self._entries), n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise NebisectError(
+            f"unknown {self.kind} {name!r}{hint}; known: {', '.join(sorted(self._entries))}"
+        )
+
+    def items(self) -> list[tuple[str, T]]:
+        """Every (name, entry), in name order."""
+        self._load()
+        return sorted(self._entries.items())
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.items()]
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return name in self._entries

@@ -1,0 +1,36 @@
+"""Scaled standard normals: a seeded normal draw times 2^k, across the fp16 range.
+
+The run matrix's own inputs are standard normal at scale 1; overflow and underflow
+hazards (exp, squares, divisions by small norms) need magnitudes far from 1. Values are
+clipped to ±65504 so every member is finite in fp16 (infinities are the ``special``
+family's job).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from nebisect.detect.families import value_family
+from nebisect.detect.families.base import (
+    FP16_EXPONENTS,
+    FP16_MAX,
+    ParametricFamily,
+    powers_of_two,
+)
+
+
+@value_family("normal", "standard normal draws scaled by x = 2^k, k over the fp16 range",
+              priority=20)
+class ScaledNormal(ParametricFamily):
+    @cached_property
+    def draws(self) -> dict[str, np.ndarray]:
+        rng = self.rng()
+        return {name: rng.standard_normal(array.shape) for name, array in self.floats().items()}
+
+    def parameters(self) -> list[float]:
+        return powers_of_two(FP16_EXPONENTS)
+
+    def values_at(self, x: float) -> dict[str, np.ndarray]:
+        return {name: np.clip(draw * x, -FP16_MAX, FP16_MAX) for name, draw in self.draws.items()}
