@@ -14,6 +14,7 @@ The algorithm knows nothing of models, processes or files; the campaign injects 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from collections.abc import Callable, Sequence
@@ -118,17 +119,24 @@ class Cliff:
         return cls.from_dict(json.loads(text))
 
 
+class _Stopped(Exception):
+    """The stop condition refused a prediction; never escapes :func:`localize`."""
+
+
 class _Probe(Generic[T]):
-    """Predictions memoized by ordinal, counted."""
+    """Predictions memoized by ordinal, counted; ``stop(x)`` is asked before each new one."""
 
     def __init__(self, grid: Grid, predict: Callable[[float], T],
-                 failing: Callable[[T], bool]) -> None:
-        self.grid, self.predict, self.failing = grid, predict, failing
+                 failing: Callable[[T], bool], stop: Callable[[float], bool]) -> None:
+        self.grid, self.predict, self.failing, self.stop = grid, predict, failing, stop
         self.seen: dict[int, tuple[T, bool]] = {}
 
     def __call__(self, ordinal: int) -> bool:
         if ordinal not in self.seen:
-            output = self.predict(self.grid.value(ordinal))
+            x = self.grid.value(ordinal)
+            if self.stop(x):
+                raise _Stopped
+            output = self.predict(x)
             self.seen[ordinal] = (output, bool(self.failing(output)))
         return self.seen[ordinal][1]
 
@@ -152,6 +160,7 @@ def localize(
     coarse: int = 8,
     describe: Callable[[T], Any] = lambda output: output,
     boundaries: Sequence[Boundary] = (),
+    stop: Callable[[float], bool] = lambda x: False,
 ) -> Cliff | None:
     """Bracket and bisect a pass/fail transition of ``failing(predict(x))`` on the grid.
 
@@ -160,12 +169,30 @@ def localize(
     spaced in value and as many in ordinal, until two probes disagree; then bisects
     that bracket down to adjacent values. Returns None when every probe agrees (no
     transition in this family).
+
+    ``stop(x)`` is asked before every prediction (with its x, so a caller whose
+    ``predict`` answers some x from a cache can let those through): when it says yes the
+    search ends with the bracket reached so far — a cliff whose ``ulps`` is above 1 —
+    or None if no bracket was found yet.
     """
     if grid not in GRIDS:
         raise NebisectError(f"unknown grid {grid!r}: one of {', '.join(GRIDS)}")
     g = GRIDS[grid]
-    probe = _Probe(g, predict, failing)
-    first, last = g.ordinal(lo), g.ordinal(hi)
+    probe = _Probe(g, predict, failing, stop)
+    with contextlib.suppress(_Stopped):
+        _bracket_and_bisect(g, probe, g.ordinal(lo), g.ordinal(hi), start, coarse)
+    # Bisection keeps every probe outside its bracket on one side of it, so the first
+    # disagreeing neighbours are the bracket, whether the search finished or stopped.
+    bracket = probe.transition()
+    if bracket is None:
+        return None
+    return _result(g, probe, *bracket, describe, boundaries)
+
+
+def _bracket_and_bisect(
+    g: Grid, probe: _Probe[Any], first: int, last: int, start: float | None, coarse: int
+) -> None:
+    """Probe until two probes disagree, then halve their bracket down to adjacent ordinals."""
     if start is not None and np.isfinite(start):
         s = g.ordinal(start)
         first, last = min(first, s), max(last, s)
@@ -176,7 +203,7 @@ def localize(
         probe(ordinal)
     bracket = probe.transition()
     if bracket is None:
-        return None
+        return
     a, b = bracket
     a_fails = probe(a)
     while b - a > 1:
@@ -185,7 +212,6 @@ def localize(
             a = mid
         else:
             b = mid
-    return _result(g, probe, a, b, describe, boundaries)
 
 
 def _coarse(g: Grid, first: int, last: int, count: int) -> list[int]:
