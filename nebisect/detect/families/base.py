@@ -49,9 +49,11 @@ class Member:
     """One input set's identity, without its arrays.
 
     ``x`` is the parameter of a one-parameter family (None otherwise); ``magnitude`` is
-    the shrink key — |x| for one-parameter families, the length for the lengths family,
-    else the largest |value| over the floating inputs (NaN counts as inf) — so the
-    smallest failing member of a group is the one nearest the benign start.
+    the shrink key: the largest |value| over the floating inputs (NaN counts as inf;
+    the length for the lengths family). It is comparable across families — a normal
+    draw at scale 4.56 reaches 7.63 — so a group's smallest member is the input nearest
+    a benign one, whichever family found it; within a one-parameter family it grows
+    with |x|.
     """
 
     family: str
@@ -177,7 +179,7 @@ class Family(ABC):
             for name, array in self.base.items()
         }
         if magnitude is None:
-            magnitude = abs(x) if x is not None else self._largest(arrays)
+            magnitude = self._largest(arrays)
         return InputSet(Member(self.name, label, x, float(magnitude)), arrays)
 
     def _largest(self, arrays: dict[str, np.ndarray]) -> float:
