@@ -188,6 +188,12 @@ class Family(ABC):
         return float(np.where(np.isnan(flat), math.inf, flat).max(initial=0.0))
 
     @cached_property
+    def normals(self) -> dict[str, np.ndarray]:
+        """One standard-normal draw per floating input, from the family's seed."""
+        rng = self.rng()
+        return {name: rng.standard_normal(array.shape) for name, array in self.floats().items()}
+
+    @cached_property
     def positions(self) -> dict[str, int]:
         """One flat element index per non-empty floating input, drawn from the family's
         seed: where a spike or a special value is injected."""

@@ -8,8 +8,6 @@ never land on a tie, these land on nothing else.
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 
 from nebisect.detect.families import value_family
@@ -22,11 +20,6 @@ STEPS = {"integers": 1.0, "halves": 0.5}
 @value_family("integers", "exact integers and half-integers: round(normal × scale / step) × step",
               priority=65)
 class ExactIntegers(VariantFamily):
-    @cached_property
-    def draws(self) -> dict[str, np.ndarray]:
-        rng = self.rng()
-        return {name: rng.standard_normal(array.shape) for name, array in self.floats().items()}
-
     def variants(self) -> dict[str, tuple[float, int]]:
         if not self.inputs.names("float"):
             return {}
@@ -35,4 +28,4 @@ class ExactIntegers(VariantFamily):
 
     def values(self, spec: tuple[float, int]) -> dict[str, np.ndarray]:
         step, scale = spec
-        return {name: np.rint(draw * scale / step) * step for name, draw in self.draws.items()}
+        return {name: np.rint(draw * scale / step) * step for name, draw in self.normals.items()}

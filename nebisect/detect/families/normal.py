@@ -8,8 +8,6 @@ family's job).
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 
 from nebisect.detect.families import value_family
@@ -24,13 +22,8 @@ from nebisect.detect.families.base import (
 @value_family("normal", "standard normal draws scaled by x = 2^k, k over the fp16 range",
               priority=20)
 class ScaledNormal(ParametricFamily):
-    @cached_property
-    def draws(self) -> dict[str, np.ndarray]:
-        rng = self.rng()
-        return {name: rng.standard_normal(array.shape) for name, array in self.floats().items()}
-
     def parameters(self) -> list[float]:
         return powers_of_two(FP16_EXPONENTS)
 
     def values_at(self, x: float) -> dict[str, np.ndarray]:
-        return {name: np.clip(draw * x, -FP16_MAX, FP16_MAX) for name, draw in self.draws.items()}
+        return {name: np.clip(draw * x, -FP16_MAX, FP16_MAX) for name, draw in self.normals.items()}

@@ -7,8 +7,6 @@ never all one sign.
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 
 from nebisect.detect.families import value_family
@@ -23,15 +21,10 @@ from nebisect.detect.families.base import (
 @value_family("signed", "all-positive and all-negative inputs: |normal| × x, x = ±2^k",
               priority=55)
 class OneSigned(ParametricFamily):
-    @cached_property
-    def draws(self) -> dict[str, np.ndarray]:
-        rng = self.rng()
-        # kept away from 0 so that no element rounds to ±0 in fp16 at the smallest x
-        return {name: np.maximum(np.abs(rng.standard_normal(array.shape)), 2.0**-6)
-                for name, array in self.floats().items()}
-
     def parameters(self) -> list[float]:
         return signed(powers_of_two((-6, 0, 3, 6, 10, 13)))
 
     def values_at(self, x: float) -> dict[str, np.ndarray]:
-        return {name: np.clip(draw * x, -FP16_MAX, FP16_MAX) for name, draw in self.draws.items()}
+        # |draw| kept away from 0 so that no element rounds to ±0 in fp16 at the smallest x
+        return {name: np.clip(np.maximum(np.abs(draw), 2.0**-6) * x, -FP16_MAX, FP16_MAX)
+                for name, draw in self.normals.items()}
