@@ -186,6 +186,10 @@ def test_masks_are_zero_one_patterns_recognised_by_name_or_by_example_values() -
     unnamed = ModelInputs([InputDescription("valid", "int32", [(1, 1), (4, 4)])],
                           example={"valid": np.array([[1, 1, 0, 1]], dtype=np.int32)})
     assert unnamed.names("mask") == ["valid"]
+    flags = ModelInputs([InputDescription("keep", "bool", [(4, 4)])])
+    assert flags.names("mask") == ["keep"]
+    assert [m.arrays["keep"].tolist() for m in family("masks", flags).members()][2] == [
+        False, False, True, True]
 
 
 def test_token_ids_stay_inside_the_vocabulary_and_other_ids_keep_their_values() -> None:

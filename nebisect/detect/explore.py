@@ -35,6 +35,9 @@ API::
     guided: Sequence[Boundary]          # Probe.boundary() of nebisect.detect.probes
     stop(stats: nebisect.bisect.Stats) -> reason | None
     progress(Progress)                  # after every prediction
+
+The records (:class:`Observation`, :class:`Exploration` and its parts) live in
+:mod:`nebisect.detect.records` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ from nebisect.detect.records import (
 )
 from nebisect.fuzz.cliff import GRIDS, Boundary, localize
 from nebisect.verdict import Verdict
+
+__all__ = ["Evaluate", "Exploration", "Observation", "Progress", "explore"]
 
 Evaluate = Callable[[InputSet], "Observation | Verdict | Sequence[Observation]"]
 _FP16 = GRIDS["fp16"]
@@ -159,23 +164,21 @@ class _Explorer:
         self.stats.evaluations += 1
         tally = self.result.families[family.name]
         tally.predictions += 1
-        failing = [o for o in observations if o.key is not None]
+        failing = [(o.key, o) for o in observations if o.key is not None]
         if failing:
             tally.failures += 1
             self.failures += 1
-        for observation in failing:
-            self._group(member, observation)
+        for key, observation in failing:
+            self._group(key, member, observation)
         if member.x is not None:
-            self.points[family.name][member.x] = {o.key for o in failing if o.key is not None}
+            self.points[family.name][member.x] = {key for key, _ in failing}
         if self.progress is not None:
             elapsed = max(self.clock() - self.started, 1e-9)
             self.progress(Progress(self.result.spent, self.budget, self.failures,
                                    len(self.groups), self.result.spent / elapsed, member.label))
         return observations
 
-    def _group(self, member: Member, observation: Observation) -> None:
-        key = observation.key
-        assert key is not None
+    def _group(self, key: Key, member: Member, observation: Observation) -> None:
         group = self.groups.get(key)
         if group is None:
             group = self.groups[key] = Group(*key, smallest=member)

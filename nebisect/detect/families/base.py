@@ -98,9 +98,9 @@ class ModelInputs:
     def role(self, desc: InputDescription) -> str:
         """``float`` (varied by value families), ``mask``, ``tokens`` or ``fixed``.
 
-        A mask is recognised by its name (contains "mask") or, for an integer or bool
-        input, by example values that are all 0 or 1; other integer inputs are token
-        ids unless their name says segment, type or position.
+        A mask is recognised by its name (contains "mask"), a bool dtype, or, for an
+        integer input, by example values that are all 0 or 1; other integer inputs are
+        token ids unless their name says segment, type or position.
         """
         dtype = np.dtype(desc.dtype)
         name = desc.name.lower()
@@ -108,7 +108,7 @@ class ModelInputs:
         zero_one = example is not None and example.size > 0 and bool(
             np.isin(example, (0, 1)).all()
         )
-        if "mask" in name or (dtype.kind in "iub" and zero_one):
+        if "mask" in name or dtype.kind == "b" or (dtype.kind in "iu" and zero_one):
             return "mask"
         if dtype.kind == "f":
             return "float"
