@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = "corpus/a5b2accd1aa986ad/model.mlpackage"
+PACKAGE = "corpus/47d61d5fe5ecba1f/model.mlpackage"
 UNWRITABLE = "/proc/no-such-dir"  # /proc takes no new directories, not even from root
 MISSING = "(No such file or directory)"
 

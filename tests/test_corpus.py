@@ -89,7 +89,7 @@ def _ids(corpus: Corpus, package: Path, n: int) -> list[str]:
         (lambda d: (d / "case.json").write_text("{"), "case.json is not valid JSON"),
         (lambda d: (d / "case.json").unlink(), "no case.json (half-written or not a case)"),
         (lambda d: (d / "case.json").write_text(
-            (d / "case.json").read_text().replace('"schema": 1', '"schema": 99')),
+            (d / "case.json").read_text().replace('"schema": 2', '"schema": 99')),
          "schema version 99"),
     ],
 )
