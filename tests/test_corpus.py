@@ -48,7 +48,7 @@ def test_add_is_content_addressed_and_round_trips(corpus: Corpus, package: Path)
     assert record.provenance["nebisect"] and record.reference == "sim:fp64"
     np.testing.assert_array_equal(load_npz(case.path / "inputs.npz")["x"], inputs["x"])
     as_case = case.to_case()
-    assert as_case.case_id == case.case_id and as_case.source == str(case.path / "model.mlpackage")
+    assert record.identity() == case.case_id and as_case.source == str(case.path / "model.mlpackage")
     assert CaseRecord.from_json(record.to_json()) == record
     assert sorted(c.case_id for c in corpus.scan().cases) == sorted(
         [first.case.case_id, other.case.case_id])
@@ -217,8 +217,10 @@ def test_cli_ls_show_rm_and_usage_errors(tmp_path: Path, package: Path) -> None:
                            "--fix", "logsumexp-max-shift"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     (root / "0123456789abcdef").mkdir()
-    listing = json.loads(subprocess.run([*NEBISECT, "corpus", "ls", str(root), "--json"],
-                                        capture_output=True, text=True, check=True).stdout)
+    listed = subprocess.run([*NEBISECT, "corpus", "ls", str(root), "--json"],
+                            capture_output=True, text=True)
+    assert listed.returncode == 1  # a damaged case no longer guards anything
+    listing = json.loads(listed.stdout)
     assert [c["name"] for c in listing["cases"]] == ["cliff"]
     assert listing["cases"][0]["expected"]["signature"] == "mismatch:collapse"
     assert listing["problems"][0]["path"].endswith("0123456789abcdef")

@@ -114,7 +114,8 @@ def add(
 
     Refused with exit 2, nothing stored: inputs that do not fit the model, a torch:*
     target (a case runs its converted model; torch is the reference), a source package
-    holding a symlink or a special file, and a recording run that nebisect itself refused.
+    holding a symlink or a special file, and a recording run that was skipped (target
+    unavailable here) or that nebisect itself refused.
     """
     from nebisect.corpus import Corpus, Expected, NewCase
     from nebisect.inputs import check
@@ -163,9 +164,9 @@ def _recorder(wanted: bool, timeout: float) -> Iterator[Recorder | None]:
 
     def record(case: CorpusCase) -> Verdict:
         verdict = run_case(case, isolator, Path(tmp), timeout=timeout).verdict
-        if _refused(verdict):
-            raise NebisectError(f"nebisect cannot run this case on {case.record.target} "
-                                f"({verdict.message}); nothing recorded")
+        if verdict.status == "skipped" or _refused(verdict):
+            raise NebisectError(f"cannot record a run on {case.record.target} "
+                                f"({verdict.message}); nothing stored (give --expect)")
         return verdict
 
     with Isolator() as isolator, tempfile.TemporaryDirectory(prefix="nebisect-record-") as tmp:
@@ -174,7 +175,8 @@ def _recorder(wanted: bool, timeout: float) -> Iterator[Recorder | None]:
 
 def _refused(verdict: Verdict) -> bool:
     """True when the recording run failed on nebisect's own refusal (a NebisectError in
-    the child: a usage error), which is no bug of the model to guard."""
+    the child: a usage error the checks before the run did not catch), which is no bug
+    of the model to guard."""
     names, pending = set(), [NebisectError]
     while pending:
         error = pending.pop()
