@@ -24,6 +24,11 @@ MISSING = "(No such file or directory)"
     (["replay", "corpus", "--junit", f"{UNWRITABLE}/junit.xml"],
      f"--junit {UNWRITABLE}: cannot create it {MISSING}"),
     (["replay", "corpus", "--junit", "corpus"], "--junit corpus: is a directory"),
+    (["replay", "corpus", "--junit", "/sys/kernel/notes"],
+     "--junit /sys/kernel/notes: cannot write it (Permission denied)"),
+    (["replay", "corpus", "--junit", "/dev/null"], "--junit /dev/null: not a regular file"),
+    (["lint", PACKAGE, "-o", "/sys/kernel/notes"],
+     "--output /sys/kernel/notes: cannot write it (Permission denied)"),
     (["run", "examples/meanpool.py:model", "--report", UNWRITABLE],
      f"--report {UNWRITABLE}: cannot create it {MISSING}"),
 ])

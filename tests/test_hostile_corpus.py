@@ -132,6 +132,9 @@ def test_hostile_cases_are_damaged_and_never_run(
     body = json.loads(replayed.stdout)
     assert [(r["outcome"], r["target"]) for r in body["results"]] == [("ok", "sim:fp16")]
     assert {Path(p["path"]).name: p["reason"] for p in body["problems"]} == reasons
+    verified = sandbox.run("fix", "verify", str(root), "--fix", "softplus-stable", "--json")
+    assert verified.returncode == 1, verified.stderr
+    assert [c["target"] for c in json.loads(verified.stdout)["cases"]] == ["sim:fp16"]
     assert not (outside / "shadow-ran").exists() and not (outside / "plugin-ran").exists()
 
 
