@@ -180,7 +180,8 @@ def test_two_factories_in_one_file_are_two_cases(tmp_path: Path, sandbox: Sandbo
 @pytest.mark.parametrize(("target", "npz", "message"), [
     ("torch:cpu", "x.npz", "--target torch:cpu: a corpus case runs its model converted to "
                            "Core ML; torch is the reference, not a corpus target"),
-    ("sim:fp32", "wrong.npz", "input 'input' has shape [1, 15], the model takes input: float32[1, 16]"),
+    ("sim:fp32", "wrong.npz",
+     "input 'input' has shape [1, 15], the model takes input: float32[1, 16]"),
 ])
 def test_add_refuses_what_would_only_record_nebisects_own_refusal(
     tmp_path: Path, sandbox: Sandbox, target: str, npz: str, message: str
