@@ -234,3 +234,17 @@ def test_cli_ls_show_rm_and_usage_errors(tmp_path: Path, package: Path) -> None:
     unknown = subprocess.run([*NEBISECT, "corpus", "show", str(root), "cliff"],
                              capture_output=True, text=True)
     assert unknown.returncode == 2 and "no case 'cliff'" in unknown.stderr
+
+
+def test_a_recording_that_nebisect_refused_is_no_expectation() -> None:
+    """``corpus add`` never stores nebisect's own usage error (a NebisectError, or a
+    subclass, raised in the child) as the bug a case guards; a model's failure it does."""
+    import nebisect.mil.validate  # noqa: F401  (defines InputError, a NebisectError)
+    from nebisect.commands.corpus import _refused
+
+    assert _refused(Verdict("error", "predict", message="NebisectError: torch:cpu:fp32 runs "
+                            "torch sources (file.py:factory), not a mlpackage artifact"))
+    assert _refused(Verdict("error", "predict", message="InputError: missing input(s) x"))
+    assert not _refused(Verdict("error", "convert", message="RuntimeError: new_ones"))
+    assert not _refused(Verdict("mismatch", signature="mismatch:collapse",
+                                message="NebisectError: not an error verdict"))
