@@ -187,10 +187,12 @@ class Case:
 
     @property
     def case_id(self) -> str:
-        """Content address of the case: same bytes, same target, same stage → same id."""
+        """Content address of the case: same bytes, same factory, same target, same stage
+        → same id (two factories in one torch file are two cases)."""
+        factory = self.source.rpartition(":")[2] if self.source_kind == "torch" else ""
         key = json.dumps(
-            [self.model_sha256 or self.source, self.inputs_sha256, self.target, self.stage,
-             self.options],
+            [self.model_sha256 or self.source, factory, self.inputs_sha256, self.target,
+             self.stage, self.options],
             sort_keys=True,
         )
         return sha256_bytes(key.encode())[:16]

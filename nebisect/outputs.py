@@ -7,6 +7,7 @@ import the report renderers at start-up.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from nebisect.case import NebisectError
@@ -29,10 +30,19 @@ def output_directory(path: str | os.PathLike[str], option: str) -> Path:
 
 
 def output_file(path: str | os.PathLike[str], option: str) -> Path:
-    """An output file option (``--junit``, ``--output``): its directory exists, it is no
-    directory itself."""
+    """An output file option (``--junit``, ``--output``): its directory exists and takes
+    new files (outputs are written to a temp file there and renamed over the path), and
+    the path is absent or a regular file (a rename over ``/dev/null`` would replace it)."""
     file = Path(path)
     if file.is_dir():
         raise NebisectError(f"{option} {file}: is a directory")
     output_directory(file.parent, option)
+    if file.exists() and not file.is_file():
+        raise NebisectError(f"{option} {file}: not a regular file")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".probe", dir=file.parent)
+    except OSError as exc:
+        raise NebisectError(f"{option} {file}: cannot write it ({exc.strerror})") from exc
+    os.close(fd)
+    os.unlink(probe)
     return file

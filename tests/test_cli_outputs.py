@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = "corpus/a5b2accd1aa986ad/model.mlpackage"
+PACKAGE = "corpus/47d61d5fe5ecba1f/model.mlpackage"
 UNWRITABLE = "/proc/no-such-dir"  # /proc takes no new directories, not even from root
 MISSING = "(No such file or directory)"
 
@@ -24,6 +26,10 @@ MISSING = "(No such file or directory)"
     (["replay", "corpus", "--junit", f"{UNWRITABLE}/junit.xml"],
      f"--junit {UNWRITABLE}: cannot create it {MISSING}"),
     (["replay", "corpus", "--junit", "corpus"], "--junit corpus: is a directory"),
+    (["replay", "corpus", "--junit", "/sys/kernel/notes"],
+     "--junit /sys/kernel/notes: cannot write it (Permission denied)"),
+    (["lint", PACKAGE, "-o", "/sys/kernel/notes"],
+     "--output /sys/kernel/notes: cannot write it (Permission denied)"),
     (["run", "examples/meanpool.py:model", "--report", UNWRITABLE],
      f"--report {UNWRITABLE}: cannot create it {MISSING}"),
 ])
@@ -32,3 +38,15 @@ def test_unwritable_outputs_fail_at_once(args: list[str], message: str) -> None:
                           text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [f"nebisect: error: {message}"]
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
+    """Outputs are renamed into place: over a FIFO (or /dev/null — never test with it: code
+    without this check replaces the system's /dev/null) the rename would replace it."""
+    fifo = tmp_path / "junit.xml"
+    os.mkfifo(fifo)
+    done = subprocess.run([sys.executable, "-m", "nebisect", "replay", "corpus", "--junit",
+                           str(fifo)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [f"nebisect: error: --junit {fifo}: not a regular file"]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)

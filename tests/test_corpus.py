@@ -48,7 +48,8 @@ def test_add_is_content_addressed_and_round_trips(corpus: Corpus, package: Path)
     assert record.provenance["nebisect"] and record.reference == "sim:fp64"
     np.testing.assert_array_equal(load_npz(case.path / "inputs.npz")["x"], inputs["x"])
     as_case = case.to_case()
-    assert as_case.case_id == case.case_id and as_case.source == str(case.path / "model.mlpackage")
+    assert record.identity() == case.case_id
+    assert as_case.source == str(case.path / "model.mlpackage")
     assert CaseRecord.from_json(record.to_json()) == record
     assert sorted(c.case_id for c in corpus.scan().cases) == sorted(
         [first.case.case_id, other.case.case_id])
@@ -89,7 +90,7 @@ def _ids(corpus: Corpus, package: Path, n: int) -> list[str]:
         (lambda d: (d / "case.json").write_text("{"), "case.json is not valid JSON"),
         (lambda d: (d / "case.json").unlink(), "no case.json (half-written or not a case)"),
         (lambda d: (d / "case.json").write_text(
-            (d / "case.json").read_text().replace('"schema": 1', '"schema": 99')),
+            (d / "case.json").read_text().replace('"schema": 2', '"schema": 99')),
          "schema version 99"),
     ],
 )
@@ -217,8 +218,10 @@ def test_cli_ls_show_rm_and_usage_errors(tmp_path: Path, package: Path) -> None:
                            "--fix", "logsumexp-max-shift"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     (root / "0123456789abcdef").mkdir()
-    listing = json.loads(subprocess.run([*NEBISECT, "corpus", "ls", str(root), "--json"],
-                                        capture_output=True, text=True, check=True).stdout)
+    listed = subprocess.run([*NEBISECT, "corpus", "ls", str(root), "--json"],
+                            capture_output=True, text=True)
+    assert listed.returncode == 1  # a damaged case no longer guards anything
+    listing = json.loads(listed.stdout)
     assert [c["name"] for c in listing["cases"]] == ["cliff"]
     assert listing["cases"][0]["expected"]["signature"] == "mismatch:collapse"
     assert listing["problems"][0]["path"].endswith("0123456789abcdef")
@@ -231,3 +234,17 @@ def test_cli_ls_show_rm_and_usage_errors(tmp_path: Path, package: Path) -> None:
     unknown = subprocess.run([*NEBISECT, "corpus", "show", str(root), "cliff"],
                              capture_output=True, text=True)
     assert unknown.returncode == 2 and "no case 'cliff'" in unknown.stderr
+
+
+def test_a_recording_that_nebisect_refused_is_no_expectation() -> None:
+    """``corpus add`` never stores nebisect's own usage error (a NebisectError, or a
+    subclass, raised in the child) as the bug a case guards; a model's failure it does."""
+    import nebisect.mil.validate  # noqa: F401  (defines InputError, a NebisectError)
+    from nebisect.commands.corpus import _refused
+
+    assert _refused(Verdict("error", "predict", message="NebisectError: torch:cpu:fp32 runs "
+                            "torch sources (file.py:factory), not a mlpackage artifact"))
+    assert _refused(Verdict("error", "predict", message="InputError: missing input(s) x"))
+    assert not _refused(Verdict("error", "convert", message="RuntimeError: new_ones"))
+    assert not _refused(Verdict("mismatch", signature="mismatch:collapse",
+                                message="NebisectError: not an error verdict"))

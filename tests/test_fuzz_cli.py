@@ -46,10 +46,16 @@ def test_bad_arguments_are_one_line_exit_2(args: list[str], message: str) -> Non
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def test_no_findings_exit_0() -> None:
+    done = cli("--op", "softplus", "--target", "sim:fp32", "--budget", "5")
+    assert done.returncode == 0, done.stderr
+    assert "No findings on sim:fp32 (seed 0)." in done.stderr + done.stdout
+
+
 def test_json_corpus_and_report(tmp_path: Path) -> None:
     done = cli("--op", "softplus", "--target", "sim:ane", "--seed", "0", "--budget", "10",
                "--json", "--corpus", str(tmp_path / "corpus"), "--report", str(tmp_path / "r"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # findings: a failure was found
     body = json.loads(done.stdout)
     [result] = body["results"]
     [finding] = [f for f in result["findings"] if f["signature"] == "mismatch:collapse"]
@@ -66,7 +72,7 @@ def test_json_corpus_and_report(tmp_path: Path) -> None:
 def test_main_job_logsumexp_on_the_default_simulated_target() -> None:
     done = cli("--op", "reduce_log_sum_exp", "--target", "sim:ane", "--seed", "0",
                "--budget", "200", "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     [result] = json.loads(done.stdout)["results"]
     assert 190 <= result["generated"] <= 200  # distinct cases; duplicates are not re-run
     collapses = [f for f in result["findings"] if f["signature"] == "mismatch:collapse"]

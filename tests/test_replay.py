@@ -143,3 +143,48 @@ def test_corpus_add_without_an_expectation_records_a_run(tmp_path: Path) -> None
     records = [c.record for c in Corpus(tmp_path / "corpus").scan().cases]
     assert {r.expected.status for r in records} == {"failing", "pass"}
     assert all(r.provenance["isolation"] in ("fork", "spawn") for r in records)
+
+
+@pytest.mark.parametrize(("filters", "allow_empty", "code"), [
+    (["--target", "coreml:*"], False, 1),
+    (["--target", "coreml:*"], True, 0),
+])
+def test_a_replay_that_ran_nothing_is_not_green(
+    corpus: Corpus, filters: list[str], allow_empty: bool, code: int
+) -> None:
+    args = [NEBISECT, "replay", str(corpus.root), *filters]
+    done = subprocess.run(args + (["--allow-empty"] if allow_empty else []),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == code, done.stdout + done.stderr
+    said = "nebisect: no case was replayed (6 case(s) in"
+    assert (said in " ".join(done.stderr.split())) is not allow_empty
+    assert "0 ok, 0 regression, 0 improved, 6 skipped" in done.stdout
+
+
+def test_an_empty_corpus_replays_nothing_and_says_so(tmp_path: Path) -> None:
+    Corpus(tmp_path / "empty", create=True)
+    done = subprocess.run([NEBISECT, "replay", str(tmp_path / "empty")], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 1
+    assert "no case was replayed (0 case(s) in" in " ".join(done.stderr.split())
+
+
+def test_a_case_keeps_its_plugin_and_runs_from_a_private_copy(tmp_path: Path) -> None:
+    """The plugin is stored in the case (``plugins/``) and loaded from there; two cases
+    with the same plugin replay side by side (it registers its target once); a file
+    dropped into a case after the scan is not in the copy that runs."""
+    package = lse_package(tmp_path / "lse.mlpackage")
+    corpus = Corpus(tmp_path / "corpus", create=True)
+    plugin = Path(__file__).parent / "plugins_fuzz.py"
+    for value in (1.0, 2.0):
+        add(corpus, package, filled("x", (1, 32), value), Expected("pass"),
+            target="sim:fp16-nan-suppressing", options={"plugins": [str(plugin)]})
+    cases = corpus.scan().cases
+    assert [c.record.options["plugins"] for c in cases] == [["plugins/plugins_fuzz.py"]] * 2
+    assert all((c.path / "plugins" / "plugins_fuzz.py").read_bytes() == plugin.read_bytes()
+               for c in cases)
+    (cases[0].path / "late.py").write_text("raise SystemExit('never imported')\n")
+    copy = cases[0].private_copy(tmp_path / "private")
+    assert sorted(p.name for p in copy.path.iterdir()) == [
+        "case.json", "inputs.npz", "model.mlpackage", "plugins"]
+    assert [r.outcome for r in replay(cases).results] == ["ok", "ok"]

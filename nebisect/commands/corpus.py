@@ -1,4 +1,4 @@
-"""``nebisect corpus ls|show|add|rm``: inspect and edit a corpus of minimized cases."""
+"""``nebisect corpus ls|show|add|rm|gc``: inspect and edit a corpus of minimized cases."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import load_npz, parse_target
+from nebisect.case import NebisectError, load_npz, parse_target
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import Problem, Recorder
+    from nebisect.verdict import Verdict
 
 ORDER = 60
 
@@ -31,17 +32,21 @@ def ls(
     root: Path = typer.Argument(..., help="Corpus directory."),
     as_json: bool = typer.Option(False, "--json", help="Print cases and problems as JSON."),
 ) -> None:
-    """List every case (id, name, target, expectation) and every damaged entry."""
+    """List every case (id, name, target, expectation) and every damaged entry.
+
+    Exit 1 when a case is damaged (it no longer guards anything), else 0.
+    """
     from nebisect.corpus import Corpus
 
     scan = Corpus(root).scan()
+    damaged = any(p.damaged for p in scan.problems)
     if as_json:
         typer.echo(json.dumps({
             "cases": [{"path": str(c.path), **json.loads(c.record.to_json())} for c in scan.cases],
             "problems": [{"path": str(p.path), "reason": p.reason, "damaged": p.damaged}
                          for p in scan.problems],
         }, indent=2))
-        return
+        raise typer.Exit(1 if damaged else 0)
     table = Table(title=f"corpus {root} — {len(scan.cases)} case(s)")
     for column in ("id", "name", "target", "expected", "fixes"):
         table.add_column(column, no_wrap=column in ("id", "target"), overflow="fold")
@@ -53,6 +58,7 @@ def ls(
     console = Console()
     console.print(table)
     print_problems(console, scan.problems)
+    raise typer.Exit(1 if damaged else 0)
 
 
 def print_problems(console: Console, problems: Sequence[Problem]) -> None:
@@ -104,11 +110,27 @@ def add(
     ),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per recording run."),
 ) -> None:
-    """Store cases atomically (safe while other writers add to the same corpus)."""
-    from nebisect.corpus import Corpus, Expected, NewCase
+    """Store cases atomically (safe while other writers add to the same corpus).
 
-    parse_target(target)
-    kind = "torch" if ".py:" in source else "mlpackage"
+    Refused with exit 2, nothing stored: inputs that do not fit the model, a torch:*
+    target (a case runs its converted model; torch is the reference), a source package
+    holding a symlink or a special file, and a recording run that was skipped (target
+    unavailable here) or that nebisect itself refused.
+    """
+    from nebisect.corpus import Corpus, Expected, NewCase
+    from nebisect.inputs import check
+    from nebisect.source import resolve_source
+
+    if parse_target(target).backend == "torch":
+        raise NebisectError(f"--target {target}: a corpus case runs its model converted to "
+                            "Core ML; torch is the reference, not a corpus target")
+    resolved = resolve_source(source)
+    arrays = [(path, load_npz(path)) for path in inputs]
+    for path, named in arrays:
+        try:
+            check(resolved.inputs, named)
+        except NebisectError as exc:
+            raise NebisectError(f"{path}: {exc}") from None
     expected = Expected(expect, signature) if expect else None
     options = {"op_of_interest": op_of_interest} if op_of_interest else {}
     if fixes:
@@ -117,9 +139,9 @@ def add(
         resolve_fixes(fixes)
     corpus = Corpus(root, create=True)
     with _recorder(expected is None, timeout) as recorder:
-        for path in inputs:
+        for _, named in arrays:
             added = corpus.add(NewCase(
-                kind, source, target, load_npz(path), expected, stage=stage, options=options,
+                resolved.kind, source, target, named, expected, stage=stage, options=options,
                 name=name, description=description, fixes=list(fixes or []),
             ), recorder)
             record = added.case.record
@@ -137,10 +159,30 @@ def _recorder(wanted: bool, timeout: float) -> Iterator[Recorder | None]:
         yield None
         return
     from nebisect.corpus.replay import run_case
+    from nebisect.corpus.store import CorpusCase
     from nebisect.isolate import Isolator
 
+    def record(case: CorpusCase) -> Verdict:
+        verdict = run_case(case, isolator, Path(tmp), timeout=timeout).verdict
+        if verdict.status == "skipped" or _refused(verdict):
+            raise NebisectError(f"cannot record a run on {case.record.target} "
+                                f"({verdict.message}); nothing stored (give --expect)")
+        return verdict
+
     with Isolator() as isolator, tempfile.TemporaryDirectory(prefix="nebisect-record-") as tmp:
-        yield lambda case: run_case(case, isolator, Path(tmp), timeout=timeout).verdict
+        yield record
+
+
+def _refused(verdict: Verdict) -> bool:
+    """True when the recording run failed on nebisect's own refusal (a NebisectError in
+    the child: a usage error the checks before the run did not catch), which is no bug
+    of the model to guard."""
+    names, pending = set(), [NebisectError]
+    while pending:
+        error = pending.pop()
+        names.add(error.__name__)
+        pending.extend(error.__subclasses__())
+    return verdict.status == "error" and verdict.message.partition(":")[0] in names
 
 
 @corpus_app.command("rm")
@@ -148,12 +190,37 @@ def rm(
     root: Path = typer.Argument(..., help="Corpus directory."),
     case_ids: list[str] = typer.Argument(..., help="Case ids (unique prefixes) or names."),
 ) -> None:
-    """Remove cases (a damaged case by its directory name)."""
+    """Remove cases (a damaged case by its directory name; `corpus gc` removes what
+    interrupted writers left)."""
     from nebisect.corpus import Corpus
 
     corpus = Corpus(root)
     for key in case_ids:
         typer.echo(f"removed {corpus.remove(key)}")
+
+
+@corpus_app.command("gc")
+def gc(
+    root: Path = typer.Argument(..., help="Corpus directory."),
+    yes: bool = typer.Option(False, "--yes", help="Remove them (default: only list them)."),
+) -> None:
+    """List (or with --yes remove) what interrupted writers left: `.tmp-*` staging
+    directories whose writer is gone, and `.trash-*` directories of an interrupted `rm`.
+
+    A staging directory whose writer is still running is never touched. Exit 0.
+    """
+    from nebisect.corpus import Corpus
+
+    corpus = Corpus(root)
+    if not yes:
+        garbage = corpus.garbage()
+        for path in garbage:
+            typer.echo(f"would remove {path.name}")
+        typer.echo(f"{len(garbage)} left-over director(ies); `--yes` removes them"
+                   if garbage else "nothing to remove")
+        return
+    for path in corpus.collect_garbage():
+        typer.echo(f"removed {path.name}")
 
 
 def register(app: typer.Typer) -> None:

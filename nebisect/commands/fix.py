@@ -109,7 +109,8 @@ def verify(
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per isolated step."),
 ) -> None:
     """Replay the corpus without and with the fixes: fixed / still failing / regressed /
-    unaffected per case. Exit 1 on a regression or when a case's claimed fix fails it."""
+    unaffected per case. Exit 1 on a regression, when a case's claimed fix fails it, or
+    when a case is damaged (it is not verified)."""
     from nebisect.corpus import Corpus
     from nebisect.corpus.replay import selected
     from nebisect.fixes import resolve_fixes
@@ -127,7 +128,8 @@ def verify(
     else:
         _print(report)
         print_problems(Console(), scan.problems)
-    raise typer.Exit(0 if report.ok else 1)
+    damaged = any(p.damaged for p in scan.problems)
+    raise typer.Exit(0 if report.ok and not damaged else 1)
 
 
 def _print(report: VerifyReport) -> None:

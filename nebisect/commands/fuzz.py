@@ -164,6 +164,8 @@ def fuzz(
     and op parameters, shrunk to the smallest shape that keeps it, and — for numeric
     failures — pinned to two adjacent fp16 values of the input with the overflow
     boundary theory predicts printed beside it.
+
+    Exit 1 when a failure was found, 0 when none, 2 on usage errors.
     """
     if list_ops:
         _list_ops(as_json)
@@ -208,8 +210,9 @@ def fuzz(
         console.print(f"report: {files.html}")
     if as_json:
         typer.echo(json.dumps(_json(results, options), indent=2))
-        return
-    _print_summary(console, results, options, stored=corpus is not None)
+    else:
+        _print_summary(console, results, options, stored=corpus is not None)
+    raise typer.Exit(1 if any(result.findings for result in results) else 0)
 
 
 def _json(results: list[CampaignResult], options: FuzzOptions) -> dict[str, Any]:

@@ -35,15 +35,21 @@ def replay(
         False, "--update", help="Re-record every case whose expectation no longer holds."
     ),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds per isolated step."),
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty",
+        help="Exit 0 when no case ran (an empty corpus, or every case skipped or filtered).",
+    ),
 ) -> None:
     """Run every case in isolation and compare with its expected status.
 
-    A regression — a fixed/pass case that fails, or a failing case whose signature
-    changed — exits 1 and is named; so does a damaged case (it no longer guards
-    anything). Cases for targets unavailable here are skipped with the reason.
+    Exit 0 when every replayed case behaves as recorded. Exit 1 on a regression — a
+    fixed/pass case that fails, or a failing case whose signature changed — on a
+    damaged case (it no longer guards anything), and when no case ran at all (unless
+    --allow-empty): a guard that guarded nothing is not green. Exit 2 on usage errors.
+    Cases for targets unavailable here are skipped with the reason.
     """
     from nebisect.corpus import Corpus
-    from nebisect.corpus.replay import record_updates
+    from nebisect.corpus.replay import DAMAGED_SIGNATURE, record_updates
     from nebisect.corpus.replay import replay as replay_cases
     from nebisect.outputs import output_file
 
@@ -68,8 +74,8 @@ def replay(
         from nebisect.verdict import Verdict
 
         entries = [(r.label, r.junit_verdict()) for r in summary.results]
-        entries += [(p.path.name, Verdict("error", "load", "error:load:damaged corpus case",
-                                          message=p.reason)) for p in damaged]
+        entries += [(p.path.name, Verdict("error", "load", DAMAGED_SIGNATURE, message=p.reason))
+                    for p in damaged]
         write_junit(junit, "nebisect.replay", entries)
     if as_json:
         typer.echo(json.dumps({
@@ -81,7 +87,12 @@ def replay(
     else:
         _print(summary, scan.problems, updated)
     regressions = [] if update else summary.regressions
-    raise typer.Exit(1 if regressions or damaged else 0)
+    empty = not summary.replayed and not allow_empty
+    if empty:
+        Console(stderr=True).print(
+            f"nebisect: no case was replayed ({len(summary.results)} case(s) in {root}, "
+            "all skipped or filtered out); exit 1 (--allow-empty accepts that)", highlight=False)
+    raise typer.Exit(1 if regressions or damaged or empty else 0)
 
 
 def _print(

@@ -1,11 +1,18 @@
 """``case.json``: the versioned record of one corpus case, and what it promises.
 
 A corpus case is a directory ``<case id>/`` holding ``case.json``, the model
-(``model.mlpackage``, or ``model.py`` for a torch source) and ``inputs.npz``. The record
-names every other file with its sha256 and carries a checksum over its own canonical
-JSON, so *any* edit — a flipped byte in a weight blob, a hand-changed expected status,
-a truncated npz — is detected on load and the case is skipped, never run as something
-it is not.
+(``model.mlpackage``, or ``model.py`` for a torch source), ``inputs.npz`` and the
+target plugins it needs (``plugins/*.py``). The record names every other file with its
+sha256 and carries a checksum over its own canonical JSON, so *any* edit — a flipped
+byte in a weight blob, a hand-changed expected status, a truncated npz — is detected on
+load and the case is skipped, never run as something it is not.
+
+The case id is :meth:`CaseRecord.identity`: a hash of every input of the verdict (the
+model and plugin bytes, the torch factory's name, target, stage, reference, the input
+arrays and the options). Two cases that could judge differently never share an id, and
+a record whose id does not match its content is damaged. Schema 2 introduced this
+identity (schema 1 ids ignored the factory name and the plugins' bytes); a schema-1
+case is reported with how to re-add it.
 
 The expectation is one of:
 
@@ -19,15 +26,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from nebisect.case import NebisectError, sha256_bytes
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 EXPECTED_STATUSES = ("failing", "fixed", "pass")
 CASE_FILE = "case.json"
 INPUTS_FILE = "inputs.npz"
 MODEL_FILES = {"mlpackage": "model.mlpackage", "torch": "model.py"}
+PLUGIN_DIR = "plugins"
 
 
 class CorruptCaseError(NebisectError):
@@ -118,15 +127,57 @@ class CaseRecord:
         if schema != SCHEMA_VERSION:
             raise CorruptCaseError(
                 f"{CASE_FILE} has schema version {schema!r}; this nebisect reads {SCHEMA_VERSION}"
+                " (re-add the case with `nebisect corpus add`)"
             )
         stored = body.pop("checksum", None)
         if stored != _checksum(body):
             raise CorruptCaseError(f"{CASE_FILE} checksum mismatch (edited by hand or damaged)")
         try:
             expected = Expected(**body.pop("expected"))
-            return cls(expected=expected, **body)
+            record = cls(expected=expected, **body)
         except (TypeError, KeyError) as exc:
             raise CorruptCaseError(f"{CASE_FILE} does not follow the schema ({exc})") from None
+        record.check_layout()
+        return record
+
+    @property
+    def plugins(self) -> list[str]:
+        """The case's own plugin files (names in :attr:`files`), in load order."""
+        return list(self.options.get("plugins", ()))
+
+    def identity(self) -> str:
+        """The case id: a content address over every input of the verdict.
+
+        ``inputs.npz`` enters through :attr:`inputs_sha256` (the arrays, not the zip's
+        timestamps), every other file through its sha256.
+        """
+        key = {
+            "files": {name: digest for name, digest in self.files.items() if name != INPUTS_FILE},
+            "factory": self.factory, "inputs": self.inputs_sha256, "options": self.options,
+            "reference": self.reference, "source_kind": self.source_kind, "stage": self.stage,
+            "target": self.target,
+        }
+        return sha256_bytes(json.dumps(key, sort_keys=True).encode())[:16]
+
+    def check_layout(self) -> None:
+        """Every listed file is a plain relative path inside the case, and every plugin is
+        one of them: nothing a record names can reach outside its own directory."""
+        for name in self.files:
+            parts = PurePosixPath(name).parts
+            if (not name or name.startswith("/") or "\\" in name or name != "/".join(parts)
+                    or any(part in ("", ".", "..") for part in parts)):
+                raise CorruptCaseError(f"{CASE_FILE} lists {name!r}, a path outside the case")
+        for required in (self.model_file, INPUTS_FILE):
+            if required not in self.files:
+                raise CorruptCaseError(f"{CASE_FILE} lists no hash for {required}")
+        plugins = self.options.get("plugins", [])
+        if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
+            raise CorruptCaseError(f"{CASE_FILE}: options.plugins is not a list of file names")
+        for plugin in plugins:
+            if plugin not in self.files or not plugin.startswith(f"{PLUGIN_DIR}/"):
+                raise CorruptCaseError(
+                    f"plugin {plugin!r} is not one of the case's own files ({PLUGIN_DIR}/*.py)"
+                )
 
 
 def _checksum(body: dict[str, Any]) -> str:

@@ -11,6 +11,10 @@ Outcomes per case:
 * ``skipped`` — the case's target is unavailable here (Core ML off macOS, a plugin
   target whose module is missing) or was not selected; the reason is kept.
 
+Every case runs from a private copy of exactly its listed files
+(:meth:`~nebisect.corpus.store.CorpusCase.private_copy`); a case that no longer verifies
+at that moment is a regression with the reason, never run.
+
 Torch cases are converted first (in isolation, at the target's precision) and then
 evaluated against torch fp64; ``.mlpackage`` cases go straight to
 :func:`nebisect.runner.evaluate`. ``jobs`` > 1 runs cases on that many threads, each
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nebisect.case import Case, NebisectError
-from nebisect.corpus.record import Expected
+from nebisect.corpus.record import CorruptCaseError, Expected
 from nebisect.corpus.store import Corpus, CorpusCase
 from nebisect.fixes.apply import FixedSource, fix_source
 from nebisect.fixes.base import Fix
@@ -40,6 +44,7 @@ from nebisect.targets import get_target, spec_of
 from nebisect.verdict import Verdict
 
 OUTCOMES = ("ok", "regression", "improved", "skipped")
+DAMAGED_SIGNATURE = "error:load:damaged corpus case"
 DEFAULT_TIMEOUT = 120.0
 
 Item = TypeVar("Item")
@@ -97,6 +102,11 @@ class ReplaySummary:
     def regressions(self) -> list[ReplayResult]:
         return [r for r in self.results if r.outcome == "regression"]
 
+    @property
+    def replayed(self) -> int:
+        """Cases that actually ran (not skipped): zero means the guard guarded nothing."""
+        return len(self.results) - self.count("skipped")
+
 
 def judge(expected: Expected, verdict: Verdict) -> tuple[str, str]:
     """Outcome and a one-line reason for ``verdict`` against ``expected``."""
@@ -138,8 +148,14 @@ def run_case(
     fixes: Sequence[Fix] = (),
     timeout: float = DEFAULT_TIMEOUT,
 ) -> CaseRun:
-    """Evaluate one case (optionally with ``fixes`` applied) in isolation."""
+    """Evaluate one case (optionally with ``fixes`` applied) in isolation, from a private
+    copy of its listed files under ``workdir``."""
     record = case.record
+    try:
+        case = case.private_copy(workdir)
+    except CorruptCaseError as exc:
+        return CaseRun(Verdict("error", "load", DAMAGED_SIGNATURE, message=str(exc),
+                               target=record.target))
     reason = unavailable(case)
     if reason:
         return CaseRun(Verdict("skipped", record.stage, message=reason, target=record.target))

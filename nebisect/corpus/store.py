@@ -8,12 +8,22 @@ Layout (DESIGN.md §9)::
         case.json               the record (see :mod:`nebisect.corpus.record`)
         model.mlpackage | model.py
         inputs.npz
+        plugins/*.py            target plugins the case needs (optional)
 
 A writer builds the whole case in ``.tmp-<random>/`` inside the corpus root (same file
-system), fsyncs every file, then — holding the lock — renames it into place. Readers
-never lock: a case directory either does not exist yet or is complete. Removal renames
-to ``.trash-…`` under the lock before deleting, for the same reason. A ``.tmp-``
-directory that outlives its writer is reported and ignored.
+system), holding an flock on that directory, fsyncs every file, then — holding the
+corpus lock — renames it into place. Readers never lock: a case directory either does
+not exist yet or is complete. Removal renames to ``.trash-…`` under the lock before
+deleting, for the same reason. A ``.tmp-`` directory whose flock is free outlived its
+writer: it is reported, ignored, and removed by :meth:`Corpus.collect_garbage`.
+
+A corpus arrives in pull requests, so it is untrusted (SECURITY.md). A verified case is
+*exactly* its listed, hashed, regular files: an unlisted file, a symlink anywhere, a
+FIFO or device, a path or plugin outside the case, or an id that does not match the
+content makes it damaged. Replay never runs a case in place: :meth:`CorpusCase.private_copy`
+copies the listed files alone to a private directory and verifies the copy, so nothing
+else is importable or readable next to the model, whatever changes in the corpus
+meanwhile. ``add`` copies regular files only and refuses a source holding a symlink.
 """
 
 from __future__ import annotations
@@ -23,10 +33,12 @@ import datetime
 import fcntl
 import os
 import shutil
+import stat
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -35,6 +47,7 @@ from nebisect.case import Case, NebisectError, save_npz, sha256_arrays, sha256_p
 from nebisect.corpus.record import (
     CASE_FILE,
     INPUTS_FILE,
+    PLUGIN_DIR,
     CaseRecord,
     CorruptCaseError,
     Expected,
@@ -44,6 +57,7 @@ from nebisect.targets import load_plugins
 from nebisect.verdict import Verdict
 
 LOCK_FILE = ".lock"
+MAX_RECORD_BYTES = 1 << 20
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".trash-"
 SOURCE_KINDS = ("mlpackage", "builder", "torch")
@@ -72,7 +86,11 @@ class CorpusCase:
         return str(self.model_path)
 
     def to_case(self) -> Case:
-        load_plugins(self.record.options.get("plugins", ()))
+        """The runnable case; its plugins are the case's own files, by absolute path."""
+        options = dict(self.record.options)
+        if self.record.plugins:
+            options["plugins"] = [str(self.path / name) for name in self.record.plugins]
+            load_plugins(options["plugins"])
         return Case(
             source=self.source,
             source_kind=self.record.source_kind,
@@ -81,8 +99,23 @@ class CorpusCase:
             inputs_path=str(self.path / INPUTS_FILE),
             model_sha256=self.record.files[self.record.model_file],
             inputs_sha256=self.record.inputs_sha256,
-            options=dict(self.record.options),
+            options=options,
         )
+
+    def private_copy(self, parent: Path) -> CorpusCase:
+        """The case's listed files alone, copied under ``parent`` and verified there.
+
+        What runs is what was hashed: the copy is checked like any case, so a file
+        added, swapped or symlinked in the corpus after the scan is never seen.
+        """
+        parent.mkdir(parents=True, exist_ok=True)
+        destination = Path(tempfile.mkdtemp(prefix="case-", dir=parent)) / self.case_id
+        destination.mkdir()
+        (destination / CASE_FILE).write_text(self.record.to_json())
+        for name in self.record.files:
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            _copy_regular(self.path / name, destination / name, CorruptCaseError)
+        return load_case(destination)
 
 
 @dataclass
@@ -176,9 +209,12 @@ class Corpus:
         scan = Scan()
         for entry in sorted(self.root.iterdir()):
             if entry.name.startswith(TMP_PREFIX):
-                scan.problems.append(Problem(
-                    entry, "unfinished write (in progress, or its writer was interrupted); "
-                    "ignored", damaged=False))
+                reason = ("write in progress; ignored" if _in_use(entry) else
+                          "unfinished write whose writer is gone; ignored "
+                          "(`nebisect corpus gc` removes it)")
+                scan.problems.append(Problem(entry, reason, damaged=False))
+            elif entry.is_symlink():
+                scan.problems.append(Problem(entry, "a symlink, not a case directory"))
             elif entry.name.startswith(".") or not entry.is_dir():
                 continue
             else:
@@ -212,7 +248,10 @@ class Corpus:
         if new.expected is None and recorder is None:
             raise NebisectError("a new case needs an expected status or a run to record one")
         staging = self.root / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-        staging.mkdir()
+        with self.lock():  # gc, under the same lock, never sees it unlocked
+            staging.mkdir()
+            in_use = os.open(staging, os.O_RDONLY)
+            fcntl.flock(in_use, fcntl.LOCK_EX)
         try:
             record = _materialize(new, staging)
             if new.expected is None and recorder is not None:
@@ -235,14 +274,41 @@ class Corpus:
             return Added(load_case(final), created=True, replaced=replaced)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+            os.close(in_use)
 
     def remove(self, key: str) -> str:
-        """Delete a case (by id prefix or name; a damaged case by its directory name)."""
+        """Delete a case (by id prefix or name; a damaged case by its directory name).
+
+        A writer's ``.tmp-`` directory is not a case: :meth:`collect_garbage` decides
+        whether its writer is gone.
+        """
+        if key.startswith("."):
+            raise NebisectError(f"{self.root}: {key!r} is not a case; `nebisect corpus gc` "
+                                "removes what interrupted writers left")
         exact = self.root / key
-        target = exact if exact.is_dir() and not key.startswith(".") else self.find(key).path
+        target = exact if exact.is_dir() else self.find(key).path
         with self.lock():
             self._discard(target)
         return target.name
+
+    def garbage(self) -> list[Path]:
+        """What interrupted writers and removers left: ``.tmp-`` directories whose writer
+        is gone (its flock is free) and ``.trash-`` directories."""
+        return [entry for entry in sorted(self.root.iterdir())
+                if entry.name.startswith(TRASH_PREFIX)
+                or (entry.name.startswith(TMP_PREFIX) and not _in_use(entry))]
+
+    def collect_garbage(self) -> list[Path]:
+        """Remove :meth:`garbage` (re-checked under the lock); the paths removed."""
+        removed = []
+        with self.lock():
+            for entry in self.garbage():
+                if entry.name.startswith(TMP_PREFIX):
+                    self._discard(entry)
+                else:
+                    shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry)
+        return removed
 
     def update_expected(self, case: CorpusCase, expected: Expected) -> CorpusCase:
         """Re-record a case's expectation (``replay --update``), atomically, under the lock."""
@@ -264,26 +330,110 @@ class Corpus:
 
 def load_case(path: Path) -> CorpusCase:
     """Read and verify one case directory (raises :class:`CorruptCaseError`)."""
-    record_path = path / CASE_FILE
+    if path.is_symlink():
+        raise CorruptCaseError("a symlink, not a case directory")
     try:
-        text = record_path.read_text()
+        fd = os.open(path / CASE_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         raise CorruptCaseError(f"no {CASE_FILE} (half-written or not a case)") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise CorruptCaseError(f"{CASE_FILE} unreadable ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CorruptCaseError(f"{CASE_FILE} is not a regular file")
+        data = handle.read(MAX_RECORD_BYTES + 1)
+    if len(data) > MAX_RECORD_BYTES:
+        raise CorruptCaseError(f"{CASE_FILE} is larger than {MAX_RECORD_BYTES} bytes")
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:
         raise CorruptCaseError(f"{CASE_FILE} unreadable ({exc})") from None
     record = CaseRecord.from_json(text)
     if record.case_id != path.name:
         raise CorruptCaseError(f"directory name does not match case id {record.case_id}")
-    for required in (record.model_file, INPUTS_FILE):
-        if required not in record.files:
-            raise CorruptCaseError(f"{CASE_FILE} lists no hash for {required}")
+    _check_contents(path, record)
     for name, digest in sorted(record.files.items()):
-        file = path / name
-        if not file.exists():
-            raise CorruptCaseError(f"{name} is missing")
-        if sha256_path(file) != digest:
+        if sha256_path(path / name) != digest:
             raise CorruptCaseError(f"{name} does not match its sha256 (tampered or truncated)")
+    if record.identity() != record.case_id:
+        raise CorruptCaseError(f"case id {record.case_id} does not match the case's content "
+                               f"({record.identity()})")
     return CorpusCase(record, path)
+
+
+def _check_contents(path: Path, record: CaseRecord) -> None:
+    """The directory holds exactly ``case.json`` and the listed files: regular files (and
+    the folders of a listed package or plugin), no symlink, nothing else."""
+    listed = {CASE_FILE, *record.files}
+    folders = {parent.as_posix() for name in listed for parent in PurePosixPath(name).parents}
+    trees = {record.model_file} if record.source_kind == "mlpackage" else set()
+    seen = set()
+    for entry, mode in _walk(path):
+        name = entry.relative_to(path).as_posix()
+        inside = any(name.startswith(f"{tree}/") for tree in trees)
+        if stat.S_ISLNK(mode):
+            raise CorruptCaseError(f"{name} is a symlink (a case holds regular files only)")
+        if stat.S_ISDIR(mode):
+            if name not in folders and name not in trees and not inside:
+                raise CorruptCaseError(f"{name}/ is not listed in {CASE_FILE}")
+        elif not stat.S_ISREG(mode):
+            raise CorruptCaseError(f"{name} is not a regular file")
+        elif name not in listed and not inside:
+            raise CorruptCaseError(f"{name} is not listed in {CASE_FILE} (an unlisted file "
+                                   "never runs; remove it)")
+        seen.add(name)
+    missing = sorted(listed - seen)
+    if missing:
+        raise CorruptCaseError(f"{missing[0]} is missing")
+
+
+def _walk(root: Path) -> Iterator[tuple[Path, int]]:
+    """Every entry below ``root`` with its lstat mode; symlinks are reported, not followed."""
+    with os.scandir(root) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            mode = entry.stat(follow_symlinks=False).st_mode
+            yield Path(entry.path), mode
+            if stat.S_ISDIR(mode):
+                yield from _walk(Path(entry.path))
+
+
+def _copy_regular(source: Path, destination: Path, error: type[NebisectError]) -> None:
+    """Copy a regular file or a folder of regular files; a symlink, FIFO or device inside
+    raises ``error`` (never followed, never read)."""
+    mode = source.lstat().st_mode
+    if stat.S_ISREG(mode):
+        shutil.copyfile(source, destination)
+        return
+    if not stat.S_ISDIR(mode):
+        raise error(f"{source}: {_kind(mode)}; a corpus case holds regular files only")
+    destination.mkdir()
+    for entry, mode in _walk(source):
+        target = destination / entry.relative_to(source)
+        if stat.S_ISDIR(mode):
+            target.mkdir()
+        elif stat.S_ISREG(mode):
+            shutil.copyfile(entry, target)
+        else:
+            raise error(f"{entry}: {_kind(mode)}; a corpus case holds regular files only")
+
+
+def _kind(mode: int) -> str:
+    return "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+
+
+def _in_use(staging: Path) -> bool:
+    """True while a writer holds the flock on its staging directory."""
+    try:
+        fd = os.open(staging, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def _materialize(new: NewCase, staging: Path) -> CaseRecord:
@@ -292,6 +442,8 @@ def _materialize(new: NewCase, staging: Path) -> CaseRecord:
         raise NebisectError(f"unknown source kind {new.source_kind!r}: one of "
                             f"{', '.join(SOURCE_KINDS)}")
     options = {k: v for k, v in new.options.items() if k != "params"}
+    if options.get("plugins"):
+        options["plugins"] = _store_plugins(list(options["plugins"]), staging)
     stamp = {**{k: v for k, v in provenance("").items() if v}, **new.provenance}
     kind, factory = _store_model(new, staging, stamp)
     record = CaseRecord(
@@ -311,12 +463,33 @@ def _materialize(new: NewCase, staging: Path) -> CaseRecord:
     )
     save_npz(staging / INPUTS_FILE, new.inputs)
     record.inputs_sha256 = sha256_arrays(new.inputs)
-    record.files = {
-        record.model_file: sha256_path(staging / record.model_file),
-        INPUTS_FILE: sha256_path(staging / INPUTS_FILE),
-    }
-    record.case_id = CorpusCase(record, staging).to_case().case_id
+    names = [record.model_file, INPUTS_FILE, *record.plugins]
+    record.files = {name: sha256_path(staging / name) for name in names}
+    record.case_id = record.identity()
     return record
+
+
+def _store_plugins(plugins: list[str], staging: Path) -> list[str]:
+    """Copy plugin files into the case; their names in the case, in order.
+
+    A case runs only its own files, so a plugin given as a module name (which would be
+    found on whatever ``sys.path`` replay has) cannot be stored.
+    """
+    names = []
+    (staging / PLUGIN_DIR).mkdir()
+    for plugin in plugins:
+        source = Path(plugin)
+        if source.suffix != ".py":
+            raise NebisectError(f"plugin {plugin}: a corpus case keeps its plugins as files; "
+                                "give the path of the .py file")
+        name = f"{PLUGIN_DIR}/{source.name}"
+        if name in names:
+            raise NebisectError(f"plugin {plugin}: two plugins named {source.name}")
+        if not source.exists():
+            raise NebisectError(f"plugin {plugin}: no such Python file")
+        _copy_regular(source.resolve(), staging / name, NebisectError)
+        names.append(name)
+    return names
 
 
 def _store_model(new: NewCase, staging: Path, stamp: dict[str, str]) -> tuple[str, str]:
@@ -327,14 +500,14 @@ def _store_model(new: NewCase, staging: Path, stamp: dict[str, str]) -> tuple[st
         path, factory = parse_location(new.source)
         if not path.is_file():
             raise NebisectError(f"{path}: no such file")
-        shutil.copyfile(path, staging / "model.py")
+        _copy_regular(path.resolve(), staging / "model.py", NebisectError)
         return "torch", factory
     destination = staging / "model.mlpackage"
     if new.source_kind == "mlpackage":
         source = Path(new.source)
         if not (source / "Manifest.json").is_file():
             raise NebisectError(f"{source}: not an .mlpackage (no Manifest.json)")
-        shutil.copytree(source, destination)
+        _copy_regular(source.resolve(), destination, NebisectError)
         return "mlpackage", ""
     from nebisect.artifact import Artifact
     from nebisect.mil.load import save_program

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from nebisect.case import NebisectError, TargetSpec, parse_target
+from nebisect.case import NebisectError, TargetSpec, parse_target, sha256_path
 from nebisect.registry import ImportOnce
 from nebisect.targets.base import Prediction, Target
 
@@ -44,19 +44,22 @@ def load_plugins(plugins: Iterable[str]) -> None:
     """Import plugins that register extra targets: module names or paths to .py files.
 
     A path works the same in the parent and in an isolated child whatever either's
-    ``sys.path``; a file is imported once under a name derived from its location.
+    ``sys.path``; a file is imported once under a name derived from its content, so the
+    same plugin in two copies of a corpus case registers its targets once.
     """
     for plugin in plugins:
         if not plugin.endswith(".py"):
             importlib.import_module(plugin)
             continue
         path = Path(plugin).resolve()
-        name = f"nebisect_plugin_{path.stem}_{abs(hash(str(path))):x}"
+        if not path.is_file():
+            raise NebisectError(f"plugin {plugin}: no such Python file")
+        name = f"nebisect_plugin_{path.stem}_{sha256_path(path)[:16]}"
         if name in sys.modules:
             continue
         spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None or not path.is_file():
-            raise NebisectError(f"plugin {plugin}: no such Python file")
+        if spec is None or spec.loader is None:
+            raise NebisectError(f"plugin {plugin}: cannot be loaded as a Python module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
