@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nebisect.case import load_npz, parse_target
+from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import Problem, Recorder
@@ -102,11 +103,14 @@ def add(
     op_of_interest: str = typer.Option(
         "", "--op-of-interest", help="Op type that must run on the target's accelerator."
     ),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per recording run."),
+    timeout: list[str] = typer.Option(
+        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
+    ),
 ) -> None:
     """Store cases atomically (safe while other writers add to the same corpus)."""
     from nebisect.corpus import Corpus, Expected, NewCase
 
+    timeouts = Timeouts.parse(timeout)
     parse_target(target)
     kind = "torch" if ".py:" in source else "mlpackage"
     expected = Expected(expect, signature) if expect else None
@@ -116,7 +120,7 @@ def add(
 
         resolve_fixes(fixes)
     corpus = Corpus(root, create=True)
-    with _recorder(expected is None, timeout) as recorder:
+    with _recorder(expected is None, timeouts) as recorder:
         for path in inputs:
             added = corpus.add(NewCase(
                 kind, source, target, load_npz(path), expected, stage=stage, options=options,
@@ -131,7 +135,7 @@ def add(
 
 
 @contextlib.contextmanager
-def _recorder(wanted: bool, timeout: float) -> Iterator[Recorder | None]:
+def _recorder(wanted: bool, timeouts: Timeouts) -> Iterator[Recorder | None]:
     """A recorder that runs the staged case in isolation (None when not wanted)."""
     if not wanted:
         yield None
@@ -140,7 +144,7 @@ def _recorder(wanted: bool, timeout: float) -> Iterator[Recorder | None]:
     from nebisect.isolate import Isolator
 
     with Isolator() as isolator, tempfile.TemporaryDirectory(prefix="nebisect-record-") as tmp:
-        yield lambda case: run_case(case, isolator, Path(tmp), timeout=timeout).verdict
+        yield lambda case: run_case(case, isolator, Path(tmp), timeouts=timeouts).verdict
 
 
 @corpus_app.command("rm")

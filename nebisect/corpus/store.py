@@ -40,7 +40,8 @@ from nebisect.corpus.record import (
     Expected,
 )
 from nebisect.provenance import provenance
-from nebisect.targets import load_plugins
+from nebisect.sources.plugins import use_plugins
+from nebisect.timeouts import DEFAULT_TIMEOUTS
 from nebisect.verdict import Verdict
 
 LOCK_FILE = ".lock"
@@ -72,7 +73,8 @@ class CorpusCase:
         return str(self.model_path)
 
     def to_case(self) -> Case:
-        load_plugins(self.record.options.get("plugins", ()))
+        # Described in an isolated child, never imported here (the case's child imports it).
+        use_plugins(self.record.options.get("plugins", ()), timeout=DEFAULT_TIMEOUTS.load)
         return Case(
             source=self.source,
             source_kind=self.record.source_kind,
