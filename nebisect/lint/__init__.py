@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.case import NebisectError
-from nebisect.timeouts import DEFAULT_TIMEOUTS
 from nebisect.lint.graph import ProgramView, Range
 from nebisect.lint.registry import (
     SEVERITIES,
@@ -35,6 +34,7 @@ from nebisect.lint.registry import (
     lint_rule,
     registered_rules,
 )
+from nebisect.timeouts import DEFAULT_TIMEOUTS
 
 __all__ = [
     "Finding", "LintResult", "Range", "Rule", "get_rule", "lint_program", "lint_rule",
