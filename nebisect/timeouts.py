@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from nebisect.case import NebisectError
 
@@ -55,13 +55,6 @@ class Timeouts:
             stages = TIMEOUT_STAGES if not stage else (stage,)
             chosen = replace(chosen, **dict.fromkeys(stages, seconds))
         return chosen
-
-    def to_dict(self) -> dict[str, float]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, float]) -> Timeouts:
-        return cls(**{k: float(v) for k, v in data.items() if k in TIMEOUT_STAGES})
 
 
 def _entry(text: str, option: str) -> tuple[str, float]:
