@@ -34,6 +34,7 @@ from nebisect.graphs.fx import FxGraph, TorchCandidate
 from nebisect.graphs.mil import MilGraph, Plan, build
 from nebisect.isolate import Isolator
 from nebisect.runner import evaluate
+from nebisect.timeouts import Timeouts
 from nebisect.verdict import Verdict
 
 REFERENCE = "sim:fp64"
@@ -47,10 +48,10 @@ def _units_key(units: Sequence[str]) -> str:
 class CandidateSpace(ABC):
     """Shared bookkeeping: the materialization cache, the work dir, the run counter."""
 
-    def __init__(self, workdir: Path, isolator: Isolator, timeout: float) -> None:
+    def __init__(self, workdir: Path, isolator: Isolator, timeouts: Timeouts) -> None:
         self.workdir = workdir
         self.isolator = isolator
-        self.timeout = timeout
+        self.timeouts = timeouts
         self.runs = 0
         self._made: dict[str, Any] = {}
 
@@ -108,8 +109,8 @@ class MilCandidates(CandidateSpace):
     """Op subsets of one MIL program, predicted on ``target`` against ``sim:fp64``."""
 
     def __init__(self, graph: MilGraph, recorded: dict[str, np.ndarray], target: str,
-                 workdir: Path, isolator: Isolator, timeout: float) -> None:
-        super().__init__(workdir, isolator, timeout)
+                 workdir: Path, isolator: Isolator, timeouts: Timeouts) -> None:
+        super().__init__(workdir, isolator, timeouts)
         self.graph = graph
         self.recorded = recorded
         self.target = target
@@ -130,7 +131,7 @@ class MilCandidates(CandidateSpace):
                     model_sha256=made.digest(), inputs_sha256=sha256_arrays(made.feeds))
         self.runs += 1
         return evaluate(case, reference=REFERENCE, isolator=self.isolator,
-                        timeout=self.timeout).verdict
+                        timeout=self.timeouts.predict).verdict
 
 
 class FxCandidates(CandidateSpace):
@@ -139,9 +140,9 @@ class FxCandidates(CandidateSpace):
     module itself in float64."""
 
     def __init__(self, graph: FxGraph, precision: str, setup: tuple[str, ...],
-                 workdir: Path, isolator: Isolator, timeout: float,
+                 workdir: Path, isolator: Isolator, timeouts: Timeouts,
                  target: str | None = None) -> None:
-        super().__init__(workdir, isolator, timeout)
+        super().__init__(workdir, isolator, timeouts)
         self.graph = graph
         self.precision = precision
         self.setup = setup
@@ -153,7 +154,7 @@ class FxCandidates(CandidateSpace):
     def _evaluate(self, made: TorchCandidate, directory: Path) -> Verdict | str:
         location = made.write(directory, "nebisect bisect candidate")
         verdict, runs = run_torch_source(
-            location, self.precision, self.setup, directory, self.isolator, self.timeout,
+            location, self.precision, self.setup, directory, self.isolator, self.timeouts,
             target=self.target, inputs=made.inputs if self.target else None,
         )
         self.runs += runs
@@ -168,7 +169,7 @@ def coreml_feeds(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def run_torch_source(location: str, precision: str, setup: tuple[str, ...], directory: Path,
-                     isolator: Isolator, timeout: float, *, target: str | None = None,
+                     isolator: Isolator, timeouts: Timeouts, *, target: str | None = None,
                      inputs: dict[str, np.ndarray] | None = None) -> tuple[Verdict, int]:
     """Convert a torch source in isolation and, with ``target`` and ``inputs``, predict
     the package on ``target`` against the module in float64 (a second isolated run).
@@ -177,7 +178,7 @@ def run_torch_source(location: str, precision: str, setup: tuple[str, ...], dire
     from nebisect.source import Source
 
     package, verdict = convert_isolated(Source("torch", location), precision, directory,
-                                        isolator, setup=setup, timeout=timeout)
+                                        isolator, setup=setup, timeout=timeouts.convert)
     if target is None or inputs is None or package is None:
         return verdict, 1
     feeds = coreml_feeds(inputs)
@@ -186,5 +187,6 @@ def run_torch_source(location: str, precision: str, setup: tuple[str, ...], dire
     case = Case(str(package), "mlpackage", target, inputs_path=str(path),
                 model_sha256=sha256_path(package), inputs_sha256=sha256_arrays(feeds),
                 options={"reference_source": ["torch", location]})
-    outcome = evaluate(case, reference=TORCH_REFERENCE, isolator=isolator, timeout=timeout)
+    outcome = evaluate(case, reference=TORCH_REFERENCE, isolator=isolator,
+                       timeout=timeouts.predict)
     return outcome.verdict, 2

@@ -8,10 +8,16 @@ made only when something fails:
 * ``precision`` — exact evaluation agrees, a careful fp16 evaluation (``sim:fp16``)
   does not: a graph-level range hazard any fp16 device would hit;
 * ``device`` — both agree; only the device (or its simulated profile) disagrees.
+
+A reference that fails (the ``--reference`` target, or torch eager, crashes, raises or
+hangs while computing the expected outputs) is not the target's failure: it gets a row
+of its own (role ``reference``, its own signature), and the target rows it should have
+judged say they were not judged (``skipped``). The run still fails: something broke.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,26 +29,34 @@ from nebisect.inputs import check, generate, lengths_for
 from nebisect.isolate import Isolator
 from nebisect.runner import evaluate
 from nebisect.source import Source
-from nebisect.targets import load_plugins, spec_of
+from nebisect.sources.plugins import use_plugins
+from nebisect.targets import spec_of
+from nebisect.timeouts import Timeouts
 from nebisect.verdict import Verdict
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
 PRECISION_PROBE = "sim:fp16"
 EXACT_PROBE = "sim:fp64"
+#: The stage a case's verdict names when its reference, not its target, failed.
+REFERENCE_STAGE = "reference"
 
 
 @dataclass
 class Row:
-    """One cell of the matrix: a target at a length, its verdict and attribution."""
+    """One cell of the matrix: a target at a length, its verdict and attribution.
+
+    ``role`` is ``reference`` for the row of a reference that failed at this length.
+    """
 
     target: str
     length: int
     verdict: Verdict
     attribution: str = ""
+    role: str = "target"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "length": self.length, "attribution": self.attribution,
-                "verdict": self.verdict.to_dict()}
+        return {"target": self.target, "length": self.length, "role": self.role,
+                "attribution": self.attribution, "verdict": self.verdict.to_dict()}
 
 
 @dataclass
@@ -56,14 +70,24 @@ class RunReport:
     def failed(self) -> bool:
         return any(r.verdict.failed for r in self.rows)
 
+    @property
+    def reference_failed(self) -> bool:
+        return any(r.role == "reference" for r in self.rows)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "reference": self.reference,
             "failed": self.failed,
+            "reference_failed": self.reference_failed,
             "conversions": {k: v.to_dict() for k, v in self.conversions.items()},
             "rows": [r.to_dict() for r in self.rows],
         }
+
+
+def reference_failure(verdict: Verdict) -> bool:
+    """True when the case failed in its reference, so the target was never judged."""
+    return verdict.failed and verdict.stage == REFERENCE_STAGE
 
 
 def attribute(target: str, verdict: Verdict, exact_ok: bool | None, fp16_ok: bool | None) -> str:
@@ -81,8 +105,10 @@ def attribute(target: str, verdict: Verdict, exact_ok: bool | None, fp16_ok: boo
 class MatrixRunner:
     """Runs a source over targets × lengths with one isolator; conversion per precision.
 
-    ``convert`` maps (source, precision, workdir) → (package path or None, verdict);
-    it runs in isolation (``nebisect.convert``) for torch sources.
+    ``convert`` maps (source, precision, workdir, isolator, timeout=) → (package path or
+    None, verdict); it runs in isolation (``nebisect.convert``) for torch sources.
+    ``plugins`` are described in isolated children (never imported here) and named in
+    every case, whose child imports them.
     """
 
     source: Source
@@ -90,8 +116,8 @@ class MatrixRunner:
     workdir: Path
     isolator: Isolator
     reference: str = ""
-    timeout: float = 120.0
-    convert: Callable[[Source, str, Path, Isolator], tuple[Path | None, Verdict]] | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    convert: Callable[..., tuple[Path | None, Verdict]] | None = None
     plugins: list[str] = field(default_factory=list)
     progress: Callable[[str], None] = lambda _msg: None
     _packages: dict[str, Path | None] = field(default_factory=dict)
@@ -100,19 +126,41 @@ class MatrixRunner:
 
     def __post_init__(self) -> None:
         self.reference = self.reference or self.source.reference
-        load_plugins(self.plugins)
+        self.plugins = use_plugins(self.plugins, timeout=self.timeouts.load,
+                                   isolator=self.isolator)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         report = RunReport(self.source.location, self.reference)
         for length, npz in self._inputs(lengths, inputs_path):
+            rows = []
             for target in self.targets:
                 self.progress(f"{target} at length {length}")
-                report.rows.append(self._row(report, target, length, npz))
+                rows.append(self._row(report, target, length, npz))
+            report.rows += self._separate_reference(rows, length)
         self._attribute(report)
         return report
 
+    def _separate_reference(self, rows: list[Row], length: int) -> list[Row]:
+        """The reference's failure as its own row; the rows it left unjudged say so."""
+        failure = next((r.verdict for r in rows if reference_failure(r.verdict)), None)
+        if failure is None:
+            return rows
+        reference = Verdict.from_dict({**failure.to_dict(), "target": self.reference})
+        reference.message = f"reference failed: {failure.message}"
+        separated = [Row(self.reference, length, reference, role="reference")]
+        for row in rows:
+            if reference_failure(row.verdict):
+                row.verdict = Verdict(
+                    "skipped", REFERENCE_STAGE, target=row.target, timings=row.verdict.timings,
+                    message=f"not judged: the reference {self.reference} failed "
+                    f"({failure.signature})",
+                )
+            separated.append(row)
+        return separated
+
     def _inputs(self, lengths: tuple[int, ...], inputs_path: str) -> list[tuple[int, str]]:
         if inputs_path:
+            inputs_path = os.path.abspath(inputs_path)
             arrays = load_npz(inputs_path)
             check(self.source.inputs, arrays)
             self._npz[0] = inputs_path
@@ -150,7 +198,8 @@ class MatrixRunner:
         key = "fp16" if precision == "fp16" else "fp32"
         if key not in self._packages:
             assert self.convert is not None, "torch sources need a converter"
-            package, verdict = self.convert(self.source, key, self.workdir, self.isolator)
+            package, verdict = self.convert(self.source, key, self.workdir, self.isolator,
+                                            timeout=self.timeouts.convert)
             self._packages[key] = package
             self._conversions[key] = verdict
         return self._packages[key], self._conversions[key]
@@ -162,7 +211,7 @@ class MatrixRunner:
         if isinstance(case, Verdict):
             return Row(target, length, case)
         verdict = evaluate(case, reference=self.reference, isolator=self.isolator,
-                           timeout=self.timeout).verdict
+                           timeout=self.timeouts.predict).verdict
         verdict.timings.setdefault("total", time.perf_counter() - started)
         return Row(target, length, verdict)
 
@@ -187,13 +236,13 @@ class MatrixRunner:
     ) -> bool | None:
         key = (target, row.length)
         if key in by_cell:
-            return not by_cell[key].verdict.failed
+            known = by_cell[key].verdict
+            return None if known.status == "skipped" else not known.failed
         if key not in probes:
             case = self._case(target, self._npz[row.length])
-            if isinstance(case, Verdict):
-                probes[key] = None
-            else:
-                probes[key] = not evaluate(case, reference=self.reference,
-                                           isolator=self.isolator,
-                                           timeout=self.timeout).verdict.failed
+            verdict = case if isinstance(case, Verdict) else evaluate(
+                case, reference=self.reference, isolator=self.isolator,
+                timeout=self.timeouts.predict).verdict
+            probes[key] = (None if isinstance(case, Verdict) or reference_failure(verdict)
+                           else not verdict.failed)
         return probes[key]

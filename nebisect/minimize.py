@@ -39,11 +39,14 @@ from nebisect.candidates import CandidateSpace
 from nebisect.case import NebisectError, parse_target
 from nebisect.isolate import Isolator
 from nebisect.source import Source, resolve_source
+from nebisect.timeouts import Timeouts
 from nebisect.verdict import Verdict
 
 STAGES = ("predict", "convert")
 GRAPHS = ("auto", "mil", "fx")
 DEFAULT_LENGTH = 8
+#: Per-candidate limits: a reduction converts and predicts many times, each bounded.
+BISECT_TIMEOUTS = Timeouts(convert=900.0, predict=600.0)
 
 
 @dataclass
@@ -56,7 +59,7 @@ class BisectOptions:
     length: int = DEFAULT_LENGTH
     max_evals: int | None = None
     timeout: float | None = None
-    case_timeout: float = 600.0
+    timeouts: Timeouts = field(default_factory=lambda: BISECT_TIMEOUTS)
     fixes: tuple[str, ...] = ()
     confirm: int | None = None
     graph: str = "auto"
@@ -209,7 +212,8 @@ class Bisector:
     def run(self) -> BisectResult:
         from nebisect.reductions import reduce_program, reduce_torch_graph
 
-        source = resolve_source(self.text)
+        source = resolve_source(self.text, timeout=self.options.timeouts.load,
+                                isolator=self.isolator)
         fx = self.options.reduced_graph == "fx"
         if fx and source.kind != "torch":
             raise NebisectError(f"--stage {self.options.stage} --graph fx needs a torch source "

@@ -60,7 +60,7 @@ def reduce_program(bisector: Bisector, source: Source, workdir: Path) -> BisectR
                                 f"a cut is fed with: {recording.message}")
         reference_mid = split_arrays(recorded, "mid:")
     space = MilCandidates(graph, {**load_npz(inputs_path), **reference_mid}, options.target,
-                          workdir, bisector.isolator, options.case_timeout)
+                          workdir, bisector.isolator, options.timeouts)
     evaluator = bisector.evaluator(space, original.signature)
     reduction, checks = _search_program(bisector, graph, original, target_mid, reference_mid,
                                         evaluator)
@@ -117,7 +117,7 @@ def _package(bisector: Bisector, source: Source, workdir: Path) -> Path:
     bisector.tracker.phase("converting")
     package, verdict = convert_isolated(
         source, parse_target(options.target).precision, workdir, bisector.isolator,
-        setup=bisector.setup(), timeout=options.case_timeout,
+        setup=bisector.setup(), timeout=options.timeouts.convert,
     )
     bisector.tracker.ran()
     if package is None:
@@ -146,7 +146,7 @@ def _evaluate(bisector: Bisector, package: Path, inputs_path: Path, target: str,
     case = Case(str(package), "mlpackage", target, inputs_path=str(inputs_path),
                 model_sha256=sha256_path(package), options={"intermediates": True})
     outcome = evaluate(case, reference=reference, isolator=bisector.isolator,
-                       timeout=bisector.options.case_timeout)
+                       timeout=bisector.options.timeouts.predict)
     bisector.tracker.ran()
     if outcome.verdict.status == "skipped":
         raise NebisectError(f"{target} cannot run here: {outcome.verdict.message}")
@@ -183,7 +183,7 @@ def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> Bis
     arrays = _torch_inputs(bisector, source) if predict else None
     tracker.phase("converting the original" + (" and running it" if predict else ""))
     original, runs = run_torch_source(
-        source.location, precision, setup, workdir, bisector.isolator, options.case_timeout,
+        source.location, precision, setup, workdir, bisector.isolator, options.timeouts,
         target=options.target if predict else None, inputs=arrays,
     )
     tracker.ran(runs)
@@ -193,7 +193,7 @@ def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> Bis
                     else to_torch_inputs(loaded, arrays, torch.float32))
     tracker.units(len(graph.units))
     space = FxCandidates(graph, precision, setup, workdir / "candidates", bisector.isolator,
-                         options.case_timeout, target=options.target if predict else None)
+                         options.timeouts, target=options.target if predict else None)
     evaluator = bisector.evaluator(space, original.signature)
     tracker.phase("hierarchical ddmin: submodules, then nodes")
     reduction = hierarchical_ddmin(graph.units, evaluator, graph.levels, original.signature)

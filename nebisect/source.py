@@ -1,18 +1,26 @@
 """Resolve what the user handed to ``run``/``bisect``: an .mlpackage or ``file.py:factory``.
 
-Everything that can be wrong with a source is found here, before any child process
-starts, and reported as one line: a missing path, a neuralnetwork ``.mlmodel`` (the
-simulator and the reducer need an ML program), a corrupt package, a factory that
-raises.
+Everything that can be wrong with a source is found here, before any case runs, and
+reported as one line: a missing path, a neuralnetwork ``.mlmodel`` (the simulator and
+the reducer need an ML program), a corrupt package, a factory that raises, crashes,
+exits or hangs. A torch source is described in an isolated child
+(:mod:`nebisect.sources.torch`): its code never runs in this process. Locations come
+back absolute, so no later child depends on its working directory.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nebisect.case import NebisectError
 from nebisect.inputs import InputDescription, describe_package
+from nebisect.timeouts import Timeouts
+
+if TYPE_CHECKING:
+    from nebisect.isolate import Isolator
 
 
 @dataclass
@@ -29,13 +37,16 @@ class Source:
         return "torch:cpu:fp64" if self.kind == "torch" else "sim:fp64"
 
 
-def resolve_source(text: str) -> Source:
-    """Classify and validate a source string."""
+def resolve_source(text: str, *, timeout: float = Timeouts.load,
+                   isolator: Isolator | None = None) -> Source:
+    """Classify and validate a source string; ``timeout`` bounds describing a torch
+    source (in a child of ``isolator``, or of a throw-away one)."""
     path_part, _, factory = text.rpartition(":") if ".py:" in text else (text, "", "")
     if factory and path_part.endswith(".py"):
-        from nebisect.torchsource import describe_torch_source
+        from nebisect.sources.torch import describe_torch
 
-        return Source("torch", text, describe_torch_source(text))
+        described = describe_torch(text, timeout=timeout, isolator=isolator)
+        return Source("torch", described.location, described.inputs)
     path = Path(text)
     if not path.exists():
         raise NebisectError(f"{text}: no such file or directory")
@@ -49,7 +60,7 @@ def resolve_source(text: str) -> Source:
     if not (path.is_dir() and (path / "Manifest.json").is_file()):
         raise NebisectError(f"{text}: not an .mlpackage (no Manifest.json)")
     _require_ml_program(path)
-    return Source("mlpackage", str(path), describe_package(path))
+    return Source("mlpackage", os.path.abspath(path), describe_package(path))
 
 
 def _require_ml_program(path: Path) -> None:

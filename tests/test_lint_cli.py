@@ -98,7 +98,8 @@ def test_list_rules(monkeypatch, capsys):
     (["{lse}", "--input-range", "y=0:1"], "not among the model's inputs (x)"),
     (["{lse}", "--format", "xml"], "--format 'xml': one of text, json, sarif"),
     ([], "lint needs a SOURCE"),
-    (["no_such_module_xyz:build"], "builder 'no_such_module_xyz:build'"),
+    (["no_such_module_xyz:build"],
+     "no_such_module_xyz:build: building the program raised ModuleNotFoundError"),
 ])
 def test_bad_input_is_one_line_exit_2(packages, tmp_path, monkeypatch, capsys, args, message):
     empty = tmp_path / "empty.mlpackage"

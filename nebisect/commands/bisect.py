@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,10 +11,19 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+
 if TYPE_CHECKING:
     from nebisect.minimize import BisectResult, ProgressLine
 
 ORDER = 20
+#: ``--timeout`` is the whole search's budget here, so the per-step limits (the same
+#: grammar as every other command's ``--timeout``) are ``--case-timeout``.
+CASE_TIMEOUT_HELP = (
+    "Per isolated step (--timeout is the whole search's budget here). "
+    + TIMEOUT_HELP.replace("--timeout", "--case-timeout")
+    + " Defaults: load 300, convert 900, predict 600."
+)
 
 
 class _Display:
@@ -54,6 +64,10 @@ def bisect(
                                   help="Stop after this many candidate evaluations."),
     timeout: float = typer.Option(None, "--timeout",
                                   help="Stop after this many seconds (best result so far)."),
+    case_timeout: list[str] = typer.Option(
+        None, "--case-timeout", metavar=TIMEOUT_METAVAR,
+        help=CASE_TIMEOUT_HELP,
+    ),
     fix: list[str] = typer.Option(
         None, "--fix", help="Converter fix to convert a torch source with (repeatable), "
         "e.g. converter-compat.",
@@ -68,12 +82,15 @@ def bisect(
     Ctrl-C, --max-evals and --timeout stop the search and still write the best result.
     Exit code: 0 written, 2 usage error or nothing to bisect.
     """
-    from nebisect.minimize import BisectOptions, bisect_source
+    from nebisect.minimize import BISECT_TIMEOUTS, BisectOptions, bisect_source
     from nebisect.outputs import output_directory
 
-    options = BisectOptions(target=target, stage=stage, inputs=str(inputs) if inputs else "",
+    options = BisectOptions(target=target, stage=stage,
+                            inputs=os.path.abspath(inputs) if inputs else "",
                             length=length, max_evals=max_evals, timeout=timeout,
-                            fixes=tuple(fix or ()), graph=graph)
+                            fixes=tuple(fix or ()), graph=graph,
+                            timeouts=Timeouts.parse(case_timeout, BISECT_TIMEOUTS,
+                                                    "--case-timeout"))
     output_directory(out, "--out")
     display = _Display(Console(stderr=True))
     with display.bar:

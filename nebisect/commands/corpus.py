@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nebisect.case import NebisectError, load_npz, parse_target
+from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import Problem, Recorder
@@ -108,7 +109,9 @@ def add(
     op_of_interest: str = typer.Option(
         "", "--op-of-interest", help="Op type that must run on the target's accelerator."
     ),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per recording run."),
+    timeout: list[str] = typer.Option(
+        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
+    ),
 ) -> None:
     """Store cases atomically (safe while other writers add to the same corpus).
 
@@ -121,10 +124,11 @@ def add(
     from nebisect.inputs import check
     from nebisect.source import resolve_source
 
+    timeouts = Timeouts.parse(timeout)
     if parse_target(target).backend == "torch":
         raise NebisectError(f"--target {target}: a corpus case runs its model converted to "
                             "Core ML; torch is the reference, not a corpus target")
-    resolved = resolve_source(source)
+    resolved = resolve_source(source, timeout=timeouts.load)
     arrays = [(path, load_npz(path)) for path in inputs]
     for path, named in arrays:
         try:
@@ -138,7 +142,7 @@ def add(
 
         resolve_fixes(fixes)
     corpus = Corpus(root, create=True)
-    with _recorder(expected is None, timeout) as recorder:
+    with _recorder(expected is None, timeouts) as recorder:
         for _, named in arrays:
             added = corpus.add(NewCase(
                 resolved.kind, source, target, named, expected, stage=stage, options=options,
@@ -153,7 +157,7 @@ def add(
 
 
 @contextlib.contextmanager
-def _recorder(wanted: bool, timeout: float) -> Iterator[Recorder | None]:
+def _recorder(wanted: bool, timeouts: Timeouts) -> Iterator[Recorder | None]:
     """A recorder that runs the staged case in isolation (None when not wanted)."""
     if not wanted:
         yield None
@@ -163,7 +167,7 @@ def _recorder(wanted: bool, timeout: float) -> Iterator[Recorder | None]:
     from nebisect.isolate import Isolator
 
     def record(case: CorpusCase) -> Verdict:
-        verdict = run_case(case, isolator, Path(tmp), timeout=timeout).verdict
+        verdict = run_case(case, isolator, Path(tmp), timeouts=timeouts).verdict
         if verdict.status == "skipped" or _refused(verdict):
             raise NebisectError(f"cannot record a run on {case.record.target} "
                                 f"({verdict.message}); nothing stored (give --expect)")

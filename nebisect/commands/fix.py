@@ -13,6 +13,7 @@ from rich.table import Table
 
 from nebisect.case import NebisectError
 from nebisect.commands.corpus import print_problems, short_signature
+from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.fixes.verify import VerifyReport
@@ -60,6 +61,9 @@ def apply(
     precision: str = typer.Option(
         "fp16", "--precision", help="Conversion precision for torch sources: fp16 | fp32."
     ),
+    timeout: list[str] = typer.Option(
+        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
+    ),
 ) -> None:
     """Apply fixes: torch sources are converted with the converter-level fixes, then every
     graph pass runs on the program, and the result is saved as an .mlpackage."""
@@ -77,12 +81,13 @@ def apply(
         raise NebisectError(f"{output}: the output must end in .mlpackage")
     output_directory(output.parent, "--output")
     fixes = resolve_fixes(names_and_source[:-1])
-    source = resolve_source(names_and_source[-1])
+    timeouts = Timeouts.parse(timeout)
     console = Console()
     with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, Isolator() as isolator:
+        source = resolve_source(names_and_source[-1], timeout=timeouts.load, isolator=isolator)
         with Console(stderr=True).status("applying fixes"):
             result = fix_source(source.kind, source.location, fixes, Path(tmp), isolator,
-                                precision=precision)
+                                precision=precision, timeouts=timeouts)
         if result.package is None:
             raise NebisectError(f"{result.verdict.stage} failed: {result.verdict.message}")
         copy_package(result.package, output)
@@ -106,7 +111,9 @@ def verify(
     ),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Cases verified in parallel."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per isolated step."),
+    timeout: list[str] = typer.Option(
+        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
+    ),
 ) -> None:
     """Replay the corpus without and with the fixes: fixed / still failing / regressed /
     unaffected per case. Exit 1 on a regression, when a case's claimed fix fails it, or
@@ -120,7 +127,7 @@ def verify(
     scan = Corpus(root).scan()
     cases = [c for c in scan.cases if selected(c, target or ())]
     with Console(stderr=True).status(f"verifying {len(fixes)} fix(es) on {len(cases)} case(s)"):
-        report = verify_fixes(cases, fixes, jobs=jobs, timeout=timeout)
+        report = verify_fixes(cases, fixes, jobs=jobs, timeouts=Timeouts.parse(timeout))
     if as_json:
         typer.echo(json.dumps({"fixes": report.fixes,
                                "cases": [c.to_dict() for c in report.cases]},

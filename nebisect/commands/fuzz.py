@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from nebisect.case import NebisectError
+from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.corpus import Corpus
@@ -148,7 +149,9 @@ def fuzz(
     report: Path = typer.Option(None, "--report", help="Write report.json/report.html here."),
     list_ops: bool = typer.Option(False, "--list-ops", help="List the fuzzable ops and exit."),
     plugin: list[str] = typer.Option(
-        None, "--plugin", help="Module registering extra targets (imported in every child)."
+        None, "--plugin",
+        help="A module or .py file registering extra targets (repeatable); imported only in "
+        "isolated children, never in nebisect's own process.",
     ),
     isolation: str = typer.Option(
         "persistent", "--isolation",
@@ -156,6 +159,10 @@ def fuzz(
     ),
     shrink_budget: int = typer.Option(
         100, "--shrink-budget", help="Evaluations spent shrinking each finding."
+    ),
+    timeout: list[str] = typer.Option(
+        None, "--timeout", metavar=TIMEOUT_METAVAR,
+        help=f"{TIMEOUT_HELP} Defaults: load 300, predict 60.",
     ),
 ) -> None:
     """Fuzz MIL ops one at a time against the float64 oracle; shrink and localize findings.
@@ -173,6 +180,7 @@ def fuzz(
     from nebisect.corpus import Corpus
     from nebisect.fuzz.builders import WRAPS
     from nebisect.fuzz.session import (
+        FUZZ_TIMEOUTS,
         FuzzOptions,
         check_target,
         default_target,
@@ -189,9 +197,10 @@ def fuzz(
     options = FuzzOptions(
         target=target or default_target(), budget=budget, seed=seed, jobs=jobs, wrap=wrap,
         isolation=isolation, plugins=tuple(plugin or ()), shrink_budget=shrink_budget,
+        timeouts=Timeouts.parse(timeout, FUZZ_TIMEOUTS),
     )
     # Bad ops, targets and corpus paths fail now, not after minutes of fuzzing.
-    check_target(options.target, options.plugins)
+    check_target(options)
     ops = resolve_ops(names)
     store = Corpus(corpus, create=True) if corpus is not None else None
     if report is not None:

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nebisect.case import NebisectError
+from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.lint import LintResult
@@ -43,6 +44,11 @@ def lint(
         None, "--output", "-o", help="Write the json/sarif/text output to this file."
     ),
     list_rules: bool = typer.Option(False, "--list-rules", help="List the rules and exit."),
+    timeout: list[str] = typer.Option(
+        None, "--timeout", metavar=TIMEOUT_METAVAR,
+        help=f"{TIMEOUT_HELP} lint uses only load: a module:function builder is built and "
+        "linted in an isolated child.",
+    ),
 ) -> None:
     """Flag fp16 range hazards, log-domain patterns, data-dependent shapes and mask
     constants in a Core ML ML program before anything runs.
@@ -62,7 +68,8 @@ def lint(
     ranges = dict(parse_input_range(text) for text in input_range or [])
     if output is not None:
         output_file(output, "--output")
-    result = lint_source(source, assume_fp16=fp16, input_ranges=ranges)
+    result = lint_source(source, assume_fp16=fp16, input_ranges=ranges,
+                         timeout=Timeouts.parse(timeout).load)
     if output_format == "sarif":
         from nebisect.report.sarif import sarif_text
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nebisect.commands.corpus import print_problems, short_signature
+from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.corpus.replay import ReplayResult, ReplaySummary
@@ -34,7 +35,9 @@ def replay(
     update: bool = typer.Option(
         False, "--update", help="Re-record every case whose expectation no longer holds."
     ),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per isolated step."),
+    timeout: list[str] = typer.Option(
+        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
+    ),
     allow_empty: bool = typer.Option(
         False, "--allow-empty",
         help="Exit 0 when no case ran (an empty corpus, or every case skipped or filtered).",
@@ -53,6 +56,7 @@ def replay(
     from nebisect.corpus.replay import replay as replay_cases
     from nebisect.outputs import output_file
 
+    timeouts = Timeouts.parse(timeout)
     corpus = Corpus(root)
     if junit:
         output_file(junit, "--junit")
@@ -65,7 +69,7 @@ def replay(
             done.append(result)
             status.update(f"replayed {len(done)}/{len(scan.cases)}")
 
-        summary = replay_cases(scan.cases, targets=target or (), jobs=jobs, timeout=timeout,
+        summary = replay_cases(scan.cases, targets=target or (), jobs=jobs, timeouts=timeouts,
                                on_result=progress)
     updated = record_updates(corpus, summary) if update else []
     damaged = [p for p in scan.problems if p.damaged]

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from nebisect.case import NebisectError
 from nebisect.inputs import DEFAULT_LENGTHS
+from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.matrix import RunReport
@@ -67,14 +68,18 @@ def run(
     reference: str = typer.Option(
         "", "--reference", help="Oracle target (default: sim:fp64; torch:cpu:fp64 for torch)."
     ),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per isolated case."),
+    timeout: list[str] = typer.Option(
+        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
+    ),
     converter_overrides: bool = typer.Option(
         False, "--converter-overrides",
         help="Install nebisect's converter overrides (the converter-compat fix) before "
         "converting a torch source; without it you see what plain coremltools does.",
     ),
     plugin: list[str] = typer.Option(
-        None, "--plugin", help="Import MODULE first (repeatable): it may register extra targets."
+        None, "--plugin",
+        help="A module or .py file registering extra targets (repeatable); imported only in "
+        "isolated children, never in nebisect's own process.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
     report: Path = typer.Option(None, "--report", help="Write report.json/report.html here."),
@@ -82,30 +87,37 @@ def run(
     """Run every prediction in a fresh process on each target and compare with a float64
     reference; say where a divergence enters (conversion, precision, device).
 
-    Exit code: 0 all pass, 1 a failure was found, 2 usage or input error.
+    The torch source's factory and every --plugin are loaded in isolated children: one
+    that raises, exits, crashes or hangs is a one-line error (exit 2). A reference that
+    fails is a row of its own ("reference failed"); the targets it should have judged are
+    shown as not judged.
+
+    Exit code: 0 all pass, 1 a failure was found (a failing reference included), 2 usage
+    or input error.
     """
     from nebisect.isolate import Isolator
     from nebisect.matrix import MatrixRunner
     from nebisect.outputs import output_directory
     from nebisect.source import resolve_source
-    from nebisect.targets import load_plugins, spec_of
+    from nebisect.sources.plugins import use_plugins
+    from nebisect.targets import spec_of
 
-    plugins = list(plugin or [])
-    load_plugins(plugins)
-    targets = list(target or default_targets())
-    for spec in targets:
-        spec_of(spec)
-    resolved = resolve_source(source)
+    timeouts = Timeouts.parse(timeout)
     if report:
         output_directory(report, "--report")
-    if resolved.kind == "torch" and EXACT_ROW not in targets:
-        targets.insert(0, EXACT_ROW)
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator:
+        plugins = use_plugins(plugin or [], timeout=timeouts.load, isolator=isolator)
+        targets = list(target or default_targets())
+        for spec in [*targets, *([reference] if reference else [])]:
+            spec_of(spec)
+        resolved = resolve_source(source, timeout=timeouts.load, isolator=isolator)
+        if resolved.kind == "torch" and EXACT_ROW not in targets:
+            targets.insert(0, EXACT_ROW)
         workdir = Path(tmp)
         with console.status("running") as status:
             runner = MatrixRunner(
-                resolved, targets, workdir, isolator, reference=reference, timeout=timeout,
+                resolved, targets, workdir, isolator, reference=reference, timeouts=timeouts,
                 convert=_converter(converter_overrides), plugins=plugins,
                 progress=lambda msg: status.update(msg),
             )
@@ -140,10 +152,10 @@ def _print(result: RunReport) -> None:
     cells = []
     for row in result.rows:
         v = row.verdict
-        style = "green" if not v.failed else "red"
+        style = "red" if v.failed else "yellow" if v.status == "skipped" else "green"
         metrics = v.metrics
         cells.append([
-            row.target, str(row.length or "static"), f"[{style}]{_short(v)}[/]",
+            row.target, str(row.length or "static"), f"[{style}]{_short(v, row.role)}[/]",
             _fmt(metrics.get("max_ulp_error")), _fmt(metrics.get("min_cosine"), ".6f"),
             placement_summary(v.placement), _fmt(metrics.get("max_abs_error")),
             _fmt(v.timings.get("total"), ".2f"),
@@ -158,9 +170,10 @@ def _print(result: RunReport) -> None:
                       "(--json has every metric)[/]")
     # One line per distinct failure: the same signature at five lengths is one finding.
     failures: dict[tuple[str, str, str, str, str], list[str]] = {}
+    _print_reference_failures(console, result)
     for row in result.rows:
         v = row.verdict
-        if v.failed:
+        if v.failed and row.role == "target":
             key = (row.target, v.status, v.stage, row.attribution, v.signature)
             failures.setdefault(key, []).append(str(row.length or "static"))
     for (target, status, stage, attribution, signature), lengths in failures.items():
@@ -173,8 +186,23 @@ def _print(result: RunReport) -> None:
         console.print("[green]all targets agree with the reference[/]")
 
 
-def _short(verdict: Verdict) -> str:
+def _print_reference_failures(console: Console, result: RunReport) -> None:
+    for row in result.rows:
+        if row.role == "reference":
+            v = row.verdict
+            console.print(
+                f"[red]✗[/] reference {row.target} @ {row.length or 'static'}: reference failed "
+                f"({v.status} at stage {v.stage}): {v.signature}; no target was judged against "
+                "it", highlight=False, soft_wrap=True,
+            )
+
+
+def _short(verdict: Verdict, role: str) -> str:
     """The verdict as it fits a table cell: status, plus kind or signal where it has one."""
+    if role == "reference":
+        return f"reference failed: {verdict.signature}"
+    if verdict.status == "skipped":
+        return "not judged" if verdict.stage == "reference" else "skipped"
     if verdict.status in ("mismatch", "crash"):
         return verdict.signature
     return verdict.status

@@ -41,11 +41,11 @@ from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
 from nebisect.runner import evaluate
 from nebisect.targets import get_target, spec_of
+from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.verdict import Verdict
 
 OUTCOMES = ("ok", "regression", "improved", "skipped")
 DAMAGED_SIGNATURE = "error:load:damaged corpus case"
-DEFAULT_TIMEOUT = 120.0
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -146,7 +146,7 @@ def run_case(
     workdir: Path,
     *,
     fixes: Sequence[Fix] = (),
-    timeout: float = DEFAULT_TIMEOUT,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
 ) -> CaseRun:
     """Evaluate one case (optionally with ``fixes`` applied) in isolation, from a private
     copy of its listed files under ``workdir``."""
@@ -161,15 +161,15 @@ def run_case(
         return CaseRun(Verdict("skipped", record.stage, message=reason, target=record.target))
     if record.source_kind == "mlpackage" and not fixes:
         outcome = evaluate(case.to_case(), reference=record.reference, isolator=isolator,
-                           timeout=timeout)
+                           timeout=timeouts.predict)
         return CaseRun(outcome.verdict)
     prepared = fix_source(record.source_kind, case.source, fixes, workdir, isolator,
-                          precision=spec_of(record.target).precision)
+                          precision=spec_of(record.target).precision, timeouts=timeouts)
     if prepared.package is None:
         prepared.verdict.target = record.target
         return CaseRun(prepared.verdict, prepared)
     outcome = evaluate(on_package(case, prepared.package), reference=record.reference,
-                       isolator=isolator, timeout=timeout)
+                       isolator=isolator, timeout=timeouts.predict)
     return CaseRun(outcome.verdict, prepared)
 
 
@@ -192,8 +192,8 @@ def on_package(
 
 
 def replay_case(case: CorpusCase, isolator: Isolator, workdir: Path,
-                timeout: float = DEFAULT_TIMEOUT) -> ReplayResult:
-    verdict = run_case(case, isolator, workdir, timeout=timeout).verdict
+                timeouts: Timeouts = DEFAULT_TIMEOUTS) -> ReplayResult:
+    verdict = run_case(case, isolator, workdir, timeouts=timeouts).verdict
     outcome, reason = judge(case.record.expected, verdict)
     return _result(case, verdict, outcome, reason)
 
@@ -214,7 +214,7 @@ def replay(
     *,
     targets: Sequence[str] = (),
     jobs: int = 1,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
     on_result: Callable[[ReplayResult], None] | None = None,
 ) -> ReplaySummary:
     """Replay ``cases`` (in corpus order in the summary, whatever order they finish)."""
@@ -222,7 +222,7 @@ def replay(
     chosen = [c for c in cases if selected(c, targets)]
 
     def work(case: CorpusCase, isolator: Isolator, workdir: Path) -> ReplayResult:
-        result = replay_case(case, isolator, workdir / case.case_id, timeout)
+        result = replay_case(case, isolator, workdir / case.case_id, timeouts)
         if on_result is not None:
             on_result(result)
         return result

@@ -53,7 +53,8 @@ from nebisect.corpus.record import (
     Expected,
 )
 from nebisect.provenance import provenance
-from nebisect.targets import load_plugins
+from nebisect.sources.plugins import use_plugins
+from nebisect.timeouts import DEFAULT_TIMEOUTS
 from nebisect.verdict import Verdict
 
 LOCK_FILE = ".lock"
@@ -86,11 +87,12 @@ class CorpusCase:
         return str(self.model_path)
 
     def to_case(self) -> Case:
-        """The runnable case; its plugins are the case's own files, by absolute path."""
+        """The runnable case; its plugins are the case's own files, by absolute path,
+        described in an isolated child, never imported here (the case's child imports them)."""
         options = dict(self.record.options)
         if self.record.plugins:
             options["plugins"] = [str(self.path / name) for name in self.record.plugins]
-            load_plugins(options["plugins"])
+            use_plugins(options["plugins"], timeout=DEFAULT_TIMEOUTS.load)
         return Case(
             source=self.source,
             source_kind=self.record.source_kind,

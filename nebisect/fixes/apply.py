@@ -21,9 +21,8 @@ from nebisect.fixes import resolve_fixes
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
 from nebisect.isolate import Isolator, Job, mark_stage
 from nebisect.targets import get_target
+from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.verdict import Verdict
-
-FIX_TIMEOUT = 300.0
 
 
 @dataclass
@@ -85,10 +84,13 @@ def fix_source(
     isolator: Isolator,
     *,
     precision: str = "fp16",
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
 ) -> FixedSource:
     """Convert (torch sources) and apply ``fixes``, writing packages under ``workdir``.
 
     With no fixes this is just the conversion a torch case needs before it can run.
+    Conversion is bounded by ``timeouts.convert``, the graph passes (which load the
+    program) by ``timeouts.load``.
     """
     graph, convert = split_levels(fixes)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -98,7 +100,7 @@ def fix_source(
 
         converted, verdict = convert_isolated(
             Source("torch", location), precision, workdir, isolator,
-            setup=tuple(f.setup for f in convert),
+            setup=tuple(f.setup for f in convert), timeout=timeouts.convert,
         )
         applied = [f.name for f in convert]
         if converted is None:
@@ -116,7 +118,7 @@ def fix_source(
                  "modules": sorted({type(f).__module__ for f in graph}),
                  "output": str(output)},
         stage="load",
-        timeout=FIX_TIMEOUT,
+        timeout=timeouts.load,
         # The job loads programs as the simulator does: sharing its preload set lets
         # both fork from the same warm template.
         preload=tuple(get_target("sim:fp64").preload),

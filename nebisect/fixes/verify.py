@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.corpus.replay import DEFAULT_TIMEOUT, map_isolated, on_package, run_case
+from nebisect.corpus.replay import map_isolated, on_package, run_case
 from nebisect.corpus.store import CorpusCase
 from nebisect.fixes import registered_fixes
 from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
 from nebisect.runner import REQUIRED_DEVICES, evaluate
+from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.verdict import Verdict
 
 CATEGORIES = ("fixed", "still failing", "regressed", "unaffected")
@@ -82,14 +83,14 @@ def verify(
     fixes: Sequence[Fix],
     *,
     jobs: int = 1,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
     on_case: Callable[[CaseVerification], None] | None = None,
 ) -> VerifyReport:
     """Verify ``fixes`` against every case; results in corpus order."""
     names = [f.name for f in fixes]
 
     def work(case: CorpusCase, isolator: Isolator, workdir: Path) -> CaseVerification:
-        result = verify_case(case, fixes, isolator, workdir / case.case_id, timeout)
+        result = verify_case(case, fixes, isolator, workdir / case.case_id, timeouts)
         if on_case is not None:
             on_case(result)
         return result
@@ -102,18 +103,18 @@ def verify_case(
     fixes: Sequence[Fix],
     isolator: Isolator,
     workdir: Path,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
 ) -> CaseVerification:
     record = case.record
     selected = {f.name for f in fixes}
     claimed = [name for name in record.fixes if name in selected]
-    before = run_case(case, isolator, workdir / "before", timeout=timeout).verdict
+    before = run_case(case, isolator, workdir / "before", timeouts=timeouts).verdict
     result = CaseVerification(record.case_id, record.label, record.target, claimed, before,
                               None, "unaffected", "")
     if before.status == "skipped":
         result.detail = before.message
         return result
-    after_run = run_case(case, isolator, workdir / "after", fixes=fixes, timeout=timeout)
+    after_run = run_case(case, isolator, workdir / "after", fixes=fixes, timeouts=timeouts)
     prepared = after_run.prepared
     if prepared is not None:
         result.rewrites = prepared.rewrites
@@ -125,7 +126,7 @@ def verify_case(
         result.category, result.detail = _categorize(before, after_run.verdict)
         if result.category != "regressed" and prepared is not None and prepared.package:
             _check_equivalence(result, case, prepared.package, prepared.converted, isolator,
-                               timeout)
+                               timeouts.predict)
     result.promise_broken = bool(claimed) and result.category != "fixed"
     return result
 

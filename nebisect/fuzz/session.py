@@ -24,7 +24,12 @@ from nebisect.fuzz.execute import Executor
 from nebisect.fuzz.ops import OpSpec, get_op, registered_ops
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
+from nebisect.sources.plugins import absolute_plugin, use_plugins
 from nebisect.targets import get_target, spec_of
+from nebisect.timeouts import Timeouts
+
+#: A fuzz case is one small op: a minute is long for it.
+FUZZ_TIMEOUTS = Timeouts(predict=60.0)
 
 
 def default_target() -> str:
@@ -44,9 +49,11 @@ class FuzzOptions:
     plugins: tuple[str, ...] = ()
     shrink_budget: int = 100
     cliff: bool = True
-    timeout: float = 60.0
+    timeouts: Timeouts = FUZZ_TIMEOUTS
 
     def __post_init__(self) -> None:
+        # Resolved once, here: every child imports the same file whatever its cwd.
+        self.plugins = tuple(absolute_plugin(p) for p in self.plugins)
         if self.budget < 1:
             raise NebisectError(f"--budget must be at least 1, got {self.budget}")
         if self.jobs < 1:
@@ -86,14 +93,16 @@ def dtype_for(target: str) -> str:
     return "fp16" if spec_of(target).precision in ("fp16", "bf16") else "fp32"
 
 
-def check_target(target: str, plugins: tuple[str, ...]) -> None:
-    """A target that cannot run here is a one-line error before any work starts."""
-    from nebisect.targets import load_plugins
+def check_target(options: FuzzOptions) -> None:
+    """A target that cannot run here is a one-line error before any work starts.
 
-    load_plugins(plugins)
-    reason = get_target(target).availability()
+    The plugins are described in isolated children (never imported here); the target
+    they register is looked up from that description.
+    """
+    use_plugins(options.plugins, timeout=options.timeouts.load)
+    reason = get_target(options.target).availability()
     if reason:
-        raise NebisectError(f"target {target} is unavailable here: {reason}")
+        raise NebisectError(f"target {options.target} is unavailable here: {reason}")
 
 
 def _units(specs: list[OpSpec], options: FuzzOptions) -> list[_Unit]:
@@ -124,7 +133,7 @@ def run_session(
     their own isolator: isolation helpers die with the thread that started them (the
     parent-death signal is per thread), so an isolator must stay with its thread.
     """
-    check_target(options.target, options.plugins)
+    check_target(options)
     specs = resolve_ops(names)
     skipped = {s.name: unsupported(s, options.reference) for s in specs}
     runnable = [s for s in specs if not skipped[s.name]]
@@ -197,7 +206,7 @@ def _run_unit(
 ) -> CampaignResult:
     subject = OpSubject(unit.spec, dtype_for(options.target), options.wrap)
     executor = Executor(subject, options.target, isolator, reference=options.reference,
-                        plugins=options.plugins, timeout=options.timeout)
+                        plugins=options.plugins, timeout=options.timeouts.predict)
     config = CampaignConfig(budget=unit.budget, seed=unit.seed,
                             shrink_budget=options.shrink_budget, cliff=options.cliff)
     try:

@@ -11,6 +11,8 @@ API::
 
     lint_program(program, *, assume_fp16=False, input_ranges=None) -> LintResult
     lint_source(source, *, assume_fp16=False, input_ranges=None) -> LintResult
+        (a ``module:function`` builder is user code: it is built and linted in an
+        isolated child, :mod:`nebisect.lint.builder`)
     parse_input_range("x=-15:15") -> ("x", Range(-15.0, 15.0))
     registered_rules() -> dict[str, Rule]
 """
@@ -32,6 +34,7 @@ from nebisect.lint.registry import (
     lint_rule,
     registered_rules,
 )
+from nebisect.timeouts import DEFAULT_TIMEOUTS
 
 __all__ = [
     "Finding", "LintResult", "Range", "Rule", "get_rule", "lint_program", "lint_rule",
@@ -75,6 +78,14 @@ class LintResult:
             "rules": [rule.to_dict() for rule in registered_rules().values()],
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LintResult:
+        return cls(
+            str(data["source"]), bool(data["fp16"]),
+            {str(n): Range(float(r[0]), float(r[1])) for n, r in data["input_ranges"].items()},
+            [Finding.from_dict(f) for f in data["findings"]],
+        )
+
 
 def parse_input_range(text: str) -> tuple[str, Range]:
     """``NAME=LO:HI`` → (name, Range); a malformed or empty range is a user error."""
@@ -111,19 +122,17 @@ def lint_program(
     return LintResult(source, assume_fp16, ranges, findings)
 
 
+def is_builder(source: str) -> bool:
+    """``module:function`` (a builder returning a MIL Program), not a path."""
+    return not Path(source).exists() and ":" in source and "/" not in source
+
+
 def load_source(source: str) -> Any:
-    """The MIL program of an ``.mlpackage`` path or a ``module:function`` builder."""
+    """The MIL program of an ``.mlpackage`` path (builders are loaded in a child)."""
     if Path(source).exists():
         from nebisect.mil.load import load_program
 
         return load_program(source)
-    if ":" in source and "/" not in source:
-        from nebisect.artifact import Artifact
-
-        try:
-            return Artifact("builder", source).program
-        except (ImportError, AttributeError) as exc:
-            raise NebisectError(f"builder {source!r}: {exc}") from None
     raise NebisectError(f"{source}: no such .mlpackage")
 
 
@@ -132,8 +141,15 @@ def lint_source(
     *,
     assume_fp16: bool = False,
     input_ranges: dict[str, Range] | None = None,
+    timeout: float = DEFAULT_TIMEOUTS.load,
 ) -> LintResult:
-    """Load ``source`` (see :func:`load_source`) and lint it."""
+    """Load ``source`` and lint it; a builder runs (and is linted) in an isolated child
+    bounded by ``timeout``, never in this process."""
+    if is_builder(source):
+        from nebisect.lint.builder import lint_builder
+
+        return lint_builder(source, assume_fp16=assume_fp16, input_ranges=input_ranges or {},
+                            timeout=timeout)
     return lint_program(
         load_source(source), assume_fp16=assume_fp16, input_ranges=input_ranges, source=source
     )

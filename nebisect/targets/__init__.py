@@ -2,9 +2,11 @@
 
 Built-in targets live in ``sim.py``, ``coreml.py`` and ``torch.py`` and register
 themselves on import; those modules import nothing heavy at import time. Tests and
-plugins register extra targets (e.g. a target that segfaults) with the same decorator;
-an isolated child imports the modules named in a case's ``plugins`` option so the
-registration exists on both sides of the process boundary.
+plugins register extra targets (e.g. a target that segfaults) with the same decorator.
+A plugin is user code, imported only in isolated children (:func:`load_plugins` runs
+there): a case's child imports the modules named in its ``plugins`` option, and the
+parent knows their targets through stand-ins built from a description made in a child
+(:mod:`nebisect.sources.plugins`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ def register_target(*names: str) -> Callable[[type[Target]], type[Target]]:
 
 def load_plugins(plugins: Iterable[str]) -> None:
     """Import plugins that register extra targets: module names or paths to .py files.
+
+    Child side only: nebisect's own process describes plugins with
+    :func:`nebisect.sources.plugins.use_plugins` instead.
 
     A path works the same in the parent and in an isolated child whatever either's
     ``sys.path``; a file is imported once under a name derived from its content, so the

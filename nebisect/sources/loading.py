@@ -1,0 +1,85 @@
+"""Run a describe job in isolation; return its record, or say in one line what went wrong.
+
+Both sides live here so the contract stays in one place: the child returns a ``pass``
+verdict carrying ``metrics["record"]`` (a JSON dict), or an ``error`` verdict flagged
+``user_error`` whose message is already the sentence to show. Anything else the
+isolation engine reports — a crash, a timeout, an exit without a result — is phrased
+here for the user, and never passes silently: a factory that calls ``sys.exit(0)``
+must not turn into a green CI for a model that was never tested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nebisect.case import NebisectError
+from nebisect.isolate import Isolator, Job, run_isolated
+from nebisect.verdict import Verdict, error_signature
+
+STAGE = "load"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """Who ran in the child and what it was for, as words for the error line."""
+
+    noun: str
+    purpose: str
+
+
+def describe_in_child(
+    function: str,
+    payload: dict[str, Any],
+    *,
+    label: str,
+    subject: Subject,
+    timeout: float,
+    preload: tuple[str, ...] = (),
+    isolator: Isolator | None = None,
+) -> dict[str, Any]:
+    """Run ``function(payload)`` at stage ``load``; its record, or NebisectError naming
+    ``label`` (the source or plugin as the user typed it)."""
+    job = Job(function=function, payload=payload, stage=STAGE, timeout=timeout,
+              preload=preload)
+    verdict = (isolator.run(job) if isolator is not None else run_isolated(job)).verdict
+    record = verdict.metrics.get("record") if verdict.status == "pass" else None
+    if isinstance(record, dict):
+        return record
+    raise NebisectError(f"{label}: {explain(verdict, subject, timeout)}")
+
+
+def explain(verdict: Verdict, subject: Subject, timeout: float) -> str:
+    """What happened to a describe child, as the rest of an error line."""
+    if verdict.metrics.get("user_error"):
+        return verdict.message
+    if verdict.status == "timeout":
+        return f"{subject.noun} did not finish within {timeout:g} s during {STAGE}"
+    if verdict.status == "crash":
+        signal = verdict.signature.removeprefix("crash:")
+        return f"{subject.noun} crashed with {signal} during {STAGE}"
+    if verdict.status == "oom":
+        return f"{subject.noun} ran out of memory during {STAGE}"
+    code = verdict.metrics.get("exit_code")
+    if isinstance(code, int):
+        return f"{subject.noun} exited with status {code} without {subject.purpose}"
+    return f"{subject.noun} failed during {STAGE}: {first_line(verdict.message)}"
+
+
+def record_verdict(build: Callable[[], dict[str, Any]]) -> Verdict:
+    """Child side: the record ``build`` returns, or its NebisectError as the rest of the
+    user's line (the parent puts the source's name, as the user typed it, in front)."""
+    try:
+        record = build()
+    except NebisectError as exc:
+        message = str(exc)
+        return Verdict("error", STAGE, error_signature(STAGE, message), message=message,
+                       metrics={"user_error": True})
+    return Verdict("pass", STAGE, metrics={"record": record})
+
+
+def first_line(message: str) -> str:
+    """The first non-blank line of an exception message (the rest is in the capture)."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    return lines[0] if lines else "(no message)"

@@ -1,0 +1,142 @@
+"""Plugins (``--plugin``): described in an isolated child, stood in for by records here.
+
+A plugin is a module name or a ``.py`` file that registers extra targets when imported.
+Importing it in nebisect's own process would let it crash, hang or ``sys.exit(0)`` the
+command; so :func:`use_plugins` imports each plugin in a child at stage ``load`` and
+gets back one :class:`PluginTarget` per target it registered — the attributes the
+parent consults (``base_spec`` for the spec grammar, ``preload`` for the fork template,
+``availability`` for "cannot run here", the description for ``targets``). The parent
+registers a :class:`DescribedTarget` stand-in under each name; the cases themselves
+import the real plugin in their own child (``nebisect.runner.evaluate_job``).
+
+Paths are made absolute here, once, so every child imports the same file whatever its
+working directory.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from nebisect.case import NebisectError, sha256_path
+from nebisect.isolate import Isolator
+from nebisect.sources.loading import Subject, describe_in_child, first_line, record_verdict
+from nebisect.targets import Prediction, Target, register_target, registered_targets
+
+SUBJECT = Subject("the plugin", "registering its targets")
+
+
+@dataclass
+class PluginTarget:
+    """One target a plugin registers, as the parent needs to know it."""
+
+    name: str
+    plugin: str
+    base_spec: str = ""
+    preload: tuple[str, ...] = ("numpy",)
+    availability: str = ""
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "preload": list(self.preload)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PluginTarget:
+        return cls(**{**data, "preload": tuple(str(m) for m in data.get("preload", ()))})
+
+
+class DescribedTarget(Target):
+    """Parent-side stand-in for a plugin target: its grammar and needs, no code."""
+
+    record: ClassVar[PluginTarget]
+
+    def availability(self) -> str | None:
+        return self.record.availability or None
+
+    def predict(
+        self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
+    ) -> Prediction:
+        raise NebisectError(f"target {self.name} (plugin {self.record.plugin}) runs only in "
+                            "an isolated child")
+
+
+def absolute_plugin(text: str) -> str:
+    """A ``.py`` plugin as an absolute path (it must exist); a module name unchanged."""
+    if not text.endswith(".py"):
+        return text
+    if not Path(text).is_file():
+        raise NebisectError(f"plugin {text}: no such file")
+    return os.path.abspath(text)
+
+
+def describe_plugin_job(payload: dict[str, Any]) -> Any:
+    """Child side: import the plugin; describe every target it registered."""
+
+    def build() -> dict[str, Any]:
+        from nebisect.targets import load_plugins, spec_of
+
+        plugin = payload["plugin"]
+        before = set(registered_targets())
+        try:
+            load_plugins([plugin])
+        except NebisectError:
+            raise
+        except Exception as exc:
+            raise NebisectError(f"importing it raised {type(exc).__name__}: "
+                                f"{first_line(str(exc))}") from None
+        added = {n: c for n, c in registered_targets().items() if n not in before}
+        records = []
+        for name, cls in sorted(added.items()):
+            target = cls(spec_of(name))
+            records.append(PluginTarget(
+                name, plugin, str(getattr(cls, "base_spec", "") or ""),
+                tuple(cls.preload), target.availability() or "",
+                (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
+            ).to_dict())
+        return {"targets": records}
+
+    return record_verdict(build)
+
+
+_described: dict[tuple[str, str], list[PluginTarget]] = {}
+_lock = threading.Lock()
+
+
+def use_plugins(plugins: Iterable[str], *, timeout: float,
+                isolator: Isolator | None = None) -> list[str]:
+    """Describe each plugin in a child (once per process and file content) and register
+    stand-ins for its targets here; returns the plugins as the children must name them
+    (absolute paths)."""
+    resolved = []
+    with _lock:
+        for text in plugins:
+            plugin = absolute_plugin(text)
+            resolved.append(plugin)
+            key = (plugin, sha256_path(plugin) if plugin.endswith(".py") else "")
+            if key not in _described:
+                record = describe_in_child(
+                    "nebisect.sources.plugins:describe_plugin_job",
+                    {"plugin": plugin}, label=f"plugin {text}",
+                    subject=SUBJECT, timeout=timeout, isolator=isolator,
+                )
+                _described[key] = [PluginTarget.from_dict(t) for t in record["targets"]]
+            _register(_described[key])
+    return resolved
+
+
+def _register(records: list[PluginTarget]) -> None:
+    known = registered_targets()
+    for record in records:
+        if record.name in known:
+            continue
+        stand_in = type(f"Described_{record.name}", (DescribedTarget,), {
+            "record": record, "base_spec": record.base_spec, "preload": record.preload,
+            "__doc__": record.description or f"target from plugin {record.plugin}",
+        })
+        register_target(record.name)(stand_in)

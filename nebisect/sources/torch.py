@@ -1,0 +1,113 @@
+"""Describe a torch source (``path/to/file.py:factory``) without running it here.
+
+The module body and the factory run in an isolated child (:func:`describe_job`); the
+parent receives a :class:`TorchDescription`: the inputs the converted package will
+declare and the dynamic dims. That is all ``run``, ``bisect`` and ``fix`` need before
+the conversion child takes over. ``forward`` is not called here: a forward that crashes
+is a finding of the cases that run it, not a source that cannot be loaded.
+
+The location is made absolute here, once: every later child (conversion, the eager
+reference) gets the same absolute path, so a factory or ``forward`` that changes the
+working directory cannot make the reference lose its own source.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from nebisect.case import NebisectError, sha256_path
+from nebisect.inputs import InputDescription
+from nebisect.isolate import Isolator
+from nebisect.sources.loading import Subject, describe_in_child, record_verdict
+
+#: The conversion job's preload: a run that describes and then converts a source forks
+#: both children from one warm template.
+PRELOAD = ("numpy", "torch", "coremltools")
+SUBJECT = Subject("the factory", "describing the model")
+
+Range = tuple[int, int]
+
+
+@dataclass
+class TorchDescription:
+    """What the parent knows of a torch source: a record, never the module itself."""
+
+    location: str
+    inputs: list[InputDescription]
+    dynamic_dims: dict[str, dict[int, Range]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "location": self.location,
+            "inputs": [d.to_dict() for d in self.inputs],
+            "dynamic_dims": {name: {str(axis): list(bounds) for axis, bounds in axes.items()}
+                             for name, axes in self.dynamic_dims.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TorchDescription:
+        return cls(
+            location=str(data["location"]),
+            inputs=[InputDescription.from_dict(d) for d in data["inputs"]],
+            dynamic_dims={str(name): {int(axis): (int(b[0]), int(b[1]))
+                                      for axis, b in axes.items()}
+                          for name, axes in data.get("dynamic_dims", {}).items()},
+        )
+
+
+def absolute_location(text: str) -> str:
+    """``rel/file.py:factory`` → ``/abs/rel/file.py:factory`` (checked, not resolved)."""
+    from nebisect.torchsource import parse_location
+
+    path, factory = parse_location(text)
+    if not path.is_file():
+        raise NebisectError(f"{path}: no such file")
+    return f"{os.path.abspath(path)}:{factory}"
+
+
+def describe_job(payload: dict[str, Any]) -> Any:
+    """Child side: import the source, call its factory, validate, return the record."""
+
+    def build() -> dict[str, Any]:
+        from nebisect.torchsource import load_torch_source
+
+        location = payload["source"]
+        try:
+            loaded = load_torch_source(location)
+        except NebisectError as exc:
+            raise NebisectError(_unprefixed(str(exc), location)) from None
+        return TorchDescription(payload["source"], loaded.descriptions(),
+                                loaded.dynamic_dims).to_dict()
+
+    return record_verdict(build)
+
+
+def _unprefixed(message: str, location: str) -> str:
+    """torchsource's messages start with the location or its file; the parent puts the
+    name the user typed there instead."""
+    for prefix in (location, location.rpartition(":")[0], repr(location)):
+        if message.startswith(f"{prefix}: "):
+            return message[len(prefix) + 2:]
+    return message
+
+
+_described: dict[tuple[str, str], TorchDescription] = {}
+_lock = threading.Lock()
+
+
+def describe_torch(text: str, *, timeout: float,
+                   isolator: Isolator | None = None) -> TorchDescription:
+    """Describe ``text`` in an isolated child (once per process and file content)."""
+    location = absolute_location(text)
+    key = (location, sha256_path(location.rpartition(":")[0]))
+    with _lock:
+        if key not in _described:
+            record = describe_in_child(
+                "nebisect.sources.torch:describe_job", {"source": location}, label=text,
+                subject=SUBJECT, timeout=timeout, preload=PRELOAD, isolator=isolator,
+            )
+            _described[key] = TorchDescription.from_dict(record)
+        return _described[key]

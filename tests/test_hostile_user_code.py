@@ -1,0 +1,199 @@
+"""Hostile user code: factories, plugins and builders that exit, crash, hang or chatter.
+
+Issue 11, items 1, 2, 3 and 15. User code runs only in isolated children: whatever it
+does, nebisect answers with one line and exit 2 (a source it cannot load), or with a
+verdict (a conversion or a reference that fails) — never a silent exit 0, never a
+traceback, never corrupted ``--json``, and nothing left behind.
+
+Each test fails on the base commit (d6b97ca), where the factory, the plugin and the
+builder ran in nebisect's own process: exit 0 with no output for ``sys.exit(0)`` /
+``os._exit(0)``, exit -11 for the segfault, a hang for the hang (killed here by the
+subprocess timeout), a traceback and exit 1 for the plugin, garbage before the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from leftovers import Sandbox
+
+HERE = Path(__file__).resolve().parent
+FACTORIES = HERE / "hostile_factories.py"
+PLUGIN_CRASH = HERE / "plugins_crash.py"
+MLPACKAGE = HERE.parent / "corpus" / "3089974af795d54a" / "model.mlpackage"
+
+
+class TorchSandbox(Sandbox):
+    """A sandbox whose runs keep torch's compile cache out of ``$TMPDIR``.
+
+    torch.export creates ``$TMPDIR/torchinductor_$USER``, torch's persistent cache,
+    shared across runs by design (not per-run debris, and not nebisect's to delete).
+    """
+
+    def env(self, **extra: str) -> dict[str, str]:
+        cache = self.root / "torchinductor-cache"
+        return super().env(TORCHINDUCTOR_CACHE_DIR=str(cache), **extra)
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    return TorchSandbox(tmp_path / "sandbox")
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    """The factories as the user's own ``model.py`` in a directory of its own."""
+    work = tmp_path / "work"
+    work.mkdir()
+    return Path(shutil.copy(FACTORIES, work / "model.py"))
+
+
+def _one_line_error(done: subprocess.CompletedProcess[str], *expected: str) -> str:
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("factory", ["exits_zero", "hard_exit_zero"])
+def test_factory_that_exits_zero_is_an_error_not_a_green_run(
+    factory: str, model: Path, sandbox: Sandbox
+) -> None:
+    done = sandbox.run("run", f"{model}:{factory}", "-t", "sim:fp32")
+    line = _one_line_error(done, f"nebisect: error: {model}:{factory}: ",
+                           "the factory exited with status 0 without describing the model")
+    assert done.stdout == ""
+    assert line
+    assert sandbox.leftovers() == []
+
+
+def test_factory_that_segfaults_is_one_line_and_nebisect_survives(
+    model: Path, sandbox: Sandbox
+) -> None:
+    done = sandbox.run("run", f"{model}:segfaults", "-t", "sim:fp32")
+    _one_line_error(done, f"{model}:segfaults: the factory crashed with SIGSEGV during load")
+    assert sandbox.leftovers() == []
+
+
+def test_factory_that_hangs_is_stopped_by_the_load_timeout(
+    model: Path, sandbox: Sandbox
+) -> None:
+    done = sandbox.run("run", f"{model}:hangs", "-t", "sim:fp32", "--timeout", "2",
+                       timeout=60)
+    _one_line_error(done, f"{model}:hangs: the factory did not finish within 2 s during load")
+    assert sandbox.leftovers() == []
+
+
+def test_factory_printing_to_fd1_does_not_corrupt_json(model: Path, sandbox: Sandbox) -> None:
+    done = sandbox.run("run", f"{model}:prints_to_stdout", "-t", "torch:cpu:fp32",
+                       "--lengths", "2", "--json")
+    payload = json.loads(done.stdout)  # nothing but the JSON document on stdout
+    assert "chatter" not in done.stdout and "more through" not in done.stdout
+    rows = {r["target"]: r["verdict"] for r in payload["rows"]}
+    assert rows["torch:cpu:fp32"]["status"] == "pass"
+    assert rows["sim:fp64"]["stage"] == "convert"  # lgamma: no converter, a verdict
+    assert done.returncode == 1
+    assert sandbox.leftovers() == []
+
+
+def test_plugin_that_raises_at_import_is_one_line(tmp_path: Path, sandbox: Sandbox) -> None:
+    plugin = tmp_path / "exploding_plugin.py"
+    plugin.write_text('raise RuntimeError("plugin exploded at import")\n')
+    done = sandbox.run("run", str(MLPACKAGE), "-t", "sim:fp32", "--plugin", str(plugin))
+    _one_line_error(done, f"nebisect: error: plugin {plugin}: importing it raised "
+                          "RuntimeError: plugin exploded at import")
+    assert sandbox.leftovers() == []
+
+
+def test_missing_plugin_is_one_line(tmp_path: Path, sandbox: Sandbox) -> None:
+    missing = tmp_path / "no_such_plugin.py"
+    done = sandbox.run("run", str(MLPACKAGE), "-t", "sim:fp32", "--plugin", str(missing))
+    _one_line_error(done, f"nebisect: error: plugin {missing}: no such file")
+    done = sandbox.run("run", str(MLPACKAGE), "-t", "sim:fp32", "--plugin", "no_such_plugin_mod")
+    _one_line_error(done, "nebisect: error: plugin no_such_plugin_mod: importing it raised "
+                          "ModuleNotFoundError: No module named 'no_such_plugin_mod'")
+    assert sandbox.leftovers() == []
+
+
+def test_plugin_that_exits_zero_is_one_line(tmp_path: Path, sandbox: Sandbox) -> None:
+    plugin = tmp_path / "quitting_plugin.py"
+    plugin.write_text("import os\nos._exit(0)\n")
+    done = sandbox.run("fuzz", "--op", "exp", "-t", "sim:fp16", "-n", "1",
+                       "--plugin", str(plugin))
+    _one_line_error(done, f"plugin {plugin}: the plugin exited with status 0 without "
+                          "registering its targets")
+    assert sandbox.leftovers() == []
+
+
+def test_lint_builder_that_exits_zero_is_one_line(tmp_path: Path, sandbox: Sandbox) -> None:
+    (tmp_path / "user_builder.py").write_text("import os\n\ndef build():\n    os._exit(0)\n")
+    done = sandbox.run("lint", "user_builder:build", cwd=tmp_path)
+    _one_line_error(done, "user_builder:build: the builder exited with status 0 without "
+                          "returning a program")
+    assert sandbox.leftovers() == []
+
+
+def test_relative_source_survives_a_factory_and_forward_that_chdir(
+    model: Path, sandbox: Sandbox
+) -> None:
+    """Item 3: the path is made absolute once; the torch row is judged against torch."""
+    done = sandbox.run("run", "model.py:wanders", "-t", "torch:cpu:fp32", "--lengths", "2",
+                       "--json", cwd=model.parent)
+    payload = json.loads(done.stdout)
+    rows = {r["target"]: r["verdict"] for r in payload["rows"]}
+    assert rows["torch:cpu:fp32"]["status"] == "pass", rows["torch:cpu:fp32"]["message"]
+    assert "no such file" not in json.dumps(payload)
+    assert payload["source"] == f"{model}:wanders"
+    assert sandbox.leftovers() == []
+
+
+def test_forward_that_hangs_while_traced_is_a_convert_timeout(
+    model: Path, sandbox: Sandbox
+) -> None:
+    """Item 2: --timeout reaches the conversion child (a fixed 900 s before)."""
+    done = sandbox.run("run", f"{model}:hangs_while_traced", "-t", "sim:fp32", "--lengths",
+                       "2", "--timeout", "5", "--json", timeout=90)
+    assert done.returncode == 1, done.stderr
+    payload = json.loads(done.stdout)
+    verdicts = [r["verdict"] for r in payload["rows"]]
+    assert {(v["status"], v["stage"]) for v in verdicts} == {("timeout", "convert")}
+    assert "within 5 s" in verdicts[0]["message"]
+    assert sandbox.leftovers() == []
+
+
+def test_crashing_reference_target_is_its_own_row(sandbox: Sandbox) -> None:
+    """Item 15: the targets are not blamed for the reference's SIGSEGV."""
+    done = sandbox.run("run", str(MLPACKAGE), "-t", "sim:fp32", "-t", "sim:fp16",
+                       "--reference", "sim:segv-in-predict", "--plugin", str(PLUGIN_CRASH),
+                       "--json")
+    assert done.returncode == 1, done.stderr
+    payload = json.loads(done.stdout)
+    rows = payload["rows"]
+    judged = {r["target"]: r for r in rows if r.get("role", "target") == "target"}
+    for target in ("sim:fp32", "sim:fp16"):
+        assert judged[target]["verdict"]["status"] == "skipped", judged[target]["verdict"]
+        assert "not judged" in judged[target]["verdict"]["message"]
+        assert judged[target]["attribution"] == ""
+    reference = [r for r in rows if r["role"] == "reference"]
+    assert [(r["target"], r["verdict"]["signature"]) for r in reference] == [
+        ("sim:segv-in-predict", "crash:SIGSEGV")]
+    assert payload["reference_failed"] is True
+    assert sandbox.leftovers() == []
+
+
+def test_crashing_torch_reference_is_its_own_row(model: Path, sandbox: Sandbox) -> None:
+    """Item 15, torch eager: fp32 runs, the fp64 reference segfaults."""
+    done = sandbox.run("run", f"{model}:reference_segfaults", "-t", "torch:cpu:fp32",
+                       "--lengths", "2")
+    assert done.returncode == 1, done.stderr
+    assert "reference torch:cpu:fp64 @ static: reference failed" in done.stdout
+    assert "crash:SIGSEGV" in done.stdout
+    assert "attribution precision" not in done.stdout
+    assert sandbox.leftovers() == []
