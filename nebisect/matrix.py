@@ -51,6 +51,8 @@ class RunReport:
     reference: str
     rows: list[Row] = field(default_factory=list)
     conversions: dict[str, Verdict] = field(default_factory=dict)
+    #: Why the run stopped before every cell was evaluated ("interrupted by SIGTERM").
+    interrupted: str = ""
 
     @property
     def failed(self) -> bool:
@@ -63,6 +65,7 @@ class RunReport:
             "failed": self.failed,
             "conversions": {k: v.to_dict() for k, v in self.conversions.items()},
             "rows": [r.to_dict() for r in self.rows],
+            **({"interrupted": self.interrupted} if self.interrupted else {}),
         }
 
 
@@ -82,7 +85,8 @@ class MatrixRunner:
     """Runs a source over targets × lengths with one isolator; conversion per precision.
 
     ``convert`` maps (source, precision, workdir) → (package path or None, verdict);
-    it runs in isolation (``nebisect.convert``) for torch sources.
+    it runs in isolation (``nebisect.convert``) for torch sources. ``report`` is the
+    report being filled: after an interruption, it holds the rows evaluated until then.
     """
 
     source: Source
@@ -97,13 +101,15 @@ class MatrixRunner:
     _packages: dict[str, Path | None] = field(default_factory=dict)
     _conversions: dict[str, Verdict] = field(default_factory=dict)
     _npz: dict[int, str] = field(default_factory=dict)
+    report: RunReport = field(init=False)
 
     def __post_init__(self) -> None:
         self.reference = self.reference or self.source.reference
+        self.report = RunReport(self.source.location, self.reference)
         load_plugins(self.plugins)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
-        report = RunReport(self.source.location, self.reference)
+        report = self.report = RunReport(self.source.location, self.reference)
         for length, npz in self._inputs(lengths, inputs_path):
             for target in self.targets:
                 self.progress(f"{target} at length {length}")
