@@ -4,9 +4,11 @@
 call, so concurrent case processes count correctly), creates ``$NEBISECT_TEST_READY``
 once ``$NEBISECT_TEST_READY_AFTER`` (default 1) calls have started, and then sleeps far
 longer than any test waits: a test sends its signal when the ready file exists.
+With ``$NEBISECT_TEST_AFTER`` set, it first waits for that file: ``sim:quick`` (plain
+sim:fp16) creates it once its own prediction is made, so a test knows that case is done.
 ``sim:crash-then-slow`` segfaults on its first ``$NEBISECT_TEST_CRASHES`` calls (a
 finding for the fuzzer, re-confirmed in a fresh process) and behaves like ``sim:slow``
-after that. Both fall back to sim:fp16's arithmetic, which they never reach.
+after that.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ def _count_call() -> int:
 
 
 def _ready_then_sleep(calls: int) -> None:
+    after = os.environ.get("NEBISECT_TEST_AFTER")
+    while after and not Path(after).exists():
+        time.sleep(0.01)
     if calls >= int(os.environ.get("NEBISECT_TEST_READY_AFTER", "1")):
         ready = Path(os.environ["NEBISECT_TEST_READY"])
         staging = ready.with_name(f".{ready.name}.{os.getpid()}")
@@ -55,6 +60,20 @@ class SlowTarget(SimFP16):
     ) -> Prediction:
         _ready_then_sleep(_count_call())
         raise AssertionError("unreachable: the sleep outlasts every test")
+
+
+@register_target("sim:quick")
+class QuickTarget(SimFP16):
+    """Test target: sim:fp16, announcing each prediction made in ``$NEBISECT_TEST_AFTER``."""
+
+    base_spec = "sim:fp16"
+
+    def predict(
+        self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
+    ) -> Prediction:
+        prediction = super().predict(model, inputs, intermediates=intermediates)
+        Path(os.environ["NEBISECT_TEST_AFTER"]).touch()
+        return prediction
 
 
 @register_target("sim:crash-then-slow")
