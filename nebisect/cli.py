@@ -2,7 +2,8 @@
 
 Each module in ``nebisect/commands`` defines ``register(app)`` and a sort key
 ``ORDER``; this file only discovers them and turns user errors into one line and
-exit code 2 (no traceback dumps).
+exit code 2 (no traceback dumps), and Ctrl-C, SIGTERM and SIGHUP into a clean stop
+(see :mod:`nebisect.interrupt`): one line, exit 128 + the signal number.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 
 import typer
 
-from nebisect import commands, quiet
+from nebisect import commands, interrupt, quiet
 from nebisect.case import NebisectError
 
 app = typer.Typer(
@@ -50,7 +51,24 @@ _register_commands()
 
 
 def main() -> None:
-    """Console-script entry: user errors → ``nebisect: error: …`` on stderr, exit 2."""
+    """Console-script entry: user errors → ``nebisect: error: …`` on stderr, exit 2;
+    an interruption → ``nebisect: interrupted …``, exit 130 (Ctrl-C), 143 (SIGTERM) or
+    129 (SIGHUP), after every cleanup ran and the partial results were written."""
+    interrupt.install()
+    try:
+        _run()
+    except BaseException:
+        # typer turns a KeyboardInterrupt into a silent exit 130, and whatever the
+        # unwinding raised after the signal is a consequence of it: which signal it was
+        # (and that there was one) is known only here.
+        stop = interrupt.received()
+        if stop is None:
+            raise
+        sys.stderr.write(f"nebisect: {interrupt.describe(stop)}; stopped and cleaned up\n")
+        sys.exit(stop.exit_code)
+
+
+def _run() -> None:
     try:
         app()
     except NebisectError as exc:
@@ -63,6 +81,3 @@ def main() -> None:
         where = f": {exc.filename}" if exc.filename else ""
         sys.stderr.write(f"nebisect: error: {exc.strerror or exc}{where}\n")
         sys.exit(2)
-    except KeyboardInterrupt:
-        sys.stderr.write("nebisect: interrupted\n")
-        sys.exit(130)

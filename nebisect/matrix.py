@@ -65,6 +65,8 @@ class RunReport:
     reference: str
     rows: list[Row] = field(default_factory=list)
     conversions: dict[str, Verdict] = field(default_factory=dict)
+    #: Why the run stopped before every cell was evaluated ("interrupted by SIGTERM").
+    interrupted: str = ""
 
     @property
     def failed(self) -> bool:
@@ -82,6 +84,7 @@ class RunReport:
             "reference_failed": self.reference_failed,
             "conversions": {k: v.to_dict() for k, v in self.conversions.items()},
             "rows": [r.to_dict() for r in self.rows],
+            **({"interrupted": self.interrupted} if self.interrupted else {}),
         }
 
 
@@ -108,7 +111,8 @@ class MatrixRunner:
     ``convert`` maps (source, precision, workdir, isolator, timeout=) → (package path or
     None, verdict); it runs in isolation (``nebisect.convert``) for torch sources.
     ``plugins`` are described in isolated children (never imported here) and named in
-    every case, whose child imports them.
+    every case, whose child imports them. ``report`` is the
+    report being filled: after an interruption, it holds the rows evaluated until then.
     """
 
     source: Source
@@ -123,14 +127,16 @@ class MatrixRunner:
     _packages: dict[str, Path | None] = field(default_factory=dict)
     _conversions: dict[str, Verdict] = field(default_factory=dict)
     _npz: dict[int, str] = field(default_factory=dict)
+    report: RunReport = field(init=False)
 
     def __post_init__(self) -> None:
         self.reference = self.reference or self.source.reference
+        self.report = RunReport(self.source.location, self.reference)
         self.plugins = use_plugins(self.plugins, timeout=self.timeouts.load,
                                    isolator=self.isolator)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
-        report = RunReport(self.source.location, self.reference)
+        report = self.report = RunReport(self.source.location, self.reference)
         for length, npz in self._inputs(lengths, inputs_path):
             rows = []
             for target in self.targets:

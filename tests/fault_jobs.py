@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,29 @@ def importable(payload: dict[str, Any]) -> Verdict:
     except ImportError as exc:
         return Verdict("error", "predict", "error:predict:import-blocked", message=str(exc))
     return Verdict("pass")
+
+
+def _setsid_sleeper(pid_file: str) -> None:
+    """Fork a grandchild that leaves the case's session and process group, then sleeps."""
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        staging = Path(f"{pid_file}.tmp")
+        staging.write_text(str(os.getpid()))
+        staging.replace(pid_file)
+        time.sleep(600)
+        os._exit(0)
+    while not Path(pid_file).exists():
+        time.sleep(0.01)
+
+
+def setsid_grandchild(payload: dict[str, Any]) -> Verdict:
+    """A case that finishes normally, leaving a grandchild the group kill cannot reach."""
+    _setsid_sleeper(payload["pid_file"])
+    return Verdict("pass")
+
+
+def setsid_grandchild_then_crash(payload: dict[str, Any]) -> Verdict:
+    """The same grandchild, then a segfault: the case process can clean up nothing."""
+    _setsid_sleeper(payload["pid_file"])
+    return segfault(payload)

@@ -80,10 +80,12 @@ def _print_summary(console: Console, results: list[CampaignResult], options: Fuz
             console.print(f"[yellow]{result.subject}: skipped[/] — {result.skipped}")
             continue
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
+        stopped = " [yellow](interrupted before its budget was spent)[/]" if (
+            result.interrupted) else ""
         console.print(
             f"{result.subject}: {result.generated} cases generated, {result.evaluations} "
             f"evaluated ({statuses}) in {result.elapsed:.1f}s — "
-            f"{len(result.findings)} finding(s)"
+            f"{len(result.findings)} finding(s){stopped}"
         )
     table_rows = reporting.rows(results)
     if not table_rows:
@@ -182,10 +184,10 @@ def fuzz(
     from nebisect.fuzz.session import (
         FUZZ_TIMEOUTS,
         FuzzOptions,
+        Session,
         check_target,
         default_target,
         resolve_ops,
-        run_session,
     )
     from nebisect.outputs import output_directory
 
@@ -207,21 +209,35 @@ def fuzz(
         output_directory(report, "--report")
     console = Console(stderr=as_json)
     display = _Display(console, budget * len(ops))
-    with display.bar:
-        results = run_session(names, options, display)
+    session = Session(names, options)
+    try:
+        with display.bar:
+            session.run(display)
+    except KeyboardInterrupt:
+        # Ctrl-C, SIGTERM, SIGHUP: keep and report what was found until then.
+        _emit(session.results(), options, console, store, report, as_json)
+        raise
+    results = session.results()
+    _emit(results, options, console, store, report, as_json)
+    raise typer.Exit(1 if any(result.findings for result in results) else 0)
+
+
+def _emit(results: list[CampaignResult], options: FuzzOptions, console: Console,
+          store: Corpus | None, report: Path | None, as_json: bool) -> None:
+    """Store the findings, write the report, print the results (also of a stopped run)."""
     if store is not None:
         _store(results, options, store)
     if report is not None:
         from nebisect.fuzz.reporting import payload
         from nebisect.report import write_report
 
-        files = write_report(report, "fuzz", payload(results, options.target, seed, budget))
+        files = write_report(report, "fuzz", payload(results, options.target, options.seed,
+                                                     options.budget))
         console.print(f"report: {files.html}")
     if as_json:
         typer.echo(json.dumps(_json(results, options), indent=2))
-    else:
-        _print_summary(console, results, options, stored=corpus is not None)
-    raise typer.Exit(1 if any(result.findings for result in results) else 0)
+        return
+    _print_summary(console, results, options, stored=store is not None)
 
 
 def _json(results: list[CampaignResult], options: FuzzOptions) -> dict[str, Any]:

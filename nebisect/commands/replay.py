@@ -52,8 +52,9 @@ def replay(
     Cases for targets unavailable here are skipped with the reason.
     """
     from nebisect.corpus import Corpus
-    from nebisect.corpus.replay import DAMAGED_SIGNATURE, record_updates
+    from nebisect.corpus.replay import record_updates, summarize
     from nebisect.corpus.replay import replay as replay_cases
+    from nebisect.interrupt import describe
     from nebisect.outputs import output_file
 
     timeouts = Timeouts.parse(timeout)
@@ -62,18 +63,39 @@ def replay(
         output_file(junit, "--junit")
     scan = corpus.scan()
     console = Console(stderr=True)
-    with console.status(f"replaying {len(scan.cases)} case(s)") as status:
-        done = []
+    done: list[ReplayResult] = []
+    try:
+        with console.status(f"replaying {len(scan.cases)} case(s)") as status:
 
-        def progress(result: object) -> None:
-            done.append(result)
-            status.update(f"replayed {len(done)}/{len(scan.cases)}")
+            def progress(result: ReplayResult) -> None:
+                done.append(result)
+                status.update(f"replayed {len(done)}/{len(scan.cases)}")
 
-        summary = replay_cases(scan.cases, targets=target or (), jobs=jobs, timeouts=timeouts,
-                               on_result=progress)
+            summary = replay_cases(scan.cases, targets=target or (), jobs=jobs,
+                                   timeouts=timeouts, on_result=progress)
+    except KeyboardInterrupt as stop:
+        # Ctrl-C, SIGTERM, SIGHUP: the cases done so far, the rest marked not run.
+        stopped = summarize(scan.cases, list(done), target or (), describe(stop))
+        _emit(stopped, scan.problems, [], junit, as_json)
+        raise
     updated = record_updates(corpus, summary) if update else []
     damaged = [p for p in scan.problems if p.damaged]
+    _emit(summary, scan.problems, updated, junit, as_json)
+    regressions = [] if update else summary.regressions
+    empty = not summary.replayed and not allow_empty
+    if empty:
+        Console(stderr=True).print(
+            f"nebisect: no case was replayed ({len(summary.results)} case(s) in {root}, "
+            "all skipped or filtered out); exit 1 (--allow-empty accepts that)", highlight=False)
+    raise typer.Exit(1 if regressions or damaged or empty else 0)
+
+
+def _emit(summary: ReplaySummary, problems: Sequence[Problem], updated: Sequence[ReplayResult],
+          junit: Path | None, as_json: bool) -> None:
+    """The JUnit file and the JSON or table (also of a replay that was stopped)."""
+    damaged = [p for p in problems if p.damaged]
     if junit:
+        from nebisect.corpus.replay import DAMAGED_SIGNATURE
         from nebisect.report.junit import write_junit
         from nebisect.verdict import Verdict
 
@@ -85,18 +107,11 @@ def replay(
         typer.echo(json.dumps({
             "results": [r.to_dict() for r in summary.results],
             "problems": [{"path": str(p.path), "reason": p.reason, "damaged": p.damaged}
-                         for p in scan.problems],
+                         for p in problems],
             "updated": [r.case_id for r in updated],
         }, indent=2, default=str))
     else:
-        _print(summary, scan.problems, updated)
-    regressions = [] if update else summary.regressions
-    empty = not summary.replayed and not allow_empty
-    if empty:
-        Console(stderr=True).print(
-            f"nebisect: no case was replayed ({len(summary.results)} case(s) in {root}, "
-            "all skipped or filtered out); exit 1 (--allow-empty accepts that)", highlight=False)
-    raise typer.Exit(1 if regressions or damaged or empty else 0)
+        _print(summary, problems, updated)
 
 
 def _print(

@@ -121,16 +121,30 @@ def run(
                 convert=_converter(converter_overrides), plugins=plugins,
                 progress=lambda msg: status.update(msg),
             )
-            result = runner.run(_lengths(lengths), str(inputs) if inputs else "")
-        if report:
-            from nebisect.report import write_run_report
+            try:
+                result = runner.run(_lengths(lengths), str(inputs) if inputs else "")
+            except KeyboardInterrupt as stop:
+                # Ctrl-C, SIGTERM, SIGHUP: the rows evaluated so far, marked as such.
+                from nebisect.interrupt import describe
 
-            write_run_report(report, result)
+                status.stop()
+                runner.report.interrupted = describe(stop)
+                _emit(runner.report, report, as_json)
+                raise
+        _emit(result, report, as_json)
+    raise typer.Exit(1 if result.failed else 0)
+
+
+def _emit(result: RunReport, report: Path | None, as_json: bool) -> None:
+    """The --report files and the JSON or table (also of a run that was stopped)."""
+    if report:
+        from nebisect.report import write_run_report
+
+        write_run_report(report, result)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
     else:
         _print(result)
-    raise typer.Exit(1 if result.failed else 0)
 
 
 def _converter(overrides: bool) -> Callable[..., Any]:
@@ -182,7 +196,9 @@ def _print(result: RunReport) -> None:
             f"attribution [bold]{attribution}[/]: {signature}",
             highlight=False, soft_wrap=True,
         )
-    if not result.failed:
+    if result.interrupted:
+        console.print(f"[yellow]{result.interrupted}: only the rows above were evaluated[/]")
+    elif not result.failed:
         console.print("[green]all targets agree with the reference[/]")
 
 

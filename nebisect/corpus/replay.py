@@ -18,20 +18,19 @@ at that moment is a regression with the reason, never run.
 Torch cases are converted first (in isolation, at the target's precision) and then
 evaluated against torch fp64; ``.mlpackage`` cases go straight to
 :func:`nebisect.runner.evaluate`. ``jobs`` > 1 runs cases on that many threads, each
-owning its own :class:`~nebisect.isolate.Isolator` (isolators are not thread-safe).
+owning its own :class:`~nebisect.isolate.Isolator` (isolators are not thread-safe);
+an interruption cancels the cases in flight at once
+(:func:`~nebisect.isolation.pool.map_isolated`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import tempfile
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from nebisect.case import Case, NebisectError
 from nebisect.corpus.record import CorruptCaseError, Expected
@@ -39,6 +38,7 @@ from nebisect.corpus.store import Corpus, CorpusCase
 from nebisect.fixes.apply import FixedSource, fix_source
 from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
+from nebisect.isolation.pool import map_isolated
 from nebisect.runner import evaluate
 from nebisect.targets import get_target, spec_of
 from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
@@ -46,9 +46,6 @@ from nebisect.verdict import Verdict
 
 OUTCOMES = ("ok", "regression", "improved", "skipped")
 DAMAGED_SIGNATURE = "error:load:damaged corpus case"
-
-Item = TypeVar("Item")
-Result = TypeVar("Result")
 
 
 @dataclass
@@ -218,25 +215,42 @@ def replay(
     on_result: Callable[[ReplayResult], None] | None = None,
 ) -> ReplaySummary:
     """Replay ``cases`` (in corpus order in the summary, whatever order they finish)."""
-    summary = ReplaySummary()
     chosen = [c for c in cases if selected(c, targets)]
+    with tempfile.TemporaryDirectory(prefix="nebisect-replay-") as scratch:
 
-    def work(case: CorpusCase, isolator: Isolator, workdir: Path) -> ReplayResult:
-        result = replay_case(case, isolator, workdir / case.case_id, timeouts)
-        if on_result is not None:
-            on_result(result)
-        return result
+        def work(case: CorpusCase, isolator: Isolator) -> ReplayResult:
+            result = replay_case(case, isolator, Path(scratch, case.case_id), timeouts)
+            if on_result is not None:
+                on_result(result)
+            return result
 
-    finished = {r.case_id: r for r in map_isolated(chosen, work, jobs)}
+        finished = map_isolated(chosen, work, jobs)
+    return summarize(cases, finished, targets)
+
+
+def summarize(
+    cases: Sequence[CorpusCase],
+    finished: Sequence[ReplayResult],
+    targets: Sequence[str] = (),
+    stopped: str = "",
+) -> ReplaySummary:
+    """Every case's result in corpus order; a case without one is ``skipped`` — its
+    target was not selected, or the replay was ``stopped`` (e.g. "interrupted by
+    SIGTERM") before it ran."""
+    summary = ReplaySummary()
+    by_id = {r.case_id: r for r in finished}
     for case in cases:
-        if case.case_id in finished:
-            summary.results.append(finished[case.case_id])
-        else:
-            skipped = Verdict("skipped", case.record.stage, target=case.record.target,
-                              message=f"target {case.record.target} not selected by --target")
-            result = _result(case, skipped, "skipped", skipped.message)
-            result.selected = False
-            summary.results.append(result)
+        if case.case_id in by_id:
+            summary.results.append(by_id[case.case_id])
+            continue
+        chosen = selected(case, targets)
+        reason = (f"not run: {stopped}" if chosen
+                  else f"target {case.record.target} not selected by --target")
+        skipped = Verdict("skipped", case.record.stage, target=case.record.target,
+                          message=reason)
+        result = _result(case, skipped, "skipped", reason)
+        result.selected = chosen
+        summary.results.append(result)
     return summary
 
 
@@ -252,53 +266,3 @@ def record_updates(corpus: Corpus, summary: ReplaySummary) -> list[ReplayResult]
             corpus.update_expected(corpus.find(result.case_id), expected)
             updated.append(result)
     return updated
-
-
-def map_isolated(
-    items: Sequence[Item],
-    work: Callable[[Item, Isolator, Path], Result],
-    jobs: int,
-) -> list[Result]:
-    """``work(item, isolator, workdir)`` for every item on ``jobs`` threads, in item order.
-
-    Each thread owns one isolator (fork templates stay warm across its cases); all are
-    closed and the scratch directory removed at the end, also on Ctrl-C.
-    """
-    if jobs < 1:
-        raise NebisectError(f"--jobs must be at least 1 (got {jobs})")
-    with tempfile.TemporaryDirectory(prefix="nebisect-replay-") as scratch, _isolators() as get:
-        root = Path(scratch)
-        if jobs == 1 or len(items) <= 1:
-            return [work(item, get(), root) for item in items]
-        def run_one(item: Item) -> Result:
-            return work(item, get(), root)
-
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(run_one, item) for item in items]
-            try:
-                return [future.result() for future in futures]
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
-
-
-@contextlib.contextmanager
-def _isolators() -> Iterator[Callable[[], Isolator]]:
-    local = threading.local()
-    made: list[Isolator] = []
-    lock = threading.Lock()
-
-    def get() -> Isolator:
-        isolator = getattr(local, "isolator", None)
-        if isolator is None:
-            isolator = local.isolator = Isolator()
-            with lock:
-                made.append(isolator)
-        return isolator
-
-    try:
-        yield get
-    finally:
-        for isolator in made:
-            isolator.close()

@@ -17,16 +17,18 @@ broken and reported (``broken_promises``).
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.corpus.replay import map_isolated, on_package, run_case
+from nebisect.corpus.replay import on_package, run_case
 from nebisect.corpus.store import CorpusCase
 from nebisect.fixes import registered_fixes
 from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
+from nebisect.isolation.pool import map_isolated
 from nebisect.runner import REQUIRED_DEVICES, evaluate
 from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.verdict import Verdict
@@ -88,14 +90,15 @@ def verify(
 ) -> VerifyReport:
     """Verify ``fixes`` against every case; results in corpus order."""
     names = [f.name for f in fixes]
+    with tempfile.TemporaryDirectory(prefix="nebisect-verify-") as scratch:
 
-    def work(case: CorpusCase, isolator: Isolator, workdir: Path) -> CaseVerification:
-        result = verify_case(case, fixes, isolator, workdir / case.case_id, timeouts)
-        if on_case is not None:
-            on_case(result)
-        return result
+        def work(case: CorpusCase, isolator: Isolator) -> CaseVerification:
+            result = verify_case(case, fixes, isolator, Path(scratch, case.case_id), timeouts)
+            if on_case is not None:
+                on_case(result)
+            return result
 
-    return VerifyReport(names, map_isolated(list(cases), work, jobs))
+        return VerifyReport(names, map_isolated(list(cases), work, jobs))
 
 
 def verify_case(

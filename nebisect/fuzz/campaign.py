@@ -156,6 +156,9 @@ class CampaignResult:
     findings: list[Finding] = field(default_factory=list)
     elapsed: float = 0.0
     skipped: str = ""
+    #: The campaign was stopped (Ctrl-C, SIGTERM, a failing sibling) before its budget
+    #: was spent: its findings are those found until then.
+    interrupted: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         body = asdict(self)
@@ -233,7 +236,27 @@ class Campaign:
         self._start = 0.0
 
     def run(self) -> CampaignResult:
+        """The campaign's result; ``self.result`` holds what was found so far meanwhile,
+        and, if the run is interrupted, the findings until then (``interrupted`` set)."""
         self._start = time.perf_counter()
+        try:
+            self._explore()
+            self._collect()
+            if self.config.cliff:
+                self._phase = "cliff"
+                for finding in self.result.findings:
+                    if finding.signature in CLIFF_SIGNATURES:
+                        finding.cliff = self._localize(finding)
+                        self._report()
+        except BaseException:
+            self.result.interrupted = True
+            self._collect()
+            raise
+        finally:
+            self.result.elapsed = time.perf_counter() - self._start
+        return self.result
+
+    def _explore(self) -> None:
         remaining = self.config.budget
         while remaining > 0 and self.result.runs < _MAX_RUNS:
             run = self._hypothesis_run(self.result.runs, remaining)
@@ -241,17 +264,11 @@ class Campaign:
             remaining -= run.generated
             if run.target is None and not run.generated:
                 break  # Hypothesis has nothing new to generate
+
+    def _collect(self) -> None:
         self.result.findings = list(self._found.values())
         for finding in self.result.findings:
             finding.hits = self._hits[finding.key]
-        if self.config.cliff:
-            self._phase = "cliff"
-            for finding in self.result.findings:
-                if finding.signature in CLIFF_SIGNATURES:
-                    finding.cliff = self._localize(finding)
-                    self._report()
-        self.result.elapsed = time.perf_counter() - self._start
-        return self.result
 
     def _evaluate(self, case: dict[str, Any]) -> Evaluation:
         key = canonical(case)

@@ -2,18 +2,16 @@
 
 It turns op names into :class:`~nebisect.fuzz.subject.OpSubject` campaigns, spreads
 them over ``jobs`` worker threads (each with its own isolator — the parent only waits on
-child processes, so threads are enough), merges the results in a fixed order and writes
-every finding to the corpus. With more workers than ops, one op's budget is split into
-shards with derived seeds; the merge keeps the first shard's finding per key, so a
-given (seed, jobs) always gives the same findings.
+child processes, so threads are enough — in the pool that ``replay`` uses too), merges
+the results in a fixed order and writes every finding to the corpus. With more workers
+than ops, one op's budget is split into shards with derived seeds; the merge keeps the
+first shard's finding per key, so a given (seed, jobs) always gives the same findings.
 """
 
 from __future__ import annotations
 
 import functools
-import queue
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +22,7 @@ from nebisect.fuzz.execute import Executor
 from nebisect.fuzz.ops import OpSpec, get_op, registered_ops
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
+from nebisect.isolation.pool import map_isolated
 from nebisect.sources.plugins import absolute_plugin, use_plugins
 from nebisect.targets import get_target, spec_of
 from nebisect.timeouts import Timeouts
@@ -117,103 +116,92 @@ def _units(specs: list[OpSpec], options: FuzzOptions) -> list[_Unit]:
     return units
 
 
+class Session:
+    """One fuzz session: its ops, their campaigns, and what they found so far.
+
+    :meth:`run` fuzzes; :meth:`results` is the merged result per op at any time — all of
+    it once :meth:`run` returned; after an interruption, the finished campaigns plus
+    what the stopped ones had found (``interrupted`` set), which is what a cancelled CI
+    job still wants stored and reported.
+    """
+
+    def __init__(self, names: list[str], options: FuzzOptions) -> None:
+        check_target(options)
+        self.options = options
+        self.specs = resolve_ops(names)
+        self.skipped = {s.name: unsupported(s, options.reference) for s in self.specs}
+        self.units = _units([s for s in self.specs if not self.skipped[s.name]], options)
+        self._campaigns: dict[int, CampaignResult] = {}
+
+    def run(
+        self,
+        on_progress: Callable[[int, Progress], None] | None = None,
+        isolator: Isolator | None = None,
+    ) -> list[CampaignResult]:
+        """Fuzz each op; one merged :class:`CampaignResult` per op, in the order given.
+
+        ``on_progress(unit, progress)`` is called from worker threads; ``unit`` numbers
+        the campaigns (one per op and shard) so a display can sum them. An ``isolator``
+        given by the caller (warm, reused across sessions) serves a single-job session
+        in this thread; otherwise campaigns run on ``jobs`` threads of a
+        :func:`~nebisect.isolation.pool.map_isolated` pool (its isolators are
+        cancelled at once on an interruption).
+        """
+
+        def work(unit: _Unit, own: Isolator) -> None:
+            self._run_unit(unit, own, on_progress)
+
+        if isolator is not None and (self.options.jobs == 1 or len(self.units) <= 1):
+            for unit in self.units:
+                work(unit, isolator)
+        else:
+            map_isolated(self.units, work, self.options.jobs, mode=self.options.isolation)
+        return self.results()
+
+    def results(self) -> list[CampaignResult]:
+        options, results = self.options, []
+        for spec in self.specs:
+            if self.skipped[spec.name]:
+                results.append(CampaignResult(spec.name, options.seed, 0,
+                                              skipped=self.skipped[spec.name]))
+                continue
+            units = [u for u in self.units if u.spec.name == spec.name]
+            parts = [self._campaigns[u.index] for u in units if u.index in self._campaigns]
+            merged = merge(parts or [CampaignResult(spec.name, options.seed, 0)],
+                           options.seed, options.budget)
+            merged.interrupted = merged.interrupted or len(parts) < len(units)
+            results.append(merged)
+        return results
+
+    def _run_unit(
+        self,
+        unit: _Unit,
+        isolator: Isolator,
+        on_progress: Callable[[int, Progress], None] | None,
+    ) -> None:
+        options = self.options
+        subject = OpSubject(unit.spec, dtype_for(options.target), options.wrap)
+        executor = Executor(subject, options.target, isolator, reference=options.reference,
+                            plugins=options.plugins, timeout=options.timeouts.predict)
+        config = CampaignConfig(budget=unit.budget, seed=unit.seed,
+                                shrink_budget=options.shrink_budget, cliff=options.cliff)
+        report = functools.partial(on_progress, unit.index) if on_progress else None
+        campaign = Campaign(subject, executor, config, report)
+        self._campaigns[unit.index] = campaign.result
+        try:
+            campaign.run()
+        finally:
+            executor.close()
+
+
 def run_session(
     names: list[str],
     options: FuzzOptions,
     on_progress: Callable[[int, Progress], None] | None = None,
     isolator: Isolator | None = None,
 ) -> list[CampaignResult]:
-    """Fuzz each op; one merged :class:`CampaignResult` per op, in the order given.
-
-    ``on_progress(unit, progress)`` is called from worker threads; ``unit`` numbers the
-    campaigns (one per op and shard) so a display can sum them. An ``isolator`` given by
-    the caller (warm, reused across sessions) serves a single-job session.
-
-    One job runs in the calling thread. More run on worker threads that each start
-    their own isolator: isolation helpers die with the thread that started them (the
-    parent-death signal is per thread), so an isolator must stay with its thread.
-    """
-    check_target(options)
-    specs = resolve_ops(names)
-    skipped = {s.name: unsupported(s, options.reference) for s in specs}
-    runnable = [s for s in specs if not skipped[s.name]]
-    units = _units(runnable, options)
-    if options.jobs == 1 or len(units) <= 1:
-        outcomes = _run_here(units, options, on_progress, isolator)
-    else:
-        outcomes = _run_threads(units, options, on_progress)
-    results = []
-    for spec in specs:
-        if skipped[spec.name]:
-            results.append(CampaignResult(spec.name, options.seed, 0, skipped=skipped[spec.name]))
-        else:
-            parts = [outcomes[u.index] for u in units if u.spec.name == spec.name]
-            results.append(merge(parts, options.seed, options.budget))
-    return results
-
-
-def _run_here(
-    units: list[_Unit],
-    options: FuzzOptions,
-    on_progress: Callable[[int, Progress], None] | None,
-    isolator: Isolator | None,
-) -> dict[int, CampaignResult]:
-    if isolator is not None:
-        return {u.index: _run_unit(u, options, isolator, on_progress) for u in units}
-    with Isolator(options.isolation) as own:
-        return {u.index: _run_unit(u, options, own, on_progress) for u in units}
-
-
-def _run_threads(
-    units: list[_Unit],
-    options: FuzzOptions,
-    on_progress: Callable[[int, Progress], None] | None,
-) -> dict[int, CampaignResult]:
-    outcomes: dict[int, CampaignResult] = {}
-    errors: list[BaseException] = []
-    todo: queue.SimpleQueue[_Unit] = queue.SimpleQueue()
-    for unit in units:
-        todo.put(unit)
-
-    def worker() -> None:
-        with Isolator(options.isolation) as own:
-            while not errors:
-                try:
-                    unit = todo.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    outcomes[unit.index] = _run_unit(unit, options, own, on_progress)
-                except BaseException as exc:
-                    errors.append(exc)
-
-    threads = [threading.Thread(target=worker, daemon=True)
-               for _ in range(min(options.jobs, len(units)))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return outcomes
-
-
-def _run_unit(
-    unit: _Unit,
-    options: FuzzOptions,
-    isolator: Isolator,
-    on_progress: Callable[[int, Progress], None] | None,
-) -> CampaignResult:
-    subject = OpSubject(unit.spec, dtype_for(options.target), options.wrap)
-    executor = Executor(subject, options.target, isolator, reference=options.reference,
-                        plugins=options.plugins, timeout=options.timeouts.predict)
-    config = CampaignConfig(budget=unit.budget, seed=unit.seed,
-                            shrink_budget=options.shrink_budget, cliff=options.cliff)
-    try:
-        report = functools.partial(on_progress, unit.index) if on_progress else None
-        return Campaign(subject, executor, config, report).run()
-    finally:
-        executor.close()
+    """Fuzz each op (see :meth:`Session.run`)."""
+    return Session(names, options).run(on_progress, isolator)
 
 
 def merge(parts: list[CampaignResult], seed: int, budget: int) -> CampaignResult:
@@ -221,6 +209,7 @@ def merge(parts: list[CampaignResult], seed: int, budget: int) -> CampaignResult
     merged = CampaignResult(parts[0].subject, seed, budget)
     seen: dict[tuple[str, str], Any] = {}
     for part in parts:
+        merged.interrupted = merged.interrupted or part.interrupted
         merged.generated += part.generated
         merged.evaluations += part.evaluations
         merged.runs += part.runs

@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -155,6 +156,7 @@ def execute(request: dict[str, Any], case_dir: Path) -> None:
     job = Job.from_dict(request["job"])
     sys.path[:] = request["sys_path"]
     bind_stage_file(case_dir / CaseFiles.STAGE, job.stage)
+    private_temp(case_dir / CaseFiles.TEMP)
     started = time.perf_counter()
     try:
         function = _resolve(job.function)
@@ -168,6 +170,20 @@ def execute(request: dict[str, Any], case_dir: Path) -> None:
         write_result(case_dir, verdict, arrays)
     except (TypeError, ValueError) as exc:
         write_result(case_dir, exception_verdict(exc), {})
+
+
+def private_temp(path: Path) -> None:
+    """Send everything the job writes "to temp" into its case directory.
+
+    A case process ends with ``os._exit`` (or a crash), so no library gets to clean up
+    its temp files — coremltools leaves two to six ``tmp*.mlpackage`` directories per
+    conversion. The case directory is removed by the parent whatever happens. Both
+    Python's cached ``tempfile.tempdir`` (a fork template may have filled it in before
+    forking) and ``TMPDIR`` (for the job's own subprocesses) point there.
+    """
+    path.mkdir(exist_ok=True)
+    tempfile.tempdir = str(path)
+    os.environ["TMPDIR"] = str(path)
 
 
 def exception_verdict(exc: BaseException) -> Verdict:

@@ -4,7 +4,8 @@ The template does the supervising (timeout, stderr capture, reaping) because onl
 process's parent can reap it; this side sends the request and waits for the report,
 with a safety margin in case the template itself hangs. An interrupted wait needs no
 handling here: the isolator then closes every backend, and a template whose request
-pipe closes kills and reaps its running case before it exits.
+pipe closes kills and reaps its running case before it exits. A wait cancelled from
+another thread (the isolator's cancel token) raises out of here the same way.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.case import NebisectError
+from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit
 from nebisect.isolation.helper import Helper
 from nebisect.isolation.job import Job
@@ -32,8 +34,9 @@ REPORT_GRACE = 10.0
 class ForkBackend:
     mode = "fork"
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, cancel: CancelToken) -> None:
         self._workspace = workspace
+        self._cancel = cancel
         self._templates: dict[tuple[str, ...], Helper] = {}
         self._started = itertools.count(1)
 
@@ -61,7 +64,8 @@ class ForkBackend:
             return template
         log = self._workspace.root / f"template-{next(self._started)}.log"
         with log.open("ab") as stderr:
-            template = Helper("nebisect.isolation.template", CORE_PRELOAD + key, stderr)
+            template = Helper("nebisect.isolation.template", CORE_PRELOAD + key, stderr,
+                              self._cancel)
         ready = False
         try:
             ready = template.await_ready()

@@ -1,4 +1,8 @@
-"""Parent-side handle on a long-lived helper process (fork template or persistent worker)."""
+"""Parent-side handle on a long-lived helper process (fork template or persistent worker).
+
+Every wait for a helper's message also wakes on the isolator's
+:class:`~nebisect.isolation.cancel.CancelToken`, so another thread can stop it at once.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import sys
 import time
 from typing import IO, Any
 
+from nebisect.isolation import reaper
+from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.osproc import helper_command, helper_env, kill_group
 from nebisect.isolation.watch import LineReader
 
@@ -27,14 +33,19 @@ class Helper:
     caller drains).
     """
 
-    def __init__(self, module: str, preload: tuple[str, ...], stderr: int | IO[bytes]) -> None:
+    def __init__(self, module: str, preload: tuple[str, ...], stderr: int | IO[bytes],
+                 cancel: CancelToken) -> None:
         config = {"parent": os.getpid(), "sys_path": list(sys.path), "preload": list(preload)}
         self.module = module
-        self.process = subprocess.Popen(
-            helper_command(module, json.dumps(config)),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            start_new_session=True, close_fds=True, env=helper_env(), bufsize=0,
-        )
+        self._cancel = cancel
+        with reaper.started() as register:
+            self.process = subprocess.Popen(
+                helper_command(module, json.dumps(config)),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                start_new_session=True, close_fds=True,
+                env=reaper.marked_env(helper_env()), bufsize=0,
+            )
+            register(self.process.pid)
         assert self.process.stdin is not None and self.process.stdout is not None
         self._requests: IO[bytes] = self.process.stdin
         self.responses = LineReader(self.process.stdout.fileno())
@@ -52,8 +63,12 @@ class Helper:
         return True
 
     def receive(self, deadline: float | None) -> dict[str, Any] | None:
-        """The next message; None on timeout or when the helper has died."""
-        line = self.responses.readline(deadline)
+        """The next message; None on timeout or when the helper has died.
+
+        Raises :class:`~nebisect.isolation.cancel.Cancelled` when cancelled meanwhile.
+        """
+        line = self.responses.readline(deadline, (self._cancel.fd,))
+        self._cancel.check()
         return json.loads(line) if line else None
 
     def await_ready(self) -> bool:
@@ -63,7 +78,8 @@ class Helper:
     def stop(self, grace: float = 5.0) -> int:
         """Close the request pipe (the helper's cue to kill its case and exit), reap it.
 
-        A helper that does not exit within ``grace`` is killed with its process group.
+        A helper that does not exit within ``grace`` is killed with its process group;
+        whatever its cases left behind that it did not reap itself is reaped here.
         """
         with contextlib.suppress(OSError):
             self._requests.close()
@@ -74,4 +90,6 @@ class Helper:
             code = self.process.wait()
         if self.process.stdout is not None:
             self.process.stdout.close()
+        reaper.finished(self.pid)
+        reaper.reap_adopted()
         return code

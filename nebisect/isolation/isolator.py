@@ -8,6 +8,11 @@ re-confirmed in a fresh fork/spawn process, recorded as ``metrics["reconfirmed"]
 Whatever happens — a crash, a hang, Ctrl-C in the parent — the isolator leaves no
 process and no temporary directory behind: an interrupted ``run`` kills and reaps the
 case's process group, stops the helpers, removes its temp root, and re-raises.
+
+Signals reach the main thread only; an isolator working in another thread is stopped
+through its :class:`~nebisect.isolation.cancel.CancelToken` (shared by the isolators of
+a thread pool): cancelling wakes every wait at once, the running case is killed, the
+helpers stopped and :class:`~nebisect.isolation.cancel.Cancelled` raised.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from nebisect.case import NebisectError
+from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit, collect
 from nebisect.isolation.fork import ForkBackend
 from nebisect.isolation.job import Job, Outcome
@@ -46,12 +52,12 @@ def fresh_mode() -> str:
     return "spawn" if sys.platform == "darwin" else "fork"
 
 
-def _backend(mode: str, workspace: Workspace) -> Backend:
+def _backend(mode: str, workspace: Workspace, cancel: CancelToken) -> Backend:
     if mode == "fork":
-        return ForkBackend(workspace)
+        return ForkBackend(workspace, cancel)
     if mode == "spawn":
-        return SpawnBackend()
-    return PersistentBackend(workspace)
+        return SpawnBackend(cancel)
+    return PersistentBackend(workspace, cancel)
 
 
 def _shutdown(backends: list[Backend], workspace: Workspace) -> None:
@@ -67,16 +73,20 @@ class Isolator:
     the isolator is in use (Linux ties a child's parent-death signal to the thread that
     started it). ``tmp_dir`` chooses where the per-isolator temp root is created
     (default: /dev/shm on Linux unless TMPDIR is set, else the system temp dir).
+    ``cancel`` lets another thread stop this isolator's work (see the module docstring).
     """
 
-    def __init__(self, mode: str = "auto", *, tmp_dir: str | os.PathLike[str] | None = None):
+    def __init__(self, mode: str = "auto", *, tmp_dir: str | os.PathLike[str] | None = None,
+                 cancel: CancelToken | None = None):
         if mode not in MODES:
             raise NebisectError(f"unknown isolation mode {mode!r}: one of {', '.join(MODES)}")
         self.mode = fresh_mode() if mode == "auto" else mode
+        self._cancel = cancel or CancelToken()
         self._workspace = Workspace(tmp_dir)
-        self._backend = _backend(self.mode, self._workspace)
+        self._backend = _backend(self.mode, self._workspace, self._cancel)
         self._confirm = (
-            _backend(fresh_mode(), self._workspace) if self.mode == "persistent" else None
+            _backend(fresh_mode(), self._workspace, self._cancel)
+            if self.mode == "persistent" else None
         )
         self._backends = [b for b in (self._backend, self._confirm) if b is not None]
         # Runs at interpreter exit too: an isolator nobody closed still cleans up.
@@ -86,6 +96,7 @@ class Isolator:
         """One verdict for ``job``, stamped with provenance and wall time."""
         started = time.perf_counter()
         try:
+            self._cancel.check()
             outcome = self._run_in(self._backend, job)
             if self._confirm is not None:
                 outcome = self._reconfirm(job, outcome, self._confirm)
@@ -114,7 +125,9 @@ class Isolator:
         case_dir = self._workspace.new_case_dir()
         request = {"job": job.to_dict(), "sys_path": list(sys.path), "parent": os.getpid()}
         try:
-            outcome = collect(job, case_dir, backend.run(job, case_dir, request))
+            raw = backend.run(job, case_dir, request)
+            self._cancel.check()  # a case killed because of the cancellation has no verdict
+            outcome = collect(job, case_dir, raw)
         finally:
             shutil.rmtree(case_dir, ignore_errors=True)
         outcome.verdict.provenance.update(provenance(backend.mode))

@@ -136,6 +136,7 @@ class CaseFiles:
     RESULT = "result.json"
     ARRAYS = "arrays.npz"
     STDERR = "stderr.log"
+    TEMP = "tmp"
 
 
 #: Messages by which allocators report exhaustion: numpy/CPython raise MemoryError,

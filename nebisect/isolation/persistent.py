@@ -2,7 +2,8 @@
 
 The worker is this process's child, so this side supervises it directly: one poll over
 the worker's exit handle, its stderr pipe and its response pipe. A worker that dies or
-times out is reaped and replaced on the next case. The verdicts it produces are not
+times out is reaped and replaced on the next case; so is one woken by the isolator's
+cancel token (another thread stopping the work). The verdicts it produces are not
 final: the isolator re-confirms every failure in a fresh process.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.case import NebisectError
+from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit
 from nebisect.isolation.fork import CORE_PRELOAD
 from nebisect.isolation.helper import STARTUP_SECONDS, Helper
@@ -26,10 +28,11 @@ from nebisect.isolation.workspace import Workspace
 class _Worker:
     """A started worker: the helper process, its supervision, its case count."""
 
-    def __init__(self, preload: tuple[str, ...], log: Path) -> None:
+    def __init__(self, preload: tuple[str, ...], log: Path, cancel: CancelToken) -> None:
         read_end, write_end = os.pipe()
         try:
-            self.helper = Helper("nebisect.isolation.worker", CORE_PRELOAD + preload, write_end)
+            self.helper = Helper("nebisect.isolation.worker", CORE_PRELOAD + preload, write_end,
+                                 cancel)
         except BaseException:
             os.close(read_end)
             raise
@@ -42,12 +45,13 @@ class _Worker:
         try:
             deadline = time.monotonic() + STARTUP_SECONDS
             responses = self.helper.responses.fd
-            how = self.watch.wait(sink, deadline, (responses,))
+            how = self.watch.wait(sink, deadline, (responses, cancel.fd))
             ready = how == responses and self.helper.receive(deadline) is not None
         finally:
             if not ready:
                 self.kill(sink)
             sink.close()
+        cancel.check()
         if not ready:
             raise NebisectError(f"persistent worker failed to start: {read_tail(log, 2000)}")
 
@@ -60,8 +64,9 @@ class _Worker:
 class PersistentBackend:
     mode = "persistent"
 
-    def __init__(self, workspace: Workspace) -> None:
+    def __init__(self, workspace: Workspace, cancel: CancelToken) -> None:
         self._workspace = workspace
+        self._cancel = cancel
         self._worker: _Worker | None = None
         self._started = itertools.count(1)
 
@@ -76,7 +81,7 @@ class PersistentBackend:
         sink = StderrSink(case_dir / CaseFiles.STDERR)
         try:
             responses = worker.helper.responses.fd
-            how = worker.watch.wait(sink, deadline, (responses,))
+            how = worker.watch.wait(sink, deadline, (responses, self._cancel.fd))
             if how == responses and worker.helper.receive(deadline) is not None:
                 worker.watch.drain(sink)
                 worker.cases += 1
@@ -98,7 +103,7 @@ class PersistentBackend:
     def _ensure(self, preload: tuple[str, ...]) -> _Worker:
         if self._worker is None:
             log = self._workspace.root / f"worker-{next(self._started)}.log"
-            self._worker = _Worker(tuple(sorted(set(preload))), log)
+            self._worker = _Worker(tuple(sorted(set(preload))), log, self._cancel)
         return self._worker
 
     def _discard(self, sink: StderrSink | None) -> int:

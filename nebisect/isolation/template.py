@@ -21,6 +21,11 @@ written, nothing more (that child is reaped after the report, off the critical p
 Closing its request pipe (the parent's Ctrl-C path) kills the running case, retires
 the spare child and ends the template.
 
+The template is a child subreaper (Linux): a grandchild that left the case's process
+group with ``setsid()`` is re-parented to it when its parent dies, and killed and
+reaped with every other stray before the next child is forked
+(:mod:`~nebisect.isolation.reaper`).
+
 Protocol (JSON lines): parent → ``{"case_dir", "request"}``; template → ``{"ready"}``
 once, then per case ``{"exit_code", "timed_out", "aborted", "stderr_bytes"}`` (exit
 code null when the child finished with a result).
@@ -40,6 +45,7 @@ from typing import Any
 from nebisect.isolation.child import spare_child
 from nebisect.isolation.job import CaseFiles
 from nebisect.isolation.osproc import collapse_to_huge_pages, kill_group, reap
+from nebisect.isolation.reaper import become_subreaper, reap_strays
 from nebisect.isolation.server import preload, send, start_helper
 from nebisect.isolation.watch import TIMEOUT, LineReader, StderrSink, Watch
 
@@ -132,20 +138,24 @@ class Template:
         return report
 
     def settle(self) -> None:
-        """Between cases: reap the last child (and its group), fork the next spare."""
-        if self._finished is not None:
-            self._finished.finish(None)
-            self._finished = None
+        """Between cases: reap the last child, its group and every stray descendant,
+        fork the next spare."""
         if self._spare is None:
+            self._reap_finished()
             self._spare = Spare.fork()
 
     def close(self) -> None:
-        if self._finished is not None:
-            self._finished.finish(None)
-            self._finished = None
         if self._spare is not None:
             self._spare.retire()
             self._spare = None
+        self._reap_finished()
+
+    def _reap_finished(self) -> None:
+        """With no spare alive, every child left is the finished case or its debris."""
+        if self._finished is not None:
+            self._finished.finish(None)
+            self._finished = None
+        reap_strays()
 
     def _take(self, message: bytes) -> Spare:
         for _ in range(2):
@@ -159,6 +169,7 @@ class Template:
 
 def main() -> None:
     start_helper()
+    become_subreaper()
     collapse_to_huge_pages()
     template = Template()
     template.settle()

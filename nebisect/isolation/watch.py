@@ -90,13 +90,19 @@ class LineReader:
         self.fd = fd
         self._buffer = bytearray()
 
-    def readline(self, deadline: float | None = None) -> bytes | None:
-        """The next line without its newline; ``b''`` at EOF, ``None`` on timeout."""
+    def readline(
+        self, deadline: float | None = None, wake_fds: tuple[int, ...] = ()
+    ) -> bytes | None:
+        """The next line without its newline; ``b''`` at EOF, ``None`` on timeout or
+        when one of ``wake_fds`` became readable first."""
         while b"\n" not in self._buffer:
-            if deadline is not None:
+            if deadline is not None or wake_fds:
                 poller = select.poll()
-                poller.register(self.fd, select.POLLIN)
-                if not poller.poll(_ms(deadline - time.monotonic())):
+                for fd in (self.fd, *wake_fds):
+                    poller.register(fd, select.POLLIN)
+                timeout = None if deadline is None else _ms(deadline - time.monotonic())
+                ready = {fd for fd, _ in poller.poll(timeout)}
+                if self.fd not in ready:
                     return None
             chunk = os.read(self.fd, _CHUNK)
             if not chunk:
