@@ -138,11 +138,12 @@ class MatrixRunner:
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         report = self.report = RunReport(self.source.location, self.reference)
         for length, npz in self._inputs(lengths, inputs_path):
-            rows = []
+            # Rows go into the report as they finish, so an interrupted run keeps them.
+            first = len(report.rows)
             for target in self.targets:
                 self.progress(f"{target} at length {length}")
-                rows.append(self._row(report, target, length, npz))
-            report.rows += self._separate_reference(rows, length)
+                report.rows.append(self._row(report, target, length, npz))
+            report.rows[first:] = self._separate_reference(report.rows[first:], length)
         self._attribute(report)
         return report
 

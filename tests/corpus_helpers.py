@@ -56,3 +56,16 @@ def add(
     added = corpus.add(NewCase("mlpackage", str(package), target, inputs, expected, name=name,
                                fixes=list(fixes), options=options or {}))
     return added.case.case_id
+
+
+def shipped_package(name: str) -> Path:
+    """The model of the shipped corpus case named ``name`` (case ids change with the
+    schema; names do not)."""
+    import json
+
+    root = Path(__file__).resolve().parents[1] / "corpus"
+    for case in sorted(root.iterdir()):
+        record = case / "case.json"
+        if record.is_file() and json.loads(record.read_text()).get("name") == name:
+            return case / "model.mlpackage"
+    raise LookupError(f"no shipped corpus case named {name!r}")

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from corpus_helpers import shipped_package
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = "corpus/47d61d5fe5ecba1f/model.mlpackage"
+PACKAGE = str(shipped_package("log-softmax-fp16-underflow"))
 UNWRITABLE = "/proc/no-such-dir"  # /proc takes no new directories, not even from root
 MISSING = "(No such file or directory)"
 

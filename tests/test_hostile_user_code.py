@@ -19,12 +19,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from corpus_helpers import shipped_package
 from leftovers import Sandbox
 
 HERE = Path(__file__).resolve().parent
 FACTORIES = HERE / "hostile_factories.py"
 PLUGIN_CRASH = HERE / "plugins_crash.py"
-MLPACKAGE = HERE.parent / "corpus" / "3089974af795d54a" / "model.mlpackage"
+MLPACKAGE = shipped_package("seed000-logsumexp-stack2-cliff")
 
 
 class TorchSandbox(Sandbox):
