@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.case import NebisectError
+from nebisect.files import staged
 from nebisect.quiet import import_coremltools, quiet
 
 _SAVE_PASSES = ("mil_backend::adjust_io_to_supported_types", "mil_backend::sanitize_name_strings")
@@ -213,7 +214,6 @@ def save_program(program: Any, path: str | os.PathLike[str]) -> None:
     prog = _deepcopy_program(program)
     function = prog.functions[prog.default_function_name]
     version = max(function.get_max_opset_version_and_op()[0], function.opset_version or 0)
-    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp.mlpackage")
     with tempfile.TemporaryDirectory() as weights, quiet():
         pipeline = PassPipeline(list(_SAVE_PASSES), "nebisect_save")
         try:
@@ -221,12 +221,8 @@ def save_program(program: Any, path: str | os.PathLike[str]) -> None:
             spec = backend_load(prog, weights_dir=weights, specification_version=int(version))
         except Exception as exc:
             raise NebisectError(f"cannot serialize the program: {_first_line(exc)}") from exc
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        _create_mlpackage(spec, weights, str(tmp))
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(tmp, target)
+        with staged(target) as staging:
+            _create_mlpackage(spec, weights, str(staging))
 
 
 def _deepcopy_program(program: Any) -> Any:
