@@ -24,11 +24,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import os
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -40,9 +41,18 @@ _RENAME_EXCHANGE = 2
 _NO_EXCHANGE = {errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM}
 
 
-def write_failure(target: str | os.PathLike[str], exc: OSError) -> NebisectError:
+class WriteError(NebisectError):
+    """A write that failed: the path as its caller named it, and the reason."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"cannot write {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def write_failure(target: str | os.PathLike[str], exc: OSError) -> WriteError:
     """The one-line error for a write of ``target`` that failed with ``exc``."""
-    return NebisectError(f"cannot write {target}: {exc.strerror or exc}")
+    return WriteError(Path(target), exc.strerror or str(exc))
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes | memoryview, *,
@@ -85,39 +95,6 @@ def write_text(path: str | os.PathLike[str], text: str, *, durable: bool = False
     return write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
-@contextlib.contextmanager
-def staged(path: str | os.PathLike[str], *, keep_existing: bool = False) -> Iterator[Path]:
-    """A path to build a file or directory at, published at ``path`` when the block ends.
-
-    The yielded path does not exist yet; it lies in a private temporary directory beside
-    ``path``. After the block, whatever was built there replaces ``path`` atomically
-    (:func:`replace`), or, with ``keep_existing``, is dropped if ``path`` already exists
-    (content-addressed caches: the same name means the same content). On an exception
-    nothing is published and the temporary is removed; an OSError becomes one line.
-    """
-    target = Path(path)
-    holder = _temp_beside(target)
-    try:
-        holder.mkdir(parents=True)
-        built = holder / target.name
-        yield built
-        if not keep_existing:
-            replace(built, target)
-        elif not target.exists():
-            _publish_new(built, target)
-    except OSError as exc:
-        raise write_failure(target, exc) from None
-    finally:
-        shutil.rmtree(holder, ignore_errors=True)
-
-
-def copy_directory(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> Path:
-    """Copy a directory tree to ``destination``, replacing what was there atomically."""
-    with staged(destination) as built:
-        shutil.copytree(source, built)
-    return Path(destination)
-
-
 def replace(new: Path, target: Path) -> None:
     """Move ``new`` (a file or a directory) to ``target``, replacing what is there.
 
@@ -138,13 +115,62 @@ def replace(new: Path, target: Path) -> None:
     os.replace(new, target)
 
 
-def _publish_new(built: Path, target: Path) -> None:
-    """Rename ``built`` to ``target`` unless another writer got there first."""
+def keep_existing(new: Path, target: Path) -> None:
+    """Move ``new`` to ``target`` unless something is there already: for content-addressed
+    caches, where the same name means the same content (another writer got there first)."""
+    if target.exists():
+        return
     try:
-        os.rename(built, target)
+        os.rename(new, target)
     except OSError:
         if not target.exists():
             raise
+
+
+def merge_into(new: Path, target: Path) -> None:
+    """Move each entry of the directory ``new`` into the directory ``target``, replacing
+    its namesake there (each atomically); the other entries of ``target`` are kept."""
+    target.mkdir(exist_ok=True)
+    for entry in sorted(new.iterdir()):
+        replace(entry, target / entry.name)
+
+
+@contextlib.contextmanager
+def staged(path: str | os.PathLike[str],
+           publish: Callable[[Path, Path], None] = replace) -> Iterator[Path]:
+    """A path to build a file or directory at, published at ``path`` when the block ends.
+
+    The yielded path does not exist yet; it lies in a private temporary directory beside
+    ``path``. After the block, ``publish(built, path)`` puts it in place — by default
+    :func:`replace`; :func:`keep_existing` and :func:`merge_into` are the others. On an
+    exception nothing is published and the temporary is removed; an OSError (a full
+    disk) becomes one line naming ``path`` (or the file inside it, as it would have
+    been named once published).
+    """
+    target = Path(path)
+    holder = _temp_beside(target)
+    try:
+        holder.mkdir(parents=True)
+        built = holder / target.name
+        yield built
+        publish(built, target)
+    except OSError as exc:
+        raise write_failure(target, exc) from None
+    except WriteError as exc:
+        # A write inside the block names a path in the private directory; the user
+        # knows it by its published name.
+        inside = exc.path.is_relative_to(built)
+        where = target / exc.path.relative_to(built) if inside else target
+        raise WriteError(where, exc.reason) from None
+    finally:
+        shutil.rmtree(holder, ignore_errors=True)
+
+
+def copy_directory(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> Path:
+    """Copy a directory tree to ``destination``, replacing what was there atomically."""
+    with staged(destination) as built:
+        shutil.copytree(source, built)
+    return Path(destination)
 
 
 def _exchange(new: Path, target: Path) -> bool:
@@ -161,6 +187,7 @@ def _exchange(new: Path, target: Path) -> bool:
     raise OSError(code, os.strerror(code), str(target))
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
     try:
         return ctypes.CDLL(None, use_errno=True)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import NebisectError, sha256_path
-from nebisect.files import staged
+from nebisect.files import keep_existing, staged
 from nebisect.quiet import import_coremltools
 from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target
@@ -55,7 +55,7 @@ def compiled_path(package: Path) -> Path:
         return destination
     from nebisect.mil.load import loadable_package
 
-    with staged(destination, keep_existing=True) as staging, loadable_package(package) as loadable:
+    with staged(destination, keep_existing) as staging, loadable_package(package) as loadable:
         compile_model(str(loadable), str(staging))
     return destination
 
@@ -108,7 +108,7 @@ class CoreMLTarget(Target):
             saved = Path(scratch) / "model.mlpackage"
             save_program(model.program, saved)
             package = packages / f"{sha256_path(saved)}.mlpackage"
-            with staged(package, keep_existing=True) as built:
+            with staged(package, keep_existing) as built:
                 os.rename(saved, built)
         return package
 
