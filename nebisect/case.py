@@ -219,7 +219,8 @@ def _read_members(archive: zipfile.ZipFile, limit: int) -> dict[str, np.ndarray]
         size = math.prod(shape) * dtype.itemsize
         total += size
         if total > limit:
-            amount = f"is {_size(size)}" if total == size else f"takes them to {_size(total)}"
+            amount = (f"is {_size(size)}" if total == size
+                      else f"takes the arrays to {_size(total)}")
             raise NebisectError(
                 f"member {name!r} ({dtype} {list(shape)}) {amount}, over the "
                 f"{_size(limit)} input limit (set {MAX_INPUT_BYTES_VAR} to raise it)"

@@ -47,10 +47,10 @@ def test_writes_on_a_real_full_disk_fail_cleanly(tmp_path: Path) -> None:
         before = sorted(p.name for p in disk.iterdir())
         with pytest.raises(NebisectError, match=f"cannot write {disk / 'a.npz'}: {NO_SPACE}"):
             save_npz(disk / "a.npz", {"x": np.ones(100_000)})
-        with pytest.raises(NebisectError, match=f"cannot write {disk / 'out'}: {NO_SPACE}"):
-            with staged(disk / "out") as built:
-                built.mkdir()
-                (built / "big.bin").write_bytes(b"\0" * 100_000)
+        with (pytest.raises(NebisectError, match=f"cannot write {disk / 'out'}: {NO_SPACE}"),
+              staged(disk / "out") as built):
+            built.mkdir()
+            (built / "big.bin").write_bytes(b"\0" * 100_000)
         assert sorted(p.name for p in disk.iterdir()) == before
 
 

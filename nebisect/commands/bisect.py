@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from nebisect.case import INPUTS_LIMIT_HELP
+
 if TYPE_CHECKING:
     from nebisect.minimize import BisectResult, ProgressLine
 
@@ -47,7 +49,8 @@ def bisect(
         "(the torch graph's nodes; always at --stage convert, optional at predict for torch "
         "sources — e.g. when the converter emitted different math).",
     ),
-    inputs: Path = typer.Option(None, "--inputs", help="An .npz of named inputs."),
+    inputs: Path = typer.Option(None, "--inputs",
+                                help=f"An .npz of named inputs. {INPUTS_LIMIT_HELP}"),
     length: int = typer.Option(8, "--length",
                                help="Length of flexible dimensions for generated inputs."),
     max_evals: int = typer.Option(None, "--max-evals",

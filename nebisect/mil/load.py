@@ -20,6 +20,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.case import NebisectError
-from nebisect.files import staged
+from nebisect.files import WriteError, staged
 from nebisect.quiet import import_coremltools, quiet
 
 _SAVE_PASSES = ("mil_backend::adjust_io_to_supported_types", "mil_backend::sanitize_name_strings")
@@ -222,7 +223,18 @@ def save_program(program: Any, path: str | os.PathLike[str]) -> None:
         except Exception as exc:
             raise NebisectError(f"cannot serialize the program: {_first_line(exc)}") from exc
         with staged(target) as staging:
-            _create_mlpackage(spec, weights, str(staging))
+            try:
+                _create_mlpackage(spec, weights, str(staging))
+            except RuntimeError as exc:
+                raise _native_write_error(staging, exc) from None
+
+
+def _native_write_error(path: Path, exc: RuntimeError) -> Exception:
+    """coremltools writes packages in C++, whose failed writes (a full disk) arrive as
+    ``RuntimeError("filesystem error: cannot copy: No space left on device [a] [b]")``:
+    a :class:`~nebisect.files.WriteError` without the temporary paths; else ``exc``."""
+    found = re.match(r"filesystem error: (.*?)(?: \[|$)", str(exc))
+    return WriteError(path, found.group(1)) if found else exc
 
 
 def _deepcopy_program(program: Any) -> Any:
