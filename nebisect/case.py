@@ -15,7 +15,7 @@ import os
 import zipfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.lib import format as npformat
@@ -204,30 +204,42 @@ def _read_members(archive: zipfile.ZipFile, limit: int) -> dict[str, np.ndarray]
         name = info.filename.removesuffix(".npy")
         if not info.filename.endswith(".npy"):
             raise NebisectError(f"member {info.filename!r} is not an .npy array")
-        with archive.open(info) as member:
-            version = npformat.read_magic(member)
-            if version == (1, 0):
-                shape, _, dtype = npformat.read_array_header_1_0(member)
-            elif version == (2, 0):
-                shape, _, dtype = npformat.read_array_header_2_0(member)
-            else:
-                raise NebisectError(f"member {name!r} has npy format {version}, "
-                                    "expected 1.0 or 2.0")
-        if dtype.hasobject:
-            raise NebisectError(f"member {name!r} is not a plain numeric array: it holds "
-                                f"Python objects ({dtype}), and pickles are never loaded")
-        size = math.prod(shape) * dtype.itemsize
-        total += size
-        if total > limit:
-            amount = (f"is {_size(size)}" if total == size
-                      else f"takes the arrays to {_size(total)}")
-            raise NebisectError(
-                f"member {name!r} ({dtype} {list(shape)}) {amount}, over the "
-                f"{_size(limit)} input limit (set {MAX_INPUT_BYTES_VAR} to raise it)"
-            )
-        with archive.open(info) as member:
-            arrays[name] = npformat.read_array(member, allow_pickle=False)
+        with cast(zipfile.ZipExtFile, archive.open(info)) as member:
+            shape, fortran, dtype = _npy_header(name, member)
+            size = math.prod(shape) * dtype.itemsize
+            total += size
+            if total > limit:
+                amount = (f"is {_size(size)}" if total == size
+                          else f"takes the arrays to {_size(total)}")
+                raise NebisectError(
+                    f"member {name!r} ({dtype} {list(shape)}) {amount}, over the "
+                    f"{_size(limit)} input limit (set {MAX_INPUT_BYTES_VAR} to raise it)"
+                )
+            data = bytearray(size)
+            view = memoryview(data)
+            while view:
+                count = member.readinto(view)
+                if not count:
+                    raise NebisectError(f"member {name!r} is truncated ({size} bytes declared)")
+                view = view[count:]
+        flat = np.frombuffer(data, dtype=dtype)
+        arrays[name] = flat.reshape(shape, order="F" if fortran else "C")
     return arrays
+
+
+def _npy_header(name: str, member: Any) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """(shape, Fortran order, dtype) from an npy header; no object dtype (no pickle)."""
+    version = npformat.read_magic(member)
+    if version == (1, 0):
+        shape, fortran, dtype = npformat.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, fortran, dtype = npformat.read_array_header_2_0(member)
+    else:
+        raise NebisectError(f"member {name!r} has npy format {version}, expected 1.0 or 2.0")
+    if dtype.hasobject:
+        raise NebisectError(f"member {name!r} is not a plain numeric array: it holds "
+                            f"Python objects ({dtype}), and pickles are never loaded")
+    return shape, fortran, dtype
 
 
 def _size(count: int) -> str:
