@@ -10,12 +10,15 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
+import zipfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+from numpy.lib import format as npformat
 
 STAGES = ("convert", "load", "predict")
 BACKENDS = ("sim", "coreml", "torch")
@@ -137,26 +140,113 @@ def sha256_arrays(arrays: dict[str, np.ndarray]) -> str:
 
 def save_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
     """Write arrays atomically (temp file + rename): a reader never sees half an npz."""
-    target = Path(path)
+    from nebisect.files import write_bytes  # late: nebisect.files imports this module
+
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds badly
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(buffer.getvalue())
-    os.replace(tmp, target)
+    write_bytes(path, buffer.getbuffer())
 
 
-def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """Load an npz without pickle; a truncated or foreign file is a one-line error."""
-    file = Path(path)
-    if not file.is_file():
-        raise NebisectError(f"{file}: no such inputs file")
+#: Environment variable that caps the bytes an ``.npz`` may expand to (``--inputs``, a
+#: corpus case's inputs, a case child's arrays): a 7 MB zip of zeros can declare 8 GB.
+MAX_INPUT_BYTES_VAR = "NEBISECT_MAX_INPUT_BYTES"
+DEFAULT_MAX_INPUT_BYTES = 1 << 30
+INPUTS_LIMIT_HELP = (f"Arrays are refused above {MAX_INPUT_BYTES_VAR} bytes in total "
+                     "(default 1 GiB).")
+
+
+def max_input_bytes() -> int:
+    """The decoded size an ``.npz`` may have, from :data:`MAX_INPUT_BYTES_VAR`."""
+    text = os.environ.get(MAX_INPUT_BYTES_VAR, "")
+    if not text:
+        return DEFAULT_MAX_INPUT_BYTES
     try:
-        with np.load(file, allow_pickle=False) as data:
-            return {name: np.array(data[name]) for name in data.files}
-    except ValueError as exc:
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if limit <= 0:
+        raise NebisectError(f"{MAX_INPUT_BYTES_VAR}={text!r}: expected a positive byte count")
+    return limit
+
+
+def load_npz(path: str | os.PathLike[str], *,
+             follow_symlinks: bool = True) -> dict[str, np.ndarray]:
+    """Load an npz of plain numeric arrays: no pickle, nothing larger than the limit.
+
+    Each member's npy header is read before its data (:func:`_read_members`), so a zip
+    bomb is refused by its declared shape instead of being expanded. A truncated or
+    foreign file is a one-line error; so is a FIFO or a device where a file belongs.
+    """
+    from nebisect.files import open_regular  # late: nebisect.files imports this module
+
+    file = Path(path)
+    limit = max_input_bytes()
+    try:
+        with (open_regular(file, follow_symlinks=follow_symlinks) as handle,
+              zipfile.ZipFile(handle) as archive):
+            return _read_members(archive, limit)
+    except FileNotFoundError:
+        raise NebisectError(f"{file}: no such inputs file") from None
+    except NebisectError as exc:
+        raise NebisectError(f"{file}: {exc}") from None
+    except (ValueError, zipfile.BadZipFile) as exc:
         raise NebisectError(f"{file}: not a plain numeric .npz ({exc})") from None
     except Exception as exc:
         raise NebisectError(f"{file}: unreadable .npz ({type(exc).__name__}: {exc})") from None
+
+
+def _read_members(archive: zipfile.ZipFile, limit: int) -> dict[str, np.ndarray]:
+    """Every member as an array, each checked by its header before its data is read:
+    an npy array of a non-object dtype, all of them together within ``limit`` bytes."""
+    arrays: dict[str, np.ndarray] = {}
+    total = 0
+    for info in archive.infolist():
+        name = info.filename.removesuffix(".npy")
+        if not info.filename.endswith(".npy"):
+            raise NebisectError(f"member {info.filename!r} is not an .npy array")
+        with cast(zipfile.ZipExtFile, archive.open(info)) as member:
+            shape, fortran, dtype = _npy_header(name, member)
+            size = math.prod(shape) * dtype.itemsize
+            total += size
+            if total > limit:
+                amount = (f"is {_size(size)}" if total == size
+                          else f"takes the arrays to {_size(total)}")
+                raise NebisectError(
+                    f"member {name!r} ({dtype} {list(shape)}) {amount}, over the "
+                    f"{_size(limit)} input limit (set {MAX_INPUT_BYTES_VAR} to raise it)"
+                )
+            data = bytearray(size)
+            view = memoryview(data)
+            while view:
+                count = member.readinto(view)
+                if not count:
+                    raise NebisectError(f"member {name!r} is truncated ({size} bytes declared)")
+                view = view[count:]
+        flat = np.frombuffer(data, dtype=dtype)
+        arrays[name] = flat.reshape(shape, order="F" if fortran else "C")
+    return arrays
+
+
+def _npy_header(name: str, member: Any) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """(shape, Fortran order, dtype) from an npy header; no object dtype (no pickle)."""
+    version = npformat.read_magic(member)
+    if version == (1, 0):
+        shape, fortran, dtype = npformat.read_array_header_1_0(member)
+    elif version == (2, 0):
+        shape, fortran, dtype = npformat.read_array_header_2_0(member)
+    else:
+        raise NebisectError(f"member {name!r} has npy format {version}, expected 1.0 or 2.0")
+    if dtype.hasobject:
+        raise NebisectError(f"member {name!r} is not a plain numeric array: it holds "
+                            f"Python objects ({dtype}), and pickles are never loaded")
+    return shape, fortran, dtype
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} bytes"
 
 
 @dataclass

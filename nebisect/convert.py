@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nebisect.case import NebisectError
+from nebisect.files import staged
 from nebisect.quiet import import_coremltools, quiet
 from nebisect.torchsource import TorchSource, load_torch_source
 from nebisect.verdict import Verdict, error_signature
@@ -169,14 +169,9 @@ def op_type_counts(model: Any) -> dict[str, int]:
 
 def save_package(model: Any, destination: str | os.PathLike[str]) -> Path:
     """Save atomically: a reader never sees half a package at ``destination``."""
-    target = Path(destination)
-    staging = target.with_name(f".{os.getpid()}.{target.name}")
-    shutil.rmtree(staging, ignore_errors=True)
-    with quiet():
+    with staged(destination) as staging, quiet():
         model.save(str(staging))
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(staging, target)
-    return target
+    return Path(destination)
 
 
 def convert_job(payload: dict[str, Any]) -> Verdict:

@@ -37,6 +37,7 @@ from typing import Any
 from nebisect.bisect import Budget, Evaluation, Evaluator, Reduction, Stats
 from nebisect.candidates import CandidateSpace
 from nebisect.case import NebisectError, parse_target
+from nebisect.files import merge_into, staged
 from nebisect.isolate import Isolator
 from nebisect.source import Source, resolve_source
 from nebisect.timeouts import Timeouts
@@ -221,7 +222,6 @@ class Bisector:
         if self.options.fixes and source.kind != "torch":
             raise NebisectError("--fix applies to the conversion of a torch source; "
                                 f"{self.text} is an {source.kind}")
-        self.out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="nebisect-bisect-") as tmp:
             reduce = reduce_torch_graph if fx else reduce_program
             result = reduce(self, source, Path(tmp))
@@ -270,8 +270,15 @@ class Bisector:
 def bisect_source(source: str, options: BisectOptions, out: Path, *,
                   progress: Progress | None = None,
                   isolator: Isolator | None = None) -> BisectResult:
-    """Reduce ``source``'s failure on ``options.target``; write ``out``; return the summary."""
-    if isolator is not None:
-        return Bisector(source, options, out, isolator, progress).run()
-    with Isolator() as own:
-        return Bisector(source, options, out, own, progress).run()
+    """Reduce ``source``'s failure on ``options.target``; write ``out``; return the summary.
+
+    The output is built in a directory of its own and its files are moved into ``out``
+    when all are written (:func:`nebisect.files.merge_into`): ``out`` never holds half a
+    result, and the summary lists exactly the files this run wrote.
+    """
+    with staged(out, merge_into) as written:
+        written.mkdir()
+        if isolator is not None:
+            return Bisector(source, options, written, isolator, progress).run()
+        with Isolator() as own:
+            return Bisector(source, options, written, own, progress).run()

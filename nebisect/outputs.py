@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from nebisect.case import NebisectError
@@ -46,3 +47,24 @@ def output_file(path: str | os.PathLike[str], option: str) -> Path:
     os.close(fd)
     os.unlink(probe)
     return file
+
+
+def fresh_output_directory(path: str | os.PathLike[str], option: str, *, force: bool,
+                           inputs: Sequence[tuple[str, Path]]) -> Path:
+    """An output directory a command fills with a set of files (``bisect --out``).
+
+    Refused when it holds, or lies inside, one of the command's ``inputs`` (option name,
+    path) — even with ``force``: the command would write over what it reads — and,
+    without ``force``, when it is not empty: old files would pass for this run's.
+    """
+    directory = Path(path)
+    where = directory.resolve()
+    for name, item in inputs:
+        held = item.resolve()
+        if where == held or where in held.parents or held in where.parents:
+            raise NebisectError(f"{option} {directory}: overlaps {name} {item}, which it "
+                                f"would overwrite; choose another {option}")
+    if not force and directory.is_dir() and any(directory.iterdir()):
+        raise NebisectError(f"{option} {directory}: is not empty (--force writes into it, "
+                            "replacing the files of the same names)")
+    return output_directory(directory, option)

@@ -8,6 +8,7 @@ exception, so no pure-Python path reaches the CPU's divide fault.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import mmap
@@ -23,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from nebisect.isolate import mark_stage
+from nebisect.isolation.child import write_result
+from nebisect.isolation.job import CaseFiles
 from nebisect.verdict import Verdict
 
 FLOOD_BYTES = 50 * 1024 * 1024
@@ -190,3 +193,53 @@ def setsid_grandchild_then_crash(payload: dict[str, Any]) -> Verdict:
     """The same grandchild, then a segfault: the case process can clean up nothing."""
     _setsid_sleeper(payload["pid_file"])
     return segfault(payload)
+
+
+def _case_dir() -> Path:
+    """The case directory, found as a hostile child would: through the stage file the
+    isolation child keeps open."""
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            if target.name == CaseFiles.STAGE:
+                return target.parent
+    raise RuntimeError("no stage file open: not in an isolated child")
+
+
+def result_fifo(payload: dict[str, Any]) -> Verdict:
+    """Leave a FIFO where the result belongs: a parent that opens it blocks forever."""
+    os.mkfifo(_case_dir() / CaseFiles.RESULT)
+    os._exit(0)
+
+
+def result_dev_zero(payload: dict[str, Any]) -> Verdict:
+    """Leave a link to /dev/zero where the result belongs: endless bytes."""
+    (_case_dir() / CaseFiles.RESULT).symlink_to("/dev/zero")
+    os._exit(0)
+
+
+def result_not_utf8(payload: dict[str, Any]) -> Verdict:
+    (_case_dir() / CaseFiles.RESULT).write_bytes(b'{"verdict": "\xff\xfe\xfd"}')
+    os._exit(0)
+
+
+def forged_pass_then_segfault(payload: dict[str, Any]) -> Verdict:
+    """Write a perfect ``pass`` result the way the child does, then die by SIGSEGV."""
+    write_result(_case_dir(), Verdict("pass"), {"ok": np.array([1.0])})
+    ctypes.string_at(0)
+    return Verdict("pass")
+
+
+def workspace_links_then_segfault(payload: dict[str, Any]) -> Verdict:
+    """Replace the stage file and the stderr capture by links (to /dev/zero, to a file
+    of the user's), write to stderr, then crash: the parent must read no link and
+    write through none."""
+    case_dir = _case_dir()
+    for name in (CaseFiles.STAGE, CaseFiles.STDERR):
+        (case_dir / name).unlink(missing_ok=True)
+    (case_dir / CaseFiles.STAGE).symlink_to("/dev/zero")
+    (case_dir / CaseFiles.STDERR).symlink_to(payload["victim"])
+    os.write(2, b"written through a link\n")
+    time.sleep(0.2)
+    ctypes.string_at(0)
+    return Verdict("pass")

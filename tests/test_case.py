@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import zipfile
+
 import numpy as np
 import pytest
+from npz_bombs import compressed_zeros, declared_bomb
 
 from nebisect.case import (
+    MAX_INPUT_BYTES_VAR,
     Case,
     NebisectError,
     TargetSpecError,
@@ -103,3 +108,45 @@ def test_case_round_trip_and_identity() -> None:
     assert other.case_id != case.case_id
     with pytest.raises(NebisectError, match="unknown stage"):
         Case("m", "mlpackage", "sim:fp16", stage="compile")
+
+
+def test_npz_members_are_checked_by_their_headers_before_loading(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bomb = declared_bomb(tmp_path / "declared.npz")
+    assert bomb.stat().st_size < 1000
+    with pytest.raises(NebisectError) as caught:
+        load_npz(bomb)
+    assert str(caught.value) == (
+        f"{bomb}: member 'x' (float32 [131072, 131072]) is 64.0 GiB, over the 1.0 GiB input "
+        f"limit (set {MAX_INPUT_BYTES_VAR} to raise it)")
+    real = compressed_zeros(tmp_path / "zeros.npz", megabytes=16)
+    assert real.stat().st_size < 100_000
+    monkeypatch.setenv(MAX_INPUT_BYTES_VAR, str(8 << 20))
+    with pytest.raises(NebisectError, match=r"'x' \(float32 \[4194304\]\) is 16.0 MiB, over "
+                                            r"the 8.0 MiB input limit"):
+        load_npz(real)
+    monkeypatch.setenv(MAX_INPUT_BYTES_VAR, str(32 << 20))
+    assert load_npz(real)["x"].shape == (4 << 20,)
+    monkeypatch.setenv(MAX_INPUT_BYTES_VAR, "lots")
+    with pytest.raises(NebisectError, match=f"{MAX_INPUT_BYTES_VAR}='lots': expected a "
+                                            "positive byte count"):
+        load_npz(real)
+
+
+def test_npz_limit_is_on_the_total_and_foreign_members_are_refused(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "two.npz"
+    save_npz(path, {"a": np.zeros(100), "b": np.zeros(100)})
+    monkeypatch.setenv(MAX_INPUT_BYTES_VAR, "1000")
+    with pytest.raises(NebisectError, match=r"member 'b' \(float64 \[100\]\) takes the arrays "
+                                            r"to 1.6 KiB, over the 1000 bytes input limit"):
+        load_npz(path)
+    foreign = tmp_path / "foreign.npz"
+    with zipfile.ZipFile(foreign, "w") as archive:
+        archive.writestr("notes.txt", "not an array")
+    with pytest.raises(NebisectError, match=r"member 'notes\.txt' is not an \.npy array"):
+        load_npz(foreign)
+    fifo = tmp_path / "fifo.npz"
+    os.mkfifo(fifo)
+    with pytest.raises(NebisectError, match=r"fifo\.npz: is not a regular file but a FIFO"):
+        load_npz(fifo)

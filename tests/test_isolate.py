@@ -490,3 +490,36 @@ def test_a_block_reaches_the_fork_child_only_if_every_party_asks_for_it(
     preload = combined_preload(*parties)
     outcome = isolator.run(job("importable", {"module": "scipy"}, preload=preload))
     assert outcome.verdict.status == status, outcome.verdict.message
+
+
+HOSTILE_RESULTS = [
+    ("result_fifo", "error", "result.json is not a regular file but a FIFO"),
+    ("result_dev_zero", "error", "result.json is a symbolic link"),
+    ("result_not_utf8", "error", "UnicodeDecodeError"),
+    ("forged_pass_then_segfault", "crash", "killed by SIGSEGV during predict"),
+]
+
+
+@pytest.mark.parametrize(("function", "status", "message"), HOSTILE_RESULTS)
+def test_a_hostile_result_file_gives_the_right_verdict_promptly(
+        isolator: Isolator, function: str, status: str, message: str) -> None:
+    started = time.monotonic()
+    verdict = isolator.run(job(function, timeout=60)).verdict
+    assert time.monotonic() - started < 20
+    assert verdict.status == status
+    assert message in verdict.message
+    if status == "crash":
+        assert verdict.signature == "crash:SIGSEGV"
+
+
+def test_links_in_the_workspace_are_neither_read_nor_written_through(
+        isolator: Isolator, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file\n")
+    started = time.monotonic()
+    verdict = isolator.run(job("workspace_links_then_segfault", {"victim": str(victim)},
+                               timeout=60)).verdict
+    assert time.monotonic() - started < 20
+    assert (verdict.status, verdict.signature, verdict.stage) == ("crash", "crash:SIGSEGV",
+                                                                  "predict")
+    assert victim.read_text() == "the user's file\n"

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from nebisect.case import INPUTS_LIMIT_HELP
 from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ def bisect(
         "(the torch graph's nodes; always at --stage convert, optional at predict for torch "
         "sources — e.g. when the converter emitted different math).",
     ),
-    inputs: Path = typer.Option(None, "--inputs", help="An .npz of named inputs."),
+    inputs: Path = typer.Option(None, "--inputs",
+                                help=f"An .npz of named inputs. {INPUTS_LIMIT_HELP}"),
     length: int = typer.Option(8, "--length",
                                help="Length of flexible dimensions for generated inputs."),
     max_evals: int = typer.Option(None, "--max-evals",
@@ -72,7 +74,11 @@ def bisect(
         None, "--fix", help="Converter fix to convert a torch source with (repeatable), "
         "e.g. converter-compat.",
     ),
-    out: Path = typer.Option(Path("nebisect-bisect"), "--out", help="Output directory."),
+    out: Path = typer.Option(Path("nebisect-bisect"), "--out",
+                             help="Output directory: new or empty, unless --force."),
+    force: bool = typer.Option(False, "--force",
+                               help="Write into a non-empty --out (files of the same names "
+                               "are replaced; never the source or --inputs)."),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
 ) -> None:
     """Reduce a failing model to the smallest piece that fails with the same signature on
@@ -80,10 +86,12 @@ def bisect(
     summary.json to --out.
 
     Ctrl-C, --max-evals and --timeout stop the search and still write the best result.
-    Exit code: 0 written, 2 usage error or nothing to bisect.
+    The files are built aside and moved into --out at the end: a failed write (a full
+    disk) leaves --out as it was. Exit code: 0 written, 2 usage error, nothing to
+    bisect, or a failed write.
     """
     from nebisect.minimize import BISECT_TIMEOUTS, BisectOptions, bisect_source
-    from nebisect.outputs import output_directory
+    from nebisect.outputs import fresh_output_directory
 
     options = BisectOptions(target=target, stage=stage,
                             inputs=os.path.abspath(inputs) if inputs else "",
@@ -91,7 +99,8 @@ def bisect(
                             fixes=tuple(fix or ()), graph=graph,
                             timeouts=Timeouts.parse(case_timeout, BISECT_TIMEOUTS,
                                                     "--case-timeout"))
-    output_directory(out, "--out")
+    read = [("the source", _source_path(source))] + ([("--inputs", inputs)] if inputs else [])
+    fresh_output_directory(out, "--out", force=force, inputs=read)
     display = _Display(Console(stderr=True))
     with display.bar:
         result = bisect_source(source, options, out, progress=display)
@@ -99,6 +108,12 @@ def bisect(
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
         _print(result, out)
+
+
+def _source_path(source: str) -> Path:
+    """The file or package a source string names (``file.py:factory`` → ``file.py``)."""
+    path, _, _ = source.rpartition(":")
+    return Path(path) if path.endswith(".py") else Path(source)
 
 
 def _print(result: BisectResult, out: Path) -> None:

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import NebisectError, load_npz, parse_target
+from nebisect.case import INPUTS_LIMIT_HELP, NebisectError, load_npz, parse_target
 from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
@@ -95,7 +95,8 @@ def add(
     source: str = typer.Argument(..., help="An .mlpackage or a torch source file.py:factory."),
     target: str = typer.Option(..., "--target", "-t", help="Target spec the case runs on."),
     inputs: list[Path] = typer.Option(
-        ..., "--inputs", help="An .npz of named inputs; repeat to add one case per file."
+        ..., "--inputs",
+        help=f"An .npz of named inputs; repeat to add one case per file. {INPUTS_LIMIT_HELP}"
     ),
     stage: str = typer.Option("predict", "--stage", help="convert | load | predict."),
     expect: str = typer.Option(

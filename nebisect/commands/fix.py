@@ -67,8 +67,9 @@ def apply(
 ) -> None:
     """Apply fixes: torch sources are converted with the converter-level fixes, then every
     graph pass runs on the program, and the result is saved as an .mlpackage."""
+    from nebisect.files import copy_directory
     from nebisect.fixes import resolve_fixes
-    from nebisect.fixes.apply import copy_package, fix_source
+    from nebisect.fixes.apply import fix_source
     from nebisect.isolate import Isolator
     from nebisect.outputs import output_directory
     from nebisect.source import resolve_source
@@ -90,7 +91,7 @@ def apply(
                                 precision=precision, timeouts=timeouts)
         if result.package is None:
             raise NebisectError(f"{result.verdict.stage} failed: {result.verdict.message}")
-        copy_package(result.package, output)
+        copy_directory(result.package, output)
     for fix in fixes:
         if fix.level == "convert":
             state = ("applied at conversion" if fix.name in result.converter_fixes

@@ -87,9 +87,9 @@ def _emit(text: str, output: Path | None) -> None:
     if output is None:
         typer.echo(text, nl=False)
         return
-    from nebisect.report.files import write_text_atomic
+    from nebisect.files import write_text
 
-    write_text_atomic(output, text)
+    write_text(output, text)
 
 
 def _print_text(result: LintResult, output: Path | None) -> None:

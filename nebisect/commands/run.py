@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
-from nebisect.case import NebisectError
+from nebisect.case import INPUTS_LIMIT_HELP, NebisectError
 from nebisect.inputs import DEFAULT_LENGTHS
 from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
@@ -59,7 +59,8 @@ def run(
         "Default: coreml:cpu,gpu,ne,all on macOS; sim:fp32, sim:fp16, sim:ane elsewhere.",
     ),
     inputs: Path = typer.Option(
-        None, "--inputs", help="An .npz of named inputs (loaded without pickle)."
+        None, "--inputs",
+        help=f"An .npz of named inputs (loaded without pickle). {INPUTS_LIMIT_HELP}",
     ),
     lengths: str = typer.Option(
         ",".join(map(str, DEFAULT_LENGTHS)), "--lengths",

@@ -52,6 +52,7 @@ from nebisect.corpus.record import (
     CorruptCaseError,
     Expected,
 )
+from nebisect.files import fsync_directory, write_text
 from nebisect.provenance import provenance
 from nebisect.sources.plugins import use_plugins
 from nebisect.timeouts import DEFAULT_TIMEOUTS
@@ -272,7 +273,7 @@ class Corpus:
                         replaced = str(exc)
                         self._discard(final)
                 os.rename(staging, final)
-                _fsync_dir(self.root)
+                fsync_directory(self.root)
             return Added(load_case(final), created=True, replaced=replaced)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -317,7 +318,7 @@ class Corpus:
         with self.lock():
             current = load_case(case.path)
             current.record.expected = expected
-            _write_atomic(case.path / CASE_FILE, current.record.to_json())
+            write_text(case.path / CASE_FILE, current.record.to_json(), durable=True)
         return load_case(case.path)
 
     def _case_dirs(self) -> list[Path]:
@@ -326,7 +327,7 @@ class Corpus:
     def _discard(self, path: Path) -> None:
         trash = self.root / f"{TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}"
         os.rename(path, trash)
-        _fsync_dir(self.root)
+        fsync_directory(self.root)
         shutil.rmtree(trash, ignore_errors=True)
 
 
@@ -520,29 +521,11 @@ def _store_model(new: NewCase, staging: Path, stamp: dict[str, str]) -> tuple[st
     return "mlpackage", ""
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 def _fsync_tree(root: Path) -> None:
     for path in sorted(root.rglob("*"), reverse=True):
         if path.is_file():
             with open(path, "rb") as handle:
                 os.fsync(handle.fileno())
         else:
-            _fsync_dir(path)
-    _fsync_dir(root)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            fsync_directory(path)
+    fsync_directory(root)

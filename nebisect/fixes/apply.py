@@ -9,8 +9,6 @@ the artifact ``fix apply`` would hand to a user.
 from __future__ import annotations
 
 import importlib
-import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,13 +126,3 @@ def fix_source(
     rewrites = {str(k): int(v) for k, v in outcome.verdict.metrics["rewrites"].items()}
     package = output if any(rewrites.values()) else converted
     return FixedSource(outcome.verdict, converted, package, rewrites, applied)
-
-
-def copy_package(package: Path, destination: Path) -> None:
-    """Place a package at ``destination`` atomically (replacing what was there)."""
-    staging = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(package, staging)
-    if destination.exists():
-        shutil.rmtree(destination)
-    os.replace(staging, destination)

@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from nebisect.case import save_npz
+from nebisect.files import write_text
 from nebisect.isolation.job import (
     OOM_PATTERN,
     CaseFiles,
@@ -204,9 +205,7 @@ def write_result(case_dir: Path, verdict: Verdict, arrays: dict[str, np.ndarray]
     document = f'{{"arrays": {json.dumps(sorted(arrays))}, "verdict": {verdict.to_json()}}}'
     if arrays:
         save_npz(case_dir / CaseFiles.ARRAYS, arrays)
-    staging = case_dir / f".{CaseFiles.RESULT}.tmp"
-    staging.write_text(document)
-    os.replace(staging, case_dir / CaseFiles.RESULT)
+    write_text(case_dir / CaseFiles.RESULT, document)
 
 
 def _resolve(function: str) -> Callable[[dict[str, Any]], Any]:

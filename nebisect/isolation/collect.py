@@ -1,10 +1,16 @@
 """Turn what a finished (or dead) case process left behind into a verdict.
 
 The parent never trusts the child: a verdict comes from a result file that parses and
-whose arrays load without pickle; otherwise the exit status speaks — a signal is a
-``crash`` named after it, a timeout is ``timeout``, an exit without a result is an
-``error``, and the usual fingerprints of memory exhaustion are ``oom``. The stage is
-the last one the child declared through ``mark_stage`` before it died.
+whose arrays load without pickle, and only from a process that ended cleanly (exit 0, or
+the fork child's "done"); otherwise the exit status speaks — a signal is a ``crash``
+named after it whatever the child wrote before dying, a timeout is ``timeout``, an exit
+without a result is an ``error``, and the usual fingerprints of memory exhaustion are
+``oom``. The stage is the last one the child declared through ``mark_stage``.
+
+Every file in the case directory was written by the child, so it is read as
+:func:`nebisect.files.read_untrusted` reads: no symlink followed, nothing but a regular
+file, at most a capped size, decoded strictly — a FIFO, a link to ``/dev/zero`` or
+bytes that are not UTF-8 give an ``error`` verdict, never a hung or dead parent.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.case import NebisectError, load_npz
+from nebisect.files import read_untrusted
 from nebisect.isolation.job import OOM_PATTERN, CaseFiles, Job, Outcome, read_stage_file
 from nebisect.isolation.watch import read_tail
 from nebisect.verdict import Verdict, crash_signature, error_signature
@@ -39,10 +46,18 @@ class RawExit:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
+#: The most a result document may hold: a verdict is a few kilobytes; anything near
+#: this is not a verdict.
+RESULT_BYTES = 16 << 20
+
+
 def collect(job: Job, case_dir: Path, raw: RawExit) -> Outcome:
     stage = read_stage_file(case_dir / CaseFiles.STAGE) or job.stage
     tail = read_tail(case_dir / CaseFiles.STDERR)
-    outcome = _read_result(case_dir, stage) or Outcome(_exit_verdict(job, raw, stage, tail))
+    clean = raw.exit_code in (None, 0) and not raw.timed_out and not raw.failure
+    outcome = _read_result(case_dir, stage) if clean else None
+    if outcome is None:
+        outcome = Outcome(_exit_verdict(job, raw, stage, tail))
     verdict = outcome.verdict
     verdict.stderr_tail = verdict.stderr_tail or tail
     verdict.metrics.update(raw.metrics, stderr_bytes=raw.stderr_bytes)
@@ -51,20 +66,26 @@ def collect(job: Job, case_dir: Path, raw: RawExit) -> Outcome:
 
 def _read_result(case_dir: Path, stage: str) -> Outcome | None:
     try:
-        text = (case_dir / CaseFiles.RESULT).read_text()
+        data = read_untrusted(case_dir / CaseFiles.RESULT, RESULT_BYTES)
     except FileNotFoundError:
         return None
+    except (OSError, NebisectError) as exc:
+        return _unreadable(stage, f"{CaseFiles.RESULT} {exc}")
     try:
-        document = json.loads(text)
+        document = json.loads(data.decode("utf-8"))
         verdict = Verdict.from_dict(document["verdict"])
         names = sorted(document["arrays"])
-        arrays = load_npz(case_dir / CaseFiles.ARRAYS) if names else {}
+        arrays = load_npz(case_dir / CaseFiles.ARRAYS, follow_symlinks=False) if names else {}
         if sorted(arrays) != names:
             raise ValueError(f"arrays {names} announced, {sorted(arrays)} found")
     except (ValueError, KeyError, TypeError, NebisectError) as exc:
-        message = f"child wrote an unreadable result: {type(exc).__name__}: {exc}"
-        return Outcome(Verdict("error", stage, error_signature(stage, message), message=message))
+        return _unreadable(stage, f"{type(exc).__name__}: {exc}")
     return Outcome(verdict, arrays)
+
+
+def _unreadable(stage: str, detail: str) -> Outcome:
+    message = f"child wrote an unreadable result: {detail}"
+    return Outcome(Verdict("error", stage, error_signature(stage, message), message=message))
 
 
 def signal_name(number: int) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import NebisectError
+from nebisect.files import read_untrusted
 from nebisect.verdict import Verdict
 
 #: The stage file holds one fixed-width record, rewritten in place by a single pwrite,
@@ -121,9 +122,10 @@ def bind_stage_file(path: Path, stage: str) -> None:
 
 
 def read_stage_file(path: Path) -> str | None:
+    """The stage a (dead) child declared last; None if its stage file is unusable."""
     try:
-        text = path.read_bytes().decode(errors="replace").strip()
-    except OSError:
+        text = read_untrusted(path, _STAGE_WIDTH).decode(errors="replace").strip()
+    except (OSError, NebisectError):
         return None
     return text or None
 

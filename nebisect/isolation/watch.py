@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 import os
 import select
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from nebisect.case import NebisectError
+from nebisect.files import read_untrusted
 from nebisect.isolation.osproc import ProcessHandle, kill_group
 
 #: What :meth:`Watch.wait` returns when it was not woken by one of its descriptors.
@@ -57,25 +60,41 @@ class StderrSink:
             if elided:
                 self._write(f"\n[nebisect: {elided} bytes of stderr elided]\n".encode())
             self._write(tail)
-        if self._file is not None:
+        if self._file is not None and self._file >= 0:
             os.close(self._file)
-            self._file = None
+        self._file = None
 
     def _write(self, data: bytes) -> None:
         if self._file is None:
-            self._file = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self._file = _open_capture(self.path)
+        if self._file < 0:
+            return
         view = memoryview(data)
         while view:
             view = view[os.write(self._file, view):]
 
 
-def read_tail(path: Path, limit: int = TAIL_BYTES) -> str:
-    """The last ``limit`` bytes of a captured stream, as text ('' if nothing came)."""
+def _open_capture(path: Path) -> int:
+    """The capture file for appending, or -1 (the bytes are then not written) when what is
+    at ``path`` is no regular file: the case child may have put a symlink to one of the
+    user's files there, or a FIFO, and the capture must not write through it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        with path.open("rb") as handle:
-            handle.seek(max(0, handle.seek(0, os.SEEK_END) - limit))
-            return handle.read().decode(errors="replace")
+        fd = os.open(path, flags | os.O_CLOEXEC, 0o600)
     except OSError:
+        return -1
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return -1
+    return fd
+
+
+def read_tail(path: Path, limit: int = TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a captured stream, as text ('' if nothing came, or if
+    what is there is no regular file: a case child may have replaced it)."""
+    try:
+        return read_untrusted(path, limit, tail=True).decode(errors="replace")
+    except (OSError, NebisectError):
         return ""
 
 

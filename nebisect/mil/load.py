@@ -20,6 +20,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.case import NebisectError
+from nebisect.files import WriteError, staged
 from nebisect.quiet import import_coremltools, quiet
 
 _SAVE_PASSES = ("mil_backend::adjust_io_to_supported_types", "mil_backend::sanitize_name_strings")
@@ -213,7 +215,6 @@ def save_program(program: Any, path: str | os.PathLike[str]) -> None:
     prog = _deepcopy_program(program)
     function = prog.functions[prog.default_function_name]
     version = max(function.get_max_opset_version_and_op()[0], function.opset_version or 0)
-    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp.mlpackage")
     with tempfile.TemporaryDirectory() as weights, quiet():
         pipeline = PassPipeline(list(_SAVE_PASSES), "nebisect_save")
         try:
@@ -221,12 +222,19 @@ def save_program(program: Any, path: str | os.PathLike[str]) -> None:
             spec = backend_load(prog, weights_dir=weights, specification_version=int(version))
         except Exception as exc:
             raise NebisectError(f"cannot serialize the program: {_first_line(exc)}") from exc
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        _create_mlpackage(spec, weights, str(tmp))
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(tmp, target)
+        with staged(target) as staging:
+            try:
+                _create_mlpackage(spec, weights, str(staging))
+            except RuntimeError as exc:
+                raise _native_write_error(staging, exc) from None
+
+
+def _native_write_error(path: Path, exc: RuntimeError) -> Exception:
+    """coremltools writes packages in C++, whose failed writes (a full disk) arrive as
+    ``RuntimeError("filesystem error: cannot copy: No space left on device [a] [b]")``:
+    a :class:`~nebisect.files.WriteError` without the temporary paths; else ``exc``."""
+    found = re.match(r"filesystem error: (.*?)(?: \[|$)", str(exc))
+    return WriteError(path, found.group(1)) if found else exc
 
 
 def _deepcopy_program(program: Any) -> Any:

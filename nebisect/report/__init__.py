@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from nebisect.files import write_text
 from nebisect.outputs import output_directory
-from nebisect.report.files import write_text_atomic
 from nebisect.report.html import render_html
 from nebisect.report.json import dumps, read_report, report_document
 from nebisect.report.junit import junit_xml, write_junit
@@ -97,7 +97,7 @@ def write_report(
     """Write ``report.json`` and ``report.html`` for ``payload`` into ``report_dir``."""
     directory = output_directory(report_dir, "--report")
     document = report_document(kind, payload, created)
-    json_path = write_text_atomic(directory / "report.json", dumps(document))
-    html_path = write_text_atomic(directory / "report.html", render_html(document, payload))
+    json_path = write_text(directory / "report.json", dumps(document))
+    html_path = write_text(directory / "report.html", render_html(document, payload))
     return ReportFiles(json_path, html_path)
 

@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from nebisect.report.files import write_text_atomic
+from nebisect.files import write_text
 from nebisect.verdict import Verdict
 
 FAILURE_STATUSES = frozenset({"mismatch", "unrouted"})
@@ -81,4 +81,4 @@ def write_junit(
     path: str | os.PathLike[str], suite: str, results: Sequence[tuple[str, Verdict]]
 ) -> Path:
     """Write the JUnit XML of ``results`` to ``path`` atomically (``--junit FILE``)."""
-    return write_text_atomic(path, junit_xml(suite, results))
+    return write_text(path, junit_xml(suite, results))

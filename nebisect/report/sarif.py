@@ -22,8 +22,8 @@ from typing import Any
 from urllib.parse import quote
 
 from nebisect import __version__
+from nebisect.files import write_text
 from nebisect.lint import LintResult, Rule, registered_rules
-from nebisect.report.files import write_text_atomic
 from nebisect.report.payload import to_jsonable
 
 SARIF_VERSION = "2.1.0"
@@ -131,4 +131,4 @@ def sarif_text(result: LintResult) -> str:
 
 def write_sarif(path: str | os.PathLike[str], result: LintResult) -> Path:
     """Write the SARIF log of ``result`` to ``path`` atomically."""
-    return write_text_atomic(path, sarif_text(result))
+    return write_text(path, sarif_text(result))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import NebisectError, sha256_path
+from nebisect.files import keep_existing, staged
 from nebisect.quiet import import_coremltools
 from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target
@@ -53,20 +53,10 @@ def compiled_path(package: Path) -> Path:
     destination = cache_dir() / f"{sha256_path(package)}.mlmodelc"
     if destination.is_dir():
         return destination
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=destination.parent, prefix=".compiling-"))
-    try:
-        from nebisect.mil.load import loadable_package
+    from nebisect.mil.load import loadable_package
 
-        with loadable_package(package) as loadable:
-            built = Path(compile_model(str(loadable), str(staging / "model.mlmodelc")))
-        try:
-            os.rename(built, destination)
-        except OSError:
-            if not destination.is_dir():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with staged(destination, keep_existing) as staging, loadable_package(package) as loadable:
+        compile_model(str(loadable), str(staging))
     return destination
 
 
@@ -114,14 +104,12 @@ class CoreMLTarget(Target):
 
         packages = cache_dir().parent / "packages"
         packages.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=packages, prefix=".saving-"))
-        try:
-            save_program(model.program, staging / "model.mlpackage")
-            package = packages / f"{sha256_path(staging / 'model.mlpackage')}.mlpackage"
-            if not package.exists():
-                os.rename(staging / "model.mlpackage", package)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        with tempfile.TemporaryDirectory(dir=packages, prefix=".saving-") as scratch:
+            saved = Path(scratch) / "model.mlpackage"
+            save_program(model.program, saved)
+            package = packages / f"{sha256_path(saved)}.mlpackage"
+            with staged(package, keep_existing) as built:
+                os.rename(saved, built)
         return package
 
     @staticmethod
