@@ -30,7 +30,6 @@ attempt lists them in ``metrics["worker_attempts"]``.
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -257,7 +256,7 @@ def replay_unit(payload: dict[str, Any], root: Path, workdir: Path,
     else:
         verdict = run_case(CorpusCase(record, root), isolator, workdir,
                            timeouts=Timeouts(**payload["timeouts"])).verdict
-    return {"verdict": json.loads(verdict.to_json())}
+    return {"verdict": verdict.to_dict()}
 
 
 def unit_verdict(result: UnitResult, case: CorpusCase, key: str = "verdict") -> Verdict:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import queue
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,8 +31,10 @@ from nebisect.case import NebisectError
 from nebisect.executors import worker
 from nebisect.executors.units import Attempt, Unit, UnitResult
 
-#: seconds to wait for the scheduler before "cannot reach" (exit 2)
+#: seconds to wait for the scheduler before "cannot reach" (exit 2);
+#: ``$NEBISECT_CLUSTER_TIMEOUT`` overrides it
 CONNECT_TIMEOUT = 10.0
+TIMEOUT_ENV = "NEBISECT_CLUSTER_TIMEOUT"
 #: a unit resubmitted this many times for missing blobs is given up (a worker that
 #: cannot keep its cache)
 MAX_ROUNDS = 8
@@ -51,8 +55,12 @@ class ClusterExecutor:
     """Runs units on the workers of the Dask scheduler at ``address``."""
 
     def __init__(self, address: str, *, mode: str = "auto",
-                 connect_timeout: float = CONNECT_TIMEOUT) -> None:
+                 connect_timeout: float | None = None) -> None:
         distributed = _distributed()
+        if connect_timeout is None:
+            connect_timeout = float(os.environ.get(TIMEOUT_ENV, CONNECT_TIMEOUT))
+        #: blobs pushed, per (worker address, sha256): each should be 1
+        self.shipped: Counter[tuple[str, str]] = Counter()
         # The client's own reconnect chatter is not the user's business: one line is.
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
         self.name, self.mode = address, mode
@@ -97,7 +105,7 @@ class _Run:
 
     def __init__(self, executor: ClusterExecutor, units: Sequence[Unit],
                  pins: Sequence[Sequence[str]] | None) -> None:
-        self.client, self.mode = executor.client, executor.mode
+        self.client, self.mode, self.shipped = executor.client, executor.mode, executor.shipped
         self.units, self.pins = units, pins
         self.run_id = uuid.uuid4().hex[:12]
         self.manifests = [unit.manifest() for unit in units]
@@ -176,6 +184,7 @@ class _Run:
                     blobs[digest] = data
         if blobs:
             self.client.run(worker.store_blobs, blobs, workers=[address])
+            self.shipped.update((address, digest) for digest in blobs)
 
     def _orphaned(self) -> list[tuple[int, UnitResult | None]]:
         """Pinned units none of whose workers is still in the cluster: an error each."""

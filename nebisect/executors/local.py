@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nebisect.executors.units import Attempt, Unit, UnitResult, handler
+from nebisect.executors.units import Attempt, Unit, UnitResult, handler, to_wire
 from nebisect.isolation.isolator import Isolator
 from nebisect.isolation.pool import map_isolated
 
@@ -44,7 +44,7 @@ class LocalExecutor:
                 value = handler(unit.kind)(unit.payload, unit.root, Path(scratch, str(index)),
                                            isolator)
                 # The cluster's wire format, so both executors hand back the same data.
-                result = UnitResult(json.loads(json.dumps(value)), [Attempt(LOCAL, "done")])
+                result = UnitResult(json.loads(to_wire(value)), [Attempt(LOCAL, "done")])
                 if on_result is not None:
                     on_result(index, result)
                 return result

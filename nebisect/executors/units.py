@@ -52,6 +52,18 @@ def handler(kind: str) -> Handler:
     return function
 
 
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays as plain Python (what a handler's dict may hold)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def to_wire(value: Any) -> str:
+    """A handler's result as the JSON text that crosses the wire (NaN/Infinity kept)."""
+    return json.dumps(value, default=_plain)
+
+
 def check_relative(name: str) -> str:
     """``name`` if it is a plain relative path (no ``..``, no absolute, no backslash)."""
     parts = PurePosixPath(name).parts

@@ -17,8 +17,9 @@ plain strings; nothing else crosses the wire. On the worker:
   retried once, never looped over a fleet it keeps killing.
 * **Cancellation.** Every run has a :class:`~nebisect.isolation.cancel.CancelToken`
   per worker; :func:`cancel_run` (sent to every worker when the client is interrupted)
-  cancels it, which kills the run's cases in flight and refuses the rest, so an
-  interrupted client leaves no case process on any worker.
+  cancels it, which kills the run's cases in flight and refuses the rest; :func:`end_run`
+  (sent when a run ends either way) closes the run's isolators, so no case process and
+  no helper of the run is left on any worker.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.executors.devices import local_facts
-from nebisect.executors.units import Unit, handler, sha256_hex
+from nebisect.executors.units import Unit, handler, sha256_hex, to_wire
 from nebisect.isolation.cancel import Cancelled, CancelToken
 from nebisect.isolation.isolator import Isolator
 
@@ -40,24 +41,51 @@ from nebisect.isolation.isolator import Isolator
 MAX_ATTEMPTS = 2
 BLOBS = "nebisect-blobs"
 
-_tokens: dict[str, CancelToken] = {}
-_tokens_lock = threading.Lock()
+class _RunState:
+    """One run on this worker: its cancel token and the isolators its threads made."""
+
+    def __init__(self) -> None:
+        self.token = CancelToken()
+        self.lock = threading.Lock()
+        self.idle: set[Isolator] = set()
+        self.ended = False
+
+    def acquire(self, isolator: Isolator) -> None:
+        with self.lock:
+            self.idle.discard(isolator)
+
+    def release(self, isolator: Isolator) -> None:
+        """A unit is done with ``isolator``: kept warm for the run, closed if it ended."""
+        with self.lock:
+            if not self.ended:
+                self.idle.add(isolator)
+                return
+        isolator.close()
+
+    def end(self) -> None:
+        """Close every idle isolator now, and each busy one when its unit is done."""
+        with self.lock:
+            self.ended, idle, self.idle = True, self.idle, set()
+        for isolator in idle:
+            isolator.close()
+
+
+_runs: dict[str, _RunState] = {}
+_runs_lock = threading.Lock()
 _thread = threading.local()
 
 
-def _token(run_id: str) -> CancelToken:
-    with _tokens_lock:
-        return _tokens.setdefault(run_id, CancelToken())
+def _run_state(run_id: str) -> _RunState:
+    with _runs_lock:
+        return _runs.setdefault(run_id, _RunState())
 
 
 def _isolator(run_id: str, mode: str) -> Isolator:
-    """This thread's isolator for ``run_id`` (a new run closes the previous one)."""
+    """This thread's isolator for ``run_id`` (each run makes its own)."""
     current: tuple[str, str, Isolator] | None = getattr(_thread, "current", None)
     if current is not None and current[:2] == (run_id, mode):
         return current[2]
-    if current is not None:
-        current[2].close()
-    isolator = Isolator(mode, cancel=_token(run_id))
+    isolator = Isolator(mode, cancel=_run_state(run_id).token)
     _thread.current = (run_id, mode, isolator)
     return isolator
 
@@ -95,14 +123,18 @@ def run_unit(unit_json: str, run_id: str, index: int, mode: str) -> str:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(cache / digest, root / name)
         root.mkdir(exist_ok=True)
+        state, isolator = _run_state(run_id), _isolator(run_id, mode)
+        state.acquire(isolator)
         try:
             answer["value"] = handler(unit.kind)(unit.payload, root, Path(scratch, "work"),
-                                                 _isolator(run_id, mode))
+                                                 isolator)
         except Cancelled:
             answer["cancelled"] = True
         except Exception as exc:  # a handler's failure is this unit's error, not the worker's
             answer["error"] = f"{type(exc).__name__}: {exc}"
-    return json.dumps(answer)
+        finally:
+            state.release(isolator)
+    return to_wire(answer)
 
 
 def store_blobs(blobs: dict[str, bytes], dask_worker: Any = None) -> int:
@@ -123,13 +155,17 @@ def store_blobs(blobs: dict[str, bytes], dask_worker: Any = None) -> int:
 
 def cancel_run(run_id: str) -> None:
     """Cancel the run's cases in flight on this worker, and refuse its later units."""
-    _token(run_id).cancel()
+    _run_state(run_id).token.cancel()
 
 
 def end_run(run_id: str) -> None:
-    """Forget a finished run's token (its isolators close when a thread starts another)."""
-    with _tokens_lock:
-        _tokens.pop(run_id, None)
+    """A run is over: close its isolators (their helpers end), forget its state.
+
+    Nothing of a run outlives it on a worker; the next run starts its helpers anew."""
+    with _runs_lock:
+        state = _runs.pop(run_id, None)
+    if state is not None:
+        state.end()
 
 
 def facts() -> dict[str, str]:
