@@ -1,0 +1,222 @@
+"""The executor seam over a real Dask ``LocalCluster`` (2 worker processes, started once).
+
+Replay, fuzz and their faults through the cluster: the same verdicts and findings as
+locally, a worker SIGKILLed mid-unit (the unit retried once elsewhere, both attempts
+reported), a segfault on a worker (a verdict, the worker stays up), a scheduler that is
+not there (one line, exit 2), models shipped once per worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_support import descendants, local_cluster, worker_pids
+from corpus_helpers import add, filled, lse_package
+
+from nebisect.corpus import Corpus, Expected
+from nebisect.corpus.replay import ReplayResult, replay
+from nebisect.executors.cluster import ClusterExecutor
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+NEBISECT = [sys.executable, "-m", "nebisect"]
+
+
+@pytest.fixture(scope="module")
+def signals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The slow targets' files, in the environment the workers will inherit."""
+    root = tmp_path_factory.mktemp("signals")
+    saved = dict(os.environ)
+    os.environ.update(NEBISECT_TEST_CALLS=str(root / "calls"),
+                      NEBISECT_TEST_READY=str(root / "ready"))
+    yield root
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def cluster(signals: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with local_cluster(tmp_path_factory.mktemp("dask")) as (local, client):
+        yield local, client
+
+
+@pytest.fixture()
+def fresh_signals(signals: Path) -> Path:
+    for name in ("calls", "ready"):
+        (signals / name).unlink(missing_ok=True)
+    return signals
+
+
+def cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, **env}
+    environment.pop("NEBISECT_CLUSTER", None)
+    return subprocess.run([*NEBISECT, *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=timeout, env=environment)
+
+
+def verdicts(output: str) -> list[tuple[str, str, str, str]]:
+    return sorted((r["label"], r["outcome"], r["verdict"]["status"], r["verdict"]["signature"])
+                  for r in json.loads(output)["results"])
+
+
+def test_shipped_corpus_replays_through_the_cluster_as_it_does_locally(cluster: Any) -> None:
+    local, client = cluster
+    here = cli("replay", "corpus", "--json")
+    there = cli("replay", "corpus", "--json", "--cluster", local.scheduler_address)
+    assert here.returncode == there.returncode == 0, there.stderr
+    assert verdicts(there.stdout) == verdicts(here.stdout)
+    assert len(verdicts(here.stdout)) == 8
+    workers = {r["verdict"]["provenance"]["worker"] for r in json.loads(there.stdout)["results"]}
+    assert workers <= set(worker_pids(client))
+
+
+def test_fuzz_seed_0_jobs_4_finds_the_same_over_the_cluster(cluster: Any) -> None:
+    local, _ = cluster
+    args = ("fuzz", "--op", "softplus", "--target", "sim:ane", "--budget", "32", "--seed", "0",
+            "--jobs", "4", "--isolation", "fork", "--json")
+    here = cli(*args)
+    there = cli(*args, "--cluster", local.scheduler_address)
+    assert here.returncode == there.returncode == 1, there.stderr
+
+    def findings(output: str) -> list[Any]:
+        [result] = json.loads(output)["results"]
+        return [(f["signature"], f["param_class"], f["case"], f["first_case"], f["hits"],
+                 f["cliff"]) for f in result["findings"]]
+
+    assert findings(here.stdout) and findings(there.stdout) == findings(here.stdout)
+
+
+def slow_corpus(root: Path, target: str, plugin: str, values: tuple[float, ...]) -> Corpus:
+    """Cases of the lse package on a test target whose plugin is stored with them."""
+    corpus = Corpus(root / "corpus", create=True)
+    package = lse_package(root / "lse.mlpackage")
+    for value in values:
+        add(corpus, package, filled("x", (1, 32), value), Expected("pass"), target=target,
+            name=f"x={value}", options={"plugins": [str(TESTS / plugin)]})
+    return corpus
+
+
+def test_a_worker_killed_mid_unit_costs_a_retry_not_a_verdict(
+        cluster: Any, fresh_signals: Path, tmp_path: Path) -> None:
+    """The first prediction sleeps; its worker is SIGKILLed; Dask reschedules the unit,
+    which runs to a verdict on another worker and lists the attempt that died."""
+    local, client = cluster
+    corpus = slow_corpus(tmp_path, "sim:slow-once", "plugins_slow.py", (1.0, 2.0, 3.0))
+    cases = corpus.scan().cases
+    pids = worker_pids(client)
+    executor = ClusterExecutor(local.scheduler_address)
+    done: list[ReplayResult] = []
+    thread = threading.Thread(target=lambda: done.extend(
+        replay(cases, executor=executor).results))
+    thread.start()
+    ready = fresh_signals / "ready"
+    deadline = time.monotonic() + 120
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    case_pid = int(ready.read_text())
+    [victim] = [a for a, pid in pids.items()
+                if case_pid in {p.pid for p in descendants({a: pid})}]
+    os.kill(pids[victim], signal.SIGKILL)
+    thread.join(timeout=180)
+    executor.close()
+    assert not thread.is_alive()
+    assert sorted(r.label for r in done) == ["x=1.0", "x=2.0", "x=3.0"]
+    assert [r.outcome for r in done] == ["ok", "ok", "ok"]
+    retried = [r for r in done if "worker_attempts" in r.verdict.metrics]
+    assert len(retried) == 1
+    attempts = retried[0].verdict.metrics["worker_attempts"]
+    assert [a["outcome"] for a in attempts] == ["lost", "done"]
+    assert attempts[0]["worker"] == victim != attempts[1]["worker"]
+
+
+def test_a_segfault_on_a_worker_is_a_verdict_and_the_worker_stays_up(
+        cluster: Any, tmp_path: Path) -> None:
+    local, client = cluster
+    corpus = slow_corpus(tmp_path, "sim:segv-in-predict", "plugins_crash.py", (1.0,))
+    before = worker_pids(client)
+    with_cluster = ClusterExecutor(local.scheduler_address)
+    try:
+        [result] = replay(corpus.scan().cases, executor=with_cluster).results
+    finally:
+        with_cluster.close()
+    assert result.verdict.signature == "crash:SIGSEGV"
+    assert result.verdict.status == "crash" and result.outcome == "regression"
+    assert "worker_attempts" not in result.verdict.metrics
+    assert worker_pids(client) == before
+
+
+def test_models_are_shipped_once_per_worker(cluster: Any) -> None:
+    local, _ = cluster
+    cases = Corpus(REPO / "corpus").scan().cases[:4]
+    executor = ClusterExecutor(local.scheduler_address)
+    try:
+        replay(cases, executor=executor)
+        replay(cases, executor=executor)
+        replay(cases, executor=executor)
+    finally:
+        executor.close()
+    assert executor.shipped and set(executor.shipped.values()) == {1}
+
+
+def test_sigterm_cancels_the_cluster_units_and_leaves_nothing_on_the_workers(
+        cluster: Any, fresh_signals: Path, tmp_path: Path) -> None:
+    local, client = cluster
+    corpus = slow_corpus(tmp_path, "sim:slow", "plugins_slow.py", (1.0, 2.0))
+    pids = worker_pids(client)
+    process = subprocess.Popen(
+        [*NEBISECT, "replay", str(corpus.root), "--cluster", local.scheduler_address],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        env={**os.environ, "NEBISECT_TEST_READY_AFTER": "2"})
+    ready = fresh_signals / "ready"
+    deadline = time.monotonic() + 120
+    while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert descendants(pids), "both cases should be running on the workers"
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "nebisect: interrupted by SIGTERM; stopped and cleaned up"
+    deadline = time.monotonic() + 10
+    while descendants(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert descendants(pids) == []
+    assert worker_pids(client) == pids
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    result = cli("replay", "corpus", "--cluster", f"tcp://127.0.0.1:{port}",
+                 NEBISECT_CLUSTER_TIMEOUT="2")
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"nebisect: error: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}: ")
+    assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout
+    assert time.monotonic() - started < 60
+
+
+def test_without_dask_cluster_is_one_line_not_an_import_error() -> None:
+    code = ("import sys; sys.modules['distributed'] = None; "
+            "sys.argv = ['nebisect', 'replay', 'corpus', '--cluster', 'tcp://127.0.0.1:1']; "
+            "from nebisect.cli import main; main()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith("nebisect: error: --cluster: Dask is unavailable: "
+                                    "install nebisect[cluster]")
+    assert len(result.stderr.strip().splitlines()) == 1
