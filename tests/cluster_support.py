@@ -8,6 +8,7 @@ and reset per test.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,36 @@ def local_cluster(scratch: Path, **kwargs: Any) -> Iterator[Any]:
     with distributed.LocalCluster(**options) as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
         yield cluster, client
+
+
+@contextmanager
+def slow_target_cluster(root: Path) -> Iterator[tuple[Any, Any, Path]]:
+    """A :func:`local_cluster` whose workers see the slow test targets' files in
+    ``root/signals`` (set in the environment before the workers start)."""
+    signals = root / "signals"
+    signals.mkdir()
+    saved = dict(os.environ)
+    os.environ.update(NEBISECT_TEST_CALLS=str(signals / "calls"),
+                      NEBISECT_TEST_READY=str(signals / "ready"))
+    try:
+        with local_cluster(root) as (cluster, client):
+            yield cluster, client, signals
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def reset(signals: Path) -> Path:
+    """Forget the slow targets' calls (a test starts counting from its own first call)."""
+    for name in ("calls", "ready"):
+        (signals / name).unlink(missing_ok=True)
+    return signals
+
+
+def wait_for(path: Path, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def worker_pids(client: Any) -> dict[str, int]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_support import descendants, local_cluster, worker_pids
+from cluster_support import descendants, reset, slow_target_cluster, wait_for, worker_pids
 from corpus_helpers import add, filled, lse_package
 
 from nebisect.corpus import Corpus, Expected
@@ -36,28 +36,9 @@ NEBISECT = [sys.executable, "-m", "nebisect"]
 
 
 @pytest.fixture(scope="module")
-def signals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The slow targets' files, in the environment the workers will inherit."""
-    root = tmp_path_factory.mktemp("signals")
-    saved = dict(os.environ)
-    os.environ.update(NEBISECT_TEST_CALLS=str(root / "calls"),
-                      NEBISECT_TEST_READY=str(root / "ready"))
-    yield root
-    os.environ.clear()
-    os.environ.update(saved)
-
-
-@pytest.fixture(scope="module")
-def cluster(signals: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with local_cluster(tmp_path_factory.mktemp("dask")) as (local, client):
-        yield local, client
-
-
-@pytest.fixture()
-def fresh_signals(signals: Path) -> Path:
-    for name in ("calls", "ready"):
-        (signals / name).unlink(missing_ok=True)
-    return signals
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
+    with slow_target_cluster(tmp_path_factory.mktemp("dask")) as running:
+        yield running
 
 
 def cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
@@ -73,7 +54,7 @@ def verdicts(output: str) -> list[tuple[str, str, str, str]]:
 
 
 def test_shipped_corpus_replays_through_the_cluster_as_it_does_locally(cluster: Any) -> None:
-    local, client = cluster
+    local, client, _ = cluster
     here = cli("replay", "corpus", "--json")
     there = cli("replay", "corpus", "--json", "--cluster", local.scheduler_address)
     assert here.returncode == there.returncode == 0, there.stderr
@@ -84,7 +65,7 @@ def test_shipped_corpus_replays_through_the_cluster_as_it_does_locally(cluster: 
 
 
 def test_fuzz_seed_0_jobs_4_finds_the_same_over_the_cluster(cluster: Any) -> None:
-    local, _ = cluster
+    local, _, _ = cluster
     args = ("fuzz", "--op", "softplus", "--target", "sim:ane", "--budget", "32", "--seed", "0",
             "--jobs", "4", "--isolation", "fork", "--json")
     here = cli(*args)
@@ -110,10 +91,11 @@ def slow_corpus(root: Path, target: str, plugin: str, values: tuple[float, ...])
 
 
 def test_a_worker_killed_mid_unit_costs_a_retry_not_a_verdict(
-        cluster: Any, fresh_signals: Path, tmp_path: Path) -> None:
+        cluster: Any, tmp_path: Path) -> None:
     """The first prediction sleeps; its worker is SIGKILLed; Dask reschedules the unit,
     which runs to a verdict on another worker and lists the attempt that died."""
-    local, client = cluster
+    local, client, signals = cluster
+    reset(signals)
     corpus = slow_corpus(tmp_path, "sim:slow-once", "plugins_slow.py", (1.0, 2.0, 3.0))
     cases = corpus.scan().cases
     pids = worker_pids(client)
@@ -122,11 +104,8 @@ def test_a_worker_killed_mid_unit_costs_a_retry_not_a_verdict(
     thread = threading.Thread(target=lambda: done.extend(
         replay(cases, executor=executor).results))
     thread.start()
-    ready = fresh_signals / "ready"
-    deadline = time.monotonic() + 120
-    while not ready.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    case_pid = int(ready.read_text())
+    wait_for(signals / "ready")
+    case_pid = int((signals / "ready").read_text())
     [victim] = [a for a, pid in pids.items()
                 if case_pid in {p.pid for p in descendants({a: pid})}]
     os.kill(pids[victim], signal.SIGKILL)
@@ -144,7 +123,7 @@ def test_a_worker_killed_mid_unit_costs_a_retry_not_a_verdict(
 
 def test_a_segfault_on_a_worker_is_a_verdict_and_the_worker_stays_up(
         cluster: Any, tmp_path: Path) -> None:
-    local, client = cluster
+    local, client, _ = cluster
     corpus = slow_corpus(tmp_path, "sim:segv-in-predict", "plugins_crash.py", (1.0,))
     before = worker_pids(client)
     with_cluster = ClusterExecutor(local.scheduler_address)
@@ -159,7 +138,7 @@ def test_a_segfault_on_a_worker_is_a_verdict_and_the_worker_stays_up(
 
 
 def test_models_are_shipped_once_per_worker(cluster: Any) -> None:
-    local, _ = cluster
+    local, _, _ = cluster
     cases = Corpus(REPO / "corpus").scan().cases[:4]
     executor = ClusterExecutor(local.scheduler_address)
     try:
@@ -169,31 +148,6 @@ def test_models_are_shipped_once_per_worker(cluster: Any) -> None:
     finally:
         executor.close()
     assert executor.shipped and set(executor.shipped.values()) == {1}
-
-
-def test_sigterm_cancels_the_cluster_units_and_leaves_nothing_on_the_workers(
-        cluster: Any, fresh_signals: Path, tmp_path: Path) -> None:
-    local, client = cluster
-    corpus = slow_corpus(tmp_path, "sim:slow", "plugins_slow.py", (1.0, 2.0))
-    pids = worker_pids(client)
-    process = subprocess.Popen(
-        [*NEBISECT, "replay", str(corpus.root), "--cluster", local.scheduler_address],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-        env={**os.environ, "NEBISECT_TEST_READY_AFTER": "2"})
-    ready = fresh_signals / "ready"
-    deadline = time.monotonic() + 120
-    while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert descendants(pids), "both cases should be running on the workers"
-    process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=60)
-    assert process.returncode == 143, err
-    assert err.strip().splitlines()[-1] == "nebisect: interrupted by SIGTERM; stopped and cleaned up"
-    deadline = time.monotonic() + 10
-    while descendants(pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert descendants(pids) == []
-    assert worker_pids(client) == pids
 
 
 def test_an_unreachable_scheduler_is_one_line_and_exit_2() -> None:
