@@ -248,3 +248,22 @@ def test_a_recording_that_nebisect_refused_is_no_expectation() -> None:
     assert not _refused(Verdict("error", "convert", message="RuntimeError: new_ones"))
     assert not _refused(Verdict("mismatch", signature="mismatch:collapse",
                                 message="NebisectError: not an error verdict"))
+
+
+def test_per_chip_expectations_are_a_compatible_schema_field(tmp_path: Path) -> None:
+    """A shipped case (recorded before ``chips`` existed) re-serializes byte for byte;
+    a case with per-chip expectations keeps them through a save and a load."""
+    shipped = next(p for p in sorted(Path(__file__).parent.parent.glob("corpus/*/case.json")))
+    record = CaseRecord.from_json(shipped.read_text())
+    assert record.expected.chips == {} and record.to_json() == shipped.read_text()
+    expected = Expected("failing", "mismatch:collapse", chips={"m4": "fixed", "m1": "failing"})
+    assert expected.for_chip("m4") == Expected("fixed")
+    assert expected.for_chip("m1") is expected and expected.for_chip("m2") is expected
+    corpus = Corpus(tmp_path / "corpus", create=True)
+    add(corpus, lse_package(tmp_path / "lse.mlpackage"), filled("x", (1, 32), 7.7), expected)
+    [case] = corpus.scan().cases
+    assert case.record.expected.chips == {"m1": "failing", "m4": "fixed"}
+    with pytest.raises(NebisectError, match="unknown expected status 'broken'"):
+        Expected("pass", chips={"m1": "broken"})
+    with pytest.raises(NebisectError, match="needs the signature"):
+        Expected("pass", chips={"m1": "failing"})

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_support import descendants, reset, slow_target_cluster, wait_for, worker_pids
+from cluster_support import (
+    descendants,
+    distributed,
+    reset,
+    slow_target_cluster,
+    wait_for,
+    worker_pids,
+)
 from corpus_helpers import add, filled, lse_package
 
 from nebisect.corpus import Corpus, Expected
@@ -174,3 +181,49 @@ def test_without_dask_cluster_is_one_line_not_an_import_error() -> None:
     assert result.stderr.startswith("nebisect: error: --cluster: Dask is unavailable: "
                                     "install nebisect[cluster]")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Two workers that advertise different chip families (an "M1" and an "M4")."""
+    scratch = tmp_path_factory.mktemp("fleet")
+    workers = {
+        family: {"cls": distributed.Nanny, "options": {
+            "nthreads": 1, "local_directory": str(scratch),
+            "env": {"NEBISECT_WORKER_FACTS": json.dumps({"family": family})}}}
+        for family in ("m1", "m4")
+    }
+    scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": None}}
+    with distributed.SpecCluster(workers=workers, scheduler=scheduler, silence_logs=50) as spec:
+        yield spec.scheduler_address
+
+
+def test_devices_run_every_case_on_every_matching_worker_judged_per_chip(
+        fleet: str, tmp_path: Path) -> None:
+    """The cliff case is recorded failing, but fixed on M4: on the "M4" (which still
+    fails: it is the same simulator) that cell is a regression, on the "M1" it is ok."""
+    corpus = Corpus(tmp_path / "corpus", create=True)
+    package = lse_package(tmp_path / "lse.mlpackage")
+    add(corpus, package, filled("x", (1, 32), 7.7),
+        Expected("failing", "mismatch:collapse", chips={"m4": "fixed"}), name="cliff")
+    add(corpus, package, filled("x", (1, 32), 1.0), Expected("pass"), name="below")
+    every = cli("replay", str(corpus.root), "--cluster", fleet, "--devices", "all", "--json")
+    assert every.returncode == 1, every.stderr
+    cells = {(c["label"], c["device"]["family"]): (c["outcome"], c["expected"]["status"])
+             for c in json.loads(every.stdout)["cells"]}
+    assert cells == {("cliff", "m1"): ("ok", "failing"), ("cliff", "m4"): ("regression", "fixed"),
+                     ("below", "m1"): ("ok", "pass"), ("below", "m4"): ("ok", "pass")}
+    only_m1 = cli("replay", str(corpus.root), "--cluster", fleet, "--devices", "family=m1")
+    assert only_m1.returncode == 0, only_m1.stderr
+    assert "m1 @ tcp://" in only_m1.stdout and "m4 @" not in only_m1.stdout
+    none = cli("replay", str(corpus.root), "--cluster", fleet, "--devices", "family=m9")
+    assert none.returncode == 2
+    assert none.stderr.strip() == ("nebisect: error: --devices 'family=m9' matches no worker "
+                                   "(the cluster has: family=m1, family=m4)")
+
+
+def test_devices_without_a_cluster_is_a_usage_error(tmp_path: Path) -> None:
+    result = cli("replay", "corpus", "--devices", "all")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "nebisect: error: --devices needs --cluster ADDRESS (or $NEBISECT_CLUSTER)")
