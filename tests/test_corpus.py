@@ -267,3 +267,19 @@ def test_per_chip_expectations_are_a_compatible_schema_field(tmp_path: Path) -> 
         Expected("pass", chips={"m1": "broken"})
     with pytest.raises(NebisectError, match="needs the signature"):
         Expected("pass", chips={"m1": "failing"})
+
+
+def test_cli_add_records_per_chip_expectations(tmp_path: Path, package: Path) -> None:
+    root = tmp_path / "corpus"
+    save_npz(tmp_path / "x.npz", filled("x", (1, 32), 7.7))
+    add_cmd = [*NEBISECT, "corpus", "add", str(root), str(package), "--target", "sim:ane",
+               "--inputs", str(tmp_path / "x.npz"), "--expect-chip", "m4=fixed"]
+    alone = subprocess.run(add_cmd, capture_output=True, text=True)
+    assert alone.returncode == 2
+    assert alone.stderr.strip() == ("nebisect: error: --expect-chip needs --expect (the "
+                                    "status on every other chip)")
+    done = subprocess.run([*add_cmd, "--expect", "failing", "--signature", "mismatch:collapse"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    [case] = Corpus(root).scan().cases
+    assert case.record.expected.chips == {"m4": "fixed"}
