@@ -87,6 +87,21 @@ def test_fuzz_seed_0_jobs_4_finds_the_same_over_the_cluster(cluster: Any) -> Non
     assert findings(here.stdout) and findings(there.stdout) == findings(here.stdout)
 
 
+def test_fix_verify_through_the_cluster_categorizes_as_locally(cluster: Any) -> None:
+    local, _, _ = cluster
+    args = ("fix", "verify", "corpus", "--target", "sim:ane", "--json")
+    here = cli(*args)
+    there = cli(*args, "--cluster", local.scheduler_address)
+    assert here.returncode == there.returncode == 0, there.stderr
+
+    def categories(output: str) -> list[tuple[str, str, str]]:
+        return [(c["label"], c["category"], c["after"]["signature"] if c["after"] else "")
+                for c in json.loads(output)["cases"]]
+
+    assert categories(there.stdout) == categories(here.stdout)
+    assert [c for _, c, _ in categories(here.stdout)].count("fixed") == 4
+
+
 def slow_corpus(root: Path, target: str, plugin: str, values: tuple[float, ...]) -> Corpus:
     """Cases of the lse package on a test target whose plugin is stored with them."""
     corpus = Corpus(root / "corpus", create=True)

@@ -259,7 +259,7 @@ def replay_unit(payload: dict[str, Any], root: Path, workdir: Path,
     return {"verdict": verdict.to_dict()}
 
 
-def unit_verdict(result: UnitResult, case: CorpusCase, key: str = "verdict") -> Verdict:
+def unit_verdict(result: UnitResult, case: CorpusCase) -> Verdict:
     """The verdict in a unit's result; an ``error`` saying why when there is none. Where
     it ran is stamped on it when that was not here, and every attempt when it took more
     than one."""
@@ -268,7 +268,7 @@ def unit_verdict(result: UnitResult, case: CorpusCase, key: str = "verdict") -> 
         verdict = Verdict("error", record.stage, LOST_SIGNATURE, target=record.target,
                           message=f"no verdict: {result.error}")
     else:
-        verdict = Verdict.from_dict(result.value[key])
+        verdict = Verdict.from_dict(result.value["verdict"])
     if result.worker and result.worker != LOCAL:
         verdict.provenance["worker"] = result.worker
     if len(result.attempts) > 1 or result.value is None:
