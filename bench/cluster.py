@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import dask
 from distributed import LocalCluster
 from replay import build_corpus
 
@@ -48,7 +49,8 @@ def main() -> None:
     try:
         corpus = build_corpus(tmp, args.cases)
         local, count = timed(corpus, LocalExecutor(2))
-        with LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+        with dask.config.set({"temporary-directory": str(tmp / "dask")}), LocalCluster(
+                n_workers=2, processes=True, threads_per_worker=1,
                           dashboard_address=None, local_directory=str(tmp / "dask"),
                           silence_logs=50) as cluster:
             executor = ClusterExecutor(cluster.scheduler_address)

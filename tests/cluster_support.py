@@ -25,9 +25,16 @@ def local_cluster(scratch: Path, **kwargs: Any) -> Iterator[Any]:
     options = dict(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
                    local_directory=str(scratch), silence_logs=50)
     options.update(kwargs)
-    with distributed.LocalCluster(**options) as cluster, \
+    with scratch_space(scratch), distributed.LocalCluster(**options) as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
         yield cluster, client
+
+
+def scratch_space(scratch: Path) -> Any:
+    """Dask's own scratch space (``dask-scratch-space/*.lock``) in ``scratch``, not /tmp."""
+    import dask
+
+    return dask.config.set({"temporary-directory": str(scratch)})
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from cluster_support import (
     descendants,
     distributed,
     reset,
+    scratch_space,
     slow_target_cluster,
     wait_for,
     worker_pids,
@@ -209,7 +210,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for family in ("m1", "m4")
     }
     scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": None}}
-    with distributed.SpecCluster(workers=workers, scheduler=scheduler, silence_logs=50) as spec:
+    with scratch_space(scratch), distributed.SpecCluster(
+            workers=workers, scheduler=scheduler, silence_logs=50) as spec:
         yield spec.scheduler_address
 
 
