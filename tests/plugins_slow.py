@@ -90,3 +90,18 @@ class CrashThenSlowTarget(SimFP16):
             ctypes.string_at(0)
         _ready_then_sleep(calls - int(os.environ.get("NEBISECT_TEST_CRASHES", "0")))
         raise AssertionError("unreachable: the sleep outlasts every test")
+
+
+@register_target("sim:slow-once")
+class SlowOnceTarget(SimFP16):
+    """Test target: the first call of the test announces itself and sleeps until killed
+    (a worker to kill under it); every later call is plain sim:fp16."""
+
+    base_spec = "sim:fp16"
+
+    def predict(
+        self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
+    ) -> Prediction:
+        if _count_call() == 1:
+            _ready_then_sleep(1)
+        return super().predict(model, inputs, intermediates=intermediates)

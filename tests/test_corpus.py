@@ -248,3 +248,38 @@ def test_a_recording_that_nebisect_refused_is_no_expectation() -> None:
     assert not _refused(Verdict("error", "convert", message="RuntimeError: new_ones"))
     assert not _refused(Verdict("mismatch", signature="mismatch:collapse",
                                 message="NebisectError: not an error verdict"))
+
+
+def test_per_chip_expectations_are_a_compatible_schema_field(tmp_path: Path) -> None:
+    """A shipped case (recorded before ``chips`` existed) re-serializes byte for byte;
+    a case with per-chip expectations keeps them through a save and a load."""
+    shipped = next(p for p in sorted(Path(__file__).parent.parent.glob("corpus/*/case.json")))
+    record = CaseRecord.from_json(shipped.read_text())
+    assert record.expected.chips == {} and record.to_json() == shipped.read_text()
+    expected = Expected("failing", "mismatch:collapse", chips={"m4": "fixed", "m1": "failing"})
+    assert expected.for_chip("m4") == Expected("fixed")
+    assert expected.for_chip("m1") is expected and expected.for_chip("m2") is expected
+    corpus = Corpus(tmp_path / "corpus", create=True)
+    add(corpus, lse_package(tmp_path / "lse.mlpackage"), filled("x", (1, 32), 7.7), expected)
+    [case] = corpus.scan().cases
+    assert case.record.expected.chips == {"m1": "failing", "m4": "fixed"}
+    with pytest.raises(NebisectError, match="unknown expected status 'broken'"):
+        Expected("pass", chips={"m1": "broken"})
+    with pytest.raises(NebisectError, match="needs the signature"):
+        Expected("pass", chips={"m1": "failing"})
+
+
+def test_cli_add_records_per_chip_expectations(tmp_path: Path, package: Path) -> None:
+    root = tmp_path / "corpus"
+    save_npz(tmp_path / "x.npz", filled("x", (1, 32), 7.7))
+    add_cmd = [*NEBISECT, "corpus", "add", str(root), str(package), "--target", "sim:ane",
+               "--inputs", str(tmp_path / "x.npz"), "--expect-chip", "m4=fixed"]
+    alone = subprocess.run(add_cmd, capture_output=True, text=True)
+    assert alone.returncode == 2
+    assert alone.stderr.strip() == ("nebisect: error: --expect-chip needs --expect (the "
+                                    "status on every other chip)")
+    done = subprocess.run([*add_cmd, "--expect", "failing", "--signature", "mismatch:collapse"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    [case] = Corpus(root).scan().cases
+    assert case.record.expected.chips == {"m4": "fixed"}

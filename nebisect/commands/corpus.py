@@ -104,6 +104,11 @@ def add(
         help="failing | fixed | pass. Omitted: run the case in isolation and record its verdict.",
     ),
     signature: str = typer.Option("", "--signature", help="Signature of a failing case."),
+    expect_chip: list[str] = typer.Option(
+        None, "--expect-chip", metavar="FAMILY=STATUS",
+        help="With --expect: another expected status on one chip family, e.g. m4=fixed "
+        "(repeat; judged by `replay --devices`).",
+    ),
     name: str = typer.Option("", "--name", help="A human name (unique names help `show`)."),
     description: str = typer.Option("", "--description", help="What the case guards."),
     fixes: list[str] = typer.Option(None, "--fix", help="Fix that claims to cure it (repeat)."),
@@ -136,7 +141,12 @@ def add(
             check(resolved.inputs, named)
         except NebisectError as exc:
             raise NebisectError(f"{path}: {exc}") from None
-    expected = Expected(expect, signature) if expect else None
+    chips = dict(entry.partition("=")[::2] for entry in expect_chip or ())
+    if chips and not expect:
+        raise NebisectError("--expect-chip needs --expect (the status on every other chip)")
+    if any(not family or not status for family, status in chips.items()):
+        raise NebisectError("--expect-chip takes FAMILY=STATUS, e.g. m4=fixed")
+    expected = Expected(expect, signature, chips=chips) if expect else None
     options = {"op_of_interest": op_of_interest} if op_of_interest else {}
     if fixes:
         from nebisect.fixes import resolve_fixes

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from nebisect.case import NebisectError
 from nebisect.commands.corpus import print_problems, short_signature
+from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
@@ -115,20 +116,24 @@ def verify(
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
     ),
+    cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
 ) -> None:
     """Replay the corpus without and with the fixes: fixed / still failing / regressed /
     unaffected per case. Exit 1 on a regression, when a case's claimed fix fails it, or
     when a case is damaged (it is not verified)."""
     from nebisect.corpus import Corpus
     from nebisect.corpus.replay import selected
+    from nebisect.executors import open_executor
     from nebisect.fixes import resolve_fixes
     from nebisect.fixes.verify import verify as verify_fixes
 
     fixes = resolve_fixes(fix or None)
     scan = Corpus(root).scan()
     cases = [c for c in scan.cases if selected(c, target or ())]
-    with Console(stderr=True).status(f"verifying {len(fixes)} fix(es) on {len(cases)} case(s)"):
-        report = verify_fixes(cases, fixes, jobs=jobs, timeouts=Timeouts.parse(timeout))
+    timeouts = Timeouts.parse(timeout)
+    status = f"verifying {len(fixes)} fix(es) on {len(cases)} case(s)"
+    with Console(stderr=True).status(status), open_executor(cluster, jobs) as executor:
+        report = verify_fixes(cases, fixes, timeouts=timeouts, executor=executor)
     if as_json:
         typer.echo(json.dumps({"fixes": report.fixes,
                                "cases": [c.to_dict() for c in report.cases]},

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from nebisect.case import NebisectError
+from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
@@ -166,6 +167,11 @@ def fuzz(
         None, "--timeout", metavar=TIMEOUT_METAVAR,
         help=f"{TIMEOUT_HELP} Defaults: load 300, predict 60.",
     ),
+    cluster: str = typer.Option(
+        None, "--cluster", envvar=CLUSTER_ENV,
+        help=f"{CLUSTER_HELP} Each shard (op × --jobs split) is one unit; same --seed and "
+        "--jobs, same findings as here.",
+    ),
 ) -> None:
     """Fuzz MIL ops one at a time against the float64 oracle; shrink and localize findings.
 
@@ -180,6 +186,7 @@ def fuzz(
         _list_ops(as_json)
         return
     from nebisect.corpus import Corpus
+    from nebisect.executors import open_executor
     from nebisect.fuzz.builders import WRAPS
     from nebisect.fuzz.session import (
         FUZZ_TIMEOUTS,
@@ -212,12 +219,18 @@ def fuzz(
     session = Session(names, options)
     try:
         with display.bar:
-            session.run(display)
+            if cluster:
+                with open_executor(cluster, mode=isolation) as executor:
+                    session.run(display, executor=executor)
+            else:
+                session.run(display)
     except KeyboardInterrupt:
         # Ctrl-C, SIGTERM, SIGHUP: keep and report what was found until then.
         _emit(session.results(), options, console, store, report, as_json)
         raise
     results = session.results()
+    for lost in session.lost:
+        console.print(f"[yellow]no result[/] {lost}", highlight=False)
     _emit(results, options, console, store, report, as_json)
     raise typer.Exit(1 if any(result.findings for result in results) else 0)
 

@@ -11,12 +11,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from nebisect.case import NebisectError
 from nebisect.commands.corpus import print_problems, short_signature
+from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.corpus.replay import ReplayResult, ReplaySummary
-    from nebisect.corpus.store import Problem
+    from nebisect.corpus.store import CorpusCase, Problem
+    from nebisect.guard.devices import DeviceMatrix
 
 ORDER = 50
 
@@ -42,6 +45,13 @@ def replay(
         False, "--allow-empty",
         help="Exit 0 when no case ran (an empty corpus, or every case skipped or filtered).",
     ),
+    cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
+    devices: str = typer.Option(
+        None, "--devices",
+        help="With --cluster: run every case on each worker matching KEY=GLOB[,KEY=GLOB] "
+        "(keys: family, chip, os, compute_units, coremltools, nebisect; 'all'), judged "
+        "by the case's expectation for that chip family; prints a case × device matrix.",
+    ),
 ) -> None:
     """Run every case in isolation and compare with its expected status.
 
@@ -54,6 +64,7 @@ def replay(
     from nebisect.corpus import Corpus
     from nebisect.corpus.replay import record_updates, summarize
     from nebisect.corpus.replay import replay as replay_cases
+    from nebisect.executors import open_executor
     from nebisect.interrupt import describe
     from nebisect.outputs import output_file
 
@@ -62,17 +73,21 @@ def replay(
     if junit:
         output_file(junit, "--junit")
     scan = corpus.scan()
+    if devices is not None:
+        _replay_devices(scan.cases, scan.problems, cluster, devices, target or (), timeouts,
+                        as_json, update)
     console = Console(stderr=True)
     done: list[ReplayResult] = []
     try:
-        with console.status(f"replaying {len(scan.cases)} case(s)") as status:
+        with console.status(f"replaying {len(scan.cases)} case(s)") as status, \
+                open_executor(cluster, jobs) as executor:
 
             def progress(result: ReplayResult) -> None:
                 done.append(result)
                 status.update(f"replayed {len(done)}/{len(scan.cases)}")
 
-            summary = replay_cases(scan.cases, targets=target or (), jobs=jobs,
-                                   timeouts=timeouts, on_result=progress)
+            summary = replay_cases(scan.cases, targets=target or (), timeouts=timeouts,
+                                   on_result=progress, executor=executor)
     except KeyboardInterrupt as stop:
         # Ctrl-C, SIGTERM, SIGHUP: the cases done so far, the rest marked not run.
         stopped = summarize(scan.cases, list(done), target or (), describe(stop))
@@ -88,6 +103,52 @@ def replay(
             f"nebisect: no case was replayed ({len(summary.results)} case(s) in {root}, "
             "all skipped or filtered out); exit 1 (--allow-empty accepts that)", highlight=False)
     raise typer.Exit(1 if regressions or damaged or empty else 0)
+
+
+def _replay_devices(cases: Sequence[CorpusCase], problems: Sequence[Problem], cluster: str | None,
+                    devices: str, targets: Sequence[str], timeouts: Timeouts, as_json: bool,
+                    update: bool) -> None:
+    """``--devices``: the case × device matrix; exit 1 on a regression in any cell."""
+    from nebisect.executors import open_executor
+    from nebisect.executors.cluster import ClusterExecutor
+    from nebisect.guard.devices import replay_devices
+
+    if update:
+        raise NebisectError("--devices cannot be combined with --update")
+    with open_executor(cluster) as executor:
+        if not isinstance(executor, ClusterExecutor):
+            raise NebisectError(f"--devices needs --cluster ADDRESS (or ${CLUSTER_ENV})")
+        with Console(stderr=True).status("replaying on every selected device"):
+            matrix = replay_devices(cases, executor, devices, targets=targets,
+                                    timeouts=timeouts)
+    if as_json:
+        typer.echo(json.dumps({"devices": matrix.devices,
+                               "cells": [c.to_dict() for c in matrix.cells]},
+                              indent=2, default=str))
+    else:
+        _print_matrix(matrix, problems)
+    damaged = [p for p in problems if p.damaged]
+    raise typer.Exit(1 if matrix.regressions or damaged or not matrix.cells else 0)
+
+
+def _print_matrix(matrix: DeviceMatrix, problems: Sequence[Problem]) -> None:
+    console = Console()
+    table = Table(title="nebisect replay: case × device")
+    table.add_column("case", overflow="fold")
+    for address in matrix.devices:
+        table.add_column(matrix.column(address), overflow="fold")
+    width = len(matrix.devices)
+    for start in range(0, len(matrix.cells), width):
+        row = matrix.cells[start:start + width]
+        table.add_row(row[0].label, *(f"[{_STYLES[c.outcome]}]{c.outcome}[/] "
+                                      f"{short_signature(c.verdict.signature)}" for c in row))
+    console.print(table)
+    for cell in matrix.cells:
+        if cell.outcome != "ok":
+            console.print(f"[{_STYLES[cell.outcome]}]{cell.outcome}[/] {cell.label} on "
+                          f"{matrix.column(cell.device['address'])}: {cell.reason}",
+                          highlight=False)
+    print_problems(console, problems)
 
 
 def _emit(summary: ReplaySummary, problems: Sequence[Problem], updated: Sequence[ReplayResult],

@@ -20,6 +20,12 @@ The expectation is one of:
   recorded ``signature`` (a *different* failure is a regression: the bug changed);
 * ``fixed`` — it used to fail and must now pass (a failure is a regression);
 * ``pass`` — it must pass.
+
+An expectation may differ by chip family (``chips``: ``{"m1": "failing", "m4":
+"fixed"}``; a failing chip fails with the case's ``signature``), for replays over a
+device matrix (``replay --devices``, :meth:`Expected.for_chip`). The field is left out
+of ``case.json`` when empty, so cases recorded before it existed still load (their
+checksum never covered it) and a case without per-chip expectations is unchanged.
 """
 
 from __future__ import annotations
@@ -51,26 +57,39 @@ class Expected:
     signature: str = ""
     verdict: str = ""
     message: str = ""
+    chips: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.status not in EXPECTED_STATUSES:
-            raise NebisectError(
-                f"unknown expected status {self.status!r}: one of {', '.join(EXPECTED_STATUSES)}"
-            )
-        if self.status == "failing" and not self.signature:
-            raise NebisectError("a failing case needs the signature it fails with")
+        for status in (self.status, *self.chips.values()):
+            if status not in EXPECTED_STATUSES:
+                raise NebisectError(f"unknown expected status {status!r}: one of "
+                                    f"{', '.join(EXPECTED_STATUSES)}")
+            if status == "failing" and not self.signature:
+                raise NebisectError("a failing case needs the signature it fails with")
+
+    def for_chip(self, family: str) -> Expected:
+        """What replay must observe on a device of chip ``family`` (``m1``, ``m4``…)."""
+        status = self.chips.get(family)
+        if status is None or status == self.status:
+            return self
+        return Expected(status, self.signature if status == "failing" else "", self.verdict,
+                        self.message)
 
     @classmethod
     def from_verdict(cls, verdict: Any, previous: Expected | None = None) -> Expected:
         """The expectation a verdict records: its failure, or pass/fixed.
 
         A case that used to fail and now passes becomes ``fixed``, so the corpus keeps
-        the memory that this input once broke something.
+        the memory that this input once broke something. Per-chip expectations are
+        kept (a ``failing`` chip only while there is a signature to fail with).
         """
+        chips = dict(previous.chips) if previous is not None else {}
         if verdict.failed:
-            return cls("failing", verdict.signature, verdict.status, verdict.message[:300])
+            return cls("failing", verdict.signature, verdict.status, verdict.message[:300],
+                       chips)
         was_failing = previous is not None and previous.status in ("failing", "fixed")
-        return cls("fixed" if was_failing else "pass", "", verdict.status)
+        chips = {family: status for family, status in chips.items() if status != "failing"}
+        return cls("fixed" if was_failing else "pass", "", verdict.status, chips=chips)
 
 
 @dataclass
@@ -111,6 +130,8 @@ class CaseRecord:
 
     def to_json(self) -> str:
         body = asdict(self)
+        if not body["expected"]["chips"]:
+            del body["expected"]["chips"]
         body["checksum"] = _checksum(body)
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
 

@@ -17,28 +17,32 @@ at that moment is a regression with the reason, never run.
 
 Torch cases are converted first (in isolation, at the target's precision) and then
 evaluated against torch fp64; ``.mlpackage`` cases go straight to
-:func:`nebisect.runner.evaluate`. ``jobs`` > 1 runs cases on that many threads, each
-owning its own :class:`~nebisect.isolate.Isolator` (isolators are not thread-safe);
-an interruption cancels the cases in flight at once
-(:func:`~nebisect.isolation.pool.map_isolated`).
+:func:`nebisect.runner.evaluate`. Each case is one ``replay`` unit handed to an
+executor (:mod:`nebisect.executors`): by default ``jobs`` threads here, each owning its
+own :class:`~nebisect.isolate.Isolator` (an interruption cancels the cases in flight at
+once), or the workers of a Dask cluster. The unit carries the scanned record and the
+case's files; the verdict comes back as JSON and is judged here, so a case judges the
+same whichever executor ran it. A unit that ended without a verdict (its workers died
+twice) is an ``error`` with :data:`LOST_SIGNATURE`; a verdict that took more than one
+attempt lists them in ``metrics["worker_attempts"]``.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nebisect.case import Case, NebisectError
-from nebisect.corpus.record import CorruptCaseError, Expected
+from nebisect.corpus.record import CASE_FILE, CaseRecord, CorruptCaseError, Expected
 from nebisect.corpus.store import Corpus, CorpusCase
+from nebisect.executors import Executor, Unit, UnitResult
+from nebisect.executors.local import LOCAL, LocalExecutor
 from nebisect.fixes.apply import FixedSource, fix_source
 from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
-from nebisect.isolation.pool import map_isolated
 from nebisect.runner import evaluate
 from nebisect.targets import get_target, spec_of
 from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
@@ -46,6 +50,7 @@ from nebisect.verdict import Verdict
 
 OUTCOMES = ("ok", "regression", "improved", "skipped")
 DAMAGED_SIGNATURE = "error:load:damaged corpus case"
+LOST_SIGNATURE = "error:executor:no verdict"
 
 
 @dataclass
@@ -68,13 +73,15 @@ class ReplayResult:
     outcome: str
     reason: str
     selected: bool = True
+    device: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        body = {
             "case_id": self.case_id, "label": self.label, "target": self.target,
             "expected": vars(self.expected), "outcome": self.outcome, "reason": self.reason,
             "selected": self.selected, "verdict": self.verdict.to_dict(),
         }
+        return {**body, "device": self.device} if self.device else body
 
     def junit_verdict(self) -> Verdict:
         """The verdict CI should see: a known bug reproducing as recorded is a pass."""
@@ -192,10 +199,10 @@ def replay_case(case: CorpusCase, isolator: Isolator, workdir: Path,
                 timeouts: Timeouts = DEFAULT_TIMEOUTS) -> ReplayResult:
     verdict = run_case(case, isolator, workdir, timeouts=timeouts).verdict
     outcome, reason = judge(case.record.expected, verdict)
-    return _result(case, verdict, outcome, reason)
+    return result_of(case, verdict, outcome, reason)
 
 
-def _result(case: CorpusCase, verdict: Verdict, outcome: str, reason: str) -> ReplayResult:
+def result_of(case: CorpusCase, verdict: Verdict, outcome: str, reason: str) -> ReplayResult:
     record = case.record
     return ReplayResult(record.case_id, record.label, record.target, record.expected, verdict,
                         outcome, reason)
@@ -213,19 +220,60 @@ def replay(
     jobs: int = 1,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
     on_result: Callable[[ReplayResult], None] | None = None,
+    executor: Executor | None = None,
 ) -> ReplaySummary:
-    """Replay ``cases`` (in corpus order in the summary, whatever order they finish)."""
+    """Replay ``cases`` (in corpus order in the summary, whatever order they finish) on
+    ``executor`` (default: ``jobs`` threads here)."""
     chosen = [c for c in cases if selected(c, targets)]
-    with tempfile.TemporaryDirectory(prefix="nebisect-replay-") as scratch:
+    executor = executor or LocalExecutor(jobs)
 
-        def work(case: CorpusCase, isolator: Isolator) -> ReplayResult:
-            result = replay_case(case, isolator, Path(scratch, case.case_id), timeouts)
-            if on_result is not None:
-                on_result(result)
-            return result
+    def judged(index: int, unit_result: UnitResult) -> None:
+        case = chosen[index]
+        verdict = unit_verdict(unit_result, case)
+        finished.append(result_of(case, verdict, *judge(case.record.expected, verdict)))
+        if on_result is not None:
+            on_result(finished[-1])
 
-        finished = map_isolated(chosen, work, jobs)
+    finished: list[ReplayResult] = []
+    executor.map([replay_unit_of(case, timeouts) for case in chosen], judged)
     return summarize(cases, finished, targets)
+
+
+def replay_unit_of(case: CorpusCase, timeouts: Timeouts) -> Unit:
+    """The ``replay`` unit of a scanned case: its record and its listed files."""
+    return Unit("replay", {"record": case.record.to_json(), "timeouts": asdict(timeouts)},
+                paths=sorted(case.record.files), root=case.path, label=case.case_id)
+
+
+def replay_unit(payload: dict[str, Any], root: Path, workdir: Path,
+                isolator: Isolator) -> dict[str, Any]:
+    """Handler of ``replay`` units: the case under ``root`` run as :func:`run_case` does
+    (from a private, verified copy), its verdict as JSON (judged by the caller)."""
+    try:
+        record = CaseRecord.from_json(payload["record"])
+    except CorruptCaseError as exc:
+        verdict = Verdict("error", "load", DAMAGED_SIGNATURE, message=f"{CASE_FILE}: {exc}")
+    else:
+        verdict = run_case(CorpusCase(record, root), isolator, workdir,
+                           timeouts=Timeouts(**payload["timeouts"])).verdict
+    return {"verdict": verdict.to_dict()}
+
+
+def unit_verdict(result: UnitResult, case: CorpusCase) -> Verdict:
+    """The verdict in a unit's result; an ``error`` saying why when there is none. Where
+    it ran is stamped on it when that was not here, and every attempt when it took more
+    than one."""
+    record = case.record
+    if result.value is None:
+        verdict = Verdict("error", record.stage, LOST_SIGNATURE, target=record.target,
+                          message=f"no verdict: {result.error}")
+    else:
+        verdict = Verdict.from_dict(result.value["verdict"])
+    if result.worker and result.worker != LOCAL:
+        verdict.provenance["worker"] = result.worker
+    if len(result.attempts) > 1 or result.value is None:
+        verdict.metrics["worker_attempts"] = result.describe_attempts()
+    return verdict
 
 
 def summarize(
@@ -248,7 +296,7 @@ def summarize(
                   else f"target {case.record.target} not selected by --target")
         skipped = Verdict("skipped", case.record.stage, target=case.record.target,
                           message=reason)
-        result = _result(case, skipped, "skipped", reason)
+        result = result_of(case, skipped, "skipped", reason)
         result.selected = chosen
         summary.results.append(result)
     return summary

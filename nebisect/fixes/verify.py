@@ -13,22 +13,28 @@ Per case:
 A case whose record names fixes (``fixes`` in ``case.json``) also states a promise:
 when those fixes are selected and the case is not ``fixed`` by them, the promise is
 broken and reported (``broken_promises``).
+
+Each case is one ``verify`` unit on an executor (:mod:`nebisect.executors`: threads
+here, or a Dask cluster's workers): the fixes travel by name, the case as its record
+and files, the verification comes back as JSON. A case that got no verification (its
+workers died twice) counts as ``regressed``: it proved nothing.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.corpus.replay import on_package, run_case
+from nebisect.corpus.record import CaseRecord
+from nebisect.corpus.replay import LOST_SIGNATURE, on_package, replay_unit_of, run_case
 from nebisect.corpus.store import CorpusCase
-from nebisect.fixes import registered_fixes
+from nebisect.executors import Executor, UnitResult
+from nebisect.executors.local import LocalExecutor
+from nebisect.fixes import registered_fixes, resolve_fixes
 from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
-from nebisect.isolation.pool import map_isolated
 from nebisect.runner import REQUIRED_DEVICES, evaluate
 from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.verdict import Verdict
@@ -62,6 +68,16 @@ class CaseVerification:
             "after": self.after.to_dict() if self.after else None,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseVerification:
+        after = data["after"]
+        return cls(
+            data["case_id"], data["label"], data["target"], list(data["claimed"]),
+            Verdict.from_dict(data["before"]), Verdict.from_dict(after) if after else None,
+            data["category"], data["detail"], dict(data["rewrites"]),
+            list(data["converter_fixes"]), data["promise_broken"],
+        )
+
 
 @dataclass
 class VerifyReport:
@@ -87,18 +103,46 @@ def verify(
     jobs: int = 1,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
     on_case: Callable[[CaseVerification], None] | None = None,
+    executor: Executor | None = None,
 ) -> VerifyReport:
-    """Verify ``fixes`` against every case; results in corpus order."""
+    """Verify ``fixes`` against every case on ``executor`` (default: ``jobs`` threads
+    here); results in corpus order."""
     names = [f.name for f in fixes]
-    with tempfile.TemporaryDirectory(prefix="nebisect-verify-") as scratch:
+    units = []
+    for case in cases:
+        unit = replay_unit_of(case, timeouts)
+        unit.kind, unit.payload["fixes"] = "verify", names
+        units.append(unit)
 
-        def work(case: CorpusCase, isolator: Isolator) -> CaseVerification:
-            result = verify_case(case, fixes, isolator, Path(scratch, case.case_id), timeouts)
-            if on_case is not None:
-                on_case(result)
-            return result
+    verifications: dict[int, CaseVerification] = {}
 
-        return VerifyReport(names, map_isolated(list(cases), work, jobs))
+    def parsed(index: int, result: UnitResult) -> None:
+        verifications[index] = (CaseVerification.from_dict(result.value)
+                                if result.value is not None else _lost(cases[index], result))
+        if on_case is not None:
+            on_case(verifications[index])
+
+    (executor or LocalExecutor(jobs)).map(units, parsed)
+    return VerifyReport(names, [verifications[i] for i in range(len(cases))])
+
+
+def _lost(case: CorpusCase, result: UnitResult) -> CaseVerification:
+    """A case no worker came back from: it verified nothing, so it fails the run."""
+    record = case.record
+    lost = Verdict("error", record.stage, LOST_SIGNATURE, message=result.error,
+                   target=record.target,
+                   metrics={"worker_attempts": result.describe_attempts()})
+    return CaseVerification(record.case_id, record.label, record.target, [], lost, None,
+                            "regressed", f"no verification: {result.error}")
+
+
+def verify_unit(payload: dict[str, Any], root: Path, workdir: Path,
+                isolator: Isolator) -> dict[str, Any]:
+    """Handler of ``verify`` units: :func:`verify_case` on the case under ``root``."""
+    case = CorpusCase(CaseRecord.from_json(payload["record"]), root)
+    result = verify_case(case, resolve_fixes(payload["fixes"]), isolator, workdir,
+                         Timeouts(**payload["timeouts"]))
+    return result.to_dict()
 
 
 def verify_case(

@@ -6,6 +6,14 @@ child processes, so threads are enough — in the pool that ``replay`` uses too)
 the results in a fixed order and writes every finding to the corpus. With more workers
 than ops, one op's budget is split into shards with derived seeds; the merge keeps the
 first shard's finding per key, so a given (seed, jobs) always gives the same findings.
+
+On a cluster (:meth:`Session.run` with an executor) each shard is one ``fuzz`` unit:
+its op, budget, seed and options as JSON, its ``.py`` plugins as files. The worker
+runs exactly the campaign a local thread would (:func:`run_campaign`, same seed) and
+returns its :class:`CampaignResult` as JSON; the merge is the same, in unit order, so
+``--seed S --jobs N`` finds the same over a fleet as here. A shard that came back
+with nothing (its workers died twice) leaves its op ``interrupted`` and its reason in
+:attr:`Session.lost`.
 """
 
 from __future__ import annotations
@@ -13,12 +21,14 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from nebisect.case import NebisectError
+from nebisect.executors import Executor, Unit, UnitResult
 from nebisect.fuzz.campaign import Campaign, CampaignConfig, CampaignResult, Progress
-from nebisect.fuzz.execute import Executor
+from nebisect.fuzz.execute import Executor as CaseExecutor
 from nebisect.fuzz.ops import OpSpec, get_op, registered_ops
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
@@ -132,21 +142,27 @@ class Session:
         self.skipped = {s.name: unsupported(s, options.reference) for s in self.specs}
         self.units = _units([s for s in self.specs if not self.skipped[s.name]], options)
         self._campaigns: dict[int, CampaignResult] = {}
+        self.lost: list[str] = []
 
     def run(
         self,
         on_progress: Callable[[int, Progress], None] | None = None,
         isolator: Isolator | None = None,
+        executor: Executor | None = None,
     ) -> list[CampaignResult]:
         """Fuzz each op; one merged :class:`CampaignResult` per op, in the order given.
 
         ``on_progress(unit, progress)`` is called from worker threads; ``unit`` numbers
         the campaigns (one per op and shard) so a display can sum them. An ``isolator``
         given by the caller (warm, reused across sessions) serves a single-job session
-        in this thread; otherwise campaigns run on ``jobs`` threads of a
-        :func:`~nebisect.isolation.pool.map_isolated` pool (its isolators are
-        cancelled at once on an interruption).
+        in this thread; an ``executor`` (a cluster) runs each campaign as a unit, and
+        ``on_progress`` then sees each one as it ends; otherwise campaigns run on
+        ``jobs`` threads of a :func:`~nebisect.isolation.pool.map_isolated` pool (its
+        isolators are cancelled at once on an interruption).
         """
+        if executor is not None:
+            self._run_units(executor, on_progress)
+            return self.results()
 
         def work(unit: _Unit, own: Isolator) -> None:
             self._run_unit(unit, own, on_progress)
@@ -179,19 +195,83 @@ class Session:
         isolator: Isolator,
         on_progress: Callable[[int, Progress], None] | None,
     ) -> None:
-        options = self.options
-        subject = OpSubject(unit.spec, dtype_for(options.target), options.wrap)
-        executor = Executor(subject, options.target, isolator, reference=options.reference,
-                            plugins=options.plugins, timeout=options.timeouts.predict)
-        config = CampaignConfig(budget=unit.budget, seed=unit.seed,
-                                shrink_budget=options.shrink_budget, cliff=options.cliff)
         report = functools.partial(on_progress, unit.index) if on_progress else None
-        campaign = Campaign(subject, executor, config, report)
-        self._campaigns[unit.index] = campaign.result
-        try:
-            campaign.run()
-        finally:
-            executor.close()
+        run_campaign(unit, self.options, isolator, report,
+                     functools.partial(self._campaigns.__setitem__, unit.index))
+
+    def _run_units(self, executor: Executor,
+                   on_progress: Callable[[int, Progress], None] | None) -> None:
+        payload = _wire_options(self.options)
+        units = [Unit("fuzz", {"op": u.spec.name, "index": u.index, "budget": u.budget,
+                               "seed": u.seed, "options": payload},
+                      paths=[p.lstrip("/") for p in self.options.plugins if p.endswith(".py")],
+                      root=_ROOT, label=f"{u.spec.name}#{u.index}")
+                 for u in self.units]
+
+        def finished(index: int, result: UnitResult) -> None:
+            unit = self.units[index]
+            if result.value is None:
+                self.lost.append(f"{unit.spec.name} shard {index}: {result.error}")
+                return
+            campaign = CampaignResult.from_dict(result.value)
+            self._campaigns[unit.index] = campaign
+            if on_progress is not None:
+                on_progress(unit.index, Progress(campaign.subject, "done", campaign.generated,
+                                                 campaign.evaluations, len(campaign.findings),
+                                                 campaign.elapsed))
+
+        executor.map(units, finished)
+
+
+#: ``.py`` plugins travel as files named by their absolute path below this root
+_ROOT = Path("/")
+
+
+def _wire_options(options: FuzzOptions) -> dict[str, Any]:
+    body = asdict(replace(options, jobs=1))
+    body["timeouts"] = asdict(options.timeouts)
+    return body
+
+
+def fuzz_unit(payload: dict[str, Any], root: Path, workdir: Path,
+              isolator: Isolator) -> dict[str, Any]:
+    """Handler of ``fuzz`` units: one campaign shard, as a local thread would run it.
+
+    ``.py`` plugins are read from the unit's files under ``root`` (on a worker, the
+    copies shipped with the unit; locally, ``root`` is ``/`` and they are where they
+    were)."""
+    body = dict(payload["options"])
+    body["timeouts"] = Timeouts(**body["timeouts"])
+    body["plugins"] = tuple(str(root / p.lstrip("/")) if p.endswith(".py") else p
+                            for p in body["plugins"])
+    options = FuzzOptions(**body)
+    check_target(options)
+    unit = _Unit(payload["index"], get_op(payload["op"]), payload["budget"], payload["seed"])
+    return run_campaign(unit, options, isolator).to_dict()
+
+
+def run_campaign(
+    unit: _Unit,
+    options: FuzzOptions,
+    isolator: Isolator,
+    report: Callable[[Progress], None] | None = None,
+    started: Callable[[CampaignResult], None] | None = None,
+) -> CampaignResult:
+    """One shard's campaign; ``started`` gets its live result before it runs (what an
+    interrupted session still reports)."""
+    subject = OpSubject(unit.spec, dtype_for(options.target), options.wrap)
+    executor = CaseExecutor(subject, options.target, isolator, reference=options.reference,
+                        plugins=options.plugins, timeout=options.timeouts.predict)
+    config = CampaignConfig(budget=unit.budget, seed=unit.seed,
+                            shrink_budget=options.shrink_budget, cliff=options.cliff)
+    campaign = Campaign(subject, executor, config, report)
+    if started is not None:
+        started(campaign.result)
+    try:
+        campaign.run()
+    finally:
+        executor.close()
+    return campaign.result
 
 
 def run_session(

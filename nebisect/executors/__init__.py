@@ -1,0 +1,75 @@
+"""Executors: where independent units of work run — here, or on a Dask cluster (DESIGN §11).
+
+``replay``, ``fix verify`` and ``fuzz`` describe their work as :class:`Unit` records (a
+registered kind, a JSON payload, files by sha256) and hand them to an executor:
+
+* :class:`~nebisect.executors.local.LocalExecutor` (default) — a thread pool of
+  isolators on this machine (:func:`~nebisect.isolation.pool.map_isolated`);
+* :class:`~nebisect.executors.cluster.ClusterExecutor` — ``--cluster tcp://HOST:PORT``
+  or ``$NEBISECT_CLUSTER``: the workers of a Dask scheduler, each unit still in
+  nebisect's isolated child on the worker (:mod:`nebisect.executors.worker`).
+
+Both return one :class:`UnitResult` per unit, in unit order, holding the JSON the
+kind's handler returned (or an error, e.g. two workers died under it) and its
+attempts. Nothing but JSON and file bytes crosses the wire; Dask itself is imported
+only when ``--cluster`` is used (a missing Dask is a one-line error then).
+
+Adopting it in another command (e.g. ``run``'s matrix cells):
+
+1. write a handler ``cell_unit(payload, root, workdir, isolator) -> dict`` next to the
+   code that evaluates a cell, taking everything from the JSON ``payload`` and the
+   files under ``root`` (never from the parent's memory), and register it in
+   :data:`~nebisect.executors.units.KINDS`;
+2. build ``Unit("cell", payload, paths=[files and folders relative to root], root=...)``
+   per cell (the cluster executor hashes and ships them; models go once per worker);
+3. ``with open_executor(cluster, jobs) as executor: results = executor.map(units, cb)``
+   and parse ``result.value`` (or report ``result.error``) in the parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
+
+from nebisect.executors.units import Attempt, Unit, UnitResult
+
+__all__ = ["CLUSTER_ENV", "CLUSTER_HELP", "Attempt", "Executor", "Unit", "UnitResult",
+           "open_executor"]
+
+CLUSTER_ENV = "NEBISECT_CLUSTER"
+CLUSTER_HELP = ("Run on the Dask scheduler at tcp://HOST:PORT (default: $NEBISECT_CLUSTER; "
+                "needs nebisect[cluster]); each unit still runs isolated on a worker.")
+
+
+class Executor(Protocol):
+    name: str
+
+    def map(
+        self,
+        units: Sequence[Unit],
+        on_result: Callable[[int, UnitResult], None] | None = None,
+    ) -> list[UnitResult]: ...
+
+    def close(self) -> None: ...
+
+
+@contextlib.contextmanager
+def open_executor(cluster: str | None, jobs: int = 1, *, mode: str = "auto"
+                  ) -> Iterator[Executor]:
+    """The cluster executor for ``cluster`` (or ``$NEBISECT_CLUSTER``), else the local one."""
+    address = cluster or os.environ.get(CLUSTER_ENV, "")
+    executor: Executor
+    if address:
+        from nebisect.executors.cluster import ClusterExecutor
+
+        executor = ClusterExecutor(address, mode=mode)
+    else:
+        from nebisect.executors.local import LocalExecutor
+
+        executor = LocalExecutor(jobs, mode=mode)
+    try:
+        yield executor
+    finally:
+        executor.close()
