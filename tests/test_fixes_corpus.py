@@ -78,8 +78,12 @@ def test_fix_verify_on_the_shipped_corpus() -> None:
         if case["claimed"]:
             assert case["before"]["status"] != "pass", case["label"]
             assert case["category"] == "fixed", (case["label"], case["detail"])
-        else:
+        elif case["before"]["status"] == "pass":
             assert case["category"] == "unaffected", (case["label"], case["detail"])
+        else:
+            # Published bugs no shipped fix claims (e.g. converter math): no fix may
+            # change them, for better or worse.
+            assert case["category"] == "still failing", (case["label"], case["detail"])
     labels = {c["label"] for c in cases if c["category"] == "fixed"}
     assert {"seed000-logsumexp-c32-cliff", "seed000-logsumexp-stack2-cliff", "softplus-cliff",
             "seed003-meanpool-data-dependent-shape", "minilm-meanpool-conversion"} <= labels
