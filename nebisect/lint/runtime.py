@@ -89,8 +89,9 @@ def _folded_wrong(view: ProgramView, op: Any) -> bool:
         "thresholded_relu zeroes its input constant in place: a conversion that folds "
         "them changes the model's numbers."
     ),
-    source="coremltools 9.0 op definitions (found by nebisect's fold/runtime differential "
-    "test)",
+    source="coremltools 9.0 mil/ops/defs/iOS15/scatter_gather.py#scatter_along_axis and "
+    "activation.py#thresholded_relu (value_inference; found by nebisect's fold/runtime "
+    "differential test)",
     remedy="feed the op a runtime value (an input) instead of a constant, or fold it "
     "yourself with the op's definition",
 )
