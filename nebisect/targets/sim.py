@@ -66,7 +66,7 @@ class SimFP64(_SimTarget):
 
 @register_target("sim:fp32")
 class SimFP32(_SimTarget):
-    """MIL simulator, float32 compute and storage (a CPU-only device)."""
+    """MIL simulator, float32 compute, values stored as declared (Core ML's CPU)."""
 
     sim_precision = "fp32"
 
