@@ -100,3 +100,36 @@ def test_a_sim_reference_follows_the_targets_semantics():
     assert follow_semantics("sim:fp64", "sim:fp16") == "sim:fp64"
     assert follow_semantics("sim:fp64:coreml", "sim:fp16:spec") == "sim:fp64:coreml"
     assert follow_semantics("torch:cpu:fp64", "sim:fp16:spec") == "torch:cpu:fp64"
+
+
+def test_run_takes_the_semantics_in_the_target_name(tmp_path):
+    """`nebisect run PKG -t sim:fp32:spec --reference sim:fp64:coreml`: the semantics
+    reaches the isolated child, where the `:spec` target's floored mod(-7, 2) = 1 is judged
+    against the runtime's -1, while sim:fp32 (runtime semantics) agrees."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from nebisect.case import save_npz
+
+    package = tmp_path / "mod.mlpackage"
+    model = ct.convert(_mod_program(types.fp32), convert_to="mlprogram",
+                       compute_precision=ct.precision.FLOAT32,
+                       minimum_deployment_target=ct.target.iOS17)
+    model.save(str(package))
+    npz = tmp_path / "x.npz"
+    save_npz(npz, {"x": np.array([-7, 7, -7, 7], np.float32),
+                   "y": np.array([2, -2, -2, 2], np.float32)})
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+
+    done = subprocess.run(
+        [sys.executable, "-m", "nebisect", "run", str(package), "--inputs", str(npz),
+         "-t", "sim:fp32", "-t", "sim:fp32:spec", "--reference", "sim:fp64:coreml", "--json"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 1, done.stderr
+    rows = {r["target"]: r for r in json.loads(done.stdout)["rows"]}
+    assert rows["sim:fp32"]["verdict"]["status"] == "pass"
+    assert rows["sim:fp32:spec"]["verdict"]["status"] == "mismatch"
