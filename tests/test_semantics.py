@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nebisect.case import NebisectError, TargetSpecError, parse_target
+from nebisect.case import SIM_SEMANTICS, NebisectError, TargetSpecError, parse_target
 from nebisect.mil.interp import run_program
-from nebisect.mil.semantics import get_semantics
+from nebisect.mil.semantics import SEMANTICS, get_semantics
 from nebisect.targets import get_target
 from nebisect.targets.sim import follow_semantics
 
@@ -91,8 +91,9 @@ def test_semantics_is_part_of_the_sim_target_name():
         parse_target("sim:fp16:torch")
     with pytest.raises(TargetSpecError):
         parse_target("coreml:ne:spec")
-    with pytest.raises(NebisectError, match="unknown semantics 'x'"):
+    with pytest.raises(NebisectError, match="unknown semantics 'x'.*known: coreml, spec"):
         get_semantics("x")
+    assert sorted(SEMANTICS.names()) == sorted(SIM_SEMANTICS)  # the grammar and the registry
 
 
 def test_a_sim_reference_follows_the_targets_semantics():

@@ -16,10 +16,9 @@ Kernels never test the setting: the plan looks kernels up through the variants.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
-from nebisect.case import SIM_SEMANTICS, NebisectError
+from nebisect.registry import ImportOnce, Registry
 
 #: What ``sim:*`` targets use unless the target spec says ``:spec``.
 DEFAULT_SEMANTICS = "coreml"
@@ -34,29 +33,20 @@ class Semantics:
     description: str
 
 
-_SEMANTICS: dict[str, Semantics] = {}
-#: Modules registering a semantics' kernel variants, imported on first use.
-_MODULES = {"coreml": "nebisect.mil.semantics.coreml"}
+#: The semantics by name; loading imports the modules registering the kernel variants.
+SEMANTICS: Registry[Semantics] = Registry(
+    "semantics", ImportOnce(lambda: ("nebisect.mil.semantics.coreml",))
+)
 
 
 def register_semantics(semantics: Semantics) -> Semantics:
     """Add a semantics to the registry; a duplicate name is an error."""
-    if semantics.name in _SEMANTICS:
-        raise ValueError(f"semantics {semantics.name!r} registered twice")
-    _SEMANTICS[semantics.name] = semantics
-    return semantics
+    return SEMANTICS.register(semantics.name, semantics)
 
 
 def get_semantics(name: str) -> Semantics:
-    """The semantics called ``name``, importing its kernel variants on first use."""
-    if name in _MODULES:
-        importlib.import_module(_MODULES[name])
-    try:
-        return _SEMANTICS[name]
-    except KeyError:
-        raise NebisectError(
-            f"unknown semantics {name!r}: expected one of {', '.join(SIM_SEMANTICS)}"
-        ) from None
+    """The semantics called ``name`` (its kernel variants registered); a user error else."""
+    return SEMANTICS.get(name)
 
 
 register_semantics(
