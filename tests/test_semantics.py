@@ -91,7 +91,7 @@ def test_semantics_is_part_of_the_sim_target_name():
         parse_target("sim:fp16:torch")
     with pytest.raises(TargetSpecError):
         parse_target("coreml:ne:spec")
-    with pytest.raises(NebisectError, match="unknown semantics 'x'.*known: coreml, spec"):
+    with pytest.raises(NebisectError, match=r"unknown semantics 'x'.*known: coreml, spec"):
         get_semantics("x")
     assert sorted(SEMANTICS.names()) == sorted(SIM_SEMANTICS)  # the grammar and the registry
 
