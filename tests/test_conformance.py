@@ -134,7 +134,8 @@ def test_fp16_tensors_in_an_fp32_program_are_rounded_and_failures_get_a_cause():
     with pytest.raises(plugin.Mismatch, match=r"3 of 3 elements off, max \|error\| 0.000"):
         plugin.simulated_compare_backend(model, {"x": x}, {"out": x + 1}, atol=1e-6, rtol=0)
     assert plugin._Current.cause == (
-        "precision: passes in float64, fails at fp32 [not device-verified expectation]"
+        "precision: passes in float64, fails at fp32 [not device-verified expectation; fp32 "
+        "program with fp16-typed tensors]"
     )
 
 

@@ -33,6 +33,7 @@ from nebisect.mil.conformance import (
     in_hash_sample,
     short_id,
 )
+from nebisect.mil.dtypes import var_element_dtype
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,6 @@ class _Current:
 def _model_inputs(program: Any, values: dict[str, Any]) -> dict[str, np.ndarray]:
     """Inputs as Core ML would hand them to the program: converted to the declared dtype
     (the test passes float32 for every input, like ``run_core_ml_predict``)."""
-    from nebisect.mil.dtypes import var_element_dtype
-
     declared = program.functions["main"].inputs
     out = {}
     for name, value in values.items():
@@ -140,6 +139,15 @@ def _passes(
     return True
 
 
+def _declares_fp16(mlmodel: Any) -> bool:
+    """Whether the program types any tensor fp16 (mixed precision in an fp32 program)."""
+    from nebisect.mil.load import load_program
+
+    function = load_program(mlmodel).functions["main"]
+    return any(var_element_dtype(v) == np.float16 for op in function.operations
+               for v in op.outputs)
+
+
 def failure_cause(
     exc: BaseException, mlmodel: Any, inputs: dict[str, Any], expected: dict[str, Any],
     check: _Check, precision: str,
@@ -155,13 +163,15 @@ def failure_cause(
     if not isinstance(exc, AssertionError):
         return f"simulator error: {_first_line(exc)}"
     verified = "device-verified" if precision == "fp16" else "not device-verified"
+    mixed = precision == "fp32" and _declares_fp16(mlmodel)
+    verified += " expectation" + ("; fp32 program with fp16-typed tensors" if mixed else "")
     if _passes(mlmodel, inputs, expected, check, precision, "spec"):
         kind = "runtime semantics: passes under the op definitions (--semantics spec)"
     elif _passes(mlmodel, inputs, expected, check, "fp64"):
         kind = f"precision: passes in float64, fails at {precision}"
     else:
         kind = "kernel or expected value: fails in float64 too"
-    return f"{kind} [{verified} expectation]"
+    return f"{kind} [{verified}]"
 
 
 def simulated_compare_backend(
