@@ -23,6 +23,9 @@ from numpy.lib import format as npformat
 STAGES = ("convert", "load", "predict")
 BACKENDS = ("sim", "coreml", "torch")
 SIM_VARIANTS = ("fp64", "fp32", "fp16", "fp16-naive", "ane")
+#: Op semantics a sim target may name after its variant (``sim:fp16:spec``); without one
+#: it follows the Core ML runtime (``coreml``). See nebisect.mil.semantics.
+SIM_SEMANTICS = ("coreml", "spec")
 COREML_VARIANTS = ("cpu", "gpu", "ne", "all")
 TORCH_DEVICES = ("cpu",)
 TORCH_DTYPES = ("fp32", "fp16", "bf16", "fp64")
@@ -38,14 +41,17 @@ class TargetSpecError(NebisectError, ValueError):
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """A parsed target spec such as ``sim:fp16``, ``coreml:ne`` or ``torch:cpu:fp32``."""
+    """A parsed target spec such as ``sim:fp16``, ``sim:fp16:spec``, ``coreml:ne`` or
+    ``torch:cpu:fp32``; ``semantics`` is set only when a sim spec names it."""
 
     backend: str
     variant: str
     dtype: str = ""
+    semantics: str = ""
 
     def __str__(self) -> str:
-        return ":".join(p for p in (self.backend, self.variant, self.dtype) if p)
+        parts = (self.backend, self.variant, self.dtype, self.semantics)
+        return ":".join(p for p in parts if p)
 
     @property
     def precision(self) -> str:
@@ -79,6 +85,13 @@ def parse_target(spec: str) -> TargetSpec:
             )
         return TargetSpec("torch", device, dtype)
     variants = SIM_VARIANTS if backend == "sim" else COREML_VARIANTS
+    if backend == "sim" and len(parts) == 3 and parts[1] in variants:
+        if parts[2] not in SIM_SEMANTICS:
+            raise TargetSpecError(
+                f"unknown target {spec!r}: a sim target's semantics is one of "
+                f"{', '.join(SIM_SEMANTICS)} (e.g. sim:fp16:spec)"
+            )
+        return TargetSpec(backend, parts[1], semantics=parts[2])
     if len(parts) != 2 or parts[1] not in variants:
         raise TargetSpecError(
             f"unknown target {spec!r}: {backend} targets are "

@@ -18,6 +18,7 @@ from nebisect.artifact import Artifact
 from nebisect.case import Case, load_npz
 from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
 from nebisect.targets import Prediction, get_target, load_plugins
+from nebisect.targets.sim import follow_semantics
 from nebisect.verdict import Tolerance, Verdict, error_signature, judge
 
 #: Device each target family must place the op of interest on; a pass elsewhere is
@@ -54,7 +55,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
     arrays = _prefixed("out:", prediction.outputs)
     arrays.update(_prefixed("mid:", prediction.intermediates))
-    reference_name = payload.get("reference")
+    reference_name = follow_semantics(payload.get("reference") or "", case.target)
     if not reference_name:
         return Verdict("pass", "predict", placement=prediction.placement), arrays
     mark_stage("reference")

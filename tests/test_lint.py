@@ -26,7 +26,7 @@ def test_every_rule_names_a_cure_and_a_public_source():
     assert set(rules) == {
         "lse-no-max-shift", "softplus-fp16", "rms-sum-squares-fp16", "log-of-softmax",
         "log-cumsum-exp", "data-dependent-shape", "fp16-inf-mask", "fp16-const-out-of-range",
-        "fp16-range-overflow",
+        "fp16-range-overflow", "fold-runtime", "fold-deviation",
     }
     for rule in rules.values():
         assert rule.fix in FIX_NAMES or (rule.fix is None and rule.remedy), rule.id

@@ -95,6 +95,7 @@ FAMILY_MODULES = (
     "nebisect.lint.shapes",
     "nebisect.lint.constants",
     "nebisect.lint.ranges",
+    "nebisect.lint.runtime",
 )
 
 _RULES: dict[str, Rule] = {}

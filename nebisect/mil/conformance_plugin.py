@@ -4,11 +4,11 @@ Load it with ``-p nebisect.mil.conformance_plugin`` (``conformance.run_pytest`` 
 Off macOS coremltools' ``compare_backend`` returns without predicting; the plugin
 replaces it so the converted ML program runs in :func:`nebisect.mil.interp.run_program`
 — fp32 backends at precision ``fp32``, fp16 backends at ``fp16`` (the ``sim:fp32`` /
-``sim:fp16`` targets) — and is checked with the test's own tolerances, relaxed for fp16
-exactly as coremltools relaxes them for a device. A case that fails is re-run once under
-the ``coreml-cpu`` profile, which honors the program's declared dtypes the way Core ML's
-CPU does (a tensor typed fp16 is stored in fp16, one typed fp32 in fp32); the record
-keeps both verdicts, so a precision-model difference is told apart from a kernel bug.
+``sim:fp16`` targets, Core ML runtime semantics) — and is checked with the test's own
+tolerances, relaxed for fp16 exactly as coremltools relaxes them for a device. A case that
+fails gets a cause (:func:`failure_cause`): a simulator error, or a mismatch re-run under
+the op definitions and in float64 to tell runtime semantics, precision and kernel (or
+expectation) apart, and marked device-verified or not — never a bare AssertionError.
 
 Tests that call ``MLModel.predict`` themselves get the simulator too (Core ML CPU
 semantics, the test's own assertions are the comparison), and the tests' macOS version
@@ -25,21 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.mil.conformance import ENVIRONMENT, CaseRecord, excluded, family_of, short_id
-from nebisect.mil.profiles import Profile, register_profile
-
-DECLARED_PROFILE = register_profile(
-    Profile(
-        name="coreml-cpu",
-        label="Core ML CPU: every op at its declared dtype (fp16 stored as fp16, fp32 as fp32)",
-        precision="fp32",
-        variant="",
-        device="none",  # no accelerator: every op is placed on the CPU
-        device_float_dtypes=frozenset(),
-        cpu_op_types=frozenset(),
-        rejects_data_dependent_shapes=False,
-    )
-).name
+from nebisect.mil.conformance import (
+    ENVIRONMENT,
+    CaseRecord,
+    excluded,
+    family_of,
+    in_hash_sample,
+    short_id,
+)
+from nebisect.mil.dtypes import var_element_dtype
 
 
 @dataclass(frozen=True)
@@ -68,15 +62,13 @@ class _Current:
     precision = ""
     direct = False  # the test called MLModel.predict itself and compares on its own
     failure: str | None = None  # raised by the simulated prediction or its comparison
-    declared = ""  # after a failure: the verdict when declared dtypes are honored
+    cause = ""  # after a failure: why (failure_cause)
     test_failure: str | None = None  # anything the test raised
 
 
 def _model_inputs(program: Any, values: dict[str, Any]) -> dict[str, np.ndarray]:
     """Inputs as Core ML would hand them to the program: converted to the declared dtype
     (the test passes float32 for every input, like ``run_core_ml_predict``)."""
-    from nebisect.mil.dtypes import var_element_dtype
-
     declared = program.functions["main"].inputs
     out = {}
     for name, value in values.items():
@@ -104,37 +96,82 @@ def _first_line(exc: BaseException) -> str:
     return "".join(lines).strip().splitlines()[0][:300]
 
 
+class Mismatch(AssertionError):
+    """Simulated outputs outside the test's tolerance; the message gives the numbers."""
+
+
 def _predict_and_compare(
     mlmodel: Any, inputs: dict[str, Any], expected: dict[str, Any], check: _Check,
-    precision: str, profile: str | None = None,
+    precision: str, semantics: str = "coreml",
 ) -> dict[str, np.ndarray]:
     from nebisect.mil.interp import run_program
     from nebisect.mil.load import load_program
 
     program = load_program(mlmodel)
-    result = run_program(program, _model_inputs(program, inputs), precision, profile=profile)
+    result = run_program(
+        program, _model_inputs(program, inputs), precision, semantics=semantics
+    )
     for name, value in expected.items():
         got = _output(result.outputs, name)
         want = np.asarray(value)
-        if check.shapes and not (want.shape == () and got.shape == (1,)):
-            assert got.shape == want.shape, f"output {name}: shape {got.shape} != {want.shape}"
-        try:
-            np.testing.assert_allclose(got, want, atol=check.atol, rtol=check.rtol)
-        except AssertionError:
-            bad = np.sum(~np.isclose(got, want, atol=check.atol, rtol=check.rtol))
-            if bad / max(want.size, 1) > check.mismatch_ratio:
-                raise
+        scalar = want.shape == () and got.shape == (1,)
+        if check.shapes and not scalar and got.shape != want.shape:
+            raise Mismatch(f"output {name}: shape {got.shape} != {want.shape}")
+        close = np.isclose(got, want, atol=check.atol, rtol=check.rtol, equal_nan=True)
+        bad = int(np.sum(~close))
+        if bad and bad / max(want.size, 1) > check.mismatch_ratio:
+            error = np.abs(np.asarray(got, np.float64) - np.asarray(want, np.float64))
+            raise Mismatch(
+                f"output {name}: {bad} of {want.size} elements off, max |error| "
+                f"{np.nanmax(error):.3g} (atol {check.atol:g}, rtol {check.rtol:g})"
+            )
     return result.outputs
 
 
-def _declared_verdict(
-    mlmodel: Any, inputs: dict[str, Any], expected: dict[str, Any], check: _Check
-) -> str:
+def _passes(
+    mlmodel: Any, inputs: dict[str, Any], expected: dict[str, Any], check: _Check,
+    precision: str, semantics: str = "coreml",
+) -> bool:
     try:
-        _predict_and_compare(mlmodel, inputs, expected, check, "fp32", DECLARED_PROFILE)
+        _predict_and_compare(mlmodel, inputs, expected, check, precision, semantics)
     except Exception:
-        return "fail"
-    return "pass"
+        return False
+    return True
+
+
+def _declares_fp16(mlmodel: Any) -> bool:
+    """Whether the program types any tensor fp16 (mixed precision in an fp32 program)."""
+    from nebisect.mil.load import load_program
+
+    function = load_program(mlmodel).functions["main"]
+    return any(var_element_dtype(v) == np.float16 for op in function.operations
+               for v in op.outputs)
+
+
+def failure_cause(
+    exc: BaseException, mlmodel: Any, inputs: dict[str, Any], expected: dict[str, Any],
+    check: _Check, precision: str,
+) -> str:
+    """Why a simulated prediction failed, in words a reader can act on.
+
+    A simulator exception is its own cause. A mismatch is re-run under the op definitions
+    (passes: the runtime semantics the simulator models is what the expectation
+    contradicts) and in float64 (passes: a precision difference; fails: the kernel or the
+    expected value). The fp16 backend's expected values are device-verified (coremltools'
+    CI runs it on macOS), the fp32 backend's are not.
+    """
+    if not isinstance(exc, AssertionError):
+        return f"simulator error: {_first_line(exc)}"
+    verified = "device-verified" if precision == "fp16" else "not device-verified"
+    mixed = precision == "fp32" and _declares_fp16(mlmodel)
+    verified += " expectation" + ("; fp32 program with fp16-typed tensors" if mixed else "")
+    if _passes(mlmodel, inputs, expected, check, precision, "spec"):
+        kind = "runtime semantics: passes under the op definitions (--semantics spec)"
+    elif _passes(mlmodel, inputs, expected, check, "fp64"):
+        kind = f"precision: passes in float64, fails at {precision}"
+    else:
+        kind = "kernel or expected value: fails in float64 too"
+    return f"{kind} [{verified}]"
 
 
 def simulated_compare_backend(
@@ -165,13 +202,13 @@ def simulated_compare_backend(
         return _predict_and_compare(mlmodel, inputs, expected_outputs, check, precision)
     except Exception as exc:
         _Current.failure = _first_line(exc)
-        _Current.declared = _declared_verdict(mlmodel, inputs, expected_outputs, check)
+        _Current.cause = failure_cause(exc, mlmodel, inputs, expected_outputs, check, precision)
         raise
 
 
 def simulated_predict(mlmodel: Any, data: Any, state: Any = None) -> Any:
-    """Drop-in for ``MLModel.predict``: Core ML's CPU, i.e. every op at its declared dtype
-    (the model does not say which test backend built it, so no precision target)."""
+    """Drop-in for ``MLModel.predict``: Core ML's CPU, i.e. ``sim:fp32`` — float32 compute,
+    every value at its declared dtype (the model does not say which backend built it)."""
     from nebisect.mil.interp import run_program
     from nebisect.mil.load import load_program
 
@@ -182,7 +219,7 @@ def simulated_predict(mlmodel: Any, data: Any, state: Any = None) -> Any:
     _Current.precision = _Current.precision or "declared"
     program = load_program(mlmodel)
     inputs = _model_inputs(program, dict(data))
-    return run_program(program, inputs, "fp32", profile=DECLARED_PROFILE).outputs
+    return run_program(program, inputs, "fp32").outputs
 
 
 # The macOS the simulator stands in for: op tests gated on an older macOS's bugs (e.g.
@@ -213,6 +250,10 @@ def pytest_addoption(parser: Any) -> None:
         help="keep only N evenly spaced tests per test file (0: all)",
     )
     group.addoption(
+        "--conformance-hash-sample", type=int, default=100,
+        help="keep only the tests whose id hash falls in this percentage (100: all)",
+    )
+    group.addoption(
         "--conformance-audit-exclusions", action="store_true",
         help="run only the excluded tests; their records keep what the verdict would be",
     )
@@ -230,6 +271,9 @@ def pytest_configure(config: Any) -> None:
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     import pytest
 
+    percent = config.getoption("--conformance-hash-sample")
+    if percent < 100:
+        items[:] = [item for item in items if in_hash_sample(item.nodeid, percent)]
     sample = config.getoption("--conformance-sample")
     if sample:
         by_file: dict[str, list[Any]] = {}
@@ -250,7 +294,7 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
 
 def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
-    _Current.predictions, _Current.precision, _Current.declared = 0, "", ""
+    _Current.predictions, _Current.precision, _Current.cause = 0, "", ""
     _Current.direct = False
     _Current.failure = _Current.test_failure = None
 
@@ -292,7 +336,7 @@ def pytest_runtest_logreport(report: Any) -> None:
     status, detail = _status(report, report.nodeid)
     record = CaseRecord(
         short_id(report.nodeid), family_of(report.nodeid), status, _Current.precision, detail,
-        _Current.predictions, _Current.declared if status == "fail" else "",
+        _Current.predictions, _Current.cause if status == "fail" else "",
     )
     with open(log, "a") as fh:
         fh.write(record.to_json() + "\n")

@@ -1,6 +1,7 @@
 """The MIL interpreter: run a program's main function op by op under a precision model.
 
-``run_program(program, inputs, precision, profile=..., intermediates=...)`` validates
+``run_program(program, inputs, precision, profile=..., semantics=..., intermediates=...)``
+validates
 the inputs against the program (:mod:`nebisect.mil.validate`), compiles the function
 into a plan once (:mod:`nebisect.mil.plan`, cached per program object and checked
 against the program's current op list, so an edited program is recompiled), then walks
@@ -30,6 +31,7 @@ from nebisect.case import NebisectError
 from nebisect.mil.kernels import MissingKernelError
 from nebisect.mil.plan import BlockPlan, Plan, Step, compile_function
 from nebisect.mil.profiles import get_profile
+from nebisect.mil.semantics import DEFAULT_SEMANTICS, get_semantics
 from nebisect.mil.validate import bind_inputs, input_specs
 
 __all__ = ["SimError", "SimPredictError", "SimResult", "compile_program", "run_program"]
@@ -90,24 +92,29 @@ def _logical(plan: Plan, name: str, env: dict[str, Any]) -> Any:
 
 
 _Entry = tuple[tuple[Any, ...], CompiledProgram]
-_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None], _Entry]] = (
+_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None, str], _Entry]] = (
     weakref.WeakKeyDictionary()
 )
 
 
 def compile_program(
-    program: Any, precision: str = "fp64", *, profile: str | None = None
+    program: Any,
+    precision: str = "fp64",
+    *,
+    profile: str | None = None,
+    semantics: str = DEFAULT_SEMANTICS,
 ) -> CompiledProgram:
     """Compile ``program``'s main function (cached while the program is unchanged)."""
     function = _main_function(program)
     fingerprint = _fingerprint(function)
-    key = (precision, profile)
+    key = (precision, profile, semantics)
     per_program = _CACHE.setdefault(program, {})
     cached = per_program.get(key)
     if cached is not None and cached[0] == fingerprint:
         return cached[1]
     device = get_profile(profile) if profile is not None else None
-    compiled = CompiledProgram(compile_function(function, precision, device), input_specs(function))
+    plan = compile_function(function, precision, device, get_semantics(semantics))
+    compiled = CompiledProgram(plan, input_specs(function))
     per_program[key] = (fingerprint, compiled)
     return compiled
 
@@ -118,14 +125,17 @@ def run_program(
     precision: str = "fp64",
     *,
     profile: str | None = None,
+    semantics: str = DEFAULT_SEMANTICS,
     intermediates: bool = False,
 ) -> SimResult:
     """Execute ``program`` on ``inputs``; see the module docstring for the semantics.
 
     With a ``profile`` the profile's own precision model applies to the ops it places on
     its accelerator (fp32 semantics to CPU fallback ops) and ``precision`` is not used.
+    ``semantics`` is ``coreml`` (the Core ML runtime's published behaviour, the default)
+    or ``spec`` (the op definitions; :mod:`nebisect.mil.semantics`).
     """
-    return compile_program(program, precision, profile=profile).run(
+    return compile_program(program, precision, profile=profile, semantics=semantics).run(
         inputs, intermediates=intermediates
     )
 

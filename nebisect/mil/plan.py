@@ -1,7 +1,7 @@
 """Compile a MIL function once into an execution plan the interpreter walks cheaply.
 
 Everything that does not depend on the input values is decided here, once per
-(program, precision, profile): which kernel each op runs, in which dtype it computes,
+(program, precision, profile, semantics): which kernel each op runs, in which dtype it computes,
 where its results are stored, which inputs need a dtype conversion, the constant
 arguments already converted, the shapes the program declares (to catch kernel bugs),
 and — for a device profile — where each op is placed and whether an output's shape is
@@ -26,6 +26,7 @@ from nebisect.mil.dtypes import var_element_dtype
 from nebisect.mil.kernels import Kernel, KernelContext, get_kernel
 from nebisect.mil.precision import PrecisionModel, get_precision, round_to_fp16
 from nebisect.mil.profiles import Profile
+from nebisect.mil.semantics import Semantics
 
 
 @dataclass(frozen=True)
@@ -110,15 +111,19 @@ class Plan:
 class _Compiler:
     """Walks a function once, deciding each op's mode, kernel, arguments and storage."""
 
-    def __init__(self, model: PrecisionModel, profile: Profile | None) -> None:
+    def __init__(
+        self, model: PrecisionModel, profile: Profile | None, semantics: Semantics
+    ) -> None:
         self.profile = profile
-        self.cpu = Mode(np.float32, None, ())
+        runtime = semantics.variants  # looked up after the precision and profile variants
+        self.cpu = Mode(np.float32, None, runtime)
         if profile is None:
-            self.value_mode = Mode(model.compute, model.storage, model.variants)
+            self.value_mode = Mode(model.compute, model.storage, (*model.variants, *runtime))
         else:
-            self.value_mode = Mode(model.compute, None, ())
+            self.value_mode = Mode(model.compute, None, runtime)
             self.device_mode = Mode(
-                model.compute, model.storage, (*model.variants, profile.variant), profile.device
+                model.compute, model.storage, (*model.variants, profile.variant, *runtime),
+                profile.device,
             )
         self.emulate_half = model.compute is np.float32
         self.constants: dict[str, Any] = {}
@@ -250,11 +255,12 @@ def _declared_shape(var: Any) -> tuple[int | None, ...] | None:
 
 
 def compile_function(
-    function: Any, precision: str, profile: Profile | None
+    function: Any, precision: str, profile: Profile | None, semantics: Semantics
 ) -> Plan:
-    """Build the execution plan of ``function`` under a precision model and profile."""
+    """Build the execution plan of ``function`` under a precision model, a profile and
+    an op semantics (the definition, or the Core ML runtime's)."""
     model = get_precision(profile.precision if profile is not None else precision)
-    compiler = _Compiler(model, profile)
+    compiler = _Compiler(model, profile, semantics)
     inputs = tuple(function.inputs.values())
     main = compiler.block(function, inputs, False)
     plan = Plan(

@@ -7,7 +7,12 @@ program declares.
 
 * ``fp64`` — the oracle: every float is float64 whatever the program declares, so an
   ``fp16`` cast is an identity and the result is the exact math the program describes.
-* ``fp32`` — every float computed and stored in float32 (a CPU-only device).
+* ``fp32`` — every op computes in float32 and stores its results at the dtype the
+  program declares: Core ML's CPU with a float32 program. ML programs are typed ("Typed
+  Execution", coremltools guide): a tensor the program declares fp16 — an fp16
+  ``op_selector`` conversion, fp16 weights in an fp32 program — is an fp16 tensor on
+  the device ("As of iOS 14 and macOS 11, Core ML can also use float16 on the CPU",
+  M. Hollemans, neural-engine docs/16-bit.md), so it is rounded to fp16 here too.
 * ``fp16`` — every float stored in float16; each op computes in float32 and rounds once
   (a careful fp16 device: max-shifted softmax, fp32 accumulators).
 * ``fp16-naive`` — every op computes in float16 arithmetic by its textbook formula
@@ -26,18 +31,21 @@ from nebisect.case import NebisectError
 
 @dataclass(frozen=True)
 class PrecisionModel:
-    """Compute and storage dtypes of floating values, plus the kernel variants in force."""
+    """Compute and storage dtypes of floating values, plus the kernel variants in force.
+
+    ``storage`` None stores every value at the dtype the program declares for it.
+    """
 
     name: str
     compute: type[np.floating]
-    storage: type[np.floating]
+    storage: type[np.floating] | None
     variants: tuple[str, ...] = ()
     description: str = ""
 
     @property
     def rounds(self) -> bool:
         """True when kernel results must be rounded from compute to storage dtype."""
-        return self.compute is not self.storage
+        return self.storage is not None and self.compute is not self.storage
 
 
 _MODELS: dict[str, PrecisionModel] = {}
@@ -68,7 +76,9 @@ FP64 = register_precision(
     PrecisionModel("fp64", np.float64, np.float64, description="float64 oracle")
 )
 FP32 = register_precision(
-    PrecisionModel("fp32", np.float32, np.float32, description="float32 compute and storage")
+    PrecisionModel(
+        "fp32", np.float32, None, description="float32 compute, storage as declared (fp16 too)"
+    )
 )
 FP16 = register_precision(
     PrecisionModel(

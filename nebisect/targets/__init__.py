@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from nebisect.case import NebisectError, TargetSpec, parse_target, sha256_path
@@ -91,9 +92,14 @@ def spec_of(name: str) -> TargetSpec:
 
 
 def get_target(name: str) -> Target:
-    """Instantiate the target registered under ``name``."""
+    """Instantiate the target registered under ``name``.
+
+    A sim spec naming its op semantics (``sim:fp16:spec``) is the target registered
+    without it, constructed with the full spec (the target reads ``spec.semantics``).
+    """
     _load_builtins()
-    if name not in _REGISTRY:
-        spec_of(name)
+    spec = spec_of(name)
+    registered = name if name in _REGISTRY else str(replace(spec, semantics=""))
+    if registered not in _REGISTRY:
         raise NebisectError(f"target {name!r} is not implemented")
-    return _REGISTRY[name](spec_of(name))
+    return _REGISTRY[registered](spec)

@@ -3,6 +3,11 @@
 They run anywhere (no Core ML), take builder programs and ``.mlpackage`` artifacts
 alike, and report intermediates on request so bisection can find the first op that
 diverges. Nothing heavy is imported here; the interpreter is imported on first predict.
+
+Every sim target computes what the Core ML runtime computes where that differs from the
+op definition and is published (``coreml`` semantics, :mod:`nebisect.mil.semantics`);
+naming ``spec`` after the variant (``sim:fp16:spec``) gives the definition instead. The
+semantics is part of the target name, hence of a case's identity.
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.targets import register_target
+from nebisect.mil.semantics import DEFAULT_SEMANTICS
+from nebisect.targets import register_target, spec_of
 from nebisect.targets.base import Prediction, Target
 
 
@@ -24,6 +30,11 @@ class _SimTarget(Target):
     sim_precision = "fp64"
     sim_profile: str | None = None
 
+    @property
+    def semantics(self) -> str:
+        """The op semantics this target runs: the spec's, else the Core ML runtime's."""
+        return self.spec.semantics or DEFAULT_SEMANTICS
+
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
@@ -35,6 +46,7 @@ class _SimTarget(Target):
             inputs,
             self.sim_precision,
             profile=self.sim_profile,
+            semantics=self.semantics,
             intermediates=intermediates,
         )
         return Prediction(
@@ -54,7 +66,7 @@ class SimFP64(_SimTarget):
 
 @register_target("sim:fp32")
 class SimFP32(_SimTarget):
-    """MIL simulator, float32 compute and storage (a CPU-only device)."""
+    """MIL simulator, float32 compute, values stored as declared (Core ML's CPU)."""
 
     sim_precision = "fp32"
 
@@ -79,3 +91,18 @@ class SimANE(_SimTarget):
 
     sim_precision = "fp16"
     sim_profile = "ane"
+
+
+def follow_semantics(reference: str, target: str) -> str:
+    """``reference`` with the op semantics of ``target`` when it is a sim spec naming none.
+
+    The float64 oracle measures precision, not semantics: judging ``sim:fp16:spec``
+    against a ``sim:fp64`` that follows the runtime would report the semantics
+    difference as a precision failure. A reference that names its semantics keeps it.
+    """
+    if not reference.startswith("sim:") or not target.startswith("sim:"):
+        return reference
+    ref, tgt = spec_of(reference), spec_of(target)
+    if ref.semantics or not tgt.semantics:
+        return reference
+    return f"{reference}:{tgt.semantics}"

@@ -112,7 +112,8 @@ def _true_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.trunc(np.true_divide(x, y))
 
 
-def _power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x ** y``; integer bases with a negative exponent go through float64."""
     if x.dtype.kind != "f" and np.any(y < 0):
         return np.power(x.astype(np.float64), y)
     return np.power(x, y)
@@ -125,7 +126,7 @@ _BINARY: dict[str, Callable[[np.ndarray, np.ndarray], Any]] = {
     "real_div": _true_divide,
     "floor_div": np.floor_divide,
     "mod": np.mod,
-    "pow": _power,
+    "pow": power,
     "maximum": np.maximum,
     "minimum": np.minimum,
     "equal": np.equal,
