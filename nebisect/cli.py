@@ -9,6 +9,7 @@ exit code 2 (no traceback dumps), and Ctrl-C, SIGTERM and SIGHUP into a clean st
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import sys
 
@@ -45,6 +46,39 @@ def _register_commands() -> None:
     ]
     for module in sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__)):
         module.register(app)
+    _reflow_docstrings(app)
+
+
+def _reflow_docstrings(typer_app: typer.Typer) -> None:
+    """Join the hard-wrapped lines of every command's docstring into paragraphs.
+
+    Docstrings are wrapped at 100 columns for the source; rich keeps their line breaks
+    and wraps again at the terminal's width, which leaves one-word lines at 80 columns.
+    Blank lines (paragraphs) and lines that start a list item or are indented keep their
+    breaks, so lists and examples still read as such at any width.
+    """
+    for info in typer_app.registered_commands:
+        callback = info.callback
+        if callback is not None and callback.__doc__:
+            callback.__doc__ = reflow(inspect.cleandoc(callback.__doc__))
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_docstrings(group.typer_instance)
+
+
+def reflow(text: str) -> str:
+    """``text`` with each paragraph's wrapped lines joined (see :func:`_reflow_docstrings`)."""
+    items = ("* ", "- ", "• ")
+    lines: list[str] = []
+    for line in text.splitlines():
+        starts_block = not line.strip() or line.startswith((" ", *items))
+        after_list = bool(lines) and lines[-1].startswith((" ", *items))
+        if (lines and lines[-1].strip() and not starts_block and not after_list
+                and not lines[-1].endswith(":")):
+            lines[-1] = f"{lines[-1]} {line.strip()}"
+        else:
+            lines.append(line)
+    return "\n".join(lines)
 
 
 _register_commands()
