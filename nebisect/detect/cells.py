@@ -169,14 +169,18 @@ class Cells:
         named: an error before any output, or a target that records no intermediates)."""
         key = (target, path, npz)
         if key not in self._explained:
-            exact_ok = self._probe(EXACT_PROBE, path, npz) if self.source.kind == "torch" else None
-            fp16_ok = self._probe(PRECISION_PROBE, path, npz)
-            attribution = attribute(target, verdict, exact_ok, fp16_ok)
+            attribution = self.attribution(target, path, npz, verdict)
             culprit = None
             if verdict.status == "mismatch":
                 culprit = self._culprit(target, path, npz, attribution)
             self._explained[key] = attribution, culprit
         return self._explained[key]
+
+    def attribution(self, target: str, path: str, npz: str, verdict: Verdict) -> str:
+        """The attribution alone: at most two probes, both cached across targets."""
+        exact_ok = self._probe(EXACT_PROBE, path, npz) if self.source.kind == "torch" else None
+        fp16_ok = self._probe(PRECISION_PROBE, path, npz)
+        return attribute(target, verdict, exact_ok, fp16_ok)
 
     def _probe(self, target: str, path: str, npz: str) -> bool | None:
         """Does ``target`` pass this cell (None: it was not judged)?"""

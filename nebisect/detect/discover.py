@@ -3,11 +3,13 @@
 The engine (:mod:`nebisect.detect.explore`) knows no model; here one budget unit is one
 input set evaluated on every conversion path of the target (one isolated prediction
 per path, :class:`~nebisect.detect.cells.Cells`), each a :class:`~nebisect.detect.
-findings.Row`. A failure is explained — attribution and culprit op — the first time its
-(path, signature) shows up on this target, and that culprit keys its group: explaining
-costs two or three predictions, and a cliff's localization would otherwise pay them at
-every failing probe. A reference that fails (torch cannot compute the expected outputs)
-is a row of its own and not a finding of the target's.
+findings.Row`. Every failing input set is attributed (its probes are cached across
+targets): one op can be a conversion bug at one input and a precision hazard at
+another, and those are two groups. The culprit op is located the first time a (path,
+signature, attribution) shows up on this target and keys its group: locating it costs
+a prediction recording every intermediate, which a cliff's localization would otherwise
+pay at every failing probe. A reference that fails (torch cannot compute the expected
+outputs) is a row of its own and not a finding of the target's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from nebisect.detect.cells import Cells, reference_failure
 from nebisect.detect.culprit import Culprit
 from nebisect.detect.explore import Progress, explore
 from nebisect.detect.families import Family, InputSet
-from nebisect.detect.findings import Row
+from nebisect.detect.findings import Row, culprit_key
 from nebisect.detect.records import Exploration, Observation
 from nebisect.fuzz.cliff import Boundary
 from nebisect.runner import split_arrays
@@ -46,7 +48,7 @@ def explore_target(
     progress: Callable[[Progress], None] | None = None,
 ) -> Exploration:
     """Spend ``budget`` predictions on ``target``; every evaluation is appended to ``rows``."""
-    explained: dict[tuple[str, str], tuple[str, Culprit | None]] = {}
+    located: dict[tuple[str, str, str], Culprit | None] = {}
 
     def evaluate(input_set: InputSet) -> list[Observation]:
         npz = cells.save_inputs(input_set.arrays)
@@ -60,11 +62,12 @@ def explore_target(
                 observations.append(Observation(Verdict("skipped", "reference"), path=path))
                 continue
             if verdict.failed:
-                key = (path, verdict.signature)
-                if key not in explained:
-                    explained[key] = cells.explain(target, path, npz, verdict)
-                row.attribution, row.culprit = explained[key]
-            culprit = row.culprit.op_type if row.culprit else ""
+                row.attribution = cells.attribution(target, path, npz, verdict)
+                key = (path, verdict.signature, row.attribution)
+                if key not in located:
+                    located[key] = cells.explain(target, path, npz, verdict)[1]
+                row.culprit = located[key]
+            culprit = culprit_key(row.attribution, row.culprit)
             observations.append(Observation(verdict, culprit, path, first_value(arrays)))
         return observations
 

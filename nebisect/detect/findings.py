@@ -4,8 +4,8 @@
   the verdict, and for a failure its attribution and culprit op. Every prediction the
   run makes for the matrix or the exploration is a row (``explored`` tells them apart),
   so plots and later tools can replay what was seen.
-* :class:`FailureGroup` — failing rows with one (target, signature, culprit op type,
-  conversion path): one bug, however many input sets show it. It keeps its smallest
+* :class:`FailureGroup` — failing rows with one (target, signature, attribution and
+  culprit op type, conversion path): one bug, however many input sets show it. It keeps its smallest
   member (nearest a benign input: the shrink key of the value families), every input
   set it covers, and the model-level cliffs localized for it.
 
@@ -23,8 +23,16 @@ from nebisect.detect.families import Member
 from nebisect.detect.records import CliffFinding
 from nebisect.verdict import Verdict
 
-#: (target, signature, culprit op type, conversion path)
+#: (target, signature, culprit key, conversion path)
 GroupKey = tuple[str, str, str, str]
+
+
+def culprit_key(attribution: str, culprit: Culprit | None) -> str:
+    """What a group's culprit is keyed by: the attribution and the op type
+    (``device at reduce_log_sum_exp``; ``?`` when no op could be named). The attribution
+    is part of it because one op can be a conversion bug at one input and a precision
+    hazard at another: two bugs. It is also the engine's opaque ``culprit`` key."""
+    return f"{attribution} at {culprit.op_type if culprit else '?'}"
 
 
 @dataclass
@@ -46,8 +54,8 @@ class Row:
 
     @property
     def key(self) -> GroupKey:
-        culprit = self.culprit.op_type if self.culprit else ""
-        return (self.target, self.verdict.signature, culprit, self.path)
+        return (self.target, self.verdict.signature, culprit_key(self.attribution, self.culprit),
+                self.path)
 
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "length": self.length, "role": self.role,
@@ -82,7 +90,7 @@ class FailureGroup:
 
     @property
     def key(self) -> GroupKey:
-        return (self.target, self.signature, self.culprit.op_type if self.culprit else "",
+        return (self.target, self.signature, culprit_key(self.attribution, self.culprit),
                 self.path)
 
     def to_dict(self) -> dict[str, Any]:
