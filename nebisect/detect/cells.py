@@ -177,20 +177,28 @@ class Cells:
         return self._explained[key]
 
     def attribution(self, target: str, path: str, npz: str, verdict: Verdict) -> str:
-        """The attribution alone: at most two probes, both cached across targets."""
-        exact_ok = self._probe(EXACT_PROBE, path, npz) if self.source.kind == "torch" else None
-        fp16_ok = self._probe(PRECISION_PROBE, path, npz)
+        """The attribution alone: at most two probes, both cached across targets.
+
+        A numeric divergence is explained by a probe that diverges at all; an error or a
+        crash only by a probe that fails the same way (an fp16 overflow elsewhere in
+        the graph does not explain a shape error).
+        """
+        same = None if verdict.status == "mismatch" else verdict.signature
+        exact_ok = (self._probe(EXACT_PROBE, path, npz, same) if self.source.kind == "torch"
+                    else None)
+        fp16_ok = self._probe(PRECISION_PROBE, path, npz, same)
         return attribute(target, verdict, exact_ok, fp16_ok)
 
-    def _probe(self, target: str, path: str, npz: str) -> bool | None:
-        """Does ``target`` pass this cell (None: it was not judged)?"""
+    def _probe(self, target: str, path: str, npz: str, same: str | None = None) -> bool | None:
+        """Does ``target`` pass this cell — or, given ``same``, not fail with that
+        signature (None: it was not judged)?"""
         paths = self.paths_of(target)
         if isinstance(paths, Verdict) or (path not in paths and paths != [""]):
             return None
         verdict, _ = self.run(target, path if paths != [""] else "", npz)
         if verdict.status == "skipped" or reference_failure(verdict):
             return None
-        return not verdict.failed
+        return not verdict.failed or (same is not None and verdict.signature != same)
 
     def _culprit(self, target: str, path: str, npz: str, attribution: str) -> Culprit | None:
         if attribution == "conversion":
