@@ -111,6 +111,7 @@ def test_seed_003_shape_error_once_per_group() -> None:
     assert failures[0].startswith("✗ sim:ane [torch.export]: error:predict:")
     assert "Data-dependent shapes were disabled" in failures[0]
     code, report = _json("examples/meanpool.py:model", "-t", "sim:ane", "--budget", "12")
+    assert code == 1
     (group,) = _groups(report, "sim:ane")
     labels = [m["label"] for m in group["members"]]
     assert {"example", *(f"length({n})" for n in (2, 8, 37, 128, 380))} <= set(labels)
