@@ -31,20 +31,12 @@ class Subject:
     purpose: str
 
 
-def describe_in_child(
-    function: str,
-    payload: dict[str, Any],
-    *,
-    label: str,
-    subject: Subject,
-    timeout: float,
-    preload: tuple[str, ...] = (),
-    isolator: Isolator | None = None,
-) -> dict[str, Any]:
+def describe_in_child(function: str, payload: dict[str, Any], **options: Any) -> dict[str, Any]:
     """Run ``function(payload)`` at stage ``load``; its record, or NebisectError naming
-    ``label`` (the source or plugin as the user typed it)."""
-    return describe_with_arrays(function, payload, label=label, subject=subject,
-                                timeout=timeout, preload=preload, isolator=isolator)[0]
+    ``label`` (the source or plugin as the user typed it). ``options``: those of
+    :func:`describe_with_arrays` (``label``, ``subject``, ``timeout``, ``preload``,
+    ``isolator``)."""
+    return describe_with_arrays(function, payload, **options)[0]
 
 
 def describe_with_arrays(
