@@ -10,7 +10,10 @@ upgrade lands:
   ``run_decompositions({})`` as coremltools asks for torch's TRAINING dialect;
 * ``trace`` — ``torch.jit.trace`` with dynamic dims as ``ct.RangeDim``.
 
-The package comes from the first path that succeeds (export preferred). Precision
+:func:`convert_isolated` keeps the package of the first path that succeeds (export
+preferred); :func:`convert_paths` keeps one package per path that converts, because the
+two paths emit different MIL for one module and a bug may live on one of them (``run
+--convert both``). Precision
 follows the target: fp16 targets get a FLOAT16 program, everything else FLOAT32. Input
 and output names come from the torch source (``nebisect.torchsource``), so the package
 and the eager module are compared name by name.
@@ -66,9 +69,11 @@ def conversion_precision(precision: str) -> str:
 
 
 def convert_source(
-    source: TorchSource, precision: str, *, deployment: str = DEFAULT_DEPLOYMENT
-) -> tuple[Any | None, list[Attempt]]:
-    """Try every path; return the first converted MLModel (or None) and all attempts."""
+    source: TorchSource, precision: str, *, deployment: str = DEFAULT_DEPLOYMENT,
+    paths: tuple[str, ...] = PATHS,
+) -> tuple[dict[str, Any], list[Attempt]]:
+    """Try ``paths`` in order; return the converted MLModel of each path that converts
+    (in that order) and every attempt."""
     ct = import_coremltools()
     options = {
         "convert_to": "mlprogram",
@@ -78,9 +83,9 @@ def convert_source(
         "outputs": [ct.TensorType(name=name) for name in source.output_names()],
     }
     converters = {"export": _via_export, "trace": _via_trace}
-    model = None
+    models: dict[str, Any] = {}
     attempts = []
-    for path in PATHS:
+    for path in paths:
         started = time.perf_counter()
         try:
             with quiet():
@@ -90,8 +95,8 @@ def convert_source(
                                     time.perf_counter() - started))
             continue
         attempts.append(Attempt(path, "ok", "", time.perf_counter() - started))
-        model = model or converted
-    return model, attempts
+        models[path] = converted
+    return models, attempts
 
 
 def _deployment(ct: Any, name: str) -> Any:
@@ -175,11 +180,13 @@ def save_package(model: Any, destination: str | os.PathLike[str]) -> Path:
 
 
 def convert_job(payload: dict[str, Any]) -> Verdict:
-    """Child side: convert ``payload["source"]`` and write ``payload["package"]``.
+    """Child side: convert ``payload["source"]`` and write its package(s).
 
-    Payload: ``source`` (``file.py:factory``), ``precision`` (the target's),
-    ``package`` (output path), optional ``setup`` (``module:function`` callables run
-    first — e.g. :data:`OVERRIDES_SETUP`) and ``deployment_target`` (``iOS18``).
+    Payload: ``source`` (``file.py:factory``), ``precision`` (the target's), then either
+    ``package`` (the first path that converts is saved there) or ``packages`` (``{path:
+    location}``: the paths tried, each saved where it says when it converts); optional
+    ``setup`` (``module:function`` callables run first — e.g. :data:`OVERRIDES_SETUP`)
+    and ``deployment_target`` (``iOS18``). ``metrics["paths"]`` lists the paths saved.
     """
     from nebisect.isolate import mark_stage
 
@@ -188,9 +195,11 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
         module, _, function = reference.partition(":")
         getattr(importlib.import_module(module), function)()
     source = load_torch_source(payload["source"])
-    model, attempts = convert_source(
+    wanted: dict[str, str] = payload.get("packages") or {path: payload["package"]
+                                                          for path in PATHS}
+    models, attempts = convert_source(
         source, payload["precision"],
-        deployment=payload.get("deployment_target", DEFAULT_DEPLOYMENT),
+        deployment=payload.get("deployment_target", DEFAULT_DEPLOYMENT), paths=tuple(wanted),
     )
     metrics: dict[str, Any] = {
         "attempts": [a.to_dict() for a in attempts],
@@ -198,12 +207,15 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
         "setup": list(payload.get("setup", ())),
     }
     message = summarize(attempts)
-    if model is None:
+    if not models:
         return Verdict("error", "convert", error_signature("convert", message),
                        message=message, metrics=metrics)
-    metrics["path"] = next(a.path for a in attempts if a.status == "ok")
-    metrics["op_types"] = op_type_counts(model)
-    save_package(model, payload["package"])
+    kept = models if "packages" in payload else dict(list(models.items())[:1])
+    metrics["path"] = next(iter(kept))
+    metrics["paths"] = list(kept)
+    metrics["op_types"] = op_type_counts(kept[metrics["path"]])
+    for path, model in kept.items():
+        save_package(model, wanted[path])
     return Verdict("pass", "convert", message=message, metrics=metrics)
 
 
@@ -221,18 +233,45 @@ def convert_isolated(
     Returns the package path (None when conversion failed) and the convert verdict —
     ``error`` with the converter's messages, or ``crash``/``timeout`` from isolation.
     """
+    package = Path(workdir) / f"converted-{conversion_precision(precision)}.mlpackage"
+    verdict = _convert_in_child(source, precision, {"package": str(package)}, isolator,
+                                setup, timeout)
+    ok = verdict.status == "pass" and package.is_dir()
+    return (package if ok else None), verdict
+
+
+def convert_paths(
+    source: Source,
+    precision: str,
+    workdir: Path,
+    isolator: Isolator,
+    *,
+    paths: tuple[str, ...] = PATHS,
+    setup: tuple[str, ...] = (),
+    timeout: float = 900.0,
+) -> tuple[dict[str, Path], Verdict]:
+    """:func:`convert_isolated` keeping every path of ``paths`` that converts: ``{path:
+    package}`` (empty when none converts) and the convert verdict (one child converts
+    them all, so torch and coremltools are imported once)."""
+    key = conversion_precision(precision)
+    packages = {path: Path(workdir) / f"converted-{key}-{path}.mlpackage" for path in paths}
+    verdict = _convert_in_child(source, precision,
+                                {"packages": {p: str(pkg) for p, pkg in packages.items()}},
+                                isolator, setup, timeout)
+    saved = verdict.metrics.get("paths", []) if verdict.status == "pass" else []
+    return {path: packages[path] for path in saved if packages[path].is_dir()}, verdict
+
+
+def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
+                      isolator: Isolator, setup: tuple[str, ...], timeout: float) -> Verdict:
     from nebisect.isolate import Job
 
-    key = conversion_precision(precision)
-    package = Path(workdir) / f"converted-{key}.mlpackage"
     job = Job(
         function="nebisect.convert:convert_job",
-        payload={"source": source.location, "precision": key, "package": str(package),
-                 "setup": list(setup)},
+        payload={"source": source.location, "precision": conversion_precision(precision),
+                 **where, "setup": list(setup)},
         stage="convert",
         timeout=timeout,
         preload=("numpy", "torch", "coremltools"),
     )
-    verdict = isolator.run(job).verdict
-    ok = verdict.status == "pass" and package.is_dir()
-    return (package if ok else None), verdict
+    return isolator.run(job).verdict

@@ -1,62 +1,56 @@
-"""The run matrix: every target × every length, isolated, judged, attributed.
+"""The run matrix: every target × conversion path × input set, isolated, judged, attributed.
 
-Attribution answers "where does the divergence enter?" with two extra evaluations
-made only when something fails:
-
-* ``conversion`` — the converted program, evaluated exactly (``sim:fp64``), already
-  disagrees with torch: the converter emitted different math;
-* ``precision`` — exact evaluation agrees, a careful fp16 evaluation (``sim:fp16``)
-  does not: a graph-level range hazard any fp16 device would hit;
-* ``device`` — both agree; only the device (or its simulated profile) disagrees.
+Input sets (:mod:`nebisect.detect.inputsets`): the factory's ``example``, the generated
+lengths (or ``--inputs``), then — unless exploration is off — the value families
+(:mod:`nebisect.detect.discover`), within a prediction budget per target. When
+torch.export and jit.trace both convert, both programs are evaluated: a bug may live
+on one path only. Each failing cell is attributed (``conversion`` / ``precision`` /
+``device``, :mod:`nebisect.detect.cells`) and names the op where it enters.
 
 A reference that fails (the ``--reference`` target, or torch eager, crashes, raises or
 hangs while computing the expected outputs) is not the target's failure: it gets a row
 of its own (role ``reference``, its own signature), and the target rows it should have
 judged say they were not judged (``skipped``). The run still fails: something broke.
+
+With exploration off (``run --explore none``) the matrix is what ``run`` always made:
+targets × lengths (or ``--inputs``), no ``example``, no families.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import Case, load_npz, save_npz, sha256_arrays, sha256_path
-from nebisect.inputs import check, generate, lengths_for
+from nebisect.convert import PATHS
+from nebisect.detect.cells import (
+    ATTRIBUTIONS,
+    EXACT_PROBE,
+    PRECISION_PROBE,
+    REFERENCE_STAGE,
+    Cells,
+    Converter,
+    attribute,
+    reference_failure,
+)
+from nebisect.detect.discover import Discovery, explore_target
+from nebisect.detect.explore import Progress
+from nebisect.detect.families import InputSet, build
+from nebisect.detect.findings import FailureGroup, Row, group_failures
+from nebisect.detect.inputsets import base_input_sets, model_inputs
+from nebisect.detect.records import Exploration
+from nebisect.fuzz.cliff import Boundary
 from nebisect.isolate import Isolator
-from nebisect.runner import evaluate
 from nebisect.source import Source
 from nebisect.sources.plugins import use_plugins
-from nebisect.targets import spec_of
 from nebisect.timeouts import Timeouts
 from nebisect.verdict import Verdict
 
-ATTRIBUTIONS = ("conversion", "precision", "device")
-PRECISION_PROBE = "sim:fp16"
-EXACT_PROBE = "sim:fp64"
-#: The stage a case's verdict names when its reference, not its target, failed.
-REFERENCE_STAGE = "reference"
-
-
-@dataclass
-class Row:
-    """One cell of the matrix: a target at a length, its verdict and attribution.
-
-    ``role`` is ``reference`` for the row of a reference that failed at this length.
-    """
-
-    target: str
-    length: int
-    verdict: Verdict
-    attribution: str = ""
-    role: str = "target"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "length": self.length, "role": self.role,
-                "attribution": self.attribution, "verdict": self.verdict.to_dict()}
+__all__ = [
+    "ATTRIBUTIONS", "EXACT_PROBE", "PRECISION_PROBE", "REFERENCE_STAGE", "MatrixRunner",
+    "Row", "RunReport", "attribute", "reference_failure",
+]
 
 
 @dataclass
@@ -67,6 +61,11 @@ class RunReport:
     conversions: dict[str, Verdict] = field(default_factory=dict)
     #: Why the run stopped before every cell was evaluated ("interrupted by SIGTERM").
     interrupted: str = ""
+    #: per explored target: where its predictions went, its groups and cliffs
+    explorations: dict[str, Exploration] = field(default_factory=dict)
+    groups: list[FailureGroup] = field(default_factory=list)
+    #: the exploration settings (budget, families, seed; None: exploration off)
+    discovery: dict[str, Any] | None = None
 
     @property
     def failed(self) -> bool:
@@ -84,35 +83,34 @@ class RunReport:
             "reference_failed": self.reference_failed,
             "conversions": {k: v.to_dict() for k, v in self.conversions.items()},
             "rows": [r.to_dict() for r in self.rows],
+            "groups": [g.to_dict() for g in self.groups],
+            "explorations": {t: e.to_dict() for t, e in self.explorations.items()},
+            "discovery": self.discovery,
             **({"interrupted": self.interrupted} if self.interrupted else {}),
         }
 
-
-def reference_failure(verdict: Verdict) -> bool:
-    """True when the case failed in its reference, so the target was never judged."""
-    return verdict.failed and verdict.stage == REFERENCE_STAGE
-
-
-def attribute(target: str, verdict: Verdict, exact_ok: bool | None, fp16_ok: bool | None) -> str:
-    """Where a failing row's divergence enters (see the module docstring)."""
-    if verdict.stage == "convert" or exact_ok is False:
-        return "conversion"
-    if target in (PRECISION_PROBE, "sim:fp16-naive", "sim:fp32"):
-        return "precision"
-    if fp16_ok is False and spec_of(target).precision == "fp16":
-        return "precision"
-    return "device"
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunReport:
+        return cls(
+            data["source"], data["reference"], [Row.from_dict(r) for r in data["rows"]],
+            {k: Verdict.from_dict(v) for k, v in data.get("conversions", {}).items()},
+            data.get("interrupted", ""),
+            {t: Exploration.from_dict(e) for t, e in data.get("explorations", {}).items()},
+            [FailureGroup.from_dict(g) for g in data.get("groups", [])],
+            data.get("discovery"),
+        )
 
 
 @dataclass
 class MatrixRunner:
-    """Runs a source over targets × lengths with one isolator; conversion per precision.
+    """Runs a source over targets × paths × input sets with one isolator.
 
-    ``convert`` maps (source, precision, workdir, isolator, timeout=) → (package path or
-    None, verdict); it runs in isolation (``nebisect.convert``) for torch sources.
+    ``convert`` maps (source, precision, workdir, isolator, timeout=) → ({path:
+    package}, verdict) (``nebisect.convert.convert_paths``) for torch sources.
     ``plugins`` are described in isolated children (never imported here) and named in
-    every case, whose child imports them. ``report`` is the
-    report being filled: after an interruption, it holds the rows evaluated until then.
+    every case, whose child imports them. ``discovery`` None turns exploration off.
+    ``report`` is the report being filled: after an interruption, it holds the rows
+    evaluated until then.
     """
 
     source: Source
@@ -121,40 +119,64 @@ class MatrixRunner:
     isolator: Isolator
     reference: str = ""
     timeouts: Timeouts = field(default_factory=Timeouts)
-    convert: Callable[..., tuple[Path | None, Verdict]] | None = None
+    convert: Converter | None = None
     plugins: list[str] = field(default_factory=list)
     progress: Callable[[str], None] = lambda _msg: None
-    _packages: dict[str, Path | None] = field(default_factory=dict)
-    _conversions: dict[str, Verdict] = field(default_factory=dict)
-    _npz: dict[int, str] = field(default_factory=dict)
+    paths: tuple[str, ...] = PATHS
+    discovery: Discovery | None = None
     report: RunReport = field(init=False)
+    cells: Cells = field(init=False)
 
     def __post_init__(self) -> None:
         self.reference = self.reference or self.source.reference
         self.report = RunReport(self.source.location, self.reference)
         self.plugins = use_plugins(self.plugins, timeout=self.timeouts.load,
                                    isolator=self.isolator)
+        self.cells = Cells(self.source, self.workdir, self.isolator, self.reference,
+                           self.timeouts, self.convert, self.plugins, self.paths)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         report = self.report = RunReport(self.source.location, self.reference)
-        for length, npz in self._inputs(lengths, inputs_path):
+        discovery = self.discovery
+        sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
+        npzs = {}
+        for input_set in sets:
+            npz = npzs[input_set.label] = self.cells.save_inputs(input_set.arrays)
             # Rows go into the report as they finish, so an interrupted run keeps them.
             first = len(report.rows)
             for target in self.targets:
-                self.progress(f"{target} at length {length}")
-                report.rows.append(self._row(report, target, length, npz))
-            report.rows[first:] = self._separate_reference(report.rows[first:], length)
-        self._attribute(report)
+                self.progress(f"{target} at {input_set.label}")
+                report.rows += self._rows(target, input_set, npz)
+            report.conversions.update(self.cells.conversions)
+            report.rows[first:] = self._separate_reference(report.rows[first:], input_set)
+        self._attribute(report, npzs)
+        if discovery is not None:
+            report.discovery = {"budget": discovery.budget, "families": discovery.families,
+                                "seed": discovery.seed, "paths": list(self.paths)}
+            self._explore(report, discovery, lengths)
+        report.groups = group_failures(
+            report.rows, {t: e.cliffs for t, e in report.explorations.items()})
         return report
 
-    def _separate_reference(self, rows: list[Row], length: int) -> list[Row]:
+    def _rows(self, target: str, input_set: InputSet, npz: str) -> list[Row]:
+        """One row per conversion path of ``target`` (one convert-error row if none)."""
+        member = input_set.member
+        length = int(member.magnitude) if member.family == "length" else 0
+        paths = self.cells.paths_of(target)
+        if isinstance(paths, Verdict):
+            return [Row(target, length, paths, input_set=member)]
+        return [Row(target, length, self.cells.run(target, path, npz)[0], path=path,
+                    input_set=member) for path in paths]
+
+    def _separate_reference(self, rows: list[Row], input_set: InputSet) -> list[Row]:
         """The reference's failure as its own row; the rows it left unjudged say so."""
         failure = next((r.verdict for r in rows if reference_failure(r.verdict)), None)
         if failure is None:
             return rows
         reference = Verdict.from_dict({**failure.to_dict(), "target": self.reference})
         reference.message = f"reference failed: {failure.message}"
-        separated = [Row(self.reference, length, reference, role="reference")]
+        separated = [Row(self.reference, rows[0].length, reference, role="reference",
+                         input_set=input_set.member)]
         for row in rows:
             if reference_failure(row.verdict):
                 row.verdict = Verdict(
@@ -165,91 +187,45 @@ class MatrixRunner:
             separated.append(row)
         return separated
 
-    def _inputs(self, lengths: tuple[int, ...], inputs_path: str) -> list[tuple[int, str]]:
-        if inputs_path:
-            inputs_path = os.path.abspath(inputs_path)
-            arrays = load_npz(inputs_path)
-            check(self.source.inputs, arrays)
-            self._npz[0] = inputs_path
-            return [(0, inputs_path)]
-        chosen = []
-        for length in lengths_for(self.source.inputs, lengths):
-            arrays = generate(self.source.inputs, length)
-            path = self.workdir / f"inputs-{length}.npz"
-            save_npz(path, arrays)
-            self._npz[length] = str(path)
-            chosen.append((length, str(path)))
-        return chosen
-
-    def _case(self, target: str, npz: str) -> Case | Verdict:
-        """The case for ``target``, or the convert-stage verdict that prevents it."""
-        options: dict[str, Any] = {"plugins": self.plugins} if self.plugins else {}
-        kind, location = self.source.kind, self.source.location
-        if self.source.kind == "torch":
-            options["reference_source"] = ["torch", self.source.location]
-            if not target.startswith("torch:"):
-                package, verdict = self._package(spec_of(target).precision)
-                if package is None:
-                    return verdict
-                kind, location = "mlpackage", str(package)
-                if spec_of(target).precision == "fp64":
-                    # The converter stores weights and constants as fp32, so even a perfect
-                    # conversion differs from torch fp64 by fp32 rounding: judge at fp32.
-                    options["judge_precision"] = "fp32"
-        model_hash = sha256_path(location) if kind == "mlpackage" else ""
-        return Case(location, kind, target, inputs_path=npz, model_sha256=model_hash,
-                    inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
-
-    def _package(self, precision: str) -> tuple[Path | None, Verdict]:
-        """Convert once per conversion precision (fp16 → FLOAT16, else FLOAT32)."""
-        key = "fp16" if precision == "fp16" else "fp32"
-        if key not in self._packages:
-            assert self.convert is not None, "torch sources need a converter"
-            package, verdict = self.convert(self.source, key, self.workdir, self.isolator,
-                                            timeout=self.timeouts.convert)
-            self._packages[key] = package
-            self._conversions[key] = verdict
-        return self._packages[key], self._conversions[key]
-
-    def _row(self, report: RunReport, target: str, length: int, npz: str) -> Row:
-        started = time.perf_counter()
-        case = self._case(target, npz)
-        report.conversions.update(self._conversions)
-        if isinstance(case, Verdict):
-            return Row(target, length, case)
-        verdict = evaluate(case, reference=self.reference, isolator=self.isolator,
-                           timeout=self.timeouts.predict).verdict
-        verdict.timings.setdefault("total", time.perf_counter() - started)
-        return Row(target, length, verdict)
-
-    def _attribute(self, report: RunReport) -> None:
-        """Fill attributions of failing rows, probing each length at most once."""
-        probes: dict[tuple[str, int], bool | None] = {}
-        by_cell = {(r.target, r.length): r for r in report.rows}
+    def _attribute(self, report: RunReport, npzs: dict[str, str]) -> None:
+        """Fill attribution and culprit of every failing matrix row."""
         for row in report.rows:
-            if not row.verdict.failed:
+            if not row.verdict.failed or row.role != "target":
                 continue
-            exact_ok = self._probe(EXACT_PROBE, row, probes, by_cell) if (
-                self.source.kind == "torch") else None
-            fp16_ok = self._probe(PRECISION_PROBE, row, probes, by_cell)
-            row.attribution = attribute(row.target, row.verdict, exact_ok, fp16_ok)
+            if row.verdict.stage == "convert":
+                row.attribution = "conversion"
+                continue
+            row.attribution, row.culprit = self.cells.explain(
+                row.target, row.path, npzs[row.input_set.label], row.verdict)
 
-    def _probe(
-        self,
-        target: str,
-        row: Row,
-        probes: dict[tuple[str, int], bool | None],
-        by_cell: dict[tuple[str, int], Row],
-    ) -> bool | None:
-        key = (target, row.length)
-        if key in by_cell:
-            known = by_cell[key].verdict
-            return None if known.status == "skipped" else not known.failed
-        if key not in probes:
-            case = self._case(target, self._npz[row.length])
-            verdict = case if isinstance(case, Verdict) else evaluate(
-                case, reference=self.reference, isolator=self.isolator,
-                timeout=self.timeouts.predict).verdict
-            probes[key] = (None if isinstance(case, Verdict) or reference_failure(verdict)
-                           else not verdict.failed)
-        return probes[key]
+    def _explore(self, report: RunReport, discovery: Discovery, lengths: tuple[int, ...]) -> None:
+        families = build(model_inputs(self.source, lengths), discovery.families, discovery.seed)
+        guided = self._guided() if any(f.name == "const" for f in families) else []
+        for target in discovery.targets or self.targets:
+            paths = self.cells.paths_of(target)
+            if isinstance(paths, Verdict):
+                continue
+
+            def show(p: Progress, target: str = target) -> None:
+                self.progress(f"exploring {target}: {p.spent}/{p.budget} predictions · "
+                              f"{p.rate:.1f}/s · {p.failures} failing · {p.label}")
+
+            report.explorations[target] = explore_target(
+                self.cells, target, paths, families, budget=discovery.budget, guided=guided,
+                rows=report.rows, progress=show)
+
+    def _guided(self) -> list[Boundary]:
+        """Lint's guided probes on the fp16 program (the fp32 one, read as fp16 as the
+        Neural Engine computes, when no target converts to fp16)."""
+        from nebisect.detect.probes import guided_probes
+        from nebisect.mil.load import load_program
+        from nebisect.targets import spec_of
+
+        programs = [t for t in self.targets if not t.startswith("torch:")]
+        chosen = [t for t in programs if spec_of(t).precision == "fp16"] or programs
+        paths = self.cells.paths_of(chosen[0]) if chosen else []
+        if isinstance(paths, Verdict) or not paths:
+            return []
+        program = load_program(self.cells.program(chosen[0], paths[0]))
+        boundaries = {round(p.magnitude, 9): p.boundary() for p in guided_probes(program)}
+        return list(boundaries.values())

@@ -81,7 +81,7 @@ def _search_program(bisector: Bisector, graph: MilGraph, original: Verdict,
     if original.status == "mismatch" and target_mid:
         tracker.phase("first divergence")
         precision = parse_target(bisector.options.target).precision
-        found = localize(graph.dag, _divergence(target_mid, reference_mid, precision),
+        found = localize(graph.dag, value_divergence(target_mid, reference_mid, precision),
                          evaluator)
         if found.signature:
             tracker.expected.add(found.signature)
@@ -94,7 +94,7 @@ def _search_program(bisector: Bisector, graph: MilGraph, original: Verdict,
     return ddmin(graph.units, evaluator, original.signature), 0
 
 
-def _divergence(target: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+def value_divergence(target: dict[str, np.ndarray], reference: dict[str, np.ndarray],
                 precision: str) -> Callable[[str], str | None]:
     """One value of the target run against the reference run: its mismatch signature."""
 

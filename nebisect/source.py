@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from nebisect.case import NebisectError
 from nebisect.inputs import InputDescription, describe_package
 from nebisect.timeouts import Timeouts
@@ -25,11 +27,15 @@ if TYPE_CHECKING:
 
 @dataclass
 class Source:
-    """A resolved source: its kind, location and input descriptions."""
+    """A resolved source: its kind, location and input descriptions.
+
+    ``example`` is a torch factory's own example inputs (None for a package: it has none).
+    """
 
     kind: str
     location: str
     inputs: list[InputDescription] = field(default_factory=list)
+    example: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def reference(self) -> str:
@@ -46,7 +52,7 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
         from nebisect.sources.torch import describe_torch
 
         described = describe_torch(text, timeout=timeout, isolator=isolator)
-        return Source("torch", described.location, described.inputs)
+        return Source("torch", described.location, described.inputs, described.example)
     path = Path(text)
     if not path.exists():
         raise NebisectError(f"{text}: no such file or directory")

@@ -7,8 +7,9 @@ these attributes)::
     {
         "module": torch.nn.Module,                 # put in eval() by nebisect
         "example_inputs": {"tokens": tensor, ...}, # or a tuple, named by forward()'s
-                                                   # parameters; the names become the
-                                                   # Core ML input names
+                                                   # parameters, else x0, x1, … by
+                                                   # position (forward(*args)); the names
+                                                   # become the Core ML input names
         "dynamic_dims": {"tokens": {1: (1, 382)}}, # optional: {input: {axis: (min, max)}}
     }
 
@@ -197,41 +198,45 @@ def _named_inputs(text: str, module: Any, given: Any) -> dict[str, Any]:
     """Example inputs keyed by name, in ``forward``'s parameter order.
 
     They must be ``forward``'s leading positional parameters, so both converters can
-    pass them positionally and the package's inputs line up with the module's.
+    pass them positionally and the package's inputs line up with the module's. A tuple
+    is named by those parameters; where ``forward(*args)`` takes more than it names,
+    the rest are ``x0, x1, …`` by position (``x2`` is the third input), and a dict is
+    then taken in its own order.
     """
     import torch
 
-    params = [
-        p.name for p in inspect.signature(module.forward).parameters.values()
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
+    signature = inspect.signature(module.forward).parameters.values()
+    params = [p.name for p in signature if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    variadic = any(p.kind == p.VAR_POSITIONAL for p in signature)
     if isinstance(given, torch.Tensor):
         given = (given,)
     if isinstance(given, (tuple, list)):
-        if len(given) > len(params):
+        if len(given) > len(params) and not variadic:
             raise NebisectError(
                 f"{text}: {len(given)} example inputs but forward() names only "
                 f"{len(params)} ({', '.join(params)})"
             )
-        given = dict(zip(params, given, strict=False))
+        names = [*params, *(f"x{i}" for i in range(len(params), len(given)))]
+        given = dict(zip(names, given, strict=False))
     if not isinstance(given, dict) or not given:
         raise NebisectError(
             f"{text}: 'example_inputs' must be a non-empty tuple or dict of tensors, "
             f"got {_describe(given)}"
         )
     leading = params[:len(given)]
-    if set(given) != set(leading):
+    if set(leading) - set(given) or (not variadic and set(given) != set(leading)):
         raise NebisectError(
             f"{text}: example inputs {sorted(map(str, given))} must be forward()'s first "
             f"{len(given)} parameter(s): {', '.join(leading) or 'none'}"
         )
-    for name in leading:
+    order = [*leading, *(name for name in given if name not in leading)]
+    for name in order:
         if not isinstance(given[name], torch.Tensor):
             raise NebisectError(
                 f"{text}: example input {name!r} is a {type(given[name]).__name__}, "
                 "not a tensor"
             )
-    return {name: given[name] for name in leading}
+    return {str(name): given[name] for name in order}
 
 
 def _dynamic_dims(
@@ -297,11 +302,15 @@ def to_torch_inputs(
 
 
 def run_module(module: Any, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Call ``module(**inputs)`` without autograd; name and convert the outputs."""
+    """Call ``module(*inputs.values())`` without autograd; name and convert the outputs.
+
+    Positionally: the inputs are ``forward``'s leading parameters in order (see
+    :func:`_named_inputs`), which also reaches a ``forward(*args)``.
+    """
     import torch
 
     with torch.no_grad():
-        result = module(**inputs)
+        result = module(*inputs.values())
     return output_arrays(result)
 
 

@@ -154,8 +154,8 @@ def test_overrides_are_opt_in_and_restore_the_registry(probe_source: str) -> Non
     source = load_torch_source(probe_source)
     registry = convert_overrides._registry().name_to_func_mapping
     before = {name: registry.get(name) for name in convert_overrides.OVERRIDDEN_OPS}
-    model, attempts = convert_source(source, "fp32")
-    assert model is None
+    models, attempts = convert_source(source, "fp32")
+    assert models == {}
     assert summarize(attempts) == (
         "torch.export: NotImplementedError: Unsupported fx node new_ones, kind new_ones | "
         "jit.trace: NotImplementedError: PyTorch convert function for op 'new_ones' "
@@ -165,12 +165,13 @@ def test_overrides_are_opt_in_and_restore_the_registry(probe_source: str) -> Non
     try:
         convert_overrides.install()
         assert convert_overrides.installed()
-        model, attempts = convert_source(source, "fp32")
+        models, attempts = convert_source(source, "fp32")
     finally:
         convert_overrides.uninstall()
     assert not convert_overrides.installed()
     assert {name: registry.get(name) for name in convert_overrides.OVERRIDDEN_OPS} == before
     assert [a.status for a in attempts] == ["ok", "ok"]
+    model = models["export"]
     ops = [op.op_type for op in model._mil_program.functions["main"].operations]
     assert "fill" in ops and "logical_and" in ops
     for width in (3, 17):

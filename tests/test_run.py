@@ -30,12 +30,14 @@ def isolator() -> Iterator[Isolator]:
 
 def _run(source: str, targets: list[str], tmp_path: Path, isolator: Isolator,
          **kwargs: object) -> RunReport:
-    from nebisect.convert import convert_isolated
+    """Today's matrix (no exploration) on the torch.export program."""
+    from nebisect.convert import convert_paths
 
     inputs = str(kwargs.pop("inputs", ""))
     lengths = kwargs.pop("lengths", (2, 8, 37, 128, 380))
     runner = MatrixRunner(resolve_source(source), ["sim:fp64", *targets], tmp_path, isolator,
-                          convert=convert_isolated, **kwargs)  # type: ignore[arg-type]
+                          convert=convert_paths, paths=("export",),
+                          **kwargs)  # type: ignore[arg-type]
     return runner.run(lengths, inputs)  # type: ignore[arg-type]
 
 
@@ -121,7 +123,7 @@ def test_cli_json_and_exit_code_on_failure(tmp_path: Path) -> None:
     npz = tmp_path / "x.npz"
     save_npz(npz, {"x": np.full((1, 1, 8, 8), 7.7, np.float32)})
     done = _cli("run", "examples/logsumexp_ne.py:model", "--inputs", str(npz), "-t", "sim:ane",
-                "--json")
+                "--json", "--explore", "none", "--convert", "export")
     assert done.returncode == 1, done.stderr
     payload = json.loads(done.stdout)
     rows = {r["target"]: r for r in payload["rows"]}
@@ -132,12 +134,15 @@ def test_cli_json_and_exit_code_on_failure(tmp_path: Path) -> None:
 
 def test_cli_text_names_each_distinct_failure_once() -> None:
     done = _cli("run", "examples/meanpool.py:model", "-t", "sim:ane", "-t", "sim:fp16",
-                "--lengths", "2,8")
+                "--lengths", "2,8", "--explore", "none")
     assert done.returncode == 1, done.stderr
-    failures = [line for line in done.stdout.splitlines() if line.startswith("✗")]
+    lines = done.stdout.splitlines()
+    failures = [line for line in lines if line.startswith("✗")]
     assert len(failures) == 1
-    assert failures[0].startswith("✗ sim:ane @ 2, 8: error at stage predict, attribution device")
+    assert failures[0].startswith("✗ sim:ane [torch.export]: error:predict:")
+    assert failures[0].endswith("— device")
     assert "Data-dependent shapes were disabled" in failures[0]
+    assert "    smallest length(2); 2 input sets: length(2), length(8)" in lines
 
 
 def _bad_package(tmp_path: Path) -> Path:
@@ -202,12 +207,12 @@ def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isol
     """The honest outcome of plain coremltools, and sim:fp32 = torch with the overrides."""
     import functools
 
-    from nebisect.convert import OVERRIDES_SETUP, convert_isolated
+    from nebisect.convert import OVERRIDES_SETUP, convert_paths
 
     runner = MatrixRunner(
         resolve_source(f"{ROOT}/examples/minilm_meanpool.py:model"), ["sim:fp64", "sim:fp32"],
         tmp_path, isolator,
-        convert=functools.partial(convert_isolated, setup=(OVERRIDES_SETUP,) if overrides else ()),
+        convert=functools.partial(convert_paths, setup=(OVERRIDES_SETUP,) if overrides else ()),
     )
     report = runner.run((2, 8, 37, 128, 380))
     assert sorted({r.length for r in report.rows}) == [2, 8, 37, 128, 380]

@@ -18,6 +18,7 @@ from nebisect.torchsource import (
     load_torch_source,
     output_arrays,
     parse_location,
+    run_module,
     to_torch_inputs,
 )
 
@@ -224,3 +225,25 @@ def test_torch_target_refuses_other_artifacts_and_missing_inputs() -> None:
         get_target("torch:cpu:fp32").predict(
             Artifact("torch", MEANPOOL), {"tokens": np.zeros((1, 2, 768), np.float32)}
         )
+
+
+def test_variadic_forward_inputs_are_named_by_position(tmp_path: Path) -> None:
+    """``forward(self, first, *rest)``: the named parameter, then ``x1, x2`` by position,
+    and the module is called positionally (it has no keyword for them)."""
+    path = write_source(
+        tmp_path,
+        """
+        class Sum(torch.nn.Module):
+            def forward(self, first, *rest):
+                return first + sum(rest)
+
+        def model():
+            return {'module': Sum(), 'example_inputs': (torch.ones(2), torch.ones(2),
+                                                         torch.full((2,), 3.0))}
+        """,
+    )
+    source = load_torch_source(f"{path}:model")
+    assert list(source.example_inputs) == ["first", "x1", "x2"]
+    assert [d.name for d in source.descriptions()] == ["first", "x1", "x2"]
+    assert source.output_names() == ["output"]
+    assert run_module(source.module, source.example_inputs)["output"].tolist() == [5.0, 5.0]

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from nebisect.case import INPUTS_LIMIT_HELP, NebisectError
+from nebisect.detect import DEFAULT_BUDGET
 from nebisect.inputs import DEFAULT_LENGTHS
 from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
@@ -29,9 +30,13 @@ EXACT_ROW = "sim:fp64"
 SOURCE_HELP = (
     "An .mlpackage (ML program), or a torch model as path/to/file.py:factory. The factory "
     "takes no arguments and returns a dict with 'module' (torch.nn.Module), "
-    "'example_inputs' (dict name → tensor; the names become the Core ML input names) and "
-    "optionally 'dynamic_dims' ({input: {axis: (min, max)}}). See examples/meanpool.py."
+    "'example_inputs' (dict name → tensor, or a tuple of tensors named by forward()'s "
+    "parameters, else x0, x1, … by position as for forward(*args); the names become the "
+    "Core ML input names) and optionally 'dynamic_dims' ({input: {axis: (min, max)}}). "
+    "See examples/meanpool.py."
 )
+CONVERT_CHOICES = {"export": ("export",), "trace": ("trace",), "both": ("export", "trace")}
+EXPLORE_CHOICES = ("auto", "none")
 
 
 def default_targets() -> list[str]:
@@ -51,8 +56,38 @@ def _lengths(text: str) -> tuple[int, ...]:
     return values
 
 
+def _budget(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise NebisectError(f"--budget {text!r}: give a positive number of predictions per target")
+    return value
+
+
+def _choice(option: str, text: str, choices: Any) -> str:
+    if text not in choices:
+        raise NebisectError(f"{option} {text!r}: one of {', '.join(choices)}")
+    return text
+
+
+def _families(text: str) -> list[str] | None:
+    """The chosen value families (None: all), each checked against the registry."""
+    if not text:
+        return None
+    from nebisect.detect.families import FAMILIES
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise NebisectError(f"--families {text!r}: give comma-separated family names")
+    for name in names:
+        FAMILIES.get(name)
+    return names
+
+
 def run(
-    source: str = typer.Argument(..., help=SOURCE_HELP),
+    source: str = typer.Argument(None, help=SOURCE_HELP, show_default=False),
     target: list[str] = typer.Option(
         None, "--target", "-t",
         help="Target spec (repeatable), e.g. sim:ane, coreml:ne, torch:cpu:fp32. "
@@ -82,11 +117,39 @@ def run(
         help="A module or .py file registering extra targets (repeatable); imported only in "
         "isolated children, never in nebisect's own process.",
     ),
+    explore: str = typer.Option(
+        "auto", "--explore",
+        help="auto: also evaluate the factory's example inputs and search the value families "
+        "(--list-families) within --budget predictions per target; none: only the lengths "
+        "(or --inputs), as run always did.",
+    ),
+    budget: str = typer.Option(
+        str(DEFAULT_BUDGET), "--budget", metavar="N",
+        help="Exploration predictions per target (each evaluates every conversion path).",
+    ),
+    families: str = typer.Option(
+        "", "--families", metavar="A,B", help="Explore only these value families (default: all)."
+    ),
+    list_families: bool = typer.Option(
+        False, "--list-families", help="List the value families and exit."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the value families' random draws."),
+    convert: str = typer.Option(
+        "both", "--convert", metavar="export|trace|both",
+        help="Torch conversion paths: torch.export, jit.trace, or both (every path that "
+        "converts is evaluated; a bug may live on one).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
     report: Path = typer.Option(None, "--report", help="Write report.json/report.html here."),
 ) -> None:
     """Run every prediction in a fresh process on each target and compare with a float64
     reference; say where a divergence enters (conversion, precision, device).
+
+    It goes looking: besides the lengths (or --inputs) it evaluates the factory's example
+    inputs and value families (constant fills, scaled normals, spikes, special values,
+    …), probing first the input magnitudes lint predicts overflow fp16, and localizes a
+    cliff to two adjacent fp16 values. Failures are grouped by (signature, culprit op,
+    conversion path), each with its smallest failing input and every input set it covers.
 
     The torch source's factory and every --plugin are loaded in isolated children: one
     that raises, exits, crashes or hangs is a one-line error (exit 2). A reference that
@@ -96,6 +159,7 @@ def run(
     Exit code: 0 all pass, 1 a failure was found (a failing reference included), 2 usage
     or input error.
     """
+    from nebisect.detect.discover import Discovery
     from nebisect.isolate import Isolator
     from nebisect.matrix import MatrixRunner
     from nebisect.outputs import output_directory
@@ -103,7 +167,16 @@ def run(
     from nebisect.sources.plugins import use_plugins
     from nebisect.targets import spec_of
 
+    if list_families:
+        _list_families()
+        return
+    if not source:
+        raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
     timeouts = Timeouts.parse(timeout)
+    paths = CONVERT_CHOICES[_choice("--convert", convert, CONVERT_CHOICES)]
+    discovery = None if _choice("--explore", explore, EXPLORE_CHOICES) == "none" else (
+        Discovery(_budget(budget), _families(families), seed))
+    chosen_lengths = _lengths(lengths)
     if report:
         output_directory(report, "--report")
     console = Console(stderr=True)
@@ -113,17 +186,19 @@ def run(
         for spec in [*targets, *([reference] if reference else [])]:
             spec_of(spec)
         resolved = resolve_source(source, timeout=timeouts.load, isolator=isolator)
+        if discovery is not None:
+            discovery.targets = list(targets)
         if resolved.kind == "torch" and EXACT_ROW not in targets:
             targets.insert(0, EXACT_ROW)
         workdir = Path(tmp)
         with console.status("running") as status:
             runner = MatrixRunner(
                 resolved, targets, workdir, isolator, reference=reference, timeouts=timeouts,
-                convert=_converter(converter_overrides), plugins=plugins,
-                progress=lambda msg: status.update(msg),
+                convert=_converter(converter_overrides, paths), plugins=plugins,
+                progress=lambda msg: status.update(msg), paths=paths, discovery=discovery,
             )
             try:
-                result = runner.run(_lengths(lengths), str(inputs) if inputs else "")
+                result = runner.run(chosen_lengths, str(inputs) if inputs else "")
             except KeyboardInterrupt as stop:
                 # Ctrl-C, SIGTERM, SIGHUP: the rows evaluated so far, marked as such.
                 from nebisect.interrupt import describe
@@ -148,29 +223,41 @@ def _emit(result: RunReport, report: Path | None, as_json: bool) -> None:
         _print(result)
 
 
-def _converter(overrides: bool) -> Callable[..., Any]:
-    from nebisect.convert import OVERRIDES_SETUP, convert_isolated
+def _converter(overrides: bool, paths: tuple[str, ...]) -> Callable[..., Any]:
+    from nebisect.convert import OVERRIDES_SETUP, convert_paths
 
     setup = (OVERRIDES_SETUP,) if overrides else ()
-    return functools.partial(convert_isolated, setup=setup)
+    return functools.partial(convert_paths, setup=setup, paths=paths)
+
+
+def _list_families() -> None:
+    from nebisect.detect.families import listing
+
+    for name, description in listing():
+        typer.echo(f"{name:<10} {description}")
 
 
 def _print(result: RunReport) -> None:
+    from nebisect.detect.summary import group_lines, prediction_lines
     from nebisect.tables import Column, fitted_table
     from nebisect.verdict import placement_summary
 
     console = Console()
-    columns = [Column("target"), Column("length", "right"), Column("verdict"),
-               Column("max ULP", "right"), Column("cosine", "right", optional=True),
-               Column("placement"), Column("max abs", "right", optional=True),
-               Column("time s", "right", optional=True)]
+    multipath = len({r.path for r in result.rows if r.path}) > 1
+    columns = [Column("target"), *([Column("path")] if multipath else []), Column("input set"),
+               Column("verdict"), Column("max ULP", "right"),
+               Column("cosine", "right", optional=True), Column("placement"),
+               Column("max abs", "right", optional=True), Column("time s", "right", optional=True)]
     cells = []
     for row in result.rows:
+        if row.explored:
+            continue
         v = row.verdict
         style = "red" if v.failed else "yellow" if v.status == "skipped" else "green"
         metrics = v.metrics
         cells.append([
-            row.target, str(row.length or "static"), f"[{style}]{_short(v, row.role)}[/]",
+            row.target, *([row.path] if multipath else []), row.input_set.label,
+            f"[{style}]{_short(v, row.role)}[/]",
             _fmt(metrics.get("max_ulp_error")), _fmt(metrics.get("min_cosine"), ".6f"),
             placement_summary(v.placement), _fmt(metrics.get("max_abs_error")),
             _fmt(v.timings.get("total"), ".2f"),
@@ -183,20 +270,13 @@ def _print(result: RunReport) -> None:
     if dropped:
         console.print(f"[dim]not shown at this terminal width: {', '.join(dropped)} "
                       "(--json has every metric)[/]")
-    # One line per distinct failure: the same signature at five lengths is one finding.
-    failures: dict[tuple[str, str, str, str, str], list[str]] = {}
     _print_reference_failures(console, result)
-    for row in result.rows:
-        v = row.verdict
-        if v.failed and row.role == "target":
-            key = (row.target, v.status, v.stage, row.attribution, v.signature)
-            failures.setdefault(key, []).append(str(row.length or "static"))
-    for (target, status, stage, attribution, signature), lengths in failures.items():
-        console.print(
-            f"[red]✗[/] {target} @ {', '.join(lengths)}: {status} at stage {stage}, "
-            f"attribution [bold]{attribution}[/]: {signature}",
-            highlight=False, soft_wrap=True,
-        )
+    # One block per failure group: the same bug at forty input sets is one finding.
+    for group in result.groups:
+        for line in group_lines(group, result.groups, multipath=multipath):
+            console.print(line, highlight=False, soft_wrap=True)
+    for line in prediction_lines(result.explorations):
+        console.print(line, highlight=False, soft_wrap=True)
     if result.interrupted:
         console.print(f"[yellow]{result.interrupted}: only the rows above were evaluated[/]")
     elif not result.failed:

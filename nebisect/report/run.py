@@ -1,8 +1,10 @@
-"""The report of ``nebisect run --report DIR``: the target × length matrix and its rows.
+"""The report of ``nebisect run --report DIR``: the target × input set matrix and its rows.
 
 Duck-typed over :class:`nebisect.matrix.RunReport` (``source``, ``reference``,
 ``rows`` of target/length/verdict/attribution, ``conversions`` by precision) so this
-module needs nothing of the runner at import time.
+module needs nothing of the runner at import time. A row may also carry its conversion
+``path`` (shown beside the target), its ``input_set`` (the matrix's column, else the
+length) and ``explored``: the exploration's rows stay in ``--json``, not in this matrix.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ ROW_COLUMNS = ["target", "length", "status", "signature", "attribution", "max UL
 
 def run_payload(result: Any) -> ReportPayload:
     """The :class:`ReportPayload` of one ``nebisect run``."""
-    rows = list(result.rows)
+    rows = [row for row in result.rows if not getattr(row, "explored", False)]
     matrix = RunMatrix.from_verdicts(
-        "verdict per target × length",
-        [(row.target, str(row.length), row.verdict) for row in rows],
+        "verdict per target × input set",
+        [(_where(row), _column(row), row.verdict) for row in rows],
     )
     for cell, row in zip(matrix.cells, rows, strict=True):
         if row.attribution:
@@ -52,13 +54,24 @@ def run_payload(result: Any) -> ReportPayload:
             "verdicts": dict(sorted(statuses.items())),
             "result": "failures found" if any(r.verdict.failed for r in rows) else "all pass",
         },
-        verdicts=[NamedVerdict(f"{row.target} L={row.length}", row.verdict, group=row.target)
+        verdicts=[NamedVerdict(f"{_where(row)} {_column(row)}", row.verdict, group=row.target)
                   for row in rows],
         matrices=[matrix],
         tables=[Table("rows", ROW_COLUMNS, table_rows)]
         + ([Table("conversions", ["precision", "status", "signature", "message"],
                   conversions)] if conversions else []),
     )
+
+
+def _where(row: Any) -> str:
+    """The target, with its conversion path when it has one."""
+    path = getattr(row, "path", "")
+    return f"{row.target} [{path}]" if path else str(row.target)
+
+
+def _column(row: Any) -> str:
+    input_set = getattr(row, "input_set", None)
+    return str(input_set.label) if input_set is not None else str(row.length)
 
 
 def write_run_report(report_dir: str | os.PathLike[str], result: Any) -> Any:

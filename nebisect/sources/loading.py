@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from nebisect.case import NebisectError
 from nebisect.isolate import Isolator, Job, run_isolated
 from nebisect.verdict import Verdict, error_signature
@@ -29,7 +31,15 @@ class Subject:
     purpose: str
 
 
-def describe_in_child(
+def describe_in_child(function: str, payload: dict[str, Any], **options: Any) -> dict[str, Any]:
+    """Run ``function(payload)`` at stage ``load``; its record, or NebisectError naming
+    ``label`` (the source or plugin as the user typed it). ``options``: those of
+    :func:`describe_with_arrays` (``label``, ``subject``, ``timeout``, ``preload``,
+    ``isolator``)."""
+    return describe_with_arrays(function, payload, **options)[0]
+
+
+def describe_with_arrays(
     function: str,
     payload: dict[str, Any],
     *,
@@ -38,15 +48,16 @@ def describe_in_child(
     timeout: float,
     preload: tuple[str, ...] = (),
     isolator: Isolator | None = None,
-) -> dict[str, Any]:
-    """Run ``function(payload)`` at stage ``load``; its record, or NebisectError naming
-    ``label`` (the source or plugin as the user typed it)."""
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """:func:`describe_in_child`, plus the arrays the child returned beside its record
+    (e.g. a factory's example inputs: arrays travel as ``.npz``, never in the JSON)."""
     job = Job(function=function, payload=payload, stage=STAGE, timeout=timeout,
               preload=preload)
-    verdict = (isolator.run(job) if isolator is not None else run_isolated(job)).verdict
+    outcome = isolator.run(job) if isolator is not None else run_isolated(job)
+    verdict = outcome.verdict
     record = verdict.metrics.get("record") if verdict.status == "pass" else None
     if isinstance(record, dict):
-        return record
+        return record, outcome.arrays
     raise NebisectError(f"{label}: {explain(verdict, subject, timeout)}")
 
 
@@ -70,13 +81,20 @@ def explain(verdict: Verdict, subject: Subject, timeout: float) -> str:
 def record_verdict(build: Callable[[], dict[str, Any]]) -> Verdict:
     """Child side: the record ``build`` returns, or its NebisectError as the rest of the
     user's line (the parent puts the source's name, as the user typed it, in front)."""
+    return record_outcome(lambda: (build(), {}))[0]
+
+
+def record_outcome(
+    build: Callable[[], tuple[dict[str, Any], dict[str, np.ndarray]]],
+) -> tuple[Verdict, dict[str, np.ndarray]]:
+    """:func:`record_verdict` for a ``build`` that also returns arrays."""
     try:
-        record = build()
+        record, arrays = build()
     except NebisectError as exc:
         message = str(exc)
         return Verdict("error", STAGE, error_signature(STAGE, message), message=message,
-                       metrics={"user_error": True})
-    return Verdict("pass", STAGE, metrics={"record": record})
+                       metrics={"user_error": True}), {}
+    return Verdict("pass", STAGE, metrics={"record": record}), arrays
 
 
 def first_line(message: str) -> str:

@@ -18,10 +18,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from nebisect.case import NebisectError, sha256_path
 from nebisect.inputs import InputDescription
 from nebisect.isolate import Isolator
-from nebisect.sources.loading import Subject, describe_in_child, record_verdict
+from nebisect.sources.loading import Subject, describe_with_arrays, record_outcome
 
 #: The conversion job's preload: a run that describes and then converts a source forks
 #: both children from one warm template.
@@ -33,11 +35,17 @@ Range = tuple[int, int]
 
 @dataclass
 class TorchDescription:
-    """What the parent knows of a torch source: a record, never the module itself."""
+    """What the parent knows of a torch source: a record, never the module itself.
+
+    ``example`` holds the factory's example inputs as the package's inputs take them
+    (float32 values, int32 ids); they cross the process boundary as ``.npz`` arrays
+    beside this record, not inside its JSON.
+    """
 
     location: str
     inputs: list[InputDescription]
     dynamic_dims: dict[str, dict[int, Range]] = field(default_factory=dict)
+    example: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,7 +79,7 @@ def absolute_location(text: str) -> str:
 def describe_job(payload: dict[str, Any]) -> Any:
     """Child side: import the source, call its factory, validate, return the record."""
 
-    def build() -> dict[str, Any]:
+    def build() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         from nebisect.torchsource import load_torch_source
 
         location = payload["source"]
@@ -79,10 +87,13 @@ def describe_job(payload: dict[str, Any]) -> Any:
             loaded = load_torch_source(location)
         except NebisectError as exc:
             raise NebisectError(_unprefixed(str(exc), location)) from None
-        return TorchDescription(payload["source"], loaded.descriptions(),
-                                loaded.dynamic_dims).to_dict()
+        described = loaded.descriptions()
+        example = {d.name: loaded.example_inputs[d.name].detach().cpu().numpy().astype(d.dtype)
+                   for d in described}
+        record = TorchDescription(payload["source"], described, loaded.dynamic_dims).to_dict()
+        return record, example
 
-    return record_verdict(build)
+    return record_outcome(build)
 
 
 def _unprefixed(message: str, location: str) -> str:
@@ -105,9 +116,11 @@ def describe_torch(text: str, *, timeout: float,
     key = (location, sha256_path(location.rpartition(":")[0]))
     with _lock:
         if key not in _described:
-            record = describe_in_child(
+            record, example = describe_with_arrays(
                 "nebisect.sources.torch:describe_job", {"source": location}, label=text,
                 subject=SUBJECT, timeout=timeout, preload=PRELOAD, isolator=isolator,
             )
-            _described[key] = TorchDescription.from_dict(record)
+            described = TorchDescription.from_dict(record)
+            described.example = example
+            _described[key] = described
         return _described[key]

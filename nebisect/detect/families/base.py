@@ -140,6 +140,14 @@ class ModelInputs:
         return SAFE_TOKEN_BOUND
 
 
+def largest(arrays: Mapping[str, np.ndarray], names: Sequence[str]) -> float:
+    """The shrink key of an input set: the largest |value| over the inputs ``names``
+    (the floating ones), NaN counting as inf."""
+    values = [np.abs(arrays[name].astype(np.float64)) for name in names]
+    flat = np.concatenate([v.reshape(-1) for v in values]) if values else np.zeros(0)
+    return float(np.where(np.isnan(flat), math.inf, flat).max(initial=0.0))
+
+
 class Family(ABC):
     """A named, ordered list of input sets for one model (registered by subclasses)."""
 
@@ -179,13 +187,8 @@ class Family(ABC):
             for name, array in self.base.items()
         }
         if magnitude is None:
-            magnitude = self._largest(arrays)
+            magnitude = largest(arrays, self.inputs.names("float"))
         return InputSet(Member(self.name, label, x, float(magnitude)), arrays)
-
-    def _largest(self, arrays: dict[str, np.ndarray]) -> float:
-        values = [np.abs(arrays[name].astype(np.float64)) for name in self.inputs.names("float")]
-        flat = np.concatenate([v.reshape(-1) for v in values]) if values else np.zeros(0)
-        return float(np.where(np.isnan(flat), math.inf, flat).max(initial=0.0))
 
     @cached_property
     def normals(self) -> dict[str, np.ndarray]:

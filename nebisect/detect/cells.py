@@ -1,0 +1,225 @@
+"""One cell of the run matrix — a target × conversion path × input set — run in isolation,
+and the explanation of a failing one: its attribution and the op where it enters.
+
+Attribution answers "where does the divergence enter?" with two extra evaluations made
+only when something fails, on the *same conversion path* as the failing cell:
+
+* ``conversion`` — the converted program, evaluated exactly (``sim:fp64``), already
+  disagrees with torch: the converter emitted different math;
+* ``precision`` — exact evaluation agrees, a careful fp16 evaluation (``sim:fp16``)
+  does not: a graph-level range hazard any fp16 device would hit;
+* ``device`` — both agree; only the device (or its simulated profile) disagrees.
+
+The culprit (:mod:`nebisect.detect.culprit`) costs one more evaluation, recording
+intermediates. Every verdict is cached by (target, path, inputs file), so a probe the
+matrix already ran is never run twice. Torch sources are converted once per precision
+(fp16 targets get a FLOAT16 program, everything else FLOAT32), every requested path in
+one isolated child; a package source has one program and the path ``""``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nebisect.case import Case, load_npz, save_npz, sha256_arrays, sha256_path
+from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
+from nebisect.isolate import Isolator
+from nebisect.runner import evaluate, split_arrays
+from nebisect.source import Source
+from nebisect.targets import spec_of
+from nebisect.timeouts import Timeouts
+from nebisect.verdict import Verdict
+
+ATTRIBUTIONS = ("conversion", "precision", "device")
+PRECISION_PROBE = "sim:fp16"
+EXACT_PROBE = "sim:fp64"
+#: The stage a case's verdict names when its reference, not its target, failed.
+REFERENCE_STAGE = "reference"
+#: the paths' names as attributions say them ("conversion, jit.trace path only")
+PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
+
+#: convert(source, precision, workdir, isolator, timeout=) → ({path: package}, verdict)
+Converter = Callable[..., tuple[dict[str, Path], Verdict]]
+
+
+def reference_failure(verdict: Verdict) -> bool:
+    """True when the case failed in its reference, so the target was never judged."""
+    return verdict.failed and verdict.stage == REFERENCE_STAGE
+
+
+def attribute(target: str, verdict: Verdict, exact_ok: bool | None, fp16_ok: bool | None) -> str:
+    """Where a failing cell's divergence enters (see the module docstring)."""
+    if verdict.stage == "convert" or exact_ok is False:
+        return "conversion"
+    if target in (PRECISION_PROBE, "sim:fp16-naive", "sim:fp32"):
+        return "precision"
+    if fp16_ok is False and spec_of(target).precision == "fp16":
+        return "precision"
+    return "device"
+
+
+@dataclass
+class Cells:
+    """Runs cells of one source with one isolator (see the module docstring).
+
+    ``plugins`` are named in every case (the child imports them); ``paths`` are the
+    conversion paths asked for (``run --convert``).
+    """
+
+    source: Source
+    workdir: Path
+    isolator: Isolator
+    reference: str
+    timeouts: Timeouts
+    convert: Converter | None = None
+    plugins: list[str] = field(default_factory=list)
+    paths: tuple[str, ...] = ("export", "trace")
+    packages: dict[str, dict[str, Path]] = field(default_factory=dict)
+    conversions: dict[str, Verdict] = field(default_factory=dict)
+    _runs: dict[tuple[str, str, str], tuple[Verdict, dict[str, np.ndarray]]] = field(
+        default_factory=dict)
+    _explained: dict[tuple[str, str, str], tuple[str, Culprit | None]] = field(
+        default_factory=dict)
+    _graphs: dict[Path, Any] = field(default_factory=dict)
+
+    # -- inputs and programs -----------------------------------------------------------
+
+    def save_inputs(self, arrays: dict[str, np.ndarray]) -> str:
+        """A content-addressed ``.npz`` of ``arrays`` in the workdir (written once)."""
+        path = self.workdir / "inputs" / f"{sha256_arrays(arrays)[:24]}.npz"
+        if not path.is_file():
+            path.parent.mkdir(exist_ok=True)
+            save_npz(path, arrays)
+        return str(path)
+
+    def paths_of(self, target: str) -> list[str] | Verdict:
+        """The conversion paths ``target``'s cells run (``[""]``: no conversion), or the
+        convert verdict when no path converts."""
+        if self.source.kind != "torch" or target.startswith("torch:"):
+            return [""]
+        packages, verdict = self._converted(spec_of(target).precision)
+        return list(packages) if packages else verdict
+
+    def _converted(self, precision: str) -> tuple[dict[str, Path], Verdict]:
+        """Convert once per conversion precision (fp16 → FLOAT16, else FLOAT32)."""
+        key = "fp16" if precision == "fp16" else "fp32"
+        if key not in self.conversions:
+            assert self.convert is not None, "torch sources need a converter"
+            self.packages[key], self.conversions[key] = self.convert(
+                self.source, key, self.workdir, self.isolator, timeout=self.timeouts.convert)
+        return self.packages[key], self.conversions[key]
+
+    def program(self, target: str, path: str) -> Path:
+        """The package ``target`` runs on ``path`` (the source itself for a package)."""
+        if self.source.kind != "torch":
+            return Path(self.source.location)
+        return self._converted(spec_of(target).precision)[0][path]
+
+    def graph(self, target: str, path: str) -> Any:
+        """The MIL graph of that package (loaded once; coremltools in this process)."""
+        from nebisect.graphs.mil import MilGraph
+        from nebisect.mil.load import load_program
+
+        package = self.program(target, path)
+        if package not in self._graphs:
+            self._graphs[package] = MilGraph(load_program(package))
+        return self._graphs[package]
+
+    # -- running ---------------------------------------------------------------------------
+
+    def case(self, target: str, path: str, npz: str) -> Case:
+        """The case of one cell (``path`` must have converted for ``target``)."""
+        options: dict[str, Any] = {"plugins": self.plugins} if self.plugins else {}
+        kind, location = self.source.kind, self.source.location
+        if self.source.kind == "torch":
+            options["reference_source"] = ["torch", self.source.location]
+            if path:
+                kind, location = "mlpackage", str(self.program(target, path))
+                if spec_of(target).precision == "fp64":
+                    # The converter stores weights and constants as fp32, so even a perfect
+                    # conversion differs from torch fp64 by fp32 rounding: judge at fp32.
+                    options["judge_precision"] = "fp32"
+        model_hash = sha256_path(location) if kind == "mlpackage" else ""
+        return Case(location, kind, target, inputs_path=npz, model_sha256=model_hash,
+                    inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
+
+    def run(self, target: str, path: str, npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
+        """The verdict of one cell and its outputs (``out:``/``ref:`` arrays), cached."""
+        key = (target, path, npz)
+        if key not in self._runs:
+            started = time.perf_counter()
+            outcome = evaluate(self.case(target, path, npz), reference=self.reference,
+                               isolator=self.isolator, timeout=self.timeouts.predict)
+            outcome.verdict.timings.setdefault("total", time.perf_counter() - started)
+            self._runs[key] = outcome.verdict, outcome.arrays
+        return self._runs[key]
+
+    # -- explaining -------------------------------------------------------------------------
+
+    def explain(
+        self, target: str, path: str, npz: str, verdict: Verdict
+    ) -> tuple[str, Culprit | None]:
+        """The attribution of a failing cell and its culprit op (None when no op can be
+        named: an error before any output, or a target that records no intermediates)."""
+        key = (target, path, npz)
+        if key not in self._explained:
+            attribution = self.attribution(target, path, npz, verdict)
+            culprit = None
+            if verdict.status == "mismatch":
+                culprit = self._culprit(target, path, npz, attribution)
+            self._explained[key] = attribution, culprit
+        return self._explained[key]
+
+    def attribution(self, target: str, path: str, npz: str, verdict: Verdict) -> str:
+        """The attribution alone: at most two probes, both cached across targets.
+
+        A numeric divergence is explained by a probe that diverges at all; an error or a
+        crash only by a probe that fails the same way (an fp16 overflow elsewhere in
+        the graph does not explain a shape error).
+        """
+        same = None if verdict.status == "mismatch" else verdict.signature
+        exact_ok = (self._probe(EXACT_PROBE, path, npz, same) if self.source.kind == "torch"
+                    else None)
+        fp16_ok = self._probe(PRECISION_PROBE, path, npz, same)
+        return attribute(target, verdict, exact_ok, fp16_ok)
+
+    def _probe(self, target: str, path: str, npz: str, same: str | None = None) -> bool | None:
+        """Does ``target`` pass this cell — or, given ``same``, not fail with that
+        signature (None: it was not judged)?"""
+        paths = self.paths_of(target)
+        if isinstance(paths, Verdict) or (path not in paths and paths != [""]):
+            return None
+        verdict, _ = self.run(target, path if paths != [""] else "", npz)
+        if verdict.status == "skipped" or reference_failure(verdict):
+            return None
+        return not verdict.failed or (same is not None and verdict.signature != same)
+
+    def _culprit(self, target: str, path: str, npz: str, attribution: str) -> Culprit | None:
+        if attribution == "conversion":
+            verdict, arrays = self.run(EXACT_PROBE, path, npz)
+            if not verdict.failed:
+                return None
+            return by_outputs(self.graph(EXACT_PROBE, path), split_arrays(arrays, "ref:"),
+                              split_arrays(arrays, "out:"), "fp32")
+        if self.source.kind == "torch" and not path:
+            return None  # a torch target: no program whose ops could be named
+        cell = self.case(target, path, npz)
+        options = {"plugins": self.plugins, "intermediates": True} if self.plugins else {
+            "intermediates": True}
+        case = Case(cell.source, cell.source_kind, target, inputs_path=npz,
+                    model_sha256=cell.model_sha256, inputs_sha256=cell.inputs_sha256,
+                    options=options)
+        outcome = evaluate(case, reference=EXACT_PROBE, isolator=self.isolator,
+                           timeout=self.timeouts.predict)
+        target_mid = split_arrays(outcome.arrays, "mid:")
+        if not target_mid:
+            return None
+        return by_intermediates(self.graph(target, path), target_mid,
+                                split_arrays(outcome.arrays, "refmid:"),
+                                spec_of(target).precision)

@@ -1,0 +1,87 @@
+"""Where a failure enters, as an op: the first op whose output breaks the oracle.
+
+A failing row says *that* a target disagrees; the culprit says *where*: ``device at
+reduce_log_sum_exp "var_12"``. Two comparisons, depending on the attribution:
+
+* ``precision`` and ``device`` — the target's intermediates against the exact
+  evaluation (``sim:fp64``) of the same program, by first-divergence search over the
+  program's topological order (:func:`nebisect.bisect.first_divergence` with
+  :meth:`~nebisect.bisect.Dag.frontier`, each value judged as ``bisect`` judges it);
+* ``conversion`` — the divergence is between torch and the fp64 program, and torch's
+  intermediates have no MIL names to be matched by. What *is* available are the
+  outputs: the culprit is the op producing the first (in program order) output that
+  disagrees with torch, marked ``matched=False`` and said so — nothing is invented.
+
+Parent side, no processes: the caller hands in the recorded arrays and the program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from nebisect.bisect import first_divergence
+from nebisect.reductions import value_divergence
+from nebisect.verdict import compare, mismatch_signature
+
+#: what a culprit found by intermediates compared, and the words for a conversion one
+INTERMEDIATES = "intermediates against sim:fp64"
+OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched to MIL ops: "
+                "the op producing the first diverging output)")
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """The op where a divergence enters: name, type, the mismatch kind it shows there,
+    and what was compared to find it (``matched``: by intermediates, not only outputs)."""
+
+    op: str
+    op_type: str
+    signature: str
+    compared: str
+    matched: bool = True
+
+    def describe(self) -> str:
+        """``reduce_log_sum_exp "var_12"`` (with ``(output)`` when only outputs matched)."""
+        return f'{self.op_type} "{self.op}"' + ("" if self.matched else " (output)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Culprit:
+        return cls(str(data["op"]), str(data["op_type"]), str(data["signature"]),
+                   str(data["compared"]), bool(data.get("matched", True)))
+
+
+def by_intermediates(graph: Any, target: dict[str, np.ndarray],
+                     reference: dict[str, np.ndarray], precision: str) -> Culprit | None:
+    """The first op of ``graph`` (a :class:`nebisect.graphs.mil.MilGraph`) whose value in
+    ``target`` breaks the oracle against ``reference``; None when no recorded value does."""
+    dag, check = graph.dag, value_divergence(target, reference, precision)
+    found = first_divergence(len(dag.order), lambda i: any(check(v) for v in dag.frontier(i)))
+    if found.index is None:
+        return None
+    op = dag.order[found.index]
+    signature = next((s for v in dag.produces[op] if (s := check(v))), "")
+    return Culprit(op, graph.op_types[op], signature, INTERMEDIATES)
+
+
+def by_outputs(graph: Any, torch_outputs: dict[str, np.ndarray],
+               program_outputs: dict[str, np.ndarray], precision: str) -> Culprit | None:
+    """The op producing the earliest program output that disagrees with torch."""
+    dag = graph.dag
+    diverging = []
+    for name, expected in torch_outputs.items():
+        if name not in program_outputs or name not in dag.producer:
+            continue
+        compared = compare(name, expected, program_outputs[name], precision)
+        if not compared.passed:
+            diverging.append((dag.position[dag.producer[name]], name, compared.kind))
+    if not diverging:
+        return None
+    _, name, kind = min(diverging)
+    op = dag.producer[name]
+    return Culprit(op, graph.op_types[op], mismatch_signature(kind), OUTPUTS_ONLY, matched=False)

@@ -1,0 +1,83 @@
+"""Explore one target of a run: the ``evaluate`` the discovery engine calls, run side.
+
+The engine (:mod:`nebisect.detect.explore`) knows no model; here one budget unit is one
+input set evaluated on every conversion path of the target (one isolated prediction
+per path, :class:`~nebisect.detect.cells.Cells`), each a :class:`~nebisect.detect.
+findings.Row`. Every failing input set is attributed (its probes are cached across
+targets): one op can be a conversion bug at one input and a precision hazard at
+another, and those are two groups. The culprit op is located the first time a (path,
+signature, attribution) shows up on this target and keys its group: locating it costs
+a prediction recording every intermediate, which a cliff's localization would otherwise
+pay at every failing probe. A reference that fails (torch cannot compute the expected
+outputs) is a row of its own and not a finding of the target's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nebisect.detect import DEFAULT_BUDGET
+from nebisect.detect.cells import Cells, reference_failure
+from nebisect.detect.culprit import Culprit
+from nebisect.detect.explore import Progress, explore
+from nebisect.detect.families import Family, InputSet
+from nebisect.detect.findings import Row, culprit_key
+from nebisect.detect.records import Exploration, Observation
+from nebisect.fuzz.cliff import Boundary
+from nebisect.runner import split_arrays
+from nebisect.verdict import Verdict
+
+
+@dataclass
+class Discovery:
+    """How ``run`` explores: a prediction budget per target, the value families (None:
+    all), the seed, and the targets to explore (None: every target of the run)."""
+
+    budget: int = DEFAULT_BUDGET
+    families: list[str] | None = None
+    seed: int = 0
+    targets: list[str] | None = None
+
+
+def explore_target(
+    cells: Cells, target: str, paths: Sequence[str], families: Sequence[Family], *,
+    budget: int, guided: Sequence[Boundary], rows: list[Row],
+    progress: Callable[[Progress], None] | None = None,
+) -> Exploration:
+    """Spend ``budget`` predictions on ``target``; every evaluation is appended to ``rows``."""
+    located: dict[tuple[str, str, str], Culprit | None] = {}
+
+    def evaluate(input_set: InputSet) -> list[Observation]:
+        npz = cells.save_inputs(input_set.arrays)
+        observations = []
+        for path in paths:
+            verdict, arrays = cells.run(target, path, npz)
+            row = Row(target, 0, verdict, path=path, input_set=input_set.member, explored=True)
+            rows.append(row)
+            if reference_failure(verdict):
+                row.role = "reference"
+                observations.append(Observation(Verdict("skipped", "reference"), path=path))
+                continue
+            if verdict.failed:
+                row.attribution = cells.attribution(target, path, npz, verdict)
+                key = (path, verdict.signature, row.attribution)
+                if key not in located:
+                    located[key] = cells.explain(target, path, npz, verdict)[1]
+                row.culprit = located[key]
+            culprit = culprit_key(row.attribution, row.culprit)
+            observations.append(Observation(verdict, culprit, path, first_value(arrays)))
+        return observations
+
+    return explore(evaluate, families, budget=budget, guided=guided, progress=progress)
+
+
+def first_value(arrays: dict[str, np.ndarray]) -> float | None:
+    """The first element of the first output (what a cliff report shows on each side)."""
+    outputs = split_arrays(arrays, "out:")
+    for name in sorted(outputs):
+        if outputs[name].size:
+            return float(np.asarray(outputs[name], dtype=np.float64).reshape(-1)[0])
+    return None

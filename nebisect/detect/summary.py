@@ -1,0 +1,83 @@
+"""The run's findings as text lines (rich markup): failure groups, cliffs, predictions.
+
+The matrix table shows the input sets every run evaluates (``example``, the lengths);
+what the exploration found is summarized here, one block per failure group, so a bug
+seen at 40 input sets is one finding with its smallest input, not 40 lines.
+"""
+
+from __future__ import annotations
+
+from rich.markup import escape
+
+from nebisect.detect.cells import PATH_LABELS
+from nebisect.detect.findings import FailureGroup
+from nebisect.detect.records import CliffFinding, Exploration
+from nebisect.fuzz.cliff import Cliff
+
+#: input sets named in full before "… and N more"
+SHOWN_MEMBERS = 6
+
+
+def where(attribution: str, group: FailureGroup) -> str:
+    """``device at reduce_log_sum_exp "var_12"`` (the attribution alone without a culprit)."""
+    culprit = f" at {group.culprit.describe()}" if group.culprit else ""
+    return f"{attribution or 'unattributed'}{culprit}"
+
+
+def path_note(group: FailureGroup, groups: list[FailureGroup]) -> str:
+    """``, jit.trace path only`` when the same target passes on its other path."""
+    if not group.path:
+        return ""
+    others = {g.path for g in groups if g.target == group.target and g.signature ==
+              group.signature and g.attribution == group.attribution}
+    return f", {PATH_LABELS.get(group.path, group.path)} path only" if others == {group.path} \
+        else ""
+
+
+def group_lines(group: FailureGroup, groups: list[FailureGroup], *,
+                multipath: bool) -> list[str]:
+    """The header line of one group, its input sets, its cliffs."""
+    path = escape(f" [{PATH_LABELS.get(group.path, group.path)}]") if group.path else ""
+    note = path_note(group, groups) if multipath else ""
+    lines = [f"[red]✗[/] {group.target}{path}: {escape(group.signature)} — "
+             f"[bold]{escape(where(group.attribution, group))}[/]{note}"]
+    labels = [m.label for m in group.members]
+    shown = ", ".join(labels[:SHOWN_MEMBERS])
+    more = f", … and {len(labels) - SHOWN_MEMBERS} more" if len(labels) > SHOWN_MEMBERS else ""
+    lines.append(escape(f"    smallest {group.smallest.label}; {len(labels)} input set"
+                        f"{'s' if len(labels) != 1 else ''}: {shown}{more}"))
+    lines += [escape(f"    {cliff_line(c)}") for c in group.cliffs]
+    if group.culprit is not None and not group.culprit.matched:
+        lines.append(f"    culprit from {group.culprit.compared}")
+    return lines
+
+
+def cliff_line(finding: CliffFinding) -> str:
+    """``cliff in const: x 7.62109375 | 7.625 (output 11.1 | 0), 17 predictions; …``"""
+    cliff: Cliff = finding.cliff
+    bracket = f"{cliff.lo!r} | {cliff.hi!r}" + ("" if finding.complete else
+                                               f" ({cliff.ulps} fp16 steps apart)")
+    text = (f"cliff in {finding.family}: x {bracket} (output {_value(cliff.lo_output)} | "
+            f"{_value(cliff.hi_output)}), {cliff.predictions} probes, {finding.spent} of them "
+            "fresh predictions")
+    if cliff.predicted is not None:
+        text += f"; theory {cliff.predicted['label']} = {cliff.predicted['value']:.6g}"
+    return text
+
+
+def prediction_lines(explorations: dict[str, Exploration]) -> list[str]:
+    """Where the exploration's predictions went: per target, per family."""
+    if not explorations:
+        return []
+    total = sum(e.spent for e in explorations.values())
+    lines = [f"explored: {total} predictions"]
+    for target, exploration in explorations.items():
+        spent = ", ".join(f"{name} {tally.predictions}" for name, tally in
+                          exploration.families.items() if tally.predictions)
+        stopped = f"; {exploration.stopped}" if exploration.stopped else ""
+        lines.append(f"  {target}: {exploration.spent} ({spent}){stopped}")
+    return lines
+
+
+def _value(value: object) -> str:
+    return "-" if value is None else format(float(value), ".6g")  # type: ignore[arg-type]
