@@ -12,7 +12,9 @@ hangs while computing the expected outputs) is not the target's failure: it gets
 of its own (role ``reference``, its own signature), and the target rows it should have
 judged say they were not judged (``skipped``). The run still fails: something broke.
 
-With exploration off (``run --explore none``) the matrix is what ``run`` always made —
+A reference that fails on the input sets every run evaluates cannot judge an
+exploration either: the run then does not explore. With exploration off (``run
+--explore none``) the matrix is what ``run`` always made —
 targets × lengths (or ``--inputs``), no ``example``, no families — on each conversion
 path asked for (``--convert export`` alone: today's program whenever export converts).
 """
@@ -155,7 +157,7 @@ class MatrixRunner:
             report.conversions.update(self.cells.conversions)
             report.rows += self._separate_reference(rows, input_set)
         self._attribute(report, npzs)
-        if discovery is not None:
+        if discovery is not None and not report.reference_failed:
             report.discovery = {"budget": discovery.budget, "families": discovery.families,
                                 "seed": discovery.seed, "paths": list(self.paths)}
             self._explore(report, discovery, lengths)
