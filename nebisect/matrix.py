@@ -12,8 +12,11 @@ hangs while computing the expected outputs) is not the target's failure: it gets
 of its own (role ``reference``, its own signature), and the target rows it should have
 judged say they were not judged (``skipped``). The run still fails: something broke.
 
-With exploration off (``run --explore none``) the matrix is what ``run`` always made:
-targets × lengths (or ``--inputs``), no ``example``, no families.
+A reference that fails on the input sets every run evaluates cannot judge an
+exploration either: the run then does not explore. With exploration off (``run
+--explore none``) the matrix is what ``run`` always made —
+targets × lengths (or ``--inputs``), no ``example``, no families — on each conversion
+path asked for (``--convert export`` alone: today's program whenever export converts).
 """
 
 from __future__ import annotations
@@ -74,6 +77,11 @@ class RunReport:
     @property
     def reference_failed(self) -> bool:
         return any(r.role == "reference" for r in self.rows)
+
+    def regroup(self) -> None:
+        """Group the failing rows (also those of a run that was stopped)."""
+        self.groups = group_failures(
+            self.rows, {t: e.cliffs for t, e in self.explorations.items()})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -150,12 +158,11 @@ class MatrixRunner:
             report.conversions.update(self.cells.conversions)
             report.rows[first:] = self._separate_reference(report.rows[first:], input_set)
         self._attribute(report, npzs)
-        if discovery is not None:
+        if discovery is not None and not report.reference_failed:
             report.discovery = {"budget": discovery.budget, "families": discovery.families,
                                 "seed": discovery.seed, "paths": list(self.paths)}
             self._explore(report, discovery, lengths)
-        report.groups = group_failures(
-            report.rows, {t: e.cliffs for t, e in report.explorations.items()})
+        report.regroup()
         return report
 
     def _rows(self, target: str, input_set: InputSet, npz: str) -> list[Row]:

@@ -205,6 +205,7 @@ def run(
 
                 status.stop()
                 runner.report.interrupted = describe(stop)
+                runner.report.regroup()
                 _emit(runner.report, report, as_json)
                 raise
         _emit(result, report, as_json)

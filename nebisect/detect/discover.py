@@ -8,8 +8,8 @@ targets): one op can be a conversion bug at one input and a precision hazard at
 another, and those are two groups. The culprit op is located the first time a (path,
 signature, attribution) shows up on this target and keys its group: locating it costs
 a prediction recording every intermediate, which a cliff's localization would otherwise
-pay at every failing probe. A reference that fails (torch cannot compute the expected
-outputs) is a row of its own and not a finding of the target's.
+pay at every failing probe. An input set the reference fails on (torch cannot compute
+the expected outputs) is not judged: a ``skipped`` row, not a finding of the target's.
 """
 
 from __future__ import annotations
@@ -58,8 +58,10 @@ def explore_target(
             row = Row(target, 0, verdict, path=path, input_set=input_set.member, explored=True)
             rows.append(row)
             if reference_failure(verdict):
-                row.role = "reference"
-                observations.append(Observation(Verdict("skipped", "reference"), path=path))
+                row.verdict = Verdict("skipped", verdict.stage, target=target,
+                                      message=f"not judged: the reference failed "
+                                      f"({verdict.signature})")
+                observations.append(Observation(row.verdict, path=path))
                 continue
             if verdict.failed:
                 row.attribution = cells.attribution(target, path, npz, verdict)
