@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from nebisect.case import NebisectError
 from nebisect.isolate import Isolator, Job, run_isolated
 from nebisect.verdict import Verdict, error_signature
@@ -23,10 +25,12 @@ STAGE = "load"
 
 @dataclass(frozen=True)
 class Subject:
-    """Who ran in the child and what it was for, as words for the error line."""
+    """Who ran in the child and what it was for, as words for the error line; ``when``
+    ends the line where the noun alone does not say what was going on."""
 
     noun: str
     purpose: str
+    when: str = f" during {STAGE}"
 
 
 def describe_in_child(
@@ -41,12 +45,29 @@ def describe_in_child(
 ) -> dict[str, Any]:
     """Run ``function(payload)`` at stage ``load``; its record, or NebisectError naming
     ``label`` (the source or plugin as the user typed it)."""
+    return describe_with_arrays(function, payload, label=label, subject=subject,
+                                timeout=timeout, preload=preload, isolator=isolator)[0]
+
+
+def describe_with_arrays(
+    function: str,
+    payload: dict[str, Any],
+    *,
+    label: str,
+    subject: Subject,
+    timeout: float,
+    preload: tuple[str, ...] = (),
+    isolator: Isolator | None = None,
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """:func:`describe_in_child` for a job that also returns arrays (weights, inputs):
+    the record and the arrays."""
     job = Job(function=function, payload=payload, stage=STAGE, timeout=timeout,
               preload=preload)
-    verdict = (isolator.run(job) if isolator is not None else run_isolated(job)).verdict
+    outcome = isolator.run(job) if isolator is not None else run_isolated(job)
+    verdict = outcome.verdict
     record = verdict.metrics.get("record") if verdict.status == "pass" else None
     if isinstance(record, dict):
-        return record
+        return record, outcome.arrays
     raise NebisectError(f"{label}: {explain(verdict, subject, timeout)}")
 
 
@@ -55,16 +76,16 @@ def explain(verdict: Verdict, subject: Subject, timeout: float) -> str:
     if verdict.metrics.get("user_error"):
         return verdict.message
     if verdict.status == "timeout":
-        return f"{subject.noun} did not finish within {timeout:g} s during {STAGE}"
+        return f"{subject.noun} did not finish within {timeout:g} s{subject.when}"
     if verdict.status == "crash":
         signal = verdict.signature.removeprefix("crash:")
-        return f"{subject.noun} crashed with {signal} during {STAGE}"
+        return f"{subject.noun} crashed with {signal}{subject.when}"
     if verdict.status == "oom":
-        return f"{subject.noun} ran out of memory during {STAGE}"
+        return f"{subject.noun} ran out of memory{subject.when}"
     code = verdict.metrics.get("exit_code")
     if isinstance(code, int):
         return f"{subject.noun} exited with status {code} without {subject.purpose}"
-    return f"{subject.noun} failed during {STAGE}: {first_line(verdict.message)}"
+    return f"{subject.noun} failed{subject.when}: {first_line(verdict.message)}"
 
 
 def record_verdict(build: Callable[[], dict[str, Any]]) -> Verdict:
@@ -77,6 +98,15 @@ def record_verdict(build: Callable[[], dict[str, Any]]) -> Verdict:
         return Verdict("error", STAGE, error_signature(STAGE, message), message=message,
                        metrics={"user_error": True})
     return Verdict("pass", STAGE, metrics={"record": record})
+
+
+def unprefixed(message: str, location: str) -> str:
+    """torchsource's messages start with the location or its file; the parent puts the
+    name the user typed there instead."""
+    for prefix in (location, location.rpartition(":")[0], repr(location)):
+        if message.startswith(f"{prefix}: "):
+            return message[len(prefix) + 2:]
+    return message
 
 
 def first_line(message: str) -> str:

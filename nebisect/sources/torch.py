@@ -21,7 +21,7 @@ from typing import Any
 from nebisect.case import NebisectError, sha256_path
 from nebisect.inputs import InputDescription
 from nebisect.isolate import Isolator
-from nebisect.sources.loading import Subject, describe_in_child, record_verdict
+from nebisect.sources.loading import Subject, describe_in_child, record_verdict, unprefixed
 
 #: The conversion job's preload: a run that describes and then converts a source forks
 #: both children from one warm template.
@@ -78,20 +78,11 @@ def describe_job(payload: dict[str, Any]) -> Any:
         try:
             loaded = load_torch_source(location)
         except NebisectError as exc:
-            raise NebisectError(_unprefixed(str(exc), location)) from None
+            raise NebisectError(unprefixed(str(exc), location)) from None
         return TorchDescription(payload["source"], loaded.descriptions(),
                                 loaded.dynamic_dims).to_dict()
 
     return record_verdict(build)
-
-
-def _unprefixed(message: str, location: str) -> str:
-    """torchsource's messages start with the location or its file; the parent puts the
-    name the user typed there instead."""
-    for prefix in (location, location.rpartition(":")[0], repr(location)):
-        if message.startswith(f"{prefix}: "):
-            return message[len(prefix) + 2:]
-    return message
 
 
 _described: dict[tuple[str, str], TorchDescription] = {}
