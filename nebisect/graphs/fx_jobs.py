@@ -32,13 +32,8 @@ import numpy as np
 from nebisect.case import NebisectError, load_npz, sha256_path
 from nebisect.graphs.fx import FxGraph, TorchCandidate
 from nebisect.graphs.mil import ExtractionError
-from nebisect.isolate import Isolator
-from nebisect.sources.loading import (
-    Subject,
-    describe_with_arrays,
-    record_verdict,
-    unprefixed,
-)
+from nebisect.isolate import Isolator, Job
+from nebisect.sources.loading import STAGE, Subject, record_of, record_verdict, unprefixed
 
 SUBJECT = Subject("exporting the graph", "returning it", when="")
 #: The graph child imports torch, never coremltools (the conversions have their own).
@@ -156,8 +151,10 @@ class IsolatedFxGraph:
 
     def _ask(self, job: str, payload: dict[str, Any]
              ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        return describe_with_arrays(
-            f"{__name__}:{job}", {**self._payload, **payload}, label=self._label,
-            subject=SUBJECT, timeout=self._timeout, preload=PRELOAD,
-            isolator=self._isolator,
-        )
+        outcome = self._isolator.run(Job(
+            function=f"{__name__}:{job}", payload={**self._payload, **payload}, stage=STAGE,
+            timeout=self._timeout, preload=PRELOAD,
+        ))
+        record = record_of(outcome.verdict, label=self._label, subject=SUBJECT,
+                           timeout=self._timeout)
+        return record, outcome.arrays

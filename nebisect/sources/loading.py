@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from nebisect.case import NebisectError
 from nebisect.isolate import Isolator, Job, run_isolated
 from nebisect.verdict import Verdict, error_signature
@@ -45,29 +43,19 @@ def describe_in_child(
 ) -> dict[str, Any]:
     """Run ``function(payload)`` at stage ``load``; its record, or NebisectError naming
     ``label`` (the source or plugin as the user typed it)."""
-    return describe_with_arrays(function, payload, label=label, subject=subject,
-                                timeout=timeout, preload=preload, isolator=isolator)[0]
-
-
-def describe_with_arrays(
-    function: str,
-    payload: dict[str, Any],
-    *,
-    label: str,
-    subject: Subject,
-    timeout: float,
-    preload: tuple[str, ...] = (),
-    isolator: Isolator | None = None,
-) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """:func:`describe_in_child` for a job that also returns arrays (weights, inputs):
-    the record and the arrays."""
     job = Job(function=function, payload=payload, stage=STAGE, timeout=timeout,
               preload=preload)
-    outcome = isolator.run(job) if isolator is not None else run_isolated(job)
-    verdict = outcome.verdict
+    verdict = (isolator.run(job) if isolator is not None else run_isolated(job)).verdict
+    return record_of(verdict, label=label, subject=subject, timeout=timeout)
+
+
+def record_of(verdict: Verdict, *, label: str, subject: Subject,
+              timeout: float) -> dict[str, Any]:
+    """The record a describe child returned, or NebisectError naming ``label`` and what
+    happened to the child (for a caller that runs the job itself, e.g. to get arrays)."""
     record = verdict.metrics.get("record") if verdict.status == "pass" else None
     if isinstance(record, dict):
-        return record, outcome.arrays
+        return record
     raise NebisectError(f"{label}: {explain(verdict, subject, timeout)}")
 
 
