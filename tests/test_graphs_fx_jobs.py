@@ -11,7 +11,7 @@ import pytest
 import torch
 from bisect_programs import lgamma_net
 
-from nebisect.case import save_npz
+from nebisect.case import NebisectError, save_npz
 from nebisect.graphs.fx import FxGraph
 from nebisect.graphs.fx_jobs import IsolatedFxGraph
 from nebisect.graphs.mil import ExtractionError
@@ -93,3 +93,14 @@ def test_the_worker_exports_once_for_every_candidate(tmp_path: Path) -> None:
             graph.candidate([unit])
     assert len(graph.units) == 3
     assert log.read_text().splitlines() == ["export"]
+
+
+def test_a_candidate_over_the_array_limit_is_one_line(net_path: str, worker: Isolator,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidate's weights cross the boundary as arrays, bounded like any child's."""
+    graph = IsolatedFxGraph(net_path, None, label="net.py:model", isolator=worker,
+                            timeout=120)
+    monkeypatch.setenv("NEBISECT_MAX_INPUT_BYTES", "100")
+    with pytest.raises(NebisectError, match=r"^net.py:model: cutting the graph failed: .*"
+                                            r"over the 100 bytes input limit"):
+        graph.candidate(["lgamma", "linear_1"])

@@ -35,7 +35,10 @@ from nebisect.graphs.mil import ExtractionError
 from nebisect.isolate import Isolator, Job
 from nebisect.sources.loading import STAGE, Subject, record_of, record_verdict, unprefixed
 
-SUBJECT = Subject("exporting the graph", "returning it", when="")
+#: How each job is named in an error line: the export, or cutting one candidate from it
+#: (a worker restarted after a crash exports again while cutting).
+EXPORTING = Subject("exporting the graph", "returning it", when="")
+CUTTING = Subject("cutting the graph", "returning the candidate", when="")
 #: The graph child imports torch, never coremltools (the conversions have their own).
 PRELOAD = ("numpy", "torch")
 
@@ -135,7 +138,8 @@ class IsolatedFxGraph:
         self._label = label
         self._isolator = isolator
         self._timeout = timeout
-        self.record = GraphRecord.from_dict(self._ask("describe_graph_job", {})[0])
+        self.record = GraphRecord.from_dict(
+            self._ask("describe_graph_job", {}, EXPORTING)[0])
 
     @property
     def units(self) -> list[str]:
@@ -144,17 +148,17 @@ class IsolatedFxGraph:
     def candidate(self, units: Sequence[str]) -> TorchCandidate:
         """The candidate of ``units``, built in the child; ExtractionError if it cannot
         be cut."""
-        record, arrays = self._ask("candidate_job", {"units": list(units)})
+        record, arrays = self._ask("candidate_job", {"units": list(units)}, CUTTING)
         if "invalid" in record:
             raise ExtractionError(str(record["invalid"]))
         return TorchCandidate.from_record(record, arrays)
 
-    def _ask(self, job: str, payload: dict[str, Any]
+    def _ask(self, job: str, payload: dict[str, Any], subject: Subject
              ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         outcome = self._isolator.run(Job(
             function=f"{__name__}:{job}", payload={**self._payload, **payload}, stage=STAGE,
             timeout=self._timeout, preload=PRELOAD,
         ))
-        record = record_of(outcome.verdict, label=self._label, subject=SUBJECT,
+        record = record_of(outcome.verdict, label=self._label, subject=subject,
                            timeout=self._timeout)
         return record, outcome.arrays
