@@ -9,6 +9,8 @@ Each test fails on the base commit (d6b97ca), where the factory, the plugin and 
 builder ran in nebisect's own process: exit 0 with no output for ``sys.exit(0)`` /
 ``os._exit(0)``, exit -11 for the segfault, a hang for the hang (killed here by the
 subprocess timeout), a traceback and exit 1 for the plugin, garbage before the JSON.
+The ``bisect --graph fx`` tests fail on 95da96d, where the graph was exported in
+nebisect's own process: exit -11, a hang, the CLI's own pid among the importers.
 """
 
 from __future__ import annotations
