@@ -18,7 +18,7 @@ import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from nebisect.case import (
     sha256_bytes,
     sha256_path,
 )
-from nebisect.graphs.fx import FxGraph, TorchCandidate
+from nebisect.graphs.fx import TorchCandidate
 from nebisect.graphs.mil import MilGraph, Plan, build
 from nebisect.isolate import Isolator
 from nebisect.runner import evaluate
@@ -134,12 +134,20 @@ class MilCandidates(CandidateSpace):
                         timeout=self.timeouts.predict).verdict
 
 
+class Subgraphs(Protocol):
+    """What builds a torch candidate from a node subset: an
+    :class:`~nebisect.graphs.fx.FxGraph` here, or the parent's
+    :class:`~nebisect.graphs.fx_jobs.IsolatedFxGraph` that asks a child for it."""
+
+    def candidate(self, units: Sequence[str]) -> TorchCandidate: ...
+
+
 class FxCandidates(CandidateSpace):
     """Node subsets of an exported torch module: converted on both torch paths and, for
     a ``predict``-stage failure (``target`` given), predicted against the candidate
     module itself in float64."""
 
-    def __init__(self, graph: FxGraph, precision: str, setup: tuple[str, ...],
+    def __init__(self, graph: Subgraphs, precision: str, setup: tuple[str, ...],
                  workdir: Path, isolator: Isolator, timeouts: Timeouts,
                  target: str | None = None) -> None:
         super().__init__(workdir, isolator, timeouts)

@@ -5,8 +5,9 @@ What seed 003's reporter did by hand over days, mechanically:
 1. **Which graph.** A failure at the ``predict`` stage lives in the ML program: an
    ``.mlpackage`` is reduced op by op (a torch source is converted first, in isolation,
    with the converter fixes named by ``--fix``). A failure at the ``convert`` stage
-   lives in the torch graph: the module is exported and reduced node by node, whole
-   submodules first (:mod:`nebisect.graphs.fx`); ``--graph fx`` does the same for a
+   lives in the torch graph: the module is exported — in a child, like all user code
+   (:mod:`nebisect.graphs.fx_jobs`) — and reduced node by node, whole submodules first
+   (:mod:`nebisect.graphs.fx`); ``--graph fx`` does the same for a
    torch source's prediction failure, each candidate converted and predicted against
    itself in float64 (a converter that emits different math shows there).
 2. **The original.** The model runs once in isolation on the target; the signature of

@@ -168,18 +168,19 @@ def _write_program(bisector: Bisector, plan: Any, reduction: Reduction[str], sou
 
 # ---------------------------------------------------------------------------- torch graphs
 def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> BisectResult:
-    """Reduce a torch source's exported graph: submodules first, then nodes."""
-    import torch
+    """Reduce a torch source's exported graph: submodules first, then nodes.
 
-    from nebisect.graphs.fx import FxGraph
+    The graph is exported, recorded and cut in a child of its own
+    (:mod:`nebisect.graphs.fx_jobs`): the user's ``forward`` never runs here.
+    """
+    from nebisect.graphs.fx_jobs import IsolatedFxGraph
+    from nebisect.isolate import Isolator
     from nebisect.repro import write_torch_repro
-    from nebisect.torchsource import load_torch_source, to_torch_inputs
 
     options, tracker = bisector.options, bisector.tracker
     predict = options.stage == "predict"
     precision = parse_target(options.target).precision
     setup = bisector.setup()
-    loaded = load_torch_source(source.location)
     arrays = _torch_inputs(bisector, source) if predict else None
     tracker.phase("converting the original" + (" and running it" if predict else ""))
     original, runs = run_torch_source(
@@ -189,14 +190,22 @@ def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> Bis
     tracker.ran(runs)
     _require_failure(bisector, original)
     tracker.phase("exporting and recording the graph")
-    graph = FxGraph(loaded, None if arrays is None
-                    else to_torch_inputs(loaded, arrays, torch.float32))
-    tracker.units(len(graph.units))
-    space = FxCandidates(graph, precision, setup, workdir / "candidates", bisector.isolator,
-                         options.timeouts, target=options.target if predict else None)
-    evaluator = bisector.evaluator(space, original.signature)
-    tracker.phase("hierarchical ddmin: submodules, then nodes")
-    reduction = hierarchical_ddmin(graph.units, evaluator, graph.levels, original.signature)
+    recorded_inputs = None
+    if arrays is not None:
+        recorded_inputs = workdir / "graph-inputs.npz"
+        save_npz(recorded_inputs, arrays)
+    with Isolator("persistent") as graph_isolator:
+        graph = IsolatedFxGraph(source.location, recorded_inputs, label=bisector.text,
+                                isolator=graph_isolator, timeout=options.timeouts.load)
+        tracker.units(len(graph.units))
+        space = FxCandidates(graph, precision, setup, workdir / "candidates",
+                             bisector.isolator, options.timeouts,
+                             target=options.target if predict else None)
+        evaluator = bisector.evaluator(space, original.signature)
+        tracker.phase("hierarchical ddmin: submodules, then nodes")
+        reduction = hierarchical_ddmin(graph.units, evaluator, graph.record.levels,
+                                       original.signature)
+        built = space.built(reduction.units)
     note = "" if tracker.line.best < len(graph.units) else (
         "no smaller candidate reproduced the signature (the exported graph may convert "
         "differently from the module)")
@@ -204,11 +213,11 @@ def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> Bis
     header = (f"Minimized by nebisect bisect from {source.location}: {len(reduction.units)} "
               f"of {len(graph.units)} graph nodes still fail the same way at the "
               f"{options.stage} stage.")
-    write_torch_repro(bisector.out, space.built(reduction.units),
-                      signature=original.signature, message=original.message,
-                      target=options.target, stage=options.stage, setup=setup, header=header)
+    write_torch_repro(bisector.out, built, signature=original.signature,
+                      message=original.message, target=options.target, stage=options.stage,
+                      setup=setup, header=header)
     return bisector.result(source, original, reduction, len(graph.units),
-                           [str(graph.nodes[u].target) for u in reduction.units],
+                           [graph.record.targets[u] for u in reduction.units],
                            note or original.message)
 
 

@@ -57,6 +57,16 @@ class HangsWhileTraced(torch.nn.Module):
         return torch.relu(x)
 
 
+class SegfaultsWhileTraced(Lgamma):
+    """Eager calls work; tracing or exporting it dereferences NULL (as a C extension
+    handed a fake tensor may)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.jit.is_tracing() or torch.compiler.is_exporting():
+            ctypes.string_at(0)
+        return super().forward(x)
+
+
 def _spec(module: torch.nn.Module) -> dict[str, Any]:
     return {"module": module, "example_inputs": {"x": torch.ones(1, 4)}}
 
@@ -97,3 +107,7 @@ def reference_segfaults() -> dict[str, Any]:
 
 def hangs_while_traced() -> dict[str, Any]:
     return _spec(HangsWhileTraced())
+
+
+def segfaults_while_traced() -> dict[str, Any]:
+    return _spec(SegfaultsWhileTraced())

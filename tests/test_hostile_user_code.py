@@ -9,6 +9,8 @@ Each test fails on the base commit (d6b97ca), where the factory, the plugin and 
 builder ran in nebisect's own process: exit 0 with no output for ``sys.exit(0)`` /
 ``os._exit(0)``, exit -11 for the segfault, a hang for the hang (killed here by the
 subprocess timeout), a traceback and exit 1 for the plugin, garbage before the JSON.
+The ``bisect --graph fx`` tests fail on 95da96d, where the graph was exported in
+nebisect's own process: exit -11, a hang, the CLI's own pid among the importers.
 """
 
 from __future__ import annotations
@@ -197,4 +199,86 @@ def test_crashing_torch_reference_is_its_own_row(model: Path, sandbox: Sandbox) 
     assert "reference torch:cpu:fp64 @ static: reference failed" in done.stdout
     assert "crash:SIGSEGV" in done.stdout
     assert "attribution precision" not in done.stdout
+    assert sandbox.leftovers() == []
+
+
+# ------------------------------------------------------------------ bisect --graph fx
+#: A torch source that logs, per process, that it was imported and that its forward ran
+#: under torch.export: "import|export PID PPID" lines appended to LOG.
+LOGGED_SOURCE = '''
+import os
+
+import torch
+
+LOG = {log!r}
+
+
+def _log(what):
+    with open(LOG, "a") as file:
+        file.write(f"{{what}} {{os.getpid()}} {{os.getppid()}}\\n")
+
+
+_log("import")
+
+
+class Lgamma(torch.nn.Module):
+    def forward(self, x):
+        if torch.compiler.is_exporting():
+            _log("export")
+        return torch.lgamma(x.abs() + 1.0)
+
+
+def model():
+    return {{"module": Lgamma(), "example_inputs": {{"x": torch.ones(1, 4)}}}}
+'''
+
+
+def _bisect_fx(sandbox: Sandbox, source: str, out: Path, *args: str,
+               timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return sandbox.run("bisect", source, "--graph", "fx", "--stage", "convert",
+                       "-t", "sim:fp32", "--out", str(out), *args, timeout=timeout)
+
+
+def test_bisect_fx_forward_that_segfaults_while_exported_is_one_line(
+    model: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The conversion's crash is the failure to bisect; exporting the graph to reduce it
+    crashes too — in its child (the base commit exported it here: exit -11)."""
+    source = f"{model}:segfaults_while_traced"
+    done = _bisect_fx(sandbox, source, tmp_path / "out")
+    _one_line_error(done, f"nebisect: error: {source}: exporting the graph crashed with "
+                          "SIGSEGV")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert sandbox.leftovers() == []
+
+
+def test_bisect_fx_forward_that_hangs_while_exported_is_stopped_by_the_load_timeout(
+    model: Path, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """--case-timeout load= bounds the graph's export (the base commit hung forever)."""
+    source = f"{model}:hangs_while_traced"
+    done = _bisect_fx(sandbox, source, tmp_path / "out", "--case-timeout", "3", timeout=60)
+    _one_line_error(done, f"nebisect: error: {source}: exporting the graph did not finish "
+                          "within 3 s")
+    assert sandbox.leftovers() == []
+
+
+def test_bisect_fx_never_imports_the_source_in_nebisect(tmp_path: Path,
+                                                        sandbox: Sandbox) -> None:
+    """Every import of the user's module and every export of its forward happens in
+    another process than the CLI's; the graph's own export in a child of the CLI."""
+    log = tmp_path / "pids.log"
+    work = tmp_path / "work"
+    work.mkdir()
+    source = work / "logged.py"
+    source.write_text(LOGGED_SOURCE.format(log=str(log)))
+    process = sandbox.start("bisect", f"{source}:model", "--graph", "fx", "--stage",
+                            "convert", "-t", "sim:fp32", "--max-evals", "1",
+                            "--out", str(tmp_path / "out"))
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    entries = [line.split() for line in log.read_text().splitlines()]
+    assert {what for what, _, _ in entries} == {"import", "export"}
+    assert str(process.pid) not in {pid for _, pid, _ in entries}
+    assert str(process.pid) in {ppid for what, _, ppid in entries if what == "export"}
     assert sandbox.leftovers() == []

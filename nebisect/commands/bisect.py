@@ -40,6 +40,17 @@ class _Display:
         self.bar.update(self.task, description=line.text(), completed=line.evaluations,
                         total=line.max_evals)
 
+    def __enter__(self) -> _Display:
+        self.bar.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """The last state stays on screen after a result; an error's one line replaces
+        it (the line says what failed)."""
+        if kind is not None:
+            self.bar.live.transient = True
+        self.bar.stop()
+
 
 def bisect(
     source: str = typer.Argument(
@@ -102,7 +113,7 @@ def bisect(
     read = [("the source", _source_path(source))] + ([("--inputs", inputs)] if inputs else [])
     fresh_output_directory(out, "--out", force=force, inputs=read)
     display = _Display(Console(stderr=True))
-    with display.bar:
+    with display:
         result = bisect_source(source, options, out, progress=display)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))

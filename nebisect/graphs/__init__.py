@@ -6,4 +6,6 @@ topological order, the values they read and write) and materializes a cut — th
 units, fed the values they read from outside the cut as recorded in a reference run.
 ``mil`` works on coremltools MIL programs (ops are units, constants travel with the ops
 that read them); ``fx`` on torch.export / FX graphs and their submodule hierarchy.
+``fx_jobs`` keeps an exported graph in an isolated child (exporting runs the user's
+``forward``) and hands the parent records.
 """

@@ -73,6 +73,32 @@ class TorchCandidate:
                            sha256_arrays(self.inputs), dims], sort_keys=True)
         return sha256_bytes(text.encode())
 
+    def to_record(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """JSON record (code, array names in order, dims, nodes) and the arrays under
+        ``weights:``/``inputs:`` names: how a candidate crosses the process boundary."""
+        record = {
+            "forward": self.forward, "weights": list(self.weights), "inputs": list(self.inputs),
+            "dynamic_dims": {name: {str(axis): list(b) for axis, b in axes.items()}
+                             for name, axes in self.dynamic_dims.items()},
+            "nodes": list(self.nodes),
+        }
+        arrays = {**{f"weights:{k}": v for k, v in self.weights.items()},
+                  **{f"inputs:{k}": v for k, v in self.inputs.items()}}
+        return record, arrays
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any],
+                    arrays: dict[str, np.ndarray]) -> TorchCandidate:
+        return cls(
+            forward=str(record["forward"]),
+            weights={str(n): arrays[f"weights:{n}"] for n in record["weights"]},
+            inputs={str(n): arrays[f"inputs:{n}"] for n in record["inputs"]},
+            dynamic_dims={str(name): {int(axis): (int(b[0]), int(b[1]))
+                                      for axis, b in axes.items()}
+                          for name, axes in record["dynamic_dims"].items()},
+            nodes=[str(n) for n in record["nodes"]],
+        )
+
     def module_source(self, title: str) -> str:
         """Python source of the module class and its weights/inputs loading helpers."""
         lines = [line.rstrip() for line in self.forward.strip().splitlines()]

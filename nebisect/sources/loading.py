@@ -25,10 +25,12 @@ STAGE = "load"
 
 @dataclass(frozen=True)
 class Subject:
-    """Who ran in the child and what it was for, as words for the error line."""
+    """Who ran in the child and what it was for, as words for the error line; ``when``
+    ends the line where the noun alone does not say what was going on."""
 
     noun: str
     purpose: str
+    when: str = f" during {STAGE}"
 
 
 def describe_in_child(function: str, payload: dict[str, Any], **options: Any) -> dict[str, Any]:
@@ -54,10 +56,17 @@ def describe_with_arrays(
     job = Job(function=function, payload=payload, stage=STAGE, timeout=timeout,
               preload=preload)
     outcome = isolator.run(job) if isolator is not None else run_isolated(job)
-    verdict = outcome.verdict
+    return (record_of(outcome.verdict, label=label, subject=subject, timeout=timeout),
+            outcome.arrays)
+
+
+def record_of(verdict: Verdict, *, label: str, subject: Subject,
+              timeout: float) -> dict[str, Any]:
+    """The record a describe child returned, or NebisectError naming ``label`` and what
+    happened to the child (for a caller that runs the job itself, e.g. to get arrays)."""
     record = verdict.metrics.get("record") if verdict.status == "pass" else None
     if isinstance(record, dict):
-        return record, outcome.arrays
+        return record
     raise NebisectError(f"{label}: {explain(verdict, subject, timeout)}")
 
 
@@ -66,16 +75,16 @@ def explain(verdict: Verdict, subject: Subject, timeout: float) -> str:
     if verdict.metrics.get("user_error"):
         return verdict.message
     if verdict.status == "timeout":
-        return f"{subject.noun} did not finish within {timeout:g} s during {STAGE}"
+        return f"{subject.noun} did not finish within {timeout:g} s{subject.when}"
     if verdict.status == "crash":
         signal = verdict.signature.removeprefix("crash:")
-        return f"{subject.noun} crashed with {signal} during {STAGE}"
+        return f"{subject.noun} crashed with {signal}{subject.when}"
     if verdict.status == "oom":
-        return f"{subject.noun} ran out of memory during {STAGE}"
+        return f"{subject.noun} ran out of memory{subject.when}"
     code = verdict.metrics.get("exit_code")
     if isinstance(code, int):
         return f"{subject.noun} exited with status {code} without {subject.purpose}"
-    return f"{subject.noun} failed during {STAGE}: {first_line(verdict.message)}"
+    return f"{subject.noun} failed{subject.when}: {first_line(verdict.message)}"
 
 
 def record_verdict(build: Callable[[], dict[str, Any]]) -> Verdict:
@@ -95,6 +104,15 @@ def record_outcome(
         return Verdict("error", STAGE, error_signature(STAGE, message), message=message,
                        metrics={"user_error": True}), {}
     return Verdict("pass", STAGE, metrics={"record": record}), arrays
+
+
+def unprefixed(message: str, location: str) -> str:
+    """torchsource's messages start with the location or its file; the parent puts the
+    name the user typed there instead."""
+    for prefix in (location, location.rpartition(":")[0], repr(location)):
+        if message.startswith(f"{prefix}: "):
+            return message[len(prefix) + 2:]
+    return message
 
 
 def first_line(message: str) -> str:

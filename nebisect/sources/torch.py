@@ -23,7 +23,7 @@ import numpy as np
 from nebisect.case import NebisectError, sha256_path
 from nebisect.inputs import InputDescription
 from nebisect.isolate import Isolator
-from nebisect.sources.loading import Subject, describe_with_arrays, record_outcome
+from nebisect.sources.loading import Subject, describe_with_arrays, record_outcome, unprefixed
 
 #: The conversion job's preload: a run that describes and then converts a source forks
 #: both children from one warm template.
@@ -86,7 +86,7 @@ def describe_job(payload: dict[str, Any]) -> Any:
         try:
             loaded = load_torch_source(location)
         except NebisectError as exc:
-            raise NebisectError(_unprefixed(str(exc), location)) from None
+            raise NebisectError(unprefixed(str(exc), location)) from None
         described = loaded.descriptions()
         example = {d.name: loaded.example_inputs[d.name].detach().cpu().numpy().astype(d.dtype)
                    for d in described}
@@ -94,15 +94,6 @@ def describe_job(payload: dict[str, Any]) -> Any:
         return record, example
 
     return record_outcome(build)
-
-
-def _unprefixed(message: str, location: str) -> str:
-    """torchsource's messages start with the location or its file; the parent puts the
-    name the user typed there instead."""
-    for prefix in (location, location.rpartition(":")[0], repr(location)):
-        if message.startswith(f"{prefix}: "):
-            return message[len(prefix) + 2:]
-    return message
 
 
 _described: dict[tuple[str, str], TorchDescription] = {}
