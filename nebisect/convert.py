@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from nebisect.case import NebisectError
 from nebisect.files import staged
 from nebisect.quiet import import_coremltools, quiet
+from nebisect.targets.macos import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.torchsource import TorchSource, load_torch_source
 from nebisect.verdict import Verdict, error_signature
 
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from nebisect.source import Source
 
 PATHS = ("export", "trace")
-DEFAULT_DEPLOYMENT = "iOS18"
 #: The ``setup`` entry that installs nebisect's converter overrides in the child.
 OVERRIDES_SETUP = "nebisect.convert_overrides:install"
 _PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
@@ -76,6 +76,10 @@ def convert_source(
                               else ct.precision.FLOAT32),
         "minimum_deployment_target": _deployment(ct, deployment),
         "outputs": [ct.TensorType(name=name) for name in source.output_names()],
+        # Conversion is a stage of its own: without this ct.convert compiles and loads the
+        # program on every compute unit (a Neural Engine compile included), and a
+        # load-time crash would be blamed on the converter.
+        "skip_model_load": True,
     }
     converters = {"export": _via_export, "trace": _via_trace}
     model = None
@@ -179,7 +183,8 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
 
     Payload: ``source`` (``file.py:factory``), ``precision`` (the target's),
     ``package`` (output path), optional ``setup`` (``module:function`` callables run
-    first — e.g. :data:`OVERRIDES_SETUP`) and ``deployment_target`` (``iOS18``).
+    first — e.g. :data:`OVERRIDES_SETUP`) and ``deployment_target`` (default: the newest
+    target the running macOS loads, :func:`nebisect.targets.macos.running_deployment`).
     """
     from nebisect.isolate import mark_stage
 
@@ -190,7 +195,7 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
     source = load_torch_source(payload["source"])
     model, attempts = convert_source(
         source, payload["precision"],
-        deployment=payload.get("deployment_target", DEFAULT_DEPLOYMENT),
+        deployment=payload.get("deployment_target") or running_deployment(),
     )
     metrics: dict[str, Any] = {
         "attempts": [a.to_dict() for a in attempts],
@@ -215,6 +220,7 @@ def convert_isolated(
     *,
     setup: tuple[str, ...] = (),
     timeout: float = 900.0,
+    deployment: str = "",
 ) -> tuple[Path | None, Verdict]:
     """Parent side: run :func:`convert_job` in a fresh process.
 
@@ -228,7 +234,7 @@ def convert_isolated(
     job = Job(
         function="nebisect.convert:convert_job",
         payload={"source": source.location, "precision": key, "package": str(package),
-                 "setup": list(setup)},
+                 "setup": list(setup), "deployment_target": deployment},
         stage="convert",
         timeout=timeout,
         preload=("numpy", "torch", "coremltools"),

@@ -22,6 +22,7 @@ from nebisect.targets.base import TargetSkipped
 from nebisect.targets.placement import REQUIRED_DEVICES, check_routing
 from nebisect.verdict import Tolerance, Verdict, error_signature, judge
 
+
 def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Artifact:
     kind, location = spec[0], spec[1]
     return Artifact(kind, location, params)

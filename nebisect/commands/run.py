@@ -77,6 +77,11 @@ def run(
         help="Install nebisect's converter overrides (the converter-compat fix) before "
         "converting a torch source; without it you see what plain coremltools does.",
     ),
+    deployment_target: str = typer.Option(
+        "", "--deployment-target", metavar="TARGET",
+        help="Core ML deployment target to convert a torch source for (e.g. macOS14, iOS18). "
+        "Default: the newest this macOS loads (iOS18 elsewhere).",
+    ),
     plugin: list[str] = typer.Option(
         None, "--plugin",
         help="A module or .py file registering extra targets (repeatable); imported only in "
@@ -102,8 +107,10 @@ def run(
     from nebisect.source import resolve_source
     from nebisect.sources.plugins import use_plugins
     from nebisect.targets import spec_of
+    from nebisect.targets.macos import check_deployment
 
     timeouts = Timeouts.parse(timeout)
+    check_deployment(deployment_target)
     if report:
         output_directory(report, "--report")
     console = Console(stderr=True)
@@ -119,7 +126,7 @@ def run(
         with console.status("running") as status:
             runner = MatrixRunner(
                 resolved, targets, workdir, isolator, reference=reference, timeouts=timeouts,
-                convert=_converter(converter_overrides), plugins=plugins,
+                convert=_converter(converter_overrides, deployment_target), plugins=plugins,
                 progress=lambda msg: status.update(msg),
             )
             try:
@@ -148,11 +155,11 @@ def _emit(result: RunReport, report: Path | None, as_json: bool) -> None:
         _print(result)
 
 
-def _converter(overrides: bool) -> Callable[..., Any]:
+def _converter(overrides: bool, deployment: str) -> Callable[..., Any]:
     from nebisect.convert import OVERRIDES_SETUP, convert_isolated
 
     setup = (OVERRIDES_SETUP,) if overrides else ()
-    return functools.partial(convert_isolated, setup=setup)
+    return functools.partial(convert_isolated, setup=setup, deployment=deployment)
 
 
 def _print(result: RunReport) -> None:

@@ -24,7 +24,10 @@ from __future__ import annotations
 import hashlib
 import platform
 import plistlib
+import re
 from pathlib import Path
+
+from nebisect.case import NebisectError
 
 #: The converter default: what nebisect converts for off macOS and on macOS 15 or newer.
 DEFAULT_DEPLOYMENT = "iOS18"
@@ -76,6 +79,17 @@ def deployment_for(version: tuple[int, ...] | None) -> str:
     if version >= (13,):
         return "macOS13"
     return "macOS12"
+
+
+_DEPLOYMENT = re.compile(r"(iOS|macOS|tvOS|watchOS|visionOS)\d+(_\d+)?")
+
+
+def check_deployment(name: str) -> None:
+    """Refuse a ``--deployment-target`` that is not a coremltools target name ('' is the
+    default) before anything is converted."""
+    if name and not _DEPLOYMENT.fullmatch(name):
+        raise NebisectError(f"--deployment-target {name!r}: expected a coremltools target "
+                            "such as macOS14, macOS15 or iOS18")
 
 
 def running_deployment() -> str:
