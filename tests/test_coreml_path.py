@@ -29,7 +29,6 @@ from nebisect.targets.macos import (
     macos_release,
     newer_os_needed,
 )
-from nebisect.targets.placement import check_routing
 from nebisect.verdict import Verdict
 
 NEBISECT = [sys.executable, "-m", "nebisect"]
