@@ -301,3 +301,22 @@ def test_neural_engine_and_gpu_need_a_listed_device() -> None:
         "Core ML lists no Neural Engine here (available compute devices: cpu; a virtual "
         "machine has none)")
     assert "no GPU here (available compute devices: none" in missing_device("gpu", [])
+
+
+def test_model_needing_a_newer_os_is_a_skipped_verdict(tmp_path: Path) -> None:
+    """A target that cannot load the model here (TargetSkipped) gives ``skipped`` with
+    the reason, never an error blamed on the device."""
+    from nebisect.case import save_npz
+    from nebisect.runner import evaluate
+    from nebisect.sources.plugins import use_plugins
+
+    package = _save(tmp_path / "m.mlpackage", _program(np.ones((16, 8), np.float32)))
+    inputs = tmp_path / "x.npz"
+    save_npz(inputs, {"x": np.ones((1, 8), np.float32)})
+    plugin = str(Path(__file__).with_name("plugins_crash.py"))
+    use_plugins([plugin], timeout=60)
+    case = Case(str(package), "mlpackage", "sim:needs-newer-os", inputs_path=str(inputs),
+                options={"plugins": [plugin]})
+    verdict = evaluate(case).verdict
+    assert (verdict.status, verdict.stage) == ("skipped", "predict")
+    assert verdict.message.startswith("model needs a newer OS: it is Core ML specification 9")
