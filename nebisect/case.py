@@ -113,11 +113,14 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def sha256_path(path: str | os.PathLike[str]) -> str:
-    """Hash a file, or a directory (an ``.mlpackage``) deterministically.
+    """Hash a file, or a directory (an ``.mlpackage``) by its content, deterministically.
 
     Directories hash the sorted relative paths together with each file's bytes, so a
-    renamed weight file or a changed manifest changes the hash, and the traversal
-    order of the file system does not.
+    renamed weight file or a changed spec changes the hash, and the traversal order of
+    the file system does not. A package's ``Manifest.json`` is hashed by what it *means*
+    — which path is the root model and which items exist — not by its item identifiers:
+    coremltools draws those as random UUIDs on every save, and hashing them made two
+    saves of one program two cases and two compilations (see :func:`_manifest_meaning`).
     """
     root = Path(path)
     digest = hashlib.sha256()
@@ -127,11 +130,46 @@ def sha256_path(path: str | os.PathLike[str]) -> str:
     if not root.is_dir():
         raise NebisectError(f"{root}: no such file or directory")
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = file.relative_to(root).as_posix().encode()
-        digest.update(len(rel).to_bytes(8, "little") + rel)
+        rel = file.relative_to(root).as_posix()
+        meaning = _manifest_meaning(file) if rel == MANIFEST else None
+        encoded = rel.encode()
+        digest.update(len(encoded).to_bytes(8, "little") + encoded)
+        if meaning is not None:
+            digest.update(b"manifest-meaning" + meaning)
+            continue
         digest.update(file.stat().st_size.to_bytes(8, "little"))
         _hash_file_into(digest, file)
     return digest.hexdigest()
+
+
+#: A package's manifest; its item identifiers are random per save.
+MANIFEST = "Manifest.json"
+_MANIFEST_BYTES = 1 << 20
+
+
+def _manifest_meaning(file: Path) -> bytes | None:
+    """The manifest without its identifiers: format version, root model path, items.
+
+    Each item is kept as (path, name, author, description) and the root is named by its
+    path, so a manifest that points the root at another file, or lists another weight
+    file, still changes the hash. None when the file is not such a manifest (then its
+    bytes are hashed as they are).
+    """
+    if file.stat().st_size > _MANIFEST_BYTES:
+        return None
+    try:
+        document = json.loads(file.read_bytes())
+        entries = document["itemInfoEntries"]
+        items = sorted(
+            [str(e.get("path")), str(e.get("name")), str(e.get("author")),
+             str(e.get("description"))]
+            for e in entries.values()
+        )
+        root = entries[document["rootModelIdentifier"]].get("path")
+        meaning = [str(document.get("fileFormatVersion")), str(root), items]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return json.dumps(meaning).encode()
 
 
 def _hash_file_into(digest: Any, file: Path) -> None:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from nebisect.case import NebisectError
 from nebisect.files import staged
 from nebisect.quiet import import_coremltools, quiet
+from nebisect.targets.macos import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.torchsource import TorchSource, load_torch_source
 from nebisect.verdict import Verdict, error_signature
 
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from nebisect.source import Source
 
 PATHS = ("export", "trace")
-DEFAULT_DEPLOYMENT = "iOS18"
 #: The ``setup`` entry that installs nebisect's converter overrides in the child.
 OVERRIDES_SETUP = "nebisect.convert_overrides:install"
 _PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
@@ -81,6 +81,10 @@ def convert_source(
                               else ct.precision.FLOAT32),
         "minimum_deployment_target": _deployment(ct, deployment),
         "outputs": [ct.TensorType(name=name) for name in source.output_names()],
+        # Conversion is a stage of its own: without this ct.convert compiles and loads the
+        # program on every compute unit (a Neural Engine compile included), and a
+        # load-time crash would be blamed on the converter.
+        "skip_model_load": True,
     }
     converters = {"export": _via_export, "trace": _via_trace}
     models: dict[str, Any] = {}
@@ -186,7 +190,9 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
     ``package`` (the first path that converts is saved there) or ``packages`` (``{path:
     location}``: the paths tried, each saved where it says when it converts); optional
     ``setup`` (``module:function`` callables run first — e.g. :data:`OVERRIDES_SETUP`)
-    and ``deployment_target`` (``iOS18``). ``metrics["paths"]`` lists the paths saved.
+    and ``deployment_target`` (default: the newest target the running macOS loads,
+    :func:`nebisect.targets.macos.running_deployment`). ``metrics["paths"]`` lists the
+    paths saved.
     """
     from nebisect.isolate import mark_stage
 
@@ -199,7 +205,8 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
                                                           for path in PATHS}
     models, attempts = convert_source(
         source, payload["precision"],
-        deployment=payload.get("deployment_target", DEFAULT_DEPLOYMENT), paths=tuple(wanted),
+        deployment=payload.get("deployment_target") or running_deployment(),
+        paths=tuple(wanted),
     )
     metrics: dict[str, Any] = {
         "attempts": [a.to_dict() for a in attempts],
@@ -227,6 +234,7 @@ def convert_isolated(
     *,
     setup: tuple[str, ...] = (),
     timeout: float = 900.0,
+    deployment: str = "",
 ) -> tuple[Path | None, Verdict]:
     """Parent side: run :func:`convert_job` in a fresh process.
 
@@ -235,7 +243,7 @@ def convert_isolated(
     """
     package = Path(workdir) / f"converted-{conversion_precision(precision)}.mlpackage"
     verdict = _convert_in_child(source, precision, {"package": str(package)}, isolator,
-                                setup, timeout)
+                                setup, timeout, deployment)
     ok = verdict.status == "pass" and package.is_dir()
     return (package if ok else None), verdict
 
@@ -249,6 +257,7 @@ def convert_paths(
     paths: tuple[str, ...] = PATHS,
     setup: tuple[str, ...] = (),
     timeout: float = 900.0,
+    deployment: str = "",
 ) -> tuple[dict[str, Path], Verdict]:
     """:func:`convert_isolated` keeping every path of ``paths`` that converts: ``{path:
     package}`` (empty when none converts) and the convert verdict (one child converts
@@ -257,19 +266,20 @@ def convert_paths(
     packages = {path: Path(workdir) / f"converted-{key}-{path}.mlpackage" for path in paths}
     verdict = _convert_in_child(source, precision,
                                 {"packages": {p: str(pkg) for p, pkg in packages.items()}},
-                                isolator, setup, timeout)
+                                isolator, setup, timeout, deployment)
     saved = verdict.metrics.get("paths", []) if verdict.status == "pass" else []
     return {path: packages[path] for path in saved if packages[path].is_dir()}, verdict
 
 
 def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
-                      isolator: Isolator, setup: tuple[str, ...], timeout: float) -> Verdict:
+                      isolator: Isolator, setup: tuple[str, ...], timeout: float,
+                      deployment: str) -> Verdict:
     from nebisect.isolate import Job
 
     job = Job(
         function="nebisect.convert:convert_job",
         payload={"source": source.location, "precision": conversion_precision(precision),
-                 **where, "setup": list(setup)},
+                 **where, "setup": list(setup), "deployment_target": deployment},
         stage="convert",
         timeout=timeout,
         preload=("numpy", "torch", "coremltools"),

@@ -177,29 +177,32 @@ def _op_lines(op: PlanOp, ident: dict[str, str], constants: dict[str, np.ndarray
     return lines
 
 
-def mil_script(plan: Plan, *, signature: str, target: str, header: str) -> tuple[
-        str, dict[str, np.ndarray]]:
-    """The repro script for a MIL plan, and the large constants it reads."""
+def mil_script(plan: Plan, *, signature: str, target: str, header: str,
+               op_of_interest: str = "") -> tuple[str, dict[str, np.ndarray]]:
+    """The repro script for a MIL plan, and the large constants it reads; on a device
+    it asserts that ``op_of_interest`` ran where ``target`` asks."""
     units, sim = devices_for(target)
     build, constants = builder_source(plan)
     script = templates.MIL_HEADER.format(
         header=docstring_text(header), quoted_signature=docstring_text(signature),
         target=target, units=units, sim=sim, build=build,
-    ) + _settings(signature, target) + templates.ORACLE + templates.MIL_MAIN.format(
-        opset=_opset_name(plan))
+    ) + _settings(signature, target, op_of_interest) + templates.ORACLE + templates.ON_DEVICE \
+        + templates.MIL_MAIN.format(opset=_opset_name(plan))
     return script, constants
 
 
-def _settings(signature: str, target: str) -> str:
+def _settings(signature: str, target: str, op_of_interest: str) -> str:
     units, sim = devices_for(target)
     return templates.SETTINGS.format(signature=signature, target=target, units=units, sim=sim,
-                                     precision=parse_target(target).precision)
+                                     precision=parse_target(target).precision,
+                                     op_of_interest=op_of_interest)
 
 
 def write_mil_repro(directory: Path, plan: Plan, *, signature: str, target: str,
-                    header: str) -> Path:
+                    header: str, op_of_interest: str = "") -> Path:
     """``repro.py`` (+ ``constants.npz`` when needed) and ``inputs.npz`` in ``directory``."""
-    script, constants = mil_script(plan, signature=signature, target=target, header=header)
+    script, constants = mil_script(plan, signature=signature, target=target, header=header,
+                                   op_of_interest=op_of_interest)
     directory.mkdir(parents=True, exist_ok=True)
     save_npz(directory / "inputs.npz", plan.feeds)
     if constants:
@@ -211,7 +214,8 @@ def write_mil_repro(directory: Path, plan: Plan, *, signature: str, target: str,
 
 # --------------------------------------------------------------------------- torch
 def torch_script(candidate: TorchCandidate, *, signature: str, message: str, target: str,
-                 stage: str, setup: tuple[str, ...], header: str) -> str:
+                 stage: str, setup: tuple[str, ...], header: str,
+                 op_of_interest: str = "") -> str:
     """The repro script for a torch candidate: one that fails to convert (``stage``
     ``convert``), or whose converted model fails on ``target`` (``predict``)."""
     units, sim = devices_for(target)
@@ -223,8 +227,8 @@ def torch_script(candidate: TorchCandidate, *, signature: str, message: str, tar
     if stage == "convert":
         return script + templates.TORCH_CONVERT_MAIN.format(
             signature=signature, message=message, precision=parse_target(target).precision)
-    return (script + _settings(signature, target) + templates.ORACLE
-            + templates.TORCH_PREDICT_MAIN.format())
+    return (script + _settings(signature, target, op_of_interest) + templates.ORACLE
+            + templates.ON_DEVICE + templates.TORCH_PREDICT_MAIN.format())
 
 
 def write_torch_repro(directory: Path, candidate: TorchCandidate, *, signature: str,

@@ -77,6 +77,69 @@ TARGET = {target!r}
 COMPUTE_UNITS = {units!r}
 SIM_TARGET = {sim!r}
 PRECISION = {precision!r}
+OP_OF_INTEREST = {op_of_interest!r}
+'''
+
+ON_DEVICE = '''
+
+#: Compute-device classes the op of interest must run on, per compute units.
+REQUIRED_DEVICES = {
+    "CPU_AND_NE": ("MLNeuralEngineComputeDevice",),
+    "CPU_AND_GPU": ("MLGPUComputeDevice",),
+    "ALL": ("MLNeuralEngineComputeDevice", "MLGPUComputeDevice"),
+}
+
+
+def predict_on_device(model, feeds, units):
+    """Compile, assert where the op of interest runs (MLComputePlan, as seed 000's repro
+    does), then predict: a pass on CPU fallback is not a pass on the Neural Engine.
+    Returns (outputs, "") or (None, (signature, detail)) when the op was not routed."""
+    import os
+    import tempfile
+
+    from coremltools.models import CompiledMLModel
+    from coremltools.models.utils import compile_model
+
+    compute_units = getattr(ct.ComputeUnit, units)
+    with tempfile.TemporaryDirectory() as scratch:
+        package = os.path.join(scratch, "model.mlpackage")
+        model.save(package)
+        compiled = compile_model(package, os.path.join(scratch, "model.mlmodelc"))
+        unrouted = check_placement(compiled, compute_units, units)
+        if unrouted:
+            return None, unrouted
+        loaded = CompiledMLModel(compiled, compute_units=compute_units)
+        return {name: np.asarray(value) for name, value in loaded.predict(feeds).items()}, ""
+
+
+def check_placement(compiled, compute_units, units):
+    from coremltools.models import compute_device
+    from coremltools.models.compute_plan import MLComputePlan
+
+    wanted = tuple(getattr(compute_device, n) for n in REQUIRED_DEVICES.get(units, ()))
+    if not OP_OF_INTEREST or not wanted:
+        return ""
+    plan = MLComputePlan.load_from_path(compiled, compute_units=compute_units)
+    ops = [op for function in plan.model_structure.program.functions.values()
+           for op in walk(function.block)
+           if op.operator_name.split(".", 1)[-1] == OP_OF_INTEREST]
+    signature = f"unrouted:{OP_OF_INTEREST}"
+    if not ops:
+        return signature, f"no {OP_OF_INTEREST} in the compiled program"
+    for op in ops:
+        usage = plan.get_compute_device_usage_for_mlprogram_operation(op)
+        device = usage.preferred_compute_device if usage is not None else None
+        if not isinstance(device, wanted):
+            return signature, (f"{OP_OF_INTEREST} runs on {type(device).__name__}, not on "
+                               f"{' / '.join(REQUIRED_DEVICES[units])}")
+    return ""
+
+
+def walk(block):
+    for op in block.operations:
+        for nested in op.blocks:
+            yield from walk(nested)
+        yield op
 '''
 
 ORACLE = '''
@@ -159,11 +222,11 @@ MIL_MAIN = '''
 
 def predict_coreml(program, inputs, units):
     model = ct.convert(
-        program, convert_to="mlprogram", compute_units=getattr(ct.ComputeUnit, units),
-        compute_precision=ct.precision.FLOAT32, pass_pipeline=ct.PassPipeline.EMPTY,
-        minimum_deployment_target=ct.target.{opset},
+        program, convert_to="mlprogram", compute_precision=ct.precision.FLOAT32,
+        pass_pipeline=ct.PassPipeline.EMPTY, minimum_deployment_target=ct.target.{opset},
+        skip_model_load=True,
     )
-    return {{name: np.asarray(value) for name, value in model.predict(inputs).items()}}
+    return predict_on_device(model, inputs, units)
 
 
 def main():
@@ -175,17 +238,20 @@ def main():
         run = lambda: predict_coreml(build_program(), inputs, COMPUTE_UNITS)  # noqa: E731
     else:
         print(f"running on nebisect's simulator {{SIM_TARGET}} (Core ML cannot predict here)")
-        run = lambda: predict_simulator(build_program(), inputs, SIM_TARGET)  # noqa: E731
+        run = lambda: (predict_simulator(build_program(), inputs, SIM_TARGET), "")  # noqa: E731
     try:
-        outputs = run()
+        outputs, unrouted = run()
     except Exception as exc:
         observed, detail = error_signature(exc)
     else:
-        try:
-            reference = predict_simulator(build_program(), inputs, "sim:fp64")
-        except ImportError:
-            reference = predict_coreml(build_program(), inputs, "CPU_ONLY")
-        observed, detail = judge(reference, outputs)
+        if unrouted:
+            observed, detail = unrouted
+        else:
+            try:
+                reference = predict_simulator(build_program(), inputs, "sim:fp64")
+            except ImportError:
+                reference, _ = predict_coreml(build_program(), inputs, "CPU_ONLY")
+            observed, detail = judge(reference, outputs)
     return report(observed, detail, EXPECTED)
 
 
@@ -234,7 +300,8 @@ def run_module(module, inputs):
 
 
 def options(module, inputs, units):
-    extra = {{"compute_units": getattr(ct.ComputeUnit, units)}} if units else {{}}
+    # Compiled and loaded on the device by predict_on_device, not by the converter.
+    extra = {{"skip_model_load": True}} if units else {{}}
     return {{
         "convert_to": "mlprogram",
         "compute_precision": (ct.precision.FLOAT16 if PRECISION == "fp16"
@@ -341,9 +408,10 @@ def main():
         print(f"running on Core ML, compute units {{COMPUTE_UNITS}}")
     else:
         print(f"running on nebisect's simulator {{SIM_TARGET}} (Core ML cannot predict here)")
+    unrouted = ""
     try:
         if darwin:
-            outputs = {{k: np.asarray(v) for k, v in model.predict(feeds).items()}}
+            outputs, unrouted = predict_on_device(model, feeds, COMPUTE_UNITS)
         else:
             outputs = predict_simulator(model._mil_program, feeds, SIM_TARGET)
     except Exception as exc:
@@ -352,7 +420,7 @@ def main():
         exact = {{name: value.double() if value.dtype.is_floating_point else value
                  for name, value in inputs.items()}}
         reference = run_module(module.double(), exact)
-        observed, detail = judge(reference, outputs)
+        observed, detail = unrouted or judge(reference, outputs)
     return report(observed, detail, EXPECTED)
 
 

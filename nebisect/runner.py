@@ -18,17 +18,10 @@ from nebisect.artifact import Artifact
 from nebisect.case import Case, load_npz
 from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
 from nebisect.targets import Prediction, get_target, load_plugins
+from nebisect.targets.base import TargetSkipped
+from nebisect.targets.placement import REQUIRED_DEVICES, check_routing
 from nebisect.targets.sim import follow_semantics
 from nebisect.verdict import Tolerance, Verdict, error_signature, judge
-
-#: Device each target family must place the op of interest on; a pass elsewhere is
-#: ``unrouted`` (a pass on CPU fallback is not a pass on the Neural Engine).
-REQUIRED_DEVICES: dict[str, tuple[str, ...]] = {
-    "coreml:ne": ("ne",),
-    "coreml:gpu": ("gpu",),
-    "coreml:all": ("ne", "gpu"),
-    "sim:ane": ("ne",),
-}
 
 
 def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Artifact:
@@ -52,12 +45,16 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     if unavailable:
         return Verdict("skipped", case.stage, "skipped", message=unavailable), {}
     mark_stage("predict")
-    prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
+    try:
+        prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
+    except TargetSkipped as skip:
+        return Verdict("skipped", case.stage, "skipped", message=str(skip)), {}
     arrays = _prefixed("out:", prediction.outputs)
     arrays.update(_prefixed("mid:", prediction.intermediates))
     reference_name = follow_semantics(payload.get("reference") or "", case.target)
     if not reference_name:
-        return Verdict("pass", "predict", placement=prediction.placement), arrays
+        verdict = Verdict("pass", "predict", placement=prediction.placement, target=case.target)
+        return _routed(case, prediction, verdict), arrays
     mark_stage("reference")
     reference_source = options.get("reference_source") or (case.source_kind, case.source)
     reference_artifact = (
@@ -102,28 +99,32 @@ def _judge(
     )
     verdict.placement = prediction.placement
     verdict.target = case.target
-    unrouted = _unrouted_op(case, prediction)
-    if verdict.status == "pass" and unrouted:
-        verdict.status = "unrouted"
-        verdict.signature = f"unrouted:{case.options['op_of_interest']}"
-        verdict.message = (
-            f"{unrouted} ({case.options['op_of_interest']}) ran on "
-            f"{prediction.placement.get(unrouted)}, not on "
-            f"{'/'.join(REQUIRED_DEVICES[case.target])}"
-        )
-    return verdict
+    return _routed(case, prediction, verdict)
 
 
-def _unrouted_op(case: Case, prediction: Prediction) -> str:
-    """Name of an op of interest placed off the required device ('' if none)."""
-    op_type = case.options.get("op_of_interest")
+def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
+    """The verdict after the placement check of :mod:`nebisect.targets.placement`."""
+    if prediction.notes:
+        verdict.metrics["notes"] = list(prediction.notes)
     required = REQUIRED_DEVICES.get(case.target)
-    if not op_type or not required or not prediction.placement:
-        return ""
-    for name, kind in prediction.op_types.items():
-        if kind == op_type and prediction.placement.get(name) not in required:
-            return name
-    return ""
+    if not required:
+        return verdict
+    routing = check_routing(required, prediction.placement, prediction.op_types,
+                            case.options.get("op_of_interest", ""),
+                            prediction.placement_unknown)
+    verdict.metrics["routed"] = routing.summary
+    if routing.unknown and verdict.status == "pass":
+        verdict.status = verdict.signature = "skipped"
+        verdict.message = (f"not judged on {case.target}: {routing.summary} — a pass here "
+                           "cannot be told from a CPU fallback")
+    elif routing.unrouted and verdict.status in ("pass", "mismatch"):
+        if verdict.status == "mismatch":
+            verdict.metrics["judged"] = verdict.signature
+        op = case.options.get("op_of_interest")
+        verdict.status = "unrouted"
+        verdict.signature = f"unrouted:{op}" if op else "unrouted"
+        verdict.message = routing.unrouted
+    return verdict
 
 
 def _prefixed(prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -23,3 +23,18 @@ class SegfaultingTarget(Target):
         os.write(2, b"segv-target: Espresso-like failure, dereferencing NULL\n")
         ctypes.string_at(0)
         raise AssertionError("unreachable: the NULL dereference kills the process")
+
+
+@register_target("sim:needs-newer-os")
+class NewerOSTarget(Target):
+    """Test target: refuses every model as a real Core ML refuses one of a newer spec."""
+
+    base_spec = "sim:fp16"
+
+    def predict(
+        self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
+    ) -> Prediction:
+        from nebisect.targets.base import TargetSkipped
+        from nebisect.targets.macos import newer_os_needed
+
+        raise TargetSkipped(newer_os_needed(9, 8))

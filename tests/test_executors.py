@@ -35,6 +35,7 @@ from corpus_helpers import add, filled, lse_package
 from nebisect.corpus import Corpus, Expected
 from nebisect.corpus.replay import ReplayResult, replay
 from nebisect.executors.cluster import ClusterExecutor
+from nebisect.isolate import fresh_mode
 
 pytestmark = pytest.mark.cluster
 
@@ -75,7 +76,7 @@ def test_shipped_corpus_replays_through_the_cluster_as_it_does_locally(cluster: 
 def test_fuzz_seed_0_jobs_4_finds_the_same_over_the_cluster(cluster: Any) -> None:
     local, _, _ = cluster
     args = ("fuzz", "--op", "softplus", "--target", "sim:ane", "--budget", "32", "--seed", "0",
-            "--jobs", "4", "--isolation", "fork", "--json")
+            "--jobs", "4", "--isolation", fresh_mode(), "--json")
     here = cli(*args)
     there = cli(*args, "--cluster", local.scheduler_address)
     assert here.returncode == there.returncode == 1, there.stderr

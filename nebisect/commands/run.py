@@ -112,6 +112,11 @@ def run(
         help="Install nebisect's converter overrides (the converter-compat fix) before "
         "converting a torch source; without it you see what plain coremltools does.",
     ),
+    deployment_target: str = typer.Option(
+        "", "--deployment-target", metavar="TARGET",
+        help="Core ML deployment target to convert a torch source for (e.g. macOS14, iOS18). "
+        "Default: the newest this macOS loads (iOS18 elsewhere).",
+    ),
     plugin: list[str] = typer.Option(
         None, "--plugin",
         help="A module or .py file registering extra targets (repeatable); imported only in "
@@ -166,6 +171,7 @@ def run(
     from nebisect.source import resolve_source
     from nebisect.sources.plugins import use_plugins
     from nebisect.targets import spec_of
+    from nebisect.targets.macos import check_deployment
 
     if list_families:
         _list_families()
@@ -173,6 +179,7 @@ def run(
     if not source:
         raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
     timeouts = Timeouts.parse(timeout)
+    check_deployment(deployment_target)
     paths = CONVERT_CHOICES[_choice("--convert", convert, CONVERT_CHOICES)]
     discovery = None if _choice("--explore", explore, EXPLORE_CHOICES) == "none" else (
         Discovery(_budget(budget), _families(families), seed))
@@ -194,7 +201,8 @@ def run(
         with console.status("running") as status:
             runner = MatrixRunner(
                 resolved, targets, workdir, isolator, reference=reference, timeouts=timeouts,
-                convert=_converter(converter_overrides, paths), plugins=plugins,
+                convert=_converter(converter_overrides, paths,
+                                     deployment_target), plugins=plugins,
                 progress=lambda msg: status.update(msg), paths=paths, discovery=discovery,
             )
             try:
@@ -224,11 +232,12 @@ def _emit(result: RunReport, report: Path | None, as_json: bool) -> None:
         _print(result)
 
 
-def _converter(overrides: bool, paths: tuple[str, ...]) -> Callable[..., Any]:
+def _converter(overrides: bool, paths: tuple[str, ...], deployment: str) -> Callable[..., Any]:
     from nebisect.convert import OVERRIDES_SETUP, convert_paths
 
     setup = (OVERRIDES_SETUP,) if overrides else ()
-    return functools.partial(convert_paths, setup=setup, paths=paths)
+    return functools.partial(convert_paths, setup=setup, paths=paths,
+                             deployment=deployment)
 
 
 def _list_families() -> None:

@@ -187,16 +187,19 @@ def _candidates(before: Verdict) -> str:
 
 
 def _categorize(before: Verdict, after: Verdict) -> tuple[str, str]:
+    # A fix that moves the work off the accelerator is a regression, whether the fixed
+    # case then passes or is ``unrouted`` (placement fails closed: every op elsewhere).
+    moved = moved_off_accelerator(before, after)
+    if moved and after.status in ("pass", "unrouted"):
+        where = "/".join(REQUIRED_DEVICES[after.target])
+        ops = ", ".join(f"{op} on {device}" for op, device in moved)
+        passes = "passes, but " if after.status == "pass" else ""
+        return "regressed", f"{passes}placement moved off {where}: {ops}"
     if after.failed:
         if before.failed:
             return "still failing", f"{before.signature} -> {after.signature}"
         first = after.message.splitlines()[0] if after.message else ""
         return "regressed", f"pass -> {after.signature} {first}".strip()
-    moved = moved_off_accelerator(before, after)
-    if moved:
-        where = "/".join(REQUIRED_DEVICES[after.target])
-        ops = ", ".join(f"{op} on {device}" for op, device in moved)
-        return "regressed", f"passes, but placement moved off {where}: {ops}"
     if before.failed:
         return "fixed", f"{before.signature} -> pass"
     return "unaffected", "passes with and without the fixes"

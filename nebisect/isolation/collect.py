@@ -5,7 +5,9 @@ whose arrays load without pickle, and only from a process that ended cleanly (ex
 the fork child's "done"); otherwise the exit status speaks — a signal is a ``crash``
 named after it whatever the child wrote before dying, a timeout is ``timeout``, an exit
 without a result is an ``error``, and the usual fingerprints of memory exhaustion are
-``oom``. The stage is the last one the child declared through ``mark_stage``.
+``oom``. The stage is the last one the child declared through ``mark_stage``. On
+macOS a crash carries the native stack from the OS's crash report when one is found
+(:mod:`nebisect.isolation.crashreport`).
 
 Every file in the case directory was written by the child, so it is read as
 :func:`nebisect.files.read_untrusted` reads: no symlink followed, nothing but a regular
@@ -17,12 +19,14 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nebisect.case import NebisectError, load_npz
 from nebisect.files import read_untrusted
+from nebisect.isolation.crashreport import find_crash_report
 from nebisect.isolation.job import OOM_PATTERN, CaseFiles, Job, Outcome, read_stage_file
 from nebisect.isolation.watch import read_tail
 from nebisect.verdict import Verdict, crash_signature, error_signature
@@ -36,7 +40,9 @@ class RawExit:
     when it was not awaited (a fork child that signalled its result was written).
     ``failure`` explains an isolation-side failure (a helper process that died), which
     then becomes the case's ``error``. ``metrics`` are facts the isolation side adds to
-    the verdict (how many cases a persistent worker ran).
+    the verdict (how many cases a persistent worker ran). ``pid`` and ``started`` (epoch
+    seconds) identify the case process, where the backend knows it, so that the crash
+    report the OS wrote for it can be found (macOS).
     """
 
     exit_code: int | None
@@ -44,6 +50,8 @@ class RawExit:
     stderr_bytes: int = 0
     failure: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
+    pid: int | None = None
+    started: float = 0.0
 
 
 #: The most a result document may hold: a verdict is a few kilobytes; anything near
@@ -61,6 +69,10 @@ def collect(job: Job, case_dir: Path, raw: RawExit) -> Outcome:
     verdict = outcome.verdict
     verdict.stderr_tail = verdict.stderr_tail or tail
     verdict.metrics.update(raw.metrics, stderr_bytes=raw.stderr_bytes)
+    if verdict.status == "crash" and raw.pid and sys.platform == "darwin":
+        report = find_crash_report(raw.pid, raw.started)
+        if report is not None:
+            verdict.metrics["crash_report"] = report
     return outcome
 
 

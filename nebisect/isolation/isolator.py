@@ -52,6 +52,20 @@ def fresh_mode() -> str:
     return "spawn" if sys.platform == "darwin" else "fork"
 
 
+def refused_mode(mode: str, platform: str) -> str:
+    """Why ``mode`` cannot isolate cases on ``platform`` ('' when it can).
+
+    On macOS a forked child of a process that has loaded coremltools'
+    ``libcoremlpython`` (Core ML, Objective-C) aborts (coremltools #963, #1819), and
+    every nebisect template may load it — the simulator reads packages through it.
+    """
+    if mode == "fork" and platform == "darwin":
+        return ("isolation mode fork is refused on macOS: forking after coremltools has "
+                "loaded Core ML aborts the child (coremltools #963, #1819); use spawn "
+                "(the default there) or persistent")
+    return ""
+
+
 def _backend(mode: str, workspace: Workspace, cancel: CancelToken) -> Backend:
     if mode == "fork":
         return ForkBackend(workspace, cancel)
@@ -81,6 +95,9 @@ class Isolator:
         if mode not in MODES:
             raise NebisectError(f"unknown isolation mode {mode!r}: one of {', '.join(MODES)}")
         self.mode = fresh_mode() if mode == "auto" else mode
+        refused = refused_mode(self.mode, sys.platform)
+        if refused:
+            raise NebisectError(refused)
         self._cancel = cancel or CancelToken()
         self._workspace = Workspace(tmp_dir)
         self._backend = _backend(self.mode, self._workspace, self._cancel)

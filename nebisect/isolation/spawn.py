@@ -32,6 +32,7 @@ class SpawnBackend:
 
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
         (case_dir / CaseFiles.REQUEST).write_text(json.dumps(request))
+        started = time.time()
         read_end, write_end = os.pipe()
         try:
             with reaper.started() as register:
@@ -56,7 +57,7 @@ class SpawnBackend:
             sink.close()
             reaper.finished(process.pid)
             reaper.reap_adopted()
-        return RawExit(code, how == TIMEOUT, sink.total)
+        return RawExit(code, how == TIMEOUT, sink.total, pid=process.pid, started=started)
 
     def close(self) -> None:
         """Nothing outlives a case in spawn mode."""

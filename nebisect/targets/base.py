@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import TargetSpec
+from nebisect.case import NebisectError, TargetSpec
 
 
 @dataclass
@@ -24,12 +24,22 @@ class Prediction:
     ``placement`` maps op name → device (``ne``, ``cpu``, ``gpu``) where the backend
     reports it; ``op_types`` maps op name → MIL op type so callers can find the op of
     interest; ``intermediates`` holds every named value when requested (bisection).
+    ``placement_unknown`` says why the placement cannot be asserted (a compute plan
+    that this OS does not offer, or one that describes another input shape); ``notes``
+    are what the target did to the inputs on the way (a dtype cast), for the verdict.
     """
 
     outputs: dict[str, np.ndarray]
     placement: dict[str, str] = field(default_factory=dict)
     op_types: dict[str, str] = field(default_factory=dict)
     intermediates: dict[str, np.ndarray] = field(default_factory=dict)
+    placement_unknown: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+class TargetSkipped(NebisectError):
+    """The target cannot judge this case here, for a stated reason (a model that needs
+    a newer OS): the case is ``skipped``, not failed."""
 
 
 class Target(ABC):
@@ -37,8 +47,6 @@ class Target(ABC):
 
     #: Modules a fork-mode template should import before forking children for this target.
     preload: tuple[str, ...] = ("numpy",)
-    #: False where forking after initialisation is unsafe (Core ML / Objective-C).
-    fork_safe: bool = True
 
     def __init__(self, spec: TargetSpec) -> None:
         self.spec = spec

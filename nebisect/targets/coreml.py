@@ -1,16 +1,24 @@
-"""Real Core ML targets (macOS only), written against coremltools' public API.
+"""Real Core ML targets (macOS only), written against coremltools 9.0's public API.
 
 ``coreml:cpu|gpu|ne|all`` map to ComputeUnit CPU_ONLY / CPU_AND_GPU / CPU_AND_NE / ALL.
-Two lessons from the seeds shape this module:
+One prediction goes through four stages, each marked so that a crash is blamed on the
+right one: ``compile`` (package → ``.mlmodelc``), ``load`` (``CompiledMLModel``),
+``plan`` (``MLComputePlan``: where each op will run) and ``predict``. Lessons from the
+seeds and from reading coremltools' source shape it:
 
-* a stale compiled-model cache silently fakes a pass (seed 003), so compiled models
-  live in nebisect's own cache **keyed by the package's content hash** and are compiled
-  exactly once per hash (atomic rename; a half-compiled directory is never served);
-* placement is asserted, not inferred (seeds 000 and 002): MLComputePlan gives the
-  preferred device of every op, which the runner turns into ``unrouted``.
+* a stale compiled-model cache silently fakes a pass (seed 003): compiled models live
+  in nebisect's own cache under a key of the package's *content* (not its manifest's
+  random identifiers), the macOS build and the coremltools version, compiled exactly
+  once per key (atomic rename; a half-compiled directory is never served);
+* placement is asserted, not inferred (seed 000): the compute plan gives each op's
+  preferred device (:mod:`nebisect.targets.coreml_plan`); the runner fails closed on it
+  (:mod:`nebisect.targets.placement`). A plan is unknown, never an error, where this
+  macOS has none (before 14.4) or where it describes another input shape;
+* a model this OS cannot load (a newer specification) is ``skipped`` with the reason;
+* inputs are cast to what the model's description asks (:mod:`coreml_io`).
 
-Forking after Core ML / Objective-C initialisation crashes the child (coremltools
-#963, #1819), so these targets are not fork-safe and run in spawn mode.
+Forking after Core ML / Objective-C initialisation aborts the child (coremltools #963,
+#1819): the isolator refuses fork mode on macOS altogether (:mod:`nebisect.isolation`).
 """
 
 from __future__ import annotations
@@ -25,16 +33,23 @@ import numpy as np
 
 from nebisect.case import NebisectError, sha256_path
 from nebisect.files import keep_existing, staged
+from nebisect.isolation.job import mark_stage
 from nebisect.quiet import import_coremltools
 from nebisect.targets import register_target
-from nebisect.targets.base import Prediction, Target
+from nebisect.targets.base import Prediction, Target, TargetSkipped
+from nebisect.targets.coreml_io import cast_inputs, describe_inputs, shape_scope
+from nebisect.targets.coreml_plan import missing_device, plan_placement
+from nebisect.targets.macos import (
+    compile_cache_key,
+    macos_release,
+    newer_os_needed,
+    running_os_build,
+    version_tuple,
+)
 
 _COMPUTE_UNITS = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ne": "CPU_AND_NE", "all": "ALL"}
-_DEVICE_NAMES = {
-    "MLCPUComputeDevice": "cpu",
-    "MLGPUComputeDevice": "gpu",
-    "MLNeuralEngineComputeDevice": "ne",
-}
+#: MLComputePlan and MLModelStructure exist from macOS 14.4 (coremlpython bindings).
+PLAN_MACOS = (14, 4)
 
 
 def cache_dir() -> Path:
@@ -46,11 +61,12 @@ def cache_dir() -> Path:
 
 
 def compiled_path(package: Path) -> Path:
-    """Compile ``package`` once per content hash and return the ``.mlmodelc`` path."""
-    import_coremltools()
+    """Compile ``package`` once per cache key and return the ``.mlmodelc`` path."""
+    ct = import_coremltools()
     from coremltools.models.utils import compile_model
 
-    destination = cache_dir() / f"{sha256_path(package)}.mlmodelc"
+    key = compile_cache_key(sha256_path(package), running_os_build(), ct.__version__)
+    destination = cache_dir() / f"{key}.mlmodelc"
     if destination.is_dir():
         return destination
     from nebisect.mil.load import loadable_package
@@ -60,12 +76,19 @@ def compiled_path(package: Path) -> Path:
     return destination
 
 
+def plan_unavailable(release: tuple[str, str] | None) -> str:
+    """Why this macOS offers no compute plan ('' when it does)."""
+    if release is None or version_tuple(release[0]) >= PLAN_MACOS:
+        return ""
+    return (f"MLComputePlan needs macOS {'.'.join(map(str, PLAN_MACOS))} or newer "
+            f"(this is {release[0]})")
+
+
 @register_target("coreml:cpu", "coreml:gpu", "coreml:ne", "coreml:all")
 class CoreMLTarget(Target):
     """Apple Core ML on this Mac with the named compute units (CPU_ONLY … ALL)."""
 
     preload = ("numpy", "coremltools")
-    fork_safe = False
 
     def availability(self) -> str | None:
         if platform.system() != "Darwin":
@@ -74,23 +97,44 @@ class CoreMLTarget(Target):
             import coremltools.libcoremlpython  # noqa: F401
         except ImportError as exc:
             return f"coremltools has no Core ML bindings here ({exc})"
-        return None
+        ct = import_coremltools()
+        try:
+            devices = ct.models.MLModel.get_available_compute_devices()
+        except (RuntimeError, ValueError):
+            return None  # before macOS 14 Core ML does not list devices; placement says so
+        return missing_device(self.spec.variant, devices) or None
 
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
         ct = import_coremltools()
+        from coremltools.libcoremlpython import _MLModelProxy
         from coremltools.models import CompiledMLModel
+        from coremltools.models.utils import load_spec
 
+        package = self._package(model)
+        spec = load_spec(str(package))
+        too_new = newer_os_needed(spec.specificationVersion,
+                                  _MLModelProxy.maximum_supported_specification_version())
+        if too_new:
+            raise TargetSkipped(too_new)
+        described = describe_inputs(spec)
+        feeds, notes = cast_inputs(inputs, described)
         units = getattr(ct.ComputeUnit, _COMPUTE_UNITS[self.spec.variant])
-        compiled = compiled_path(self._package(model))
+        mark_stage("compile")
+        compiled = compiled_path(package)
+        mark_stage("load")
         loaded = CompiledMLModel(str(compiled), compute_units=units)
-        outputs = loaded.predict({k: np.ascontiguousarray(v) for k, v in inputs.items()})
-        placement, op_types = self._placement(compiled, units)
+        mark_stage("plan")
+        placement, op_types, unknown = self._placement(compiled, units)
+        mark_stage("predict")
+        outputs = loaded.predict(feeds)
         return Prediction(
             outputs={k: np.asarray(v) for k, v in outputs.items()},
             placement=placement,
             op_types=op_types,
+            placement_unknown=unknown or shape_scope(feeds, described),
+            notes=notes,
         )
 
     @staticmethod
@@ -113,23 +157,16 @@ class CoreMLTarget(Target):
         return package
 
     @staticmethod
-    def _placement(compiled: Path, units: Any) -> tuple[dict[str, str], dict[str, str]]:
-        """Preferred device of every op from MLComputePlan (op named by its first output)."""
+    def _placement(compiled: Path, units: Any) -> tuple[dict[str, str], dict[str, str], str]:
+        """(placement, op types, why unknown) from this Mac's compute plan."""
+        unknown = plan_unavailable(macos_release())
+        if unknown:
+            return {}, {}, unknown
         from coremltools.models.compute_plan import MLComputePlan
 
-        plan = MLComputePlan.load_from_path(str(compiled), compute_units=units)
-        program = plan.model_structure.program
-        if program is None:
-            return {}, {}
-        placement: dict[str, str] = {}
-        op_types: dict[str, str] = {}
-        for function in program.functions.values():
-            for op in function.block.operations:
-                if not op.outputs:
-                    continue
-                name = op.outputs[0].name
-                op_types[name] = op.operator_name.split(".", 1)[-1]
-                usage = plan.get_compute_device_usage_for_mlprogram_operation(op)
-                device = type(usage.preferred_compute_device).__name__ if usage else ""
-                placement[name] = _DEVICE_NAMES.get(device, "unknown")
-        return placement, op_types
+        try:
+            plan = MLComputePlan.load_from_path(str(compiled), compute_units=units)
+        except (RuntimeError, ValueError) as exc:
+            return {}, {}, f"no compute plan ({exc})"
+        placement, op_types = plan_placement(plan)
+        return placement, op_types, ""
