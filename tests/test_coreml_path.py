@@ -275,8 +275,8 @@ def test_conversion_never_loads_the_model_on_core_ml(monkeypatch: pytest.MonkeyP
         raise _Recorded("recorded")
 
     monkeypatch.setattr(ct, "convert", recording_convert)
-    model, attempts = convert_source(load_torch_source("examples/meanpool.py:model"), "fp16")
-    assert model is None and [a.path for a in attempts] == ["export", "trace"]
+    models, attempts = convert_source(load_torch_source("examples/meanpool.py:model"), "fp16")
+    assert models == {} and [a.path for a in attempts] == ["export", "trace"]
     assert [o.get("skip_model_load") for o in seen] == [True, True]
 
 
