@@ -128,11 +128,6 @@ def load_torch_source(text: str) -> TorchSource:
     return _loaded[key]
 
 
-def describe_torch_source(text: str) -> list[InputDescription]:
-    """Input descriptions of a torch source (what ``nebisect run`` generates inputs for)."""
-    return load_torch_source(text).descriptions()
-
-
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else "(no message)"

@@ -14,7 +14,6 @@ from nebisect.artifact import Artifact
 from nebisect.case import NebisectError
 from nebisect.targets import get_target
 from nebisect.torchsource import (
-    describe_torch_source,
     load_torch_source,
     output_arrays,
     parse_location,
@@ -156,7 +155,7 @@ def test_sources_are_cached_until_the_file_changes(tmp_path: Path) -> None:
 
 
 def test_meanpool_example_describes_seed_003_inputs() -> None:
-    described = {d.name: d for d in describe_torch_source(MEANPOOL)}
+    described = {d.name: d for d in load_torch_source(MEANPOOL).descriptions()}
     assert described["tokens"].dims == [(1, 1), (1, 382), (768, 768)]
     assert described["attention_mask"].dims == [(1, 1), (1, 382)]
     assert described["attention_mask"].dtype == "int32"
