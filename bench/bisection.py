@@ -31,7 +31,7 @@ from pathlib import Path
 
 from nebisect.case import save_npz
 from nebisect.isolate import Isolator
-from nebisect.minimize import BisectOptions, BisectResult, bisect_source
+from nebisect.minimize.bisector import BisectOptions, BisectResult, bisect_source
 
 ROOT = Path(__file__).resolve().parents[1]
 POLYGRAPHY = {1000: 18, 10_000: 27}

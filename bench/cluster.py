@@ -25,10 +25,10 @@ from distributed import LocalCluster
 from replay import build_corpus
 
 from nebisect.corpus import Corpus
-from nebisect.corpus.replay import replay
 from nebisect.executors import Executor
 from nebisect.executors.cluster import ClusterExecutor
 from nebisect.executors.local import LocalExecutor
+from nebisect.guard.replay import replay
 
 
 def timed(corpus: Corpus, executor: Executor) -> tuple[float, int]:

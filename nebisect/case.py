@@ -20,6 +20,9 @@ from typing import Any, cast
 import numpy as np
 from numpy.lib import format as npformat
 
+from nebisect.errors import NebisectError
+from nebisect.files import open_regular, write_bytes
+
 STAGES = ("convert", "load", "predict")
 BACKENDS = ("sim", "coreml", "torch")
 SIM_VARIANTS = ("fp64", "fp32", "fp16", "fp16-naive", "ane")
@@ -29,10 +32,6 @@ SIM_SEMANTICS = ("coreml", "spec")
 COREML_VARIANTS = ("cpu", "gpu", "ne", "all")
 TORCH_DEVICES = ("cpu",)
 TORCH_DTYPES = ("fp32", "fp16", "bf16", "fp64")
-
-
-class NebisectError(Exception):
-    """A user-facing error: the CLI prints its message on one line and exits 2."""
 
 
 class TargetSpecError(NebisectError, ValueError):
@@ -98,14 +97,6 @@ def parse_target(spec: str) -> TargetSpec:
             + ", ".join(f"{backend}:{v}" for v in variants)
         )
     return TargetSpec(backend, parts[1])
-
-
-def all_target_specs() -> list[TargetSpec]:
-    """Every spec the grammar admits, in display order (``nebisect targets``)."""
-    specs = [TargetSpec("coreml", v) for v in COREML_VARIANTS]
-    specs += [TargetSpec("sim", v) for v in SIM_VARIANTS]
-    specs += [TargetSpec("torch", "cpu", d) for d in TORCH_DTYPES]
-    return specs
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -191,8 +182,6 @@ def sha256_arrays(arrays: dict[str, np.ndarray]) -> str:
 
 def save_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
     """Write arrays atomically (temp file + rename): a reader never sees half an npz."""
-    from nebisect.files import write_bytes  # late: nebisect.files imports this module
-
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds badly
     write_bytes(path, buffer.getbuffer())
@@ -228,8 +217,6 @@ def load_npz(path: str | os.PathLike[str], *,
     bomb is refused by its declared shape instead of being expanded. A truncated or
     foreign file is a one-line error; so is a FIFO or a device where a file belongs.
     """
-    from nebisect.files import open_regular  # late: nebisect.files imports this module
-
     file = Path(path)
     limit = max_input_bytes()
     try:
@@ -300,6 +287,21 @@ def _size(count: int) -> str:
     return f"{count} bytes"
 
 
+def check_target_grammar(spec: str) -> None:
+    """Check the shape of a target name (``backend:variant[:more]``), not the registry.
+
+    A :class:`Case` is a plain record: building one must not need the target registry
+    (or a plugin) loaded. Whether the name is registered is checked where a target is
+    looked up (:func:`nebisect.targets.get_target`), which is also where plugin names
+    such as ``sim:fp16-nan-suppressing`` become known.
+    """
+    parts = spec.split(":")
+    if parts[0] not in BACKENDS or len(parts) > 3 or not all(parts):
+        raise TargetSpecError(
+            f"unknown target {spec!r}: a target is backend:variant with backend one of "
+            f"{', '.join(BACKENDS)} (e.g. sim:fp16, coreml:ne, torch:cpu:fp32)")
+
+
 @dataclass
 class Case:
     """One (source artifact, inputs, target, stage) tuple; JSON-serializable.
@@ -322,9 +324,7 @@ class Case:
     def __post_init__(self) -> None:
         if self.stage not in STAGES:
             raise NebisectError(f"unknown stage {self.stage!r}: one of {', '.join(STAGES)}")
-        from nebisect.targets import spec_of  # late: the registry imports this module
-
-        spec_of(self.target)
+        check_target_grammar(self.target)
 
     @property
     def case_id(self) -> str:

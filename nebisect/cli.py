@@ -3,7 +3,7 @@
 Each module in ``nebisect/commands`` defines ``register(app)`` and a sort key
 ``ORDER``; this file only discovers them and turns user errors into one line and
 exit code 2 (no traceback dumps), and Ctrl-C, SIGTERM and SIGHUP into a clean stop
-(see :mod:`nebisect.interrupt`): one line, exit 128 + the signal number.
+(see :mod:`nebisect.isolation.interrupt`): one line, exit 128 + the signal number.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ import sys
 
 import typer
 
-from nebisect import commands, interrupt, quiet
-from nebisect.case import NebisectError
+from nebisect import commands
+from nebisect.errors import NebisectError
+from nebisect.isolation import interrupt
+from nebisect.mil import quiet
 
 app = typer.Typer(
     help=(

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2

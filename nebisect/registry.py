@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 T = TypeVar("T")
 

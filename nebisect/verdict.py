@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -302,3 +303,16 @@ def judge(
     return Verdict(
         "mismatch", stage, mismatch_signature(first.kind), message=first.detail, metrics=metrics
     )
+
+
+def value_divergence(target: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+                precision: str) -> Callable[[str], str | None]:
+    """One value of the target run against the reference run: its mismatch signature."""
+
+    def check(name: str) -> str | None:
+        if name not in target or name not in reference:
+            return None
+        compared = compare(name, reference[name], target[name], precision)
+        return None if compared.passed else mismatch_signature(compared.kind)
+
+    return check

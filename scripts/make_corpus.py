@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from nebisect.convert import convert_source, save_package
 from nebisect.corpus import Corpus, NewCase
-from nebisect.corpus.replay import run_case
+from nebisect.guard.replay import run_case
 from nebisect.isolate import Isolator
-from nebisect.torchsource import TorchSource, load_torch_source
+from nebisect.sources.convert import convert_source, save_package
+from nebisect.sources.torch_module import TorchSource, load_torch_source
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from nebisect.case import save_npz
 from nebisect.mil.load import save_program
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 ROOT = Path(__file__).resolve().parents[1]
 HIDDEN = 8

@@ -15,7 +15,7 @@ import numpy as np
 
 from nebisect.corpus import Corpus, Expected, NewCase
 from nebisect.mil.load import save_program
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 
 def _save(body: Any, shape: tuple[int, ...], path: Path) -> Path:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 ct = import_coremltools()
 

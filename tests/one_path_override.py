@@ -1,6 +1,6 @@
 """Torch factories for ``run``'s discovery tests, and a test-only converter override.
 
-* :func:`install` (a convert ``setup`` hook, like ``nebisect.convert_overrides``) makes
+* :func:`install` (a convert ``setup`` hook, like ``nebisect.fixes.converter_compat``) makes
   coremltools convert ``tanh`` to ``sigmoid`` on the jit.trace path only: the two
   conversion paths then emit different math for one module, and ``run --convert both``
   must report ``conversion`` on jit.trace and a pass on torch.export.

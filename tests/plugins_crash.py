@@ -34,7 +34,7 @@ class NewerOSTarget(Target):
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
+        from nebisect.sources.deployment import newer_os_needed
         from nebisect.targets.base import TargetSkipped
-        from nebisect.targets.macos import newer_os_needed
 
         raise TargetSkipped(newer_os_needed(9, 8))

@@ -16,7 +16,7 @@ import numpy as np
 
 from nebisect.fuzz.cliff import Boundary, localize
 from nebisect.mil.interp import run_program
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 from nebisect.report import (
     CliffSweep,
     Divergence,

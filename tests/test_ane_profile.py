@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from nebisect.artifact import Artifact
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.mil.interp import SimPredictError, run_program
 from nebisect.mil.load import save_program
 from nebisect.mil.profiles import Profile, get_profile, register_profile
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
+from nebisect.sources.artifact import Artifact
 from nebisect.targets import get_target
 
 ct = import_coremltools()

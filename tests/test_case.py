@@ -12,7 +12,6 @@ from npz_bombs import compressed_zeros, declared_bomb
 from nebisect.case import (
     MAX_INPUT_BYTES_VAR,
     Case,
-    NebisectError,
     TargetSpecError,
     load_npz,
     parse_target,
@@ -20,6 +19,7 @@ from nebisect.case import (
     sha256_arrays,
     sha256_path,
 )
+from nebisect.errors import NebisectError
 
 
 @pytest.mark.parametrize(

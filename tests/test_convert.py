@@ -15,20 +15,20 @@ import numpy as np
 import pytest
 import torch
 
-from nebisect import convert_overrides
 from nebisect.case import sha256_bytes
-from nebisect.convert import (
+from nebisect.fixes import converter_compat
+from nebisect.isolate import Isolator
+from nebisect.mil.interp import run_program
+from nebisect.mil.load import load_program
+from nebisect.sources.convert import (
     OVERRIDES_SETUP,
     convert_isolated,
     convert_job,
     convert_source,
     summarize,
 )
-from nebisect.isolate import Isolator
-from nebisect.mil.interp import run_program
-from nebisect.mil.load import load_program
-from nebisect.source import Source
-from nebisect.torchsource import load_torch_source
+from nebisect.sources.resolve import Source
+from nebisect.sources.torch_module import load_torch_source
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 MEANPOOL = f"{EXAMPLES / 'meanpool.py'}:model"
@@ -76,7 +76,7 @@ def converted(
                 verdict = convert_job({"source": source, "precision": precision,
                                        "package": str(package), "setup": list(setup)})
             finally:
-                convert_overrides.uninstall()
+                converter_compat.uninstall()
             cache[key] = {"verdict": verdict, "package": package}
         return cache[key]
 
@@ -112,7 +112,7 @@ def test_meanpool_converts_through_export_with_its_dynamic_range(converted) -> N
 
 
 def _spec(package: object):
-    from nebisect.quiet import import_coremltools
+    from nebisect.mil.quiet import import_coremltools
 
     return import_coremltools().utils.load_spec(str(package))
 
@@ -152,8 +152,8 @@ def test_unconvertible_model_is_a_convert_error_with_both_messages(converted) ->
 
 def test_overrides_are_opt_in_and_restore_the_registry(probe_source: str) -> None:
     source = load_torch_source(probe_source)
-    registry = convert_overrides._registry().name_to_func_mapping
-    before = {name: registry.get(name) for name in convert_overrides.OVERRIDDEN_OPS}
+    registry = converter_compat._registry().name_to_func_mapping
+    before = {name: registry.get(name) for name in converter_compat.OVERRIDDEN_OPS}
     models, attempts = convert_source(source, "fp32")
     assert models == {}
     assert summarize(attempts) == (
@@ -161,15 +161,15 @@ def test_overrides_are_opt_in_and_restore_the_registry(probe_source: str) -> Non
         "jit.trace: NotImplementedError: PyTorch convert function for op 'new_ones' "
         "not implemented."
     )
-    convert_overrides.install()
+    converter_compat.install()
     try:
-        convert_overrides.install()
-        assert convert_overrides.installed()
+        converter_compat.install()
+        assert converter_compat.installed()
         models, attempts = convert_source(source, "fp32")
     finally:
-        convert_overrides.uninstall()
-    assert not convert_overrides.installed()
-    assert {name: registry.get(name) for name in convert_overrides.OVERRIDDEN_OPS} == before
+        converter_compat.uninstall()
+    assert not converter_compat.installed()
+    assert {name: registry.get(name) for name in converter_compat.OVERRIDDEN_OPS} == before
     assert [a.status for a in attempts] == ["ok", "ok"]
     model = models["export"]
     ops = [op.op_type for op in model._mil_program.functions["main"].operations]
@@ -189,7 +189,7 @@ def test_int_override_fixes_the_trace_path_of_seed_003(converted) -> None:
     fixed = converted(MEANPOOL, "fp32", (OVERRIDES_SETUP,))["verdict"]
     assert [a["status"] for a in fixed.metrics["attempts"]] == ["ok", "ok"]
     assert fixed.metrics["setup"] == [OVERRIDES_SETUP]
-    assert not convert_overrides.installed()
+    assert not converter_compat.installed()
 
 
 def test_isolated_conversion_failure_leaves_the_parent_unharmed(
@@ -200,7 +200,7 @@ def test_isolated_conversion_failure_leaves_the_parent_unharmed(
     assert verdict.status == "error" and verdict.stage == "convert"
     assert "Unsupported fx node lgamma" in verdict.message
     assert verdict.metrics["precision"] == "fp16"
-    assert not convert_overrides.installed()
+    assert not converter_compat.installed()
 
 
 def test_isolated_conversion_writes_the_package(isolator: Isolator, tmp_path: Path) -> None:

@@ -17,18 +17,19 @@ import numpy as np
 import pytest
 from coreml_plans import CPU, GPU, NE, block, op, recorded_plan
 
-from nebisect.case import Case, NebisectError, sha256_path
-from nebisect.runner import _routed
-from nebisect.targets.base import Prediction
-from nebisect.targets.coreml import plan_unavailable
-from nebisect.targets.coreml_io import cast_inputs, describe_inputs, shape_scope
-from nebisect.targets.coreml_plan import missing_device, plan_placement
-from nebisect.targets.macos import (
+from nebisect.case import Case, sha256_path
+from nebisect.detect.evaluate import _routed
+from nebisect.errors import NebisectError
+from nebisect.sources.deployment import (
     compile_cache_key,
     deployment_for,
     macos_release,
     newer_os_needed,
 )
+from nebisect.targets.base import Prediction
+from nebisect.targets.coreml import plan_unavailable
+from nebisect.targets.coreml_io import cast_inputs, describe_inputs, shape_scope
+from nebisect.targets.coreml_plan import missing_device, plan_placement
 from nebisect.verdict import Verdict
 
 NEBISECT = [sys.executable, "-m", "nebisect"]
@@ -265,8 +266,8 @@ class _Recorded(Exception):
 def test_conversion_never_loads_the_model_on_core_ml(monkeypatch: pytest.MonkeyPatch) -> None:
     import coremltools as ct
 
-    from nebisect.convert import convert_source
-    from nebisect.torchsource import load_torch_source
+    from nebisect.sources.convert import convert_source
+    from nebisect.sources.torch_module import load_torch_source
 
     seen: list[dict] = []
 
@@ -307,8 +308,8 @@ def test_model_needing_a_newer_os_is_a_skipped_verdict(tmp_path: Path) -> None:
     """A target that cannot load the model here (TargetSkipped) gives ``skipped`` with
     the reason, never an error blamed on the device."""
     from nebisect.case import save_npz
-    from nebisect.runner import evaluate
-    from nebisect.sources.plugins import use_plugins
+    from nebisect.detect.evaluate import evaluate
+    from nebisect.targets.plugins import use_plugins
 
     package = _save(tmp_path / "m.mlpackage", _program(np.ones((16, 8), np.float32)))
     inputs = tmp_path / "x.npz"

@@ -64,7 +64,7 @@ def test_compiled_once_per_content_hash(monkeypatch: pytest.MonkeyPatch, tmp_pat
 @needs_coreml
 @pytest.mark.parametrize("name", ["coreml:cpu", "coreml:ne"])
 def test_predict_and_placement(name: str, tmp_path: Path) -> None:
-    from nebisect.artifact import Artifact
+    from nebisect.sources.artifact import Artifact
 
     package = _logsumexp_package(tmp_path, 32)
     x = np.full((1, 32, 8, 8), 2.5, dtype=np.float32)
@@ -100,7 +100,7 @@ def _rows(report: dict, target: str) -> list[dict]:
 def test_cache_key_and_float64_inputs_on_cpu(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from nebisect.case import Case, save_npz, sha256_path
-    from nebisect.runner import evaluate
+    from nebisect.detect.evaluate import evaluate
 
     monkeypatch.setenv("NEBISECT_CACHE", str(tmp_path / "cache"))
     package = _logsumexp_package(tmp_path, 32)
@@ -151,8 +151,8 @@ def test_fp32_logsumexp_on_the_neural_engine_is_unrouted(tmp_path: Path) -> None
     from coremltools.converters.mil import Builder as mb
 
     from nebisect.case import Case, save_npz
+    from nebisect.detect.evaluate import evaluate
     from nebisect.mil.load import save_program
-    from nebisect.runner import evaluate
 
     @mb.program(input_specs=[mb.TensorSpec(shape=(1, 32, 8, 8))])
     def prog(x):  # type: ignore[no-untyped-def]

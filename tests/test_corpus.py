@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from corpus_helpers import add, filled, lse_package
 
-from nebisect.case import NebisectError, load_npz, save_npz
+from nebisect.case import load_npz, save_npz
 from nebisect.corpus import CaseRecord, Corpus, CorruptCaseError, Expected, NewCase
+from nebisect.errors import NebisectError
 from nebisect.verdict import Verdict
 
 NEBISECT = [str(Path(sys.executable).parent / "nebisect")]

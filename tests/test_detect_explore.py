@@ -20,7 +20,7 @@ from nebisect.detect.explore import Progress, explore
 from nebisect.detect.families import InputSet, ModelInputs, build
 from nebisect.detect.records import Exploration, Observation
 from nebisect.fuzz.cliff import Boundary
-from nebisect.inputs import InputDescription
+from nebisect.sources.inputs import InputDescription
 from nebisect.verdict import Verdict
 
 LSE_CLIFF = math.log(65504 / 32)  # 7.6241

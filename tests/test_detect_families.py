@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 
-from nebisect.case import NebisectError
 from nebisect.detect.families import (
     FAMILIES,
     Family,
@@ -20,8 +19,9 @@ from nebisect.detect.families import (
     value_family,
 )
 from nebisect.detect.families.base import breadth_first
-from nebisect.inputs import InputDescription
+from nebisect.errors import NebisectError
 from nebisect.registry import Registry
+from nebisect.sources.inputs import InputDescription
 
 ALL = {"const", "normal", "spike", "special", "zeros", "masks", "tokens", "signed", "tiny",
        "integers", "lengths"}

@@ -14,7 +14,7 @@ from nebisect.detect.explore import explore
 from nebisect.detect.families import InputSet, ModelInputs, build
 from nebisect.detect.probes import Probe, guided_probes
 from nebisect.detect.records import Observation
-from nebisect.inputs import InputDescription
+from nebisect.sources.inputs import InputDescription
 from nebisect.verdict import Verdict
 
 LSE_CLIFF = math.log(65504 / 32)

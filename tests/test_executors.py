@@ -33,8 +33,8 @@ from cluster_support import (
 from corpus_helpers import add, filled, lse_package
 
 from nebisect.corpus import Corpus, Expected
-from nebisect.corpus.replay import ReplayResult, replay
 from nebisect.executors.cluster import ClusterExecutor
+from nebisect.guard.replay import ReplayResult, replay
 from nebisect.isolate import fresh_mode
 
 pytestmark = pytest.mark.cluster

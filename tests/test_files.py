@@ -13,7 +13,8 @@ import pytest
 from full_disk import full_disk
 
 from nebisect import files
-from nebisect.case import NebisectError, save_npz
+from nebisect.case import save_npz
+from nebisect.errors import NebisectError
 from nebisect.files import (
     copy_directory,
     keep_existing,

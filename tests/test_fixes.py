@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.fixes import get_fix, register_fix, registered_fixes, resolve_fixes
 from nebisect.fixes.logsumexp_max_shift import LogsumexpMaxShift
 from nebisect.mil.interp import run_program
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 from nebisect.verdict import compare
 
 ct = import_coremltools()
@@ -240,10 +240,10 @@ def test_logcumsumexp_negative_patterns_are_untouched(body: Any) -> None:
 
 
 def test_converter_compat_is_active_only_inside_its_context() -> None:
-    from nebisect import convert_overrides
+    from nebisect.fixes import converter_compat
 
     fix = get_fix("converter-compat")
-    assert not convert_overrides.installed()
+    assert not converter_compat.installed()
     with fix.active():
-        assert convert_overrides.installed()
-    assert not convert_overrides.installed()
+        assert converter_compat.installed()
+    assert not converter_compat.installed()

@@ -13,7 +13,7 @@ import pytest
 
 from nebisect.fixes import get_fix
 from nebisect.mil.interp import SimPredictError, run_program
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402

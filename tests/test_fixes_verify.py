@@ -18,7 +18,7 @@ from corpus_helpers import add, filled, lse_package, softplus_package
 
 from nebisect.corpus import Corpus, Expected
 from nebisect.fixes import resolve_fixes
-from nebisect.fixes.verify import verify
+from nebisect.guard.verify import verify
 
 NEBISECT = str(Path(sys.executable).parent / "nebisect")
 

@@ -88,7 +88,7 @@ def test_findings_table_never_breaks_a_cell(width: int) -> None:
     from rich.console import Console
 
     from nebisect.fuzz.reporting import COLUMNS
-    from nebisect.tables import Column, fitted_table
+    from nebisect.report.tables import Column, fitted_table
 
     row = ["reduce_log_sum_exp", "mismatch:collapse", "axes=1/no_keep_dims",
            "x[1, 32, 1, 1]: delta 8", "7.62109375 | 7.625", "log(65504/32) = 7.6241", "17"]

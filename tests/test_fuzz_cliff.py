@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.fuzz.cliff import GRIDS, Boundary, Cliff, localize
 
 FP16 = GRIDS["fp16"]

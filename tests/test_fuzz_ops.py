@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.fuzz.builders import HEAD, build, output_names
 from nebisect.fuzz.ops import default_class, get_op, op_spec, registered_ops
 from nebisect.fuzz.shapes import unary_with

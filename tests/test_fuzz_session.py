@@ -123,8 +123,8 @@ def test_findings_go_to_the_corpus_and_replay_as_recorded(
     isolator: Isolator, tmp_path: Path,
 ) -> None:
     from nebisect.corpus import Corpus
-    from nebisect.corpus.replay import replay_case
     from nebisect.fuzz.store import record_finding
+    from nebisect.guard.replay import replay_case
 
     result = fuzz(isolator, "softplus", "sim:ane", 8, cliff=False)
     finding = result.findings[0]

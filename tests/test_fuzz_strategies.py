@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.fuzz import strategies
 from nebisect.fuzz.strategies import delta, describe, materialize, nudge, values
 

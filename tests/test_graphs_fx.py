@@ -12,9 +12,9 @@ import pytest
 import torch
 from bisect_programs import lgamma_net
 
-from nebisect.graphs.fx import FxGraph
-from nebisect.graphs.mil import ExtractionError
-from nebisect.torchsource import load_torch_source, run_module
+from nebisect.minimize.graphs.fx import FxGraph
+from nebisect.minimize.graphs.mil import ExtractionError
+from nebisect.sources.torch_module import load_torch_source, run_module
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_errors(graph: FxGraph, tmp_path: Path) -> None:
         def forward(self, x: Any) -> Any:
             return x.numpy()
 
-    from nebisect.torchsource import TorchSource
+    from nebisect.sources.torch_module import TorchSource
 
     with pytest.raises(ExtractionError, match=r"torch\.export failed"):
         FxGraph(TorchSource("inline", Unexportable().eval(), {"x": torch.randn(2)}))

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nebisect.graphs.mil import ExtractionError, MilGraph, build, extract
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
+from nebisect.minimize.graphs.mil import ExtractionError, MilGraph, build, extract
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402

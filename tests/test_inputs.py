@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nebisect.case import NebisectError
-from nebisect.inputs import InputDescription, check, generate, lengths_for
+from nebisect.errors import NebisectError
+from nebisect.sources.inputs import InputDescription, check, generate, lengths_for
 
 TOKENS = InputDescription("tokens", "float32", [(1, 1), (1, 382), (16, 16)])
 MASK = InputDescription("attention_mask", "int32", [(1, 1), (1, 382)])

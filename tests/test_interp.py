@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.mil import kernels
 from nebisect.mil.interp import SimError, compile_program, run_program
 from nebisect.mil.kernels import KernelContext, MissingKernelError
+from nebisect.mil.quiet import import_coremltools
 from nebisect.mil.validate import InputError
-from nebisect.quiet import import_coremltools
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402

@@ -25,13 +25,13 @@ import fault_jobs
 import numpy as np
 import pytest
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job, combined_preload, mark_stage, run_isolated
 from nebisect.isolation.collect import RawExit, collect
 from nebisect.isolation.job import CaseFiles, current_stage
+from nebisect.isolation.provenance import provenance
 from nebisect.isolation.watch import TAIL_BYTES, StderrSink
 from nebisect.isolation.workspace import default_parent
-from nebisect.provenance import provenance
 
 MODES = ("fork", "spawn", "persistent")
 FAULTS = fault_jobs.__name__

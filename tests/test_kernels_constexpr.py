@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nebisect.mil.quiet import import_coremltools
 from nebisect.mil.single_op import build_op, inferred_outputs, run_kernel
-from nebisect.quiet import import_coremltools
 
 import_coremltools()
 from coremltools.converters.mil.mil import types  # noqa: E402

@@ -194,7 +194,7 @@ def test_random_degenerate_distributions_are_exact():
 
 
 def test_recurrent_scaled_tanh_uses_its_defaults_and_unknown_activations_are_errors():
-    from nebisect.case import NebisectError
+    from nebisect.errors import NebisectError
 
     kwargs = {"x": RNG.standard_normal((SEQ, 1, IN)).astype(np.float32),
               "initial_h": np.zeros((1, HID), np.float32),

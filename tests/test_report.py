@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 import report_payloads as rp
 
-from nebisect.case import NebisectError
+from nebisect.detect.report import run_payload, write_run_report
+from nebisect.errors import NebisectError
 from nebisect.report import (
     REPORT_SCHEMA,
     CliffSweep,
@@ -24,10 +25,8 @@ from nebisect.report import (
     RunMatrix,
     Table,
     read_report,
-    run_payload,
     to_jsonable,
     write_report,
-    write_run_report,
 )
 from nebisect.verdict import Verdict
 

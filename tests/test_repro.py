@@ -13,10 +13,16 @@ import numpy as np
 import pytest
 from bisect_programs import lse_chain, meanpool_program
 
-from nebisect.graphs.mil import MilGraph, build
 from nebisect.mil.interp import run_program
-from nebisect.quiet import import_coremltools
-from nebisect.repro import INLINE_LIMIT, builder_source, devices_for, literal, write_mil_repro
+from nebisect.mil.quiet import import_coremltools
+from nebisect.minimize.graphs.mil import MilGraph, build
+from nebisect.minimize.repro.script import (
+    INLINE_LIMIT,
+    builder_source,
+    devices_for,
+    literal,
+    write_mil_repro,
+)
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from nebisect.case import save_npz
+from nebisect.detect.matrix import MatrixRunner, RunReport, attribute
 from nebisect.isolate import Isolator
-from nebisect.matrix import MatrixRunner, RunReport, attribute
-from nebisect.source import resolve_source
+from nebisect.sources.resolve import resolve_source
 from nebisect.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def isolator() -> Iterator[Isolator]:
 def _run(source: str, targets: list[str], tmp_path: Path, isolator: Isolator,
          **kwargs: object) -> RunReport:
     """Today's matrix (no exploration) on the torch.export program."""
-    from nebisect.convert import convert_paths
+    from nebisect.sources.convert import convert_paths
 
     inputs = str(kwargs.pop("inputs", ""))
     lengths = kwargs.pop("lengths", (2, 8, 37, 128, 380))
@@ -207,7 +207,7 @@ def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isol
     """The honest outcome of plain coremltools, and sim:fp32 = torch with the overrides."""
     import functools
 
-    from nebisect.convert import OVERRIDES_SETUP, convert_paths
+    from nebisect.sources.convert import OVERRIDES_SETUP, convert_paths
 
     runner = MatrixRunner(
         resolve_source(f"{ROOT}/examples/minilm_meanpool.py:model"), ["sim:fp64", "sim:fp32"],

@@ -23,9 +23,9 @@ import pytest
 from corpus_helpers import lse_package
 
 from nebisect.detect.discover import Discovery
+from nebisect.detect.matrix import MatrixRunner, RunReport
 from nebisect.isolate import Isolator
-from nebisect.matrix import MatrixRunner, RunReport
-from nebisect.source import resolve_source
+from nebisect.sources.resolve import resolve_source
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -123,7 +123,7 @@ def test_seed_003_shape_error_once_per_group() -> None:
 def test_converter_override_on_one_path_is_a_conversion_bug_there_only(
     tmp_path: Path, isolator: Isolator
 ) -> None:
-    from nebisect.convert import convert_paths
+    from nebisect.sources.convert import convert_paths
 
     source = resolve_source(f"{HERE / 'one_path_override.py'}:model", isolator=isolator)
     assert list(source.example or {}) == ["x"]  # a tuple, named by forward()'s parameter
@@ -149,7 +149,7 @@ def test_converter_override_on_one_path_is_a_conversion_bug_there_only(
 @pytest.mark.slow
 def test_variadic_forward_inputs_are_named_by_position(tmp_path: Path,
                                                       isolator: Isolator) -> None:
-    from nebisect.convert import convert_paths
+    from nebisect.sources.convert import convert_paths
 
     source = resolve_source(f"{HERE / 'one_path_override.py'}:variadic", isolator=isolator)
     assert [d.name for d in source.inputs] == ["x0", "x1"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nebisect.case import SIM_SEMANTICS, NebisectError, TargetSpecError, parse_target
+from nebisect.case import SIM_SEMANTICS, TargetSpecError, parse_target
+from nebisect.errors import NebisectError
 from nebisect.mil.interp import run_program
 from nebisect.mil.semantics import SEMANTICS, get_semantics
 from nebisect.targets import get_target

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from nebisect.tables import Column, fitted_table
+from nebisect.report.tables import Column, fitted_table
 
 COLUMNS = [Column("target"), Column("verdict"), Column("cosine", "right", optional=True),
            Column("placement"), Column("max abs", "right", optional=True),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nebisect.case import NebisectError
-from nebisect.timeouts import Timeouts
+from nebisect.errors import NebisectError
+from nebisect.isolation.timeouts import Timeouts
 
 
 def test_defaults_when_not_given() -> None:

@@ -10,16 +10,16 @@ import pytest
 import torch
 
 import nebisect.targets.torch  # noqa: F401  (registers the torch targets)
-from nebisect.artifact import Artifact
-from nebisect.case import NebisectError
-from nebisect.targets import get_target
-from nebisect.torchsource import (
+from nebisect.errors import NebisectError
+from nebisect.sources.artifact import Artifact
+from nebisect.sources.torch_module import (
     load_torch_source,
     output_arrays,
     parse_location,
     run_module,
     to_torch_inputs,
 )
+from nebisect.targets import get_target
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 MEANPOOL = f"{EXAMPLES / 'meanpool.py'}:model"

@@ -12,10 +12,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from nebisect.case import INPUTS_LIMIT_HELP
-from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
-    from nebisect.minimize import BisectResult, ProgressLine
+    from nebisect.minimize.bisector import BisectResult, ProgressLine
 
 ORDER = 20
 #: ``--timeout`` is the whole search's budget here, so the per-step limits (the same
@@ -101,8 +101,8 @@ def bisect(
     disk) leaves --out as it was. Exit code: 0 written, 2 usage error, nothing to
     bisect, or a failed write.
     """
-    from nebisect.minimize import BISECT_TIMEOUTS, BisectOptions, bisect_source
-    from nebisect.outputs import fresh_output_directory
+    from nebisect.minimize.bisector import BISECT_TIMEOUTS, BisectOptions, bisect_source
+    from nebisect.report.outputs import fresh_output_directory
 
     options = BisectOptions(target=target, stage=stage,
                             inputs=os.path.abspath(inputs) if inputs else "",
@@ -128,7 +128,7 @@ def _source_path(source: str) -> Path:
 
 
 def _print(result: BisectResult, out: Path) -> None:
-    from nebisect.minimize import thousands
+    from nebisect.minimize.bisector import thousands
 
     console = Console()
     state = "complete (1-minimal)" if result.complete else f"stopped: {result.stopped}"

@@ -13,8 +13,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import INPUTS_LIMIT_HELP, NebisectError, load_npz, parse_target
-from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.case import INPUTS_LIMIT_HELP, load_npz, parse_target
+from nebisect.errors import NebisectError
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import Problem, Recorder
@@ -127,8 +128,8 @@ def add(
     unavailable here) or that nebisect itself refused.
     """
     from nebisect.corpus import Corpus, Expected, NewCase
-    from nebisect.inputs import check
-    from nebisect.source import resolve_source
+    from nebisect.sources.inputs import check
+    from nebisect.sources.resolve import resolve_source
 
     timeouts = Timeouts.parse(timeout)
     if parse_target(target).backend == "torch":
@@ -173,8 +174,8 @@ def _recorder(wanted: bool, timeouts: Timeouts) -> Iterator[Recorder | None]:
     if not wanted:
         yield None
         return
-    from nebisect.corpus.replay import run_case
     from nebisect.corpus.store import CorpusCase
+    from nebisect.guard.replay import run_case
     from nebisect.isolate import Isolator
 
     def record(case: CorpusCase) -> Verdict:

@@ -11,13 +11,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import NebisectError
 from nebisect.commands.corpus import print_problems, short_signature
+from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
-from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
-    from nebisect.fixes.verify import VerifyReport
+    from nebisect.guard.verify import VerifyReport
 
 ORDER = 55
 
@@ -72,8 +72,8 @@ def apply(
     from nebisect.fixes import resolve_fixes
     from nebisect.fixes.apply import fix_source
     from nebisect.isolate import Isolator
-    from nebisect.outputs import output_directory
-    from nebisect.source import resolve_source
+    from nebisect.report.outputs import output_directory
+    from nebisect.sources.resolve import resolve_source
 
     if len(names_and_source) < 2:
         raise NebisectError("give at least one fix name and a source")
@@ -122,10 +122,10 @@ def verify(
     unaffected per case. Exit 1 on a regression, when a case's claimed fix fails it, or
     when a case is damaged (it is not verified)."""
     from nebisect.corpus import Corpus
-    from nebisect.corpus.replay import selected
     from nebisect.executors import open_executor
     from nebisect.fixes import resolve_fixes
-    from nebisect.fixes.verify import verify as verify_fixes
+    from nebisect.guard.replay import selected
+    from nebisect.guard.verify import verify as verify_fixes
 
     fixes = resolve_fixes(fix or None)
     scan = Corpus(root).scan()

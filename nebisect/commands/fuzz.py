@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
-from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.corpus import Corpus
@@ -74,7 +74,7 @@ def _list_ops(as_json: bool) -> None:
 def _print_summary(console: Console, results: list[CampaignResult], options: FuzzOptions,
                    stored: bool) -> None:
     from nebisect.fuzz import reporting
-    from nebisect.tables import Column, fitted_table
+    from nebisect.report.tables import Column, fitted_table
 
     for result in results:
         if result.skipped:
@@ -196,7 +196,7 @@ def fuzz(
         default_target,
         resolve_ops,
     )
-    from nebisect.outputs import output_directory
+    from nebisect.report.outputs import output_directory
 
     if not op:
         raise NebisectError("give --op OP (or --op all); --list-ops lists them")

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from nebisect.case import NebisectError
-from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.errors import NebisectError
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.lint import LintResult
@@ -56,7 +56,7 @@ def lint(
     Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input.
     """
     from nebisect.lint import lint_source, parse_input_range
-    from nebisect.outputs import output_file
+    from nebisect.report.outputs import output_file
 
     if output_format not in FORMATS:
         raise NebisectError(f"--format {output_format!r}: one of {', '.join(FORMATS)}")

@@ -11,15 +11,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import NebisectError
 from nebisect.commands.corpus import print_problems, short_signature
+from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
-from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
-    from nebisect.corpus.replay import ReplayResult, ReplaySummary
     from nebisect.corpus.store import CorpusCase, Problem
     from nebisect.guard.devices import DeviceMatrix
+    from nebisect.guard.replay import ReplayResult, ReplaySummary
 
 ORDER = 50
 
@@ -62,11 +62,11 @@ def replay(
     Cases for targets unavailable here are skipped with the reason.
     """
     from nebisect.corpus import Corpus
-    from nebisect.corpus.replay import record_updates, summarize
-    from nebisect.corpus.replay import replay as replay_cases
     from nebisect.executors import open_executor
-    from nebisect.interrupt import describe
-    from nebisect.outputs import output_file
+    from nebisect.guard.replay import record_updates, summarize
+    from nebisect.guard.replay import replay as replay_cases
+    from nebisect.isolation.interrupt import describe
+    from nebisect.report.outputs import output_file
 
     timeouts = Timeouts.parse(timeout)
     corpus = Corpus(root)
@@ -156,7 +156,7 @@ def _emit(summary: ReplaySummary, problems: Sequence[Problem], updated: Sequence
     """The JUnit file and the JSON or table (also of a replay that was stopped)."""
     damaged = [p for p in problems if p.damaged]
     if junit:
-        from nebisect.corpus.replay import DAMAGED_SIGNATURE
+        from nebisect.guard.replay import DAMAGED_SIGNATURE
         from nebisect.report.junit import write_junit
         from nebisect.verdict import Verdict
 

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
-from nebisect.case import INPUTS_LIMIT_HELP, NebisectError
+from nebisect.case import INPUTS_LIMIT_HELP
 from nebisect.detect import DEFAULT_BUDGET
-from nebisect.inputs import DEFAULT_LENGTHS
-from nebisect.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.errors import NebisectError
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.sources.inputs import DEFAULT_LENGTHS
 
 if TYPE_CHECKING:
-    from nebisect.matrix import RunReport
+    from nebisect.detect.matrix import RunReport
     from nebisect.verdict import Verdict
 
 ORDER = 10
@@ -165,13 +166,13 @@ def run(
     or input error.
     """
     from nebisect.detect.discover import Discovery
+    from nebisect.detect.matrix import MatrixRunner
     from nebisect.isolate import Isolator
-    from nebisect.matrix import MatrixRunner
-    from nebisect.outputs import output_directory
-    from nebisect.source import resolve_source
-    from nebisect.sources.plugins import use_plugins
+    from nebisect.report.outputs import output_directory
+    from nebisect.sources.deployment import check_deployment
+    from nebisect.sources.resolve import resolve_source
     from nebisect.targets import spec_of
-    from nebisect.targets.macos import check_deployment
+    from nebisect.targets.plugins import use_plugins
 
     if list_families:
         _list_families()
@@ -209,7 +210,7 @@ def run(
                 result = runner.run(chosen_lengths, str(inputs) if inputs else "")
             except KeyboardInterrupt as stop:
                 # Ctrl-C, SIGTERM, SIGHUP: the rows evaluated so far, marked as such.
-                from nebisect.interrupt import describe
+                from nebisect.isolation.interrupt import describe
 
                 status.stop()
                 runner.report.interrupted = describe(stop)
@@ -223,7 +224,7 @@ def run(
 def _emit(result: RunReport, report: Path | None, as_json: bool) -> None:
     """The --report files and the JSON or table (also of a run that was stopped)."""
     if report:
-        from nebisect.report import write_run_report
+        from nebisect.detect.report import write_run_report
 
         write_run_report(report, result)
     if as_json:
@@ -233,7 +234,7 @@ def _emit(result: RunReport, report: Path | None, as_json: bool) -> None:
 
 
 def _converter(overrides: bool, paths: tuple[str, ...], deployment: str) -> Callable[..., Any]:
-    from nebisect.convert import OVERRIDES_SETUP, convert_paths
+    from nebisect.sources.convert import OVERRIDES_SETUP, convert_paths
 
     setup = (OVERRIDES_SETUP,) if overrides else ()
     return functools.partial(convert_paths, setup=setup, paths=paths,
@@ -249,7 +250,7 @@ def _list_families() -> None:
 
 def _print(result: RunReport) -> None:
     from nebisect.detect.summary import group_lines, prediction_lines
-    from nebisect.tables import Column, fitted_table
+    from nebisect.report.tables import Column, fitted_table
     from nebisect.verdict import placement_summary
 
     console = Console()

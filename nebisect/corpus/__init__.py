@@ -2,7 +2,7 @@
 
 * :mod:`nebisect.corpus.record` — ``case.json``: schema, expectation, checksum;
 * :mod:`nebisect.corpus.store` — :class:`Corpus`: scan/find/add/remove/update on disk;
-* :mod:`nebisect.corpus.replay` — run every case in isolation and judge it against its
+* :mod:`nebisect.guard.replay` — run every case in isolation and judge it against its
   expectation (``nebisect replay``, ``nebisect fix verify``, the pytest plugin).
 """
 

@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from nebisect.case import NebisectError, sha256_bytes
+from nebisect.case import sha256_bytes
+from nebisect.errors import NebisectError
 
 SCHEMA_VERSION = 2
 EXPECTED_STATUSES = ("failing", "fixed", "pass")

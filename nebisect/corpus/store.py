@@ -43,7 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, NebisectError, save_npz, sha256_arrays, sha256_path
+from nebisect.case import Case, save_npz, sha256_arrays, sha256_path
+from nebisect.errors import NebisectError
 from nebisect.corpus.record import (
     CASE_FILE,
     INPUTS_FILE,
@@ -53,9 +54,9 @@ from nebisect.corpus.record import (
     Expected,
 )
 from nebisect.files import fsync_directory, write_text
-from nebisect.provenance import provenance
-from nebisect.sources.plugins import use_plugins
-from nebisect.timeouts import DEFAULT_TIMEOUTS
+from nebisect.isolation.provenance import provenance
+from nebisect.targets.plugins import use_plugins
+from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
 from nebisect.verdict import Verdict
 
 LOCK_FILE = ".lock"
@@ -498,7 +499,7 @@ def _store_plugins(plugins: list[str], staging: Path) -> list[str]:
 def _store_model(new: NewCase, staging: Path, stamp: dict[str, str]) -> tuple[str, str]:
     """Copy (or build) the model into ``staging``; the stored kind and torch factory."""
     if new.source_kind == "torch":
-        from nebisect.torchsource import parse_location
+        from nebisect.sources.torch_module import parse_location
 
         path, factory = parse_location(new.source)
         if not path.is_file():
@@ -512,7 +513,7 @@ def _store_model(new: NewCase, staging: Path, stamp: dict[str, str]) -> tuple[st
             raise NebisectError(f"{source}: not an .mlpackage (no Manifest.json)")
         _copy_regular(source.resolve(), destination, NebisectError)
         return "mlpackage", ""
-    from nebisect.artifact import Artifact
+    from nebisect.sources.artifact import Artifact
     from nebisect.mil.load import save_program
 
     params = new.options.get("params", {})

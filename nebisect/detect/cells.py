@@ -29,11 +29,11 @@ import numpy as np
 
 from nebisect.case import Case, load_npz, save_npz, sha256_arrays, sha256_path
 from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
+from nebisect.detect.evaluate import evaluate, split_arrays
 from nebisect.isolate import Isolator
-from nebisect.runner import evaluate, split_arrays
-from nebisect.source import Source
+from nebisect.isolation.timeouts import Timeouts
+from nebisect.sources.resolve import Source
 from nebisect.targets import spec_of
-from nebisect.timeouts import Timeouts
 from nebisect.verdict import Verdict
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
@@ -123,8 +123,8 @@ class Cells:
 
     def graph(self, target: str, path: str) -> Any:
         """The MIL graph of that package (loaded once; coremltools in this process)."""
-        from nebisect.graphs.mil import MilGraph
         from nebisect.mil.load import load_program
+        from nebisect.minimize.graphs.mil import MilGraph
 
         package = self.program(target, path)
         if package not in self._graphs:

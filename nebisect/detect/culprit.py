@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.bisect import first_divergence
-from nebisect.reductions import value_divergence
-from nebisect.verdict import compare, mismatch_signature
+from nebisect.verdict import compare, mismatch_signature, value_divergence
 
 #: what a culprit found by intermediates compared, and the words for a conversion one
 INTERMEDIATES = "intermediates against sim:fp64"
@@ -58,7 +57,7 @@ class Culprit:
 
 def by_intermediates(graph: Any, target: dict[str, np.ndarray],
                      reference: dict[str, np.ndarray], precision: str) -> Culprit | None:
-    """The first op of ``graph`` (a :class:`nebisect.graphs.mil.MilGraph`) whose value in
+    """The first op of ``graph`` (a :class:`nebisect.minimize.graphs.mil.MilGraph`) whose value in
     ``target`` breaks the oracle against ``reference``; None when no recorded value does."""
     dag, check = graph.dag, value_divergence(target, reference, precision)
     found = first_divergence(len(dag.order), lambda i: any(check(v) for v in dag.frontier(i)))

@@ -22,12 +22,12 @@ import numpy as np
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.detect.cells import Cells, reference_failure
 from nebisect.detect.culprit import Culprit
+from nebisect.detect.evaluate import split_arrays
 from nebisect.detect.explore import Progress, explore
 from nebisect.detect.families import Family, InputSet
 from nebisect.detect.findings import Row, culprit_key
 from nebisect.detect.records import Exploration, Observation
 from nebisect.fuzz.cliff import Boundary
-from nebisect.runner import split_arrays
 from nebisect.verdict import Verdict
 
 

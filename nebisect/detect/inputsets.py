@@ -17,8 +17,8 @@ from __future__ import annotations
 from nebisect.case import load_npz
 from nebisect.detect.families import InputSet, Member, ModelInputs
 from nebisect.detect.families.base import largest
-from nebisect.inputs import check, generate, lengths_for
-from nebisect.source import Source
+from nebisect.sources.inputs import check, generate, lengths_for
+from nebisect.sources.resolve import Source
 
 #: the member families of the input sets built here (not value families)
 BASE_FAMILIES = ("example", "length", "inputs")

@@ -32,7 +32,8 @@ from nebisect.fuzz.cliff import PREDICTION_WINDOW, Boundary
 from nebisect.fuzz.ops import get_op, registered_ops
 from nebisect.lint.graph import ProgramView, Range
 from nebisect.lint.interval import analyze
-from nebisect.lint.registry import Finding, Rule, get_rule
+from nebisect.lint.records import Finding, Rule
+from nebisect.lint.registry import get_rule
 
 #: magnitudes 2^k scanned before bisecting: fp16's normal range and one step beyond
 SCAN_EXPONENTS = tuple(range(-14, 17))

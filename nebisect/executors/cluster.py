@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.executors import worker
 from nebisect.executors.units import Attempt, Unit, UnitResult
 

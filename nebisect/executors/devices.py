@@ -26,8 +26,8 @@ import os
 import re
 import sys
 
-from nebisect.case import NebisectError
-from nebisect.provenance import package_version, provenance
+from nebisect.errors import NebisectError
+from nebisect.isolation.provenance import package_version, provenance
 
 FACTS_ENV = "NEBISECT_WORKER_FACTS"
 FACT_KEYS = ("os", "chip", "family", "compute_units", "coremltools", "nebisect")

@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 if TYPE_CHECKING:
     from nebisect.isolation.isolator import Isolator
 
 #: kind → the handler that runs a unit of that kind (see the module docstring)
 KINDS = {
-    "replay": "nebisect.corpus.replay:replay_unit",
-    "verify": "nebisect.fixes.verify:verify_unit",
+    "replay": "nebisect.guard.replay:replay_unit",
+    "verify": "nebisect.guard.verify:verify_unit",
     "fuzz": "nebisect.fuzz.session:fuzz_unit",
 }
 

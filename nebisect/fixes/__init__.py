@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
 from nebisect.registry import ImportOnce, package_modules
 

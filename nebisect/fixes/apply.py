@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.fixes import resolve_fixes
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
 from nebisect.isolate import Isolator, Job, mark_stage
+from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.targets import get_target
-from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.verdict import Verdict
 
 
@@ -93,8 +93,8 @@ def fix_source(
     graph, convert = split_levels(fixes)
     workdir.mkdir(parents=True, exist_ok=True)
     if kind == "torch":
-        from nebisect.convert import convert_isolated
-        from nebisect.source import Source
+        from nebisect.sources.convert import convert_isolated
+        from nebisect.sources.resolve import Source
 
         converted, verdict = convert_isolated(
             Source("torch", location), precision, workdir, isolator,

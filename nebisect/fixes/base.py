@@ -22,7 +22,7 @@ from abc import abstractmethod
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 
 class Fix:
@@ -81,7 +81,7 @@ class ConverterFix(Fix):
     """Converter overrides, in force only inside :meth:`active`.
 
     ``setup`` and ``teardown`` are ``module:function`` references, not callables, so an
-    isolated conversion child can be told to run them (``nebisect.convert``'s ``setup``).
+    isolated conversion child can be told to run them (``nebisect.sources.convert``'s ``setup``).
     """
 
     level = "convert"

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.fuzz.emit import np_dtype
 from nebisect.fuzz.ops import get_op
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 OUTPUT = "op_out"
 HEAD = "head"

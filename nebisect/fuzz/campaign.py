@@ -35,6 +35,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
 from nebisect.fuzz.cliff import Boundary, Cliff, localize
+from nebisect.fuzz.hermetic import without_local_constants
 from nebisect.verdict import Verdict
 
 #: verdict statuses that make a finding (unrouted and skipped cases are not judged)
@@ -330,7 +331,8 @@ class Campaign:
             )(given(self.subject.cases)(check))
         )
         try:
-            explore()
+            with without_local_constants():
+                explore()
         except _Exhausted:
             pass  # raised only while generating: no failure is being shrunk
         except _Abort as abort:

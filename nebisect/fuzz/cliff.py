@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 T = TypeVar("T")
 #: a boundary "predicts" a cliff when it lies within 5% of it (|x| < 1: within 0.05)

@@ -22,7 +22,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.fuzz.cliff import Boundary
 from nebisect.fuzz.shapes import normalize_axes
 from nebisect.registry import ImportOnce, package_modules

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.executors import Executor, Unit, UnitResult
 from nebisect.fuzz.campaign import Campaign, CampaignConfig, CampaignResult, Progress
 from nebisect.fuzz.execute import Executor as CaseExecutor
@@ -33,9 +33,9 @@ from nebisect.fuzz.ops import OpSpec, get_op, registered_ops
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
 from nebisect.isolation.pool import map_isolated
-from nebisect.sources.plugins import absolute_plugin, use_plugins
+from nebisect.isolation.timeouts import Timeouts
 from nebisect.targets import get_target, spec_of
-from nebisect.timeouts import Timeouts
+from nebisect.targets.plugins import absolute_plugin, use_plugins
 
 #: A fuzz case is one small op: a minute is long for it.
 FUZZ_TIMEOUTS = Timeouts(predict=60.0)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 from hypothesis import strategies as st
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 DTYPES = {"fp16": np.float16, "fp32": np.float32}
 RANGES: tuple[tuple[float, float], ...] = (

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.fuzz import strategies
 from nebisect.fuzz.builders import WRAPS, output_names
 from nebisect.fuzz.cliff import Boundary

@@ -13,7 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from nebisect.corpus.replay import (
+from nebisect.corpus.store import CorpusCase
+from nebisect.executors.cluster import ClusterExecutor
+from nebisect.executors.devices import select
+from nebisect.executors.units import UnitResult
+from nebisect.guard.replay import (
     ReplayResult,
     judge,
     replay_unit_of,
@@ -21,11 +25,7 @@ from nebisect.corpus.replay import (
     selected,
     unit_verdict,
 )
-from nebisect.corpus.store import CorpusCase
-from nebisect.executors.cluster import ClusterExecutor
-from nebisect.executors.devices import select
-from nebisect.executors.units import UnitResult
-from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
+from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 
 
 @dataclass

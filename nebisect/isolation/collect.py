@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import NebisectError, load_npz
+from nebisect.case import load_npz
+from nebisect.errors import NebisectError
 from nebisect.files import read_untrusted
 from nebisect.isolation.crashreport import find_crash_report
 from nebisect.isolation.job import OOM_PATTERN, CaseFiles, Job, Outcome, read_stage_file

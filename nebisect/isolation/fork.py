@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit
 from nebisect.isolation.helper import Helper

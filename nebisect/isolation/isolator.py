@@ -26,15 +26,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit, collect
 from nebisect.isolation.fork import ForkBackend
 from nebisect.isolation.job import Job, Outcome
 from nebisect.isolation.persistent import PersistentBackend
+from nebisect.isolation.provenance import provenance
 from nebisect.isolation.spawn import SpawnBackend
 from nebisect.isolation.workspace import Workspace
-from nebisect.provenance import provenance
 
 MODES = ("auto", "fork", "spawn", "persistent")
 

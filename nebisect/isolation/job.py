@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.files import read_untrusted
 from nebisect.verdict import Verdict
 

@@ -112,7 +112,7 @@ class Template:
         message = json.loads(line)
         request = message["request"]
         # The job's own module is imported here once, so that later children have it:
-        # for nebisect.runner that import alone costs tens of milliseconds.
+        # for nebisect.detect.evaluate that import alone costs tens of milliseconds.
         sys.path[:] = request["sys_path"]
         preload([request["job"]["function"].partition(":")[0]])
         child = self._take(line)

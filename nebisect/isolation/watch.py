@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.files import read_untrusted
 from nebisect.isolation.osproc import ProcessHandle, kill_group
 

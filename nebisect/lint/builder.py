@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nebisect.case import NebisectError
-from nebisect.lint import LintResult, Range, lint_program
+from nebisect.errors import NebisectError
+from nebisect.lint.engine import LintResult, lint_program
+from nebisect.lint.graph import Range
 from nebisect.sources.loading import Subject, describe_in_child, first_line, record_verdict
 from nebisect.targets import get_target
 
@@ -22,7 +23,7 @@ def lint_builder_job(payload: dict[str, Any]) -> Any:
     """Child side: build the program, lint it, return the result as a record."""
 
     def build() -> dict[str, Any]:
-        from nebisect.artifact import Artifact
+        from nebisect.sources.artifact import Artifact
 
         try:
             program = Artifact("builder", payload["source"]).program

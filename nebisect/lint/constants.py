@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from nebisect.lint.graph import FP16_MAX, ProgramView
-from nebisect.lint.registry import Finding, lint_rule
+from nebisect.lint.records import Finding
+from nebisect.lint.registry import lint_rule
 
 #: How far downstream a mask constant is followed looking for its softmax.
 _MASK_REACH = 8

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.lint.registry import Finding, get_rule
-from nebisect.quiet import import_coremltools
+from nebisect.lint.records import Finding
+from nebisect.lint.registry import get_rule
+from nebisect.mil.quiet import import_coremltools
 
 FP16_MAX = 65504.0
 

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from nebisect.lint.graph import ProgramView
-from nebisect.lint.registry import Finding, lint_rule
+from nebisect.lint.records import Finding
+from nebisect.lint.registry import lint_rule
 
 
 def _severity(view: ProgramView, *ops: Any) -> str:

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from nebisect.lint.graph import FP16_MAX, ProgramView
-from nebisect.lint.registry import Finding, lint_rule
+from nebisect.lint.records import Finding
+from nebisect.lint.registry import lint_rule
 
 #: ln 2^15: where the Neural Engine's fp16 softplus collapses (coremltools #2687).
 SOFTPLUS_NE_CLIFF = 15 * math.log(2.0)

@@ -20,7 +20,8 @@ from typing import Any
 from nebisect.lint.graph import FP16_MAX, ProgramView
 from nebisect.lint.interval import Interval, analyze, even_power
 from nebisect.lint.overflow import SOFTPLUS_NE_CLIFF
-from nebisect.lint.registry import Finding, lint_rule
+from nebisect.lint.records import Finding
+from nebisect.lint.registry import lint_rule
 
 
 @dataclass(frozen=True)

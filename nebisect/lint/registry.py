@@ -14,14 +14,9 @@ it is noise.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
-if TYPE_CHECKING:
-    from nebisect.lint.graph import ProgramView
-
-SEVERITIES = ("error", "warning", "note")
+from nebisect.lint.records import SEVERITIES, Check, Rule
 
 #: The fixes a rule may name (``nebisect/fixes``); checked at registration time so a
 #: typo cannot send users to a fix that does not exist.
@@ -33,60 +28,6 @@ FIX_NAMES = (
     "meanpool-static-shape",
     "converter-compat",
 )
-
-Check = Callable[["ProgramView"], Iterable["Finding"]]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A registered hazard rule (metadata plus its check function)."""
-
-    id: str
-    severity: str
-    title: str
-    rationale: str
-    source: str
-    fix: str | None
-    remedy: str
-    check: Check = field(compare=False, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "severity": self.severity, "title": self.title,
-            "rationale": self.rationale, "source": self.source, "fix": self.fix,
-            "remedy": self.remedy,
-        }
-
-
-@dataclass
-class Finding:
-    """One hazard at one op: what, where, how bad, and what cures it.
-
-    ``severity`` may differ from the rule's default (e.g. ``log(softmax)`` is an
-    error in fp16 but a warning in fp32); ``details`` carries the numbers behind the
-    message (reduction size, predicted boundary, proven bound) for JSON consumers.
-    """
-
-    rule_id: str
-    severity: str
-    message: str
-    function: str
-    op_name: str
-    op_type: str
-    fix: str | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"unknown severity {self.severity!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Finding:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
 
 #: The rule family modules; each registers its rules on import.
 FAMILY_MODULES = (

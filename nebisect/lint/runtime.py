@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from nebisect.lint.graph import ProgramView
-from nebisect.lint.registry import Finding, lint_rule
+from nebisect.lint.records import Finding
+from nebisect.lint.registry import lint_rule
 from nebisect.mil.fold import FOLD_DEVIATIONS
 from nebisect.mil.semantics.coreml import RUNTIME_DIFFERENCES
 

@@ -17,8 +17,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from nebisect.lint.graph import ProgramView
-from nebisect.lint.registry import Finding, lint_rule
-from nebisect.quiet import import_coremltools
+from nebisect.lint.records import Finding
+from nebisect.lint.registry import lint_rule
+from nebisect.mil.quiet import import_coremltools
 
 #: Elementwise ops whose fresh output symbols are the broadcast of their inputs' dims
 #: (two flexible inputs get distinct symbols once a package is loaded): a function of

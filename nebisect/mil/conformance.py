@@ -231,7 +231,7 @@ def op_test_files(families: list[str] | None = None) -> dict[str, list[str]]:
 def tests_root() -> Path:
     import importlib.util
 
-    from nebisect.quiet import import_coremltools
+    from nebisect.mil.quiet import import_coremltools
 
     import_coremltools()
     spec = importlib.util.find_spec(TESTS_PACKAGE)

@@ -262,7 +262,7 @@ def pytest_addoption(parser: Any) -> None:
 def pytest_configure(config: Any) -> None:
     for key, value in ENVIRONMENT.items():
         os.environ.setdefault(key, value)
-    from nebisect.quiet import import_coremltools
+    from nebisect.mil.quiet import import_coremltools
 
     import_coremltools()
     install()

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.mil.kernels import MissingKernelError
 from nebisect.mil.plan import BlockPlan, Plan, Step, compile_function
 from nebisect.mil.profiles import get_profile

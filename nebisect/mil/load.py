@@ -28,9 +28,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.files import WriteError, staged
-from nebisect.quiet import import_coremltools, quiet
+from nebisect.mil.quiet import import_coremltools, quiet
 
 _SAVE_PASSES = ("mil_backend::adjust_io_to_supported_types", "mil_backend::sanitize_name_strings")
 

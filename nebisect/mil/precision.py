@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.mil.kernels import KernelContext, get_kernel
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 
 def build_op(op_type: str, opset: str = "iOS18", **inputs: Any) -> Any:

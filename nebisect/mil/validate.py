@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 
 class InputError(NebisectError):

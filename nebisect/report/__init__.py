@@ -37,8 +37,6 @@ API for commands (run, bisect, fuzz, replay; ``--report DIR`` / ``--junit FILE``
 * ``write_junit(path, suite, results)`` / ``junit_xml(suite, results)``: one test case
   per (name, Verdict); mismatch/unrouted → failure, crash/error/timeout/oom → error,
   skipped → skipped (see :mod:`nebisect.report.junit`).
-* ``write_run_report(report_dir, run_report)`` / ``run_payload(run_report)``: the
-  payload of a :class:`nebisect.matrix.RunReport` (matrix, rows, conversions).
 * ``write_sarif(path, lint_result)`` / ``sarif_log(lint_result)``: SARIF 2.1.0 of a
   ``nebisect lint`` run (:mod:`nebisect.report.sarif`).
 
@@ -53,10 +51,10 @@ from datetime import datetime
 from pathlib import Path
 
 from nebisect.files import write_text
-from nebisect.outputs import output_directory
 from nebisect.report.html import render_html
 from nebisect.report.json import dumps, read_report, report_document
 from nebisect.report.junit import junit_xml, write_junit
+from nebisect.report.outputs import output_directory
 from nebisect.report.payload import (
     KINDS,
     CliffSweep,
@@ -69,15 +67,14 @@ from nebisect.report.payload import (
     Table,
     to_jsonable,
 )
-from nebisect.report.run import run_payload, write_run_report
 from nebisect.report.sarif import sarif_log, write_sarif
 from nebisect.report.schema import REPORT_SCHEMA, SCHEMA_VERSION
 
 __all__ = [
     "KINDS", "REPORT_SCHEMA", "SCHEMA_VERSION", "CliffSweep", "Divergence", "MatrixCell",
     "NamedVerdict", "OpError", "ReportFiles", "ReportPayload", "RunMatrix", "Table",
-    "junit_xml", "read_report", "run_payload", "sarif_log", "to_jsonable", "write_junit",
-    "write_report", "write_run_report", "write_sarif",
+    "junit_xml", "read_report", "sarif_log", "to_jsonable", "write_junit",
+    "write_report", "write_sarif",
 ]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect import __version__
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.report.payload import KINDS, ReportPayload
 from nebisect.report.schema import SCHEMA_NAME, SCHEMA_VERSION
 

@@ -4,7 +4,7 @@ User code never runs in nebisect's own process (DESIGN §3): a torch source's mo
 and factory, and every ``--plugin``, are imported in a child started by the isolation
 engine at stage ``load``, with the run's load timeout. The parent gets back records
 (:class:`~nebisect.sources.torch.TorchDescription`,
-:class:`~nebisect.sources.plugins.PluginTarget`) and nothing else; a child that raises,
+:class:`~nebisect.targets.plugins.PluginTarget`) and nothing else; a child that raises,
 exits, crashes or hangs becomes one line naming the source and what happened.
 
 * ``loading`` — run a describe job, turn its verdict into a record or a one-line error;

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job, run_isolated
 from nebisect.verdict import Verdict, error_signature
 

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError, sha256_path
-from nebisect.inputs import InputDescription
+from nebisect.case import sha256_path
+from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
+from nebisect.sources.inputs import InputDescription
 from nebisect.sources.loading import Subject, describe_with_arrays, record_outcome, unprefixed
 
 #: The conversion job's preload: a run that describes and then converts a source forks
@@ -68,7 +69,7 @@ class TorchDescription:
 
 def absolute_location(text: str) -> str:
     """``rel/file.py:factory`` → ``/abs/rel/file.py:factory`` (checked, not resolved)."""
-    from nebisect.torchsource import parse_location
+    from nebisect.sources.torch_module import parse_location
 
     path, factory = parse_location(text)
     if not path.is_file():
@@ -80,7 +81,7 @@ def describe_job(payload: dict[str, Any]) -> Any:
     """Child side: import the source, call its factory, validate, return the record."""
 
     def build() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        from nebisect.torchsource import load_torch_source
+        from nebisect.sources.torch_module import load_torch_source
 
         location = payload["source"]
         try:

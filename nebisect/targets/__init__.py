@@ -6,7 +6,7 @@ plugins register extra targets (e.g. a target that segfaults) with the same deco
 A plugin is user code, imported only in isolated children (:func:`load_plugins` runs
 there): a case's child imports the modules named in its ``plugins`` option, and the
 parent knows their targets through stand-ins built from a description made in a child
-(:mod:`nebisect.sources.plugins`).
+(:mod:`nebisect.targets.plugins`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from nebisect.case import NebisectError, TargetSpec, parse_target, sha256_path
+from nebisect.case import TargetSpec, parse_target, sha256_path
+from nebisect.errors import NebisectError
 from nebisect.registry import ImportOnce
 from nebisect.targets.base import Prediction, Target
 
@@ -47,7 +48,7 @@ def load_plugins(plugins: Iterable[str]) -> None:
     """Import plugins that register extra targets: module names or paths to .py files.
 
     Child side only: nebisect's own process describes plugins with
-    :func:`nebisect.sources.plugins.use_plugins` instead.
+    :func:`nebisect.targets.plugins.use_plugins` instead.
 
     A path works the same in the parent and in an isolated child whatever either's
     ``sys.path``; a file is imported once under a name derived from its content, so the

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError, TargetSpec
+from nebisect.case import TargetSpec
+from nebisect.errors import NebisectError
 
 
 @dataclass
@@ -67,4 +68,4 @@ class Target(ABC):
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
-        """Run ``model`` (a :class:`nebisect.artifact.Artifact`) on ``inputs``."""
+        """Run ``model`` (a :class:`nebisect.sources.artifact.Artifact`) on ``inputs``."""

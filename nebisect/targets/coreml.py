@@ -31,21 +31,22 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError, sha256_path
+from nebisect.case import sha256_path
+from nebisect.errors import NebisectError
 from nebisect.files import keep_existing, staged
 from nebisect.isolation.job import mark_stage
-from nebisect.quiet import import_coremltools
-from nebisect.targets import register_target
-from nebisect.targets.base import Prediction, Target, TargetSkipped
-from nebisect.targets.coreml_io import cast_inputs, describe_inputs, shape_scope
-from nebisect.targets.coreml_plan import missing_device, plan_placement
-from nebisect.targets.macos import (
+from nebisect.mil.quiet import import_coremltools
+from nebisect.sources.deployment import (
     compile_cache_key,
     macos_release,
     newer_os_needed,
     running_os_build,
     version_tuple,
 )
+from nebisect.targets import register_target
+from nebisect.targets.base import Prediction, Target, TargetSkipped
+from nebisect.targets.coreml_io import cast_inputs, describe_inputs, shape_scope
+from nebisect.targets.coreml_plan import missing_device, plan_placement
 
 _COMPUTE_UNITS = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ne": "CPU_AND_NE", "all": "ALL"}
 #: MLComputePlan and MLModelStructure exist from macOS 14.4 (coremlpython bindings).

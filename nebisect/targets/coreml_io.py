@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 #: ``ArrayFeatureType.ArrayDataType`` names → the numpy dtype Core ML expects.
 _ARRAY_DTYPES = {"FLOAT32": np.float32, "DOUBLE": np.float64, "INT32": np.int32,

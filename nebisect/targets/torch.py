@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target
 
@@ -38,7 +38,7 @@ class TorchTarget(Target):
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
-        from nebisect.torchsource import load_torch_source, run_module, to_torch_inputs
+        from nebisect.sources.torch_module import load_torch_source, run_module, to_torch_inputs
 
         if model.kind != "torch":
             raise NebisectError(

@@ -30,14 +30,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from nebisect.inputs import DEFAULT_LENGTHS, InputDescription, generate, lengths_for
+from nebisect.sources.inputs import DEFAULT_LENGTHS, InputDescription, generate, lengths_for
 
 #: fp16's largest finite value: value families stay inside the range fp16 devices compute in
 FP16_MAX = 65504.0
 #: 2^k for k in this range are the powers of two among fp16's normal numbers (2^-14 … 2^15)
 FP16_EXPONENTS = tuple(range(-14, 16))
 #: a token-id bound when neither the vocabulary nor an example says more (what
-#: ``nebisect.inputs.generate`` draws ids below)
+#: ``nebisect.sources.inputs.generate`` draws ids below)
 SAFE_TOKEN_BOUND = 1000
 #: integer inputs with these words in their name are ids of another kind (segment,
 #: position): no family varies them
@@ -123,7 +123,7 @@ class ModelInputs:
 
     def base(self, seed: int) -> dict[str, np.ndarray]:
         """The example arrays when there are some, else the generated inputs at the
-        first length (``nebisect.inputs.generate``)."""
+        first length (``nebisect.sources.inputs.generate``)."""
         if self.example is not None:
             return {name: np.array(array) for name, array in self.example.items()}
         length = lengths_for(self.descriptions, self.lengths)[0]

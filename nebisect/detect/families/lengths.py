@@ -2,7 +2,7 @@
 
 Seed 003 crashed at every length its reporter tried, but bugs at a range's end (length
 1, the declared maximum) are common and no default length list reaches them. Each
-member is the generated input (``nebisect.inputs.generate``) at one length; its shrink
+member is the generated input (``nebisect.sources.inputs.generate``) at one length; its shrink
 key is the length, so a group's smallest member is its shortest input.
 """
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from nebisect.detect.families import value_family
 from nebisect.detect.families.base import InputSet, VariantFamily
-from nebisect.inputs import generate, lengths_for
+from nebisect.sources.inputs import generate, lengths_for
 
 
 @value_family("lengths", "generated inputs at the requested lengths and at both ends of each "

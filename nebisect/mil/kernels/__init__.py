@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.registry import ImportOnce, package_modules
 
 Kernel = Callable[..., Any]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 
 def effective_kernel(kernel: Sequence[int], dilations: Sequence[int]) -> list[int]:

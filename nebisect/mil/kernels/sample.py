@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.mil.kernels import KernelContext, kernel
 from nebisect.mil.kernels._args import flag, scalar, text
 

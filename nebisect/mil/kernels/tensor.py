@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.mil.kernels import KernelContext, kernel
 from nebisect.mil.kernels._args import axis_of, flag, ints, text
 

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 
 def output_directory(path: str | os.PathLike[str], option: str) -> Path:

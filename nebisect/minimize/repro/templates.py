@@ -1,9 +1,9 @@
 """The text of generated ``repro.py`` scripts (``str.format`` templates; see
-:mod:`nebisect.repro`, which fills them).
+:mod:`nebisect.minimize.repro.script`, which fills them).
 
 A script is assembled from pieces so that what two kinds of repro share is written
 once: the oracle (nebisect's ``judge`` when importable, else a plain ULP check), the
-torch conversion recipe (coremltools' two torch paths, as :mod:`nebisect.convert` runs
+torch conversion recipe (coremltools' two torch paths, as :mod:`nebisect.sources.convert` runs
 them), and one ``main`` per symptom kind. Everything here is *generated code*: it must
 run with numpy + coremltools (+ torch) alone, so it restates — in a few lines — what
 nebisect's own modules do, and defers to them whenever nebisect is importable.

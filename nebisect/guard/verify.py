@@ -28,15 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.corpus.record import CaseRecord
-from nebisect.corpus.replay import LOST_SIGNATURE, on_package, replay_unit_of, run_case
 from nebisect.corpus.store import CorpusCase
+from nebisect.detect.evaluate import REQUIRED_DEVICES, evaluate
 from nebisect.executors import Executor, UnitResult
 from nebisect.executors.local import LocalExecutor
 from nebisect.fixes import registered_fixes, resolve_fixes
 from nebisect.fixes.base import Fix
+from nebisect.guard.replay import LOST_SIGNATURE, on_package, replay_unit_of, run_case
 from nebisect.isolate import Isolator
-from nebisect.runner import REQUIRED_DEVICES, evaluate
-from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
+from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.verdict import Verdict
 
 CATEGORIES = ("fixed", "still failing", "regressed", "unaffected")

@@ -22,19 +22,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nebisect.case import (
-    Case,
-    NebisectError,
-    save_npz,
-    sha256_arrays,
-    sha256_bytes,
-    sha256_path,
-)
-from nebisect.graphs.fx import TorchCandidate
-from nebisect.graphs.mil import MilGraph, Plan, build
+from nebisect.case import Case, save_npz, sha256_arrays, sha256_bytes, sha256_path
+from nebisect.detect.evaluate import evaluate
+from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
-from nebisect.runner import evaluate
-from nebisect.timeouts import Timeouts
+from nebisect.isolation.timeouts import Timeouts
+from nebisect.minimize.graphs.fx import TorchCandidate
+from nebisect.minimize.graphs.mil import MilGraph, Plan, build
 from nebisect.verdict import Verdict
 
 REFERENCE = "sim:fp64"
@@ -136,8 +130,8 @@ class MilCandidates(CandidateSpace):
 
 class Subgraphs(Protocol):
     """What builds a torch candidate from a node subset: an
-    :class:`~nebisect.graphs.fx.FxGraph` here, or the parent's
-    :class:`~nebisect.graphs.fx_jobs.IsolatedFxGraph` that asks a child for it."""
+    :class:`~nebisect.minimize.graphs.fx.FxGraph` here, or the parent's
+    :class:`~nebisect.minimize.graphs.fx_jobs.IsolatedFxGraph` that asks a child for it."""
 
     def candidate(self, units: Sequence[str]) -> TorchCandidate: ...
 
@@ -182,8 +176,8 @@ def run_torch_source(location: str, precision: str, setup: tuple[str, ...], dire
     """Convert a torch source in isolation and, with ``target`` and ``inputs``, predict
     the package on ``target`` against the module in float64 (a second isolated run).
     Returns the verdict that decides (conversion's, or prediction's) and the run count."""
-    from nebisect.convert import convert_isolated
-    from nebisect.source import Source
+    from nebisect.sources.convert import convert_isolated
+    from nebisect.sources.resolve import Source
 
     package, verdict = convert_isolated(Source("torch", location), precision, directory,
                                         isolator, setup=setup, timeout=timeouts.convert)

@@ -4,7 +4,7 @@ A subset is materialized in two steps so that the in-memory program and the stan
 ``repro.py`` can never disagree: :meth:`MilGraph.plan` describes the subgraph as plain
 data (:class:`Plan` — inputs, constants, op calls, outputs, named exactly as in the
 original program), and :func:`build` replays that plan through coremltools' MIL builder
-(``nebisect.repro`` prints the same plan as builder source code).
+(``nebisect.minimize.repro.script`` prints the same plan as builder source code).
 
 Rules of the cut:
 
@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from nebisect.bisect import Cut, Dag
-from nebisect.case import NebisectError, sha256_arrays, sha256_bytes
+from nebisect.case import sha256_arrays, sha256_bytes
+from nebisect.errors import NebisectError
 from nebisect.mil.dtypes import numpy_dtype
-from nebisect.quiet import import_coremltools
+from nebisect.mil.quiet import import_coremltools
 
 #: Core ML function inputs may be these element types (fp16 only from iOS16 on).
 _INPUT_DTYPES = ("fp32", "int32", "fp16")

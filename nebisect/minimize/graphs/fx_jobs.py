@@ -2,14 +2,14 @@
 
 Exporting a torch source traces the user's ``forward``, and recording its node values
 runs the graph on real inputs: user code, which never runs in nebisect's own process
-(DESIGN §3). So the :class:`~nebisect.graphs.fx.FxGraph` lives in a child, and both
+(DESIGN §3). So the :class:`~nebisect.minimize.graphs.fx.FxGraph` lives in a child, and both
 sides of the contract are here:
 
 * :func:`describe_graph_job` exports and records, and returns the graph as the
   reduction sees it — a :class:`GraphRecord`: units in order, each unit's group at
   every submodule depth, each node's op for the report;
 * :func:`candidate_job` turns one unit subset into a
-  :class:`~nebisect.graphs.fx.TorchCandidate` (code and dims in the record, weights and
+  :class:`~nebisect.minimize.graphs.fx.TorchCandidate` (code and dims in the record, weights and
   inputs as arrays), or says why that subset cannot be cut;
 * :class:`IsolatedFxGraph` is the parent's stand-in: it asks the child for each.
 
@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError, load_npz, sha256_path
-from nebisect.graphs.fx import FxGraph, TorchCandidate
-from nebisect.graphs.mil import ExtractionError
+from nebisect.case import load_npz, sha256_path
+from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job
+from nebisect.minimize.graphs.fx import FxGraph, TorchCandidate
+from nebisect.minimize.graphs.mil import ExtractionError
 from nebisect.sources.loading import STAGE, Subject, record_of, record_verdict, unprefixed
 
 #: How each job is named in an error line: the export, or cutting one candidate from it
@@ -75,7 +76,7 @@ def _graph(payload: dict[str, Any]) -> FxGraph:
     """The graph of ``payload``'s source and inputs, exported once per worker."""
     import torch
 
-    from nebisect.torchsource import load_torch_source, to_torch_inputs
+    from nebisect.sources.torch_module import load_torch_source, to_torch_inputs
 
     location, inputs = payload["source"], payload["inputs"]
     key = (location, sha256_path(location.rpartition(":")[0]),

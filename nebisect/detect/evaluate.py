@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.artifact import Artifact
 from nebisect.case import Case, load_npz
 from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
+from nebisect.sources.artifact import Artifact
 from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.targets.base import TargetSkipped
 from nebisect.targets.placement import REQUIRED_DEVICES, check_routing
@@ -151,7 +151,7 @@ def build_job(
     if tolerance is not None:
         payload["tolerance"] = tolerance.__dict__
     return Job(
-        function="nebisect.runner:evaluate_job",
+        function="nebisect.detect.evaluate:evaluate_job",
         payload=payload,
         stage="load",
         timeout=timeout,

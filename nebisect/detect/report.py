@@ -1,6 +1,6 @@
 """The report of ``nebisect run --report DIR``: the target × input set matrix and its rows.
 
-Duck-typed over :class:`nebisect.matrix.RunReport` (``source``, ``reference``,
+Duck-typed over :class:`nebisect.detect.matrix.RunReport` (``source``, ``reference``,
 ``rows`` of target/length/verdict/attribution, ``conversions`` by precision) so this
 module needs nothing of the runner at import time. A row may also carry its conversion
 ``path`` (shown beside the target), its ``input_set`` (the matrix's column, else the

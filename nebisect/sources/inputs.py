@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 DEFAULT_LENGTHS = (2, 8, 37, 128, 380)
 _SPEC_DTYPES = {
@@ -82,7 +82,7 @@ class InputDescription:
 def describe_package(path: str | Path) -> list[InputDescription]:
     """Input descriptions from an ``.mlpackage``'s model spec (ranges included)."""
     from nebisect.mil.load import loadable_package
-    from nebisect.quiet import import_coremltools
+    from nebisect.mil.quiet import import_coremltools
 
     ct = import_coremltools()
     try:

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.convert import PATHS
 from nebisect.detect.cells import (
     ATTRIBUTIONS,
     EXACT_PROBE,
@@ -45,9 +44,10 @@ from nebisect.detect.inputsets import base_input_sets, model_inputs
 from nebisect.detect.records import Exploration
 from nebisect.fuzz.cliff import Boundary
 from nebisect.isolate import Isolator
-from nebisect.source import Source
-from nebisect.sources.plugins import use_plugins
-from nebisect.timeouts import Timeouts
+from nebisect.isolation.timeouts import Timeouts
+from nebisect.sources.convert import PATHS
+from nebisect.sources.resolve import Source
+from nebisect.targets.plugins import use_plugins
 from nebisect.verdict import Verdict
 
 __all__ = [
@@ -114,7 +114,7 @@ class MatrixRunner:
     """Runs a source over targets × paths × input sets with one isolator.
 
     ``convert`` maps (source, precision, workdir, isolator, timeout=) → ({path:
-    package}, verdict) (``nebisect.convert.convert_paths``) for torch sources.
+    package}, verdict) (``nebisect.sources.convert.convert_paths``) for torch sources.
     ``plugins`` are described in isolated children (never imported here) and named in
     every case, whose child imports them. ``discovery`` None turns exploration off.
     ``report`` is the report being filled: after an interruption, it holds the rows

@@ -3,7 +3,7 @@
 ``mlpackage`` — a path to an ML program package; ``builder`` — ``module:function``
 called with the JSON ``params`` and returning a coremltools MIL ``Program`` (the
 fuzzer's one-op programs, minimized repros); ``torch`` — ``path/file.py:factory``
-(see ``nebisect.torchsource``).
+(see ``nebisect.sources.torch_module``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 ARTIFACT_KINDS = ("mlpackage", "builder", "torch")
 

@@ -38,9 +38,9 @@ import numpy as np
 
 from nebisect.bisect import Dag
 from nebisect.case import save_npz, sha256_arrays, sha256_bytes
-from nebisect.graphs.mil import ExtractionError
-from nebisect.quiet import quiet
-from nebisect.torchsource import TorchSource
+from nebisect.mil.quiet import quiet
+from nebisect.minimize.graphs.mil import ExtractionError
+from nebisect.sources.torch_module import TorchSource
 
 Range = tuple[int, int]
 #: Globals the generated forward may use, and how the module source defines them.

@@ -27,7 +27,7 @@ import plistlib
 import re
 from pathlib import Path
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 #: The converter default: what nebisect converts for off macOS and on macOS 15 or newer.
 DEFAULT_DEPLOYMENT = "iOS18"

@@ -1,9 +1,9 @@
 """Standalone ``repro.py`` scripts: what a maintainer asks for, written from a reduction.
 
 A repro rebuilds the minimized model from source — coremltools' MIL builder calls
-printed from the :class:`~nebisect.graphs.mil.Plan` (the same data
-:func:`~nebisect.graphs.mil.build` replays, so script and package cannot disagree), or
-the plain torch module of a :class:`~nebisect.graphs.fx.TorchCandidate` — runs it the
+printed from the :class:`~nebisect.minimize.graphs.mil.Plan` (the same data
+:func:`~nebisect.minimize.graphs.mil.build` replays, so script and package cannot disagree), or
+the plain torch module of a :class:`~nebisect.minimize.graphs.fx.TorchCandidate` — runs it the
 way the failure was seen, and prints the symptom. It needs numpy and coremltools (plus
 torch for torch models) and reads only the files beside it (``inputs.npz``, and
 ``constants.npz`` / ``weights.npz`` for tensors too large to print).
@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from nebisect import repro_templates as templates
 from nebisect.case import parse_target, save_npz
-from nebisect.graphs.fx import TorchCandidate, docstring_text
-from nebisect.graphs.mil import Plan, PlanOp
+from nebisect.minimize.graphs.fx import TorchCandidate, docstring_text
+from nebisect.minimize.graphs.mil import Plan, PlanOp
+from nebisect.minimize.repro import templates
 
 #: Constants with more elements than this go to ``constants.npz`` instead of the code.
 INLINE_LIMIT = 64

@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import NebisectError, sha256_path
-from nebisect.inputs import InputDescription
-from nebisect.quiet import quiet
+from nebisect.case import sha256_path
+from nebisect.errors import NebisectError
+from nebisect.mil.quiet import quiet
+from nebisect.sources.inputs import InputDescription
 
 Range = tuple[int, int]
 _loaded: dict[tuple[str, str, str], TorchSource] = {}

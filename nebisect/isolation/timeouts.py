@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 
 #: The stages a timeout applies to, in pipeline order.
 TIMEOUT_STAGES = ("load", "convert", "predict")

@@ -64,7 +64,7 @@ class CorpusCollector(pytest.Directory):
 
     def collect(self) -> Iterator[pytest.Item]:  # type: ignore[override]
         from nebisect.corpus import Corpus
-        from nebisect.corpus.replay import selected
+        from nebisect.guard.replay import selected
 
         scan = Corpus(self.path).scan()
         targets = self.config.getoption("nebisect_target")
@@ -85,7 +85,7 @@ class CorpusCaseItem(pytest.Item):
         self.case = case
 
     def runtest(self) -> None:
-        from nebisect.corpus.replay import replay_case
+        from nebisect.guard.replay import replay_case
 
         state = _state(self.config)
         result = replay_case(self.case, state["isolator"], Path(state["scratch"].name))

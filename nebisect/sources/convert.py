@@ -15,7 +15,7 @@ preferred); :func:`convert_paths` keeps one package per path that converts, beca
 two paths emit different MIL for one module and a bug may live on one of them (``run
 --convert both``). Precision
 follows the target: fp16 targets get a FLOAT16 program, everything else FLOAT32. Input
-and output names come from the torch source (``nebisect.torchsource``), so the package
+and output names come from the torch source (``nebisect.sources.torch_module``), so the package
 and the eager module are compared name by name.
 """
 
@@ -29,20 +29,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nebisect.case import NebisectError
+from nebisect.errors import NebisectError
 from nebisect.files import staged
-from nebisect.quiet import import_coremltools, quiet
-from nebisect.targets.macos import DEFAULT_DEPLOYMENT, running_deployment
-from nebisect.torchsource import TorchSource, load_torch_source
+from nebisect.mil.quiet import import_coremltools, quiet
+from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
+from nebisect.sources.torch_module import TorchSource, load_torch_source
 from nebisect.verdict import Verdict, error_signature
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator
-    from nebisect.source import Source
+    from nebisect.sources.resolve import Source
 
 PATHS = ("export", "trace")
 #: The ``setup`` entry that installs nebisect's converter overrides in the child.
-OVERRIDES_SETUP = "nebisect.convert_overrides:install"
+OVERRIDES_SETUP = "nebisect.fixes.converter_compat:install"
 _PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 
 
@@ -191,7 +191,7 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
     location}``: the paths tried, each saved where it says when it converts); optional
     ``setup`` (``module:function`` callables run first — e.g. :data:`OVERRIDES_SETUP`)
     and ``deployment_target`` (default: the newest target the running macOS loads,
-    :func:`nebisect.targets.macos.running_deployment`). ``metrics["paths"]`` lists the
+    :func:`nebisect.sources.deployment.running_deployment`). ``metrics["paths"]`` lists the
     paths saved.
     """
     from nebisect.isolate import mark_stage
@@ -277,7 +277,7 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
     from nebisect.isolate import Job
 
     job = Job(
-        function="nebisect.convert:convert_job",
+        function="nebisect.sources.convert:convert_job",
         payload={"source": source.location, "precision": conversion_precision(precision),
                  **where, "setup": list(setup), "deployment_target": deployment},
         stage="convert",

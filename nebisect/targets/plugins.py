@@ -7,7 +7,7 @@ gets back one :class:`PluginTarget` per target it registered — the attributes 
 parent consults (``base_spec`` for the spec grammar, ``preload`` for the fork template,
 ``availability`` for "cannot run here", the description for ``targets``). The parent
 registers a :class:`DescribedTarget` stand-in under each name; the cases themselves
-import the real plugin in their own child (``nebisect.runner.evaluate_job``).
+import the real plugin in their own child (``nebisect.detect.evaluate.evaluate_job``).
 
 Paths are made absolute here, once, so every child imports the same file whatever its
 working directory.
@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from nebisect.case import NebisectError, sha256_path
+from nebisect.case import sha256_path
+from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.sources.loading import Subject, describe_in_child, first_line, record_verdict
 from nebisect.targets import Prediction, Target, register_target, registered_targets
@@ -121,7 +122,7 @@ def use_plugins(plugins: Iterable[str], *, timeout: float,
             key = (plugin, sha256_path(plugin) if plugin.endswith(".py") else "")
             if key not in _described:
                 record = describe_in_child(
-                    "nebisect.sources.plugins:describe_plugin_job",
+                    "nebisect.targets.plugins:describe_plugin_job",
                     {"plugin": plugin}, label=f"plugin {text}",
                     subject=SUBJECT, timeout=timeout, isolator=isolator,
                 )

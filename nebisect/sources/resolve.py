@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nebisect.case import NebisectError
-from nebisect.inputs import InputDescription, describe_package
-from nebisect.timeouts import Timeouts
+from nebisect.errors import NebisectError
+from nebisect.isolation.timeouts import Timeouts
+from nebisect.sources.inputs import InputDescription, describe_package
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator
@@ -71,7 +71,7 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
 
 def _require_ml_program(path: Path) -> None:
     from nebisect.mil.load import loadable_package
-    from nebisect.quiet import import_coremltools
+    from nebisect.mil.quiet import import_coremltools
 
     ct = import_coremltools()
     try:

@@ -6,20 +6,20 @@ What seed 003's reporter did by hand over days, mechanically:
    ``.mlpackage`` is reduced op by op (a torch source is converted first, in isolation,
    with the converter fixes named by ``--fix``). A failure at the ``convert`` stage
    lives in the torch graph: the module is exported — in a child, like all user code
-   (:mod:`nebisect.graphs.fx_jobs`) — and reduced node by node, whole submodules first
-   (:mod:`nebisect.graphs.fx`); ``--graph fx`` does the same for a
+   (:mod:`nebisect.minimize.graphs.fx_jobs`) — and reduced node by node, whole submodules first
+   (:mod:`nebisect.minimize.graphs.fx`); ``--graph fx`` does the same for a
    torch source's prediction failure, each candidate converted and predicted against
    itself in float64 (a converter that emits different math shows there).
 2. **The original.** The model runs once in isolation on the target; the signature of
    that verdict is what every candidate must reproduce on the same target — a
    candidate that passes, or fails another way, is rejected.
-3. **Search** (:mod:`nebisect.reductions`). A numeric mismatch in an ML program is
+3. **Search** (:mod:`nebisect.minimize.reductions`). A numeric mismatch in an ML program is
    localized by first-divergence over the intermediates of that one run (target vs
    ``sim:fp64``), then confirmed by running the diverging op alone, fed the reference
    values; errors, crashes, and localizations that do not reproduce in isolation fall
    back to ddmin over ops; torch graphs use hierarchical ddmin.
 4. **Output.** The minimized artifact, ``inputs.npz``, a standalone ``repro.py``
-   (:mod:`nebisect.repro`) and ``summary.json``.
+   (:mod:`nebisect.minimize.repro.script`) and ``summary.json``.
 
 Every run of a candidate is cached by the content hash of the candidate's bytes, and
 the evaluation budget / deadline / Ctrl-C stop the search with the best result so far.
@@ -36,12 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.bisect import Budget, Evaluation, Evaluator, Reduction, Stats
-from nebisect.candidates import CandidateSpace
-from nebisect.case import NebisectError, parse_target
+from nebisect.case import parse_target
+from nebisect.errors import NebisectError
 from nebisect.files import merge_into, staged
 from nebisect.isolate import Isolator
-from nebisect.source import Source, resolve_source
-from nebisect.timeouts import Timeouts
+from nebisect.isolation.timeouts import Timeouts
+from nebisect.minimize.candidates import CandidateSpace
+from nebisect.sources.resolve import Source, resolve_source
 from nebisect.verdict import Verdict
 
 STAGES = ("predict", "convert")
@@ -212,7 +213,7 @@ class Bisector:
                                options.max_evals)
 
     def run(self) -> BisectResult:
-        from nebisect.reductions import reduce_program, reduce_torch_graph
+        from nebisect.minimize.reductions import reduce_program, reduce_torch_graph
 
         source = resolve_source(self.text, timeout=self.options.timeouts.load,
                                 isolator=self.isolator)

@@ -1,4 +1,4 @@
-"""The two reductions ``nebisect bisect`` runs (see :mod:`nebisect.minimize`).
+"""The two reductions ``nebisect bisect`` runs (see :mod:`nebisect.minimize.bisector`).
 
 * :func:`reduce_program` — an ML program's ops. A mismatch is localized by
   first-divergence over the intermediates of the original run (target vs ``sim:fp64``)
@@ -14,29 +14,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nebisect.bisect import Evaluator, Reduction, ddmin, hierarchical_ddmin, localize
-from nebisect.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
-from nebisect.case import Case, NebisectError, load_npz, parse_target, save_npz, sha256_path
-from nebisect.runner import evaluate, split_arrays
-from nebisect.source import Source
-from nebisect.verdict import Verdict, compare, mismatch_signature
+from nebisect.case import Case, load_npz, parse_target, save_npz, sha256_path
+from nebisect.detect.evaluate import evaluate, split_arrays
+from nebisect.errors import NebisectError
+from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
+from nebisect.sources.resolve import Source
+from nebisect.verdict import Verdict, value_divergence
 
 if TYPE_CHECKING:
-    from nebisect.graphs.mil import MilGraph
-    from nebisect.minimize import Bisector, BisectResult
+    from nebisect.minimize.bisector import Bisector, BisectResult
+    from nebisect.minimize.graphs.mil import MilGraph
 
 
 # ---------------------------------------------------------------------------- programs
 def reduce_program(bisector: Bisector, source: Source, workdir: Path) -> BisectResult:
     """Reduce an ML program (the source, or a torch source's conversion) op by op."""
-    from nebisect.graphs.mil import MilGraph
     from nebisect.mil.load import load_program
+    from nebisect.minimize.graphs.mil import MilGraph
 
     options, tracker = bisector.options, bisector.tracker
     package = _package(bisector, source, workdir)
@@ -94,24 +94,11 @@ def _search_program(bisector: Bisector, graph: MilGraph, original: Verdict,
     return ddmin(graph.units, evaluator, original.signature), 0
 
 
-def value_divergence(target: dict[str, np.ndarray], reference: dict[str, np.ndarray],
-                precision: str) -> Callable[[str], str | None]:
-    """One value of the target run against the reference run: its mismatch signature."""
-
-    def check(name: str) -> str | None:
-        if name not in target or name not in reference:
-            return None
-        compared = compare(name, reference[name], target[name], precision)
-        return None if compared.passed else mismatch_signature(compared.kind)
-
-    return check
-
-
 def _package(bisector: Bisector, source: Source, workdir: Path) -> Path:
     """The ML program to reduce: the source itself, or its conversion."""
     if source.kind == "mlpackage":
         return Path(source.location)
-    from nebisect.convert import convert_isolated
+    from nebisect.sources.convert import convert_isolated
 
     options = bisector.options
     bisector.tracker.phase("converting")
@@ -129,7 +116,7 @@ def _package(bisector: Bisector, source: Source, workdir: Path) -> Path:
 
 
 def _program_inputs(bisector: Bisector, package: Path, workdir: Path) -> Path:
-    from nebisect.inputs import check, describe_package, generate
+    from nebisect.sources.inputs import check, describe_package, generate
 
     described = describe_package(package)
     if bisector.options.inputs:
@@ -155,9 +142,9 @@ def _evaluate(bisector: Bisector, package: Path, inputs_path: Path, target: str,
 
 def _write_program(bisector: Bisector, plan: Any, reduction: Reduction[str], source: Source,
                    before: int) -> None:
-    from nebisect.graphs.mil import build
     from nebisect.mil.load import save_program
-    from nebisect.repro import write_mil_repro
+    from nebisect.minimize.graphs.mil import build
+    from nebisect.minimize.repro.script import write_mil_repro
 
     save_program(build(plan), bisector.out / "minimized.mlpackage")
     header = (f"Minimized by nebisect bisect from {source.location}: {len(reduction.units)} "
@@ -171,11 +158,11 @@ def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> Bis
     """Reduce a torch source's exported graph: submodules first, then nodes.
 
     The graph is exported, recorded and cut in a child of its own
-    (:mod:`nebisect.graphs.fx_jobs`): the user's ``forward`` never runs here.
+    (:mod:`nebisect.minimize.graphs.fx_jobs`): the user's ``forward`` never runs here.
     """
-    from nebisect.graphs.fx_jobs import IsolatedFxGraph
     from nebisect.isolate import Isolator
-    from nebisect.repro import write_torch_repro
+    from nebisect.minimize.graphs.fx_jobs import IsolatedFxGraph
+    from nebisect.minimize.repro.script import write_torch_repro
 
     options, tracker = bisector.options, bisector.tracker
     predict = options.stage == "predict"
@@ -235,7 +222,7 @@ def _require_failure(bisector: Bisector, original: Verdict) -> None:
 
 
 def _torch_inputs(bisector: Bisector, source: Source) -> dict[str, np.ndarray]:
-    from nebisect.inputs import check, generate
+    from nebisect.sources.inputs import check, generate
 
     if bisector.options.inputs:
         arrays = load_npz(bisector.options.inputs)

@@ -17,7 +17,7 @@ at that moment is a regression with the reason, never run.
 
 Torch cases are converted first (in isolation, at the target's precision) and then
 evaluated against torch fp64; ``.mlpackage`` cases go straight to
-:func:`nebisect.runner.evaluate`. Each case is one ``replay`` unit handed to an
+:func:`nebisect.detect.evaluate.evaluate`. Each case is one ``replay`` unit handed to an
 executor (:mod:`nebisect.executors`): by default ``jobs`` threads here, each owning its
 own :class:`~nebisect.isolate.Isolator` (an interruption cancels the cases in flight at
 once), or the workers of a Dask cluster. The unit carries the scanned record and the
@@ -35,17 +35,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import Case, NebisectError
+from nebisect.case import Case
 from nebisect.corpus.record import CASE_FILE, CaseRecord, CorruptCaseError, Expected
 from nebisect.corpus.store import Corpus, CorpusCase
+from nebisect.detect.evaluate import evaluate
+from nebisect.errors import NebisectError
 from nebisect.executors import Executor, Unit, UnitResult
 from nebisect.executors.local import LOCAL, LocalExecutor
 from nebisect.fixes.apply import FixedSource, fix_source
 from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
-from nebisect.runner import evaluate
+from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.targets import get_target, spec_of
-from nebisect.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.verdict import Verdict
 
 OUTCOMES = ("ok", "regression", "improved", "skipped")

@@ -1,0 +1,11 @@
+"""The one user-facing error type, below every other module so any layer may raise it.
+
+The CLI prints a :class:`NebisectError`'s message on one line and exits 2 (usage or
+input error); anything else escaping a command is a bug and says so.
+"""
+
+from __future__ import annotations
+
+
+class NebisectError(Exception):
+    """A user-facing error: the CLI prints its message on one line and exits 2."""

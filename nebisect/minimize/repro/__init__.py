@@ -1,0 +1,1 @@
+"""Standalone repro scripts: the writer (:mod:`.script`) and its templates (:mod:`.templates`)."""

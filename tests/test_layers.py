@@ -1,0 +1,165 @@
+"""nebisect's modules import downwards only, and never in a cycle (DESIGN.md §3).
+
+The import graph is read from the source (every ``import`` statement, including the
+late ones inside functions — a late import hides a cycle from Python, not from a
+reader), except imports under ``if TYPE_CHECKING:``, which never run. Each module sits
+in the layer of its longest matching prefix in :data:`LAYERS`; a module may import its
+own layer or a lower one.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "nebisect"
+
+#: Lowest first. A few modules sit below their folder's layer because lower layers use
+#: them as plain records or algorithms: fuzz's op specs and cliff localization (detect
+#: brackets model-level cliffs with them), and minimize's graph cutters (detect names
+#: the op where a failure enters through them).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("nebisect", "nebisect.errors", "nebisect.files", "nebisect.registry", "nebisect.case",
+     "nebisect.verdict", "nebisect.bisect"),
+    ("nebisect.isolation", "nebisect.isolate"),
+    ("nebisect.executors",),
+    ("nebisect.mil",),
+    ("nebisect.sources",),
+    ("nebisect.targets",),
+    ("nebisect.corpus",),
+    ("nebisect.fixes",),
+    ("nebisect.lint",),
+    ("nebisect.report",),
+    ("nebisect.fuzz.cliff", "nebisect.fuzz.shapes", "nebisect.fuzz.ops", "nebisect.fuzz.specs",
+     "nebisect.fuzz.emit", "nebisect.fuzz.strategies",
+     "nebisect.minimize.graphs"),
+    ("nebisect.detect",),
+    ("nebisect.minimize",),
+    ("nebisect.fuzz",),
+    ("nebisect.guard",),
+    ("nebisect.commands",),
+    ("nebisect.cli", "nebisect.__main__"),
+)
+
+
+def module_files() -> dict[str, Path]:
+    """Dotted module name → file, for every module of the package."""
+    modules = {}
+    for file in PACKAGE.rglob("*.py"):
+        parts = list(file.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = file
+    return modules
+
+
+MODULES = module_files()
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            hidden.update(id(inner) for inner in ast.walk(node))
+    return hidden
+
+
+def _known(name: str) -> str:
+    """The module ``name`` refers to: itself, else its closest enclosing package."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def imports_of(module: str) -> set[str]:
+    """The nebisect modules ``module`` imports (``from pkg import mod`` counts as mod)."""
+    file = MODULES[module]
+    tree = ast.parse(file.read_text(), str(file))
+    hidden = _type_checking_nodes(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(_known(a.name) for a in node.names if a.name.startswith("nebisect"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nebisect"):
+            assert node.level == 0, f"{module}: relative import"
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in MODULES else _known(str(node.module)))
+    found.discard(module)
+    return found
+
+
+GRAPH = {module: imports_of(module) for module in MODULES}
+
+
+def layer_of(module: str) -> int:
+    """Index in :data:`LAYERS` of the longest prefix naming ``module``."""
+    best, best_length = -1, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            matches = module == prefix or module.startswith(prefix + ".")
+            if matches and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    return best
+
+
+def _cycles() -> Iterator[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+
+    def visit(node: str) -> Iterator[list[str]]:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(GRAPH[node]):
+            if target not in index:
+                yield from visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                yield sorted(component)
+
+    for module in sorted(GRAPH):
+        if module not in index:
+            yield from visit(module)
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in MODULES if layer_of(m) < 0] == []
+
+
+def test_no_import_cycles() -> None:
+    assert list(_cycles()) == []
+
+
+def test_imports_point_down() -> None:
+    upward = sorted(
+        f"{module} (layer {layer_of(module)}) imports {target} (layer {layer_of(target)})"
+        for module, targets in GRAPH.items() for target in targets
+        if layer_of(target) > layer_of(module))
+    assert upward == []
+
+
+def test_the_checker_sees_a_cycle_and_an_upward_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks can fail: a synthetic graph with both faults is reported."""
+    monkeypatch.setitem(GRAPH, "nebisect.case", GRAPH["nebisect.case"] | {"nebisect.guard"})
+    monkeypatch.setitem(GRAPH, "nebisect.guard", GRAPH["nebisect.guard"] | {"nebisect.case"})
+    assert ["nebisect.case", "nebisect.guard"] in list(_cycles())
+    assert layer_of("nebisect.guard") > layer_of("nebisect.case")
