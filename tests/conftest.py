@@ -3,7 +3,7 @@
 * Modules that inspect processes through ``/proc`` (leftover hunting by environment
   token, zombie states, huge pages) or that test Linux-only isolation guarantees (the
   child subreaper) are skipped elsewhere, with that reason. Isolation on macOS is
-  covered by the spawn-mode tests that do run there and by test_coreml_target.py.
+  covered by the spawn-mode tests that do run there and by targets/test_coreml_target.py.
 * Fork mode is refused on macOS (coremltools #963, #1819): a test parametrized with
   ``mode="fork"`` is skipped there, so mode-dependent expectations hold per platform.
 * ``macos_device``-marked tests need a Neural Engine and a GPU (a self-hosted
@@ -17,21 +17,26 @@ import os
 import sys
 
 import pytest
+from support import TESTS
 
-#: Test modules that need Linux, and why.
+_LEFTOVERS = "finds leftover processes through /proc (support/leftovers.py)"
+#: Test modules (relative to tests/) that need Linux, and why.
 LINUX_ONLY = {
     "test_isolate.py": "inspects children through /proc and tests the Linux subreaper",
-    "test_hugepages.py": "huge pages and /proc/self/smaps_rollup are Linux-only",
-    "test_hostile_signals.py": "finds leftover processes through /proc (tests/leftovers.py)",
-    "test_hostile_inputs.py": "finds leftover processes through /proc (tests/leftovers.py)",
-    "test_hostile_corpus.py": "finds leftover processes through /proc (tests/leftovers.py)",
-    "test_hostile_user_code.py": "finds leftover processes through /proc (tests/leftovers.py)",
-    "test_hostile_cluster.py": "finds leftover processes through /proc (tests/leftovers.py)",
+    "isolation/test_hugepages.py": "huge pages and /proc/self/smaps_rollup are Linux-only",
+    "end_to_end/test_hostile_signals.py": _LEFTOVERS,
+    "end_to_end/test_hostile_inputs.py": _LEFTOVERS,
+    "end_to_end/test_hostile_corpus.py": _LEFTOVERS,
+    "end_to_end/test_hostile_user_code.py": _LEFTOVERS,
+    "end_to_end/test_hostile_cluster.py": _LEFTOVERS,
 }
 DEVICE_TESTS_VAR = "NEBISECT_DEVICE_TESTS"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    missing = sorted(name for name in LINUX_ONLY if not (TESTS / name).is_file())
+    if missing:  # a moved test file would otherwise silently lose its platform skip
+        raise pytest.UsageError(f"LINUX_ONLY names missing test files: {', '.join(missing)}")
     config.addinivalue_line(
         "markers", "macos_device: needs a Neural Engine and a GPU (self-hosted Apple-silicon "
         f"runner; set {DEVICE_TESTS_VAR}=1)")
@@ -39,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        reason = LINUX_ONLY.get(item.path.name)
+        reason = LINUX_ONLY.get(item.path.relative_to(TESTS).as_posix())
         if reason and not sys.platform.startswith("linux"):
             item.add_marker(pytest.mark.skip(reason=f"Linux only: {reason}"))
         params = getattr(getattr(item, "callspec", None), "params", {})

@@ -7,7 +7,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from npz_bombs import compressed_zeros, declared_bomb
+from support.npz_bombs import compressed_zeros, declared_bomb
 
 from nebisect.case import (
     MAX_INPUT_BYTES_VAR,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from full_disk import full_disk
+from support.full_disk import full_disk
 
 from nebisect import files
 from nebisect.case import save_npz

@@ -21,9 +21,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import fault_jobs
 import numpy as np
 import pytest
+from support import TESTS, fault_jobs
 
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job, combined_preload, mark_stage, run_isolated
@@ -406,7 +406,7 @@ import sys
 sys.path.insert(0, {tests!r})
 from nebisect.isolate import Isolator, Job
 with Isolator({mode!r}) as isolator:
-    isolator.run(Job("fault_jobs:infinite_loop", {{"started": {started!r}}}, timeout=120))
+    isolator.run(Job("support.fault_jobs:infinite_loop", {{"started": {started!r}}}, timeout=120))
 """
 
 
@@ -417,7 +417,7 @@ def test_ctrl_c_in_the_parent_leaves_nothing_behind(
     temp_root, started = tmp_path / "tmp", tmp_path / "started"
     temp_root.mkdir()
     script = textwrap.dedent(INTERRUPTED_PARENT).format(
-        tests=str(Path(__file__).parent), mode=mode, started=str(started)
+        tests=str(TESTS), mode=mode, started=str(started)
     )
     env = {**os.environ, "TMPDIR": str(temp_root)}
     parent = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE,
@@ -448,14 +448,14 @@ sys.path.insert(0, {tests!r})
 from nebisect.isolate import Isolator, Job
 for mode in ("fork", "persistent"):
     isolator = Isolator(mode)
-    assert isolator.run(Job("fault_jobs:passing", {{}})).verdict.status == "pass"
+    assert isolator.run(Job("support.fault_jobs:passing", {{}})).verdict.status == "pass"
 """
 
 
 def test_isolators_never_closed_are_cleaned_up_at_exit(tmp_path: Path, token: str) -> None:
     temp_root = tmp_path / "tmp"
     temp_root.mkdir()
-    script = textwrap.dedent(FORGETFUL_PARENT).format(tests=str(Path(__file__).parent))
+    script = textwrap.dedent(FORGETFUL_PARENT).format(tests=str(TESTS))
     env = {**os.environ, "TMPDIR": str(temp_root)}
     result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                             text=True, timeout=60)

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import REPO
 
-PACKAGE = Path(__file__).resolve().parent.parent / "nebisect"
+PACKAGE = REPO / "nebisect"
 
 #: Lowest first. A few modules sit below their folder's layer because lower layers use
 #: them as plain records or algorithms: fuzz's op specs and cliff localization (detect

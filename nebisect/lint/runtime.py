@@ -8,7 +8,7 @@ index happened to be static (coremltools PR #2778: ``torch.roll`` by a negative 
 is right with a static dim, wrong with a dynamic one). ``fold-runtime`` reports every
 such op that survives to run time; ``fold-deviation`` reports constant subgraphs that
 coremltools' own fold gets wrong (:data:`nebisect.mil.fold.FOLD_DEVIATIONS`, found by
-the differential test in ``tests/test_fold.py``).
+the differential test in ``tests/mil/test_fold.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,227 @@
+"""``nebisect run``: the matrix, attribution and the command's contract (issue 4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import REPO, SUPPORT
+
+from nebisect.case import save_npz
+from nebisect.detect.matrix import MatrixRunner, RunReport, attribute
+from nebisect.isolate import Isolator
+from nebisect.sources.resolve import resolve_source
+from nebisect.verdict import Verdict
+
+NEBISECT = [sys.executable, "-m", "nebisect"]
+
+
+@pytest.fixture(scope="module")
+def isolator() -> Iterator[Isolator]:
+    with Isolator() as shared:
+        yield shared
+
+
+def _run(source: str, targets: list[str], tmp_path: Path, isolator: Isolator,
+         **kwargs: object) -> RunReport:
+    """Today's matrix (no exploration) on the torch.export program."""
+    from nebisect.sources.convert import convert_paths
+
+    inputs = str(kwargs.pop("inputs", ""))
+    lengths = kwargs.pop("lengths", (2, 8, 37, 128, 380))
+    runner = MatrixRunner(resolve_source(source), ["sim:fp64", *targets], tmp_path, isolator,
+                          convert=convert_paths, paths=("export",),
+                          **kwargs)  # type: ignore[arg-type]
+    return runner.run(lengths, inputs)  # type: ignore[arg-type]
+
+
+def _cells(report: RunReport) -> dict[tuple[str, int], tuple[str, str, str]]:
+    return {(r.target, r.length): (r.verdict.status, r.verdict.signature, r.attribution)
+            for r in report.rows}
+
+
+def test_seed_003_meanpool_data_dependent_shape_on_ane(tmp_path: Path, isolator: Isolator) -> None:
+    report = _run(f"{REPO}/examples/meanpool.py:model", ["sim:fp32", "sim:fp16", "sim:ane"],
+                  tmp_path, isolator)
+    cells = _cells(report)
+    assert sorted({length for _, length in cells}) == [2, 8, 37, 128, 380]
+    for length in (2, 8, 37, 128, 380):
+        assert cells["sim:fp64", length][0] == "pass"  # the converted program agrees with torch
+        assert cells["sim:fp32", length][0] == "pass"
+        assert cells["sim:fp16", length][0] == "pass"
+        status, signature, attribution = cells["sim:ane", length]
+        assert status == "error" and signature.startswith("error:predict:")
+        assert "Data-dependent shapes were disabled" in signature
+        assert attribution == "device"
+    assert report.conversions["fp16"].metrics["path"] == "export"
+
+
+@pytest.mark.parametrize(("x", "ane_status"), [(7.7, "mismatch"), (7.5, "pass")])
+def test_seed_000_logsumexp_collapse_is_a_device_problem(
+    x: float, ane_status: str, tmp_path: Path, isolator: Isolator
+) -> None:
+    npz = tmp_path / "x.npz"
+    save_npz(npz, {"x": np.full((1, 1, 8, 8), x, np.float32)})
+    report = _run(f"{REPO}/examples/logsumexp_ne.py:model", ["sim:fp16", "sim:ane"], tmp_path,
+                  isolator, inputs=npz)
+    cells = _cells(report)
+    assert cells["sim:fp64", 0][0] == "pass"
+    assert cells["sim:fp16", 0][0] == "pass"
+    assert cells["sim:ane", 0][0] == ane_status
+    if ane_status == "mismatch":
+        assert cells["sim:ane", 0][1:] == ("mismatch:collapse", "device")
+
+
+def test_conversion_error_is_a_convert_verdict(tmp_path: Path, isolator: Isolator) -> None:
+    report = _run(f"{REPO}/examples/convert_fails.py:model", ["sim:fp16"], tmp_path, isolator,
+                  lengths=(2,))
+    verdicts = [r.verdict for r in report.rows]
+    assert {v.status for v in verdicts} == {"error"} and {v.stage for v in verdicts} == {"convert"}
+    assert all("lgamma" in v.message for v in verdicts)
+    assert {r.attribution for r in report.rows} == {"conversion"}
+    assert os.getpid() > 0  # the parent is alive and still collecting results
+
+
+def test_segfault_in_predict_is_a_crash_with_stderr(tmp_path: Path, isolator: Isolator) -> None:
+    report = _run(f"{REPO}/examples/meanpool.py:model", ["sim:segv-in-predict"], tmp_path,
+                  isolator, lengths=(8,), plugins=[str(SUPPORT / "plugins_crash.py")])
+    (row,) = [r for r in report.rows if r.target == "sim:segv-in-predict"]
+    assert row.verdict.status == "crash" and row.verdict.signature == "crash:SIGSEGV"
+    assert row.verdict.stage == "predict"
+    assert "dereferencing NULL" in row.verdict.stderr_tail
+
+
+@pytest.mark.parametrize(
+    ("attribution", "target", "exact_ok", "fp16_ok", "stage"),
+    [
+        ("conversion", "sim:ane", False, True, "predict"),
+        ("conversion", "sim:ane", None, None, "convert"),
+        ("precision", "sim:ane", True, False, "predict"),
+        ("precision", "sim:fp16", True, False, "predict"),
+        ("device", "sim:ane", True, True, "predict"),
+        ("device", "coreml:ne", None, True, "predict"),
+    ],
+)
+def test_attribution_rules(attribution: str, target: str, exact_ok: bool | None,
+                           fp16_ok: bool | None, stage: str) -> None:
+    verdict = Verdict("mismatch", stage, "mismatch:collapse")
+    assert attribute(target, verdict, exact_ok, fp16_ok) == attribution
+
+
+def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*NEBISECT, *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def test_cli_json_and_exit_code_on_failure(tmp_path: Path) -> None:
+    npz = tmp_path / "x.npz"
+    save_npz(npz, {"x": np.full((1, 1, 8, 8), 7.7, np.float32)})
+    done = _cli("run", "examples/logsumexp_ne.py:model", "--inputs", str(npz), "-t", "sim:ane",
+                "--json", "--explore", "none", "--convert", "export")
+    assert done.returncode == 1, done.stderr
+    payload = json.loads(done.stdout)
+    rows = {r["target"]: r for r in payload["rows"]}
+    assert rows["sim:ane"]["verdict"]["signature"] == "mismatch:collapse"
+    assert rows["sim:ane"]["attribution"] == "device"
+    assert rows["sim:fp64"]["verdict"]["status"] == "pass"
+
+
+def test_cli_text_names_each_distinct_failure_once() -> None:
+    done = _cli("run", "examples/meanpool.py:model", "-t", "sim:ane", "-t", "sim:fp16",
+                "--lengths", "2,8", "--explore", "none")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    failures = [line for line in lines if line.startswith("✗")]
+    assert len(failures) == 1
+    assert failures[0].startswith("✗ sim:ane [torch.export]: error:predict:")
+    assert failures[0].endswith("— device")
+    assert "Data-dependent shapes were disabled" in failures[0]
+    assert "    smallest length(2); 2 input sets: length(2), length(8)" in lines
+
+
+def _bad_package(tmp_path: Path) -> Path:
+    package = tmp_path / "corrupt.mlpackage"
+    (package / "Data").mkdir(parents=True)
+    (package / "Manifest.json").write_text("{ not json")
+    return package
+
+
+def _raising_factory(tmp_path: Path) -> str:
+    file = tmp_path / "raising.py"
+    file.write_text("def model():\n    raise RuntimeError('weights not found')\n")
+    return f"{file}:model"
+
+
+@pytest.mark.parametrize(
+    ("make_source", "extra", "message"),
+    [
+        (lambda p: str(p / "absent.mlpackage"), [], "no such file"),
+        (lambda p: (p / "old.mlmodel").write_bytes(b"\x08\x04") and str(p / "old.mlmodel"),
+         [], "neuralnetwork .mlmodel"),
+        (_bad_package, [], "corrupt package"),
+        (_raising_factory, [], "weights not found"),
+        (lambda p: "examples/meanpool.py:model", ["--target", "sim:fp8"], "unknown target"),
+        (lambda p: "examples/meanpool.py:model", ["--lengths", "a,b"], "--lengths"),
+    ],
+)
+def test_bad_sources_are_one_line_exit_2(make_source, extra, message, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    done = _cli("run", str(make_source(tmp_path)), *extra)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 2
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({"y": np.zeros((1, 1, 8, 8), np.float32)}, "missing ['x']"),
+        ({"x": np.zeros((1, 1, 4, 8), np.float32)}, "shape [1, 1, 4, 8]"),
+        ({"x": np.zeros((1, 1, 8, 8), np.int32)}, "dtype int32"),
+    ],
+)
+def test_bad_inputs_are_one_line_exit_2(arrays: dict[str, np.ndarray], message: str,
+                                         tmp_path: Path) -> None:
+    npz = tmp_path / "bad.npz"
+    save_npz(npz, arrays)
+    done = _cli("run", "examples/logsumexp_ne.py:model", "--inputs", str(npz))
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_truncated_inputs_file(tmp_path: Path) -> None:
+    npz = tmp_path / "bad.npz"
+    save_npz(npz, {"x": np.zeros((1, 1, 8, 8), np.float32)})
+    npz.write_bytes(npz.read_bytes()[:100])
+    done = _cli("run", "examples/logsumexp_ne.py:model", "--inputs", str(npz))
+    assert done.returncode == 2 and "bad.npz" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides", [False, True])
+def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isolator) -> None:
+    """The honest outcome of plain coremltools, and sim:fp32 = torch with the overrides."""
+    import functools
+
+    from nebisect.sources.convert import OVERRIDES_SETUP, convert_paths
+
+    runner = MatrixRunner(
+        resolve_source(f"{REPO}/examples/minilm_meanpool.py:model"), ["sim:fp64", "sim:fp32"],
+        tmp_path, isolator,
+        convert=functools.partial(convert_paths, setup=(OVERRIDES_SETUP,) if overrides else ()),
+    )
+    report = runner.run((2, 8, 37, 128, 380))
+    assert sorted({r.length for r in report.rows}) == [2, 8, 37, 128, 380]
+    if not overrides:
+        assert {r.verdict.stage for r in report.rows} == {"convert"}
+        assert all("new_ones" in r.verdict.message for r in report.rows)
+        assert {r.attribution for r in report.rows} == {"conversion"}
+        return
+    for row in report.rows:
+        assert row.verdict.status == "pass", (row.target, row.length, row.verdict.message)
+        if row.target == "sim:fp32":
+            assert row.verdict.metrics["min_cosine"] >= 0.99999

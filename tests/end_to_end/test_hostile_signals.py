@@ -1,0 +1,204 @@
+"""Hostile user, signals and debris: SIGTERM, SIGHUP and Ctrl-C in the middle of the work,
+grandchildren that leave the case's session, coremltools' own temp packages.
+
+Every command is run through :class:`leftovers.Sandbox` (private ``$TMPDIR``, a process
+token) and signalled once its work is visibly under way: a test target
+(``tests/support/plugins_slow.py``) creates a "ready" file and then sleeps far longer than any
+test waits. After each run the exit code (128 + the signal), the one-line message, the
+partial result files and ``sandbox.leftovers() == []`` are asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import REPO, SUPPORT
+from support.corpus_helpers import add, filled, lse_package
+from support.leftovers import TOKEN_VAR, Sandbox, processes_with_token
+
+from nebisect.corpus import Corpus, Expected
+from nebisect.isolate import Isolator, Job
+
+SLOW_PLUGIN = str(SUPPORT / "plugins_slow.py")
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    box = Sandbox(tmp_path / "sandbox")
+    yield box
+    box.leftovers(settle=0)  # whatever a failed test left: killed, not inherited
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return lse_package(tmp_path_factory.mktemp("signals") / "lse.mlpackage")
+
+
+def slow_env(sandbox: Sandbox, ready_after: int = 1, crashes: int = 0) -> dict[str, str]:
+    return {
+        "NEBISECT_TEST_READY": str(sandbox.root / "ready"),
+        "NEBISECT_TEST_CALLS": str(sandbox.root / "calls"),
+        "NEBISECT_TEST_READY_AFTER": str(ready_after),
+        "NEBISECT_TEST_CRASHES": str(crashes),
+    }
+
+
+def last_line(stderr: str) -> str:
+    return [line for line in stderr.splitlines() if line.strip()][-1]
+
+
+def test_sigterm_during_run_writes_the_rows_so_far(sandbox: Sandbox, package: Path) -> None:
+    report = sandbox.root / "report"
+    process = sandbox.start(
+        "run", str(package), "-t", "sim:fp16", "-t", "sim:slow", "--plugin", SLOW_PLUGIN,
+        "--json", "--report", str(report), **slow_env(sandbox),
+    )
+    code, out, err = sandbox.terminate_when(process, sandbox.root / "ready")
+    assert code == 143, err
+    assert last_line(err) == "nebisect: interrupted by SIGTERM; stopped and cleaned up"
+    partial = json.loads(out)
+    assert partial["interrupted"] == "interrupted by SIGTERM"
+    assert [(r["target"], r["verdict"]["status"]) for r in partial["rows"]] == [
+        ("sim:fp16", "pass")]
+    written = json.loads((report / "report.json").read_text())
+    assert "sim:fp16" in json.dumps(written) and "sim:slow" not in json.dumps(written)
+    assert sandbox.leftovers() == []
+
+
+def test_sighup_during_run_exits_129(sandbox: Sandbox, package: Path) -> None:
+    process = sandbox.start("run", str(package), "-t", "sim:slow", "--plugin", SLOW_PLUGIN,
+                            **slow_env(sandbox))
+    code, out, err = sandbox.terminate_when(process, sandbox.root / "ready", sig=signal.SIGHUP)
+    assert code == 129, err
+    assert last_line(err) == "nebisect: interrupted by SIGHUP; stopped and cleaned up"
+    assert "interrupted by SIGHUP: only the rows above were evaluated" in out
+    assert sandbox.leftovers() == []
+
+
+def test_sigterm_during_fuzz_keeps_the_findings_so_far(sandbox: Sandbox) -> None:
+    """The first case crashes (and is re-confirmed in a fresh process: 2 crashes); the
+    next one hangs. The crash is a finding, stored and printed although the campaign
+    never finished."""
+    corpus = sandbox.root / "corpus"
+    process = sandbox.start(
+        "fuzz", "--op", "softplus", "--target", "sim:crash-then-slow", "--plugin", SLOW_PLUGIN,
+        "--budget", "50", "--shrink-budget", "0", "--json", "--corpus", str(corpus),
+        **slow_env(sandbox, crashes=2),
+    )
+    code, out, err = sandbox.terminate_when(process, sandbox.root / "ready")
+    assert code == 143, err
+    assert last_line(err) == "nebisect: interrupted by SIGTERM; stopped and cleaned up"
+    [result] = json.loads(out)["results"]
+    assert result["interrupted"] is True
+    assert [f["signature"] for f in result["findings"]] == ["crash:SIGSEGV"]
+    assert len(list(Corpus(corpus).scan().cases)) == 1
+    assert sandbox.leftovers() == []
+
+
+def slow_corpus(root: Path, package: Path, *, fast: bool) -> Path:
+    """Cases on the sleeping target: two, or one beside a quick passing one (``fast``)."""
+    corpus = Corpus(root, create=True)
+    options = {"plugins": [SLOW_PLUGIN]}
+    cases = [(1.0, "fast", "sim:quick"), (2.0, "slow-1", "sim:slow")] if fast else [
+        (2.0, "slow-1", "sim:slow"), (3.0, "slow-2", "sim:slow")]
+    for value, name, target in cases:
+        add(corpus, package, filled("x", (1, 32), value), Expected("pass"), name=name,
+            target=target, options=options)
+    return root
+
+
+def test_sigterm_during_replay_jobs_2_reports_done_and_not_run(
+    sandbox: Sandbox, package: Path
+) -> None:
+    """The quick case runs on one thread, the slow one on the other and is in flight once
+    the quick one predicted (plus a generous moment for its verdict to be collected):
+    the quick one is reported, the slow one "not run", the JUnit file complete and valid."""
+    corpus = slow_corpus(sandbox.root / "corpus", package, fast=True)
+    junit, ready = sandbox.root / "junit.xml", sandbox.root / "ready"
+    process = sandbox.start("replay", str(corpus), "--jobs", "2", "--timeout", "300",
+                            "--junit", str(junit), "--json", **slow_env(sandbox),
+                            NEBISECT_TEST_AFTER=str(sandbox.root / "quick-done"))
+    deadline = time.monotonic() + 120
+    while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(2)
+    code, out, err = sandbox.terminate_when(process, ready)
+    assert code == 143, err
+    assert last_line(err) == "nebisect: interrupted by SIGTERM; stopped and cleaned up"
+    results = {r["label"]: r for r in json.loads(out)["results"]}
+    assert results["fast"]["outcome"] == "ok"
+    assert results["slow-1"]["outcome"] == "skipped"
+    assert results["slow-1"]["reason"] == "not run: interrupted by SIGTERM"
+    suite = ET.parse(junit).getroot()
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert set(cases) == {"fast", "slow-1"}
+    assert cases["fast"].find("skipped") is None
+    assert cases["slow-1"].find("skipped") is not None
+    assert sandbox.leftovers() == []
+
+
+def test_ctrl_c_on_replay_jobs_2_does_not_wait_for_cases_in_flight(
+    sandbox: Sandbox, package: Path
+) -> None:
+    """Both cases sleep for an hour under a 300 s timeout: the command must kill them at
+    once, not wait for them (the bound is generous; waiting would take 300 s)."""
+    corpus = slow_corpus(sandbox.root / "corpus", package, fast=False)
+    process = sandbox.start("replay", str(corpus), "--jobs", "2", "--timeout", "300",
+                            **slow_env(sandbox, ready_after=2))
+    ready = sandbox.root / "ready"
+    deadline = time.monotonic() + 120
+    while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    signalled = time.monotonic()
+    code, _, err = sandbox.terminate_when(process, ready, sig=signal.SIGINT)
+    assert time.monotonic() - signalled < 20
+    assert code == 130, err
+    assert last_line(err) == "nebisect: interrupted; stopped and cleaned up"
+    assert sandbox.leftovers() == []
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn", "persistent"])
+@pytest.mark.parametrize("job", ["setsid_grandchild", "setsid_grandchild_then_crash"])
+def test_a_grandchild_that_calls_setsid_dies_with_its_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, job: str
+) -> None:
+    token = f"setsid-{os.getpid()}-{mode}-{job}"
+    monkeypatch.setenv(TOKEN_VAR, token)
+    pid_file = tmp_path / "grandchild.pid"
+    with Isolator(mode, tmp_dir=tmp_path) as isolator:
+        verdict = isolator.run(Job(f"support.fault_jobs:{job}", {"pid_file": str(pid_file)},
+                                   timeout=30)).verdict
+        assert verdict.status == ("pass" if job == "setsid_grandchild" else "crash")
+        grandchild = int(pid_file.read_text())
+        deadline = time.monotonic() + 5
+        while _alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(grandchild), f"setsid() grandchild {grandchild} outlived its case"
+    assert processes_with_token(token) == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_a_torch_conversion_leaves_no_coremltools_temp_packages(sandbox: Sandbox) -> None:
+    """coremltools writes tmp*.mlpackage directories into the temp dir and the case
+    process exits without cleaning up: they must land in the case's workspace."""
+    done = sandbox.run("run", f"{EXAMPLES / 'meanpool.py'}:model", "-t", "sim:fp32",
+                       "--lengths", "4", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    assert {r["target"] for r in rows} == {"sim:fp64", "sim:fp32"}
+    assert sandbox.leftovers() == []

@@ -1,0 +1,166 @@
+"""Published coremltools bugs, rebuilt in ``examples/published/``, as nebisect sees them (issue 12).
+
+Each factory's example input is benign; its ``TRIGGER`` shows the bug. Three kinds of test:
+
+* ``test_trigger_is_found`` — ``nebisect run FACTORY --inputs TRIGGER --explore none --json``
+  reports the failing rows with the attribution the report implies (target, status,
+  signature, attribution) on the conversion path the bug lives on.
+* ``test_found_without_inputs`` — with the factory alone, ``run`` explores (value families,
+  guided probes, both conversion paths) and finds each bug that standard-normal inputs
+  miss: a failure group on each expected target with that attribution. Before issue 12
+  these all passed (``run`` evaluated one standard-normal input on the first program that
+  converted). The other three (gelu_tanh_export, remainder_one, reciprocal_eps) standard
+  normal inputs already reach; they are not re-run here to keep the file fast.
+* ``test_one_path_bugs`` — ``run --convert both`` with the trigger: the bug is a
+  ``conversion`` failure on exactly one path and a pass on the other.
+
+Sources (all reproduce with coremltools 9.0 / torch 2.13):
+
+* log_softmax_fp16 — apple/coremltools#2728 (log_softmax → -inf in fp16, one dominant class)
+* rms_norm_eps — apple/coremltools#2821 (rms_norm epsilon rescaled by max|x|²)
+* llama_rmsnorm_fp16 — pytorch/executorch#19523, #8641 (fp32 upcast dropped; x² overflows)
+* gelu_tanh_export — apple/coremltools#2863 (approximate="tanh" ignored on torch.export)
+* remainder_one — apple/coremltools#2836 (x % 1 converts to zeros)
+* reciprocal_eps — apple/coremltools#2773 (reciprocal converted with inverse's epsilon 1e-4)
+* std_correction_trace — apple/coremltools#2718 (var/std correction ≥ 2 lost under jit.trace)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import REPO
+
+from nebisect.case import save_npz
+
+PUBLISHED = REPO / "examples" / "published"
+
+#: (status, signature or None when not pinned, attribution) per target.
+Row = tuple[str, str | None, str]
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One published bug: the targets to run and the rows the trigger must produce."""
+
+    name: str
+    source: str
+    targets: tuple[str, ...]
+    rows: dict[str, Row]
+    missed_by_normals: bool = True
+    path: str = "export"
+
+
+BUGS = [
+    Bug("log_softmax_fp16", "apple/coremltools#2728", ("sim:fp16", "sim:ane"),
+        # sim:ane's row is not pinned: it reads -103.25, not the report's -inf, because the
+        # profile places the fp16 ``log`` (whose epsilon const stays fp32) on the CPU.
+        {"sim:fp16": ("mismatch", "mismatch:nonfinite", "precision"),
+         "sim:ane": ("mismatch", None, "precision")}),
+    Bug("rms_norm_eps", "apple/coremltools#2821", ("sim:fp32",),
+        {"sim:fp32": ("mismatch", "mismatch:tolerance", "conversion")}),
+    Bug("llama_rmsnorm_fp16", "pytorch/executorch#19523", ("sim:fp16", "sim:ane"),
+        {"sim:fp16": ("mismatch", "mismatch:collapse", "precision"),
+         "sim:ane": ("mismatch", "mismatch:collapse", "precision")}),
+    Bug("gelu_tanh_export", "apple/coremltools#2863", ("sim:fp32",),
+        {"sim:fp32": ("mismatch", "mismatch:tolerance", "conversion")}, missed_by_normals=False),
+    Bug("remainder_one", "apple/coremltools#2836", ("sim:fp32",),
+        {"sim:fp32": ("mismatch", "mismatch:tolerance", "conversion")}, missed_by_normals=False),
+    Bug("reciprocal_eps", "apple/coremltools#2773", ("sim:fp32",),
+        {"sim:fp32": ("mismatch", "mismatch:tolerance", "conversion")}, missed_by_normals=False),
+]
+#: The jit.trace-only bug: a conversion mismatch on the trace program, at any input.
+TRACE_ONLY = Bug("std_correction_trace", "apple/coremltools#2718", ("sim:fp32",),
+                 {"sim:fp32": ("mismatch", "mismatch:tolerance", "conversion")}, path="trace")
+
+
+def _factory_module(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"published_{name}", PUBLISHED / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(bug: Bug, *args: str) -> tuple[int, dict[str, Any]]:
+    """``nebisect run`` in a subprocess (PYTHONPATH inherited); exit code and JSON report."""
+    command = [sys.executable, "-m", "nebisect", "run", f"examples/published/{bug.name}.py:model",
+               "--json", *args]
+    for target in bug.targets:
+        command += ["--target", target]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode in (0, 1), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def _trigger(bug: Bug, tmp_path: Path) -> Path:
+    npz = tmp_path / "trigger.npz"
+    save_npz(npz, _factory_module(bug.name).TRIGGER)
+    return npz
+
+
+def _matrix(report: dict[str, Any]) -> dict[tuple[str, str], tuple[str, str, str]]:
+    """(target, path) → (status, signature, attribution) of the ``--inputs`` rows."""
+    return {(row["target"], row["path"]): (row["verdict"]["status"], row["verdict"]["signature"],
+                                           row["attribution"])
+            for row in report["rows"] if row["input_set"]["label"] == "inputs"}
+
+
+def _assert_rows(report: dict[str, Any], expected: dict[str, Row], path: str) -> None:
+    matrix = _matrix(report)
+    for target, (status, signature, attribution) in expected.items():
+        got_status, got_signature, got_attribution = matrix[target, path]
+        assert (got_status, got_attribution) == (status, attribution), (target, matrix)
+        if signature is not None:
+            assert got_signature == signature, (target, matrix)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", BUGS, ids=lambda bug: bug.name)
+def test_trigger_is_found(bug: Bug, tmp_path: Path) -> None:
+    code, report = _run(bug, "--inputs", str(_trigger(bug, tmp_path)), "--explore", "none",
+                        "--convert", bug.path)
+    assert code == 1, f"{bug.source}: the trigger must fail"
+    _assert_rows(report, bug.rows, bug.path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bug", [*(bug for bug in BUGS if bug.missed_by_normals), TRACE_ONLY],
+                         ids=lambda bug: bug.name)
+def test_found_without_inputs(bug: Bug) -> None:
+    """``run`` with the factory alone finds the bug, with the trigger's attribution, on the
+    path it lives on (before issue 12 every row passed)."""
+    code, report = _run(bug)
+    assert code == 1, f"{bug.source}: run must find it by exploring"
+    groups = report["groups"]
+    for target, (status, signature, attribution) in bug.rows.items():
+        found = [g for g in groups if g["target"] == target and g["path"] == bug.path
+                 and g["signature"].startswith(signature or status)
+                 and g["attribution"] == attribution]
+        assert found, (target, [(g["target"], g["path"], g["signature"], g["attribution"])
+                                for g in groups])
+    if bug is TRACE_ONLY:
+        assert {g["path"] for g in groups} == {"trace"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "broken"), [("gelu_tanh_export", "export"),
+                                              ("std_correction_trace", "trace")])
+def test_one_path_bugs(name: str, broken: str, tmp_path: Path) -> None:
+    """``run --convert both``: a conversion failure on one path, a pass on the other."""
+    bug = next(b for b in [*BUGS, TRACE_ONLY] if b.name == name)
+    code, report = _run(bug, "--inputs", str(_trigger(bug, tmp_path)), "--explore", "none",
+                        "--convert", "both")
+    assert code == 1
+    matrix = _matrix(report)
+    fine = "trace" if broken == "export" else "export"
+    for target in ("sim:fp64", "sim:fp32"):
+        assert matrix[target, broken][::2] == ("mismatch", "conversion"), matrix
+        assert matrix[target, fine][0] == "pass", matrix

@@ -1,0 +1,246 @@
+"""The executor seam over a real Dask ``LocalCluster`` (2 worker processes, started once).
+
+Replay, fuzz and their faults through the cluster: the same verdicts and findings as
+locally, a worker SIGKILLed mid-unit (the unit retried once elsewhere, both attempts
+reported), a segfault on a worker (a verdict, the worker stays up), a scheduler that is
+not there (one line, exit 2), models shipped once per worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import REPO, SUPPORT
+from support.cluster_support import (
+    descendants,
+    distributed,
+    reset,
+    scratch_space,
+    slow_target_cluster,
+    wait_for,
+    worker_pids,
+)
+from support.corpus_helpers import add, filled, lse_package
+
+from nebisect.corpus import Corpus, Expected
+from nebisect.executors.cluster import ClusterExecutor
+from nebisect.guard.replay import ReplayResult, replay
+from nebisect.isolate import fresh_mode
+
+pytestmark = pytest.mark.cluster
+
+NEBISECT = [sys.executable, "-m", "nebisect"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any, Path]]:
+    with slow_target_cluster(tmp_path_factory.mktemp("dask")) as running:
+        yield running
+
+
+def cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, **env}
+    environment.pop("NEBISECT_CLUSTER", None)
+    return subprocess.run([*NEBISECT, *args], capture_output=True, text=True, cwd=REPO,
+                          timeout=timeout, env=environment)
+
+
+def verdicts(output: str) -> list[tuple[str, str, str, str]]:
+    return sorted((r["label"], r["outcome"], r["verdict"]["status"], r["verdict"]["signature"])
+                  for r in json.loads(output)["results"])
+
+
+def test_shipped_corpus_replays_through_the_cluster_as_it_does_locally(cluster: Any) -> None:
+    local, client, _ = cluster
+    here = cli("replay", "corpus", "--json")
+    there = cli("replay", "corpus", "--json", "--cluster", local.scheduler_address)
+    assert here.returncode == there.returncode == 0, there.stderr
+    assert verdicts(there.stdout) == verdicts(here.stdout)
+    assert len(verdicts(here.stdout)) == len(Corpus(REPO / "corpus").scan().cases) >= 14
+    workers = {r["verdict"]["provenance"]["worker"] for r in json.loads(there.stdout)["results"]}
+    assert workers <= set(worker_pids(client))
+
+
+def test_fuzz_seed_0_jobs_4_finds_the_same_over_the_cluster(cluster: Any) -> None:
+    local, _, _ = cluster
+    args = ("fuzz", "--op", "softplus", "--target", "sim:ane", "--budget", "32", "--seed", "0",
+            "--jobs", "4", "--isolation", fresh_mode(), "--json")
+    here = cli(*args)
+    there = cli(*args, "--cluster", local.scheduler_address)
+    assert here.returncode == there.returncode == 1, there.stderr
+
+    def findings(output: str) -> list[Any]:
+        [result] = json.loads(output)["results"]
+        return [(f["signature"], f["param_class"], f["case"], f["first_case"], f["hits"],
+                 f["cliff"]) for f in result["findings"]]
+
+    assert findings(here.stdout) and findings(there.stdout) == findings(here.stdout)
+
+
+def test_fix_verify_through_the_cluster_categorizes_as_locally(cluster: Any) -> None:
+    local, _, _ = cluster
+    args = ("fix", "verify", "corpus", "--target", "sim:ane", "--json")
+    here = cli(*args)
+    there = cli(*args, "--cluster", local.scheduler_address)
+    assert here.returncode == there.returncode == 0, there.stderr
+
+    def categories(output: str) -> list[tuple[str, str, str]]:
+        return [(c["label"], c["category"], c["after"]["signature"] if c["after"] else "")
+                for c in json.loads(output)["cases"]]
+
+    assert categories(there.stdout) == categories(here.stdout)
+    assert [c for _, c, _ in categories(here.stdout)].count("fixed") == 4
+
+
+def slow_corpus(root: Path, target: str, plugin: str, values: tuple[float, ...]) -> Corpus:
+    """Cases of the lse package on a test target whose plugin is stored with them."""
+    corpus = Corpus(root / "corpus", create=True)
+    package = lse_package(root / "lse.mlpackage")
+    for value in values:
+        add(corpus, package, filled("x", (1, 32), value), Expected("pass"), target=target,
+            name=f"x={value}", options={"plugins": [str(SUPPORT / plugin)]})
+    return corpus
+
+
+def test_a_worker_killed_mid_unit_costs_a_retry_not_a_verdict(
+        cluster: Any, tmp_path: Path) -> None:
+    """The first prediction sleeps; its worker is SIGKILLed; Dask reschedules the unit,
+    which runs to a verdict on another worker and lists the attempt that died."""
+    local, client, signals = cluster
+    reset(signals)
+    corpus = slow_corpus(tmp_path, "sim:slow-once", "plugins_slow.py", (1.0, 2.0, 3.0))
+    cases = corpus.scan().cases
+    pids = worker_pids(client)
+    executor = ClusterExecutor(local.scheduler_address)
+    done: list[ReplayResult] = []
+    thread = threading.Thread(target=lambda: done.extend(
+        replay(cases, executor=executor).results))
+    thread.start()
+    wait_for(signals / "ready")
+    case_pid = int((signals / "ready").read_text())
+    [victim] = [a for a, pid in pids.items()
+                if case_pid in {p.pid for p in descendants({a: pid})}]
+    os.kill(pids[victim], signal.SIGKILL)
+    thread.join(timeout=180)
+    executor.close()
+    assert not thread.is_alive()
+    assert sorted(r.label for r in done) == ["x=1.0", "x=2.0", "x=3.0"]
+    assert [r.outcome for r in done] == ["ok", "ok", "ok"]
+    retried = [r for r in done if "worker_attempts" in r.verdict.metrics]
+    assert len(retried) == 1
+    attempts = retried[0].verdict.metrics["worker_attempts"]
+    assert [a["outcome"] for a in attempts] == ["lost", "done"]
+    assert attempts[0]["worker"] == victim != attempts[1]["worker"]
+
+
+def test_a_segfault_on_a_worker_is_a_verdict_and_the_worker_stays_up(
+        cluster: Any, tmp_path: Path) -> None:
+    local, client, _ = cluster
+    corpus = slow_corpus(tmp_path, "sim:segv-in-predict", "plugins_crash.py", (1.0,))
+    before = worker_pids(client)
+    with_cluster = ClusterExecutor(local.scheduler_address)
+    try:
+        [result] = replay(corpus.scan().cases, executor=with_cluster).results
+    finally:
+        with_cluster.close()
+    assert result.verdict.signature == "crash:SIGSEGV"
+    assert result.verdict.status == "crash" and result.outcome == "regression"
+    assert "worker_attempts" not in result.verdict.metrics
+    assert worker_pids(client) == before
+
+
+def test_models_are_shipped_once_per_worker(cluster: Any) -> None:
+    local, _, _ = cluster
+    cases = Corpus(REPO / "corpus").scan().cases[:4]
+    executor = ClusterExecutor(local.scheduler_address)
+    try:
+        replay(cases, executor=executor)
+        replay(cases, executor=executor)
+        replay(cases, executor=executor)
+    finally:
+        executor.close()
+    assert executor.shipped and set(executor.shipped.values()) == {1}
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    result = cli("replay", "corpus", "--cluster", f"tcp://127.0.0.1:{port}",
+                 NEBISECT_CLUSTER_TIMEOUT="2")
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"nebisect: error: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}: ")
+    assert len(result.stderr.strip().splitlines()) == 1 and not result.stdout
+    assert time.monotonic() - started < 60
+
+
+def test_without_dask_cluster_is_one_line_not_an_import_error() -> None:
+    code = ("import sys; sys.modules['distributed'] = None; "
+            "sys.argv = ['nebisect', 'replay', 'corpus', '--cluster', 'tcp://127.0.0.1:1']; "
+            "from nebisect.cli import main; main()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith("nebisect: error: --cluster: Dask is unavailable: "
+                                    "install nebisect[cluster]")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Two workers that advertise different chip families (an "M1" and an "M4")."""
+    scratch = tmp_path_factory.mktemp("fleet")
+    workers = {
+        family: {"cls": distributed.Nanny, "options": {
+            "nthreads": 1, "local_directory": str(scratch),
+            "env": {"NEBISECT_WORKER_FACTS": json.dumps({"family": family})}}}
+        for family in ("m1", "m4")
+    }
+    scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": None}}
+    with scratch_space(scratch), distributed.SpecCluster(
+            workers=workers, scheduler=scheduler, silence_logs=50) as spec:
+        yield spec.scheduler_address
+
+
+def test_devices_run_every_case_on_every_matching_worker_judged_per_chip(
+        fleet: str, tmp_path: Path) -> None:
+    """The cliff case is recorded failing, but fixed on M4: on the "M4" (which still
+    fails: it is the same simulator) that cell is a regression, on the "M1" it is ok."""
+    corpus = Corpus(tmp_path / "corpus", create=True)
+    package = lse_package(tmp_path / "lse.mlpackage")
+    add(corpus, package, filled("x", (1, 32), 7.7),
+        Expected("failing", "mismatch:collapse", chips={"m4": "fixed"}), name="cliff")
+    add(corpus, package, filled("x", (1, 32), 1.0), Expected("pass"), name="below")
+    every = cli("replay", str(corpus.root), "--cluster", fleet, "--devices", "all", "--json")
+    assert every.returncode == 1, every.stderr
+    cells = {(c["label"], c["device"]["family"]): (c["outcome"], c["expected"]["status"])
+             for c in json.loads(every.stdout)["cells"]}
+    assert cells == {("cliff", "m1"): ("ok", "failing"), ("cliff", "m4"): ("regression", "fixed"),
+                     ("below", "m1"): ("ok", "pass"), ("below", "m4"): ("ok", "pass")}
+    only_m1 = cli("replay", str(corpus.root), "--cluster", fleet, "--devices", "family=m1")
+    assert only_m1.returncode == 0, only_m1.stderr
+    assert "m1 @ tcp://" in only_m1.stdout and "m4 @" not in only_m1.stdout
+    none = cli("replay", str(corpus.root), "--cluster", fleet, "--devices", "family=m9")
+    assert none.returncode == 2
+    assert none.stderr.strip() == ("nebisect: error: --devices 'family=m9' matches no worker "
+                                   "(the cluster has: family=m1, family=m4)")
+
+
+def test_devices_without_a_cluster_is_a_usage_error(tmp_path: Path) -> None:
+    result = cli("replay", "corpus", "--devices", "all")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "nebisect: error: --devices needs --cluster ADDRESS (or $NEBISECT_CLUSTER)")

@@ -1,0 +1,227 @@
+"""torch → Core ML conversion: both paths recorded, precision, isolation, overrides.
+
+Small models only (MiniLM lives in test_minilm.py, marked slow). Conversions are cached
+per test session by content (source file, precision, setup), since several tests look
+at the same converted package.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from support import REPO
+
+from nebisect.case import sha256_bytes
+from nebisect.fixes import converter_compat
+from nebisect.isolate import Isolator
+from nebisect.mil.interp import run_program
+from nebisect.mil.load import load_program
+from nebisect.sources.convert import (
+    OVERRIDES_SETUP,
+    convert_isolated,
+    convert_job,
+    convert_source,
+    summarize,
+)
+from nebisect.sources.resolve import Source
+from nebisect.sources.torch_module import load_torch_source
+
+EXAMPLES = REPO / "examples"
+MEANPOOL = f"{EXAMPLES / 'meanpool.py'}:model"
+LOGSUMEXP = f"{EXAMPLES / 'logsumexp_ne.py'}:model"
+FAILS = f"{EXAMPLES / 'convert_fails.py'}:model"
+
+#: Exercises every export-path override: a scalar bool ``new_ones`` (folded to a
+#: constant), a ``new_ones`` of run-time size (``fill``) and ``&`` (``aten.__and__``).
+OVERRIDE_PROBE = """
+import torch
+
+class Probe(torch.nn.Module):
+    def forward(self, x):
+        keep = x.new_ones((), dtype=torch.bool) & (x > 0)
+        return torch.where(keep, x, x.new_ones(x.shape[1]) * 2)
+
+def model():
+    return {"module": Probe(), "example_inputs": (torch.randn(2, 5),),
+            "dynamic_dims": {"x": {1: (2, 64)}}}
+"""
+
+
+@pytest.fixture(scope="session")
+def isolator() -> Iterator[Isolator]:
+    with Isolator() as iso:
+        yield iso
+
+
+@pytest.fixture(scope="session")
+def converted(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[..., dict[str, object]]:
+    """(source, precision, setup) → convert_job's verdict + package, cached by content."""
+    root = tmp_path_factory.mktemp("converted")
+    cache: dict[str, dict[str, object]] = {}
+
+    def convert(source: str, precision: str, setup: tuple[str, ...] = ()) -> dict[str, object]:
+        path, _, factory = source.rpartition(":")
+        key = sha256_bytes(
+            Path(path).read_bytes() + f"{factory}|{precision}|{setup}".encode()
+        )[:16]
+        if key not in cache:
+            package = root / f"{key}.mlpackage"
+            try:
+                verdict = convert_job({"source": source, "precision": precision,
+                                       "package": str(package), "setup": list(setup)})
+            finally:
+                converter_compat.uninstall()
+            cache[key] = {"verdict": verdict, "package": package}
+        return cache[key]
+
+    return convert
+
+
+@pytest.fixture
+def probe_source(tmp_path: Path) -> str:
+    path = tmp_path / "probe.py"
+    path.write_text(textwrap.dedent(OVERRIDE_PROBE))
+    return f"{path}:model"
+
+
+def test_meanpool_converts_through_export_with_its_dynamic_range(converted) -> None:
+    result = converted(MEANPOOL, "fp32")
+    verdict = result["verdict"]
+    assert verdict.status == "pass" and verdict.stage == "convert"
+    attempts = {a["path"]: a for a in verdict.metrics["attempts"]}
+    assert list(attempts) == ["export", "trace"]
+    assert attempts["export"]["status"] == "ok"
+    assert verdict.metrics["path"] == "export"
+    assert verdict.metrics["op_types"]["reduce_sum"] == 2
+    program = load_program(result["package"])
+    main = program.functions["main"]
+    assert list(main.inputs) == ["tokens", "attention_mask"]
+    assert [v.name for v in main.outputs] == ["output"]
+    spec = _spec(result["package"])
+    ranges = {i.name: [(r.lowerBound, r.upperBound)
+                       for r in i.type.multiArrayType.shapeRange.sizeRanges]
+              for i in spec.description.input}
+    assert ranges == {"tokens": [(1, 1), (1, 382), (768, 768)],
+                      "attention_mask": [(1, 1), (1, 382)]}
+
+
+def _spec(package: object):
+    from nebisect.mil.quiet import import_coremltools
+
+    return import_coremltools().utils.load_spec(str(package))
+
+
+def test_precision_follows_the_target(converted) -> None:
+    def float_dtypes(precision: str) -> set[str]:
+        program = load_program(converted(LOGSUMEXP, precision)["package"])
+        return {str(op.outputs[0].dtype.__name__) for op in program.functions["main"].operations
+                if op.op_type in ("conv", "reduce_log_sum_exp", "linear")}
+
+    assert float_dtypes("fp16") == {"fp16"}
+    assert float_dtypes("fp32") == {"fp32"}
+    assert float_dtypes("fp64") == {"fp32"}
+
+
+def test_converted_logsumexp_matches_torch_in_the_simulator(converted) -> None:
+    program = load_program(converted(LOGSUMEXP, "fp32")["package"])
+    x = np.full((1, 1, 8, 8), 7.7, dtype=np.float32)
+    out = run_program(program, {"x": x}, "fp64").outputs["output"]
+    np.testing.assert_allclose(out, np.full((1, 16), 7.7 + np.log(32.0)), rtol=1e-6)
+
+
+def test_unconvertible_model_is_a_convert_error_with_both_messages(converted) -> None:
+    verdict = converted(FAILS, "fp32")["verdict"]
+    assert verdict.status == "error" and verdict.stage == "convert"
+    assert verdict.message == (
+        "torch.export: NotImplementedError: Unsupported fx node lgamma, kind lgamma | "
+        "jit.trace: NotImplementedError: PyTorch convert function for op 'lgamma' "
+        "not implemented."
+    )
+    assert verdict.signature.startswith(
+        "error:convert:torch.export: NotImplementedError: Unsupported fx node lgamma"
+    )
+    assert [a["status"] for a in verdict.metrics["attempts"]] == ["failed", "failed"]
+    assert "path" not in verdict.metrics
+
+
+def test_overrides_are_opt_in_and_restore_the_registry(probe_source: str) -> None:
+    source = load_torch_source(probe_source)
+    registry = converter_compat._registry().name_to_func_mapping
+    before = {name: registry.get(name) for name in converter_compat.OVERRIDDEN_OPS}
+    models, attempts = convert_source(source, "fp32")
+    assert models == {}
+    assert summarize(attempts) == (
+        "torch.export: NotImplementedError: Unsupported fx node new_ones, kind new_ones | "
+        "jit.trace: NotImplementedError: PyTorch convert function for op 'new_ones' "
+        "not implemented."
+    )
+    converter_compat.install()
+    try:
+        converter_compat.install()
+        assert converter_compat.installed()
+        models, attempts = convert_source(source, "fp32")
+    finally:
+        converter_compat.uninstall()
+    assert not converter_compat.installed()
+    assert {name: registry.get(name) for name in converter_compat.OVERRIDDEN_OPS} == before
+    assert [a.status for a in attempts] == ["ok", "ok"]
+    model = models["export"]
+    ops = [op.op_type for op in model._mil_program.functions["main"].operations]
+    assert "fill" in ops and "logical_and" in ops
+    for width in (3, 17):
+        x = np.random.default_rng(width).standard_normal((2, width)).astype(np.float32)
+        out = run_program(model._mil_program, {"x": x}, "fp64").outputs["output"]
+        expected = source.module(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def test_int_override_fixes_the_trace_path_of_seed_003(converted) -> None:
+    plain = {a["path"]: a for a in converted(MEANPOOL, "fp32")["verdict"].metrics["attempts"]}
+    assert plain["trace"]["message"] == (
+        "TypeError: only 0-dimensional arrays can be converted to Python scalars"
+    )
+    fixed = converted(MEANPOOL, "fp32", (OVERRIDES_SETUP,))["verdict"]
+    assert [a["status"] for a in fixed.metrics["attempts"]] == ["ok", "ok"]
+    assert fixed.metrics["setup"] == [OVERRIDES_SETUP]
+    assert not converter_compat.installed()
+
+
+def test_isolated_conversion_failure_leaves_the_parent_unharmed(
+    isolator: Isolator, tmp_path: Path
+) -> None:
+    package, verdict = convert_isolated(Source("torch", FAILS), "fp16", tmp_path, isolator)
+    assert package is None
+    assert verdict.status == "error" and verdict.stage == "convert"
+    assert "Unsupported fx node lgamma" in verdict.message
+    assert verdict.metrics["precision"] == "fp16"
+    assert not converter_compat.installed()
+
+
+def test_isolated_conversion_writes_the_package(isolator: Isolator, tmp_path: Path) -> None:
+    package, verdict = convert_isolated(
+        Source("torch", LOGSUMEXP), "fp16", tmp_path, isolator
+    )
+    assert verdict.status == "pass", verdict.message
+    assert package == tmp_path / "converted-fp16.mlpackage" and package.is_dir()
+    assert verdict.message == "torch.export: ok | jit.trace: ok"
+    assert verdict.provenance, "isolation stamps provenance on every verdict"
+
+
+def test_a_source_error_in_the_child_is_a_convert_error(
+    isolator: Isolator, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("def model():\n    raise RuntimeError('weights not found')\n")
+    package, verdict = convert_isolated(
+        Source("torch", f"{broken}:model"), "fp32", tmp_path, isolator
+    )
+    assert package is None
+    assert verdict.status == "error" and verdict.stage == "convert"
+    assert "the factory raised RuntimeError: weights not found" in verdict.message

@@ -1,0 +1,122 @@
+"""Report payloads for the report tests, made from real simulator runs.
+
+The fuzz payload is seed 000's cliff as the fuzzer reports it: a one-op
+``reduce_log_sum_exp`` over 32 delta-replicated channels swept over [−15, 15] on the
+simulator's Neural Engine profile against fp64, localized to two adjacent fp16 values
+by :func:`nebisect.fuzz.cliff.localize`. The bisect payload is the per-op error of
+seed 000's conv → logsumexp → linear graph at x = 7.7.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import support.lint_programs as lp
+from nebisect.fuzz.cliff import Boundary, localize
+from nebisect.mil.interp import run_program
+from nebisect.mil.quiet import import_coremltools
+from nebisect.report import (
+    CliffSweep,
+    Divergence,
+    NamedVerdict,
+    OpError,
+    ReportPayload,
+    RunMatrix,
+    Table,
+)
+from nebisect.verdict import Verdict, compare, judge
+
+ct = import_coremltools()
+
+from coremltools.converters.mil import Builder as mb  # noqa: E402
+from coremltools.converters.mil.mil import types  # noqa: E402
+
+CHANNELS = 32
+BOUNDARY = math.log(65504 / CHANNELS)
+
+
+def _lse_program():
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, CHANNELS, 1, 1), dtype=types.fp16)],
+                opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.reduce_log_sum_exp(x=x, axes=[1], keep_dims=True, name="lse")
+
+    return prog
+
+
+def _predict(program, value: float, precision: str, profile: str | None) -> float:
+    inputs = {"x": np.full((1, CHANNELS, 1, 1), value)}
+    outputs = run_program(program, inputs, precision, profile=profile).outputs
+    return float(next(iter(outputs.values())).reshape(-1)[0])
+
+
+def lse_sweep(points: int = 241) -> CliffSweep:
+    program = _lse_program()
+    xs = np.linspace(-15.0, 15.0, points)
+    output = [_predict(program, x, "fp16", "ane") for x in xs]
+    reference = [_predict(program, x, "fp64", None) for x in xs]
+
+    def failing(value: float) -> bool:
+        return not math.isfinite(value) or abs(value) < 1e-3
+
+    cliff = localize(lambda x: _predict(program, x, "fp16", "ane"), failing,
+                     boundaries=[Boundary("log(65504/32)", BOUNDARY)])
+    assert cliff is not None, "the simulated Neural Engine shows no logsumexp cliff"
+    return CliffSweep(
+        title="reduce_log_sum_exp over 32 delta-replicated channels",
+        x=[float(v) for v in xs], output=output, reference=reference,
+        target="sim:ane", bracket=[cliff.lo, cliff.hi],
+        bracket_outputs=[cliff.lo_output, cliff.hi_output],
+        predicted_boundary=BOUNDARY, predicted_label="log(65504/32)",
+        predictions=cliff.predictions, x_label="x (every channel)",
+    )
+
+
+def fuzz_payload() -> ReportPayload:
+    sweep = lse_sweep()
+    program = _lse_program()
+    verdict = judge({"y": np.array([_predict(program, 7.7, "fp64", None)])},
+                    {"y": np.array([_predict(program, 7.7, "fp16", "ane")])}, "fp16")
+    verdict.target = "sim:ane"
+    return ReportPayload(
+        title="nebisect fuzz --op reduce_log_sum_exp --target sim:ane",
+        summary={"target": "sim:ane", "seed": 0, "findings": 1},
+        verdicts=[NamedVerdict("delta-replicated C=32", verdict, group="reduce_log_sum_exp")],
+        sweeps=[sweep],
+        tables=[Table("findings", ["op", "signature", "cliff bracket", "predictions"],
+                      [["reduce_log_sum_exp", verdict.signature,
+                        f"{sweep.bracket[0]:.8g} | {sweep.bracket[1]:.8g}",
+                        sweep.predictions]])],
+        notes=["collapse: output ≈ 0 where the float64 reference is large"],
+    )
+
+
+def bisect_divergence(value: float = 7.7) -> Divergence:
+    program = lp.seed000()
+    inputs = {"x": np.full((1, 1, 8, 8), value)}
+    ref = run_program(program, inputs, "fp64", intermediates=True)
+    out = run_program(program, inputs, "fp16", profile="ane", intermediates=True)
+    ops = []
+    for index, (name, reference) in enumerate(ref.intermediates.items()):
+        result = compare(name, reference, out.intermediates[name], "fp16")
+        error = math.inf if result.kind == "nonfinite" else result.max_ulp_error
+        ops.append(OpError(index, name, ref.op_types.get(name, "?"), error, result.passed))
+    first = next((op.name for op in ops if not op.passed), None)
+    return Divergence("first divergence at x = 7.7 on sim:ane", ops, first_divergent=first,
+                      target="sim:ane", unit="ULP", threshold=16.0, evaluations=2)
+
+
+def run_matrix() -> RunMatrix:
+    entries = []
+    for target in ("sim:fp32", "sim:fp16", "sim:ane"):
+        for length in ("2", "8", "37"):
+            if target == "sim:ane":
+                verdict = Verdict("error", "predict", message="Invalid blob shape: "
+                                  "Data-dependent shapes were disabled: var_39 - [?, 16]")
+            else:
+                verdict = Verdict("pass")
+            verdict.target = target
+            entries.append((target, length, verdict))
+    return RunMatrix.from_verdicts("verdict per target × length", entries)
