@@ -15,7 +15,11 @@ seeds and from reading coremltools' source shape it:
   (:mod:`nebisect.targets.placement`). A plan is unknown, never an error, where this
   macOS has none (before 14.4) or where it describes another input shape;
 * a model this OS cannot load (a newer specification) is ``skipped`` with the reason;
-* inputs are cast to what the model's description asks (:mod:`coreml_io`).
+* inputs are cast to what the model's description asks (:mod:`coreml_io`);
+* intermediates (for bisection by first divergence) come from a fifth stage,
+  ``inspect``: the program re-saved with every op's value as an extra output, as
+  coremltools' ``MLModelInspector`` does (:mod:`nebisect.targets.coreml_inspect`), and
+  are used only when that clone computes the same outputs as the original.
 
 Forking after Core ML / Objective-C initialisation aborts the child (coremltools #963,
 #1819): the isolator refuses fork mode on macOS altogether (:mod:`nebisect.isolation`).
@@ -45,6 +49,7 @@ from nebisect.sources.deployment import (
 )
 from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target, TargetSkipped
+from nebisect.targets.coreml_inspect import save_with_outputs, split_outputs, unfaithful
 from nebisect.targets.coreml_io import cast_inputs, describe_inputs, shape_scope
 from nebisect.targets.coreml_plan import missing_device, plan_placement
 
@@ -83,6 +88,23 @@ def plan_unavailable(release: tuple[str, str] | None) -> str:
         return ""
     return (f"MLComputePlan needs macOS {'.'.join(map(str, PLAN_MACOS))} or newer "
             f"(this is {release[0]})")
+
+
+def inspect_intermediates(package: Path, feeds: dict[str, np.ndarray], units: Any,
+                          outputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:
+    """(every intermediate value, '') of one run of ``package`` re-saved with extra
+    outputs, or ({}, why not) when that clone does not compute ``outputs`` again."""
+    from coremltools.models import CompiledMLModel
+
+    scratch_root = cache_dir().parent / "packages"
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch_root, prefix=".inspect-") as scratch:
+        clone = Path(scratch) / "inspected.mlpackage"
+        names = save_with_outputs(package, clone)
+        loaded = CompiledMLModel(str(compiled_path(clone)), compute_units=units)
+        own, middle = split_outputs(loaded.predict(feeds), names, list(outputs))
+    why = unfaithful(outputs, own)
+    return ({}, why) if why else (middle, "")
 
 
 @register_target("coreml:cpu", "coreml:gpu", "coreml:ne", "coreml:all")
@@ -129,11 +151,17 @@ class CoreMLTarget(Target):
         mark_stage("plan")
         placement, op_types, unknown = self._placement(compiled, units)
         mark_stage("predict")
-        outputs = loaded.predict(feeds)
+        outputs = {k: np.asarray(v) for k, v in loaded.predict(feeds).items()}
+        middle: dict[str, np.ndarray] = {}
+        if intermediates:
+            mark_stage("inspect")
+            middle, dropped = inspect_intermediates(package, feeds, units, outputs)
+            notes = [*notes, dropped] if dropped else notes
         return Prediction(
-            outputs={k: np.asarray(v) for k, v in outputs.items()},
+            outputs=outputs,
             placement=placement,
             op_types=op_types,
+            intermediates=middle,
             placement_unknown=unknown or shape_scope(feeds, described),
             notes=notes,
         )
