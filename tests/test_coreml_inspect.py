@@ -21,6 +21,7 @@ from nebisect.targets.coreml_inspect import (
     inspectable_outputs,
     save_with_outputs,
     split_outputs,
+    trusted_intermediates,
     unfaithful,
 )
 from nebisect.verdict import value_divergence
@@ -52,6 +53,8 @@ def test_clone_returns_the_intermediates_under_the_simulators_names(tmp_path: Pa
     for name in middle:
         np.testing.assert_array_equal(middle[name], original.intermediates[name])
     assert unfaithful(original.outputs, own) == ""
+    trusted, why = trusted_intermediates(cloned, names, original.outputs)
+    assert why == "" and sorted(trusted) == sorted(middle)
 
 
 def test_a_clone_computing_other_outputs_is_not_trusted() -> None:
@@ -60,6 +63,8 @@ def test_a_clone_computing_other_outputs_is_not_trusted() -> None:
     why = unfaithful(same, {"y": np.array([1.0, 0.0], np.float16)})
     assert why.startswith("intermediates not used") and "for y " in why
     assert "for y " in unfaithful(same, {})
+    cloned = {"y": np.array([1.0, 0.0], np.float16), "mid": np.ones(2, np.float16)}
+    assert trusted_intermediates(cloned, ["mid"], same) == ({}, why)
 
 
 def test_first_divergence_over_recorded_device_values_finds_the_lse(tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ from __future__ import annotations
 import os
 import platform
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +51,7 @@ from nebisect.sources.deployment import (
 )
 from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target, TargetSkipped
-from nebisect.targets.coreml_inspect import save_with_outputs, split_outputs, unfaithful
+from nebisect.targets.coreml_inspect import save_with_outputs, trusted_intermediates
 from nebisect.targets.coreml_io import cast_inputs, describe_inputs, shape_scope
 from nebisect.targets.coreml_plan import missing_device, plan_placement
 
@@ -90,21 +92,36 @@ def plan_unavailable(release: tuple[str, str] | None) -> str:
             f"(this is {release[0]})")
 
 
-def inspect_intermediates(package: Path, feeds: dict[str, np.ndarray], units: Any,
-                          outputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:
-    """(every intermediate value, '') of one run of ``package`` re-saved with extra
-    outputs, or ({}, why not) when that clone does not compute ``outputs`` again."""
-    from coremltools.models import CompiledMLModel
-
+@contextmanager
+def inspected(package: Path) -> Iterator[tuple[Path, list[str]]]:
+    """(the compiled clone of ``package`` that also outputs every inspectable value, the
+    names added); the clone's package lives only inside the block, its compilation in
+    the content-keyed cache."""
     scratch_root = cache_dir().parent / "packages"
     scratch_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=scratch_root, prefix=".inspect-") as scratch:
         clone = Path(scratch) / "inspected.mlpackage"
         names = save_with_outputs(package, clone)
-        loaded = CompiledMLModel(str(compiled_path(clone)), compute_units=units)
-        own, middle = split_outputs(loaded.predict(feeds), names, list(outputs))
-    why = unfaithful(outputs, own)
-    return ({}, why) if why else (middle, "")
+        yield compiled_path(clone), names
+
+
+def package_of(model: Any) -> Path:
+    """The .mlpackage behind an artifact; builder programs are saved by content."""
+    if model.kind == "mlpackage":
+        return Path(model.location)
+    if model.kind != "builder":
+        raise NebisectError("a torch source must be converted before running on Core ML")
+    from nebisect.mil.load import save_program
+
+    packages = cache_dir().parent / "packages"
+    packages.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=packages, prefix=".saving-") as scratch:
+        saved = Path(scratch) / "model.mlpackage"
+        save_program(model.program, saved)
+        package = packages / f"{sha256_path(saved)}.mlpackage"
+        with staged(package, keep_existing) as built:
+            os.rename(saved, built)
+    return package
 
 
 @register_target("coreml:cpu", "coreml:gpu", "coreml:ne", "coreml:all")
@@ -135,7 +152,7 @@ class CoreMLTarget(Target):
         from coremltools.models import CompiledMLModel
         from coremltools.models.utils import load_spec
 
-        package = self._package(model)
+        package = package_of(model)
         spec = load_spec(str(package))
         too_new = newer_os_needed(spec.specificationVersion,
                                   _MLModelProxy.maximum_supported_specification_version())
@@ -155,7 +172,9 @@ class CoreMLTarget(Target):
         middle: dict[str, np.ndarray] = {}
         if intermediates:
             mark_stage("inspect")
-            middle, dropped = inspect_intermediates(package, feeds, units, outputs)
+            with inspected(package) as (clone, names):
+                cloned = CompiledMLModel(str(clone), compute_units=units).predict(feeds)
+            middle, dropped = trusted_intermediates(cloned, names, outputs)
             notes = [*notes, dropped] if dropped else notes
         return Prediction(
             outputs=outputs,
@@ -165,25 +184,6 @@ class CoreMLTarget(Target):
             placement_unknown=unknown or shape_scope(feeds, described),
             notes=notes,
         )
-
-    @staticmethod
-    def _package(model: Any) -> Path:
-        """The .mlpackage behind an artifact; builder programs are saved by content."""
-        if model.kind == "mlpackage":
-            return Path(model.location)
-        if model.kind != "builder":
-            raise NebisectError("a torch source must be converted before running on Core ML")
-        from nebisect.mil.load import save_program
-
-        packages = cache_dir().parent / "packages"
-        packages.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=packages, prefix=".saving-") as scratch:
-            saved = Path(scratch) / "model.mlpackage"
-            save_program(model.program, saved)
-            package = packages / f"{sha256_path(saved)}.mlpackage"
-            with staged(package, keep_existing) as built:
-                os.rename(saved, built)
-        return package
 
     @staticmethod
     def _placement(compiled: Path, units: Any) -> tuple[dict[str, str], dict[str, str], str]:

@@ -120,3 +120,12 @@ def split_outputs(outputs: dict[str, Any], names: list[str], original: list[str]
     arrays = {name: np.asarray(value) for name, value in outputs.items()}
     return ({n: arrays[n] for n in original if n in arrays},
             {n: arrays[n] for n in [*names, *original] if n in arrays})
+
+
+def trusted_intermediates(cloned: dict[str, Any], names: list[str],
+                          outputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:
+    """(every value of the clone's prediction ``cloned``, '') when the clone computed the
+    original ``outputs`` again, else ({}, why its values are not used)."""
+    own, values = split_outputs(cloned, names, list(outputs))
+    why = unfaithful(outputs, own)
+    return ({}, why) if why else (values, "")
