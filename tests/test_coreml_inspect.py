@@ -110,3 +110,24 @@ def test_coreml_intermediates_equal_the_real_inspectors(tmp_path: Path) -> None:
     assert sorted(theirs) == sorted(ours.intermediates) and "lse" in theirs
     for name, value in theirs.items():
         np.testing.assert_array_equal(ours.intermediates[name], value)
+
+
+@pytest.mark.macos
+@pytest.mark.macos_device
+@pytest.mark.slow
+def test_bisect_on_the_neural_engine_localizes_seed_000_by_first_divergence(
+        tmp_path: Path) -> None:
+    """Seed 000 on coreml:ne: the device's intermediates localize the collapsing lse
+    without ddmin, and the repro asserts the lse runs on the Neural Engine."""
+    from nebisect.case import save_npz
+    from nebisect.minimize.bisector import BisectOptions, bisect_source
+
+    inputs = tmp_path / "x8.npz"
+    save_npz(inputs, {"x": np.full((1, 1, 8, 8), 8.0, np.float32)})
+    root = Path(__file__).resolve().parents[1]
+    result = bisect_source(f"{root}/examples/logsumexp_ne.py:model",
+                           BisectOptions(target="coreml:ne", inputs=str(inputs)),
+                           tmp_path / "out")
+    assert result.strategy.startswith("first-divergence"), result
+    assert result.divergence_checks > 0 and "reduce_log_sum_exp" in result.kept_types
+    assert "OP_OF_INTEREST = 'reduce_log_sum_exp'" in (tmp_path / "out" / "repro.py").read_text()

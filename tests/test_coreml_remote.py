@@ -5,6 +5,7 @@ itself is needed only on macOS with a connected iPhone/iPad; nothing here needs 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -40,6 +41,8 @@ from nebisect.targets.coreml_remote import (
 from nebisect.targets.placement import required_devices
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Names the connected device the on-device test uses (e.g. the device job's variable).
+REMOTE_VAR = "NEBISECT_REMOTE_DEVICE"
 
 
 def device(name: str, kind: DeviceType = DeviceType.IPHONE,
@@ -155,3 +158,25 @@ def test_placement_from_a_recorded_device_plan(tmp_path: Path) -> None:
     types = program_op_types(load_spec(str(package)))
     assert types["lse"] == "reduce_log_sum_exp" and len(
         [t for t in types.values() if t != "const"]) == 5
+
+
+@pytest.mark.macos
+@pytest.mark.skipif(not os.environ.get(REMOTE_VAR),
+                    reason=f"needs a connected iPhone/iPad named by {REMOTE_VAR} (macOS, Xcode "
+                    "devicectl, Developer Mode, NEBISECT_DEVELOPMENT_TEAM for the runner app)")
+def test_a_connected_device_predicts_places_and_records_intermediates(tmp_path: Path) -> None:
+    from bisect_programs import lse_chain
+
+    from nebisect.mil.interp import run_program
+    from nebisect.mil.load import load_program
+    from nebisect.sources.artifact import Artifact
+
+    package, _ = chain(tmp_path, 5)
+    feeds = {"x": lse_chain.chain_inputs()["x"] / 4}  # no overflow: every unit agrees
+    target = get_target(f"coreml-remote:{os.environ[REMOTE_VAR]}:cpu")
+    assert target.availability() is None
+    got = target.predict(Artifact("mlpackage", str(package), {}), feeds, intermediates=True)
+    expected = run_program(load_program(package), feeds, "fp32", intermediates=True)
+    assert sorted(got.outputs) == sorted(expected.outputs)
+    assert got.placement and set(got.placement.values()) == {"cpu"}
+    assert set(got.intermediates) == set(expected.intermediates) - set(feeds)
