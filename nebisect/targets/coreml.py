@@ -32,6 +32,7 @@ import platform
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,12 @@ from nebisect.sources.deployment import (
 from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target, TargetSkipped
 from nebisect.targets.coreml_inspect import save_with_outputs, trusted_intermediates
-from nebisect.targets.coreml_io import cast_inputs, describe_inputs, shape_scope
+from nebisect.targets.coreml_io import (
+    InputDescription,
+    cast_inputs,
+    describe_inputs,
+    shape_scope,
+)
 from nebisect.targets.coreml_plan import missing_device, plan_placement
 
 _COMPUTE_UNITS = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ne": "CPU_AND_NE", "all": "ALL"}
@@ -124,6 +130,32 @@ def package_of(model: Any) -> Path:
     return package
 
 
+@dataclass
+class ReadyModel:
+    """A model as Core ML will take it, on this Mac or on a device: its package and spec,
+    what the spec asks of the inputs, the inputs cast accordingly (with a note per cast),
+    and the ``ComputeUnit`` of the target's variant."""
+
+    package: Path
+    spec: Any
+    described: dict[str, InputDescription]
+    feeds: dict[str, np.ndarray]
+    notes: list[str]
+    units: Any
+
+    @classmethod
+    def of(cls, model: Any, inputs: dict[str, np.ndarray], variant: str) -> ReadyModel:
+        ct = import_coremltools()
+        from coremltools.models.utils import load_spec
+
+        package = package_of(model)
+        spec = load_spec(str(package))
+        described = describe_inputs(spec)
+        feeds, notes = cast_inputs(inputs, described)
+        return cls(package, spec, described, feeds, notes,
+                   getattr(ct.ComputeUnit, _COMPUTE_UNITS[variant]))
+
+
 @register_target("coreml:cpu", "coreml:gpu", "coreml:ne", "coreml:all")
 class CoreMLTarget(Target):
     """Apple Core ML on this Mac with the named compute units (CPU_ONLY … ALL)."""
@@ -147,33 +179,28 @@ class CoreMLTarget(Target):
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
-        ct = import_coremltools()
         from coremltools.libcoremlpython import _MLModelProxy
         from coremltools.models import CompiledMLModel
-        from coremltools.models.utils import load_spec
 
-        package = package_of(model)
-        spec = load_spec(str(package))
-        too_new = newer_os_needed(spec.specificationVersion,
+        ready = ReadyModel.of(model, inputs, self.spec.variant)
+        too_new = newer_os_needed(ready.spec.specificationVersion,
                                   _MLModelProxy.maximum_supported_specification_version())
         if too_new:
             raise TargetSkipped(too_new)
-        described = describe_inputs(spec)
-        feeds, notes = cast_inputs(inputs, described)
-        units = getattr(ct.ComputeUnit, _COMPUTE_UNITS[self.spec.variant])
         mark_stage("compile")
-        compiled = compiled_path(package)
+        compiled = compiled_path(ready.package)
         mark_stage("load")
-        loaded = CompiledMLModel(str(compiled), compute_units=units)
+        loaded = CompiledMLModel(str(compiled), compute_units=ready.units)
         mark_stage("plan")
-        placement, op_types, unknown = self._placement(compiled, units)
+        placement, op_types, unknown = self._placement(compiled, ready.units)
         mark_stage("predict")
-        outputs = {k: np.asarray(v) for k, v in loaded.predict(feeds).items()}
+        outputs = {k: np.asarray(v) for k, v in loaded.predict(ready.feeds).items()}
         middle: dict[str, np.ndarray] = {}
+        notes = ready.notes
         if intermediates:
             mark_stage("inspect")
-            with inspected(package) as (clone, names):
-                cloned = CompiledMLModel(str(clone), compute_units=units).predict(feeds)
+            with inspected(ready.package) as (clone, names):
+                cloned = CompiledMLModel(str(clone), compute_units=ready.units).predict(ready.feeds)
             middle, dropped = trusted_intermediates(cloned, names, outputs)
             notes = [*notes, dropped] if dropped else notes
         return Prediction(
@@ -181,7 +208,7 @@ class CoreMLTarget(Target):
             placement=placement,
             op_types=op_types,
             intermediates=middle,
-            placement_unknown=unknown or shape_scope(feeds, described),
+            placement_unknown=unknown or shape_scope(ready.feeds, ready.described),
             notes=notes,
         )
 

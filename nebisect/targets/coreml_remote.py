@@ -43,18 +43,16 @@ import numpy as np
 
 from nebisect.case import COREML_VARIANTS
 from nebisect.isolation.job import current_stage, mark_stage
-from nebisect.mil.quiet import import_coremltools
 from nebisect.targets import ANY_DEVICE, register_target
 from nebisect.targets.base import Prediction, Target, TargetSkipped
-from nebisect.targets.coreml import cache_dir, compiled_path, inspected, package_of
+from nebisect.targets.coreml import ReadyModel, cache_dir, compiled_path, inspected
 from nebisect.targets.coreml_inspect import trusted_intermediates
-from nebisect.targets.coreml_io import cast_inputs, describe_inputs, shape_scope
+from nebisect.targets.coreml_io import shape_scope
 from nebisect.targets.coreml_plan import op_kind
 
 #: Device kinds (coremltools' ``DeviceType`` values) a remote target runs on.
 REMOTE_KINDS = ("iphone", "ipad")
 NEEDS = "needs macOS with Xcode devicectl"
-_UNITS = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ne": "CPU_AND_NE", "all": "ALL"}
 _UUID = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
 
 
@@ -194,27 +192,22 @@ class CoreMLRemoteTarget(Target):
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
-        ct = import_coremltools()
         from coremltools.models.ml_program.experimental.remote_device import _DeviceCtlError
-        from coremltools.models.utils import load_spec
 
-        package = package_of(model)
-        spec = load_spec(str(package))
-        described = describe_inputs(spec)
-        feeds, notes = cast_inputs(inputs, described)
-        units = getattr(ct.ComputeUnit, _UNITS[self.spec.variant])
+        ready = ReadyModel.of(model, inputs, self.spec.variant)
         mark_stage("compile")
-        compiled = compiled_path(package)
-        session = _Session(self.spec.device, units)
+        compiled = compiled_path(ready.package)
+        session = _Session(self.spec.device, ready.units)
         try:
-            prediction = asyncio.run(session.predict(package, compiled, feeds, intermediates))
+            prediction = asyncio.run(session.predict(ready.package, compiled, ready.feeds,
+                                                     intermediates))
         except _DeviceCtlError as exc:
             raise device_failure(DeviceFailure(current_stage(), exc.error_code,
                                                _text(exc.message), session.alive()),
                                  self.spec.device) from exc
-        prediction.op_types = program_op_types(spec)
-        prediction.placement_unknown = shape_scope(feeds, described)
-        prediction.notes = [*notes, *prediction.notes]
+        prediction.op_types = program_op_types(ready.spec)
+        prediction.placement_unknown = shape_scope(ready.feeds, ready.described)
+        prediction.notes = [*ready.notes, *prediction.notes]
         return prediction
 
 
