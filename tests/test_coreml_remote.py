@@ -108,6 +108,14 @@ def test_availability_from_platform_devicectl_and_devices() -> None:
     assert select_device("tablet", listed)[1] == "no connected device 'tablet' (connected: phone)"
 
 
+def test_a_device_loads_the_specifications_of_its_ios() -> None:
+    assert device("phone").loadable_spec == 9  # iOS 18.2
+    older = RemoteDevice("pad", "u", "i", "ipad", "connected", "17.5.1")
+    assert older.loadable_spec == 8
+    assert RemoteDevice("new", "u", "i", "iphone", "connected", "26.0").loadable_spec == 10
+    assert RemoteDevice("odd", "u", "i", "iphone", "connected", "").loadable_spec == 4
+
+
 def test_recorded_device_errors_become_verdicts() -> None:
     """Errors as coremltools raises them: devicectl's exit code and stderr, the model
     runner's JSON-RPC code and message (with the per-load model UUID in it)."""

@@ -15,7 +15,8 @@ device-side failure is that case's verdict, never nebisect's crash; the stages a
 What a failure means is decided from coremltools' error alone (:func:`device_failure`):
 
 * the case never reached the device's Core ML (no device, devicectl or the app could
-  not be reached) — ``skipped`` with the reason: nothing was judged;
+  not be reached, or a model of a newer specification than the device's iOS loads) —
+  ``skipped`` with the reason: nothing was judged;
 * the app stopped while it held the model — an ``error`` at that stage, "the model
   runner app stopped" (a device-side crash: its stack is in the device's logs);
 * the app's Core ML answered with an error — an ``error`` at that stage with its
@@ -43,6 +44,7 @@ import numpy as np
 
 from nebisect.case import COREML_VARIANTS
 from nebisect.isolation.job import current_stage, mark_stage
+from nebisect.sources.deployment import SPEC_RELEASES, newer_os_needed, version_tuple
 from nebisect.targets import ANY_DEVICE, register_target
 from nebisect.targets.base import Prediction, Target, TargetSkipped
 from nebisect.targets.coreml import ReadyModel, cache_dir, compiled_path, inspected
@@ -70,11 +72,20 @@ class RemoteDevice:
     identifier: str
     kind: str
     state: str
+    os_version: str = ""
 
     @classmethod
     def of(cls, device: Any) -> RemoteDevice:
         return cls(device.name, device.udid, device.identifier, device.type.value,
-                   device.state.value)
+                   device.state.value, device.os_version)
+
+    @property
+    def loadable_spec(self) -> int:
+        """The newest Core ML specification this device's iOS/iPadOS loads (the iOS side
+        of :data:`~nebisect.sources.deployment.SPEC_RELEASES`)."""
+        major = (version_tuple(self.os_version) or (0,))[0]
+        return max((spec for spec, releases in SPEC_RELEASES.items()
+                    if major >= int(releases.split("/")[0].removeprefix("iOS"))), default=4)
 
     def answers_to(self, wanted: str) -> bool:
         return wanted.casefold() in {self.name.casefold(), self.udid.casefold(),
@@ -197,7 +208,7 @@ class CoreMLRemoteTarget(Target):
         ready = ReadyModel.of(model, inputs, self.spec.variant)
         mark_stage("compile")
         compiled = compiled_path(ready.package)
-        session = _Session(self.spec.device, ready.units)
+        session = _Session(self.spec.device, ready.units, ready.spec.specificationVersion)
         try:
             prediction = asyncio.run(session.predict(ready.package, compiled, ready.feeds,
                                                      intermediates))
@@ -214,9 +225,10 @@ class CoreMLRemoteTarget(Target):
 class _Session:
     """The device, prepared once per child, and one load → plan → predict per model."""
 
-    def __init__(self, wanted: str, units: Any) -> None:
+    def __init__(self, wanted: str, units: Any, spec_version: int) -> None:
         self.wanted = wanted
         self.units = units
+        self.spec_version = spec_version
         self.device: Any = None
 
     def alive(self) -> bool:
@@ -264,6 +276,9 @@ class _Session:
         chosen, why = select_device(self.wanted, [RemoteDevice.of(d) for d in devices])
         if chosen is None:
             raise TargetSkipped(why)
+        too_new = newer_os_needed(self.spec_version, chosen.loadable_spec)
+        if too_new:
+            raise TargetSkipped(f"{chosen.name} (iOS {chosen.os_version}): {too_new}")
         device = next(d for d in devices if d.udid == chosen.udid)
         workdir = cache_dir().parent / "remote" / chosen.udid
         workdir.mkdir(parents=True, exist_ok=True)
