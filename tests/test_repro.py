@@ -158,7 +158,7 @@ def test_device_repro_asserts_the_op_and_keeps_the_ne_attract_wrapper(tmp_path: 
     assert op_of_interest("coreml:ne", plan) == "reduce_log_sum_exp"
     assert op_of_interest("coreml-remote:phone:ne", plan) == "reduce_log_sum_exp"
     script, _ = mil_script(plan, signature="mismatch:collapse", target="coreml:ne",
-                                   header="h", op_of_interest="reduce_log_sum_exp")
+                           header="h", op_of_interest="reduce_log_sum_exp")
     compile(script, "repro.py", "exec")
     assert "OP_OF_INTEREST = 'reduce_log_sum_exp'" in script
     assert "COMPUTE_UNITS = 'CPU_AND_NE'" in script
