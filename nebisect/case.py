@@ -24,7 +24,7 @@ from nebisect.errors import NebisectError
 from nebisect.files import open_regular, write_bytes
 
 STAGES = ("convert", "load", "predict")
-BACKENDS = ("sim", "coreml", "torch")
+BACKENDS = ("sim", "coreml", "torch", "coreml-remote")
 SIM_VARIANTS = ("fp64", "fp32", "fp16", "fp16-naive", "ane")
 #: Op semantics a sim target may name after its variant (``sim:fp16:spec``); without one
 #: it follows the Core ML runtime (``coreml``). See nebisect.mil.semantics.
@@ -40,16 +40,18 @@ class TargetSpecError(NebisectError, ValueError):
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """A parsed target spec such as ``sim:fp16``, ``sim:fp16:spec``, ``coreml:ne`` or
-    ``torch:cpu:fp32``; ``semantics`` is set only when a sim spec names it."""
+    """A parsed target spec such as ``sim:fp16``, ``sim:fp16:spec``, ``coreml:ne``,
+    ``coreml-remote:<device>:ne`` or ``torch:cpu:fp32``; ``semantics`` is set only when a
+    sim spec names it, ``device`` only for a remote Core ML device (an iPhone, an iPad)."""
 
     backend: str
     variant: str
     dtype: str = ""
     semantics: str = ""
+    device: str = ""
 
     def __str__(self) -> str:
-        parts = (self.backend, self.variant, self.dtype, self.semantics)
+        parts = (self.backend, self.device, self.variant, self.dtype, self.semantics)
         return ":".join(p for p in parts if p)
 
     @property
@@ -83,6 +85,13 @@ def parse_target(spec: str) -> TargetSpec:
                 f"{'|'.join(TORCH_DTYPES)}]"
             )
         return TargetSpec("torch", device, dtype)
+    if backend == "coreml-remote":
+        if len(parts) != 3 or not parts[1].strip() or parts[2] not in COREML_VARIANTS:
+            raise TargetSpecError(
+                f"unknown target {spec!r}: remote targets are coreml-remote:<device>:"
+                f"{'|'.join(COREML_VARIANTS)} (device: a name, UDID or identifier that "
+                "`xcrun devicectl list devices` shows)")
+        return TargetSpec(backend, parts[2], device=parts[1].strip())
     variants = SIM_VARIANTS if backend == "sim" else COREML_VARIANTS
     if backend == "sim" and len(parts) == 3 and parts[1] in variants:
         if parts[2] not in SIM_SEMANTICS:

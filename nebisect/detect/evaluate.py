@@ -19,7 +19,7 @@ from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stag
 from nebisect.sources.artifact import Artifact
 from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.targets.base import TargetSkipped
-from nebisect.targets.placement import REQUIRED_DEVICES, check_routing
+from nebisect.targets.placement import check_routing, required_devices
 from nebisect.targets.sim import follow_semantics
 from nebisect.verdict import Tolerance, Verdict, error_signature, judge
 
@@ -106,7 +106,7 @@ def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
     """The verdict after the placement check of :mod:`nebisect.targets.placement`."""
     if prediction.notes:
         verdict.metrics["notes"] = list(prediction.notes)
-    required = REQUIRED_DEVICES.get(case.target)
+    required = required_devices(case.target)
     if not required:
         return verdict
     routing = check_routing(required, prediction.placement, prediction.op_types,

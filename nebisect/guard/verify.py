@@ -29,7 +29,7 @@ from typing import Any
 
 from nebisect.corpus.record import CaseRecord
 from nebisect.corpus.store import CorpusCase
-from nebisect.detect.evaluate import REQUIRED_DEVICES, evaluate
+from nebisect.detect.evaluate import evaluate
 from nebisect.executors import Executor, UnitResult
 from nebisect.executors.local import LocalExecutor
 from nebisect.fixes import registered_fixes, resolve_fixes
@@ -37,6 +37,7 @@ from nebisect.fixes.base import Fix
 from nebisect.guard.replay import LOST_SIGNATURE, on_package, replay_unit_of, run_case
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
+from nebisect.targets.placement import required_devices
 from nebisect.verdict import Verdict
 
 CATEGORIES = ("fixed", "still failing", "regressed", "unaffected")
@@ -191,7 +192,7 @@ def _categorize(before: Verdict, after: Verdict) -> tuple[str, str]:
     # case then passes or is ``unrouted`` (placement fails closed: every op elsewhere).
     moved = moved_off_accelerator(before, after)
     if moved and after.status in ("pass", "unrouted"):
-        where = "/".join(REQUIRED_DEVICES[after.target])
+        where = "/".join(required_devices(after.target))
         ops = ", ".join(f"{op} on {device}" for op, device in moved)
         passes = "passes, but " if after.status == "pass" else ""
         return "regressed", f"{passes}placement moved off {where}: {ops}"
@@ -211,7 +212,7 @@ def moved_off_accelerator(before: Verdict, after: Verdict) -> list[tuple[str, st
     Only meaningful when the original run reported placement (a predict-stage error
     has none, and then there is nothing to compare against).
     """
-    required = REQUIRED_DEVICES.get(after.target)
+    required = required_devices(after.target)
     if not required or not after.placement or not before.placement:
         return []
     off_before = {op for op, device in before.placement.items() if device not in required}

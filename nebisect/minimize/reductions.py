@@ -144,13 +144,14 @@ def _write_program(bisector: Bisector, plan: Any, reduction: Reduction[str], sou
                    before: int) -> None:
     from nebisect.mil.load import save_program
     from nebisect.minimize.graphs.mil import build
-    from nebisect.minimize.repro.script import write_mil_repro
+    from nebisect.minimize.repro.script import op_of_interest, write_mil_repro
 
     save_program(build(plan), bisector.out / "minimized.mlpackage")
     header = (f"Minimized by nebisect bisect from {source.location}: {len(reduction.units)} "
               f"of {before} ops still fail on {bisector.options.target}.")
-    write_mil_repro(bisector.out, plan, signature=reduction.signature,
-                    target=bisector.options.target, header=header)
+    target = bisector.options.target
+    write_mil_repro(bisector.out, plan, signature=reduction.signature, target=target,
+                    header=header, op_of_interest=op_of_interest(target, plan))
 
 
 # ---------------------------------------------------------------------------- torch graphs

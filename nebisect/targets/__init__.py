@@ -27,8 +27,12 @@ __all__ = ["Prediction", "Target", "get_target", "register_target", "registered_
 
 _REGISTRY: dict[str, type[Target]] = {}
 _load_builtins = ImportOnce(
-    lambda: ("nebisect.targets.sim", "nebisect.targets.coreml", "nebisect.targets.torch")
+    lambda: ("nebisect.targets.sim", "nebisect.targets.coreml", "nebisect.targets.coreml_remote",
+             "nebisect.targets.torch")
 )
+#: The device a remote target is registered under (``coreml-remote:<device>:ne``): every
+#: connected device is reached through that one registration.
+ANY_DEVICE = "<device>"
 
 
 def register_target(*names: str) -> Callable[[type[Target]], type[Target]]:
@@ -96,11 +100,13 @@ def get_target(name: str) -> Target:
     """Instantiate the target registered under ``name``.
 
     A sim spec naming its op semantics (``sim:fp16:spec``) is the target registered
-    without it, constructed with the full spec (the target reads ``spec.semantics``).
+    without it, constructed with the full spec (the target reads ``spec.semantics``); a
+    remote spec naming a device is the one registered for :data:`ANY_DEVICE`.
     """
     _load_builtins()
     spec = spec_of(name)
-    registered = name if name in _REGISTRY else str(replace(spec, semantics=""))
+    generic = replace(spec, semantics="", device=ANY_DEVICE if spec.device else "")
+    registered = name if name in _REGISTRY else str(generic)
     if registered not in _REGISTRY:
         raise NebisectError(f"target {name!r} is not implemented")
     return _REGISTRY[registered](spec)

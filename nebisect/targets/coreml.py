@@ -15,7 +15,11 @@ seeds and from reading coremltools' source shape it:
   (:mod:`nebisect.targets.placement`). A plan is unknown, never an error, where this
   macOS has none (before 14.4) or where it describes another input shape;
 * a model this OS cannot load (a newer specification) is ``skipped`` with the reason;
-* inputs are cast to what the model's description asks (:mod:`coreml_io`).
+* inputs are cast to what the model's description asks (:mod:`coreml_io`);
+* intermediates (for bisection by first divergence) come from a fifth stage,
+  ``inspect``: the program re-saved with every op's value as an extra output, as
+  coremltools' ``MLModelInspector`` does (:mod:`nebisect.targets.coreml_inspect`), and
+  are used only when that clone computes the same outputs as the original.
 
 Forking after Core ML / Objective-C initialisation aborts the child (coremltools #963,
 #1819): the isolator refuses fork mode on macOS altogether (:mod:`nebisect.isolation`).
@@ -26,6 +30,9 @@ from __future__ import annotations
 import os
 import platform
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +52,13 @@ from nebisect.sources.deployment import (
 )
 from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target, TargetSkipped
-from nebisect.targets.coreml_io import cast_inputs, describe_inputs, shape_scope
+from nebisect.targets.coreml_inspect import save_with_outputs, trusted_intermediates
+from nebisect.targets.coreml_io import (
+    InputDescription,
+    cast_inputs,
+    describe_inputs,
+    shape_scope,
+)
 from nebisect.targets.coreml_plan import missing_device, plan_placement
 
 _COMPUTE_UNITS = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ne": "CPU_AND_NE", "all": "ALL"}
@@ -85,6 +98,64 @@ def plan_unavailable(release: tuple[str, str] | None) -> str:
             f"(this is {release[0]})")
 
 
+@contextmanager
+def inspected(package: Path) -> Iterator[tuple[Path, list[str]]]:
+    """(the compiled clone of ``package`` that also outputs every inspectable value, the
+    names added); the clone's package lives only inside the block, its compilation in
+    the content-keyed cache."""
+    scratch_root = cache_dir().parent / "packages"
+    scratch_root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch_root, prefix=".inspect-") as scratch:
+        clone = Path(scratch) / "inspected.mlpackage"
+        names = save_with_outputs(package, clone)
+        yield compiled_path(clone), names
+
+
+def package_of(model: Any) -> Path:
+    """The .mlpackage behind an artifact; builder programs are saved by content."""
+    if model.kind == "mlpackage":
+        return Path(model.location)
+    if model.kind != "builder":
+        raise NebisectError("a torch source must be converted before running on Core ML")
+    from nebisect.mil.load import save_program
+
+    packages = cache_dir().parent / "packages"
+    packages.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=packages, prefix=".saving-") as scratch:
+        saved = Path(scratch) / "model.mlpackage"
+        save_program(model.program, saved)
+        package = packages / f"{sha256_path(saved)}.mlpackage"
+        with staged(package, keep_existing) as built:
+            os.rename(saved, built)
+    return package
+
+
+@dataclass
+class ReadyModel:
+    """A model as Core ML will take it, on this Mac or on a device: its package and spec,
+    what the spec asks of the inputs, the inputs cast accordingly (with a note per cast),
+    and the ``ComputeUnit`` of the target's variant."""
+
+    package: Path
+    spec: Any
+    described: dict[str, InputDescription]
+    feeds: dict[str, np.ndarray]
+    notes: list[str]
+    units: Any
+
+    @classmethod
+    def of(cls, model: Any, inputs: dict[str, np.ndarray], variant: str) -> ReadyModel:
+        ct = import_coremltools()
+        from coremltools.models.utils import load_spec
+
+        package = package_of(model)
+        spec = load_spec(str(package))
+        described = describe_inputs(spec)
+        feeds, notes = cast_inputs(inputs, described)
+        return cls(package, spec, described, feeds, notes,
+                   getattr(ct.ComputeUnit, _COMPUTE_UNITS[variant]))
+
+
 @register_target("coreml:cpu", "coreml:gpu", "coreml:ne", "coreml:all")
 class CoreMLTarget(Target):
     """Apple Core ML on this Mac with the named compute units (CPU_ONLY … ALL)."""
@@ -108,54 +179,38 @@ class CoreMLTarget(Target):
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
-        ct = import_coremltools()
         from coremltools.libcoremlpython import _MLModelProxy
         from coremltools.models import CompiledMLModel
-        from coremltools.models.utils import load_spec
 
-        package = self._package(model)
-        spec = load_spec(str(package))
-        too_new = newer_os_needed(spec.specificationVersion,
+        ready = ReadyModel.of(model, inputs, self.spec.variant)
+        too_new = newer_os_needed(ready.spec.specificationVersion,
                                   _MLModelProxy.maximum_supported_specification_version())
         if too_new:
             raise TargetSkipped(too_new)
-        described = describe_inputs(spec)
-        feeds, notes = cast_inputs(inputs, described)
-        units = getattr(ct.ComputeUnit, _COMPUTE_UNITS[self.spec.variant])
         mark_stage("compile")
-        compiled = compiled_path(package)
+        compiled = compiled_path(ready.package)
         mark_stage("load")
-        loaded = CompiledMLModel(str(compiled), compute_units=units)
+        loaded = CompiledMLModel(str(compiled), compute_units=ready.units)
         mark_stage("plan")
-        placement, op_types, unknown = self._placement(compiled, units)
+        placement, op_types, unknown = self._placement(compiled, ready.units)
         mark_stage("predict")
-        outputs = loaded.predict(feeds)
+        outputs = {k: np.asarray(v) for k, v in loaded.predict(ready.feeds).items()}
+        middle: dict[str, np.ndarray] = {}
+        notes = ready.notes
+        if intermediates:
+            mark_stage("inspect")
+            with inspected(ready.package) as (clone, names):
+                cloned = CompiledMLModel(str(clone), compute_units=ready.units).predict(ready.feeds)
+            middle, dropped = trusted_intermediates(cloned, names, outputs)
+            notes = [*notes, dropped] if dropped else notes
         return Prediction(
-            outputs={k: np.asarray(v) for k, v in outputs.items()},
+            outputs=outputs,
             placement=placement,
             op_types=op_types,
-            placement_unknown=unknown or shape_scope(feeds, described),
+            intermediates=middle,
+            placement_unknown=unknown or shape_scope(ready.feeds, ready.described),
             notes=notes,
         )
-
-    @staticmethod
-    def _package(model: Any) -> Path:
-        """The .mlpackage behind an artifact; builder programs are saved by content."""
-        if model.kind == "mlpackage":
-            return Path(model.location)
-        if model.kind != "builder":
-            raise NebisectError("a torch source must be converted before running on Core ML")
-        from nebisect.mil.load import save_program
-
-        packages = cache_dir().parent / "packages"
-        packages.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=packages, prefix=".saving-") as scratch:
-            saved = Path(scratch) / "model.mlpackage"
-            save_program(model.program, saved)
-            package = packages / f"{sha256_path(saved)}.mlpackage"
-            with staged(package, keep_existing) as built:
-                os.rename(saved, built)
-        return package
 
     @staticmethod
     def _placement(compiled: Path, units: Any) -> tuple[dict[str, str], dict[str, str], str]:

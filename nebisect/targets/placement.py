@@ -30,6 +30,15 @@ REQUIRED_DEVICES: dict[str, tuple[str, ...]] = {
     "sim:ane": ("ne",),
 }
 
+
+def required_devices(target: str) -> tuple[str, ...]:
+    """Devices ``target`` must place ops on; a remote device (``coreml-remote:<device>:ne``)
+    asks what the same compute units ask on the Mac."""
+    backend, _, rest = target.partition(":")
+    if backend == "coreml-remote":
+        return REQUIRED_DEVICES.get(f"coreml:{rest.rpartition(':')[2]}", ())
+    return REQUIRED_DEVICES.get(target, ())
+
 #: Ops that compute nothing: Core ML places them next to their neighbours, so where
 #: they ran says nothing about routing.
 NOT_COMPUTE = frozenset({

@@ -12,6 +12,15 @@ Where it runs: on macOS the program is converted and predicted on Core ML with t
 compute units of the target; elsewhere Core ML cannot predict, so it uses nebisect's
 MIL simulator when nebisect is importable, and says so. Exit code 0 means the symptom
 reproduced, 1 that it did not, 2 that it could not run here.
+
+On a device target (``coreml:ne`` …, ``coreml-remote:…``) a pass on CPU fallback is not
+a pass: the script asserts with ``MLComputePlan`` that the op of interest — the last
+compute op the reduction kept, where the failure enters (:func:`op_of_interest`) — runs
+on the requested unit, as seed 000's repro does. A minimized graph whose only compute
+op is that op would stay on the CPU (seed 000: "smaller topologies compile but
+reduce_log_sum_exp routes to CPU"), so the script then keeps the ``ne-attract`` wrapper
+of :mod:`nebisect.fuzz.builders`: identity 1×1 conv on the inputs, a linear head on the
+op, neither judged. Simulator targets get neither (their repro is the graph as kept).
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from nebisect.case import parse_target, save_npz
 from nebisect.minimize.graphs.fx import TorchCandidate, docstring_text
 from nebisect.minimize.graphs.mil import Plan, PlanOp
 from nebisect.minimize.repro import templates
+from nebisect.targets.placement import NOT_COMPUTE, required_devices
 
 #: Constants with more elements than this go to ``constants.npz`` instead of the code.
 INLINE_LIMIT = 64
@@ -38,17 +48,39 @@ _UNITS_FOR_SIM = {"fp64": "CPU_ONLY", "fp32": "CPU_ONLY", "fp16": "CPU_AND_GPU",
                   "fp16-naive": "CPU_AND_GPU", "ane": "CPU_AND_NE"}
 _UNITS_FOR_COREML = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ne": "CPU_AND_NE", "all": "ALL"}
 _RESERVED = {"mb", "np", "ct", "types", "main", "program", "symbols", "inputs", "CONSTANTS",
-             "Function", "Program", "get_new_symbol"}
+             "Function", "Program", "get_new_symbol", "ne_attract_input", "ne_attract_head"}
+#: Backends that run on real Core ML, where placement is asserted.
+DEVICE_BACKENDS = ("coreml", "coreml-remote")
 
 
 def devices_for(target: str) -> tuple[str, str]:
     """(Core ML compute units on macOS, simulator target elsewhere) for a target spec."""
     spec = parse_target(target)
-    if spec.backend == "coreml":
+    if spec.backend in DEVICE_BACKENDS:
         return _UNITS_FOR_COREML[spec.variant], _SIM_FOR_COREML[spec.variant]
     if spec.backend == "sim":
         return _UNITS_FOR_SIM[spec.variant], str(spec)
     return "CPU_ONLY", "sim:fp32"
+
+
+def op_of_interest(target: str, plan: Plan) -> str:
+    """The op type a device repro asserts the placement of: the last compute op of the
+    minimized plan ('' for targets that require no device, e.g. every simulator)."""
+    if parse_target(target).backend not in DEVICE_BACKENDS or not required_devices(target):
+        return ""
+    compute = [op.op_type for op in plan.ops if op.op_type not in NOT_COMPUTE]
+    return compute[-1] if compute else ""
+
+
+def attracted_value(target: str, plan: Plan, op_type: str) -> str:
+    """The value the ``ne-attract`` head reads when the plan is too small to be routed to
+    the Neural Engine ('' when no wrapper is needed)."""
+    if not op_type or "ne" not in required_devices(target):
+        return ""
+    compute = [op for op in plan.ops if op.op_type not in NOT_COMPUTE]
+    if any(op.op_type != op_type for op in compute):
+        return ""
+    return compute[-1].outputs[0]
 
 
 # --------------------------------------------------------------------------- literals
@@ -95,9 +127,10 @@ def _identifiers(names: list[str]) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- MIL
-def builder_source(plan: Plan) -> tuple[str, dict[str, np.ndarray]]:
+def builder_source(plan: Plan, attract: str = "") -> tuple[str, dict[str, np.ndarray]]:
     """``build_program()`` as MIL builder source, and the constants it loads from
-    ``constants.npz`` (those larger than :data:`INLINE_LIMIT` elements)."""
+    ``constants.npz`` (those larger than :data:`INLINE_LIMIT` elements); with
+    ``attract`` (a value name) inside the ``ne-attract`` wrapper."""
     names = [e.var for e in plan.inputs] + [e.name for e in plan.inputs]
     names += [o for op in plan.ops for o in op.outputs]
     ident = _identifiers(list(dict.fromkeys(names)))
@@ -116,12 +149,13 @@ def builder_source(plan: Plan) -> tuple[str, dict[str, np.ndarray]]:
     lines.append(f"    with Function(inputs, opset_version=ct.target.{_opset_name(plan)}) "
                  "as main:")
     for entry in plan.inputs:
-        lines.extend(_input_lines(entry, ident))
+        lines.extend(_input_lines(entry, ident, wrap=bool(attract)))
     constants: dict[str, np.ndarray] = {}
     for op in plan.ops:
         lines.extend(_op_lines(op, ident, constants))
     outputs = ", ".join(ident[name] for name in plan.outputs)
-    lines += [f"        main.set_outputs([{outputs}])",
+    head = f" + ne_attract_head({ident[attract]})" if attract else ""
+    lines += [f"        main.set_outputs([{outputs}]{head})",
               "    program = Program()",
               '    program.add_function("main", main)',
               "    return program"]
@@ -135,8 +169,13 @@ def _opset_name(plan: Plan) -> str:
     return str(name)
 
 
-def _input_lines(entry: Any, ident: dict[str, str]) -> list[str]:
+def _input_lines(entry: Any, ident: dict[str, str], wrap: bool = False) -> list[str]:
+    """The lines that produce an input's value; ``wrap`` feeds a static float input
+    through the ``ne-attract`` identity conv."""
     source = f"main.inputs[{entry.name!r}]"
+    if wrap and not entry.cast_to and not entry.squeeze and entry.dtype in ("fp16", "fp32") \
+            and all(isinstance(d, int) for d in entry.shape):
+        return [f"        {ident[entry.var]} = ne_attract_input({source})"]
     lines = []
     if entry.cast_to:
         name = f"{entry.var}__cast" if entry.squeeze else entry.var
@@ -182,11 +221,13 @@ def mil_script(plan: Plan, *, signature: str, target: str, header: str,
     """The repro script for a MIL plan, and the large constants it reads; on a device
     it asserts that ``op_of_interest`` ran where ``target`` asks."""
     units, sim = devices_for(target)
-    build, constants = builder_source(plan)
+    attract = attracted_value(target, plan, op_of_interest)
+    build, constants = builder_source(plan, attract)
     script = templates.MIL_HEADER.format(
         header=docstring_text(header), quoted_signature=docstring_text(signature),
         target=target, units=units, sim=sim, build=build,
-    ) + _settings(signature, target, op_of_interest) + templates.ORACLE + templates.ON_DEVICE \
+    ) + _settings(signature, target, op_of_interest) + templates.ORACLE \
+        + (templates.NE_ATTRACT if attract else "") + templates.ON_DEVICE \
         + templates.MIL_MAIN.format(opset=_opset_name(plan))
     return script, constants
 

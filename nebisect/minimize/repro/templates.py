@@ -80,6 +80,40 @@ PRECISION = {precision!r}
 OP_OF_INTEREST = {op_of_interest!r}
 '''
 
+NE_ATTRACT = '''
+
+#: ne-attract (seed 000's topology, nebisect.fuzz.builders): a graph whose only compute
+#: op is the op of interest stays on the CPU on a device; fed through an identity 1x1
+#: conv and read by a linear head it is routed to the Neural Engine. Both keep values
+#: exactly (weight 1, no bias); the head only gives the graph its shape: not judged.
+HEAD = "ne_attract_head"
+
+
+def ne_attract_input(x):
+    shape = list(x.shape)
+    flat = mb.reshape(x=x, shape=[1, 1, 1, int(np.prod(shape))])
+    weight = np.ones((1, 1, 1, 1), dtype=np.float16 if x.dtype == types.fp16 else np.float32)
+    return mb.reshape(x=mb.conv(x=flat, weight=weight), shape=shape)
+
+
+def ne_attract_head(y):
+    if y.dtype not in (types.fp16, types.fp32) or any(not isinstance(d, int) for d in y.shape):
+        return []
+    size = int(np.prod(y.shape))
+    weight = np.eye(min(size, 16), size,
+                    dtype=np.float16 if y.dtype == types.fp16 else np.float32)
+    return [mb.linear(x=mb.reshape(x=y, shape=[1, size]), weight=weight, name=HEAD)]
+
+
+judge_every_output = judge
+
+
+def judge(reference, outputs):
+    """Judge the minimized program's outputs, not the wrapper's head."""
+    return judge_every_output({k: v for k, v in reference.items() if k != HEAD},
+                              {k: v for k, v in outputs.items() if k != HEAD})
+'''
+
 ON_DEVICE = '''
 
 #: Compute-device classes the op of interest must run on, per compute units.

@@ -3,6 +3,7 @@ reproduce their signature alone in a fresh interpreter."""
 
 from __future__ import annotations
 
+import platform
 import runpy
 import subprocess
 import sys
@@ -21,6 +22,8 @@ from nebisect.minimize.repro.script import (
     builder_source,
     devices_for,
     literal,
+    mil_script,
+    op_of_interest,
     write_mil_repro,
 )
 
@@ -103,6 +106,7 @@ def test_devices_for_targets() -> None:
     assert devices_for("coreml:ne") == ("CPU_AND_NE", "sim:ane")
     assert devices_for("coreml:cpu") == ("CPU_ONLY", "sim:fp32")
     assert devices_for("sim:fp16") == ("CPU_AND_GPU", "sim:fp16")
+    assert devices_for("coreml-remote:phone:gpu") == ("CPU_AND_GPU", "sim:fp16")
 
 
 def write(plan_units: list[str], program: Any, feeds: dict[str, np.ndarray], directory: Path,
@@ -140,3 +144,59 @@ def test_a_repro_that_does_not_reproduce_says_so(tmp_path: Path,
                    "mismatch:collapse")
     assert runpy.run_path(str(script), run_name="repro")["main"]() == 0
     assert "lse[0, 0, 0, 0]: output 0 vs reference 11.4657" in capsys.readouterr().out
+
+
+def lse_plan(units: list[str], ops: int = 9) -> Any:
+    program = lse_chain.chain_program(ops)
+    feeds = lse_chain.chain_inputs()
+    recorded = {**feeds, **run_program(program, feeds, "fp64", intermediates=True).intermediates}
+    return MilGraph(program).plan(units, recorded)
+
+
+def test_device_repro_asserts_the_op_and_keeps_the_ne_attract_wrapper(tmp_path: Path) -> None:
+    plan = lse_plan(["lse"])
+    assert op_of_interest("coreml:ne", plan) == "reduce_log_sum_exp"
+    assert op_of_interest("coreml-remote:phone:ne", plan) == "reduce_log_sum_exp"
+    script, _ = mil_script(plan, signature="mismatch:collapse", target="coreml:ne",
+                           header="h", op_of_interest="reduce_log_sum_exp")
+    compile(script, "repro.py", "exec")
+    assert "OP_OF_INTEREST = 'reduce_log_sum_exp'" in script
+    assert "COMPUTE_UNITS = 'CPU_AND_NE'" in script
+    assert "op3 = ne_attract_input(main.inputs['op3'])" in script
+    assert "main.set_outputs([lse] + ne_attract_head(lse))" in script
+    scope = runpy.run_path(str(write_mil_repro(tmp_path, plan, signature="mismatch:collapse",
+                                               target="coreml:ne", header="h",
+                                               op_of_interest="reduce_log_sum_exp")))
+    wrapped = scope["build_program"]()
+    assert [o.op_type for o in wrapped.functions["main"].operations
+            if o.op_type != "const"] == ["reshape", "conv", "reshape", "reduce_log_sum_exp",
+                                         "reshape", "linear"]
+    exact = run_program(wrapped, plan.feeds, "fp64").outputs
+    np.testing.assert_array_equal(exact["lse"], run_program(build(plan), plan.feeds,
+                                                            "fp64").outputs["lse"])
+    assert sorted(exact) == ["lse", "ne_attract_head"]
+    assert scope["judge"](exact, {**exact, "ne_attract_head": exact["lse"][:0]})[0] == "pass"
+    run = subprocess.run([sys.executable, str(tmp_path / "repro.py")], capture_output=True,
+                         text=True, cwd=tmp_path.parent, timeout=300)
+    if platform.system() != "Darwin":  # off macOS the Neural Engine is sim:ane
+        assert run.returncode == 0 and "observed: mismatch:collapse" in run.stdout, run.stdout
+
+
+def test_device_repro_of_a_routable_graph_asserts_its_last_compute_op() -> None:
+    plan = lse_plan(["op3", "lse", "op5"])
+    assert op_of_interest("coreml:gpu", plan) == "mul"
+    script, _ = mil_script(plan, signature="mismatch:tolerance", target="coreml:ne",
+                           header="h", op_of_interest=op_of_interest("coreml:ne", plan))
+    compile(script, "repro.py", "exec")
+    assert "OP_OF_INTEREST = 'mul'" in script and "ne_attract" not in script
+    assert op_of_interest("coreml:cpu", plan) == ""
+
+
+def test_simulator_repros_are_the_graph_as_kept() -> None:
+    plan = lse_plan(["lse"])
+    for target in ("sim:ane", "sim:fp16"):
+        assert op_of_interest(target, plan) == ""
+        script, _ = mil_script(plan, signature="mismatch:collapse", target=target, header="h",
+                               op_of_interest=op_of_interest(target, plan))
+        assert "OP_OF_INTEREST = ''" in script and "ne_attract" not in script
+        assert "op3 = main.inputs['op3']" in script and "main.set_outputs([lse])" in script
