@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bisect_programs import chain
 from coremltools.models.ml_program.experimental.remote_device import (
     ComputePlan,
     Device,
@@ -21,6 +20,8 @@ from coremltools.models.ml_program.experimental.remote_device import (
     DeviceType,
     _DeviceCtlError,
 )
+from support import REPO
+from support.bisect_programs import chain
 
 from nebisect.case import Case, TargetSpecError, parse_target
 from nebisect.isolation.child import exception_verdict
@@ -40,7 +41,6 @@ from nebisect.targets.coreml_remote import (
 )
 from nebisect.targets.placement import required_devices
 
-ROOT = Path(__file__).resolve().parents[1]
 #: Names the connected device the on-device test uses (e.g. the device job's variable).
 REMOTE_VAR = "NEBISECT_REMOTE_DEVICE"
 
@@ -78,7 +78,7 @@ def test_any_device_name_reaches_the_one_registration() -> None:
 @pytest.mark.skipif(platform.system() == "Darwin", reason="checks the reason given off macOS")
 def test_targets_lists_remote_targets_with_the_reason() -> None:
     run = subprocess.run([sys.executable, "-m", "nebisect", "targets", "--json"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+                         capture_output=True, text=True, cwd=REPO, timeout=120)
     rows = {r["target"]: r for r in json.loads(run.stdout)}
     remote = sorted(n for n in rows if n.startswith("coreml-remote:"))
     assert remote == [f"coreml-remote:{ANY_DEVICE}:{u}" for u in ("all", "cpu", "gpu", "ne")]
@@ -173,7 +173,7 @@ def test_placement_from_a_recorded_device_plan(tmp_path: Path) -> None:
                     reason=f"needs a connected iPhone/iPad named by {REMOTE_VAR} (macOS, Xcode "
                     "devicectl, Developer Mode, NEBISECT_DEVELOPMENT_TEAM for the runner app)")
 def test_a_connected_device_predicts_places_and_records_intermediates(tmp_path: Path) -> None:
-    from bisect_programs import lse_chain
+    from support.bisect_programs import lse_chain
 
     from nebisect.mil.interp import run_program
     from nebisect.mil.load import load_program

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from bisect_programs import chain, lse_chain
+from support import REPO
+from support.bisect_programs import chain, lse_chain
 
 from nebisect.bisect import first_divergence
 from nebisect.mil.interp import run_program
@@ -124,8 +125,7 @@ def test_bisect_on_the_neural_engine_localizes_seed_000_by_first_divergence(
 
     inputs = tmp_path / "x8.npz"
     save_npz(inputs, {"x": np.full((1, 1, 8, 8), 8.0, np.float32)})
-    root = Path(__file__).resolve().parents[1]
-    result = bisect_source(f"{root}/examples/logsumexp_ne.py:model",
+    result = bisect_source(f"{REPO}/examples/logsumexp_ne.py:model",
                            BisectOptions(target="coreml:ne", inputs=str(inputs)),
                            tmp_path / "out")
     assert result.strategy.startswith("first-divergence"), result
