@@ -68,7 +68,7 @@ def test_a_duplicate_family_name_is_an_error_and_an_unknown_one_a_user_error() -
 
 def test_the_registry_class_rejects_duplicates_and_loads_before_reading() -> None:
     loads: list[int] = []
-    registry: Registry[int] = Registry("widget", lambda: loads.append(1))
+    registry: Registry[str, int] = Registry("widget", lambda: loads.append(1))
     registry.register("b", 2)
     registry.register("a", 1)
     with pytest.raises(ValueError, match="widget 'a' registered twice"):
