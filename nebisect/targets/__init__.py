@@ -20,15 +20,17 @@ from pathlib import Path
 
 from nebisect.case import TargetSpec, parse_target, sha256_path
 from nebisect.errors import NebisectError
-from nebisect.registry import ImportOnce
+from nebisect.registry import ImportOnce, Registry
 from nebisect.targets.base import Prediction, Target
 
-__all__ = ["Prediction", "Target", "get_target", "register_target", "registered_targets"]
+__all__ = [
+    "TARGETS", "Prediction", "Target", "get_target", "register_target", "registered_targets",
+]
 
-_REGISTRY: dict[str, type[Target]] = {}
-_load_builtins = ImportOnce(
+#: Target classes by spec name; loading imports the built-in target modules.
+TARGETS: Registry[str, type[Target]] = Registry("target", ImportOnce(
     lambda: ("nebisect.targets.sim", "nebisect.targets.coreml", "nebisect.targets.torch")
-)
+))
 
 
 def register_target(*names: str) -> Callable[[type[Target]], type[Target]]:
@@ -36,9 +38,7 @@ def register_target(*names: str) -> Callable[[type[Target]], type[Target]]:
 
     def decorate(cls: type[Target]) -> type[Target]:
         for name in names:
-            if name in _REGISTRY:
-                raise ValueError(f"target {name!r} registered twice")
-            _REGISTRY[name] = cls
+            TARGETS.register(name, cls)
         return cls
 
     return decorate
@@ -73,8 +73,8 @@ def load_plugins(plugins: Iterable[str]) -> None:
 
 
 def registered_targets() -> dict[str, type[Target]]:
-    _load_builtins()
-    return dict(_REGISTRY)
+    """Every target class by spec name, in name order."""
+    return dict(TARGETS.items())
 
 
 def spec_of(name: str) -> TargetSpec:
@@ -83,10 +83,8 @@ def spec_of(name: str) -> TargetSpec:
     A plugin target ``sim:fp16-nan-suppressing`` parses as backend ``sim`` with the
     precision of its class's ``base_spec``.
     """
-    _load_builtins()
-    cls = _REGISTRY.get(name)
-    base = getattr(cls, "base_spec", None)
-    if cls is not None and base:
+    base = getattr(TARGETS.get(name), "base_spec", None) if name in TARGETS else None
+    if base:
         parsed = parse_target(base)
         return TargetSpec(parsed.backend, name.split(":", 1)[1], parsed.dtype)
     return parse_target(name)
@@ -98,9 +96,6 @@ def get_target(name: str) -> Target:
     A sim spec naming its op semantics (``sim:fp16:spec``) is the target registered
     without it, constructed with the full spec (the target reads ``spec.semantics``).
     """
-    _load_builtins()
     spec = spec_of(name)
-    registered = name if name in _REGISTRY else str(replace(spec, semantics=""))
-    if registered not in _REGISTRY:
-        raise NebisectError(f"target {name!r} is not implemented")
-    return _REGISTRY[registered](spec)
+    registered = name if name in TARGETS else str(replace(spec, semantics=""))
+    return TARGETS.get(registered)(spec)
