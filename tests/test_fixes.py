@@ -67,7 +67,7 @@ def test_registry_lists_every_fix_with_level_and_claims() -> None:
 
 
 def test_unknown_and_duplicate_fixes_are_errors() -> None:
-    with pytest.raises(NebisectError, match="unknown fix 'nope': one of converter-compat"):
+    with pytest.raises(NebisectError, match="unknown fix 'nope'; known: converter-compat"):
         get_fix("nope")
     with pytest.raises(ValueError, match="registered twice"):
         register_fix(type("Again", (LogsumexpMaxShift,), {}))
