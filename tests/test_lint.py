@@ -10,7 +10,7 @@ import pytest
 
 from nebisect.errors import NebisectError
 from nebisect.lint import Range, lint_program, parse_input_range, registered_rules
-from nebisect.lint.registry import FIX_NAMES, lint_rule
+from nebisect.lint.registry import lint_rule
 
 
 def rules_of(program, **options) -> list[tuple[str, str, str]]:
@@ -21,7 +21,7 @@ def rules_of(program, **options) -> list[tuple[str, str, str]]:
 # -- registry ------------------------------------------------------------------------------
 
 
-def test_every_rule_names_a_cure_and_a_public_source():
+def test_every_rule_cites_a_public_source():
     rules = registered_rules()
     assert set(rules) == {
         "lse-no-max-shift", "softplus-fp16", "rms-sum-squares-fp16", "log-of-softmax",
@@ -29,16 +29,8 @@ def test_every_rule_names_a_cure_and_a_public_source():
         "fp16-range-overflow", "fold-runtime", "fold-deviation",
     }
     for rule in rules.values():
-        assert rule.fix in FIX_NAMES or (rule.fix is None and rule.remedy), rule.id
         assert "#" in rule.source or "seed" in rule.source, rule.id
         assert rule.rationale and rule.title
-
-
-def test_rule_fixes_exist_in_the_fix_registry():
-    from nebisect.fixes import registered_fixes
-
-    fixes = registered_fixes()
-    assert {r.fix for r in registered_rules().values() if r.fix} <= set(fixes)
 
 
 def test_duplicate_rule_and_unknown_fix_are_errors():
