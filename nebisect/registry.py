@@ -1,7 +1,8 @@
 """Self-registering modules, imported once before their registry is first read.
 
-Targets, simulator kernels, fuzz op specs and fixes all register themselves as a side
-effect of importing their modules; each registry imports its modules on first lookup.
+Targets, simulator kernels, device profiles, fuzz op specs, value families, fixes, lint
+rules and interval transfers all register themselves as a side effect of importing their
+modules; each registry imports its modules on first lookup.
 That first lookup can come from several threads at once (the ``--jobs`` workers of
 ``fuzz``, ``fix verify`` and ``replay``), so the loading is done under a lock and
 counted as done only once every import finished: a thread arriving meanwhile waits
@@ -68,8 +69,9 @@ class Registry(Generic[K, T]):
     """Entries of one plug-in family by unique name; ``load`` runs before every read.
 
     ``kind`` names the family in messages ("value family 'x' registered twice"). A name
-    is usually a string; a family whose entries are told apart by more than one name
-    uses a tuple (simulator kernels: op type and variant), so it needs no second table.
+    is a string, or a tuple of strings for a family whose entries one string does not
+    tell apart (simulator kernels: op type and variant), so that family needs no table
+    of its own.
     """
 
     def __init__(self, kind: str, load: Callable[[], None] = lambda: None) -> None:
@@ -79,9 +81,17 @@ class Registry(Generic[K, T]):
 
     def register(self, name: K, entry: T) -> T:
         """Add ``entry`` under ``name``; a name registered twice is a ValueError."""
-        if name in self._entries:
-            raise ValueError(f"{self.kind} {name!r} registered twice")
-        self._entries[name] = entry
+        return self.register_all((name,), entry)
+
+    def register_all(self, names: Iterable[K], entry: T) -> T:
+        """Add ``entry`` under every name of ``names``, or, if one is taken, under none:
+        a failed registration leaves no half of itself behind."""
+        fresh: dict[K, T] = {}
+        for name in names:
+            if name in self._entries or name in fresh:
+                raise ValueError(f"{self.kind} {name!r} registered twice")
+            fresh[name] = entry
+        self._entries.update(fresh)
         return entry
 
     def get(self, name: K) -> T:

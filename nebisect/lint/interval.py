@@ -75,9 +75,7 @@ def transfer(*op_types: str) -> Callable[[Transfer], Transfer]:
     """Register an interval transfer function for ``op_types`` (duplicates are errors)."""
 
     def decorate(fn: Transfer) -> Transfer:
-        for op_type in op_types:
-            TRANSFERS.register(op_type, fn)
-        return fn
+        return TRANSFERS.register_all(op_types, fn)
 
     return decorate
 

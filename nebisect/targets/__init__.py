@@ -37,9 +37,7 @@ def register_target(*names: str) -> Callable[[type[Target]], type[Target]]:
     """Class decorator registering a target under one or more spec names."""
 
     def decorate(cls: type[Target]) -> type[Target]:
-        for name in names:
-            TARGETS.register(name, cls)
-        return cls
+        return TARGETS.register_all(names, cls)
 
     return decorate
 

@@ -63,9 +63,7 @@ def kernel(*op_types: str, variant: str = "") -> Callable[[Kernel], Kernel]:
     """Register a function as the kernel of one or more MIL op types."""
 
     def decorate(fn: Kernel) -> Kernel:
-        for op_type in op_types:
-            KERNELS.register((op_type, variant), fn)
-        return fn
+        return KERNELS.register_all([(op_type, variant) for op_type in op_types], fn)
 
     return decorate
 
