@@ -1,7 +1,8 @@
 """Self-registering modules, imported once before their registry is first read.
 
-Targets, simulator kernels, fuzz op specs and fixes all register themselves as a side
-effect of importing their modules; each registry imports its modules on first lookup.
+Targets, simulator kernels, device profiles, fuzz op specs, value families, fixes, lint
+rules and interval transfers all register themselves as a side effect of importing their
+modules; each registry imports its modules on first lookup.
 That first lookup can come from several threads at once (the ``--jobs`` workers of
 ``fuzz``, ``fix verify`` and ``replay``), so the loading is done under a lock and
 counted as done only once every import finished: a thread arriving meanwhile waits
@@ -25,6 +26,8 @@ from typing import Generic, TypeVar
 
 from nebisect.errors import NebisectError
 
+#: A name: a string, or a tuple of strings where one string does not tell entries apart.
+K = TypeVar("K", bound=str | tuple[str, ...])
 T = TypeVar("T")
 
 
@@ -62,42 +65,52 @@ def package_modules(package: str, *, skip: Iterable[str] = ()) -> Callable[[], l
     return names
 
 
-class Registry(Generic[T]):
+class Registry(Generic[K, T]):
     """Entries of one plug-in family by unique name; ``load`` runs before every read.
 
-    ``kind`` names the family in messages ("value family 'x' registered twice").
+    ``kind`` names the family in messages ("value family 'x' registered twice"). A name
+    is a string, or a tuple of strings for a family whose entries one string does not
+    tell apart (simulator kernels: op type and variant), so that family needs no table
+    of its own.
     """
 
     def __init__(self, kind: str, load: Callable[[], None] = lambda: None) -> None:
         self.kind = kind
         self._load = load
-        self._entries: dict[str, T] = {}
+        self._entries: dict[K, T] = {}
 
-    def register(self, name: str, entry: T) -> T:
+    def register(self, name: K, entry: T) -> T:
         """Add ``entry`` under ``name``; a name registered twice is a ValueError."""
-        if name in self._entries:
-            raise ValueError(f"{self.kind} {name!r} registered twice")
-        self._entries[name] = entry
+        return self.register_all((name,), entry)
+
+    def register_all(self, names: Iterable[K], entry: T) -> T:
+        """Add ``entry`` under every name of ``names``, or, if one is taken, under none:
+        a failed registration leaves no half of itself behind."""
+        fresh: dict[K, T] = {}
+        for name in names:
+            if name in self._entries or name in fresh:
+                raise ValueError(f"{self.kind} {name!r} registered twice")
+            fresh[name] = entry
+        self._entries.update(fresh)
         return entry
 
-    def get(self, name: str) -> T:
+    def get(self, name: K) -> T:
         """The entry registered as ``name``; an unknown name is a user error naming the
         closest known ones."""
         self._load()
         if name in self._entries:
             return self._entries[name]
-        close = difflib.get_close_matches(name, list(self._entries), n=3)
+        known = sorted(str(key) for key in self._entries)
+        close = difflib.get_close_matches(str(name), known, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise NebisectError(
-            f"unknown {self.kind} {name!r}{hint}; known: {', '.join(sorted(self._entries))}"
-        )
+        raise NebisectError(f"unknown {self.kind} {name!r}{hint}; known: {', '.join(known)}")
 
-    def items(self) -> list[tuple[str, T]]:
+    def items(self) -> list[tuple[K, T]]:
         """Every (name, entry), in name order."""
         self._load()
-        return sorted(self._entries.items())
+        return sorted(self._entries.items(), key=lambda item: item[0])
 
-    def names(self) -> list[str]:
+    def names(self) -> list[K]:
         return [name for name, _ in self.items()]
 
     def __contains__(self, name: object) -> bool:

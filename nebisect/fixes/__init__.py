@@ -11,51 +11,45 @@ A fix lives at one of two levels (DESIGN.md §8):
 Each fix module in this package registers one class with :func:`register_fix`; the
 modules are imported on first lookup, so ``nebisect fix list`` needs neither torch nor
 coremltools. Duplicate names are an error, unknown names a one-line
-:class:`~nebisect.case.NebisectError` that lists the known ones.
+:class:`~nebisect.errors.NebisectError` that lists the known ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from nebisect.errors import NebisectError
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
-from nebisect.registry import ImportOnce, package_modules
+from nebisect.registry import ImportOnce, Registry, package_modules
 
 __all__ = [
-    "ConverterFix", "Fix", "GraphFix", "get_fix", "register_fix", "registered_fixes",
+    "FIXES", "ConverterFix", "Fix", "GraphFix", "get_fix", "register_fix", "registered_fixes",
     "resolve_fixes",
 ]
 
 #: Modules of this package that are machinery, not fixes.
 _SUPPORT_MODULES = frozenset({"base", "apply", "verify"})
 
-_REGISTRY: dict[str, type[Fix]] = {}
-_load_modules = ImportOnce(package_modules(__name__, skip=_SUPPORT_MODULES))
+#: Fix classes by name; loading imports the fix modules of this package.
+FIXES: Registry[str, type[Fix]] = Registry(
+    "fix", ImportOnce(package_modules(__name__, skip=_SUPPORT_MODULES))
+)
 
 
 def register_fix(cls: type[Fix]) -> type[Fix]:
     """Class decorator: register a fix under its ``name`` (unique)."""
     if not cls.name or cls.level not in ("graph", "convert"):
         raise ValueError(f"fix class {cls.__name__} needs a name and a level graph|convert")
-    if cls.name in _REGISTRY:
-        raise ValueError(f"fix {cls.name!r} registered twice")
-    _REGISTRY[cls.name] = cls
-    return cls
+    return FIXES.register(cls.name, cls)
 
 
 def registered_fixes() -> dict[str, type[Fix]]:
     """Every registered fix class by name, in name order."""
-    _load_modules()
-    return dict(sorted(_REGISTRY.items()))
+    return dict(FIXES.items())
 
 
 def get_fix(name: str) -> Fix:
     """An instance of the fix registered under ``name``."""
-    fixes = registered_fixes()
-    if name not in fixes:
-        raise NebisectError(f"unknown fix {name!r}: one of {', '.join(fixes)}")
-    return fixes[name]()
+    return FIXES.get(name)()
 
 
 def resolve_fixes(names: Iterable[str] | None) -> list[Fix]:

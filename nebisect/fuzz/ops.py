@@ -14,7 +14,6 @@ emitters receive ``mb`` as an argument, so nothing here imports coremltools.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,10 +21,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from nebisect.errors import NebisectError
 from nebisect.fuzz.cliff import Boundary
 from nebisect.fuzz.shapes import normalize_axes
-from nebisect.registry import ImportOnce, package_modules
+from nebisect.registry import ImportOnce, Registry, package_modules
 
 FP16_MAX = 65504.0
 LN_FP16_MAX = math.log(FP16_MAX)
@@ -97,8 +95,10 @@ class OpSpec:
     doc: str = ""
 
 
-_SPECS: dict[str, OpSpec] = {}
-_load_specs = ImportOnce(package_modules("nebisect.fuzz.specs"))
+#: Op specs by name; loading imports the spec modules of ``nebisect/fuzz/specs``.
+OP_SPECS: Registry[str, OpSpec] = Registry(
+    "op", ImportOnce(package_modules("nebisect.fuzz.specs"))
+)
 
 
 def op_spec(
@@ -122,9 +122,7 @@ def op_spec(
     """
 
     def decorate(emit: Emitter) -> Emitter:
-        if name in _SPECS:
-            raise ValueError(f"op spec {name!r} registered twice")
-        _SPECS[name] = OpSpec(
+        OP_SPECS.register(name, OpSpec(
             name=name,
             family=family,
             op_type=op_type or name,
@@ -136,7 +134,7 @@ def op_spec(
             hints=hints,
             outputs=outputs,
             doc=doc or _first_line(emit.__doc__),
-        )
+        ))
         return emit
 
     return decorate
@@ -147,21 +145,11 @@ def _first_line(text: str | None) -> str:
     return lines[0] if lines else ""
 
 
-
-
 def registered_ops() -> dict[str, OpSpec]:
     """Every registered op spec by name, in name order."""
-    _load_specs()
-    return dict(sorted(_SPECS.items()))
+    return dict(OP_SPECS.items())
 
 
 def get_op(name: str) -> OpSpec:
     """The spec registered as ``name``; an unknown name suggests the closest ones."""
-    _load_specs()
-    if name in _SPECS:
-        return _SPECS[name]
-    close = difflib.get_close_matches(name, list(_SPECS), n=3)
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    raise NebisectError(
-        f"unknown op {name!r}{hint}; `nebisect fuzz --list-ops` lists the {len(_SPECS)} ops"
-    )
+    return OP_SPECS.get(name)

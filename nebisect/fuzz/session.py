@@ -90,7 +90,7 @@ def unsupported(spec: OpSpec, reference: str) -> str:
     """Why ``spec`` cannot be judged against a simulator reference here ('' if it can)."""
     if not reference.startswith("sim:"):
         return ""
-    from nebisect.mil.kernels import registered_ops as kernel_ops
+    from nebisect.mil.kernels import kernel_ops
 
     if spec.op_type not in kernel_ops():
         return f"the simulator has no kernel for {spec.op_type} (the {reference} oracle needs one)"

@@ -26,7 +26,7 @@ from nebisect.case import Case, save_npz, sha256_arrays, sha256_bytes
 from nebisect.detect.evaluate import evaluate_job
 from nebisect.fuzz.ops import registered_ops
 from nebisect.fuzz.subject import BUILDER
-from nebisect.mil.kernels import registered_ops as kernel_ops
+from nebisect.mil.kernels import kernel_ops
 
 #: One target per simulator precision a fuzz campaign runs on (the profile included).
 REHEARSED_TARGETS = ("sim:fp16", "sim:fp16-naive", "sim:fp32", "sim:ane")

@@ -17,7 +17,6 @@ and knows nothing of the rules that read it.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.lint.graph import ProgramView
+from nebisect.registry import ImportOnce, Registry
 
 
 @dataclass(frozen=True)
@@ -63,30 +63,25 @@ class Interval:
 
 
 Transfer = Callable[[ProgramView, Any, dict[str, Any]], "Interval | None"]
-_TRANSFERS: dict[str, Transfer] = {}
+
+#: Transfer functions by op type; loading imports the modules with more of them (they
+#: import this one, so they are loaded lazily).
+TRANSFERS: Registry[str, Transfer] = Registry(
+    "interval transfer", ImportOnce(lambda: ("nebisect.lint.interval_affine",))
+)
 
 
 def transfer(*op_types: str) -> Callable[[Transfer], Transfer]:
     """Register an interval transfer function for ``op_types`` (duplicates are errors)."""
 
     def decorate(fn: Transfer) -> Transfer:
-        for op_type in op_types:
-            if op_type in _TRANSFERS:
-                raise ValueError(f"interval transfer for {op_type!r} registered twice")
-            _TRANSFERS[op_type] = fn
-        return fn
+        return TRANSFERS.register_all(op_types, fn)
 
     return decorate
 
 
-#: Modules with more transfer functions (they import this one, so load them lazily).
-_TRANSFER_MODULES = ("nebisect.lint.interval_affine",)
-
-
 def analyze(view: ProgramView) -> dict[int, Interval]:
     """Intervals of every value derivable from ``view.input_ranges``, keyed by ``id(var)``."""
-    for module in _TRANSFER_MODULES:
-        importlib.import_module(module)
     known: dict[int, Interval] = {}
     for _, function in view.functions():
         for name, var in function.inputs.items():
@@ -101,9 +96,9 @@ def analyze(view: ProgramView) -> dict[int, Interval]:
                 lo, hi = float(array.min()), float(array.max())
                 known[id(op.outputs[0])] = Interval(lo, hi, lo == hi, lo == hi)
     for op in view.ops():
-        fn = _TRANSFERS.get(op.op_type)
-        if fn is None:
+        if op.op_type not in TRANSFERS:
             continue
+        fn = TRANSFERS.get(op.op_type)
         inputs = {
             name: [known.get(id(v)) for v in value] if isinstance(value, (list, tuple))
             else known.get(id(value))

@@ -13,21 +13,11 @@ it is noise.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
+from nebisect.fixes import FIXES
 from nebisect.lint.records import SEVERITIES, Check, Rule
-
-#: The fixes a rule may name (``nebisect/fixes``); checked at registration time so a
-#: typo cannot send users to a fix that does not exist.
-FIX_NAMES = (
-    "logsumexp-max-shift",
-    "softplus-stable",
-    "log-softmax-stable",
-    "logcumsumexp-stable",
-    "meanpool-static-shape",
-    "converter-compat",
-)
+from nebisect.registry import ImportOnce, Registry
 
 #: The rule family modules; each registers its rules on import.
 FAMILY_MODULES = (
@@ -39,7 +29,8 @@ FAMILY_MODULES = (
     "nebisect.lint.runtime",
 )
 
-_RULES: dict[str, Rule] = {}
+#: Rules by id; loading imports the rule family modules.
+RULES: Registry[str, Rule] = Registry("lint rule", ImportOnce(lambda: FAMILY_MODULES))
 
 
 def lint_rule(
@@ -52,18 +43,20 @@ def lint_rule(
     fix: str | None = None,
     remedy: str = "",
 ) -> Callable[[Check], Check]:
-    """Register ``check`` as rule ``id``; duplicate ids and unknown fixes are errors."""
+    """Register ``check`` as rule ``id``; duplicate ids and unknown fixes are errors.
+
+    The fix is looked up in the fix registry here, so a typo cannot send users to a fix
+    that does not exist.
+    """
     if severity not in SEVERITIES:
         raise ValueError(f"rule {id!r}: unknown severity {severity!r}")
-    if fix is not None and fix not in FIX_NAMES:
+    if fix is not None and fix not in FIXES:
         raise ValueError(f"rule {id!r}: unknown fix {fix!r}")
     if fix is None and not remedy:
         raise ValueError(f"rule {id!r}: a rule without a fix needs a remedy")
 
     def decorate(check: Check) -> Check:
-        if id in _RULES:
-            raise ValueError(f"lint rule {id!r} registered twice")
-        _RULES[id] = Rule(id, severity, title, rationale, source, fix, remedy, check)
+        RULES.register(id, Rule(id, severity, title, rationale, source, fix, remedy, check))
         return check
 
     return decorate
@@ -71,11 +64,9 @@ def lint_rule(
 
 def registered_rules() -> dict[str, Rule]:
     """Every registered rule by id, in id order (rule modules imported first)."""
-    for module in FAMILY_MODULES:
-        importlib.import_module(module)
-    return dict(sorted(_RULES.items()))
+    return dict(RULES.items())
 
 
 def get_rule(rule_id: str) -> Rule:
-    """The rule registered as ``rule_id`` (KeyError for an unknown id: a bug, not input)."""
-    return registered_rules()[rule_id]
+    """The rule registered as ``rule_id``; an unknown id is a user error naming the known ones."""
+    return RULES.get(rule_id)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nebisect.errors import NebisectError
+from nebisect.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -48,28 +48,22 @@ class PrecisionModel:
         return self.storage is not None and self.compute is not self.storage
 
 
-_MODELS: dict[str, PrecisionModel] = {}
+#: Precision models by name; the built-in ones are registered below.
+PRECISIONS: Registry[str, PrecisionModel] = Registry("precision")
 
 
 def register_precision(model: PrecisionModel) -> PrecisionModel:
     """Add a precision model to the registry; a duplicate name is an error."""
-    if model.name in _MODELS:
-        raise ValueError(f"precision model {model.name!r} registered twice")
-    _MODELS[model.name] = model
-    return model
+    return PRECISIONS.register(model.name, model)
 
 
 def get_precision(name: str) -> PrecisionModel:
     """The precision model called ``name``, or a one-line error listing the known ones."""
-    try:
-        return _MODELS[name]
-    except KeyError:
-        known = ", ".join(sorted(_MODELS))
-        raise NebisectError(f"unknown precision {name!r}: expected one of {known}") from None
+    return PRECISIONS.get(name)
 
 
 def precision_names() -> list[str]:
-    return sorted(_MODELS)
+    return PRECISIONS.names()
 
 
 FP64 = register_precision(

@@ -20,16 +20,18 @@ from pathlib import Path
 
 from nebisect.case import TargetSpec, parse_target, sha256_path
 from nebisect.errors import NebisectError
-from nebisect.registry import ImportOnce
+from nebisect.registry import ImportOnce, Registry
 from nebisect.targets.base import Prediction, Target
 
-__all__ = ["Prediction", "Target", "get_target", "register_target", "registered_targets"]
+__all__ = [
+    "TARGETS", "Prediction", "Target", "get_target", "register_target", "registered_targets",
+]
 
-_REGISTRY: dict[str, type[Target]] = {}
-_load_builtins = ImportOnce(
+#: Target classes by spec name; loading imports the built-in target modules.
+TARGETS: Registry[str, type[Target]] = Registry("target", ImportOnce(
     lambda: ("nebisect.targets.sim", "nebisect.targets.coreml", "nebisect.targets.coreml_remote",
              "nebisect.targets.torch")
-)
+))
 #: The device a remote target is registered under (``coreml-remote:<device>:ne``): every
 #: connected device is reached through that one registration.
 ANY_DEVICE = "<device>"
@@ -39,11 +41,7 @@ def register_target(*names: str) -> Callable[[type[Target]], type[Target]]:
     """Class decorator registering a target under one or more spec names."""
 
     def decorate(cls: type[Target]) -> type[Target]:
-        for name in names:
-            if name in _REGISTRY:
-                raise ValueError(f"target {name!r} registered twice")
-            _REGISTRY[name] = cls
-        return cls
+        return TARGETS.register_all(names, cls)
 
     return decorate
 
@@ -77,8 +75,8 @@ def load_plugins(plugins: Iterable[str]) -> None:
 
 
 def registered_targets() -> dict[str, type[Target]]:
-    _load_builtins()
-    return dict(_REGISTRY)
+    """Every target class by spec name, in name order."""
+    return dict(TARGETS.items())
 
 
 def spec_of(name: str) -> TargetSpec:
@@ -87,10 +85,8 @@ def spec_of(name: str) -> TargetSpec:
     A plugin target ``sim:fp16-nan-suppressing`` parses as backend ``sim`` with the
     precision of its class's ``base_spec``.
     """
-    _load_builtins()
-    cls = _REGISTRY.get(name)
-    base = getattr(cls, "base_spec", None)
-    if cls is not None and base:
+    base = getattr(TARGETS.get(name), "base_spec", None) if name in TARGETS else None
+    if base:
         parsed = parse_target(base)
         return TargetSpec(parsed.backend, name.split(":", 1)[1], parsed.dtype)
     return parse_target(name)
@@ -103,10 +99,7 @@ def get_target(name: str) -> Target:
     without it, constructed with the full spec (the target reads ``spec.semantics``); a
     remote spec naming a device is the one registered for :data:`ANY_DEVICE`.
     """
-    _load_builtins()
     spec = spec_of(name)
     generic = replace(spec, semantics="", device=ANY_DEVICE if spec.device else "")
-    registered = name if name in _REGISTRY else str(generic)
-    if registered not in _REGISTRY:
-        raise NebisectError(f"target {name!r} is not implemented")
-    return _REGISTRY[registered](spec)
+    registered = name if name in TARGETS else str(generic)
+    return TARGETS.get(registered)(spec)

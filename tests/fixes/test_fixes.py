@@ -9,9 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nebisect.errors import NebisectError
-from nebisect.fixes import get_fix, register_fix, registered_fixes, resolve_fixes
-from nebisect.fixes.logsumexp_max_shift import LogsumexpMaxShift
+from nebisect.fixes import get_fix, registered_fixes, resolve_fixes
 from nebisect.mil.interp import run_program
 from nebisect.mil.quiet import import_coremltools
 from nebisect.verdict import compare
@@ -66,11 +64,7 @@ def test_registry_lists_every_fix_with_level_and_claims() -> None:
     assert all(cls.summary() for cls in fixes.values())
 
 
-def test_unknown_and_duplicate_fixes_are_errors() -> None:
-    with pytest.raises(NebisectError, match="unknown fix 'nope': one of converter-compat"):
-        get_fix("nope")
-    with pytest.raises(ValueError, match="registered twice"):
-        register_fix(type("Again", (LogsumexpMaxShift,), {}))
+def test_resolving_a_fix_named_twice_gives_it_once() -> None:
     assert [f.name for f in resolve_fixes(["softplus-stable", "softplus-stable"])] == [
         "softplus-stable"
     ]

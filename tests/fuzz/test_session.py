@@ -114,7 +114,7 @@ def test_unsupported_ops_are_skipped_with_the_reason(isolator: Isolator,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import nebisect.mil.kernels as kernels
 
-    monkeypatch.setattr(kernels, "registered_ops", lambda: ["relu"])
+    monkeypatch.setattr(kernels, "kernel_ops", lambda: ["relu"])
     [result] = run_session(["softplus"], FuzzOptions(target="sim:fp16", budget=5),
                            isolator=isolator)
     assert result.findings == [] and "no kernel for softplus" in result.skipped

@@ -10,7 +10,7 @@ import support.lint_programs as lp
 
 from nebisect.errors import NebisectError
 from nebisect.lint import Range, lint_program, parse_input_range, registered_rules
-from nebisect.lint.registry import FIX_NAMES, lint_rule
+from nebisect.lint.registry import lint_rule
 
 
 def rules_of(program, **options) -> list[tuple[str, str, str]]:
@@ -21,7 +21,7 @@ def rules_of(program, **options) -> list[tuple[str, str, str]]:
 # -- registry ------------------------------------------------------------------------------
 
 
-def test_every_rule_names_a_cure_and_a_public_source():
+def test_every_rule_cites_a_public_source():
     rules = registered_rules()
     assert set(rules) == {
         "lse-no-max-shift", "softplus-fp16", "rms-sum-squares-fp16", "log-of-softmax",
@@ -29,22 +29,11 @@ def test_every_rule_names_a_cure_and_a_public_source():
         "fp16-range-overflow", "fold-runtime", "fold-deviation",
     }
     for rule in rules.values():
-        assert rule.fix in FIX_NAMES or (rule.fix is None and rule.remedy), rule.id
         assert "#" in rule.source or "seed" in rule.source, rule.id
         assert rule.rationale and rule.title
 
 
-def test_rule_fixes_exist_in_the_fix_registry():
-    from nebisect.fixes import registered_fixes
-
-    fixes = registered_fixes()
-    assert {r.fix for r in registered_rules().values() if r.fix} <= set(fixes)
-
-
-def test_duplicate_rule_and_unknown_fix_are_errors():
-    with pytest.raises(ValueError, match="registered twice"):
-        lint_rule("softplus-fp16", severity="error", title="t", rationale="r", source="s",
-                  fix="softplus-stable")(lambda view: [])
+def test_a_rule_needs_a_known_fix_or_a_remedy():
     with pytest.raises(ValueError, match="unknown fix"):
         lint_rule("new-rule", severity="error", title="t", rationale="r", source="s",
                   fix="no-such-fix")

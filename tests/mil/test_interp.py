@@ -8,9 +8,10 @@ import pytest
 from nebisect.errors import NebisectError
 from nebisect.mil import kernels
 from nebisect.mil.interp import SimError, compile_program, run_program
-from nebisect.mil.kernels import KernelContext, MissingKernelError
+from nebisect.mil.kernels import Kernel, KernelContext, MissingKernelError
 from nebisect.mil.quiet import import_coremltools
 from nebisect.mil.validate import InputError
+from nebisect.registry import Registry
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402
@@ -157,8 +158,18 @@ def test_while_loop_iterates_until_its_condition_fails():
     assert int(count) == 5
 
 
+def _swap_kernels(monkeypatch, changes: dict[tuple[str, str], Kernel | None]) -> None:
+    """Run the simulator with some kernels replaced (``None``: removed)."""
+    swapped: Registry[tuple[str, str], Kernel] = Registry("kernel")
+    for key, fn in kernels.KERNELS.items():
+        replacement = changes.get(key, fn)
+        if replacement is not None:
+            swapped.register(key, replacement)
+    monkeypatch.setattr(kernels, "KERNELS", swapped)
+
+
 def test_an_op_without_a_kernel_is_a_clear_error(monkeypatch):
-    monkeypatch.delitem(kernels._KERNELS, ("relu", ""))
+    _swap_kernels(monkeypatch, {("relu", ""): None})
     with pytest.raises(MissingKernelError, match="no kernel for MIL op 'relu'"):
         run_program(_chain(), {"x": np.zeros((2, 3), np.float32)})
 
@@ -170,10 +181,10 @@ def test_kernel_failures_and_wrong_shapes_name_the_op(monkeypatch):
     def broken(ctx: KernelContext, x, y):
         raise ValueError("operands could not be broadcast")
 
-    monkeypatch.setitem(kernels._KERNELS, ("mul", ""), wrong_shape)
+    _swap_kernels(monkeypatch, {("mul", ""): wrong_shape})
     with pytest.raises(SimError, match=r"op 'm' \(mul\) produced shape \[5\].*declares \[2, 3\]"):
         run_program(_chain(), {"x": np.zeros((2, 3), np.float32)})
-    monkeypatch.setitem(kernels._KERNELS, ("mul", ""), broken)
+    _swap_kernels(monkeypatch, {("mul", ""): broken})
     with pytest.raises(SimError, match=r"op 'm' \(mul\) failed: operands could not be broadcast"):
         run_program(_chain(), {"x": np.zeros((2, 3), np.float32)})
 

@@ -7,7 +7,7 @@ families, so it knows none of them.
 API::
 
     value_family(name, description, priority=50)  # class decorator
-    FAMILIES: Registry[type[Family]]               # name → class
+    FAMILIES: Registry[str, type[Family]]          # name → class
     listing() -> list[tuple[str, str]]             # (name, one-line description), explore order
     default_names() -> list[str]                   # every family, in exploration order
     build(inputs: ModelInputs, names=None, seed=0) -> list[Family]
@@ -34,7 +34,7 @@ __all__ = [
     "VariantFamily", "build", "default_names", "listing", "value_family",
 ]
 
-FAMILIES: Registry[type[Family]] = Registry(
+FAMILIES: Registry[str, type[Family]] = Registry(
     "value family", ImportOnce(package_modules(__name__, skip=("base",)))
 )
 

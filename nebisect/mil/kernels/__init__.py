@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.errors import NebisectError
-from nebisect.registry import ImportOnce, package_modules
+from nebisect.registry import ImportOnce, Registry, package_modules
 
 Kernel = Callable[..., Any]
 
@@ -53,34 +53,29 @@ class KernelContext:
         return np.asarray(value, dtype=self.dtype)
 
 
-_KERNELS: dict[tuple[str, str], Kernel] = {}
-_load_families = ImportOnce(package_modules(__name__))
+#: Kernels by (op type, variant); loading imports the kernel family modules.
+KERNELS: Registry[tuple[str, str], Kernel] = Registry(
+    "kernel", ImportOnce(package_modules(__name__))
+)
 
 
 def kernel(*op_types: str, variant: str = "") -> Callable[[Kernel], Kernel]:
     """Register a function as the kernel of one or more MIL op types."""
 
     def decorate(fn: Kernel) -> Kernel:
-        for op_type in op_types:
-            key = (op_type, variant)
-            if key in _KERNELS:
-                raise ValueError(f"kernel {op_type!r} (variant {variant!r}) registered twice")
-            _KERNELS[key] = fn
-        return fn
+        return KERNELS.register_all([(op_type, variant) for op_type in op_types], fn)
 
     return decorate
 
 
 def get_kernel(op_type: str, variants: tuple[str, ...] = ()) -> Kernel:
     """The most specific kernel for ``op_type``: the first variant found, else default."""
-    _load_families()
     for variant in (*variants, ""):
-        found = _KERNELS.get((op_type, variant))
-        if found is not None:
-            return found
+        if (op_type, variant) in KERNELS:
+            return KERNELS.get((op_type, variant))
     raise MissingKernelError(f"the simulator has no kernel for MIL op '{op_type}'")
 
 
-def registered_ops() -> list[str]:
-    _load_families()
-    return sorted({op for op, _ in _KERNELS})
+def kernel_ops() -> list[str]:
+    """Every op type with a kernel (of any variant), in name order."""
+    return sorted({op_type for op_type, _ in KERNELS.names()})

@@ -10,14 +10,13 @@ A profile is a model of *published* behaviour, not of the silicon.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from nebisect.errors import NebisectError
 from nebisect.mil.dtypes import var_element_dtype
+from nebisect.registry import ImportOnce, Registry, package_modules
 
 
 @dataclass(frozen=True)
@@ -111,24 +110,15 @@ def _walk(block: Any) -> list[Any]:
     return ops
 
 
-_PROFILES: dict[str, Profile] = {}
-_MODULES = {"ane": "nebisect.mil.profiles.ane"}
+#: Profiles by name; loading imports the profile modules (their kernel overrides too).
+PROFILES: Registry[str, Profile] = Registry("device profile", ImportOnce(package_modules(__name__)))
 
 
 def register_profile(profile: Profile) -> Profile:
     """Add a profile to the registry; a duplicate name is an error."""
-    if profile.name in _PROFILES:
-        raise ValueError(f"profile {profile.name!r} registered twice")
-    _PROFILES[profile.name] = profile
-    return profile
+    return PROFILES.register(profile.name, profile)
 
 
 def get_profile(name: str) -> Profile:
-    """The profile called ``name``, importing its module (kernel overrides) on first use."""
-    if name not in _PROFILES and name in _MODULES:
-        importlib.import_module(_MODULES[name])
-    try:
-        return _PROFILES[name]
-    except KeyError:
-        known = ", ".join(sorted({*_PROFILES, *_MODULES}))
-        raise NebisectError(f"unknown device profile {name!r}: expected one of {known}") from None
+    """The profile called ``name``, or a user error naming the known ones."""
+    return PROFILES.get(name)

@@ -34,7 +34,7 @@ class Semantics:
 
 
 #: The semantics by name; loading imports the modules registering the kernel variants.
-SEMANTICS: Registry[Semantics] = Registry(
+SEMANTICS: Registry[str, Semantics] = Registry(
     "semantics", ImportOnce(lambda: ("nebisect.mil.semantics.coreml",))
 )
 
