@@ -14,18 +14,23 @@ from typing import Any
 
 from nebisect.corpus import Corpus, Expected, NewCase
 from nebisect.fuzz.campaign import Finding
+from nebisect.fuzz.model_subject import ModelSubject, describe_case
 from nebisect.fuzz.strategies import describe
 from nebisect.fuzz.subject import BUILDER, OpSubject
 
 
 def describe_finding(finding: Finding, target: str) -> str:
     """One sentence a newcomer can read: what failed, on what, and where the cliff is."""
-    program = finding.case["program"]
-    values = ", ".join(f"{name}={describe(recipe)}"
-                       for name, recipe in finding.case["values"].items())
-    shapes = ", ".join(f"{name}{shape}" for name, shape in program["inputs"].items())
-    text = (f"{program['op']} on {target}: {finding.signature} with {shapes} ({values}), "
-            f"class {finding.param_class}")
+    if "program" in finding.case:
+        program = finding.case["program"]
+        values = ", ".join(f"{name}={describe(recipe)}"
+                           for name, recipe in finding.case["values"].items())
+        shapes = ", ".join(f"{name}{shape}" for name, shape in program["inputs"].items())
+        what = f"{program['op']} on {target}: {finding.signature} with {shapes} ({values})"
+    else:
+        what = (f"{finding.subject} on {target}: {finding.signature} with "
+                f"{describe_case(finding.case)}")
+    text = f"{what}, class {finding.param_class}"
     cliff = finding.cliff
     if cliff is not None:
         text += f"; cliff between {cliff.lo!r} and {cliff.hi!r}"
@@ -63,3 +68,39 @@ def record_finding(
     ))
     return os.fspath(added.case.path)
 
+
+
+def record_model_finding(
+    corpus: Corpus,
+    finding: Finding,
+    subject: ModelSubject,
+    target: str,
+    *,
+    reference: str,
+    plugins: tuple[str, ...] = (),
+    seed: int = 0,
+) -> str:
+    """Add one model-level finding to ``corpus``; returns the case directory.
+
+    A torch source is stored as itself (``model.py`` and its factory) with the
+    conversion path the finding lives on (``convert_path``), which replay converts; a
+    package is stored as its bytes.
+    """
+    source, path = subject.source, finding.case["path"]
+    options: dict[str, Any] = {"convert_path": path} if path else {}
+    if plugins:
+        options["plugins"] = list(plugins)
+    added = corpus.add(NewCase(
+        source_kind=source.kind, source=source.location, target=target,
+        inputs=subject.input_set(finding.case).arrays,
+        expected=Expected("failing", finding.signature, finding.status, finding.message[:300]),
+        options=options, reference=reference,
+        name=f"fuzz-{finding.param_class}-{finding.signature}".replace("/", "-"),
+        description=describe_finding(finding, target),
+        provenance={
+            "found_by": f"nebisect fuzz {subject.name} --seed {seed}",
+            "case": json.dumps(finding.case, sort_keys=True),
+            "cliff": finding.cliff.to_json() if finding.cliff else "",
+        },
+    ))
+    return os.fspath(added.case.path)
