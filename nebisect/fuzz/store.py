@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from nebisect.corpus import Corpus, Expected, NewCase
 from nebisect.fuzz.campaign import Finding
@@ -50,24 +49,13 @@ def record_finding(
     seed: int = 0,
 ) -> str:
     """Add one finding to ``corpus``; returns the case directory."""
-    options: dict[str, Any] = {**subject.options(), "params": finding.case["program"]}
-    if plugins:
-        options["plugins"] = list(plugins)
-    added = corpus.add(NewCase(
+    return _add(corpus, finding, target, NewCase(
         source_kind="builder", source=BUILDER, target=target,
         inputs=subject.arrays(finding.case),
-        expected=Expected("failing", finding.signature, finding.status, finding.message[:300]),
-        options=options, reference=reference,
-        name=f"fuzz-{finding.param_class}-{finding.signature}".replace("/", "-"),
-        description=describe_finding(finding, target),
-        provenance={
-            "found_by": f"nebisect fuzz --op {subject.name} --seed {seed}",
-            "values": json.dumps(finding.case["values"], sort_keys=True),
-            "cliff": finding.cliff.to_json() if finding.cliff else "",
-        },
-    ))
-    return os.fspath(added.case.path)
-
+        options={**subject.options(), "params": finding.case["program"]}, reference=reference,
+        provenance={"found_by": f"nebisect fuzz --op {subject.name} --seed {seed}",
+                    "values": json.dumps(finding.case["values"], sort_keys=True)},
+    ), plugins)
 
 
 def record_model_finding(
@@ -87,20 +75,24 @@ def record_model_finding(
     package is stored as its bytes.
     """
     source, path = subject.source, finding.case["path"]
-    options: dict[str, Any] = {"convert_path": path} if path else {}
-    if plugins:
-        options["plugins"] = list(plugins)
-    added = corpus.add(NewCase(
+    return _add(corpus, finding, target, NewCase(
         source_kind=source.kind, source=source.location, target=target,
         inputs=subject.input_set(finding.case).arrays,
-        expected=Expected("failing", finding.signature, finding.status, finding.message[:300]),
-        options=options, reference=reference,
-        name=f"fuzz-{finding.param_class}-{finding.signature}".replace("/", "-"),
-        description=describe_finding(finding, target),
-        provenance={
-            "found_by": f"nebisect fuzz {subject.name} --seed {seed}",
-            "case": json.dumps(finding.case, sort_keys=True),
-            "cliff": finding.cliff.to_json() if finding.cliff else "",
-        },
-    ))
-    return os.fspath(added.case.path)
+        options={"convert_path": path} if path else {}, reference=reference,
+        provenance={"found_by": f"nebisect fuzz {subject.name} --seed {seed}",
+                    "case": json.dumps(finding.case, sort_keys=True)},
+    ), plugins)
+
+
+def _add(corpus: Corpus, finding: Finding, target: str, new: NewCase,
+         plugins: tuple[str, ...]) -> str:
+    """Store ``new`` as the finding's case: failing with its signature, named and
+    described after it, its cliff in the provenance; returns the case directory."""
+    if plugins:
+        new.options["plugins"] = list(plugins)
+    new.expected = Expected("failing", finding.signature, finding.status,
+                            finding.message[:300])
+    new.name = f"fuzz-{finding.param_class}-{finding.signature}".replace("/", "-")
+    new.description = describe_finding(finding, target)
+    new.provenance["cliff"] = finding.cliff.to_json() if finding.cliff else ""
+    return os.fspath(corpus.add(new).case.path)
