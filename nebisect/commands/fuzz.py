@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from nebisect.corpus import Corpus
     from nebisect.fuzz.campaign import CampaignResult
     from nebisect.fuzz.campaign import Progress as CampaignProgress
+    from nebisect.fuzz.model_session import ModelSession
     from nebisect.fuzz.session import FuzzOptions
 
 ORDER = 30
@@ -102,8 +105,9 @@ def _print_summary(console: Console, results: list[CampaignResult], options: Fuz
     for line in reporting.legend(results):
         console.print(f"  [dim]{line}[/]")
     console.print(
-        "  [dim]cliff bracket: two adjacent fp16 values of x (every element of the first "
-        "input = x) between which the op goes from right to wrong; predictions: "
+        "  [dim]cliff bracket: two adjacent fp16 values of x between which the output goes "
+        "from right to wrong (x: every element of the first input for --op; the value "
+        "family's parameter for a model — const: every element = x); predictions: "
         "isolated runs the bisection needed.[/]"
     )
     if not stored:
@@ -125,7 +129,27 @@ def _store(results: list[CampaignResult], options: FuzzOptions, corpus: Corpus) 
             )
 
 
+def _store_model(results: list[CampaignResult], session: ModelSession, corpus: Corpus) -> None:
+    from nebisect.fuzz.store import record_model_finding
+
+    options = session.options
+    for finding in (f for result in results for f in result.findings):
+        finding.case_dir = record_model_finding(
+            corpus, finding, session.subject, options.target, reference=session.reference,
+            plugins=options.plugins, seed=options.seed,
+        )
+
+
+#: what ``fuzz SOURCE`` rejects, with why: these shape ``--op`` campaigns only
+_OP_ONLY = {"--wrap": "wraps embed a single op", "--cluster": "a model campaign runs here"}
+
+
 def fuzz(
+    source: str = typer.Argument(
+        None, show_default=False,
+        help="A model to fuzz, as run takes it: an .mlpackage or path/to/file.py:factory "
+        "(see nebisect run --help). Not with --op.",
+    ),
     op: list[str] = typer.Option(
         None, "--op", help="MIL op to fuzz (repeatable or comma-separated), or 'all'."
     ),
@@ -134,7 +158,17 @@ def fuzz(
         help="Target spec (default: coreml:ne on macOS, sim:ane elsewhere).",
     ),
     budget: int = typer.Option(
-        200, "--budget", "-n", help="Distinct cases to generate per op (at most)."
+        200, "--budget", "-n",
+        help="Distinct cases to generate per op, or for SOURCE (at most; one prediction each).",
+    ),
+    convert: str = typer.Option(
+        "both", "--convert", metavar="export|trace|both",
+        help="SOURCE only: the torch conversion paths fuzzed (each case runs on one).",
+    ),
+    families: str = typer.Option(
+        "", "--families", metavar="A,B",
+        help="SOURCE only: draw from these value families (default: all; see "
+        "nebisect run --list-families).",
     ),
     seed: int = typer.Option(0, "--seed", help="Same seed (and --jobs), same findings."),
     jobs: int = typer.Option(
@@ -173,14 +207,26 @@ def fuzz(
         "--jobs, same findings as here.",
     ),
 ) -> None:
-    """Fuzz MIL ops one at a time against the float64 oracle; shrink and localize findings.
+    """Fuzz MIL ops one at a time (--op), or a whole model (SOURCE), against the oracle;
+    shrink and localize findings.
+
+    nebisect fuzz --op reduce_log_sum_exp: each case is one op with Hypothesis-drawn
+    shapes, params and values, judged against the float64 simulator.
+
+    nebisect fuzz examples/logsumexp_ne.py:model: each case is one of the model's inputs
+    drawn from run's value families (constant fills, scaled normals, spikes, special
+    values, …: family, its parameter, and a length where an input is flexible), on one
+    conversion path, evaluated exactly as run evaluates a cell (torch fp64 is the
+    oracle for a torch source). The factory runs only in isolated children.
 
     Every case runs in an isolated process. Each failure is deduplicated by signature
-    and op parameters, shrunk to the smallest shape that keeps it, and — for numeric
-    failures — pinned to two adjacent fp16 values of the input with the overflow
-    boundary theory predicts printed beside it.
+    and parameter class (op params; or conversion path, family, inputs varied and
+    length), shrunk, and — for numeric failures — pinned to two adjacent fp16 values of
+    the family's parameter, with the overflow boundary theory (or lint, for a model)
+    predicts printed beside it. --corpus keeps each finding as a case replay guards.
 
-    Exit 1 when a failure was found, 0 when none, 2 on usage errors.
+    Exit 1 when a failure was found (or no conversion path converts SOURCE), 0 when
+    none, 2 on usage errors.
     """
     if list_ops:
         _list_ops(as_json)
@@ -198,23 +244,35 @@ def fuzz(
     )
     from nebisect.report.outputs import output_directory
 
-    if not op:
-        raise NebisectError("give --op OP (or --op all); --list-ops lists them")
+    if op and source:
+        raise NebisectError("give either SOURCE (a model) or --op (ops), not both")
+    if not op and not source:
+        raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory) or "
+                            "--op OP (--list-ops lists them)")
     if wrap not in WRAPS:
         raise NebisectError(f"unknown --wrap {wrap!r}: one of {', '.join(WRAPS)}")
-    names = [name.strip() for value in op for name in value.split(",") if name.strip()]
     options = FuzzOptions(
         target=target or default_target(), budget=budget, seed=seed, jobs=jobs, wrap=wrap,
         isolation=isolation, plugins=tuple(plugin or ()), shrink_budget=shrink_budget,
         timeouts=Timeouts.parse(timeout, FUZZ_TIMEOUTS),
     )
+    console = Console(stderr=as_json)
+    if source:
+        chosen = {"--wrap": wrap != "none", "--cluster": bool(cluster)}
+        for name, why in _OP_ONLY.items():
+            if chosen[name]:
+                raise NebisectError(f"{name} is for --op campaigns ({why})")
+        _fuzz_model(source, options, convert, families, corpus, report, as_json, console)
+        return
+    names = [name.strip() for value in op for name in value.split(",") if name.strip()]
     # Bad ops, targets and corpus paths fail now, not after minutes of fuzzing.
     check_target(options)
     ops = resolve_ops(names)
     store = Corpus(corpus, create=True) if corpus is not None else None
     if report is not None:
         output_directory(report, "--report")
-    console = Console(stderr=as_json)
+    keep = functools.partial(_store, options=options, corpus=store) if (
+        store is not None) else None
     display = _Display(console, budget * len(ops))
     session = Session(names, options)
     try:
@@ -226,20 +284,59 @@ def fuzz(
                 session.run(display)
     except KeyboardInterrupt:
         # Ctrl-C, SIGTERM, SIGHUP: keep and report what was found until then.
-        _emit(session.results(), options, console, store, report, as_json)
+        _emit(session.results(), options, console, keep, report, as_json)
         raise
     results = session.results()
     for lost in session.lost:
         console.print(f"[yellow]no result[/] {lost}", highlight=False)
-    _emit(results, options, console, store, report, as_json)
+    _emit(results, options, console, keep, report, as_json)
     raise typer.Exit(1 if any(result.findings for result in results) else 0)
 
 
+def _fuzz_model(source: str, options: FuzzOptions, convert: str, families: str,
+                corpus: Path | None, report: Path | None, as_json: bool,
+                console: Console) -> None:
+    """``fuzz SOURCE``: set up (resolve, convert, probe), fuzz, store, report."""
+    from nebisect.commands.run import CONVERT_CHOICES, _choice, _families
+    from nebisect.corpus import Corpus
+    from nebisect.fuzz.model_session import ModelSession
+    from nebisect.isolate import Isolator
+    from nebisect.report.outputs import output_directory
+
+    paths = CONVERT_CHOICES[_choice("--convert", convert, CONVERT_CHOICES)]
+    chosen = _families(families)
+    if report is not None:
+        output_directory(report, "--report")
+    with Isolator() as isolator:
+        with console.status("resolving and converting the source"):
+            session = ModelSession(source, options, convert=paths, families=chosen,
+                                   isolator=isolator)
+        try:
+            store = Corpus(corpus, create=True) if corpus is not None else None
+            keep = functools.partial(_store_model, session=session, corpus=store) if (
+                store is not None) else None
+            display = _Display(console, options.budget)
+            try:
+                with display.bar:
+                    session.run(display)
+            except KeyboardInterrupt:
+                _emit(session.results(), options, console, keep, report, as_json)
+                raise
+            results = session.results()
+            _emit(results, options, console, keep, report, as_json)
+        finally:
+            session.close()
+    failed = any(result.findings or result.skipped for result in results)
+    raise typer.Exit(1 if failed else 0)
+
+
 def _emit(results: list[CampaignResult], options: FuzzOptions, console: Console,
-          store: Corpus | None, report: Path | None, as_json: bool) -> None:
-    """Store the findings, write the report, print the results (also of a stopped run)."""
-    if store is not None:
-        _store(results, options, store)
+          keep: Callable[[list[CampaignResult]], None] | None, report: Path | None,
+          as_json: bool) -> None:
+    """Store the findings (``keep``), write the report, print the results (also of a
+    stopped run)."""
+    if keep is not None:
+        keep(results)
     if report is not None:
         from nebisect.fuzz.reporting import payload
         from nebisect.report import write_report
@@ -250,7 +347,7 @@ def _emit(results: list[CampaignResult], options: FuzzOptions, console: Console,
     if as_json:
         typer.echo(json.dumps(_json(results, options), indent=2))
         return
-    _print_summary(console, results, options, stored=store is not None)
+    _print_summary(console, results, options, stored=keep is not None)
 
 
 def _json(results: list[CampaignResult], options: FuzzOptions) -> dict[str, Any]:

@@ -196,9 +196,7 @@ class _Explorer:
         for boundary in self.guided:
             if not 0 < boundary.value < FP16_MAX:
                 continue
-            k = _FP16.ordinal(boundary.value)
-            k -= _FP16.value(k) > boundary.value
-            below, above = _FP16.value(k), _FP16.value(k + 1)
+            below, above = _FP16.straddle(boundary.value)
             outcome = GuidedOutcome(boundary, family.label_at(below), family.label_at(above))
             self.result.guided.append(outcome)
             seen = [self._visit(family, family.label_at(x), partial(family.inputs_at, x))

@@ -207,7 +207,8 @@ class MatrixRunner:
 
     def _explore(self, report: RunReport, discovery: Discovery, lengths: tuple[int, ...]) -> None:
         families = build(model_inputs(self.source, lengths), discovery.families, discovery.seed)
-        guided = self._guided() if any(f.name == "const" for f in families) else []
+        guided = guided_boundaries(self.cells, self.targets) if any(
+            f.name == "const" for f in families) else []
         for target in discovery.targets or self.targets:
             paths = self.cells.paths_of(target)
             if isinstance(paths, Verdict):
@@ -221,18 +222,20 @@ class MatrixRunner:
                 self.cells, target, paths, families, budget=discovery.budget, guided=guided,
                 rows=report.rows, progress=show)
 
-    def _guided(self) -> list[Boundary]:
-        """Lint's guided probes on the fp16 program (the fp32 one, read as fp16 as the
-        Neural Engine computes, when no target converts to fp16)."""
-        from nebisect.detect.probes import guided_probes
-        from nebisect.mil.load import load_program
-        from nebisect.targets import spec_of
 
-        programs = [t for t in self.targets if not t.startswith("torch:")]
-        chosen = [t for t in programs if spec_of(t).precision == "fp16"] or programs
-        paths = self.cells.paths_of(chosen[0]) if chosen else []
-        if isinstance(paths, Verdict) or not paths:
-            return []
-        program = load_program(self.cells.program(chosen[0], paths[0]))
-        boundaries = {round(p.magnitude, 9): p.boundary() for p in guided_probes(program)}
-        return list(boundaries.values())
+def guided_boundaries(cells: Cells, targets: list[str]) -> list[Boundary]:
+    """Lint's guided probes on the fp16 program of ``targets`` (the fp32 one, read as
+    fp16 as the Neural Engine computes, when no target converts to fp16), as
+    boundaries of the input's value."""
+    from nebisect.detect.probes import guided_probes
+    from nebisect.mil.load import load_program
+    from nebisect.targets import spec_of
+
+    programs = [t for t in targets if not t.startswith("torch:")]
+    chosen = [t for t in programs if spec_of(t).precision == "fp16"] or programs
+    paths = cells.paths_of(chosen[0]) if chosen else []
+    if isinstance(paths, Verdict) or not paths:
+        return []
+    program = load_program(cells.program(chosen[0], paths[0]))
+    boundaries = {round(p.magnitude, 9): p.boundary() for p in guided_probes(program)}
+    return list(boundaries.values())

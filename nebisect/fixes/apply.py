@@ -83,22 +83,25 @@ def fix_source(
     *,
     precision: str = "fp16",
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    paths: tuple[str, ...] | None = None,
 ) -> FixedSource:
     """Convert (torch sources) and apply ``fixes``, writing packages under ``workdir``.
 
     With no fixes this is just the conversion a torch case needs before it can run.
     Conversion is bounded by ``timeouts.convert``, the graph passes (which load the
-    program) by ``timeouts.load``.
+    program) by ``timeouts.load``. A torch source converts on the first of ``paths``
+    that converts (default: torch.export, then jit.trace).
     """
     graph, convert = split_levels(fixes)
     workdir.mkdir(parents=True, exist_ok=True)
     if kind == "torch":
-        from nebisect.sources.convert import convert_isolated
+        from nebisect.sources.convert import PATHS, convert_isolated
         from nebisect.sources.resolve import Source
 
         converted, verdict = convert_isolated(
             Source("torch", location), precision, workdir, isolator,
             setup=tuple(f.setup for f in convert), timeout=timeouts.convert,
+            paths=paths or PATHS,
         )
         applied = [f.name for f in convert]
         if converted is None:

@@ -70,6 +70,13 @@ class Grid:
         bits = -ordinal | self.sign_bit if ordinal < 0 else ordinal
         return float(np.array(bits, dtype=self.int_type).view(self.float_type))
 
+    def straddle(self, x: float) -> tuple[float, float]:
+        """The largest grid value at or below ``x`` and the next one up: where a guided
+        boundary is probed (the last x before theory's overflow, and the first after)."""
+        k = self.ordinal(x)
+        k -= self.value(k) > x
+        return self.value(k), self.value(k + 1)
+
 
 GRIDS = {
     "fp16": Grid("fp16", np.float16, np.uint16, 1 << 15),

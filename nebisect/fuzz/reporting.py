@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from nebisect.fuzz.campaign import CampaignResult, Finding
+from nebisect.fuzz.model_subject import describe_case
 from nebisect.fuzz.strategies import describe
 from nebisect.verdict import Verdict
 
@@ -36,6 +37,8 @@ def kind_of(finding: Finding) -> str:
 
 
 def minimal_case(finding: Finding) -> str:
+    if "program" not in finding.case:
+        return describe_case(finding.case)
     program = finding.case["program"]
     parts = [f"{name}{shape}: {describe(finding.case['values'][name])}"
              for name, shape in program["inputs"].items()]

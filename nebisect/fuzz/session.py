@@ -27,7 +27,14 @@ from typing import Any
 
 from nebisect.errors import NebisectError
 from nebisect.executors import Executor, Unit, UnitResult
-from nebisect.fuzz.campaign import Campaign, CampaignConfig, CampaignResult, Progress
+from nebisect.fuzz.campaign import (
+    Campaign,
+    CampaignConfig,
+    CampaignResult,
+    Evaluation,
+    Progress,
+    Subject,
+)
 from nebisect.fuzz.execute import Executor as CaseExecutor
 from nebisect.fuzz.ops import OpSpec, get_op, registered_ops
 from nebisect.fuzz.subject import OpSubject
@@ -114,15 +121,24 @@ def check_target(options: FuzzOptions) -> None:
         raise NebisectError(f"target {options.target} is unavailable here: {reason}")
 
 
+def shards(options: FuzzOptions, subjects: int = 1) -> list[tuple[int, int]]:
+    """(budget, seed) of each shard of one subject's campaign: with more jobs than
+    subjects the budget is split, each shard seeded from ``--seed`` and its index."""
+    count = max(1, options.jobs // max(subjects, 1))
+    parts = []
+    for shard in range(count):
+        budget = options.budget // count + (1 if shard < options.budget % count else 0)
+        seed = options.seed if count == 1 else options.seed * 1009 + shard
+        if budget:
+            parts.append((budget, seed))
+    return parts
+
+
 def _units(specs: list[OpSpec], options: FuzzOptions) -> list[_Unit]:
-    shards = max(1, options.jobs // max(len(specs), 1))
     units: list[_Unit] = []
     for spec in specs:
-        for shard in range(shards):
-            budget = options.budget // shards + (1 if shard < options.budget % shards else 0)
-            seed = options.seed if shards == 1 else options.seed * 1009 + shard
-            if budget:
-                units.append(_Unit(len(units), spec, budget, seed))
+        for budget, seed in shards(options, len(specs)):
+            units.append(_Unit(len(units), spec, budget, seed))
     return units
 
 
@@ -262,15 +278,28 @@ def run_campaign(
     subject = OpSubject(unit.spec, dtype_for(options.target), options.wrap)
     executor = CaseExecutor(subject, options.target, isolator, reference=options.reference,
                         plugins=options.plugins, timeout=options.timeouts.predict)
-    config = CampaignConfig(budget=unit.budget, seed=unit.seed,
-                            shrink_budget=options.shrink_budget, cliff=options.cliff)
-    campaign = Campaign(subject, executor, config, report)
-    if started is not None:
-        started(campaign.result)
     try:
-        campaign.run()
+        return drive(subject, executor, unit.budget, unit.seed, options, report, started)
     finally:
         executor.close()
+
+
+def drive(
+    subject: Subject,
+    evaluate: Callable[[dict[str, Any]], Evaluation],
+    budget: int,
+    seed: int,
+    options: FuzzOptions,
+    report: Callable[[Progress], None] | None = None,
+    started: Callable[[CampaignResult], None] | None = None,
+) -> CampaignResult:
+    """One campaign over ``subject`` with ``options``' shrink and cliff settings."""
+    config = CampaignConfig(budget=budget, seed=seed, shrink_budget=options.shrink_budget,
+                            cliff=options.cliff)
+    campaign = Campaign(subject, evaluate, config, report)
+    if started is not None:
+        started(campaign.result)
+    campaign.run()
     return campaign.result
 
 

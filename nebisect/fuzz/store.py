@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from nebisect.corpus import Corpus, Expected, NewCase
 from nebisect.fuzz.campaign import Finding
+from nebisect.fuzz.model_subject import ModelSubject, describe_case
 from nebisect.fuzz.strategies import describe
 from nebisect.fuzz.subject import BUILDER, OpSubject
 
 
 def describe_finding(finding: Finding, target: str) -> str:
     """One sentence a newcomer can read: what failed, on what, and where the cliff is."""
-    program = finding.case["program"]
-    values = ", ".join(f"{name}={describe(recipe)}"
-                       for name, recipe in finding.case["values"].items())
-    shapes = ", ".join(f"{name}{shape}" for name, shape in program["inputs"].items())
-    text = (f"{program['op']} on {target}: {finding.signature} with {shapes} ({values}), "
-            f"class {finding.param_class}")
+    if "program" in finding.case:
+        program = finding.case["program"]
+        values = ", ".join(f"{name}={describe(recipe)}"
+                           for name, recipe in finding.case["values"].items())
+        shapes = ", ".join(f"{name}{shape}" for name, shape in program["inputs"].items())
+        what = f"{program['op']} on {target}: {finding.signature} with {shapes} ({values})"
+    else:
+        what = (f"{finding.subject} on {target}: {finding.signature} with "
+                f"{describe_case(finding.case)}")
+    text = f"{what}, class {finding.param_class}"
     cliff = finding.cliff
     if cliff is not None:
         text += f"; cliff between {cliff.lo!r} and {cliff.hi!r}"
@@ -45,21 +49,50 @@ def record_finding(
     seed: int = 0,
 ) -> str:
     """Add one finding to ``corpus``; returns the case directory."""
-    options: dict[str, Any] = {**subject.options(), "params": finding.case["program"]}
-    if plugins:
-        options["plugins"] = list(plugins)
-    added = corpus.add(NewCase(
+    return _add(corpus, finding, target, NewCase(
         source_kind="builder", source=BUILDER, target=target,
         inputs=subject.arrays(finding.case),
-        expected=Expected("failing", finding.signature, finding.status, finding.message[:300]),
-        options=options, reference=reference,
-        name=f"fuzz-{finding.param_class}-{finding.signature}".replace("/", "-"),
-        description=describe_finding(finding, target),
-        provenance={
-            "found_by": f"nebisect fuzz --op {subject.name} --seed {seed}",
-            "values": json.dumps(finding.case["values"], sort_keys=True),
-            "cliff": finding.cliff.to_json() if finding.cliff else "",
-        },
-    ))
-    return os.fspath(added.case.path)
+        options={**subject.options(), "params": finding.case["program"]}, reference=reference,
+        provenance={"found_by": f"nebisect fuzz --op {subject.name} --seed {seed}",
+                    "values": json.dumps(finding.case["values"], sort_keys=True)},
+    ), plugins)
 
+
+def record_model_finding(
+    corpus: Corpus,
+    finding: Finding,
+    subject: ModelSubject,
+    target: str,
+    *,
+    reference: str,
+    plugins: tuple[str, ...] = (),
+    seed: int = 0,
+) -> str:
+    """Add one model-level finding to ``corpus``; returns the case directory.
+
+    A torch source is stored as itself (``model.py`` and its factory) with the
+    conversion path the finding lives on (``convert_path``), which replay converts; a
+    package is stored as its bytes.
+    """
+    source, path = subject.source, finding.case["path"]
+    return _add(corpus, finding, target, NewCase(
+        source_kind=source.kind, source=source.location, target=target,
+        inputs=subject.input_set(finding.case).arrays,
+        options={"convert_path": path} if path else {}, reference=reference,
+        provenance={"found_by": f"nebisect fuzz {subject.name} --seed {seed}",
+                    "case": json.dumps(finding.case, sort_keys=True)},
+    ), plugins)
+
+
+def _add(corpus: Corpus, finding: Finding, target: str, new: NewCase,
+         plugins: tuple[str, ...]) -> str:
+    """Store ``new`` as the finding's case: failing with its signature, named and
+    described after it, its cliff in the provenance; returns the case directory."""
+    if plugins:
+        new.options["plugins"] = list(plugins)
+    new.expected = Expected("failing", finding.signature, finding.status,
+                            finding.message[:300])
+    new.name = f"fuzz-{finding.param_class}-{finding.signature}".replace("/", "-")
+    new.description = describe_finding(finding, target)
+    new.provenance["cliff"] = finding.cliff.to_json() if finding.cliff else ""
+    return os.fspath(corpus.add(new).case.path)

@@ -15,16 +15,17 @@ Every case runs from a private copy of exactly its listed files
 (:meth:`~nebisect.corpus.store.CorpusCase.private_copy`); a case that no longer verifies
 at that moment is a regression with the reason, never run.
 
-Torch cases are converted first (in isolation, at the target's precision) and then
-evaluated against torch fp64; ``.mlpackage`` cases go straight to
-:func:`nebisect.detect.evaluate.evaluate`. Each case is one ``replay`` unit handed to an
-executor (:mod:`nebisect.executors`): by default ``jobs`` threads here, each owning its
-own :class:`~nebisect.isolate.Isolator` (an interruption cancels the cases in flight at
-once), or the workers of a Dask cluster. The unit carries the scanned record and the
-case's files; the verdict comes back as JSON and is judged here, so a case judges the
-same whichever executor ran it. A unit that ended without a verdict (its workers died
-twice) is an ``error`` with :data:`LOST_SIGNATURE`; a verdict that took more than one
-attempt lists them in ``metrics["worker_attempts"]``.
+Torch cases are converted first (in isolation, at the target's precision, on the
+conversion path their ``convert_path`` option names — a bug may live on one path only —
+else the first that converts) and then evaluated against torch fp64; ``.mlpackage``
+cases go straight to :func:`nebisect.detect.evaluate.evaluate`. Each case is one
+``replay`` unit handed to an executor (:mod:`nebisect.executors`): by default ``jobs``
+threads here, each owning its own :class:`~nebisect.isolate.Isolator` (an interruption
+cancels the cases in flight at once), or the workers of a Dask cluster. The unit carries
+the scanned record and the case's files; the verdict comes back as JSON and is judged
+here, so a case judges the same whichever executor ran it. A unit that ended without a
+verdict (its workers died twice) is an ``error`` with :data:`LOST_SIGNATURE`; a verdict
+that took more than one attempt lists them in ``metrics["worker_attempts"]``.
 """
 
 from __future__ import annotations
@@ -168,8 +169,10 @@ def run_case(
         outcome = evaluate(case.to_case(), reference=record.reference, isolator=isolator,
                            timeout=timeouts.predict)
         return CaseRun(outcome.verdict)
+    path = record.options.get("convert_path")
     prepared = fix_source(record.source_kind, case.source, fixes, workdir, isolator,
-                          precision=spec_of(record.target).precision, timeouts=timeouts)
+                          precision=spec_of(record.target).precision, timeouts=timeouts,
+                          paths=(path,) if path else None)
     if prepared.package is None:
         prepared.verdict.target = record.target
         return CaseRun(prepared.verdict, prepared)

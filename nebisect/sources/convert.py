@@ -187,7 +187,8 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
     """Child side: convert ``payload["source"]`` and write its package(s).
 
     Payload: ``source`` (``file.py:factory``), ``precision`` (the target's), then either
-    ``package`` (the first path that converts is saved there) or ``packages`` (``{path:
+    ``package`` (the first of ``paths``, default every path, that converts is saved
+    there) or ``packages`` (``{path:
     location}``: the paths tried, each saved where it says when it converts); optional
     ``setup`` (``module:function`` callables run first — e.g. :data:`OVERRIDES_SETUP`)
     and ``deployment_target`` (default: the newest target the running macOS loads,
@@ -201,8 +202,8 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
         module, _, function = reference.partition(":")
         getattr(importlib.import_module(module), function)()
     source = load_torch_source(payload["source"])
-    wanted: dict[str, str] = payload.get("packages") or {path: payload["package"]
-                                                          for path in PATHS}
+    wanted: dict[str, str] = payload.get("packages") or {
+        path: payload["package"] for path in payload.get("paths", PATHS)}
     models, attempts = convert_source(
         source, payload["precision"],
         deployment=payload.get("deployment_target") or running_deployment(),
@@ -235,15 +236,19 @@ def convert_isolated(
     setup: tuple[str, ...] = (),
     timeout: float = 900.0,
     deployment: str = "",
+    paths: tuple[str, ...] = PATHS,
 ) -> tuple[Path | None, Verdict]:
     """Parent side: run :func:`convert_job` in a fresh process.
 
-    Returns the package path (None when conversion failed) and the convert verdict —
-    ``error`` with the converter's messages, or ``crash``/``timeout`` from isolation.
+    Returns the package of the first of ``paths`` that converts (None when none does)
+    and the convert verdict — ``error`` with the converter's messages, or
+    ``crash``/``timeout`` from isolation.
     """
     package = Path(workdir) / f"converted-{conversion_precision(precision)}.mlpackage"
-    verdict = _convert_in_child(source, precision, {"package": str(package)}, isolator,
-                                setup, timeout, deployment)
+    where: dict[str, Any] = {"package": str(package)}
+    if paths != PATHS:
+        where["paths"] = list(paths)
+    verdict = _convert_in_child(source, precision, where, isolator, setup, timeout, deployment)
     ok = verdict.status == "pass" and package.is_dir()
     return (package if ok else None), verdict
 

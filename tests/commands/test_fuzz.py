@@ -29,7 +29,7 @@ def test_list_ops() -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--op", "reduce_logsumexp"], "unknown op 'reduce_logsumexp' (did you mean"),
-    ([], "give --op OP"),
+    ([], "give a SOURCE (an .mlpackage or path/to/file.py:factory) or --op OP"),
     (["--op", "softplus", "--wrap", "gpu"], "unknown --wrap 'gpu'"),
     (["--op", "softplus", "--target", "sim:fp8"], "unknown target 'sim:fp8'"),
     (["--op", "softplus", "--budget", "0"], "--budget must be at least 1"),

@@ -214,6 +214,16 @@ def test_isolated_conversion_writes_the_package(isolator: Isolator, tmp_path: Pa
     assert verdict.provenance, "isolation stamps provenance on every verdict"
 
 
+def test_isolated_conversion_on_one_path(isolator: Isolator, tmp_path: Path) -> None:
+    """What replay does for a case recorded with ``convert_path``: a bug may live on
+    one path only, so the package is that path's, not the first that converts."""
+    package, verdict = convert_isolated(
+        Source("torch", LOGSUMEXP), "fp32", tmp_path, isolator, paths=("trace",)
+    )
+    assert verdict.status == "pass" and package is not None and package.is_dir()
+    assert verdict.message == "jit.trace: ok" and verdict.metrics["path"] == "trace"
+
+
 def test_a_source_error_in_the_child_is_a_convert_error(
     isolator: Isolator, tmp_path: Path
 ) -> None:
