@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from nebisect.case import INPUTS_LIMIT_HELP
+from nebisect.commands._options import CONVERT_CHOICES, parse_choice, parse_families
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
@@ -36,7 +37,6 @@ SOURCE_HELP = (
     "Core ML input names) and optionally 'dynamic_dims' ({input: {axis: (min, max)}}). "
     "See examples/meanpool.py."
 )
-CONVERT_CHOICES = {"export": ("export",), "trace": ("trace",), "both": ("export", "trace")}
 EXPLORE_CHOICES = ("auto", "none")
 
 
@@ -65,26 +65,6 @@ def _budget(text: str) -> int:
     if value < 1:
         raise NebisectError(f"--budget {text!r}: give a positive number of predictions per target")
     return value
-
-
-def _choice(option: str, text: str, choices: Any) -> str:
-    if text not in choices:
-        raise NebisectError(f"{option} {text!r}: one of {', '.join(choices)}")
-    return text
-
-
-def _families(text: str) -> list[str] | None:
-    """The chosen value families (None: all), each checked against the registry."""
-    if not text:
-        return None
-    from nebisect.detect.families import FAMILIES
-
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    if not names:
-        raise NebisectError(f"--families {text!r}: give comma-separated family names")
-    for name in names:
-        FAMILIES.get(name)
-    return names
 
 
 def run(
@@ -181,9 +161,9 @@ def run(
         raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
     timeouts = Timeouts.parse(timeout)
     check_deployment(deployment_target)
-    paths = CONVERT_CHOICES[_choice("--convert", convert, CONVERT_CHOICES)]
-    discovery = None if _choice("--explore", explore, EXPLORE_CHOICES) == "none" else (
-        Discovery(_budget(budget), _families(families), seed))
+    paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
+    discovery = None if parse_choice("--explore", explore, EXPLORE_CHOICES) == "none" else (
+        Discovery(_budget(budget), parse_families(families), seed))
     chosen_lengths = _lengths(lengths)
     if report:
         output_directory(report, "--report")

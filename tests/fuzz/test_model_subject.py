@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support import REPO
 
 from nebisect.corpus import Corpus
 from nebisect.fuzz.campaign import Campaign, CampaignConfig, Evaluation
@@ -28,7 +29,6 @@ from nebisect.sources.inputs import InputDescription
 from nebisect.sources.resolve import Source
 from nebisect.verdict import Verdict
 
-ROOT = Path(__file__).resolve().parents[1]
 NEBISECT = [sys.executable, "-m", "nebisect"]
 #: seed 000's overflow boundary: 32·exp(x) reaches fp16's largest value
 LOG_65504_32 = math.log(65504 / 32)
@@ -99,7 +99,7 @@ def test_dedup_class_cliff_family_and_description() -> None:
 
 def fuzz(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*NEBISECT, "fuzz", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=600)
+                          cwd=REPO, timeout=600)
 
 
 def test_seed000_collapse_is_found_localized_stored_and_replayed(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_seed000_collapse_is_found_localized_stored_and_replayed(tmp_path: Path)
         "convert_path": "export"}
     assert case.record.expected.signature == "mismatch:collapse"
     replayed = subprocess.run([*NEBISECT, "replay", str(corpus), "--target", "sim:ane",
-                               "--json"], capture_output=True, text=True, cwd=ROOT,
+                               "--json"], capture_output=True, text=True, cwd=REPO,
                               timeout=600)
     assert replayed.returncode == 0, replayed.stderr  # the known bug, still failing as recorded
     outcomes = {(r["label"], r["outcome"], r["verdict"]["signature"])

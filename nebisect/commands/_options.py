@@ -1,0 +1,36 @@
+"""Option parsing that more than one command shares (``run`` and ``fuzz SOURCE``).
+
+Each parser turns one option's text into a checked value or raises a one-line
+:class:`~nebisect.errors.NebisectError` naming the option, which the CLI prints with
+exit 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from nebisect.errors import NebisectError
+
+#: ``--convert`` → the conversion paths it evaluates, in order
+CONVERT_CHOICES = {"export": ("export",), "trace": ("trace",), "both": ("export", "trace")}
+
+
+def parse_choice(option: str, text: str, choices: Iterable[str]) -> str:
+    """``text`` if it is one of ``choices``; else a one-line error listing them."""
+    if text not in choices:
+        raise NebisectError(f"{option} {text!r}: one of {', '.join(choices)}")
+    return text
+
+
+def parse_families(text: str) -> list[str] | None:
+    """The chosen value families (None: all), each checked against the registry."""
+    if not text:
+        return None
+    from nebisect.detect.families import FAMILIES
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise NebisectError(f"--families {text!r}: give comma-separated family names")
+    for name in names:
+        FAMILIES.get(name)
+    return names
