@@ -32,6 +32,10 @@ SIM_SEMANTICS = ("coreml", "spec")
 COREML_VARIANTS = ("cpu", "gpu", "ne", "all")
 TORCH_DEVICES = ("cpu",)
 TORCH_DTYPES = ("fp32", "fp16", "bf16", "fp64")
+#: The exact oracle (DESIGN §2): the MIL simulator in float64, every non-torch source's
+#: reference and the probe that tells a conversion bug from a precision one. One name,
+#: so a renamed simulator target cannot leave a stale copy behind.
+REFERENCE_TARGET = "sim:fp64"
 
 
 class TargetSpecError(NebisectError, ValueError):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
-from nebisect.case import INPUTS_LIMIT_HELP
+from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 ORDER = 10
 #: For torch sources the converted program is also run exactly: its row says whether
 #: conversion preserved the math (and feeds the ``conversion`` attribution).
-EXACT_ROW = "sim:fp64"
+EXACT_ROW = REFERENCE_TARGET
 
 SOURCE_HELP = (
     "An .mlpackage (ML program), or a torch model as path/to/file.py:factory. The factory "
@@ -103,7 +103,8 @@ def run(
         help="Lengths for every flexible dimension, clipped to its range.",
     ),
     reference: str = typer.Option(
-        "", "--reference", help="Oracle target (default: sim:fp64; torch:cpu:fp64 for torch)."
+        "", "--reference",
+        help=f"Oracle target (default: {REFERENCE_TARGET}; torch:cpu:fp64 for torch).",
     ),
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP

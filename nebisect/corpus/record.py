@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from nebisect.case import sha256_bytes
+from nebisect.case import REFERENCE_TARGET, sha256_bytes
 from nebisect.errors import NebisectError
 
 SCHEMA_VERSION = 2
@@ -103,7 +103,7 @@ class CaseRecord:
     expected: Expected
     stage: str = "predict"
     factory: str = ""
-    reference: str = "sim:fp64"
+    reference: str = REFERENCE_TARGET
     options: dict[str, Any] = field(default_factory=dict)
     name: str = ""
     description: str = ""

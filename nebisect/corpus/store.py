@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, save_npz, sha256_arrays, sha256_path
+from nebisect.case import REFERENCE_TARGET, Case, save_npz, sha256_arrays, sha256_path
 from nebisect.errors import NebisectError
 from nebisect.corpus.record import (
     CASE_FILE,
@@ -456,7 +456,7 @@ def _materialize(new: NewCase, staging: Path) -> CaseRecord:
         target=new.target,
         stage=new.stage,
         factory=factory,
-        reference=new.reference or ("torch:cpu:fp64" if kind == "torch" else "sim:fp64"),
+        reference=new.reference or ("torch:cpu:fp64" if kind == "torch" else REFERENCE_TARGET),
         expected=new.expected or Expected("pass"),
         options=options,
         name=new.name,

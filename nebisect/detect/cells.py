@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, load_npz, save_npz, sha256_arrays, sha256_path
+from nebisect.case import REFERENCE_TARGET, Case, load_npz, save_npz, sha256_arrays, sha256_path
 from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
 from nebisect.detect.evaluate import evaluate, split_arrays
 from nebisect.isolate import Isolator
@@ -38,7 +38,7 @@ from nebisect.verdict import Verdict
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
 PRECISION_PROBE = "sim:fp16"
-EXACT_PROBE = "sim:fp64"
+EXACT_PROBE = REFERENCE_TARGET
 #: The stage a case's verdict names when its reference, not its target, failed.
 REFERENCE_STAGE = "reference"
 #: the paths' names as attributions say them ("conversion, jit.trace path only")

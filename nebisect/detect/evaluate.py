@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, load_npz
+from nebisect.case import REFERENCE_TARGET, Case, load_npz
 from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
 from nebisect.sources.artifact import Artifact
 from nebisect.targets import Prediction, get_target, load_plugins
@@ -139,7 +139,7 @@ def split_arrays(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.nda
 def build_job(
     case: Case,
     *,
-    reference: str | None = "sim:fp64",
+    reference: str | None = REFERENCE_TARGET,
     tolerance: Tolerance | None = None,
     timeout: float = 60.0,
     memory_mb: int | None = None,
@@ -163,7 +163,7 @@ def build_job(
 def evaluate(
     case: Case,
     *,
-    reference: str | None = "sim:fp64",
+    reference: str | None = REFERENCE_TARGET,
     isolator: Isolator | None = None,
     tolerance: Tolerance | None = None,
     timeout: float = 60.0,

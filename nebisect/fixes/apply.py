@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.fixes import resolve_fixes
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
@@ -119,7 +120,7 @@ def fix_source(
         timeout=timeouts.load,
         # The job loads programs as the simulator does: sharing its preload set lets
         # both fork from the same warm template.
-        preload=tuple(get_target("sim:fp64").preload),
+        preload=tuple(get_target(REFERENCE_TARGET).preload),
     ))
     if outcome.verdict.status != "pass":
         return FixedSource(outcome.verdict, converted, None, {}, applied)

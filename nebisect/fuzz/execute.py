@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, save_npz, sha256_arrays, sha256_bytes
+from nebisect.case import REFERENCE_TARGET, Case, save_npz, sha256_arrays, sha256_bytes
 from nebisect.detect.evaluate import build_job, split_arrays
 from nebisect.fuzz.campaign import Evaluation
 from nebisect.fuzz.subject import BUILDER, OpSubject
@@ -44,7 +44,7 @@ class Executor:
         target: str,
         isolator: Isolator,
         *,
-        reference: str = "sim:fp64",
+        reference: str = REFERENCE_TARGET,
         plugins: tuple[str, ...] = (),
         timeout: float = 60.0,
         tolerance: Tolerance | None = None,

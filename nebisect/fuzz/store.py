@@ -12,6 +12,7 @@ import json
 import os
 from typing import Any
 
+from nebisect.case import REFERENCE_TARGET
 from nebisect.corpus import Corpus, Expected, NewCase
 from nebisect.fuzz.campaign import Finding
 from nebisect.fuzz.strategies import describe
@@ -40,7 +41,7 @@ def record_finding(
     subject: OpSubject,
     target: str,
     *,
-    reference: str = "sim:fp64",
+    reference: str = REFERENCE_TARGET,
     plugins: tuple[str, ...] = (),
     seed: int = 0,
 ) -> str:

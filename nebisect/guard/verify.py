@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nebisect.case import REFERENCE_TARGET
 from nebisect.corpus.record import CaseRecord
 from nebisect.corpus.store import CorpusCase
 from nebisect.detect.evaluate import REQUIRED_DEVICES, evaluate
@@ -230,8 +231,9 @@ def _check_equivalence(
     """The fixed program at fp64 must agree with the unfixed one at fp64."""
     if original is None or fixed == original:
         return
-    check = on_package(case, fixed, target="sim:fp64", reference_package=original)
-    verdict = evaluate(check, reference="sim:fp64", isolator=isolator, timeout=timeout).verdict
+    check = on_package(case, fixed, target=REFERENCE_TARGET, reference_package=original)
+    verdict = evaluate(check, reference=REFERENCE_TARGET, isolator=isolator,
+                       timeout=timeout).verdict
     if verdict.failed:
         result.category = "regressed"
         result.detail = f"the fix changes the math (fp64 vs original: {verdict.signature})"

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nebisect.case import Case, save_npz, sha256_arrays, sha256_bytes, sha256_path
+from nebisect.case import REFERENCE_TARGET, Case, save_npz, sha256_arrays, sha256_bytes, sha256_path
 from nebisect.detect.evaluate import evaluate
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
@@ -31,7 +31,7 @@ from nebisect.minimize.graphs.fx import TorchCandidate
 from nebisect.minimize.graphs.mil import MilGraph, Plan, build
 from nebisect.verdict import Verdict
 
-REFERENCE = "sim:fp64"
+REFERENCE = REFERENCE_TARGET
 TORCH_REFERENCE = "torch:cpu:fp64"
 
 
