@@ -15,6 +15,7 @@ from cluster_support import descendants, reset, slow_target_cluster, worker_pids
 from corpus_helpers import add, filled, lse_package
 from leftovers import Sandbox
 
+from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus, Expected
 
 pytestmark = pytest.mark.cluster
@@ -36,7 +37,7 @@ def test_sigterm_cancels_the_units_on_the_workers_and_leaves_nothing(
     package = lse_package(tmp_path / "lse.mlpackage")
     for value in (1.0, 2.0):
         add(corpus, package, filled("x", (1, 32), value), Expected("pass"), target="sim:slow",
-            options={"plugins": [str(SLOW_PLUGIN)]})
+            options=CaseOptions(plugins=(str(SLOW_PLUGIN),)))
     pids = worker_pids(client)
     sandbox = Sandbox(tmp_path / "sandbox")
     process = sandbox.start("replay", str(corpus.root), "--cluster", local.scheduler_address)

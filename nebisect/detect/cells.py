@@ -27,7 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, load_npz, save_npz, sha256_arrays, sha256_path
+from nebisect.case import (
+    REFERENCE_TARGET,
+    Case,
+    CaseOptions,
+    load_npz,
+    save_npz,
+    sha256_arrays,
+    sha256_path,
+)
 from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
 from nebisect.detect.evaluate import evaluate, split_arrays
 from nebisect.isolate import Isolator
@@ -135,16 +143,13 @@ class Cells:
 
     def case(self, target: str, path: str, npz: str) -> Case:
         """The case of one cell (``path`` must have converted for ``target``)."""
-        options: dict[str, Any] = {"plugins": self.plugins} if self.plugins else {}
+        options = CaseOptions(plugins=tuple(self.plugins))
         kind, location = self.source.kind, self.source.location
         if self.source.kind == "torch":
-            options["reference_source"] = ["torch", self.source.location]
             if path:
                 kind, location = "mlpackage", str(self.program(target, path))
-                if spec_of(target).precision == "fp64":
-                    # The converter stores weights and constants as fp32, so even a perfect
-                    # conversion differs from torch fp64 by fp32 rounding: judge at fp32.
-                    options["judge_precision"] = "fp32"
+            options = options.judged_against(("torch", self.source.location), source_kind=kind,
+                                             precision=spec_of(target).precision)
         model_hash = sha256_path(location) if kind == "mlpackage" else ""
         return Case(location, kind, target, inputs_path=npz, model_sha256=model_hash,
                     inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
@@ -210,8 +215,7 @@ class Cells:
         if self.source.kind == "torch" and not path:
             return None  # a torch target: no program whose ops could be named
         cell = self.case(target, path, npz)
-        options = {"plugins": self.plugins, "intermediates": True} if self.plugins else {
-            "intermediates": True}
+        options = CaseOptions(plugins=tuple(self.plugins), intermediates=True)
         case = Case(cell.source, cell.source_kind, target, inputs_path=npz,
                     model_sha256=cell.model_sha256, inputs_sha256=cell.inputs_sha256,
                     options=options)

@@ -36,9 +36,9 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     load_plugins(payload["case"].get("options", {}).get("plugins", ()))
     case = Case.from_dict(payload["case"])
     options = case.options
-    want_intermediates = bool(options.get("intermediates", False))
+    want_intermediates = options.intermediates
     mark_stage("load")
-    artifact = _artifact((case.source_kind, case.source), options.get("params", {}))
+    artifact = _artifact((case.source_kind, case.source), options.params)
     inputs = load_npz(case.inputs_path) if case.inputs_path else {}
     target = get_target(case.target)
     unavailable = target.availability()
@@ -56,11 +56,11 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         verdict = Verdict("pass", "predict", placement=prediction.placement, target=case.target)
         return _routed(case, prediction, verdict), arrays
     mark_stage("reference")
-    reference_source = options.get("reference_source") or (case.source_kind, case.source)
+    reference_source = options.reference_source or (case.source_kind, case.source)
     reference_artifact = (
         artifact
-        if tuple(reference_source) == (case.source_kind, case.source)
-        else _artifact(reference_source, options.get("params", {}))
+        if reference_source == (case.source_kind, case.source)
+        else _artifact(reference_source, options.params)
     )
     try:
         expected = get_target(reference_name).predict(
@@ -72,7 +72,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
                        message=message), arrays
     arrays.update(_prefixed("ref:", expected.outputs))
     arrays.update(_prefixed("refmid:", expected.intermediates))
-    precision = options.get("judge_precision", target.precision)
+    precision = options.judge_precision or target.precision
     if precision in ("fp32", "fp64") and any(
             np.asarray(value).dtype == np.float16 for value in prediction.outputs.values()):
         # A program whose outputs are declared fp16 stores them at fp16 on every backend
@@ -89,7 +89,7 @@ def _judge(
     prediction: Prediction,
     payload: dict[str, Any],
 ) -> Verdict:
-    names = case.options.get("outputs") or sorted(expected.outputs)
+    names = list(case.options.outputs) or sorted(expected.outputs)
     tolerance = Tolerance(**payload["tolerance"]) if payload.get("tolerance") else None
     verdict = judge(
         {n: expected.outputs[n] for n in names if n in expected.outputs},
@@ -110,7 +110,7 @@ def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
     if not required:
         return verdict
     routing = check_routing(required, prediction.placement, prediction.op_types,
-                            case.options.get("op_of_interest", ""),
+                            case.options.op_of_interest,
                             prediction.placement_unknown)
     verdict.metrics["routed"] = routing.summary
     if routing.unknown and verdict.status == "pass":
@@ -120,7 +120,7 @@ def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
     elif routing.unrouted and verdict.status in ("pass", "mismatch"):
         if verdict.status == "mismatch":
             verdict.metrics["judged"] = verdict.signature
-        op = case.options.get("op_of_interest")
+        op = case.options.op_of_interest
         verdict.status = "unrouted"
         verdict.signature = f"unrouted:{op}" if op else "unrouted"
         verdict.message = routing.unrouted
@@ -171,13 +171,9 @@ def evaluate(
 ) -> Outcome:
     """Run one case in a fresh process and judge it against ``reference``.
 
-    Options read from ``case.options``: ``params`` (builder kwargs), ``op_of_interest``
-    (op type whose placement decides ``unrouted``), ``plugins`` (modules registering
-    extra targets, imported in the child), ``outputs`` (compare only these),
-    ``reference_source`` (``[kind, location]`` when the reference runs another artifact,
-    e.g. the torch module behind a converted package), ``judge_precision`` (compare in
-    the ULPs of this precision instead of the target's), ``intermediates`` (return every
-    intermediate value as ``mid:``/``refmid:`` arrays).
+    Every field of ``case.options`` (:class:`~nebisect.case.CaseOptions`) is honoured;
+    with ``intermediates`` every intermediate value comes back as ``mid:``/``refmid:``
+    arrays.
     """
     job = build_job(case, reference=reference, tolerance=tolerance, timeout=timeout,
                     memory_mb=memory_mb)

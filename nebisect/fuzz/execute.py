@@ -14,6 +14,7 @@ import json
 import math
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,8 @@ class Executor:
         inputs = self.workdir / f"{digest[:24]}.npz"
         if not inputs.exists():
             save_npz(inputs, arrays)
-        options = {**self.subject.options(), "params": case["program"]}
-        if self.plugins:
-            options["plugins"] = list(self.plugins)
+        options = replace(self.subject.options(), params=case["program"],
+                          plugins=tuple(self.plugins))
         program = json.dumps([BUILDER, case["program"]], sort_keys=True)
         runner_case = Case(
             source=BUILDER, source_kind="builder", target=self.target,
@@ -90,7 +90,7 @@ class Executor:
         job.preload = tuple(sorted({*job.preload, WARM}))
         outcome = self.isolator.run(job)
         outcome.verdict.target = outcome.verdict.target or runner_case.target
-        names = runner_case.options.get("outputs")
+        names = list(runner_case.options.outputs) or None
         output, reference = judged_values(
             outcome.verdict, split_arrays(outcome.arrays, "out:"),
             split_arrays(outcome.arrays, "ref:"), names,

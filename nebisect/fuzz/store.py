@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from dataclasses import replace
 
 from nebisect.case import REFERENCE_TARGET
 from nebisect.corpus import Corpus, Expected, NewCase
@@ -46,9 +46,7 @@ def record_finding(
     seed: int = 0,
 ) -> str:
     """Add one finding to ``corpus``; returns the case directory."""
-    options: dict[str, Any] = {**subject.options(), "params": finding.case["program"]}
-    if plugins:
-        options["plugins"] = list(plugins)
+    options = replace(subject.options(), params=finding.case["program"], plugins=plugins)
     added = corpus.add(NewCase(
         source_kind="builder", source=BUILDER, target=target,
         inputs=subject.arrays(finding.case),

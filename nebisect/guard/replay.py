@@ -187,12 +187,14 @@ def on_package(
     ``reference_package`` when given (the fp64 equivalence check of a fix).
     """
     base = case.to_case()
-    reference = (["mlpackage", str(reference_package)] if reference_package is not None
-                 else [case.record.source_kind, case.source])
+    reference = (("mlpackage", str(reference_package)) if reference_package is not None
+                 else (case.record.source_kind, case.source))
+    target = target or base.target
     return Case(
-        source=str(package), source_kind="mlpackage", target=target or base.target,
+        source=str(package), source_kind="mlpackage", target=target,
         stage=base.stage, inputs_path=base.inputs_path,
-        options={**base.options, "reference_source": reference},
+        options=base.options.judged_against(reference, source_kind="mlpackage",
+                                            precision=spec_of(target).precision),
     )
 
 
