@@ -23,8 +23,8 @@ from numpy.lib import format as npformat
 
 from nebisect.errors import NebisectError
 from nebisect.files import open_regular, write_bytes
+from nebisect.verdict import CASE_STAGES, Stage
 
-STAGES = ("convert", "load", "predict")
 BACKENDS = ("sim", "coreml", "torch")
 SIM_VARIANTS = ("fp64", "fp32", "fp16", "fp16-naive", "ane")
 #: Op semantics a sim target may name after its variant (``sim:fp16:spec``); without one
@@ -400,6 +400,13 @@ _OPTION_CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 
 
+def case_stage(name: str) -> Stage:
+    """The stage a case may be asked to run to, by name; anything else is an input error."""
+    if name not in CASE_STAGES:
+        raise NebisectError(f"unknown stage {name!r}: one of {', '.join(CASE_STAGES)}")
+    return Stage(name)
+
+
 @dataclass
 class Case:
     """One (source artifact, inputs, target, stage) tuple; JSON-serializable.
@@ -413,15 +420,14 @@ class Case:
     source: str
     source_kind: str
     target: str
-    stage: str = "predict"
+    stage: Stage = Stage.PREDICT
     inputs_path: str = ""
     model_sha256: str = ""
     inputs_sha256: str = ""
     options: CaseOptions = field(default_factory=CaseOptions)
 
     def __post_init__(self) -> None:
-        if self.stage not in STAGES:
-            raise NebisectError(f"unknown stage {self.stage!r}: one of {', '.join(STAGES)}")
+        self.stage = case_stage(self.stage)
         check_target_grammar(self.target)
 
     @property

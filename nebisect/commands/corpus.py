@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, load_npz, parse_target
+from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz, parse_target
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
@@ -157,8 +157,8 @@ def add(
     with _recorder(expected is None, timeouts) as recorder:
         for _, named in arrays:
             added = corpus.add(NewCase(
-                resolved.kind, source, target, named, expected, stage=stage, options=options,
-                name=name, description=description, fixes=list(fixes or []),
+                resolved.kind, source, target, named, expected, stage=case_stage(stage),
+                options=options, name=name, description=description, fixes=list(fixes or []),
             ), recorder)
             record = added.case.record
             state = "added" if added.created else "already present"

@@ -266,12 +266,13 @@ def _print(result: RunReport) -> None:
             continue
         v = row.verdict
         style = "red" if v.failed else "yellow" if v.status == "skipped" else "green"
-        metrics = v.metrics
+        measured = v.error_metrics
         cells.append([
             row.target, *([row.path] if multipath else []), row.input_set.label,
             f"[{style}]{_short(v, row.role)}[/]",
-            _fmt(metrics.get("max_ulp_error")), _fmt(metrics.get("min_cosine"), ".6f"),
-            placement_summary(v.placement), _fmt(metrics.get("max_abs_error")),
+            _fmt(measured.max_ulp_error if measured else None),
+            _fmt(measured.min_cosine if measured else None, ".6f"),
+            placement_summary(v.placement), _fmt(measured.max_abs_error if measured else None),
             _fmt(v.timings.get("total"), ".2f"),
         ])
     table, dropped = fitted_table(

@@ -35,8 +35,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from nebisect.case import REFERENCE_TARGET, CaseOptions, sha256_bytes
+from nebisect.case import REFERENCE_TARGET, CaseOptions, case_stage, sha256_bytes
 from nebisect.errors import NebisectError
+from nebisect.verdict import Stage
 
 SCHEMA_VERSION = 2
 EXPECTED_STATUSES = ("failing", "fixed", "pass")
@@ -101,7 +102,7 @@ class CaseRecord:
     source_kind: str
     target: str
     expected: Expected
-    stage: str = "predict"
+    stage: Stage = Stage.PREDICT
     factory: str = ""
     reference: str = REFERENCE_TARGET
     options: CaseOptions = field(default_factory=CaseOptions)
@@ -119,6 +120,7 @@ class CaseRecord:
             raise NebisectError(
                 f"corpus cases store {' or '.join(MODEL_FILES)} models, not {self.source_kind!r}"
             )
+        self.stage = case_stage(self.stage)
 
     @property
     def model_file(self) -> str:

@@ -56,7 +56,7 @@ from nebisect.files import fsync_directory, write_text
 from nebisect.isolation.provenance import provenance
 from nebisect.targets.plugins import use_plugins
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
-from nebisect.verdict import Verdict
+from nebisect.verdict import Stage, Verdict
 
 LOCK_FILE = ".lock"
 MAX_RECORD_BYTES = 1 << 20
@@ -162,7 +162,7 @@ class NewCase:
     target: str
     inputs: dict[str, np.ndarray]
     expected: Expected | None = None
-    stage: str = "predict"
+    stage: Stage = Stage.PREDICT
     options: CaseOptions = field(default_factory=CaseOptions)
     reference: str = ""
     name: str = ""

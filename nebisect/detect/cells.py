@@ -42,13 +42,13 @@ from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.resolve import Source
 from nebisect.targets import spec_of
-from nebisect.verdict import Verdict
+from nebisect.verdict import Stage, Verdict
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
 PRECISION_PROBE = "sim:fp16"
 EXACT_PROBE = REFERENCE_TARGET
 #: The stage a case's verdict names when its reference, not its target, failed.
-REFERENCE_STAGE = "reference"
+REFERENCE_STAGE = Stage.REFERENCE
 #: the paths' names as attributions say them ("conversion, jit.trace path only")
 PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 

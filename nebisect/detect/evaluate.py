@@ -21,7 +21,7 @@ from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.targets.base import TargetSkipped
 from nebisect.targets.placement import REQUIRED_DEVICES, check_routing
 from nebisect.targets.sim import follow_semantics
-from nebisect.verdict import Tolerance, Verdict, error_signature, judge
+from nebisect.verdict import Stage, Status, Tolerance, Verdict, error_signature, judge
 
 
 def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Artifact:
@@ -37,25 +37,26 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     case = Case.from_dict(payload["case"])
     options = case.options
     want_intermediates = options.intermediates
-    mark_stage("load")
+    mark_stage(Stage.LOAD)
     artifact = _artifact((case.source_kind, case.source), options.params)
     inputs = load_npz(case.inputs_path) if case.inputs_path else {}
     target = get_target(case.target)
     unavailable = target.availability()
     if unavailable:
-        return Verdict("skipped", case.stage, "skipped", message=unavailable), {}
-    mark_stage("predict")
+        return Verdict(Status.SKIPPED, case.stage, "skipped", message=unavailable), {}
+    mark_stage(Stage.PREDICT)
     try:
         prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
     except TargetSkipped as skip:
-        return Verdict("skipped", case.stage, "skipped", message=str(skip)), {}
+        return Verdict(Status.SKIPPED, case.stage, "skipped", message=str(skip)), {}
     arrays = _prefixed("out:", prediction.outputs)
     arrays.update(_prefixed("mid:", prediction.intermediates))
     reference_name = follow_semantics(payload.get("reference") or "", case.target)
     if not reference_name:
-        verdict = Verdict("pass", "predict", placement=prediction.placement, target=case.target)
+        verdict = Verdict(Status.PASS, Stage.PREDICT, placement=prediction.placement,
+                          target=case.target)
         return _routed(case, prediction, verdict), arrays
-    mark_stage("reference")
+    mark_stage(Stage.REFERENCE)
     reference_source = options.reference_source or (case.source_kind, case.source)
     reference_artifact = (
         artifact
@@ -68,7 +69,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         )
     except Exception as exc:
         message = f"reference {reference_name} failed: {exc}"
-        return Verdict("error", "reference", error_signature("reference", message),
+        return Verdict(Status.ERROR, Stage.REFERENCE, error_signature(Stage.REFERENCE, message),
                        message=message), arrays
     arrays.update(_prefixed("ref:", expected.outputs))
     arrays.update(_prefixed("refmid:", expected.intermediates))
@@ -114,14 +115,14 @@ def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
                             prediction.placement_unknown)
     verdict.metrics["routed"] = routing.summary
     if routing.unknown and verdict.status == "pass":
-        verdict.status = verdict.signature = "skipped"
+        verdict.status = verdict.signature = Status.SKIPPED
         verdict.message = (f"not judged on {case.target}: {routing.summary} — a pass here "
                            "cannot be told from a CPU fallback")
     elif routing.unrouted and verdict.status in ("pass", "mismatch"):
         if verdict.status == "mismatch":
             verdict.metrics["judged"] = verdict.signature
         op = case.options.op_of_interest
-        verdict.status = "unrouted"
+        verdict.status = Status.UNROUTED
         verdict.signature = f"unrouted:{op}" if op else "unrouted"
         verdict.message = routing.unrouted
     return verdict

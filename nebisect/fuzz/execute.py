@@ -26,7 +26,7 @@ from nebisect.fuzz.campaign import Evaluation
 from nebisect.fuzz.subject import BUILDER, OpSubject
 from nebisect.isolate import Isolator
 from nebisect.isolation.workspace import default_parent
-from nebisect.verdict import Tolerance, Verdict
+from nebisect.verdict import Status, Tolerance, Verdict
 
 WARM = "nebisect.fuzz.warm"
 
@@ -105,12 +105,13 @@ NEAR_MISS = 0.25
 
 def near_miss(verdict: Verdict) -> float | None:
     """How much of its ULP budget a passing case used, when that is at least 1/4."""
-    if verdict.status != "pass":
+    measured = verdict.error_metrics
+    if verdict.status != Status.PASS or measured is None:
         return None
     used = [
-        c["max_ulp_error"] / c["tolerance"]["ulps"]
-        for c in verdict.metrics.get("comparisons", ())
-        if c.get("tolerance", {}).get("ulps") and math.isfinite(c["max_ulp_error"])
+        c.max_ulp_error / c.tolerance.ulps
+        for c in measured.comparisons
+        if c.tolerance.ulps and math.isfinite(c.max_ulp_error)
     ]
     worst = max(used, default=0.0)
     return worst if worst >= NEAR_MISS else None
@@ -123,9 +124,10 @@ def judged_values(
     names: list[str] | None = None,
 ) -> tuple[float | None, float | None]:
     """(target, reference) at the failing element, else at the first element judged."""
-    for comparison in verdict.metrics.get("comparisons", ()):
-        if not comparison.get("passed", True) and comparison.get("kind") != "shape":
-            return comparison["worst_output"], comparison["worst_reference"]
+    measured = verdict.error_metrics
+    for comparison in measured.comparisons if measured else ():
+        if not comparison.passed and comparison.kind != "shape":
+            return comparison.worst_output, comparison.worst_reference
     name = next(iter(names or sorted(references)), None)
     if name is None:
         return None, None

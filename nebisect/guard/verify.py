@@ -38,7 +38,7 @@ from nebisect.fixes.base import Fix
 from nebisect.guard.replay import LOST_SIGNATURE, on_package, replay_unit_of, run_case
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
-from nebisect.verdict import Verdict
+from nebisect.verdict import Status, Verdict
 
 CATEGORIES = ("fixed", "still failing", "regressed", "unaffected")
 
@@ -130,7 +130,7 @@ def verify(
 def _lost(case: CorpusCase, result: UnitResult) -> CaseVerification:
     """A case no worker came back from: it verified nothing, so it fails the run."""
     record = case.record
-    lost = Verdict("error", record.stage, LOST_SIGNATURE, message=result.error,
+    lost = Verdict(Status.ERROR, record.stage, LOST_SIGNATURE, message=result.error,
                    target=record.target,
                    metrics={"worker_attempts": result.describe_attempts()})
     return CaseVerification(record.case_id, record.label, record.target, [], lost, None,
