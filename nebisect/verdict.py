@@ -84,7 +84,7 @@ class Verdict:
         except ValueError:
             raise ValueError(f"unknown verdict status {self.status!r}") from None
         if not self.signature:
-            self.signature = self.status
+            self.signature = self.status.value
 
     @property
     def failed(self) -> bool:
@@ -380,7 +380,7 @@ def judge(
     metrics = ErrorMetrics.over(comparisons).to_dict()
     failing = [c for c in comparisons if not c.passed]
     if not failing:
-        return Verdict(Status.PASS, stage, Status.PASS, metrics=metrics)
+        return Verdict(Status.PASS, stage, "pass", metrics=metrics)
     first = failing[0]
     return Verdict(Status.MISMATCH, stage, mismatch_signature(first.kind), message=first.detail,
                    metrics=metrics)

@@ -115,7 +115,7 @@ def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
                             prediction.placement_unknown)
     verdict.metrics["routed"] = routing.summary
     if routing.unknown and verdict.status == "pass":
-        verdict.status = verdict.signature = Status.SKIPPED
+        verdict.status, verdict.signature = Status.SKIPPED, "skipped"
         verdict.message = (f"not judged on {case.target}: {routing.summary} — a pass here "
                            "cannot be told from a CPU fallback")
     elif routing.unrouted and verdict.status in ("pass", "mismatch"):
