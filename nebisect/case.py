@@ -351,6 +351,11 @@ class CaseOptions:
         judge = "fp32" if converted and precision == "fp64" else ""
         return replace(self, reference_source=reference, judge_precision=judge)
 
+    def judging_precision(self, target_precision: str) -> str:
+        """The precision whose ULPs a comparison counts: :attr:`judge_precision` when
+        set, else the target's own."""
+        return self.judge_precision or target_precision
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: set fields only, lists for tuples."""
         body: dict[str, Any] = {}

@@ -210,8 +210,10 @@ class Cells:
             verdict, arrays = self.run(EXACT_PROBE, path, npz)
             if not verdict.failed:
                 return None
+            judged = self.case(EXACT_PROBE, path, npz).options
             return by_outputs(self.graph(EXACT_PROBE, path), split_arrays(arrays, "ref:"),
-                              split_arrays(arrays, "out:"), "fp32")
+                              split_arrays(arrays, "out:"),
+                              judged.judging_precision(spec_of(EXACT_PROBE).precision))
         if self.source.kind == "torch" and not path:
             return None  # a torch target: no program whose ops could be named
         cell = self.case(target, path, npz)

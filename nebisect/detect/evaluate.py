@@ -73,7 +73,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
                        message=message), arrays
     arrays.update(_prefixed("ref:", expected.outputs))
     arrays.update(_prefixed("refmid:", expected.intermediates))
-    precision = options.judge_precision or target.precision
+    precision = options.judging_precision(target.precision)
     if precision in ("fp32", "fp64") and any(
             np.asarray(value).dtype == np.float16 for value in prediction.outputs.values()):
         # A program whose outputs are declared fp16 stores them at fp16 on every backend
