@@ -252,10 +252,12 @@ class ErrorMetrics:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ErrorMetrics:
-        """Read the metrics back from a dict that may hold other keys too."""
-        return cls(data["max_abs_error"], data["max_ulp_error"], data["min_cosine"],
-                   data["out_of_range"],
-                   [Comparison.from_dict(c) for c in data.get("comparisons", ())])
+        """Read the metrics back from a verdict's dict: other keys there are other
+        layers' facts; a metric it lacks (a hand-made verdict) keeps its default."""
+        measured = {f.name: data[f.name] for f in fields(cls)
+                    if f.name in data and f.name != "comparisons"}
+        return cls(**measured,
+                   comparisons=[Comparison.from_dict(c) for c in data.get("comparisons", ())])
 
 
 def ulp(values: np.ndarray, precision: str) -> np.ndarray:
