@@ -322,6 +322,8 @@ class CaseOptions:
     instead of the target's (set by :meth:`judged_against` alone).
     ``op_of_interest``: the op type whose placement decides ``unrouted``.
     ``reference_source``: the artifact the reference runs when it is not the case's own.
+    ``convert_path``: the one conversion path (``export``/``trace``) a torch case's bug
+    lives on, which replay converts.
 
     :meth:`to_dict` leaves out every field at its default, as the string-keyed dict this
     record replaced left out absent keys: the dict enters corpus case ids, so a stored
@@ -335,6 +337,7 @@ class CaseOptions:
     judge_precision: str = ""
     op_of_interest: str = ""
     reference_source: ArtifactRef | None = None
+    convert_path: str = ""
 
     def judged_against(self, reference: ArtifactRef, *, source_kind: str,
                        precision: str) -> CaseOptions:
@@ -387,6 +390,7 @@ class CaseOptions:
             judge_precision=data.get("judge_precision", ""),
             op_of_interest=data.get("op_of_interest", ""),
             reference_source=(reference[0], reference[1]) if reference else None,
+            convert_path=data.get("convert_path", ""),
         )
 
 
@@ -402,6 +406,7 @@ _OPTION_CHECKS: dict[str, Callable[[Any], bool]] = {
     "judge_precision": lambda value: isinstance(value, str),
     "op_of_interest": lambda value: isinstance(value, str),
     "reference_source": lambda value: _strings(value) and len(value) == 2,
+    "convert_path": lambda value: isinstance(value, str),
 }
 
 

@@ -159,12 +159,12 @@ def test_case_options_serialize_set_fields_only_and_round_trip() -> None:
     assert CaseOptions(op_of_interest="softplus").to_dict() == {"op_of_interest": "softplus"}
     full = CaseOptions(plugins=("p.py",), params={"op": "exp", "axes": [-1]}, outputs=("y",),
                        intermediates=True, judge_precision="fp32", op_of_interest="exp",
-                       reference_source=("torch", "m.py:f"))
+                       reference_source=("torch", "m.py:f"), convert_path="trace")
     body = full.to_dict()
     assert json.dumps(body) == (
         '{"plugins": ["p.py"], "params": {"op": "exp", "axes": [-1]}, "outputs": ["y"], '
         '"intermediates": true, "judge_precision": "fp32", "op_of_interest": "exp", '
-        '"reference_source": ["torch", "m.py:f"]}')
+        '"reference_source": ["torch", "m.py:f"], "convert_path": "trace"}')
     assert CaseOptions.from_dict(json.loads(json.dumps(body))) == full
     case = Case("m.py:f", "torch", "sim:fp32", options=full)
     assert Case.from_dict(json.loads(json.dumps(case.to_dict()))) == case
