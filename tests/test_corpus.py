@@ -286,7 +286,9 @@ def test_cli_add_records_per_chip_expectations(tmp_path: Path, package: Path) ->
     assert case.record.expected.chips == {"m4": "fixed"}
 
 
-REPO_CORPUS = Path(__file__).resolve().parent.parent / "corpus"
+#: The repository's own corpus (found from the project root, wherever this file sits).
+REPO_CORPUS = next(p for p in Path(__file__).resolve().parents
+                   if (p / "pyproject.toml").is_file()) / "corpus"
 
 
 @pytest.mark.parametrize("record_file", sorted(REPO_CORPUS.glob("*/case.json")),
