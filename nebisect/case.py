@@ -13,7 +13,8 @@ import json
 import math
 import os
 import zipfile
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,8 +23,8 @@ from numpy.lib import format as npformat
 
 from nebisect.errors import NebisectError
 from nebisect.files import open_regular, write_bytes
+from nebisect.verdict import CASE_STAGES, Stage
 
-STAGES = ("convert", "load", "predict")
 BACKENDS = ("sim", "coreml", "torch", "coreml-remote")
 SIM_VARIANTS = ("fp64", "fp32", "fp16", "fp16-naive", "ane")
 #: Op semantics a sim target may name after its variant (``sim:fp16:spec``); without one
@@ -32,6 +33,10 @@ SIM_SEMANTICS = ("coreml", "spec")
 COREML_VARIANTS = ("cpu", "gpu", "ne", "all")
 TORCH_DEVICES = ("cpu",)
 TORCH_DTYPES = ("fp32", "fp16", "bf16", "fp64")
+#: The exact oracle (DESIGN §2): the MIL simulator in float64, every non-torch source's
+#: reference and the probe that tells a conversion bug from a precision one. One name,
+#: so a renamed simulator target cannot leave a stale copy behind.
+REFERENCE_TARGET = "sim:fp64"
 
 
 class TargetSpecError(NebisectError, ValueError):
@@ -311,28 +316,137 @@ def check_target_grammar(spec: str) -> None:
             f"{', '.join(BACKENDS)} (e.g. sim:fp16, coreml:ne, torch:cpu:fp32)")
 
 
+#: A reference artifact ``(kind, location)``, e.g. ``("torch", "m.py:factory")``.
+ArtifactRef = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class CaseOptions:
+    """The small knobs of one case, as read by :func:`nebisect.detect.evaluate.evaluate`.
+
+    ``plugins``: modules registering extra targets, imported in the child (a corpus
+    record names its own files, ``plugins/*.py``). ``params``: a builder's keyword
+    arguments. ``outputs``: compare only these outputs. ``intermediates``: return every
+    intermediate value too. ``judge_precision``: compare in the ULPs of this precision
+    instead of the target's (set by :meth:`judged_against` alone).
+    ``op_of_interest``: the op type whose placement decides ``unrouted``.
+    ``reference_source``: the artifact the reference runs when it is not the case's own.
+    ``convert_path``: the one conversion path (``export``/``trace``) a torch case's bug
+    lives on, which replay converts.
+
+    :meth:`to_dict` leaves out every field at its default, as the string-keyed dict this
+    record replaced left out absent keys: the dict enters corpus case ids, so a stored
+    case keeps its id and its ``case.json`` bytes.
+    """
+
+    plugins: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
+    outputs: tuple[str, ...] = ()
+    intermediates: bool = False
+    judge_precision: str = ""
+    op_of_interest: str = ""
+    reference_source: ArtifactRef | None = None
+    convert_path: str = ""
+
+    def judged_against(self, reference: ArtifactRef, *, source_kind: str,
+                       precision: str) -> CaseOptions:
+        """These options with the reference run on ``reference``, and the precision
+        the comparison then needs.
+
+        The one place of the rule: a converted package (``source_kind`` mlpackage)
+        judged against its torch module on an fp64 target (``precision``, the target's;
+        the caller holds the registry a record must not need) is judged in fp32 ULPs.
+        The converter stores weights and constants as fp32, so even a perfect
+        conversion differs from torch fp64 by fp32 rounding.
+        """
+        converted = source_kind == "mlpackage" and reference[0] == "torch"
+        judge = "fp32" if converted and precision == "fp64" else ""
+        return replace(self, reference_source=reference, judge_precision=judge)
+
+    def judging_precision(self, target_precision: str) -> str:
+        """The precision whose ULPs a comparison counts: :attr:`judge_precision` when
+        set, else the target's own."""
+        return self.judge_precision or target_precision
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: set fields only, lists for tuples."""
+        body: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value:
+                body[f.name] = list(value) if isinstance(value, tuple) else value
+        return body
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseOptions:
+        """Parse the JSON form; an unknown key or a wrongly typed value is an input
+        error, never dropped (a dropped option would run another case than the one
+        recorded)."""
+        if not isinstance(data, dict):
+            raise NebisectError(f"case options are not a JSON object ({data!r})")
+        known = [f.name for f in fields(cls)]
+        for key, value in data.items():
+            if key not in known:
+                raise NebisectError(f"unknown case option {key!r}: one of {', '.join(known)}")
+            if not _OPTION_CHECKS[key](value):
+                raise NebisectError(f"case option {key!r} has the wrong type ({value!r})")
+        reference = data.get("reference_source")
+        return cls(
+            plugins=tuple(data.get("plugins", ())),
+            params=dict(data.get("params", {})),
+            outputs=tuple(data.get("outputs", ())),
+            intermediates=data.get("intermediates", False),
+            judge_precision=data.get("judge_precision", ""),
+            op_of_interest=data.get("op_of_interest", ""),
+            reference_source=(reference[0], reference[1]) if reference else None,
+            convert_path=data.get("convert_path", ""),
+        )
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+
+
+_OPTION_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "plugins": _strings,
+    "params": lambda value: isinstance(value, dict),
+    "outputs": _strings,
+    "intermediates": lambda value: isinstance(value, bool),
+    "judge_precision": lambda value: isinstance(value, str),
+    "op_of_interest": lambda value: isinstance(value, str),
+    "reference_source": lambda value: _strings(value) and len(value) == 2,
+    "convert_path": lambda value: isinstance(value, str),
+}
+
+
+def case_stage(name: str) -> Stage:
+    """The stage a case may be asked to run to, by name; anything else is an input error."""
+    if name not in CASE_STAGES:
+        raise NebisectError(f"unknown stage {name!r}: one of {', '.join(CASE_STAGES)}")
+    return Stage(name)
+
+
 @dataclass
 class Case:
     """One (source artifact, inputs, target, stage) tuple; JSON-serializable.
 
     ``source`` is a path (``.mlpackage``), ``file.py:factory`` for torch models, or a
     builder reference ``module:function`` for programs built in code (the fuzzer).
-    ``options`` carries small target-specific knobs such as the op of interest whose
-    placement decides ``unrouted``.
+    ``options`` carries small knobs (:class:`CaseOptions`) such as the op of interest
+    whose placement decides ``unrouted``.
     """
 
     source: str
     source_kind: str
     target: str
-    stage: str = "predict"
+    stage: Stage = Stage.PREDICT
     inputs_path: str = ""
     model_sha256: str = ""
     inputs_sha256: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
+    options: CaseOptions = field(default_factory=CaseOptions)
 
     def __post_init__(self) -> None:
-        if self.stage not in STAGES:
-            raise NebisectError(f"unknown stage {self.stage!r}: one of {', '.join(STAGES)}")
+        self.stage = case_stage(self.stage)
         check_target_grammar(self.target)
 
     @property
@@ -342,7 +456,7 @@ class Case:
         factory = self.source.rpartition(":")[2] if self.source_kind == "torch" else ""
         key = json.dumps(
             [self.model_sha256 or self.source, factory, self.inputs_sha256, self.target,
-             self.stage, self.options],
+             self.stage, self.options.to_dict()],
             sort_keys=True,
         )
         return sha256_bytes(key.encode())[:16]
@@ -350,8 +464,10 @@ class Case:
     def to_dict(self) -> dict[str, Any]:
         """Field → value, shallow (it is serialized at once; asdict's deep copy cost
         ~0.1 ms per fuzz case)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        body = {f.name: getattr(self, f.name) for f in fields(self)}
+        body["options"] = self.options.to_dict()
+        return body
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Case:
-        return cls(**data)
+        return cls(**{**data, "options": CaseOptions.from_dict(data.get("options", {}))})

@@ -18,13 +18,44 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
-STATUSES = (
-    "pass", "crash", "error", "timeout", "oom", "mismatch", "unrouted", "skipped",
-)
+
+class Status(StrEnum):
+    """What happened to a case (DESIGN §2). A member equals its string, so verdict JSON
+    and comparisons with ``"pass"`` read the same as before statuses were typed."""
+
+    PASS = "pass"
+    CRASH = "crash"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    MISMATCH = "mismatch"
+    UNROUTED = "unrouted"
+    SKIPPED = "skipped"
+
+
+class Stage(StrEnum):
+    """Where a case runs to, and where a failure entered.
+
+    A case asks for one of :data:`CASE_STAGES`; a verdict may also name a finer step a
+    target marks (``compile``, ``plan`` on Core ML) or ``reference`` when the oracle,
+    not the target, failed.
+    """
+
+    CONVERT = "convert"
+    LOAD = "load"
+    COMPILE = "compile"
+    PLAN = "plan"
+    PREDICT = "predict"
+    REFERENCE = "reference"
+
+
+#: The stages a case can be asked to run to (convert → load → predict).
+CASE_STAGES = (Stage.CONVERT, Stage.LOAD, Stage.PREDICT)
 MISMATCH_KINDS = ("shape", "nan-suppressed", "nonfinite", "collapse", "tolerance")
 
 _DTYPES: dict[str, type[np.floating[Any]]] = {
@@ -36,8 +67,8 @@ _DTYPES: dict[str, type[np.floating[Any]]] = {
 class Verdict:
     """The outcome of one case, always produced — a crash included."""
 
-    status: str
-    stage: str = "predict"
+    status: Status
+    stage: str = Stage.PREDICT
     signature: str = ""
     message: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -48,14 +79,24 @@ class Verdict:
     target: str = ""
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown verdict status {self.status!r}")
+        try:
+            self.status = Status(self.status)
+        except ValueError:
+            raise ValueError(f"unknown verdict status {self.status!r}") from None
         if not self.signature:
-            self.signature = self.status
+            self.signature = self.status.value
 
     @property
     def failed(self) -> bool:
-        return self.status not in ("pass", "skipped")
+        return self.status not in (Status.PASS, Status.SKIPPED)
+
+    @property
+    def error_metrics(self) -> ErrorMetrics | None:
+        """What the oracle measured, typed; None for a verdict that was never compared
+        (a crash, an error, a conversion)."""
+        if "max_ulp_error" not in self.metrics:
+            return None
+        return ErrorMetrics.from_dict(self.metrics)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,12 +203,61 @@ class Comparison:
     worst_index: list[int] = field(default_factory=list)
     worst_reference: float = 0.0
     worst_output: float = 0.0
-    tolerance: dict[str, float] = field(default_factory=dict)
+    tolerance: Tolerance = field(default_factory=Tolerance)
     required_ulps: float = 0.0
     detail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Comparison:
+        return cls(**{**data, "tolerance": Tolerance(**data["tolerance"])})
+
+
+@dataclass
+class ErrorMetrics:
+    """What :func:`judge` measured over all outputs: the worst errors, the lowest cosine,
+    the out-of-range count, and each output's :class:`Comparison`.
+
+    A verdict keeps them in :attr:`Verdict.metrics` as :meth:`to_dict` writes them,
+    flat beside the facts other layers add there (exit code, routing, notes), so
+    verdict JSON and reports read exactly as before the record was typed;
+    :attr:`Verdict.error_metrics` reads them back.
+    """
+
+    max_abs_error: float = 0.0
+    max_ulp_error: float = 0.0
+    min_cosine: float = 1.0
+    out_of_range: int = 0
+    comparisons: list[Comparison] = field(default_factory=list)
+
+    @classmethod
+    def over(cls, comparisons: list[Comparison]) -> ErrorMetrics:
+        """The worst of ``comparisons`` (an empty list measured nothing: no error)."""
+        return cls(
+            max_abs_error=max((c.max_abs_error for c in comparisons), default=0.0),
+            max_ulp_error=max((c.max_ulp_error for c in comparisons), default=0.0),
+            min_cosine=min((c.cosine for c in comparisons), default=1.0),
+            out_of_range=sum(c.out_of_range for c in comparisons),
+            comparisons=comparisons,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_abs_error": self.max_abs_error, "max_ulp_error": self.max_ulp_error,
+            "min_cosine": self.min_cosine, "out_of_range": self.out_of_range,
+            "comparisons": [c.to_dict() for c in self.comparisons],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ErrorMetrics:
+        """Read the metrics back from a verdict's dict: other keys there are other
+        layers' facts; a metric it lacks (a hand-made verdict) keeps its default."""
+        measured = {f.name: data[f.name] for f in fields(cls)
+                    if f.name in data and f.name != "comparisons"}
+        return cls(**measured,
+                   comparisons=[Comparison.from_dict(c) for c in data.get("comparisons", ())])
 
 
 def ulp(values: np.ndarray, precision: str) -> np.ndarray:
@@ -197,7 +287,7 @@ def compare(
     tol = tolerance or Tolerance.for_precision(precision)
     ref = np.asarray(reference, dtype=np.float64)
     out = np.asarray(output)
-    result = Comparison(name=name, passed=True, elements=int(ref.size), tolerance=asdict(tol))
+    result = Comparison(name=name, passed=True, elements=int(ref.size), tolerance=tol)
     if out.shape != ref.shape:
         result.passed, result.kind = False, "shape"
         result.detail = f"shape {list(out.shape)} != reference {list(ref.shape)}"
@@ -276,33 +366,26 @@ def judge(
     outputs: dict[str, np.ndarray],
     precision: str,
     tolerance: Tolerance | None = None,
-    stage: str = "predict",
+    stage: str = Stage.PREDICT,
 ) -> Verdict:
     """Turn per-output comparisons into one verdict (first failing output decides)."""
     missing = sorted(set(references) - set(outputs))
     if missing:
         return Verdict(
-            "mismatch", stage, mismatch_signature("shape"),
+            Status.MISMATCH, stage, mismatch_signature("shape"),
             message=f"outputs missing: {', '.join(missing)}",
         )
     comparisons = [
         compare(name, references[name], outputs[name], precision, tolerance)
         for name in sorted(references)
     ]
-    metrics: dict[str, Any] = {
-        "max_abs_error": max((c.max_abs_error for c in comparisons), default=0.0),
-        "max_ulp_error": max((c.max_ulp_error for c in comparisons), default=0.0),
-        "min_cosine": min((c.cosine for c in comparisons), default=1.0),
-        "out_of_range": sum(c.out_of_range for c in comparisons),
-        "comparisons": [c.to_dict() for c in comparisons],
-    }
+    metrics = ErrorMetrics.over(comparisons).to_dict()
     failing = [c for c in comparisons if not c.passed]
     if not failing:
-        return Verdict("pass", stage, "pass", metrics=metrics)
+        return Verdict(Status.PASS, stage, "pass", metrics=metrics)
     first = failing[0]
-    return Verdict(
-        "mismatch", stage, mismatch_signature(first.kind), message=first.detail, metrics=metrics
-    )
+    return Verdict(Status.MISMATCH, stage, mismatch_signature(first.kind), message=first.detail,
+                   metrics=metrics)
 
 
 def value_divergence(target: dict[str, np.ndarray], reference: dict[str, np.ndarray],

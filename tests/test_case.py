@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
 
@@ -12,6 +13,7 @@ from support.npz_bombs import compressed_zeros, declared_bomb
 from nebisect.case import (
     MAX_INPUT_BYTES_VAR,
     Case,
+    CaseOptions,
     TargetSpecError,
     load_npz,
     parse_target,
@@ -101,7 +103,7 @@ def test_npz_round_trip_and_corrupt_files(tmp_path) -> None:
 
 def test_case_round_trip_and_identity() -> None:
     case = Case("m.mlpackage", "mlpackage", "sim:fp16", model_sha256="a" * 64,
-                inputs_sha256="b" * 64, options={"op_of_interest": "softplus"})
+                inputs_sha256="b" * 64, options=CaseOptions(op_of_interest="softplus"))
     again = Case.from_dict(case.to_dict())
     assert again == case and again.case_id == case.case_id
     other = Case.from_dict({**case.to_dict(), "target": "sim:ane"})
@@ -150,3 +152,79 @@ def test_npz_limit_is_on_the_total_and_foreign_members_are_refused(
     os.mkfifo(fifo)
     with pytest.raises(NebisectError, match=r"fifo\.npz: is not a regular file but a FIFO"):
         load_npz(fifo)
+
+
+def test_case_options_serialize_set_fields_only_and_round_trip() -> None:
+    assert CaseOptions().to_dict() == {}
+    assert CaseOptions(op_of_interest="softplus").to_dict() == {"op_of_interest": "softplus"}
+    full = CaseOptions(plugins=("p.py",), params={"op": "exp", "axes": [-1]}, outputs=("y",),
+                       intermediates=True, judge_precision="fp32", op_of_interest="exp",
+                       reference_source=("torch", "m.py:f"), convert_path="trace")
+    body = full.to_dict()
+    assert json.dumps(body) == (
+        '{"plugins": ["p.py"], "params": {"op": "exp", "axes": [-1]}, "outputs": ["y"], '
+        '"intermediates": true, "judge_precision": "fp32", "op_of_interest": "exp", '
+        '"reference_source": ["torch", "m.py:f"], "convert_path": "trace"}')
+    assert CaseOptions.from_dict(json.loads(json.dumps(body))) == full
+    case = Case("m.py:f", "torch", "sim:fp32", options=full)
+    assert Case.from_dict(json.loads(json.dumps(case.to_dict()))) == case
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"op_of_intrest": "exp"}, r"unknown case option 'op_of_intrest': one of plugins, params"),
+    ({"plugins": "p.py"}, r"case option 'plugins' has the wrong type \('p.py'\)"),
+    ({"reference_source": ["torch"]}, r"case option 'reference_source' has the wrong type"),
+    ({"intermediates": 1}, r"case option 'intermediates' has the wrong type"),
+    (["plugins"], r"case options are not a JSON object"),
+])
+def test_case_options_refuse_unknown_keys_and_wrong_types(options: object, message: str) -> None:
+    with pytest.raises(NebisectError, match=message):
+        Case.from_dict({"source": "m", "source_kind": "mlpackage", "target": "sim:fp16",
+                        "options": options})
+
+
+@pytest.mark.parametrize(("target", "judged"), [("sim:fp64", "fp32"), ("sim:fp16", "")])
+def test_every_site_judging_a_package_against_torch_applies_one_precision_rule(
+        tmp_path, monkeypatch: pytest.MonkeyPatch, target: str, judged: str) -> None:
+    """`run`'s cells, the reducer's torch candidates and replay's converted corpus cases
+    each build a package case judged against the torch module; on an fp64 target all
+    three judge at fp32 (the converter's fp32 weights), elsewhere at the target's own."""
+    from nebisect.corpus import CaseRecord, CorpusCase, Expected
+    from nebisect.detect.cells import Cells
+    from nebisect.guard.replay import on_package
+    from nebisect.isolate import Outcome
+    from nebisect.isolation.timeouts import Timeouts
+    from nebisect.minimize import candidates
+    from nebisect.sources import convert
+    from nebisect.sources.resolve import Source
+    from nebisect.verdict import Verdict
+
+    package = tmp_path / "m.mlpackage"
+    package.mkdir()
+    (package / "Manifest.json").write_text("{}")
+    inputs = tmp_path / "inputs.npz"
+    save_npz(inputs, {"x": np.ones(3, np.float32)})
+    built = {}
+
+    converted = ({"export": package}, Verdict("pass", "convert"))
+    cells = Cells(Source("torch", "m.py:f"), tmp_path, None, "torch:cpu:fp64", Timeouts(),
+                  convert=lambda *args, **kwargs: converted)
+    built["run"] = cells.case(target, "export", str(inputs)).options
+
+    def evaluate(case: Case, **kwargs: object) -> Outcome:
+        built["bisect"] = case.options
+        return Outcome(Verdict("pass"))
+
+    monkeypatch.setattr(convert, "convert_isolated", lambda *a, **k: (package, converted[1]))
+    monkeypatch.setattr(candidates, "evaluate", evaluate)
+    candidates.run_torch_source("m.py:f", "fp32", (), tmp_path, None, Timeouts(),
+                                target=target, inputs={"x": np.ones(3)})
+
+    record = CaseRecord("0" * 16, "torch", target, Expected("pass"), factory="f",
+                        files={"model.py": "a" * 64, "inputs.npz": "b" * 64})
+    case = CorpusCase(record, tmp_path / "case")
+    built["replay"] = on_package(case, package).options
+
+    assert {site: options.judge_precision for site, options in built.items()} == {
+        "run": judged, "bisect": judged, "replay": judged}
+    assert {options.reference_source[0] for options in built.values()} == {"torch"}

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from nebisect.verdict import (
+    CASE_STAGES,
+    Comparison,
+    ErrorMetrics,
+    Stage,
+    Status,
     Tolerance,
     Verdict,
     compare,
@@ -30,7 +37,7 @@ def test_collapse_is_named_and_reports_needed_tolerance() -> None:
     assert not result.passed and result.kind == "collapse"
     assert result.worst_reference == pytest.approx(11.0971)
     assert result.worst_output == 0.0
-    assert result.required_ulps > result.tolerance["ulps"]
+    assert result.required_ulps > result.tolerance.ulps == 16.0
 
 
 def test_nan_suppressed_reference_nan_output_finite() -> None:
@@ -89,3 +96,51 @@ def test_error_signature_is_stable_across_runs() -> None:
 def test_unknown_status_rejected() -> None:
     with pytest.raises(ValueError):
         Verdict("weird")
+
+
+def test_statuses_and_stages_are_enums_that_read_and_write_as_strings() -> None:
+    verdict = Verdict("error", "reference", "error:reference:boom")
+    assert verdict.status is Status.ERROR and verdict.stage == Stage.REFERENCE == "reference"
+    body = json.loads(verdict.to_json())
+    assert (body["status"], body["stage"]) == ("error", "reference")
+    again = Verdict.from_json(verdict.to_json())
+    assert again == verdict and again.status is Status.ERROR and again.failed
+    assert json.dumps({Status.PASS: [Stage.LOAD]}) == '{"pass": ["load"]}'
+
+
+def test_stage_names_have_one_definition() -> None:
+    """A case's stages, the stages a timeout names and the stages a reduction keeps
+    all come from :class:`Stage` (there used to be three separate tuples)."""
+    from nebisect.case import Case
+    from nebisect.isolation.timeouts import TIMEOUT_STAGES
+    from nebisect.minimize.bisector import REDUCIBLE_STAGES
+
+    assert CASE_STAGES == (Stage.CONVERT, Stage.LOAD, Stage.PREDICT)
+    assert set(TIMEOUT_STAGES) == set(CASE_STAGES) and set(REDUCIBLE_STAGES) < set(CASE_STAGES)
+    assert all(isinstance(s, Stage) for s in (*TIMEOUT_STAGES, *REDUCIBLE_STAGES))
+    case = Case.from_dict(json.loads(json.dumps(Case("m", "mlpackage", "sim:fp16",
+                                                     stage="load").to_dict())))
+    assert case.stage is Stage.LOAD
+
+
+def test_error_metrics_are_typed_and_keep_the_verdict_json_unchanged() -> None:
+    verdict = judge({"y": np.array([11.1, 1.0]), "z": np.array([2.0])},
+                    {"y": np.array([0.0, 1.0]), "z": np.array([2.0])}, "fp16")
+    measured = verdict.error_metrics
+    assert measured is not None and [c.name for c in measured.comparisons] == ["y", "z"]
+    assert measured.comparisons[0].kind == "collapse"
+    assert measured.comparisons[0].tolerance == Tolerance.for_precision("fp16")
+    assert measured.max_abs_error == pytest.approx(11.1) and measured.out_of_range == 0
+    assert list(verdict.metrics) == ["max_abs_error", "max_ulp_error", "min_cosine",
+                                     "out_of_range", "comparisons"]
+    assert verdict.metrics["comparisons"][0]["tolerance"] == {
+        "ulps": 16.0, "floor": 16.0, "min_cosine": 0.0}
+    assert list(verdict.metrics["comparisons"][0]) == [
+        "name", "passed", "kind", "max_abs_error", "max_ulp_error", "cosine", "out_of_range",
+        "elements", "worst_index", "worst_reference", "worst_output", "tolerance",
+        "required_ulps", "detail"]
+    again = Verdict.from_json(verdict.to_json())
+    assert again.error_metrics == measured
+    assert ErrorMetrics.from_dict(measured.to_dict()) == measured
+    assert Comparison.from_dict(measured.comparisons[1].to_dict()) == measured.comparisons[1]
+    assert Verdict("crash", "predict", "crash:SIGSEGV").error_metrics is None

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import INPUTS_LIMIT_HELP, load_npz, parse_target
+from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz, parse_target
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
@@ -148,7 +148,7 @@ def add(
     if any(not family or not status for family, status in chips.items()):
         raise NebisectError("--expect-chip takes FAMILY=STATUS, e.g. m4=fixed")
     expected = Expected(expect, signature, chips=chips) if expect else None
-    options = {"op_of_interest": op_of_interest} if op_of_interest else {}
+    options = CaseOptions(op_of_interest=op_of_interest or "")
     if fixes:
         from nebisect.fixes import resolve_fixes
 
@@ -157,8 +157,8 @@ def add(
     with _recorder(expected is None, timeouts) as recorder:
         for _, named in arrays:
             added = corpus.add(NewCase(
-                resolved.kind, source, target, named, expected, stage=stage, options=options,
-                name=name, description=description, fixes=list(fixes or []),
+                resolved.kind, source, target, named, expected, stage=case_stage(stage),
+                options=options, name=name, description=description, fixes=list(fixes or []),
             ), recorder)
             record = added.case.record
             state = "added" if added.created else "already present"

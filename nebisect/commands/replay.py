@@ -158,10 +158,11 @@ def _emit(summary: ReplaySummary, problems: Sequence[Problem], updated: Sequence
     if junit:
         from nebisect.guard.replay import DAMAGED_SIGNATURE
         from nebisect.report.junit import write_junit
-        from nebisect.verdict import Verdict
+        from nebisect.verdict import Stage, Status, Verdict
 
         entries = [(r.label, r.junit_verdict()) for r in summary.results]
-        entries += [(p.path.name, Verdict("error", "load", DAMAGED_SIGNATURE, message=p.reason))
+        entries += [(p.path.name,
+                     Verdict(Status.ERROR, Stage.LOAD, DAMAGED_SIGNATURE, message=p.reason))
                     for p in damaged]
         write_junit(junit, "nebisect.replay", entries)
     if as_json:

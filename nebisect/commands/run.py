@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
-from nebisect.case import INPUTS_LIMIT_HELP
+from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
 from nebisect.commands._options import CONVERT_CHOICES, parse_choice, parse_families
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 ORDER = 10
 #: For torch sources the converted program is also run exactly: its row says whether
 #: conversion preserved the math (and feeds the ``conversion`` attribution).
-EXACT_ROW = "sim:fp64"
+EXACT_ROW = REFERENCE_TARGET
 
 SOURCE_HELP = (
     "An .mlpackage (ML program), or a torch model as path/to/file.py:factory. The factory "
@@ -83,7 +83,8 @@ def run(
         help="Lengths for every flexible dimension, clipped to its range.",
     ),
     reference: str = typer.Option(
-        "", "--reference", help="Oracle target (default: sim:fp64; torch:cpu:fp64 for torch)."
+        "", "--reference",
+        help=f"Oracle target (default: {REFERENCE_TARGET}; torch:cpu:fp64 for torch).",
     ),
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
@@ -245,12 +246,13 @@ def _print(result: RunReport) -> None:
             continue
         v = row.verdict
         style = "red" if v.failed else "yellow" if v.status == "skipped" else "green"
-        metrics = v.metrics
+        measured = v.error_metrics
         cells.append([
             row.target, *([row.path] if multipath else []), row.input_set.label,
             f"[{style}]{_short(v, row.role)}[/]",
-            _fmt(metrics.get("max_ulp_error")), _fmt(metrics.get("min_cosine"), ".6f"),
-            placement_summary(v.placement), _fmt(metrics.get("max_abs_error")),
+            _fmt(measured.max_ulp_error if measured else None),
+            _fmt(measured.min_cosine if measured else None, ".6f"),
+            placement_summary(v.placement), _fmt(measured.max_abs_error if measured else None),
             _fmt(v.timings.get("total"), ".2f"),
         ])
     table, dropped = fitted_table(

@@ -35,8 +35,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from nebisect.case import sha256_bytes
+from nebisect.case import REFERENCE_TARGET, CaseOptions, case_stage, sha256_bytes
 from nebisect.errors import NebisectError
+from nebisect.verdict import Stage
 
 SCHEMA_VERSION = 2
 EXPECTED_STATUSES = ("failing", "fixed", "pass")
@@ -101,10 +102,10 @@ class CaseRecord:
     source_kind: str
     target: str
     expected: Expected
-    stage: str = "predict"
+    stage: Stage = Stage.PREDICT
     factory: str = ""
-    reference: str = "sim:fp64"
-    options: dict[str, Any] = field(default_factory=dict)
+    reference: str = REFERENCE_TARGET
+    options: CaseOptions = field(default_factory=CaseOptions)
     name: str = ""
     description: str = ""
     fixes: list[str] = field(default_factory=list)
@@ -119,6 +120,7 @@ class CaseRecord:
             raise NebisectError(
                 f"corpus cases store {' or '.join(MODEL_FILES)} models, not {self.source_kind!r}"
             )
+        self.stage = case_stage(self.stage)
 
     @property
     def model_file(self) -> str:
@@ -131,6 +133,7 @@ class CaseRecord:
 
     def to_json(self) -> str:
         body = asdict(self)
+        body["options"] = self.options.to_dict()
         if not body["expected"]["chips"]:
             del body["expected"]["chips"]
         body["checksum"] = _checksum(body)
@@ -156,16 +159,19 @@ class CaseRecord:
             raise CorruptCaseError(f"{CASE_FILE} checksum mismatch (edited by hand or damaged)")
         try:
             expected = Expected(**body.pop("expected"))
-            record = cls(expected=expected, **body)
+            options = CaseOptions.from_dict(body.pop("options", {}))
+            record = cls(expected=expected, options=options, **body)
         except (TypeError, KeyError) as exc:
             raise CorruptCaseError(f"{CASE_FILE} does not follow the schema ({exc})") from None
+        except NebisectError as exc:
+            raise CorruptCaseError(f"{CASE_FILE}: {exc}") from None
         record.check_layout()
         return record
 
     @property
     def plugins(self) -> list[str]:
         """The case's own plugin files (names in :attr:`files`), in load order."""
-        return list(self.options.get("plugins", ()))
+        return list(self.options.plugins)
 
     def identity(self) -> str:
         """The case id: a content address over every input of the verdict.
@@ -175,7 +181,8 @@ class CaseRecord:
         """
         key = {
             "files": {name: digest for name, digest in self.files.items() if name != INPUTS_FILE},
-            "factory": self.factory, "inputs": self.inputs_sha256, "options": self.options,
+            "factory": self.factory, "inputs": self.inputs_sha256,
+            "options": self.options.to_dict(),
             "reference": self.reference, "source_kind": self.source_kind, "stage": self.stage,
             "target": self.target,
         }
@@ -192,10 +199,7 @@ class CaseRecord:
         for required in (self.model_file, INPUTS_FILE):
             if required not in self.files:
                 raise CorruptCaseError(f"{CASE_FILE} lists no hash for {required}")
-        plugins = self.options.get("plugins", [])
-        if not isinstance(plugins, list) or not all(isinstance(p, str) for p in plugins):
-            raise CorruptCaseError(f"{CASE_FILE}: options.plugins is not a list of file names")
-        for plugin in plugins:
+        for plugin in self.options.plugins:
             if plugin not in self.files or not plugin.startswith(f"{PLUGIN_DIR}/"):
                 raise CorruptCaseError(
                     f"plugin {plugin!r} is not one of the case's own files ({PLUGIN_DIR}/*.py)"

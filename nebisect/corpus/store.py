@@ -37,13 +37,12 @@ import stat
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, save_npz, sha256_arrays, sha256_path
+from nebisect.case import REFERENCE_TARGET, Case, CaseOptions, save_npz, sha256_arrays, sha256_path
 from nebisect.errors import NebisectError
 from nebisect.corpus.record import (
     CASE_FILE,
@@ -57,7 +56,7 @@ from nebisect.files import fsync_directory, write_text
 from nebisect.isolation.provenance import provenance
 from nebisect.targets.plugins import use_plugins
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
-from nebisect.verdict import Verdict
+from nebisect.verdict import Stage, Verdict
 
 LOCK_FILE = ".lock"
 MAX_RECORD_BYTES = 1 << 20
@@ -91,10 +90,11 @@ class CorpusCase:
     def to_case(self) -> Case:
         """The runnable case; its plugins are the case's own files, by absolute path,
         described in an isolated child, never imported here (the case's child imports them)."""
-        options = dict(self.record.options)
+        options = self.record.options
         if self.record.plugins:
-            options["plugins"] = [str(self.path / name) for name in self.record.plugins]
-            use_plugins(options["plugins"], timeout=DEFAULT_TIMEOUTS.load)
+            options = replace(options, plugins=tuple(str(self.path / name)
+                                                     for name in self.record.plugins))
+            use_plugins(list(options.plugins), timeout=DEFAULT_TIMEOUTS.load)
         return Case(
             source=self.source,
             source_kind=self.record.source_kind,
@@ -152,7 +152,7 @@ class NewCase:
 
     ``provenance`` (e.g. the recording verdict's stamp, or where a fuzz finding came
     from) is laid over the store's own stamp of tool versions and machine.
-    ``source_kind`` ``builder`` is materialized to an ``.mlpackage`` (``options["params"]``
+    ``source_kind`` ``builder`` is materialized to an ``.mlpackage`` (``options.params``
     are the builder's keyword arguments): the corpus keeps model *bytes*, so a later
     change to the builder code cannot change what a stored case means.
     """
@@ -162,8 +162,8 @@ class NewCase:
     target: str
     inputs: dict[str, np.ndarray]
     expected: Expected | None = None
-    stage: str = "predict"
-    options: dict[str, Any] = field(default_factory=dict)
+    stage: Stage = Stage.PREDICT
+    options: CaseOptions = field(default_factory=CaseOptions)
     reference: str = ""
     name: str = ""
     description: str = ""
@@ -445,9 +445,9 @@ def _materialize(new: NewCase, staging: Path) -> CaseRecord:
     if new.source_kind not in SOURCE_KINDS:
         raise NebisectError(f"unknown source kind {new.source_kind!r}: one of "
                             f"{', '.join(SOURCE_KINDS)}")
-    options = {k: v for k, v in new.options.items() if k != "params"}
-    if options.get("plugins"):
-        options["plugins"] = _store_plugins(list(options["plugins"]), staging)
+    options = replace(new.options, params={})
+    if options.plugins:
+        options = replace(options, plugins=tuple(_store_plugins(list(options.plugins), staging)))
     stamp = {**{k: v for k, v in provenance("").items() if v}, **new.provenance}
     kind, factory = _store_model(new, staging, stamp)
     record = CaseRecord(
@@ -456,7 +456,7 @@ def _materialize(new: NewCase, staging: Path) -> CaseRecord:
         target=new.target,
         stage=new.stage,
         factory=factory,
-        reference=new.reference or ("torch:cpu:fp64" if kind == "torch" else "sim:fp64"),
+        reference=new.reference or ("torch:cpu:fp64" if kind == "torch" else REFERENCE_TARGET),
         expected=new.expected or Expected("pass"),
         options=options,
         name=new.name,
@@ -516,7 +516,7 @@ def _store_model(new: NewCase, staging: Path, stamp: dict[str, str]) -> tuple[st
     from nebisect.sources.artifact import Artifact
     from nebisect.mil.load import save_program
 
-    params = new.options.get("params", {})
+    params = new.options.params
     save_program(Artifact("builder", new.source, params).program, destination)
     stamp["built_from"] = f"{new.source} {params}"
     return "mlpackage", ""

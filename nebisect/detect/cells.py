@@ -27,20 +27,28 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, load_npz, save_npz, sha256_arrays, sha256_path
+from nebisect.case import (
+    REFERENCE_TARGET,
+    Case,
+    CaseOptions,
+    load_npz,
+    save_npz,
+    sha256_arrays,
+    sha256_path,
+)
 from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
 from nebisect.detect.evaluate import evaluate, split_arrays
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.resolve import Source
 from nebisect.targets import spec_of
-from nebisect.verdict import Verdict
+from nebisect.verdict import Stage, Verdict
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
 PRECISION_PROBE = "sim:fp16"
-EXACT_PROBE = "sim:fp64"
+EXACT_PROBE = REFERENCE_TARGET
 #: The stage a case's verdict names when its reference, not its target, failed.
-REFERENCE_STAGE = "reference"
+REFERENCE_STAGE = Stage.REFERENCE
 #: the paths' names as attributions say them ("conversion, jit.trace path only")
 PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 
@@ -135,16 +143,13 @@ class Cells:
 
     def case(self, target: str, path: str, npz: str) -> Case:
         """The case of one cell (``path`` must have converted for ``target``)."""
-        options: dict[str, Any] = {"plugins": self.plugins} if self.plugins else {}
+        options = CaseOptions(plugins=tuple(self.plugins))
         kind, location = self.source.kind, self.source.location
         if self.source.kind == "torch":
-            options["reference_source"] = ["torch", self.source.location]
             if path:
                 kind, location = "mlpackage", str(self.program(target, path))
-                if spec_of(target).precision == "fp64":
-                    # The converter stores weights and constants as fp32, so even a perfect
-                    # conversion differs from torch fp64 by fp32 rounding: judge at fp32.
-                    options["judge_precision"] = "fp32"
+            options = options.judged_against(("torch", self.source.location), source_kind=kind,
+                                             precision=spec_of(target).precision)
         model_hash = sha256_path(location) if kind == "mlpackage" else ""
         return Case(location, kind, target, inputs_path=npz, model_sha256=model_hash,
                     inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
@@ -205,13 +210,14 @@ class Cells:
             verdict, arrays = self.run(EXACT_PROBE, path, npz)
             if not verdict.failed:
                 return None
+            judged = self.case(EXACT_PROBE, path, npz).options
             return by_outputs(self.graph(EXACT_PROBE, path), split_arrays(arrays, "ref:"),
-                              split_arrays(arrays, "out:"), "fp32")
+                              split_arrays(arrays, "out:"),
+                              judged.judging_precision(spec_of(EXACT_PROBE).precision))
         if self.source.kind == "torch" and not path:
             return None  # a torch target: no program whose ops could be named
         cell = self.case(target, path, npz)
-        options = {"plugins": self.plugins, "intermediates": True} if self.plugins else {
-            "intermediates": True}
+        options = CaseOptions(plugins=tuple(self.plugins), intermediates=True)
         case = Case(cell.source, cell.source_kind, target, inputs_path=npz,
                     model_sha256=cell.model_sha256, inputs_sha256=cell.inputs_sha256,
                     options=options)

@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from nebisect.bisect import first_divergence
+from nebisect.case import REFERENCE_TARGET
 from nebisect.verdict import compare, mismatch_signature, value_divergence
 
 #: what a culprit found by intermediates compared, and the words for a conversion one
-INTERMEDIATES = "intermediates against sim:fp64"
+INTERMEDIATES = f"intermediates against {REFERENCE_TARGET}"
 OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched to MIL ops: "
                 "the op producing the first diverging output)")
 

@@ -28,7 +28,7 @@ from nebisect.detect.families import Family, InputSet
 from nebisect.detect.findings import Row, culprit_key
 from nebisect.detect.records import Exploration, Observation
 from nebisect.fuzz.cliff import Boundary
-from nebisect.verdict import Verdict
+from nebisect.verdict import Status, Verdict
 
 
 @dataclass
@@ -58,7 +58,7 @@ def explore_target(
             row = Row(target, 0, verdict, path=path, input_set=input_set.member, explored=True)
             rows.append(row)
             if reference_failure(verdict):
-                row.verdict = Verdict("skipped", verdict.stage, target=target,
+                row.verdict = Verdict(Status.SKIPPED, verdict.stage, target=target,
                                       message=f"not judged: the reference failed "
                                       f"({verdict.signature})")
                 observations.append(Observation(row.verdict, path=path))

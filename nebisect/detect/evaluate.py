@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, load_npz
+from nebisect.case import REFERENCE_TARGET, Case, load_npz
 from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
 from nebisect.sources.artifact import Artifact
 from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.targets.base import TargetSkipped
 from nebisect.targets.placement import check_routing, required_devices
 from nebisect.targets.sim import follow_semantics
-from nebisect.verdict import Tolerance, Verdict, error_signature, judge
+from nebisect.verdict import Stage, Status, Tolerance, Verdict, error_signature, judge
 
 
 def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Artifact:
@@ -36,31 +36,32 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     load_plugins(payload["case"].get("options", {}).get("plugins", ()))
     case = Case.from_dict(payload["case"])
     options = case.options
-    want_intermediates = bool(options.get("intermediates", False))
-    mark_stage("load")
-    artifact = _artifact((case.source_kind, case.source), options.get("params", {}))
+    want_intermediates = options.intermediates
+    mark_stage(Stage.LOAD)
+    artifact = _artifact((case.source_kind, case.source), options.params)
     inputs = load_npz(case.inputs_path) if case.inputs_path else {}
     target = get_target(case.target)
     unavailable = target.availability()
     if unavailable:
-        return Verdict("skipped", case.stage, "skipped", message=unavailable), {}
-    mark_stage("predict")
+        return Verdict(Status.SKIPPED, case.stage, "skipped", message=unavailable), {}
+    mark_stage(Stage.PREDICT)
     try:
         prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
     except TargetSkipped as skip:
-        return Verdict("skipped", case.stage, "skipped", message=str(skip)), {}
+        return Verdict(Status.SKIPPED, case.stage, "skipped", message=str(skip)), {}
     arrays = _prefixed("out:", prediction.outputs)
     arrays.update(_prefixed("mid:", prediction.intermediates))
     reference_name = follow_semantics(payload.get("reference") or "", case.target)
     if not reference_name:
-        verdict = Verdict("pass", "predict", placement=prediction.placement, target=case.target)
+        verdict = Verdict(Status.PASS, Stage.PREDICT, placement=prediction.placement,
+                          target=case.target)
         return _routed(case, prediction, verdict), arrays
-    mark_stage("reference")
-    reference_source = options.get("reference_source") or (case.source_kind, case.source)
+    mark_stage(Stage.REFERENCE)
+    reference_source = options.reference_source or (case.source_kind, case.source)
     reference_artifact = (
         artifact
-        if tuple(reference_source) == (case.source_kind, case.source)
-        else _artifact(reference_source, options.get("params", {}))
+        if reference_source == (case.source_kind, case.source)
+        else _artifact(reference_source, options.params)
     )
     try:
         expected = get_target(reference_name).predict(
@@ -68,11 +69,11 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         )
     except Exception as exc:
         message = f"reference {reference_name} failed: {exc}"
-        return Verdict("error", "reference", error_signature("reference", message),
+        return Verdict(Status.ERROR, Stage.REFERENCE, error_signature(Stage.REFERENCE, message),
                        message=message), arrays
     arrays.update(_prefixed("ref:", expected.outputs))
     arrays.update(_prefixed("refmid:", expected.intermediates))
-    precision = options.get("judge_precision", target.precision)
+    precision = options.judging_precision(target.precision)
     if precision in ("fp32", "fp64") and any(
             np.asarray(value).dtype == np.float16 for value in prediction.outputs.values()):
         # A program whose outputs are declared fp16 stores them at fp16 on every backend
@@ -89,7 +90,7 @@ def _judge(
     prediction: Prediction,
     payload: dict[str, Any],
 ) -> Verdict:
-    names = case.options.get("outputs") or sorted(expected.outputs)
+    names = list(case.options.outputs) or sorted(expected.outputs)
     tolerance = Tolerance(**payload["tolerance"]) if payload.get("tolerance") else None
     verdict = judge(
         {n: expected.outputs[n] for n in names if n in expected.outputs},
@@ -110,18 +111,18 @@ def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
     if not required:
         return verdict
     routing = check_routing(required, prediction.placement, prediction.op_types,
-                            case.options.get("op_of_interest", ""),
+                            case.options.op_of_interest,
                             prediction.placement_unknown)
     verdict.metrics["routed"] = routing.summary
     if routing.unknown and verdict.status == "pass":
-        verdict.status = verdict.signature = "skipped"
+        verdict.status, verdict.signature = Status.SKIPPED, "skipped"
         verdict.message = (f"not judged on {case.target}: {routing.summary} — a pass here "
                            "cannot be told from a CPU fallback")
     elif routing.unrouted and verdict.status in ("pass", "mismatch"):
         if verdict.status == "mismatch":
             verdict.metrics["judged"] = verdict.signature
-        op = case.options.get("op_of_interest")
-        verdict.status = "unrouted"
+        op = case.options.op_of_interest
+        verdict.status = Status.UNROUTED
         verdict.signature = f"unrouted:{op}" if op else "unrouted"
         verdict.message = routing.unrouted
     return verdict
@@ -139,7 +140,7 @@ def split_arrays(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.nda
 def build_job(
     case: Case,
     *,
-    reference: str | None = "sim:fp64",
+    reference: str | None = REFERENCE_TARGET,
     tolerance: Tolerance | None = None,
     timeout: float = 60.0,
     memory_mb: int | None = None,
@@ -163,7 +164,7 @@ def build_job(
 def evaluate(
     case: Case,
     *,
-    reference: str | None = "sim:fp64",
+    reference: str | None = REFERENCE_TARGET,
     isolator: Isolator | None = None,
     tolerance: Tolerance | None = None,
     timeout: float = 60.0,
@@ -171,13 +172,9 @@ def evaluate(
 ) -> Outcome:
     """Run one case in a fresh process and judge it against ``reference``.
 
-    Options read from ``case.options``: ``params`` (builder kwargs), ``op_of_interest``
-    (op type whose placement decides ``unrouted``), ``plugins`` (modules registering
-    extra targets, imported in the child), ``outputs`` (compare only these),
-    ``reference_source`` (``[kind, location]`` when the reference runs another artifact,
-    e.g. the torch module behind a converted package), ``judge_precision`` (compare in
-    the ULPs of this precision instead of the target's), ``intermediates`` (return every
-    intermediate value as ``mid:``/``refmid:`` arrays).
+    Every field of ``case.options`` (:class:`~nebisect.case.CaseOptions`) is honoured;
+    with ``intermediates`` every intermediate value comes back as ``mid:``/``refmid:``
+    arrays.
     """
     job = build_job(case, reference=reference, tolerance=tolerance, timeout=timeout,
                     memory_mb=memory_mb)

@@ -48,7 +48,7 @@ from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
 from nebisect.sources.resolve import Source
 from nebisect.targets.plugins import use_plugins
-from nebisect.verdict import Verdict
+from nebisect.verdict import Status, Verdict
 
 __all__ = [
     "ATTRIBUTIONS", "EXACT_PROBE", "PRECISION_PROBE", "REFERENCE_STAGE", "MatrixRunner",
@@ -187,7 +187,7 @@ class MatrixRunner:
         for row in rows:
             if reference_failure(row.verdict):
                 row.verdict = Verdict(
-                    "skipped", REFERENCE_STAGE, target=row.target, timings=row.verdict.timings,
+                    Status.SKIPPED, REFERENCE_STAGE, target=row.target, timings=row.verdict.timings,
                     message=f"not judged: the reference {self.reference} failed "
                     f"({failure.signature})",
                 )

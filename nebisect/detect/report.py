@@ -32,11 +32,12 @@ def run_payload(result: Any) -> ReportPayload:
             cell.detail = f"[{row.attribution}] {cell.detail}".strip()
     table_rows = []
     for row in rows:
-        v = row.verdict
+        v, measured = row.verdict, row.verdict.error_metrics
         table_rows.append([
             row.target, row.length, v.status, v.signature, row.attribution,
-            v.metrics.get("max_ulp_error"), v.metrics.get("max_abs_error"),
-            v.metrics.get("min_cosine"), placement_summary(v.placement),
+            *((measured.max_ulp_error, measured.max_abs_error, measured.min_cosine) if measured
+              else (None, None, None)),
+            placement_summary(v.placement),
             round(sum(t for t in v.timings.values() if isinstance(t, (int, float))), 3),
         ])
     conversions = [

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.fixes import resolve_fixes
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
 from nebisect.isolate import Isolator, Job, mark_stage
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.targets import get_target
-from nebisect.verdict import Verdict
+from nebisect.verdict import Stage, Status, Verdict
 
 
 @dataclass
@@ -71,7 +72,7 @@ def fix_job(payload: dict[str, Any]) -> Verdict:
     rewrites = apply_graph_fixes(program, graph)
     if any(rewrites.values()):
         save_program(program, payload["output"])
-    return Verdict("pass", "load", metrics={"rewrites": rewrites})
+    return Verdict(Status.PASS, Stage.LOAD, metrics={"rewrites": rewrites})
 
 
 def fix_source(
@@ -111,7 +112,7 @@ def fix_source(
     else:
         raise NebisectError(f"fixes apply to .mlpackage and torch sources, not {kind!r}")
     if not graph:
-        return FixedSource(Verdict("pass", "load"), converted, converted, {}, applied)
+        return FixedSource(Verdict(Status.PASS, Stage.LOAD), converted, converted, {}, applied)
     output = workdir / "fixed.mlpackage"
     outcome = isolator.run(Job(
         function="nebisect.fixes.apply:fix_job",
@@ -122,7 +123,7 @@ def fix_source(
         timeout=timeouts.load,
         # The job loads programs as the simulator does: sharing its preload set lets
         # both fork from the same warm template.
-        preload=tuple(get_target("sim:fp64").preload),
+        preload=tuple(get_target(REFERENCE_TARGET).preload),
     ))
     if outcome.verdict.status != "pass":
         return FixedSource(outcome.verdict, converted, None, {}, applied)

@@ -14,18 +14,19 @@ import json
 import math
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, save_npz, sha256_arrays, sha256_bytes
+from nebisect.case import REFERENCE_TARGET, Case, save_npz, sha256_arrays, sha256_bytes
 from nebisect.detect.evaluate import build_job, split_arrays
 from nebisect.fuzz.campaign import Evaluation
 from nebisect.fuzz.subject import BUILDER, OpSubject
 from nebisect.isolate import Isolator
 from nebisect.isolation.workspace import default_parent
-from nebisect.verdict import Tolerance, Verdict
+from nebisect.verdict import Status, Tolerance, Verdict
 
 WARM = "nebisect.fuzz.warm"
 
@@ -44,7 +45,7 @@ class Executor:
         target: str,
         isolator: Isolator,
         *,
-        reference: str = "sim:fp64",
+        reference: str = REFERENCE_TARGET,
         plugins: tuple[str, ...] = (),
         timeout: float = 60.0,
         tolerance: Tolerance | None = None,
@@ -66,9 +67,8 @@ class Executor:
         inputs = self.workdir / f"{digest[:24]}.npz"
         if not inputs.exists():
             save_npz(inputs, arrays)
-        options = {**self.subject.options(), "params": case["program"]}
-        if self.plugins:
-            options["plugins"] = list(self.plugins)
+        options = replace(self.subject.options(), params=case["program"],
+                          plugins=tuple(self.plugins))
         program = json.dumps([BUILDER, case["program"]], sort_keys=True)
         runner_case = Case(
             source=BUILDER, source_kind="builder", target=self.target,
@@ -90,7 +90,7 @@ class Executor:
         job.preload = tuple(sorted({*job.preload, WARM}))
         outcome = self.isolator.run(job)
         outcome.verdict.target = outcome.verdict.target or runner_case.target
-        names = runner_case.options.get("outputs")
+        names = list(runner_case.options.outputs) or None
         output, reference = judged_values(
             outcome.verdict, split_arrays(outcome.arrays, "out:"),
             split_arrays(outcome.arrays, "ref:"), names,
@@ -105,12 +105,13 @@ NEAR_MISS = 0.25
 
 def near_miss(verdict: Verdict) -> float | None:
     """How much of its ULP budget a passing case used, when that is at least 1/4."""
-    if verdict.status != "pass":
+    measured = verdict.error_metrics
+    if verdict.status != Status.PASS or measured is None:
         return None
     used = [
-        c["max_ulp_error"] / c["tolerance"]["ulps"]
-        for c in verdict.metrics.get("comparisons", ())
-        if c.get("tolerance", {}).get("ulps") and math.isfinite(c["max_ulp_error"])
+        c.max_ulp_error / c.tolerance.ulps
+        for c in measured.comparisons
+        if c.tolerance.ulps and math.isfinite(c.max_ulp_error)
     ]
     worst = max(used, default=0.0)
     return worst if worst >= NEAR_MISS else None
@@ -123,9 +124,10 @@ def judged_values(
     names: list[str] | None = None,
 ) -> tuple[float | None, float | None]:
     """(target, reference) at the failing element, else at the first element judged."""
-    for comparison in verdict.metrics.get("comparisons", ()):
-        if not comparison.get("passed", True) and comparison.get("kind") != "shape":
-            return comparison["worst_output"], comparison["worst_reference"]
+    measured = verdict.error_metrics
+    for comparison in measured.comparisons if measured else ():
+        if not comparison.passed and comparison.kind != "shape":
+            return comparison.worst_output, comparison.worst_reference
     name = next(iter(names or sorted(references)), None)
     if name is None:
         return None, None

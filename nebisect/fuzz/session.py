@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.executors import Executor, Unit, UnitResult
 from nebisect.fuzz.campaign import (
@@ -61,7 +62,7 @@ class FuzzOptions:
     jobs: int = 1
     wrap: str = "none"
     isolation: str = "persistent"
-    reference: str = "sim:fp64"
+    reference: str = REFERENCE_TARGET
     plugins: tuple[str, ...] = ()
     shrink_budget: int = 100
     cliff: bool = True

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
+from nebisect.case import REFERENCE_TARGET, CaseOptions
 from nebisect.corpus import Corpus, Expected, NewCase
 from nebisect.fuzz.campaign import Finding
 from nebisect.fuzz.model_subject import ModelSubject, describe_case
@@ -44,7 +46,7 @@ def record_finding(
     subject: OpSubject,
     target: str,
     *,
-    reference: str = "sim:fp64",
+    reference: str = REFERENCE_TARGET,
     plugins: tuple[str, ...] = (),
     seed: int = 0,
 ) -> str:
@@ -52,7 +54,7 @@ def record_finding(
     return _add(corpus, finding, target, NewCase(
         source_kind="builder", source=BUILDER, target=target,
         inputs=subject.arrays(finding.case),
-        options={**subject.options(), "params": finding.case["program"]}, reference=reference,
+        options=replace(subject.options(), params=finding.case["program"]), reference=reference,
         provenance={"found_by": f"nebisect fuzz --op {subject.name} --seed {seed}",
                     "values": json.dumps(finding.case["values"], sort_keys=True)},
     ), plugins)
@@ -78,7 +80,7 @@ def record_model_finding(
     return _add(corpus, finding, target, NewCase(
         source_kind=source.kind, source=source.location, target=target,
         inputs=subject.input_set(finding.case).arrays,
-        options={"convert_path": path} if path else {}, reference=reference,
+        options=CaseOptions(convert_path=path or ""), reference=reference,
         provenance={"found_by": f"nebisect fuzz {subject.name} --seed {seed}",
                     "case": json.dumps(finding.case, sort_keys=True)},
     ), plugins)
@@ -89,7 +91,7 @@ def _add(corpus: Corpus, finding: Finding, target: str, new: NewCase,
     """Store ``new`` as the finding's case: failing with its signature, named and
     described after it, its cliff in the provenance; returns the case directory."""
     if plugins:
-        new.options["plugins"] = list(plugins)
+        new.options = replace(new.options, plugins=tuple(plugins))
     new.expected = Expected("failing", finding.signature, finding.status,
                             finding.message[:300])
     new.name = f"fuzz-{finding.param_class}-{finding.signature}".replace("/", "-")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from nebisect.case import CaseOptions
 from nebisect.errors import NebisectError
 from nebisect.fuzz import strategies
 from nebisect.fuzz.builders import WRAPS, output_names
@@ -80,12 +81,10 @@ class OpSubject:
             for name, shape in program["inputs"].items()
         }
 
-    def options(self) -> dict[str, Any]:
+    def options(self) -> CaseOptions:
         """Case options: the op whose placement counts, and with a wrap, what to judge."""
-        options: dict[str, Any] = {"op_of_interest": self.spec.op_type}
-        if self.wrap != "none":
-            options["outputs"] = output_names(self.spec.outputs)
-        return options
+        outputs = output_names(self.spec.outputs) if self.wrap != "none" else []
+        return CaseOptions(op_of_interest=self.spec.op_type, outputs=tuple(outputs))
 
 
 @st.composite

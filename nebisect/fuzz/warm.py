@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nebisect.case import Case, save_npz, sha256_arrays, sha256_bytes
+from nebisect.case import REFERENCE_TARGET, Case, CaseOptions, save_npz, sha256_arrays, sha256_bytes
 from nebisect.detect.evaluate import evaluate_job
 from nebisect.fuzz.ops import registered_ops
 from nebisect.fuzz.subject import BUILDER
@@ -45,9 +45,9 @@ def rehearse() -> None:
             case = Case(
                 source=BUILDER, source_kind="builder", target=target,
                 inputs_path=str(inputs), model_sha256=sha256_bytes(repr(_PROGRAM).encode()),
-                inputs_sha256=sha256_arrays(arrays), options={"params": _PROGRAM},
+                inputs_sha256=sha256_arrays(arrays), options=CaseOptions(params=_PROGRAM),
             )
-            verdict, outputs = evaluate_job({"case": case.to_dict(), "reference": "sim:fp64"})
+            verdict, outputs = evaluate_job({"case": case.to_dict(), "reference": REFERENCE_TARGET})
             verdict.to_json()
             save_npz(Path(scratch) / "outputs.npz", outputs)
 

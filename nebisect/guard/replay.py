@@ -48,7 +48,7 @@ from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.targets import get_target, spec_of
-from nebisect.verdict import Verdict
+from nebisect.verdict import Stage, Status, Verdict
 
 OUTCOMES = ("ok", "regression", "improved", "skipped")
 DAMAGED_SIGNATURE = "error:load:damaged corpus case"
@@ -88,10 +88,11 @@ class ReplayResult:
     def junit_verdict(self) -> Verdict:
         """The verdict CI should see: a known bug reproducing as recorded is a pass."""
         if self.outcome in ("ok", "improved"):
-            return Verdict("pass", self.verdict.stage, message=self.reason,
+            return Verdict(Status.PASS, self.verdict.stage, message=self.reason,
                            timings=self.verdict.timings, target=self.target)
         if self.outcome == "skipped":
-            return Verdict("skipped", self.verdict.stage, message=self.reason, target=self.target)
+            return Verdict(Status.SKIPPED, self.verdict.stage, message=self.reason,
+                           target=self.target)
         failed = Verdict.from_dict(self.verdict.to_dict())
         failed.message = f"{self.reason}\n{self.verdict.message}".strip()
         return failed
@@ -160,16 +161,16 @@ def run_case(
     try:
         case = case.private_copy(workdir)
     except CorruptCaseError as exc:
-        return CaseRun(Verdict("error", "load", DAMAGED_SIGNATURE, message=str(exc),
+        return CaseRun(Verdict(Status.ERROR, Stage.LOAD, DAMAGED_SIGNATURE, message=str(exc),
                                target=record.target))
     reason = unavailable(case)
     if reason:
-        return CaseRun(Verdict("skipped", record.stage, message=reason, target=record.target))
+        return CaseRun(Verdict(Status.SKIPPED, record.stage, message=reason, target=record.target))
     if record.source_kind == "mlpackage" and not fixes:
         outcome = evaluate(case.to_case(), reference=record.reference, isolator=isolator,
                            timeout=timeouts.predict)
         return CaseRun(outcome.verdict)
-    path = record.options.get("convert_path")
+    path = record.options.convert_path
     prepared = fix_source(record.source_kind, case.source, fixes, workdir, isolator,
                           precision=spec_of(record.target).precision, timeouts=timeouts,
                           paths=(path,) if path else None)
@@ -190,12 +191,14 @@ def on_package(
     ``reference_package`` when given (the fp64 equivalence check of a fix).
     """
     base = case.to_case()
-    reference = (["mlpackage", str(reference_package)] if reference_package is not None
-                 else [case.record.source_kind, case.source])
+    reference = (("mlpackage", str(reference_package)) if reference_package is not None
+                 else (case.record.source_kind, case.source))
+    target = target or base.target
     return Case(
-        source=str(package), source_kind="mlpackage", target=target or base.target,
+        source=str(package), source_kind="mlpackage", target=target,
         stage=base.stage, inputs_path=base.inputs_path,
-        options={**base.options, "reference_source": reference},
+        options=base.options.judged_against(reference, source_kind="mlpackage",
+                                            precision=spec_of(target).precision),
     )
 
 
@@ -256,7 +259,8 @@ def replay_unit(payload: dict[str, Any], root: Path, workdir: Path,
     try:
         record = CaseRecord.from_json(payload["record"])
     except CorruptCaseError as exc:
-        verdict = Verdict("error", "load", DAMAGED_SIGNATURE, message=f"{CASE_FILE}: {exc}")
+        verdict = Verdict(Status.ERROR, Stage.LOAD, DAMAGED_SIGNATURE,
+                          message=f"{CASE_FILE}: {exc}")
     else:
         verdict = run_case(CorpusCase(record, root), isolator, workdir,
                            timeouts=Timeouts(**payload["timeouts"])).verdict
@@ -269,7 +273,7 @@ def unit_verdict(result: UnitResult, case: CorpusCase) -> Verdict:
     than one."""
     record = case.record
     if result.value is None:
-        verdict = Verdict("error", record.stage, LOST_SIGNATURE, target=record.target,
+        verdict = Verdict(Status.ERROR, record.stage, LOST_SIGNATURE, target=record.target,
                           message=f"no verdict: {result.error}")
     else:
         verdict = Verdict.from_dict(result.value["verdict"])
@@ -298,7 +302,7 @@ def summarize(
         chosen = selected(case, targets)
         reason = (f"not run: {stopped}" if chosen
                   else f"target {case.record.target} not selected by --target")
-        skipped = Verdict("skipped", case.record.stage, target=case.record.target,
+        skipped = Verdict(Status.SKIPPED, case.record.stage, target=case.record.target,
                           message=reason)
         result = result_of(case, skipped, "skipped", reason)
         result.selected = chosen

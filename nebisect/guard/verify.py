@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nebisect.case import REFERENCE_TARGET
 from nebisect.corpus.record import CaseRecord
 from nebisect.corpus.store import CorpusCase
 from nebisect.detect.evaluate import evaluate
@@ -38,7 +39,7 @@ from nebisect.guard.replay import LOST_SIGNATURE, on_package, replay_unit_of, ru
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.targets.placement import required_devices
-from nebisect.verdict import Verdict
+from nebisect.verdict import Status, Verdict
 
 CATEGORIES = ("fixed", "still failing", "regressed", "unaffected")
 
@@ -130,7 +131,7 @@ def verify(
 def _lost(case: CorpusCase, result: UnitResult) -> CaseVerification:
     """A case no worker came back from: it verified nothing, so it fails the run."""
     record = case.record
-    lost = Verdict("error", record.stage, LOST_SIGNATURE, message=result.error,
+    lost = Verdict(Status.ERROR, record.stage, LOST_SIGNATURE, message=result.error,
                    target=record.target,
                    metrics={"worker_attempts": result.describe_attempts()})
     return CaseVerification(record.case_id, record.label, record.target, [], lost, None,
@@ -231,8 +232,9 @@ def _check_equivalence(
     """The fixed program at fp64 must agree with the unfixed one at fp64."""
     if original is None or fixed == original:
         return
-    check = on_package(case, fixed, target="sim:fp64", reference_package=original)
-    verdict = evaluate(check, reference="sim:fp64", isolator=isolator, timeout=timeout).verdict
+    check = on_package(case, fixed, target=REFERENCE_TARGET, reference_package=original)
+    verdict = evaluate(check, reference=REFERENCE_TARGET, isolator=isolator,
+                       timeout=timeout).verdict
     if verdict.failed:
         result.category = "regressed"
         result.detail = f"the fix changes the math (fp64 vs original: {verdict.signature})"

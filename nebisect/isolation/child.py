@@ -42,7 +42,7 @@ from nebisect.isolation.osproc import (
     set_pdeathsig,
     set_process_name,
 )
-from nebisect.verdict import Verdict, error_signature
+from nebisect.verdict import Status, Verdict, error_signature
 
 #: Exit codes for a child that never reached the job (visible in "exited with code N").
 EXIT_ORPHANED = 120
@@ -196,8 +196,8 @@ def exception_verdict(exc: BaseException) -> Verdict:
     message = f"{type(exc).__name__}: {exc}"
     traceback.print_exception(exc)
     if isinstance(exc, MemoryError) or OOM_PATTERN.search(message):
-        return Verdict("oom", stage, "oom", message=message)
-    return Verdict("error", stage, error_signature(stage, message), message=message)
+        return Verdict(Status.OOM, stage, "oom", message=message)
+    return Verdict(Status.ERROR, stage, error_signature(stage, message), message=message)
 
 
 def write_result(case_dir: Path, verdict: Verdict, arrays: dict[str, np.ndarray]) -> None:

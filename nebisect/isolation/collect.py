@@ -30,7 +30,7 @@ from nebisect.files import read_untrusted
 from nebisect.isolation.crashreport import find_crash_report
 from nebisect.isolation.job import OOM_PATTERN, CaseFiles, Job, Outcome, read_stage_file
 from nebisect.isolation.watch import read_tail
-from nebisect.verdict import Verdict, crash_signature, error_signature
+from nebisect.verdict import Status, Verdict, crash_signature, error_signature
 
 
 @dataclass
@@ -98,7 +98,7 @@ def _read_result(case_dir: Path, stage: str) -> Outcome | None:
 
 def _unreadable(stage: str, detail: str) -> Outcome:
     message = f"child wrote an unreadable result: {detail}"
-    return Outcome(Verdict("error", stage, error_signature(stage, message), message=message))
+    return Outcome(Verdict(Status.ERROR, stage, error_signature(stage, message), message=message))
 
 
 def signal_name(number: int) -> str:
@@ -111,12 +111,12 @@ def signal_name(number: int) -> str:
 def _exit_verdict(job: Job, raw: RawExit, stage: str, tail: str) -> Verdict:
     if raw.timed_out:
         return Verdict(
-            "timeout", stage, "timeout",
+            Status.TIMEOUT, stage, "timeout",
             message=f"no result within {job.timeout:g} s during {stage}; process group killed",
         )
     if raw.failure or raw.exit_code is None:
         message = raw.failure or "case process vanished without an exit status"
-        return Verdict("error", stage, error_signature(stage, message), message=message)
+        return Verdict(Status.ERROR, stage, error_signature(stage, message), message=message)
     code = raw.exit_code
     metrics: dict[str, object] = {"exit_code": code}
     if code < 0:
@@ -124,16 +124,17 @@ def _exit_verdict(job: Job, raw: RawExit, stage: str, tail: str) -> Verdict:
         if -code == signal.SIGKILL:
             message = ("killed by SIGKILL, not by nebisect: most likely the kernel's "
                        "out-of-memory killer")
-            return Verdict("oom", stage, "oom", message=message, metrics=metrics)
+            return Verdict(Status.OOM, stage, "oom", message=message, metrics=metrics)
         if -code == signal.SIGABRT and "std::bad_alloc" in tail:
             message = "aborted on std::bad_alloc (native allocation failed)"
-            return Verdict("oom", stage, "oom", message=message, metrics=metrics)
-        return Verdict("crash", stage, crash_signature(name),
+            return Verdict(Status.OOM, stage, "oom", message=message, metrics=metrics)
+        return Verdict(Status.CRASH, stage, crash_signature(name),
                        message=f"killed by {name} during {stage}", metrics=metrics)
     last_line = next((ln for ln in reversed(tail.splitlines()) if ln.strip()), "")
     if OOM_PATTERN.search(last_line):
-        return Verdict("oom", stage, "oom", message=last_line.strip(), metrics=metrics)
+        return Verdict(Status.OOM, stage, "oom", message=last_line.strip(), metrics=metrics)
     # Built by hand, not by error_signature(): the exit code is deterministic and tells
     # sys.exit(3) from an interpreter failure, so it stays in the signature.
     message = f"child exited with code {code} without a result"
-    return Verdict("error", stage, f"error:{stage}:{message}", message=message, metrics=metrics)
+    return Verdict(Status.ERROR, stage, f"error:{stage}:{message}", message=message,
+                   metrics=metrics)

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from nebisect.errors import NebisectError
+from nebisect.verdict import Stage
 
 #: The stages a timeout applies to, in pipeline order.
-TIMEOUT_STAGES = ("load", "convert", "predict")
+TIMEOUT_STAGES = (Stage.LOAD, Stage.CONVERT, Stage.PREDICT)
 
 TIMEOUT_METAVAR = "[STAGE=]SECONDS"
 TIMEOUT_HELP = (

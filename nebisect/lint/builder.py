@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.lint.engine import LintResult, lint_program
 from nebisect.lint.graph import Range
@@ -49,6 +50,6 @@ def lint_builder(source: str, *, assume_fp16: bool, input_ranges: dict[str, Rang
         label=source, subject=SUBJECT, timeout=timeout,
         # Builders use coremltools' MIL builder, as the simulator's cases do: the same
         # warm template (torch kept out) serves them.
-        preload=tuple(get_target("sim:fp64").preload),
+        preload=tuple(get_target(REFERENCE_TARGET).preload),
     )
     return LintResult.from_dict(record)

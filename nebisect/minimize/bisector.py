@@ -43,9 +43,10 @@ from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.candidates import CandidateSpace
 from nebisect.sources.resolve import Source, resolve_source
-from nebisect.verdict import Verdict
+from nebisect.verdict import Stage, Verdict
 
-STAGES = ("predict", "convert")
+#: The case stages whose failures a reduction can keep while it shrinks the model.
+REDUCIBLE_STAGES = (Stage.PREDICT, Stage.CONVERT)
 GRAPHS = ("auto", "mil", "fx")
 DEFAULT_LENGTH = 8
 #: Per-candidate limits: a reduction converts and predicts many times, each bounded.
@@ -69,8 +70,9 @@ class BisectOptions:
 
     def __post_init__(self) -> None:
         parse_target(self.target)
-        if self.stage not in STAGES:
-            raise NebisectError(f"unknown stage {self.stage!r}: one of {', '.join(STAGES)}")
+        if self.stage not in REDUCIBLE_STAGES:
+            raise NebisectError(
+                f"unknown stage {self.stage!r}: one of {', '.join(REDUCIBLE_STAGES)}")
         if self.graph not in GRAPHS:
             raise NebisectError(f"unknown graph {self.graph!r}: one of {', '.join(GRAPHS)}")
         if self.stage == "convert" and self.graph == "mil":

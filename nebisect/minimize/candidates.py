@@ -22,16 +22,25 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from nebisect.case import Case, save_npz, sha256_arrays, sha256_bytes, sha256_path
+from nebisect.case import (
+    REFERENCE_TARGET,
+    Case,
+    CaseOptions,
+    save_npz,
+    sha256_arrays,
+    sha256_bytes,
+    sha256_path,
+)
 from nebisect.detect.evaluate import evaluate
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.graphs.fx import TorchCandidate
 from nebisect.minimize.graphs.mil import MilGraph, Plan, build
+from nebisect.targets import spec_of
 from nebisect.verdict import Verdict
 
-REFERENCE = "sim:fp64"
+REFERENCE = REFERENCE_TARGET
 TORCH_REFERENCE = "torch:cpu:fp64"
 
 
@@ -188,7 +197,8 @@ def run_torch_source(location: str, precision: str, setup: tuple[str, ...], dire
     save_npz(path, feeds)
     case = Case(str(package), "mlpackage", target, inputs_path=str(path),
                 model_sha256=sha256_path(package), inputs_sha256=sha256_arrays(feeds),
-                options={"reference_source": ["torch", location]})
+                options=CaseOptions().judged_against(("torch", location), source_kind="mlpackage",
+                                                     precision=spec_of(target).precision))
     outcome = evaluate(case, reference=TORCH_REFERENCE, isolator=isolator,
                        timeout=timeouts.predict)
     return outcome.verdict, 2

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nebisect.bisect import Evaluator, Reduction, ddmin, hierarchical_ddmin, localize
-from nebisect.case import Case, load_npz, parse_target, save_npz, sha256_path
+from nebisect.case import Case, CaseOptions, load_npz, parse_target, save_npz, sha256_path
 from nebisect.detect.evaluate import evaluate, split_arrays
 from nebisect.errors import NebisectError
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
@@ -131,7 +131,7 @@ def _evaluate(bisector: Bisector, package: Path, inputs_path: Path, target: str,
               reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
     """One isolated run of the whole program, returning every intermediate."""
     case = Case(str(package), "mlpackage", target, inputs_path=str(inputs_path),
-                model_sha256=sha256_path(package), options={"intermediates": True})
+                model_sha256=sha256_path(package), options=CaseOptions(intermediates=True))
     outcome = evaluate(case, reference=reference, isolator=bisector.isolator,
                        timeout=bisector.options.timeouts.predict)
     bisector.tracker.ran()

@@ -156,7 +156,7 @@ def _verdicts(verdicts: list[NamedVerdict]) -> str:
     rows = []
     for named in verdicts:
         v = named.verdict
-        ulps = v.metrics.get("max_ulp_error")
+        ulps = v.error_metrics.max_ulp_error if v.error_metrics else None
         seconds = sum(t for t in v.timings.values() if isinstance(t, (int, float)))
         rows.append(
             "<tr>" + _cell(named.name) + _cell(named.group) + _cell(v.target)

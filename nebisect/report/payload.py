@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from nebisect.case import REFERENCE_TARGET
 from nebisect.verdict import Verdict
 
 KINDS = ("run", "bisect", "fuzz", "replay", "lint")
@@ -100,7 +101,7 @@ class CliffSweep(_Record):
     output: list[float]
     reference: list[float]
     target: str = ""
-    reference_target: str = "sim:fp64"
+    reference_target: str = REFERENCE_TARGET
     bracket: list[float] | None = None
     bracket_outputs: list[float] | None = None
     predicted_boundary: float | None = None

@@ -34,7 +34,7 @@ from nebisect.files import staged
 from nebisect.mil.quiet import import_coremltools, quiet
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.sources.torch_module import TorchSource, load_torch_source
-from nebisect.verdict import Verdict, error_signature
+from nebisect.verdict import Stage, Status, Verdict, error_signature
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator
@@ -216,7 +216,7 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
     }
     message = summarize(attempts)
     if not models:
-        return Verdict("error", "convert", error_signature("convert", message),
+        return Verdict(Status.ERROR, Stage.CONVERT, error_signature("convert", message),
                        message=message, metrics=metrics)
     kept = models if "packages" in payload else dict(list(models.items())[:1])
     metrics["path"] = next(iter(kept))
@@ -224,7 +224,7 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
     metrics["op_types"] = op_type_counts(kept[metrics["path"]])
     for path, model in kept.items():
         save_package(model, wanted[path])
-    return Verdict("pass", "convert", message=message, metrics=metrics)
+    return Verdict(Status.PASS, Stage.CONVERT, message=message, metrics=metrics)
 
 
 def convert_isolated(

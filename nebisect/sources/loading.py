@@ -18,7 +18,7 @@ import numpy as np
 
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job, run_isolated
-from nebisect.verdict import Verdict, error_signature
+from nebisect.verdict import Status, Verdict, error_signature
 
 STAGE = "load"
 
@@ -101,9 +101,9 @@ def record_outcome(
         record, arrays = build()
     except NebisectError as exc:
         message = str(exc)
-        return Verdict("error", STAGE, error_signature(STAGE, message), message=message,
+        return Verdict(Status.ERROR, STAGE, error_signature(STAGE, message), message=message,
                        metrics={"user_error": True}), {}
-    return Verdict("pass", STAGE, metrics={"record": record}), arrays
+    return Verdict(Status.PASS, STAGE, metrics={"record": record}), arrays
 
 
 def unprefixed(message: str, location: str) -> str:

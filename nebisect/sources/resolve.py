@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.inputs import InputDescription, describe_package
@@ -40,7 +41,7 @@ class Source:
     @property
     def reference(self) -> str:
         """The oracle: torch fp64 for torch sources, the fp64 simulator otherwise."""
-        return "torch:cpu:fp64" if self.kind == "torch" else "sim:fp64"
+        return "torch:cpu:fp64" if self.kind == "torch" else REFERENCE_TARGET
 
 
 def resolve_source(text: str, *, timeout: float = Timeouts.load,

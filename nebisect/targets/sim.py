@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from nebisect.case import REFERENCE_TARGET
 from nebisect.mil.semantics import DEFAULT_SEMANTICS
 from nebisect.targets import register_target, spec_of
 from nebisect.targets.base import Prediction, Target
@@ -57,7 +58,7 @@ class _SimTarget(Target):
         )
 
 
-@register_target("sim:fp64")
+@register_target(REFERENCE_TARGET)
 class SimFP64(_SimTarget):
     """MIL simulator, float64 everywhere (fp16 casts are identities): the oracle."""
 

@@ -286,3 +286,41 @@ def test_cli_add_records_per_chip_expectations(tmp_path: Path, package: Path) ->
     assert done.returncode == 0, done.stderr
     [case] = Corpus(root).scan().cases
     assert case.record.expected.chips == {"m4": "fixed"}
+
+
+#: The repository's own corpus (found from the project root, wherever this file sits).
+REPO_CORPUS = next(p for p in Path(__file__).resolve().parents
+                   if (p / "pyproject.toml").is_file()) / "corpus"
+
+
+@pytest.mark.parametrize("record_file", sorted(REPO_CORPUS.glob("*/case.json")),
+                         ids=lambda path: path.parent.name)
+def test_every_stored_case_re_serializes_to_its_own_bytes_and_id(record_file: Path) -> None:
+    """Typed options (CaseOptions) write what the string-keyed dict wrote: same bytes,
+    same checksum, same content address."""
+    text = record_file.read_text()
+    record = CaseRecord.from_json(text)
+    assert record.to_json() == text
+    assert record.identity() == record.case_id == record_file.parent.name
+
+
+def test_an_unknown_case_option_is_a_one_line_input_error(tmp_path: Path) -> None:
+    from nebisect.corpus.record import _checksum
+
+    source = REPO_CORPUS / "2e0faebcc682687f"
+    root = tmp_path / "corpus"
+    shutil.copytree(source, root / source.name)
+    body = json.loads((source / "case.json").read_text())
+    del body["checksum"]
+    body["options"]["op_of_intrest"] = "softplus"
+    body["checksum"] = _checksum(body)
+    (root / source.name / "case.json").write_text(json.dumps(body, indent=2, sort_keys=True))
+    with pytest.raises(CorruptCaseError, match="unknown case option 'op_of_intrest'"):
+        CaseRecord.from_json((root / source.name / "case.json").read_text())
+    shown = subprocess.run([*NEBISECT, "corpus", "show", str(root), source.name[:8]],
+                           capture_output=True, text=True)
+    assert shown.returncode == 2
+    assert shown.stderr.strip().splitlines()[-1].endswith(
+        "case.json: unknown case option 'op_of_intrest': one of plugins, params, outputs, "
+        "intermediates, judge_precision, op_of_interest, reference_source, convert_path")
+    assert "Traceback" not in shown.stderr

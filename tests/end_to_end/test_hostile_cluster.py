@@ -16,6 +16,7 @@ from support.cluster_support import descendants, reset, slow_target_cluster, wor
 from support.corpus_helpers import add, filled, lse_package
 from support.leftovers import Sandbox
 
+from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus, Expected
 
 pytestmark = pytest.mark.cluster
@@ -37,7 +38,7 @@ def test_sigterm_cancels_the_units_on_the_workers_and_leaves_nothing(
     package = lse_package(tmp_path / "lse.mlpackage")
     for value in (1.0, 2.0):
         add(corpus, package, filled("x", (1, 32), value), Expected("pass"), target="sim:slow",
-            options={"plugins": [str(SLOW_PLUGIN)]})
+            options=CaseOptions(plugins=(str(SLOW_PLUGIN),)))
     pids = worker_pids(client)
     sandbox = Sandbox(tmp_path / "sandbox")
     process = sandbox.start("replay", str(corpus.root), "--cluster", local.scheduler_address)

@@ -24,7 +24,7 @@ import pytest
 from support.corpus_helpers import filled, softplus_package
 from support.leftovers import Sandbox
 
-from nebisect.case import save_npz, sha256_path
+from nebisect.case import CaseOptions, save_npz, sha256_path
 from nebisect.corpus import CaseRecord, Corpus, CorpusCase, Expected, NewCase
 
 MODEL_PY = '''\
@@ -106,7 +106,7 @@ def hostile_corpus(root: Path, package: Path, outside: Path) -> dict[str, str]:
     plugin.write_text(MARKER_CODE.format(marker=str(outside / "plugin-ran")))
     plugged = softplus(5.0)
     record = plugged.record
-    record.options["plugins"] = [str(plugin)]
+    record.options = CaseOptions(plugins=(str(plugin),))
     reasons[forge(plugged, record).name] = (
         f"plugin '{plugin}' is not one of the case's own files (plugins/*.py)")
     return reasons

@@ -23,6 +23,7 @@ from support import REPO, SUPPORT
 from support.corpus_helpers import add, filled, lse_package
 from support.leftovers import TOKEN_VAR, Sandbox, processes_with_token
 
+from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus, Expected
 from nebisect.isolate import Isolator, Job
 
@@ -106,7 +107,7 @@ def test_sigterm_during_fuzz_keeps_the_findings_so_far(sandbox: Sandbox) -> None
 def slow_corpus(root: Path, package: Path, *, fast: bool) -> Path:
     """Cases on the sleeping target: two, or one beside a quick passing one (``fast``)."""
     corpus = Corpus(root, create=True)
-    options = {"plugins": [SLOW_PLUGIN]}
+    options = CaseOptions(plugins=(SLOW_PLUGIN,))
     cases = [(1.0, "fast", "sim:quick"), (2.0, "slow-1", "sim:slow")] if fast else [
         (2.0, "slow-1", "sim:slow"), (3.0, "slow-2", "sim:slow")]
     for value, name, target in cases:

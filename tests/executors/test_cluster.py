@@ -33,6 +33,7 @@ from support.cluster_support import (
 )
 from support.corpus_helpers import add, filled, lse_package
 
+from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus, Expected
 from nebisect.executors.cluster import ClusterExecutor
 from nebisect.guard.replay import ReplayResult, replay
@@ -109,7 +110,7 @@ def slow_corpus(root: Path, target: str, plugin: str, values: tuple[float, ...])
     package = lse_package(root / "lse.mlpackage")
     for value in values:
         add(corpus, package, filled("x", (1, 32), value), Expected("pass"), target=target,
-            name=f"x={value}", options={"plugins": [str(SUPPORT / plugin)]})
+            name=f"x={value}", options=CaseOptions(plugins=(str(SUPPORT / plugin),)))
     return corpus
 
 

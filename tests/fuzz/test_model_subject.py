@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from support import REPO
 
+from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus
 from nebisect.fuzz.campaign import Campaign, CampaignConfig, Evaluation
 from nebisect.fuzz.cliff import Boundary
@@ -115,8 +116,8 @@ def test_seed000_collapse_is_found_localized_stored_and_replayed(tmp_path: Path)
     assert (cliff["lo"], cliff["hi"]) == (7.62109375, 7.625)
     assert cliff["predicted"]["label"] == "log(65504/32)"
     case = Corpus(corpus).find(Path(finding["case_dir"]).name)
-    assert case.record.source_kind == "torch" and case.record.options == {
-        "convert_path": "export"}
+    assert case.record.source_kind == "torch"
+    assert case.record.options == CaseOptions(convert_path="export")
     assert case.record.expected.signature == "mismatch:collapse"
     replayed = subprocess.run([*NEBISECT, "replay", str(corpus), "--target", "sim:ane",
                                "--json"], capture_output=True, text=True, cwd=REPO,

@@ -15,6 +15,7 @@ import pytest
 from support import SUPPORT
 from support.corpus_helpers import add, filled, lse_package
 
+from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus, Expected
 from nebisect.guard.replay import judge, replay
 from nebisect.verdict import Verdict
@@ -47,7 +48,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     cliff, calm = filled("x", (1, 32), 7.7), filled("x", (1, 32), 1.0)
     add(corpus, package, cliff, Expected("failing", COLLAPSE), name="known-bug")
     add(corpus, package, cliff, Expected("failing", "mismatch:nonfinite"), name="bug-changed",
-        options={"op_of_interest": "reduce_log_sum_exp"})
+        options=CaseOptions(op_of_interest="reduce_log_sum_exp"))
     add(corpus, package, cliff, Expected("fixed"), name="fixed-regressed", target="sim:fp16-naive")
     add(corpus, package, calm, Expected("failing", COLLAPSE), name="now-passing")
     add(corpus, package, calm, Expected("pass"), name="calm", target="sim:fp16")
@@ -179,9 +180,9 @@ def test_a_case_keeps_its_plugin_and_runs_from_a_private_copy(tmp_path: Path) ->
     plugin = SUPPORT / "plugins_fuzz.py"
     for value in (1.0, 2.0):
         add(corpus, package, filled("x", (1, 32), value), Expected("pass"),
-            target="sim:fp16-nan-suppressing", options={"plugins": [str(plugin)]})
+            target="sim:fp16-nan-suppressing", options=CaseOptions(plugins=(str(plugin),)))
     cases = corpus.scan().cases
-    assert [c.record.options["plugins"] for c in cases] == [["plugins/plugins_fuzz.py"]] * 2
+    assert [c.record.options.plugins for c in cases] == [("plugins/plugins_fuzz.py",)] * 2
     assert all((c.path / "plugins" / "plugins_fuzz.py").read_bytes() == plugin.read_bytes()
                for c in cases)
     (cases[0].path / "late.py").write_text("raise SystemExit('never imported')\n")

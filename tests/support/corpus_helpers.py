@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus, Expected, NewCase
 from nebisect.mil.load import save_program
 from nebisect.mil.quiet import import_coremltools
@@ -51,11 +52,11 @@ def filled(name: str, shape: tuple[int, ...], value: float) -> dict[str, np.ndar
 def add(
     corpus: Corpus, package: Path, inputs: dict[str, np.ndarray], expected: Expected,
     *, target: str = "sim:ane", name: str = "", fixes: tuple[str, ...] = (),
-    options: dict[str, Any] | None = None,
+    options: CaseOptions | None = None,
 ) -> str:
     """Add one case with an explicit expectation; its case id."""
     added = corpus.add(NewCase("mlpackage", str(package), target, inputs, expected, name=name,
-                               fixes=list(fixes), options=options or {}))
+                               fixes=list(fixes), options=options or CaseOptions()))
     return added.case.case_id
 
 

@@ -18,7 +18,7 @@ import pytest
 from support import SUPPORT
 from support.coreml_plans import CPU, GPU, NE, block, op, recorded_plan
 
-from nebisect.case import Case, sha256_path
+from nebisect.case import Case, CaseOptions, sha256_path
 from nebisect.detect.evaluate import _routed
 from nebisect.errors import NebisectError
 from nebisect.sources.deployment import (
@@ -107,8 +107,8 @@ def test_plan_skips_ops_without_device_and_walks_nested_blocks() -> None:
 
 # ------------------------------------------------------------- 2. fail-closed routing
 def _case(target: str, op_of_interest: str = "") -> Case:
-    options = {"op_of_interest": op_of_interest} if op_of_interest else {}
-    return Case("m.mlpackage", "mlpackage", target, options=options)
+    return Case("m.mlpackage", "mlpackage", target,
+                options=CaseOptions(op_of_interest=op_of_interest))
 
 
 def _route(target: str, plan_ops: list, op_of_interest: str = "", status: str = "pass",
@@ -318,7 +318,7 @@ def test_model_needing_a_newer_os_is_a_skipped_verdict(tmp_path: Path) -> None:
     plugin = str(SUPPORT / "plugins_crash.py")
     use_plugins([plugin], timeout=60)
     case = Case(str(package), "mlpackage", "sim:needs-newer-os", inputs_path=str(inputs),
-                options={"plugins": [plugin]})
+                options=CaseOptions(plugins=(plugin,)))
     verdict = evaluate(case).verdict
     assert (verdict.status, verdict.stage) == ("skipped", "predict")
     assert verdict.message.startswith("model needs a newer OS: it is Core ML specification 9")

@@ -150,7 +150,7 @@ def test_fp32_logsumexp_on_the_neural_engine_is_unrouted(tmp_path: Path) -> None
     there is ``unrouted``, not a Neural Engine pass (seed 003's fp32 row)."""
     from coremltools.converters.mil import Builder as mb
 
-    from nebisect.case import Case, save_npz
+    from nebisect.case import Case, CaseOptions, save_npz
     from nebisect.detect.evaluate import evaluate
     from nebisect.mil.load import save_program
 
@@ -163,7 +163,7 @@ def test_fp32_logsumexp_on_the_neural_engine_is_unrouted(tmp_path: Path) -> None
     inputs = tmp_path / "x.npz"
     save_npz(inputs, {"x": np.full((1, 32, 8, 8), 2.5, np.float32)})
     case = Case(str(package), "mlpackage", "coreml:ne", inputs_path=str(inputs),
-                options={"op_of_interest": "reduce_log_sum_exp"})
+                options=CaseOptions(op_of_interest="reduce_log_sum_exp"))
     verdict = evaluate(case).verdict
     assert (verdict.status, verdict.signature) == ("unrouted", "unrouted:reduce_log_sum_exp")
     assert "not on ne" in verdict.message or "not in the program" in verdict.message
