@@ -15,11 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.lint.records import Finding
+from nebisect.lint.records import LintFinding
 from nebisect.lint.registry import get_rule
 from nebisect.mil.quiet import import_coremltools
-
-FP16_MAX = 65504.0
 
 #: Ops that change only the dtype or nothing at all: a pattern looks through them.
 TRANSPARENT_OPS = frozenset({"cast", "identity"})
@@ -176,10 +174,10 @@ class ProgramView:
     def finding(
         self, rule_id: str, op: Any, message: str, *, severity: str | None = None,
         **details: Any,
-    ) -> Finding:
+    ) -> LintFinding:
         """A finding of ``rule_id`` at ``op`` with the rule's default severity and fix."""
         rule = get_rule(rule_id)
-        return Finding(
+        return LintFinding(
             rule_id=rule_id,
             severity=severity or rule.severity,
             message=message,

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.bisect import Budget, Evaluation, Evaluator, Reduction, Stats
+from nebisect.bisect import Budget, Evaluator, PredicateCall, Reduction, Stats
 from nebisect.case import parse_target
 from nebisect.errors import NebisectError
 from nebisect.files import merge_into, staged
@@ -45,7 +45,7 @@ from nebisect.minimize.candidates import CandidateSpace
 from nebisect.sources.resolve import Source, resolve_source
 from nebisect.verdict import Verdict
 
-STAGES = ("predict", "convert")
+BISECT_STAGES = ("predict", "convert")
 GRAPHS = ("auto", "mil", "fx")
 DEFAULT_LENGTH = 8
 #: Per-candidate limits: a reduction converts and predicts many times, each bounded.
@@ -69,8 +69,8 @@ class BisectOptions:
 
     def __post_init__(self) -> None:
         parse_target(self.target)
-        if self.stage not in STAGES:
-            raise NebisectError(f"unknown stage {self.stage!r}: one of {', '.join(STAGES)}")
+        if self.stage not in BISECT_STAGES:
+            raise NebisectError(f"unknown stage {self.stage!r}: one of {', '.join(BISECT_STAGES)}")
         if self.graph not in GRAPHS:
             raise NebisectError(f"unknown graph {self.graph!r}: one of {', '.join(GRAPHS)}")
         if self.stage == "convert" and self.graph == "mil":
@@ -188,7 +188,7 @@ class Tracker:
         self.line.evaluations = self.runs
         self._emit()
 
-    def observe(self, evaluation: Evaluation, stats: Stats) -> None:
+    def observe(self, evaluation: PredicateCall, stats: Stats) -> None:
         if evaluation.signature in self.expected:
             self.line.best = min(self.line.best, evaluation.size)
         self.line.evaluations = self.runs

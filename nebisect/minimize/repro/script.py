@@ -1,7 +1,7 @@
 """Standalone ``repro.py`` scripts: what a maintainer asks for, written from a reduction.
 
 A repro rebuilds the minimized model from source — coremltools' MIL builder calls
-printed from the :class:`~nebisect.minimize.graphs.mil.Plan` (the same data
+printed from the :class:`~nebisect.minimize.graphs.mil.SubgraphPlan` (the same data
 :func:`~nebisect.minimize.graphs.mil.build` replays, so script and package cannot disagree), or
 the plain torch module of a :class:`~nebisect.minimize.graphs.fx.TorchCandidate` — runs it the
 way the failure was seen, and prints the symptom. It needs numpy and coremltools (plus
@@ -26,7 +26,7 @@ import numpy as np
 
 from nebisect.case import parse_target, save_npz
 from nebisect.minimize.graphs.fx import TorchCandidate, docstring_text
-from nebisect.minimize.graphs.mil import Plan, PlanOp
+from nebisect.minimize.graphs.mil import PlanOp, SubgraphPlan
 from nebisect.minimize.repro import templates
 
 #: Constants with more elements than this go to ``constants.npz`` instead of the code.
@@ -95,7 +95,7 @@ def _identifiers(names: list[str]) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- MIL
-def builder_source(plan: Plan) -> tuple[str, dict[str, np.ndarray]]:
+def builder_source(plan: SubgraphPlan) -> tuple[str, dict[str, np.ndarray]]:
     """``build_program()`` as MIL builder source, and the constants it loads from
     ``constants.npz`` (those larger than :data:`INLINE_LIMIT` elements)."""
     names = [e.var for e in plan.inputs] + [e.name for e in plan.inputs]
@@ -128,7 +128,7 @@ def builder_source(plan: Plan) -> tuple[str, dict[str, np.ndarray]]:
     return "\n".join(lines) + "\n", constants
 
 
-def _opset_name(plan: Plan) -> str:
+def _opset_name(plan: SubgraphPlan) -> str:
     name = getattr(plan.opset, "name", None)
     if not name:
         raise ValueError(f"plan opset {plan.opset!r} has no coremltools target name")
@@ -177,7 +177,7 @@ def _op_lines(op: PlanOp, ident: dict[str, str], constants: dict[str, np.ndarray
     return lines
 
 
-def mil_script(plan: Plan, *, signature: str, target: str, header: str,
+def mil_script(plan: SubgraphPlan, *, signature: str, target: str, header: str,
                op_of_interest: str = "") -> tuple[str, dict[str, np.ndarray]]:
     """The repro script for a MIL plan, and the large constants it reads; on a device
     it asserts that ``op_of_interest`` ran where ``target`` asks."""
@@ -198,7 +198,7 @@ def _settings(signature: str, target: str, op_of_interest: str) -> str:
                                      op_of_interest=op_of_interest)
 
 
-def write_mil_repro(directory: Path, plan: Plan, *, signature: str, target: str,
+def write_mil_repro(directory: Path, plan: SubgraphPlan, *, signature: str, target: str,
                     header: str, op_of_interest: str = "") -> Path:
     """``repro.py`` (+ ``constants.npz`` when needed) and ``inputs.npz`` in ``directory``."""
     script, constants = mil_script(plan, signature=signature, target=target, header=header,
