@@ -21,6 +21,7 @@ from nebisect.lint.graph import ProgramView
 from nebisect.lint.records import LintFinding
 from nebisect.lint.registry import lint_rule
 from nebisect.mil.dtypes import FP16_MAX
+from nebisect.mil.patterns import is_max_shifted
 
 #: ln 2^15: where the Neural Engine's fp16 softplus collapses (coremltools #2687).
 SOFTPLUS_NE_CLIFF = 15 * math.log(2.0)
@@ -43,7 +44,7 @@ _SCALE_PASSTHROUGH = frozenset({"abs", "maximum", "clip", "add", "cast", "identi
 )
 def unshifted_logsumexp(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops("reduce_log_sum_exp"):
-        if not view.is_fp16(op.outputs[0]) or is_max_shifted(view, op):
+        if not view.is_fp16(op.outputs[0]) or is_max_shifted(op):
             continue
         size = view.reduced_size(op)
         if size is None:
@@ -59,12 +60,6 @@ def unshifted_logsumexp(view: ProgramView) -> Iterator[LintFinding]:
             "Neural Engine returns 0.0",
             reduction_size=size, predicted_boundary=boundary,
         )
-
-
-def is_max_shifted(view: ProgramView, op: Any) -> bool:
-    """True when ``op``'s input is ``a − reduce_max(a)`` over (at least) the op's axes."""
-    peak = view.max_shift(op.inputs["x"])
-    return peak is not None and set(view.reduce_axes(peak)) >= set(view.reduce_axes(op))
 
 
 @lint_rule(
