@@ -35,7 +35,7 @@ from pathlib import Path  # noqa: E402
 
 from nebisect.mil.conformance import (  # noqa: E402
     EXCLUSIONS,
-    CaseRecord,
+    ConformanceRecord,
     FamilyRow,
     current_status,
     op_test_files,
@@ -85,7 +85,7 @@ def _audit(families: list[str] | None, out: Path) -> None:
 
 
 def _report(out: Path, families: list[str] | None, failures: int) -> FamilyRow:
-    records: list[CaseRecord] = []
+    records: list[ConformanceRecord] = []
     for log in sorted(out.glob("*.jsonl")):
         if families is None or log.stem in families:
             records.extend(read_log(log))

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from nebisect.fuzz.campaign import Finding, localize_finding
-from nebisect.fuzz.execute import Executor
+from nebisect.fuzz.execute import SubjectExecutor
 from nebisect.fuzz.ops import get_op
 from nebisect.fuzz.session import FuzzOptions, run_session
 from nebisect.fuzz.strategies import delta
@@ -60,7 +60,7 @@ def throughput(mode: str, workers: int, cases: list[dict[str, Any]]) -> float:
 
     def work(share: list[dict[str, Any]]) -> None:
         with Isolator(mode) as isolator:
-            executor = Executor(OpSubject(get_op(OPS[0])), "sim:fp16", isolator)
+            executor = SubjectExecutor(OpSubject(get_op(OPS[0])), "sim:fp16", isolator)
             executor(share[0])
             ready.wait()
             for case in share[1:]:
@@ -96,7 +96,7 @@ def cliff() -> Any:
     finding = Finding(subject.name, subject.param_class(case), "mismatch:collapse",
                       "mismatch", "", case, case)
     with Isolator("persistent") as isolator:
-        executor = Executor(subject, "sim:ane", isolator)
+        executor = SubjectExecutor(subject, "sim:ane", isolator)
         try:
             return localize_finding(subject, executor, finding)
         finally:

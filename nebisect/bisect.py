@@ -18,7 +18,7 @@ nothing of models, files or processes. The caller injects:
 
 **Pass contract** (what every algorithm promises, after picire's ``DD`` and Hypothesis'
 shrinker): a candidate is *accepted* only if it is interesting — it fails with exactly
-the signature of the original failure (:class:`Outcome`): a candidate that passes, or
+the signature of the original failure: a candidate that passes, or
 fails in another way, is rejected, so a model with two bugs stays on the one it started
 from. Acceptance is re-checked ``confirm`` times with fresh, uncached evaluations, so a
 flaky test can cost reduction but rarely steer it; every accepted candidate is strictly
@@ -34,24 +34,9 @@ import math
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from typing import Any, Generic, TypeVar
 
 U = TypeVar("U", bound=Hashable)
-
-
-class Outcome(Enum):
-    """How a candidate's signature relates to the original failure's."""
-
-    INTERESTING = "interesting"  # the same signature: the same bug
-    PASS = "pass"  # no failure at all
-    DIFFERENT = "different"  # fails, but another way (another bug, or an invalid cut)
-
-
-def classify(signature: str | None, expected: str) -> Outcome:
-    if signature is None:
-        return Outcome.PASS
-    return Outcome.INTERESTING if signature == expected else Outcome.DIFFERENT
 
 
 def signature_of(result: Any) -> str | None:
@@ -74,7 +59,7 @@ class _Stopped(Exception):
 
 
 @dataclass
-class Evaluation:
+class PredicateCall:
     """One call of the injected test (or one cache hit), for the record and progress."""
 
     seq: int
@@ -95,7 +80,7 @@ class Stats:
     flaky: int = 0
     stopped: str | None = None
     started: float = field(default_factory=time.monotonic)
-    log: list[Evaluation] = field(default_factory=list)
+    log: list[PredicateCall] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -151,7 +136,7 @@ class Evaluator(Generic[U]):
         cache: MutableMapping[str, str | None] | None = None,
         stop: Stop | None = None,
         confirm: int = 1,
-        observer: Callable[[Evaluation, Stats], None] | None = None,
+        observer: Callable[[PredicateCall, Stats], None] | None = None,
     ) -> None:
         self._test = test
         self._key = key or (lambda units: repr(list(units)))
@@ -168,7 +153,7 @@ class Evaluator(Generic[U]):
         key = self._key(candidate)
         if key in self.cache:
             self.stats.cache_hits += 1
-            self._record(Evaluation(len(self.stats.log), len(candidate), key,
+            self._record(PredicateCall(len(self.stats.log), len(candidate), key,
                                     self.cache[key], cached=True))
             return self.cache[key]
         signature = self._run(candidate, key, confirmation=False)
@@ -204,11 +189,11 @@ class Evaluator(Generic[U]):
             raise _Stopped("interrupted") from None
         self.stats.evaluations += 1
         self.stats.confirmations += confirmation
-        self._record(Evaluation(len(self.stats.log), len(candidate), key, signature,
+        self._record(PredicateCall(len(self.stats.log), len(candidate), key, signature,
                                 confirmation=confirmation))
         return signature
 
-    def _record(self, evaluation: Evaluation) -> None:
+    def _record(self, evaluation: PredicateCall) -> None:
         self.stats.log.append(evaluation)
         if self._observer:
             self._observer(evaluation, self.stats)
@@ -335,14 +320,14 @@ def _removable_chunk(
 
 
 @dataclass
-class Divergence:
+class FirstDivergence:
     """Where a monotone check first turns true, and how many checks that took."""
 
     index: int | None
     checks: int
 
 
-def first_divergence(count: int, broken: Callable[[int], bool]) -> Divergence:
+def first_divergence(count: int, broken: Callable[[int], bool]) -> FirstDivergence:
     """Binary search for the first position ``i`` in ``range(count)`` with ``broken(i)``.
 
     ``broken`` must be monotone (false … false true … true): use it with
@@ -351,10 +336,10 @@ def first_divergence(count: int, broken: Callable[[int], bool]) -> Divergence:
     is not broken, nothing diverges (``index`` None). ``1 + ceil(log2 count)`` checks.
     """
     if count <= 0:
-        return Divergence(None, 0)
+        return FirstDivergence(None, 0)
     checks = 1
     if not broken(count - 1):
-        return Divergence(None, checks)
+        return FirstDivergence(None, checks)
     low, high = -1, count - 1  # broken(high) holds; broken(low) is false (or low = -1)
     while high - low > 1:
         middle = (low + high) // 2
@@ -363,7 +348,7 @@ def first_divergence(count: int, broken: Callable[[int], bool]) -> Divergence:
             high = middle
         else:
             low = middle
-    return Divergence(high, checks)
+    return FirstDivergence(high, checks)
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,7 @@ from nebisect.bisect import (
     Budget,
     Dag,
     Evaluator,
-    Outcome,
     ReductionError,
-    classify,
     ddmin,
     first_divergence,
     hierarchical_ddmin,
@@ -32,14 +30,11 @@ def needs(*culprits: int, signature: str = "sig:A"):
     return test
 
 
-def test_classify_and_signature_of() -> None:
+def test_signature_of() -> None:
     class VerdictLike:
         def __init__(self, failed: bool, signature: str) -> None:
             self.failed, self.signature = failed, signature
 
-    assert classify("a", "a") is Outcome.INTERESTING
-    assert classify("b", "a") is Outcome.DIFFERENT
-    assert classify(None, "a") is Outcome.PASS
     assert signature_of(VerdictLike(True, "crash:SIGSEGV")) == "crash:SIGSEGV"
     assert signature_of(VerdictLike(False, "pass")) is None
     assert signature_of("mismatch:collapse") == "mismatch:collapse"

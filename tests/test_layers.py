@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "nebisect.verdict", "nebisect.bisect"),
     ("nebisect.isolation", "nebisect.isolate"),
     ("nebisect.executors",),
-    ("nebisect.mil",),
+    ("nebisect.mil", "nebisect.mil.patterns"),
     ("nebisect.sources",),
     ("nebisect.targets",),
     ("nebisect.corpus",),

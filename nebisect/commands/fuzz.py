@@ -21,8 +21,7 @@ from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
     from nebisect.corpus import Corpus
-    from nebisect.fuzz.campaign import CampaignResult
-    from nebisect.fuzz.campaign import Progress as CampaignProgress
+    from nebisect.fuzz.campaign import CampaignProgress, CampaignResult
     from nebisect.fuzz.model_session import ModelSession
     from nebisect.fuzz.session import FuzzOptions
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from nebisect.corpus.record import (
     EXPECTED_STATUSES,
-    SCHEMA_VERSION,
+    CASE_SCHEMA_VERSION,
     CaseRecord,
     CorruptCaseError,
     Expected,
@@ -18,6 +18,6 @@ from nebisect.corpus.record import (
 from nebisect.corpus.store import Added, Corpus, CorpusCase, NewCase, Problem, Scan, load_case
 
 __all__ = [
-    "EXPECTED_STATUSES", "SCHEMA_VERSION", "Added", "CaseRecord", "Corpus", "CorpusCase",
+    "EXPECTED_STATUSES", "CASE_SCHEMA_VERSION", "Added", "CaseRecord", "Corpus", "CorpusCase",
     "CorruptCaseError", "Expected", "NewCase", "Problem", "Scan", "load_case",
 ]

@@ -39,7 +39,7 @@ from nebisect.case import REFERENCE_TARGET, CaseOptions, case_stage, sha256_byte
 from nebisect.errors import NebisectError
 from nebisect.verdict import Stage
 
-SCHEMA_VERSION = 2
+CASE_SCHEMA_VERSION = 2
 EXPECTED_STATUSES = ("failing", "fixed", "pass")
 CASE_FILE = "case.json"
 INPUTS_FILE = "inputs.npz"
@@ -96,7 +96,7 @@ class Expected:
 
 @dataclass
 class CaseRecord:
-    """The content of ``case.json`` (schema version :data:`SCHEMA_VERSION`)."""
+    """The content of ``case.json`` (schema version :data:`CASE_SCHEMA_VERSION`)."""
 
     case_id: str
     source_kind: str
@@ -113,7 +113,7 @@ class CaseRecord:
     created: str = ""
     files: dict[str, str] = field(default_factory=dict)
     inputs_sha256: str = ""
-    schema: int = SCHEMA_VERSION
+    schema: int = CASE_SCHEMA_VERSION
 
     def __post_init__(self) -> None:
         if self.source_kind not in MODEL_FILES:
@@ -149,9 +149,9 @@ class CaseRecord:
         if not isinstance(body, dict):
             raise CorruptCaseError(f"{CASE_FILE} is not a JSON object")
         schema = body.get("schema")
-        if schema != SCHEMA_VERSION:
+        if schema != CASE_SCHEMA_VERSION:
             raise CorruptCaseError(
-                f"{CASE_FILE} has schema version {schema!r}; this nebisect reads {SCHEMA_VERSION}"
+                f"{CASE_FILE} has schema version {schema!r}; this nebisect reads {CASE_SCHEMA_VERSION}"
                 " (re-add the case with `nebisect corpus add`)"
             )
         stored = body.pop("checksum", None)

@@ -27,7 +27,7 @@ from nebisect.case import REFERENCE_TARGET
 from nebisect.verdict import compare, mismatch_signature, value_divergence
 
 #: what a culprit found by intermediates compared, and the words for a conversion one
-INTERMEDIATES = f"intermediates against {REFERENCE_TARGET}"
+BY_INTERMEDIATES = f"intermediates against {REFERENCE_TARGET}"
 OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched to MIL ops: "
                 "the op producing the first diverging output)")
 
@@ -66,7 +66,7 @@ def by_intermediates(graph: Any, target: dict[str, np.ndarray],
         return None
     op = dag.order[found.index]
     signature = next((s for v in dag.produces[op] if (s := check(v))), "")
-    return Culprit(op, graph.op_types[op], signature, INTERMEDIATES)
+    return Culprit(op, graph.op_types[op], signature, BY_INTERMEDIATES)
 
 
 def by_outputs(graph: Any, torch_outputs: dict[str, np.ndarray],

@@ -23,7 +23,7 @@ from nebisect.detect import DEFAULT_BUDGET
 from nebisect.detect.cells import Cells, reference_failure
 from nebisect.detect.culprit import Culprit
 from nebisect.detect.evaluate import split_arrays
-from nebisect.detect.explore import Progress, explore
+from nebisect.detect.explore import ExploreProgress, explore
 from nebisect.detect.families import Family, InputSet
 from nebisect.detect.findings import Row, culprit_key
 from nebisect.detect.records import Exploration, Observation
@@ -45,7 +45,7 @@ class Discovery:
 def explore_target(
     cells: Cells, target: str, paths: Sequence[str], families: Sequence[Family], *,
     budget: int, guided: Sequence[Boundary], rows: list[Row],
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[ExploreProgress], None] | None = None,
 ) -> Exploration:
     """Spend ``budget`` predictions on ``target``; every evaluation is appended to ``rows``."""
     located: dict[tuple[str, str, str], Culprit | None] = {}

@@ -34,7 +34,7 @@ API::
     families: Sequence[Family]          # nebisect.detect.families.build(inputs, names, seed)
     guided: Sequence[Boundary]          # Probe.boundary() of nebisect.detect.probes
     stop(stats: nebisect.bisect.Stats) -> reason | None
-    progress(Progress)                  # after every prediction
+    progress(ExploreProgress)                  # after every prediction
 
 The records (:class:`Observation`, :class:`Exploration` and its parts) live in
 :mod:`nebisect.detect.records` and are re-exported here.
@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from nebisect.bisect import Stats, Stop
-from nebisect.detect.families.base import FP16_MAX, Family, InputSet, Member, ParametricFamily
+from nebisect.detect.families.base import Family, InputSet, Member, ParametricFamily
 from nebisect.detect.records import (
     CliffFinding,
     Exploration,
@@ -60,16 +60,17 @@ from nebisect.detect.records import (
     Observation,
 )
 from nebisect.fuzz.cliff import GRIDS, Boundary, localize
+from nebisect.mil.dtypes import FP16_MAX
 from nebisect.verdict import Verdict
 
-__all__ = ["Evaluate", "Exploration", "Observation", "Progress", "explore"]
+__all__ = ["Evaluate", "Exploration", "ExploreProgress", "Observation", "explore"]
 
 Evaluate = Callable[[InputSet], "Observation | Verdict | Sequence[Observation]"]
 _FP16 = GRIDS["fp16"]
 
 
 @dataclass(frozen=True)
-class Progress:
+class ExploreProgress:
     """Reported after every prediction, for a progress bar."""
 
     spent: int
@@ -89,7 +90,7 @@ def explore(
     guided: Sequence[Boundary] = (),
     guided_family: str = "const",
     stop: Stop | None = None,
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[ExploreProgress], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Exploration:
     """Evaluate ``families``' members within ``budget`` predictions (see the module doc)."""
@@ -100,7 +101,7 @@ class _Explorer:
     def __init__(
         self, evaluate: Evaluate, families: Sequence[Family], budget: int,
         guided: Sequence[Boundary], stop: Stop | None,
-        progress: Callable[[Progress], None] | None, clock: Callable[[], float],
+        progress: Callable[[ExploreProgress], None] | None, clock: Callable[[], float],
     ) -> None:
         self.evaluate, self.budget, self.guided = evaluate, budget, list(guided)
         self.stop, self.progress, self.clock = stop, progress, clock
@@ -174,7 +175,7 @@ class _Explorer:
             self.points[family.name][member.x] = {key for key, _ in failing}
         if self.progress is not None:
             elapsed = max(self.clock() - self.started, 1e-9)
-            self.progress(Progress(self.result.spent, self.budget, self.failures,
+            self.progress(ExploreProgress(self.result.spent, self.budget, self.failures,
                                    len(self.groups), self.result.spent / elapsed, member.label))
         return observations
 

@@ -37,7 +37,7 @@ from nebisect.detect.cells import (
     reference_failure,
 )
 from nebisect.detect.discover import Discovery, explore_target
-from nebisect.detect.explore import Progress
+from nebisect.detect.explore import ExploreProgress
 from nebisect.detect.families import InputSet, build
 from nebisect.detect.findings import FailureGroup, Row, group_failures
 from nebisect.detect.inputsets import base_input_sets, model_inputs
@@ -214,7 +214,7 @@ class MatrixRunner:
             if isinstance(paths, Verdict):
                 continue
 
-            def show(p: Progress, target: str = target) -> None:
+            def show(p: ExploreProgress, target: str = target) -> None:
                 self.progress(f"exploring {target}: {p.spent}/{p.budget} predictions · "
                               f"{p.rate:.1f}/s · {p.failures} failing · {p.label}")
 

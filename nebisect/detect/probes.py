@@ -32,7 +32,7 @@ from nebisect.fuzz.cliff import PREDICTION_WINDOW, Boundary
 from nebisect.fuzz.ops import get_op, registered_ops
 from nebisect.lint.graph import ProgramView, Range
 from nebisect.lint.interval import analyze
-from nebisect.lint.records import Finding, Rule
+from nebisect.lint.records import LintFinding, Rule
 from nebisect.lint.registry import get_rule
 
 #: magnitudes 2^k scanned before bisecting: fp16's normal range and one step beyond
@@ -99,7 +99,9 @@ def guided_probes(program: Any, *, assume_fp16: bool = True) -> list[Probe]:
     return sorted(found, key=lambda p: (p.magnitude, p.input, p.op_name))
 
 
-def _overflowing(view: ProgramView, rule: Rule, name: str, magnitude: float) -> dict[str, Finding]:
+def _overflowing(
+    view: ProgramView, rule: Rule, name: str, magnitude: float
+) -> dict[str, LintFinding]:
     """The rule's findings (by op name) with ``name`` ranging over [-magnitude, magnitude]."""
     view.input_ranges = {name: Range(-magnitude, magnitude)}
     return {finding.op_name: finding for finding in rule.check(view)}
@@ -128,7 +130,7 @@ def _bisect(view: ProgramView, rule: Rule, name: str, op_name: str, lo: float, h
                  _theory(view, op, finding))
 
 
-def _theory(view: ProgramView, op: Any, finding: Finding) -> Boundary:
+def _theory(view: ProgramView, op: Any, finding: LintFinding) -> Boundary:
     """The op's boundary formula nearest to where its input sits at the overflow: the
     fuzzer's op spec owns the formulas (log(65504/C), ln 2^15, sqrt(65504/C), …)."""
     operand = op.inputs.get("x")

@@ -19,7 +19,7 @@ Adopting it in another command (e.g. ``run``'s matrix cells):
 1. write a handler ``cell_unit(payload, root, workdir, isolator) -> dict`` next to the
    code that evaluates a cell, taking everything from the JSON ``payload`` and the
    files under ``root`` (never from the parent's memory), and register it in
-   :data:`~nebisect.executors.units.KINDS`;
+   :data:`~nebisect.executors.units.UNIT_KINDS`;
 2. build ``Unit("cell", payload, paths=[files and folders relative to root], root=...)``
    per cell (the cluster executor hashes and ships them; models go once per worker);
 3. ``with open_executor(cluster, jobs) as executor: results = executor.map(units, cb)``

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from nebisect.isolation.isolator import Isolator
 
 #: kind → the handler that runs a unit of that kind (see the module docstring)
-KINDS = {
+UNIT_KINDS = {
     "replay": "nebisect.guard.replay:replay_unit",
     "verify": "nebisect.guard.verify:verify_unit",
     "fuzz": "nebisect.fuzz.session:fuzz_unit",
@@ -45,9 +45,9 @@ Handler = Callable[[dict[str, Any], Path, Path, "Isolator"], dict[str, Any]]
 
 def handler(kind: str) -> Handler:
     """The handler registered for ``kind`` (an unknown kind is an error, not an import)."""
-    if kind not in KINDS:
-        raise NebisectError(f"unknown unit kind {kind!r}: one of {', '.join(KINDS)}")
-    module, _, name = KINDS[kind].partition(":")
+    if kind not in UNIT_KINDS:
+        raise NebisectError(f"unknown unit kind {kind!r}: one of {', '.join(UNIT_KINDS)}")
+    module, _, name = UNIT_KINDS[kind].partition(":")
     function: Handler = getattr(importlib.import_module(module), name)
     return function
 
@@ -94,8 +94,8 @@ class Unit:
     files: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise NebisectError(f"unknown unit kind {self.kind!r}: one of {', '.join(KINDS)}")
+        if self.kind not in UNIT_KINDS:
+            raise NebisectError(f"unknown unit kind {self.kind!r}: one of {', '.join(UNIT_KINDS)}")
         for name in [*self.paths, *self.files]:
             check_relative(name)
 

@@ -45,18 +45,6 @@ def producer(var: Any, op_type: str) -> Any:
     return op if op is not None and op.op_type == op_type else None
 
 
-def reduced_axes(op: Any) -> list[int]:
-    """A reduction's axes as sorted non-negative ints (``None`` means every axis)."""
-    rank = op.x.rank
-    if op.axes is None or op.axes.val is None:
-        return list(range(rank))
-    return sorted(int(a) % rank for a in np.atleast_1d(op.axes.val))
-
-
-def keeps_dims(op: Any) -> bool:
-    return op.keep_dims is not None and bool(op.keep_dims.val)
-
-
 def scalar(var: Any) -> float | None:
     """The value of a constant scalar (or one-element tensor), else None."""
     value = var.val

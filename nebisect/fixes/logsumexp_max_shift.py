@@ -20,8 +20,10 @@ After::
 
     (when keep_dims is False, m passes through squeeze(axes) before the add)
 
-Guards: floating, non-constant input; not already shifted (``x = sub(x0, reduce_max(x0,
-same axes, keep_dims=True))``), so the pass is idempotent. A reduction whose maximum is
+Guards: floating, non-constant input; not already shifted — the same matcher lint uses
+(:func:`nebisect.mil.patterns.is_max_shifted`: ``x0 − reduce_max(x0)`` over some of
+these axes, through casts that keep the shift), so the pass is idempotent and rewrites
+exactly what ``lse-no-max-shift`` flags. A reduction whose maximum is
 ±inf yields NaN (inf − inf), exactly as the seed's workaround does.
 """
 
@@ -30,8 +32,9 @@ from __future__ import annotations
 from typing import Any
 
 from nebisect.fixes import register_fix
-from nebisect.fixes._mil import builder, is_float, keeps_dims, producer, reduced_axes, replace
+from nebisect.fixes._mil import builder, is_float, replace
 from nebisect.fixes.base import GraphFix
+from nebisect.mil.patterns import is_max_shifted, keeps_dims, reduced_axes
 
 
 @register_fix
@@ -46,9 +49,9 @@ class LogsumexpMaxShift(GraphFix):
         x = op.x
         if x.val is not None or not is_float(x):
             return False
-        axes = reduced_axes(op)
-        if _already_shifted(x, axes):
+        if is_max_shifted(op):
             return False
+        axes = reduced_axes(op)
         mb = builder()
         keep = keeps_dims(op)
         stem = op.name
@@ -63,15 +66,3 @@ class LogsumexpMaxShift(GraphFix):
         replace(op, result, block)
         return True
 
-
-def _already_shifted(x: Any, axes: list[int]) -> bool:
-    sub = producer(x, "sub")
-    if sub is None:
-        return False
-    peak = producer(sub.y, "reduce_max")
-    return (
-        peak is not None
-        and peak.x is sub.x
-        and keeps_dims(peak)
-        and reduced_axes(peak) == axes
-    )

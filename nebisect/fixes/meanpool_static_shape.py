@@ -47,9 +47,10 @@ from typing import Any
 import numpy as np
 
 from nebisect.fixes import register_fix
-from nebisect.fixes._mil import builder, keeps_dims, reduced_axes
+from nebisect.fixes._mil import builder
 from nebisect.fixes._shapes import Dim, Size, expand_target, same, symbolic
 from nebisect.fixes.base import GraphFix
+from nebisect.mil.patterns import keeps_dims, reduced_axes
 
 #: Ops that keep the shape of their one tensor input.
 _UNARY = frozenset({

@@ -130,7 +130,7 @@ class Finding:
 
 
 @dataclass
-class Progress:
+class CampaignProgress:
     """Live counters for a progress display."""
 
     subject: str
@@ -224,7 +224,7 @@ class Campaign:
         subject: Subject,
         evaluate: Callable[[dict[str, Any]], Evaluation],
         config: CampaignConfig | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
+        on_progress: Callable[[CampaignProgress], None] | None = None,
     ) -> None:
         self.subject, self._evaluate_case = subject, evaluate
         self.config = config or CampaignConfig()
@@ -361,7 +361,7 @@ class Campaign:
 
     def _report(self) -> None:
         if self.on_progress is not None:
-            self.on_progress(Progress(
+            self.on_progress(CampaignProgress(
                 self.subject.name, self._phase, self.result.generated, self.result.evaluations,
                 len(self._found), time.perf_counter() - self._start,
             ))

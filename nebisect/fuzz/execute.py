@@ -31,7 +31,7 @@ from nebisect.verdict import Status, Tolerance, Verdict
 WARM = "nebisect.fuzz.warm"
 
 
-class Executor:
+class SubjectExecutor:
     """Evaluates the full cases of one subject on one target, one isolated process each.
 
     ``isolator`` is shared by every case (persistent mode for throughput: the isolation

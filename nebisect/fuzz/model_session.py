@@ -26,7 +26,7 @@ from typing import Any
 from nebisect.detect.cells import Cells
 from nebisect.detect.evaluate import split_arrays
 from nebisect.detect.matrix import guided_boundaries
-from nebisect.fuzz.campaign import CampaignResult, Evaluation, Progress
+from nebisect.fuzz.campaign import CampaignProgress, CampaignResult, Evaluation
 from nebisect.fuzz.execute import judged_values, near_miss
 from nebisect.fuzz.model_subject import ModelSubject
 from nebisect.fuzz.session import FuzzOptions, check_target, drive, merge, shards
@@ -93,7 +93,7 @@ class ModelSession:
     def close(self) -> None:
         self._tmp.cleanup()
 
-    def run(self, on_progress: Callable[[int, Progress], None] | None = None
+    def run(self, on_progress: Callable[[int, CampaignProgress], None] | None = None
             ) -> list[CampaignResult]:
         """Fuzz the model on ``jobs`` threads (one shard each); the merged result."""
         def work(index: int, isolator: Isolator) -> None:

@@ -39,8 +39,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from nebisect.detect.families import Family, InputSet, ModelInputs, ParametricFamily, build
-from nebisect.detect.families.base import FP16_MAX
 from nebisect.fuzz.cliff import GRIDS, Boundary
+from nebisect.mil.dtypes import FP16_MAX
 from nebisect.sources.inputs import DEFAULT_LENGTHS, lengths_for
 from nebisect.sources.resolve import Source
 

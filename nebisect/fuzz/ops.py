@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from nebisect.fuzz.cliff import Boundary
 from nebisect.fuzz.shapes import normalize_axes
+from nebisect.mil.dtypes import FP16_MAX
 from nebisect.registry import ImportOnce, Registry, package_modules
 
-FP16_MAX = 65504.0
 LN_FP16_MAX = math.log(FP16_MAX)
 
 #: ``(dtype) -> strategy of {"inputs": {...}, "params": {...}}``

@@ -31,12 +31,12 @@ from nebisect.executors import Executor, Unit, UnitResult
 from nebisect.fuzz.campaign import (
     Campaign,
     CampaignConfig,
+    CampaignProgress,
     CampaignResult,
     Evaluation,
-    Progress,
     Subject,
 )
-from nebisect.fuzz.execute import Executor as CaseExecutor
+from nebisect.fuzz.execute import SubjectExecutor
 from nebisect.fuzz.ops import OpSpec, get_op, registered_ops
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
@@ -163,7 +163,7 @@ class Session:
 
     def run(
         self,
-        on_progress: Callable[[int, Progress], None] | None = None,
+        on_progress: Callable[[int, CampaignProgress], None] | None = None,
         isolator: Isolator | None = None,
         executor: Executor | None = None,
     ) -> list[CampaignResult]:
@@ -210,14 +210,14 @@ class Session:
         self,
         unit: _Unit,
         isolator: Isolator,
-        on_progress: Callable[[int, Progress], None] | None,
+        on_progress: Callable[[int, CampaignProgress], None] | None,
     ) -> None:
         report = functools.partial(on_progress, unit.index) if on_progress else None
         run_campaign(unit, self.options, isolator, report,
                      functools.partial(self._campaigns.__setitem__, unit.index))
 
     def _run_units(self, executor: Executor,
-                   on_progress: Callable[[int, Progress], None] | None) -> None:
+                   on_progress: Callable[[int, CampaignProgress], None] | None) -> None:
         payload = _wire_options(self.options)
         units = [Unit("fuzz", {"op": u.spec.name, "index": u.index, "budget": u.budget,
                                "seed": u.seed, "options": payload},
@@ -233,9 +233,9 @@ class Session:
             campaign = CampaignResult.from_dict(result.value)
             self._campaigns[unit.index] = campaign
             if on_progress is not None:
-                on_progress(unit.index, Progress(campaign.subject, "done", campaign.generated,
-                                                 campaign.evaluations, len(campaign.findings),
-                                                 campaign.elapsed))
+                on_progress(unit.index, CampaignProgress(
+                    campaign.subject, "done", campaign.generated, campaign.evaluations,
+                    len(campaign.findings), campaign.elapsed))
 
         executor.map(units, finished)
 
@@ -271,13 +271,13 @@ def run_campaign(
     unit: _Unit,
     options: FuzzOptions,
     isolator: Isolator,
-    report: Callable[[Progress], None] | None = None,
+    report: Callable[[CampaignProgress], None] | None = None,
     started: Callable[[CampaignResult], None] | None = None,
 ) -> CampaignResult:
     """One shard's campaign; ``started`` gets its live result before it runs (what an
     interrupted session still reports)."""
     subject = OpSubject(unit.spec, dtype_for(options.target), options.wrap)
-    executor = CaseExecutor(subject, options.target, isolator, reference=options.reference,
+    executor = SubjectExecutor(subject, options.target, isolator, reference=options.reference,
                         plugins=options.plugins, timeout=options.timeouts.predict)
     try:
         return drive(subject, executor, unit.budget, unit.seed, options, report, started)
@@ -291,7 +291,7 @@ def drive(
     budget: int,
     seed: int,
     options: FuzzOptions,
-    report: Callable[[Progress], None] | None = None,
+    report: Callable[[CampaignProgress], None] | None = None,
     started: Callable[[CampaignResult], None] | None = None,
 ) -> CampaignResult:
     """One campaign over ``subject`` with ``options``' shrink and cliff settings."""
@@ -307,7 +307,7 @@ def drive(
 def run_session(
     names: list[str],
     options: FuzzOptions,
-    on_progress: Callable[[int, Progress], None] | None = None,
+    on_progress: Callable[[int, CampaignProgress], None] | None = None,
     isolator: Isolator | None = None,
 ) -> list[CampaignResult]:
     """Fuzz each op (see :meth:`Session.run`)."""

@@ -37,7 +37,7 @@ FP16_LANDMARKS: tuple[float, ...] = (
 )
 SPECIALS = ("nan", "inf", "-inf")
 _SPECIAL_VALUES = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-KINDS = ("delta", "uniform", "spike", "inject", "nan_rows")
+VALUE_KINDS = ("delta", "uniform", "spike", "inject", "nan_rows")
 
 
 def _dtype(name: str) -> Any:
@@ -188,7 +188,7 @@ def materialize(recipe: dict[str, Any], shape: Sequence[int], dtype: str) -> np.
         for row in rng.choice(rows, min(int(recipe["rows"]), rows), replace=False):
             flat[row * width:(row + 1) * width] = np.nan
     else:
-        raise NebisectError(f"unknown value recipe kind {kind!r}: one of {', '.join(KINDS)}")
+        raise NebisectError(f"unknown value recipe kind {kind!r}: one of {', '.join(VALUE_KINDS)}")
     with np.errstate(over="ignore"):
         return flat.astype(np_dtype).reshape(tuple(shape))
 

@@ -26,11 +26,11 @@ from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
 from nebisect.lint.engine import LintResult, lint_program, parse_input_range
 from nebisect.lint.graph import Range
-from nebisect.lint.records import Finding, Rule
+from nebisect.lint.records import LintFinding, Rule
 from nebisect.lint.registry import get_rule, lint_rule, registered_rules
 
 __all__ = [
-    "Finding", "LintResult", "Range", "Rule", "get_rule", "lint_program", "lint_rule",
+    "LintFinding", "LintResult", "Range", "Rule", "get_rule", "lint_program", "lint_rule",
     "lint_source", "load_source", "parse_input_range", "registered_rules",
 ]
 

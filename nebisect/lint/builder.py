@@ -14,10 +14,10 @@ from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.lint.engine import LintResult, lint_program
 from nebisect.lint.graph import Range
-from nebisect.sources.loading import Subject, describe_in_child, first_line, record_verdict
+from nebisect.sources.loading import ChildSubject, describe_in_child, first_line, record_verdict
 from nebisect.targets import get_target
 
-SUBJECT = Subject("the builder", "returning a program")
+BUILDER_SUBJECT = ChildSubject("the builder", "returning a program")
 
 
 def lint_builder_job(payload: dict[str, Any]) -> Any:
@@ -47,7 +47,7 @@ def lint_builder(source: str, *, assume_fp16: bool, input_ranges: dict[str, Rang
         "nebisect.lint.builder:lint_builder_job",
         {"source": source, "fp16": assume_fp16,
          "input_ranges": {n: [r.lo, r.hi] for n, r in input_ranges.items()}},
-        label=source, subject=SUBJECT, timeout=timeout,
+        label=source, subject=BUILDER_SUBJECT, timeout=timeout,
         # Builders use coremltools' MIL builder, as the simulator's cases do: the same
         # warm template (torch kept out) serves them.
         preload=tuple(get_target(REFERENCE_TARGET).preload),

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.lint.graph import FP16_MAX, ProgramView
-from nebisect.lint.records import Finding
+from nebisect.lint.graph import ProgramView
+from nebisect.lint.records import LintFinding
 from nebisect.lint.registry import lint_rule
+from nebisect.mil.dtypes import FP16_MAX
 
 #: How far downstream a mask constant is followed looking for its softmax.
 _MASK_REACH = 8
@@ -99,7 +100,7 @@ def _shown(values: np.ndarray) -> str:
     remedy="build masks with a finite fp16-safe sentinel (e.g. -1e4 or "
     "torch.finfo(torch.float16).min) or select() instead of multiplying by it",
 )
-def infinite_masks(view: ProgramView) -> Iterator[Finding]:
+def infinite_masks(view: ProgramView) -> Iterator[LintFinding]:
     for const in view.consts():
         var = const.outputs[0]
         infinite = _fp16_infinite(view, var)
@@ -133,7 +134,7 @@ def infinite_masks(view: ProgramView) -> Iterator[Finding]:
     source="coremltools PR #2669 (fp16 overflow of fp32 constants)",
     remedy="keep the constant within ±65504 (rescale the op) or keep its op in fp32",
 )
-def out_of_range_constants(view: ProgramView) -> Iterator[Finding]:
+def out_of_range_constants(view: ProgramView) -> Iterator[LintFinding]:
     for const in view.consts():
         var = const.outputs[0]
         infinite = _fp16_infinite(view, var)

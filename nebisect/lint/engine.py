@@ -12,10 +12,10 @@ from typing import Any
 
 from nebisect.errors import NebisectError
 from nebisect.lint.graph import ProgramView, Range
-from nebisect.lint.records import SEVERITIES, Finding
+from nebisect.lint.records import SEVERITIES, LintFinding
 from nebisect.lint.registry import registered_rules
 
-SCHEMA_VERSION = 1
+LINT_SCHEMA_VERSION = 1
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _RANGE = re.compile(rf"^(?P<name>[^=\s]+)=(?P<lo>{_NUMBER}):(?P<hi>{_NUMBER})$")
 
@@ -27,7 +27,7 @@ class LintResult:
     source: str
     assume_fp16: bool
     input_ranges: dict[str, Range]
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[LintFinding] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
@@ -43,7 +43,7 @@ class LintResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": LINT_SCHEMA_VERSION,
             "source": self.source,
             "fp16": self.assume_fp16,
             "input_ranges": {n: [r.lo, r.hi] for n, r in sorted(self.input_ranges.items())},
@@ -57,7 +57,7 @@ class LintResult:
         return cls(
             str(data["source"]), bool(data["fp16"]),
             {str(n): Range(float(r[0]), float(r[1])) for n, r in data["input_ranges"].items()},
-            [Finding.from_dict(f) for f in data["findings"]],
+            [LintFinding.from_dict(f) for f in data["findings"]],
         )
 
 

@@ -15,11 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.lint.records import Finding
+from nebisect.lint.records import LintFinding
 from nebisect.lint.registry import get_rule
+from nebisect.mil.patterns import max_shift, reduced_axes
 from nebisect.mil.quiet import import_coremltools
-
-FP16_MAX = 65504.0
 
 #: Ops that change only the dtype or nothing at all: a pattern looks through them.
 TRANSPARENT_OPS = frozenset({"cast", "identity"})
@@ -107,18 +106,13 @@ class ProgramView:
         return op
 
     def max_shift(self, var: Any) -> Any | None:
-        """The ``reduce_max`` op ``m`` when ``var`` is ``a − m`` with ``m = reduce_max(a)``.
+        """The ``reduce_max`` op ``m`` when ``var`` is ``a − m`` with ``m = reduce_max(a)``
+        (:func:`nebisect.mil.patterns.max_shift`, the matcher the fixes use too).
 
         Such a value is ≤ 0 by construction, so ``exp`` of it cannot overflow: this is
         the cure every exp-of-a-reduction rule looks for.
         """
-        sub = self.producer(var, "sub")
-        if sub is None:
-            return None
-        peak = self.producer(sub.inputs["y"], "reduce_max")
-        if peak is None or self.source(peak.inputs["x"]) is not self.source(sub.inputs["x"]):
-            return None
-        return peak
+        return max_shift(var)
 
     def consumers(self, var: Any) -> Iterator[Any]:
         """Ops reading ``var``, looking downstream through dtype-only ops."""
@@ -162,11 +156,7 @@ class ProgramView:
 
     def reduce_axes(self, op: Any) -> list[int]:
         """The normalized (non-negative) axes of a ``reduce_*`` op (all axes if none)."""
-        rank = len(op.inputs["x"].shape)
-        axes = op.inputs.get("axes")
-        if axes is None or axes.val is None:
-            return list(range(rank))
-        return sorted({int(a) % rank for a in np.atleast_1d(axes.val)})
+        return reduced_axes(op)
 
     def function_outputs(self) -> list[tuple[str, Any]]:
         return [(name, v) for name, f in self.functions() for v in f.outputs]
@@ -176,10 +166,10 @@ class ProgramView:
     def finding(
         self, rule_id: str, op: Any, message: str, *, severity: str | None = None,
         **details: Any,
-    ) -> Finding:
+    ) -> LintFinding:
         """A finding of ``rule_id`` at ``op`` with the rule's default severity and fix."""
         rule = get_rule(rule_id)
-        return Finding(
+        return LintFinding(
             rule_id=rule_id,
             severity=severity or rule.severity,
             message=message,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nebisect.lint.graph import ProgramView
-from nebisect.lint.records import Finding
+from nebisect.lint.records import LintFinding
 from nebisect.lint.registry import lint_rule
 
 
@@ -34,7 +34,7 @@ def _severity(view: ProgramView, *ops: Any) -> str:
     source="coremltools issue #2728",
     fix="log-softmax-stable",
 )
-def log_of_softmax(view: ProgramView) -> Iterator[Finding]:
+def log_of_softmax(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops("log"):
         softmax = view.producer(op.inputs["x"], "softmax")
         if softmax is None:
@@ -58,7 +58,7 @@ def log_of_softmax(view: ProgramView) -> Iterator[Finding]:
     source="coremltools issue #2729",
     fix="logcumsumexp-stable",
 )
-def log_cumsum_exp(view: ProgramView) -> Iterator[Finding]:
+def log_cumsum_exp(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops("log"):
         cumsum = view.producer(op.inputs["x"], "cumsum")
         if cumsum is None:

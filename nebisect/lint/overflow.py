@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.lint.graph import FP16_MAX, ProgramView
-from nebisect.lint.records import Finding
+from nebisect.lint.graph import ProgramView
+from nebisect.lint.records import LintFinding
 from nebisect.lint.registry import lint_rule
+from nebisect.mil.dtypes import FP16_MAX
+from nebisect.mil.patterns import is_max_shifted
 
 #: ln 2^15: where the Neural Engine's fp16 softplus collapses (coremltools #2687).
 SOFTPLUS_NE_CLIFF = 15 * math.log(2.0)
@@ -40,9 +42,9 @@ _SCALE_PASSTHROUGH = frozenset({"abs", "maximum", "clip", "add", "cast", "identi
     source="coremltools issue #2690 (seed 000)",
     fix="logsumexp-max-shift",
 )
-def unshifted_logsumexp(view: ProgramView) -> Iterator[Finding]:
+def unshifted_logsumexp(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops("reduce_log_sum_exp"):
-        if not view.is_fp16(op.outputs[0]) or is_max_shifted(view, op):
+        if not view.is_fp16(op.outputs[0]) or is_max_shifted(op):
             continue
         size = view.reduced_size(op)
         if size is None:
@@ -60,12 +62,6 @@ def unshifted_logsumexp(view: ProgramView) -> Iterator[Finding]:
         )
 
 
-def is_max_shifted(view: ProgramView, op: Any) -> bool:
-    """True when ``op``'s input is ``a − reduce_max(a)`` over (at least) the op's axes."""
-    peak = view.max_shift(op.inputs["x"])
-    return peak is not None and set(view.reduce_axes(peak)) >= set(view.reduce_axes(op))
-
-
 @lint_rule(
     "softplus-fp16",
     severity="error",
@@ -77,7 +73,7 @@ def is_max_shifted(view: ProgramView, op: Any) -> bool:
     source="coremltools issue #2687",
     fix="softplus-stable",
 )
-def native_softplus(view: ProgramView) -> Iterator[Finding]:
+def native_softplus(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops("softplus"):
         if not view.is_fp16(op.outputs[0]):
             continue
@@ -102,7 +98,7 @@ def native_softplus(view: ProgramView) -> Iterator[Finding]:
     remedy="divide x by reduce_max(abs(x)) before squaring (and scale the result back), "
     "or keep the norm in fp32",
 )
-def rms_sum_of_squares(view: ProgramView) -> Iterator[Finding]:
+def rms_sum_of_squares(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops("pow", "mul", "square", "reduce_sum_square"):
         base = _squared_operand(view, op)
         if base is None or not view.is_fp16(op.outputs[0]) or _is_rescaled(view, base):

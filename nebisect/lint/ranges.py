@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from nebisect.lint.graph import FP16_MAX, ProgramView
+from nebisect.lint.graph import ProgramView
 from nebisect.lint.interval import Interval, analyze, even_power
 from nebisect.lint.overflow import SOFTPLUS_NE_CLIFF
-from nebisect.lint.records import Finding
+from nebisect.lint.records import LintFinding
 from nebisect.lint.registry import lint_rule
+from nebisect.mil.dtypes import FP16_MAX
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def _sum_of_squares(view: ProgramView, op: Any, x: Interval) -> Intermediate | N
 
 
 #: Intermediates of textbook lowerings, by op type.
-INTERMEDIATES: dict[str, Internal] = {
+OP_INTERNALS: dict[str, Internal] = {
     "reduce_log_sum_exp": _lse_sum,
     "softplus": _softplus_exp,
     "reduce_sum_square": _sum_of_squares,
@@ -99,7 +100,7 @@ def _ranges_text(view: ProgramView) -> str:
     remedy="apply the fix of the op's pattern rule, rescale the values feeding it, or "
     "keep the op in fp32",
 )
-def proven_overflow(view: ProgramView) -> Iterator[Finding]:
+def proven_overflow(view: ProgramView) -> Iterator[LintFinding]:
     if not view.input_ranges:
         return
     intervals = analyze(view)
@@ -136,7 +137,7 @@ def proven_overflow(view: ProgramView) -> Iterator[Finding]:
 def _overflow(
     view: ProgramView, op: Any, first: Interval, output: Interval | None
 ) -> Intermediate | None:
-    internal = INTERMEDIATES.get(op.op_type)
+    internal = OP_INTERNALS.get(op.op_type)
     if internal is not None:
         found = internal(view, op, first)
         if found is not None and found.bound > found.limit:

@@ -1,4 +1,4 @@
-"""Lint's records: a :class:`Rule` (metadata + check) and a :class:`Finding` (one hazard).
+"""Lint's records: a :class:`Rule` (metadata + check) and a :class:`LintFinding` (one hazard).
 
 Kept apart from the registry (:mod:`nebisect.lint.registry`) and the program view
 (:mod:`nebisect.lint.graph`) so that both can build findings without importing each
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 SEVERITIES = ("error", "warning", "note")
 
-Check = Callable[["ProgramView"], Iterable["Finding"]]
+Check = Callable[["ProgramView"], Iterable["LintFinding"]]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Rule:
 
 
 @dataclass
-class Finding:
+class LintFinding:
     """One hazard at one op: what, where, how bad, and what cures it.
 
     ``severity`` may differ from the rule's default (e.g. ``log(softmax)`` is an
@@ -66,5 +66,5 @@ class Finding:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Finding:
+    def from_dict(cls, data: dict[str, Any]) -> LintFinding:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})

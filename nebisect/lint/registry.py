@@ -1,6 +1,6 @@
 """Lint rules and findings: the registry every rule family module registers into.
 
-A rule is a function ``check(view) -> Iterable[Finding]`` over a
+A rule is a function ``check(view) -> Iterable[LintFinding]`` over a
 :class:`~nebisect.lint.graph.ProgramView`, registered with :func:`lint_rule` under a
 stable id. The id is what users silence, what SARIF files carry as ``ruleId`` and
 what GitHub code scanning keys its alerts on, so ids never change meaning.

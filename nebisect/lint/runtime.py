@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.lint.graph import ProgramView
-from nebisect.lint.records import Finding
+from nebisect.lint.records import LintFinding
 from nebisect.lint.registry import lint_rule
 from nebisect.mil.fold import FOLD_DEVIATIONS
 from nebisect.mil.semantics.coreml import RUNTIME_DIFFERENCES
@@ -56,7 +56,7 @@ def _runtime_hazard(op: Any) -> bool:
     remedy="keep mod operands non-negative (or compute x - floor(x / y) * y); write "
     "pow(2, y) as exp(y * ln 2)",
 )
-def fold_runtime(view: ProgramView) -> Iterator[Finding]:
+def fold_runtime(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops(*RUNTIME_DIFFERENCES):
         if _runtime_hazard(op):
             difference = RUNTIME_DIFFERENCES[op.op_type]
@@ -96,7 +96,7 @@ def _folded_wrong(view: ProgramView, op: Any) -> bool:
     remedy="feed the op a runtime value (an input) instead of a constant, or fold it "
     "yourself with the op's definition",
 )
-def fold_deviation(view: ProgramView) -> Iterator[Finding]:
+def fold_deviation(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops(*FOLD_DEVIATIONS):
         if _folded_wrong(view, op):
             yield view.finding(

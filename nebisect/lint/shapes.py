@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from nebisect.lint.graph import ProgramView
-from nebisect.lint.records import Finding
+from nebisect.lint.records import LintFinding
 from nebisect.lint.registry import lint_rule
 from nebisect.mil.quiet import import_coremltools
 
@@ -63,7 +63,7 @@ def _shape_text(shape: Iterable[Any], unbound: set[Any]) -> str:
     source="seed 003 (masked mean-pool over a RangeDim sequence, coremltools 9.0)",
     fix="meanpool-static-shape",
 )
-def data_dependent_shapes(view: ProgramView) -> Iterator[Finding]:
+def data_dependent_shapes(view: ProgramView) -> Iterator[LintFinding]:
     bound: set[Any] = set()
     for _, function in view.functions():
         for var in function.inputs.values():

@@ -2,7 +2,7 @@
 
 coremltools ships its op tests in the wheel (``converters/mil/mil/ops/tests``); the pytest
 plugin :mod:`nebisect.mil.conformance_plugin` runs them with their prediction step routed
-to the simulator and logs one :class:`CaseRecord` per test (JSON lines). This module is
+to the simulator and logs one :class:`ConformanceRecord` per test (JSON lines). This module is
 what the plugin, ``bench/conformance.py`` and the tests share: the exclusion list, the
 record format, per-family aggregation and the subprocess runner.
 
@@ -92,7 +92,7 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
 
 
 @dataclass
-class CaseRecord:
+class ConformanceRecord:
     """One op test's conformance verdict (a line of the JSON log)."""
 
     nodeid: str
@@ -107,7 +107,7 @@ class CaseRecord:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, line: str) -> CaseRecord:
+    def from_json(cls, line: str) -> ConformanceRecord:
         """A record of the log; fields of older log formats are ignored."""
         data = json.loads(line)
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
@@ -158,18 +158,18 @@ class FamilyRow:
         return self.passed / self.reached if self.reached else 1.0
 
 
-def read_log(path: str | os.PathLike[str]) -> list[CaseRecord]:
+def read_log(path: str | os.PathLike[str]) -> list[ConformanceRecord]:
     """Records of a log; a test logged twice (a re-run) keeps its last verdict."""
-    latest: dict[str, CaseRecord] = {}
+    latest: dict[str, ConformanceRecord] = {}
     with open(path) as fh:
         for line in fh:
             if line.strip():
-                record = CaseRecord.from_json(line)
+                record = ConformanceRecord.from_json(line)
                 latest[record.nodeid] = record
     return list(latest.values())
 
 
-def current_status(record: CaseRecord) -> str:
+def current_status(record: ConformanceRecord) -> str:
     """A logged verdict under today's :data:`EXCLUSIONS`: a case matching an exclusion
     counts as excluded; one excluded by a rule since removed has no verdict yet."""
     if excluded(record.nodeid) is not None:
@@ -177,7 +177,7 @@ def current_status(record: CaseRecord) -> str:
     return "not-reached" if record.status == "excluded" else record.status
 
 
-def summarize(records: list[CaseRecord]) -> tuple[list[FamilyRow], FamilyRow]:
+def summarize(records: list[ConformanceRecord]) -> tuple[list[FamilyRow], FamilyRow]:
     """Per-family rows (sorted by family) and the overall row, under today's exclusions."""
     rows: dict[str, FamilyRow] = {}
     total = FamilyRow("TOTAL")

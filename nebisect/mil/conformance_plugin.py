@@ -27,7 +27,7 @@ import numpy as np
 
 from nebisect.mil.conformance import (
     ENVIRONMENT,
-    CaseRecord,
+    ConformanceRecord,
     excluded,
     family_of,
     in_hash_sample,
@@ -334,7 +334,7 @@ def pytest_runtest_logreport(report: Any) -> None:
     if log is None or (report.when != "call" and not (report.when == "setup" and report.skipped)):
         return
     status, detail = _status(report, report.nodeid)
-    record = CaseRecord(
+    record = ConformanceRecord(
         short_id(report.nodeid), family_of(report.nodeid), status, _Current.precision, detail,
         _Current.predictions, _Current.cause if status == "fail" else "",
     )

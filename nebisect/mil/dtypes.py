@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+#: The largest finite fp16 value: where an fp16 intermediate overflows to inf.
+FP16_MAX = 65504.0
+
 
 @cache
 def numpy_dtype(builtin: Any) -> np.dtype:

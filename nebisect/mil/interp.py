@@ -29,7 +29,7 @@ import numpy as np
 
 from nebisect.errors import NebisectError
 from nebisect.mil.kernels import MissingKernelError
-from nebisect.mil.plan import BlockPlan, Plan, Step, compile_function
+from nebisect.mil.plan import BlockPlan, ExecutionPlan, Step, compile_function
 from nebisect.mil.profiles import get_profile
 from nebisect.mil.semantics import DEFAULT_SEMANTICS, get_semantics
 from nebisect.mil.validate import bind_inputs, input_specs
@@ -59,7 +59,7 @@ class SimResult:
 class CompiledProgram:
     """A program's plan plus its input signature, reusable across many runs."""
 
-    plan: Plan
+    plan: ExecutionPlan
     specs: list[Any]
 
     def run(self, inputs: dict[str, Any], *, intermediates: bool = False) -> SimResult:
@@ -82,7 +82,7 @@ class CompiledProgram:
         return SimResult(outputs, inter, dict(plan.placement), dict(plan.op_types))
 
 
-def _logical(plan: Plan, name: str, env: dict[str, Any]) -> Any:
+def _logical(plan: ExecutionPlan, name: str, env: dict[str, Any]) -> Any:
     """A value as the precision model stores it (fp16 emulated in float32 → float16)."""
     value = env[name]
     logical = plan.emulated.get(name)

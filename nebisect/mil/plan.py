@@ -94,7 +94,7 @@ class BlockPlan:
 
 
 @dataclass
-class Plan:
+class ExecutionPlan:
     """A compiled main function: constants, entry conversions, the block plan."""
 
     main: BlockPlan
@@ -256,14 +256,14 @@ def _declared_shape(var: Any) -> tuple[int | None, ...] | None:
 
 def compile_function(
     function: Any, precision: str, profile: Profile | None, semantics: Semantics
-) -> Plan:
+) -> ExecutionPlan:
     """Build the execution plan of ``function`` under a precision model, a profile and
     an op semantics (the definition, or the Core ML runtime's)."""
     model = get_precision(profile.precision if profile is not None else precision)
     compiler = _Compiler(model, profile, semantics)
     inputs = tuple(function.inputs.values())
     main = compiler.block(function, inputs, False)
-    plan = Plan(
+    plan = ExecutionPlan(
         main=main,
         constants=compiler.constants,
         input_storage={v.name: compiler.storage[v.name] for v in inputs},

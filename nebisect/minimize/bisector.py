@@ -13,11 +13,13 @@ What seed 003's reporter did by hand over days, mechanically:
 2. **The original.** The model runs once in isolation on the target; the signature of
    that verdict is what every candidate must reproduce on the same target — a
    candidate that passes, or fails another way, is rejected.
-3. **Search** (:mod:`nebisect.minimize.reductions`). A numeric mismatch in an ML program is
-   localized by first-divergence over the intermediates of that one run (target vs
-   ``sim:fp64``), then confirmed by running the diverging op alone, fed the reference
-   values; errors, crashes, and localizations that do not reproduce in isolation fall
-   back to ddmin over ops; torch graphs use hierarchical ddmin.
+3. **Search** (:mod:`nebisect.minimize.reductions`): a reduction object, handed to the
+   :class:`Bisector` and given a :class:`~nebisect.minimize.context.ReductionContext`. A
+   numeric mismatch in an ML program is localized by first-divergence over the
+   intermediates of that one run (target vs ``sim:fp64``), then confirmed by running the
+   diverging op alone, fed the reference values; errors, crashes, and localizations that
+   do not reproduce in isolation fall back to ddmin over ops; torch graphs use
+   hierarchical ddmin.
 4. **Output.** The minimized artifact, ``inputs.npz``, a standalone ``repro.py``
    (:mod:`nebisect.minimize.repro.script`) and ``summary.json``.
 
@@ -35,15 +37,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.bisect import Budget, Evaluation, Evaluator, Reduction, Stats
+from nebisect.bisect import PredicateCall, Stats
 from nebisect.case import parse_target
 from nebisect.errors import NebisectError
 from nebisect.files import merge_into, staged
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.candidates import CandidateSpace
+from nebisect.minimize.context import GraphReduction, ReductionContext, ReductionOutput
 from nebisect.sources.resolve import Source, resolve_source
-from nebisect.verdict import Stage, Verdict
+from nebisect.verdict import Stage
 
 #: The case stages whose failures a reduction can keep while it shrinks the model.
 REDUCIBLE_STAGES = (Stage.PREDICT, Stage.CONVERT)
@@ -190,7 +193,7 @@ class Tracker:
         self.line.evaluations = self.runs
         self._emit()
 
-    def observe(self, evaluation: Evaluation, stats: Stats) -> None:
+    def observe(self, evaluation: PredicateCall, stats: Stats) -> None:
         if evaluation.signature in self.expected:
             self.line.best = min(self.line.best, evaluation.size)
         self.line.evaluations = self.runs
@@ -201,45 +204,44 @@ class Tracker:
             self.progress(self.line)
 
 
+def default_reduction(options: BisectOptions) -> GraphReduction:
+    """The torch graph's nodes for ``--graph fx`` (and conversions), else the ML program's ops."""
+    from nebisect.minimize.reductions import ProgramReduction, TorchGraphReduction
+
+    return TorchGraphReduction() if options.reduced_graph == "fx" else ProgramReduction()
+
+
 class Bisector:
-    """One reduction: resolves the source, runs the search, writes the output."""
+    """One reduction: resolves the source, hands the reduction its context, writes the
+    summary."""
 
     def __init__(self, source: str, options: BisectOptions, out: Path,
-                 isolator: Isolator, progress: Progress | None = None) -> None:
+                 isolator: Isolator, progress: Progress | None = None,
+                 reduction: GraphReduction | None = None) -> None:
         self.text = source
         self.options = options
         self.out = out
         self.isolator = isolator
         self.started = time.monotonic()
-        self.tracker = Tracker(progress, "nodes" if options.reduced_graph == "fx" else "ops",
-                               options.max_evals)
+        self.reduction = reduction or default_reduction(options)
+        self.tracker = Tracker(progress, self.reduction.unit, options.max_evals)
 
     def run(self) -> BisectResult:
-        from nebisect.minimize.reductions import reduce_program, reduce_torch_graph
-
         source = resolve_source(self.text, timeout=self.options.timeouts.load,
                                 isolator=self.isolator)
-        fx = self.options.reduced_graph == "fx"
-        if fx and source.kind != "torch":
+        if self.options.reduced_graph == "fx" and source.kind != "torch":
             raise NebisectError(f"--stage {self.options.stage} --graph fx needs a torch source "
                                 f"(path/file.py:factory); {self.text} is an {source.kind}")
         if self.options.fixes and source.kind != "torch":
             raise NebisectError("--fix applies to the conversion of a torch source; "
                                 f"{self.text} is an {source.kind}")
         with tempfile.TemporaryDirectory(prefix="nebisect-bisect-") as tmp:
-            reduce = reduce_torch_graph if fx else reduce_program
-            result = reduce(self, source, Path(tmp))
+            context = ReductionContext(self.text, source, self.options, self.isolator,
+                                       Path(tmp), self.out, self.setup(), self.tracker)
+            output = self.reduction.run(context)
+        result = self.result(source, output)
         (self.out / "summary.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
         return result
-
-    def evaluator(self, space: CandidateSpace, signature: str) -> Evaluator[str]:
-        """The search's evaluator over ``space``: cache, budget, re-checks, live line."""
-        self.tracker.space = space
-        self.tracker.expected.add(signature)
-        budget = Budget(self.options.max_evals, self.options.timeout)
-        return Evaluator(space.test, key=space.key, cache={}, stop=budget,
-                         confirm=self.options.confirmations(signature),
-                         observer=self.tracker.observe)
 
     def setup(self) -> tuple[str, ...]:
         """``module:function`` setups of the converter fixes named by ``--fix``."""
@@ -253,19 +255,21 @@ class Bisector:
                                 "the conversion of a torch source")
         return tuple(f.setup for f in fixes if isinstance(f, ConverterFix))
 
-    def result(self, source: Source, original: Verdict, reduction: Reduction[str],
-               before: int, kept_types: list[str], message: str = "") -> BisectResult:
+    def result(self, source: Source, output: ReductionOutput) -> BisectResult:
+        original, reduction, before = output.original, output.reduction, output.before
         stats = reduction.stats
         return BisectResult(
             source=source.location, target=self.options.target, stage=self.options.stage,
             graph=self.options.reduced_graph, unit=self.tracker.line.unit,
             signature=original.signature, reduced_signature=reduction.signature,
             units_before=before, units_after=len(reduction.units), kept=list(reduction.units),
-            kept_types=kept_types, strategy=reduction.strategy, complete=reduction.complete,
+            kept_types=output.kept_types, strategy=reduction.strategy,
+            complete=reduction.complete,
             stopped=reduction.stopped, evaluations=self.tracker.runs,
             candidate_evaluations=stats.evaluations, cache_hits=stats.cache_hits,
             confirmations=stats.confirmations, flaky=stats.flaky,
-            seconds=round(time.monotonic() - self.started, 3), message=message,
+            seconds=round(time.monotonic() - self.started, 3), message=output.message,
+            divergence_checks=output.divergence_checks,
             files=[*sorted(p.name for p in self.out.iterdir() if p.name != "summary.json"),
                    "summary.json"],
         )
@@ -273,7 +277,8 @@ class Bisector:
 
 def bisect_source(source: str, options: BisectOptions, out: Path, *,
                   progress: Progress | None = None,
-                  isolator: Isolator | None = None) -> BisectResult:
+                  isolator: Isolator | None = None,
+                  reduction: GraphReduction | None = None) -> BisectResult:
     """Reduce ``source``'s failure on ``options.target``; write ``out``; return the summary.
 
     The output is built in a directory of its own and its files are moved into ``out``
@@ -283,6 +288,6 @@ def bisect_source(source: str, options: BisectOptions, out: Path, *,
     with staged(out, merge_into) as written:
         written.mkdir()
         if isolator is not None:
-            return Bisector(source, options, written, isolator, progress).run()
+            return Bisector(source, options, written, isolator, progress, reduction).run()
         with Isolator() as own:
-            return Bisector(source, options, written, own, progress).run()
+            return Bisector(source, options, written, own, progress, reduction).run()

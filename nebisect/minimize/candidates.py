@@ -36,7 +36,7 @@ from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.graphs.fx import TorchCandidate
-from nebisect.minimize.graphs.mil import MilGraph, Plan, build
+from nebisect.minimize.graphs.mil import MilGraph, SubgraphPlan, build
 from nebisect.targets import spec_of
 from nebisect.verdict import Verdict
 
@@ -118,10 +118,10 @@ class MilCandidates(CandidateSpace):
         self.recorded = recorded
         self.target = target
 
-    def _materialize(self, units: Sequence[str]) -> Plan:
+    def _materialize(self, units: Sequence[str]) -> SubgraphPlan:
         return self.graph.plan(units, self.recorded)
 
-    def _evaluate(self, made: Plan, directory: Path) -> Verdict | str:
+    def _evaluate(self, made: SubgraphPlan, directory: Path) -> Verdict | str:
         from nebisect.mil.load import save_program
 
         try:

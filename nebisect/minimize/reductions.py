@@ -1,13 +1,20 @@
 """The two reductions ``nebisect bisect`` runs (see :mod:`nebisect.minimize.bisector`).
 
-* :func:`reduce_program` — an ML program's ops. A mismatch is localized by
+Each is an object the bisector is handed and calls with a
+:class:`~nebisect.minimize.context.ReductionContext` — the source, the options, the
+isolator, the evaluator factory (test, cache, budget), the progress sink, where to
+write — and nothing else: a reduction never reaches into the bisector, so another one
+(a new graph kind, a test's stub) plugs in the same way, as picire's ``DD`` is handed
+its splitter and cache.
+
+* :class:`ProgramReduction` — an ML program's ops. A mismatch is localized by
   first-divergence over the intermediates of the original run (target vs ``sim:fp64``)
   and confirmed by the diverging op alone, fed the reference values; the signature then
   is the mismatch kind *where the divergence enters* (a collapse at the lse, not the
   tolerance miss it causes downstream). Everything else — errors, crashes, a divergence
   that does not reproduce in isolation — is ddmin over ops, cut inputs fed from a
   ``sim:fp64`` recording.
-* :func:`reduce_torch_graph` — an exported torch graph's nodes, by hierarchical ddmin:
+* :class:`TorchGraphReduction` — an exported torch graph's nodes, by hierarchical ddmin:
   whole submodules first, then single nodes; each candidate is converted (and, for a
   prediction failure, predicted against itself in float64) in isolation.
 """
@@ -24,63 +31,79 @@ from nebisect.case import Case, CaseOptions, load_npz, parse_target, save_npz, s
 from nebisect.detect.evaluate import evaluate, split_arrays
 from nebisect.errors import NebisectError
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
-from nebisect.sources.resolve import Source
+from nebisect.minimize.context import ReductionContext, ReductionOutput
 from nebisect.verdict import Verdict, value_divergence
 
 if TYPE_CHECKING:
-    from nebisect.minimize.bisector import Bisector, BisectResult
     from nebisect.minimize.graphs.mil import MilGraph
 
 
 # ---------------------------------------------------------------------------- programs
-def reduce_program(bisector: Bisector, source: Source, workdir: Path) -> BisectResult:
+class ProgramReduction:
     """Reduce an ML program (the source, or a torch source's conversion) op by op."""
+
+    unit = "ops"
+
+    def run(self, context: ReductionContext) -> ReductionOutput:
+        return reduce_program(context)
+
+
+class TorchGraphReduction:
+    """Reduce a torch source's exported graph: submodules first, then nodes."""
+
+    unit = "nodes"
+
+    def run(self, context: ReductionContext) -> ReductionOutput:
+        return reduce_torch_graph(context)
+
+
+def reduce_program(context: ReductionContext) -> ReductionOutput:
+    """:class:`ProgramReduction`'s search, from the original run to the repro."""
     from nebisect.mil.load import load_program
     from nebisect.minimize.graphs.mil import MilGraph
 
-    options, tracker = bisector.options, bisector.tracker
-    package = _package(bisector, source, workdir)
-    inputs_path = _program_inputs(bisector, package, workdir)
+    options, tracker, workdir = context.options, context.progress, context.workdir
+    package = _package(context)
+    inputs_path = _program_inputs(context, package)
     graph = MilGraph(load_program(package))
     tracker.units(len(graph.units))
     tracker.phase("running the original")
-    original, arrays = _evaluate(bisector, package, inputs_path, options.target, REFERENCE)
+    original, arrays = _evaluate(context, package, inputs_path, options.target, REFERENCE)
     if not original.failed:
         detail = f": {original.message}" if original.message else ""
         raise NebisectError(
-            f"{bisector.text} does not fail on {options.target} at the predict stage "
+            f"{context.label} does not fail on {options.target} at the predict stage "
             f"(verdict {original.status}{detail}); nothing to bisect"
         )
     target_mid, reference_mid = split_arrays(arrays, "mid:"), split_arrays(arrays, "refmid:")
     if not reference_mid:
         tracker.phase(f"recording intermediates on {REFERENCE}")
-        recording, recorded = _evaluate(bisector, package, inputs_path, REFERENCE, None)
+        recording, recorded = _evaluate(context, package, inputs_path, REFERENCE, None)
         if recording.failed:
-            raise NebisectError(f"{REFERENCE} cannot run {bisector.text} to record the values "
+            raise NebisectError(f"{REFERENCE} cannot run {context.label} to record the values "
                                 f"a cut is fed with: {recording.message}")
         reference_mid = split_arrays(recorded, "mid:")
     space = MilCandidates(graph, {**load_npz(inputs_path), **reference_mid}, options.target,
-                          workdir, bisector.isolator, options.timeouts)
-    evaluator = bisector.evaluator(space, original.signature)
-    reduction, checks = _search_program(bisector, graph, original, target_mid, reference_mid,
+                          workdir, context.isolator, options.timeouts)
+    evaluator = context.evaluator(space, original.signature)
+    reduction, checks = _search_program(context, graph, original, target_mid, reference_mid,
                                         evaluator)
     tracker.phase("writing the repro")
-    _write_program(bisector, space.built(reduction.units), reduction, source, len(graph.units))
-    result = bisector.result(source, original, reduction, len(graph.units),
-                             [graph.op_types[u] for u in reduction.units], original.message)
-    result.divergence_checks = checks
-    return result
+    _write_program(context, space.built(reduction.units), reduction, len(graph.units))
+    return ReductionOutput(original, reduction, len(graph.units),
+                           [graph.op_types[u] for u in reduction.units], original.message,
+                           divergence_checks=checks)
 
 
-def _search_program(bisector: Bisector, graph: MilGraph, original: Verdict,
+def _search_program(context: ReductionContext, graph: MilGraph, original: Verdict,
                     target_mid: dict[str, np.ndarray], reference_mid: dict[str, np.ndarray],
                     evaluator: Evaluator[str]) -> tuple[Reduction[str], int]:
     """First divergence for a mismatch with intermediates, else ddmin; the reduction and
     the cheap intermediate checks spent."""
-    tracker = bisector.tracker
+    tracker = context.progress
     if original.status == "mismatch" and target_mid:
         tracker.phase("first divergence")
-        precision = parse_target(bisector.options.target).precision
+        precision = parse_target(context.options.target).precision
         found = localize(graph.dag, value_divergence(target_mid, reference_mid, precision),
                          evaluator)
         if found.signature:
@@ -94,69 +117,71 @@ def _search_program(bisector: Bisector, graph: MilGraph, original: Verdict,
     return ddmin(graph.units, evaluator, original.signature), 0
 
 
-def _package(bisector: Bisector, source: Source, workdir: Path) -> Path:
+def _package(context: ReductionContext) -> Path:
     """The ML program to reduce: the source itself, or its conversion."""
+    source = context.source
     if source.kind == "mlpackage":
         return Path(source.location)
     from nebisect.sources.convert import convert_isolated
 
-    options = bisector.options
-    bisector.tracker.phase("converting")
+    options = context.options
+    context.progress.phase("converting")
     package, verdict = convert_isolated(
-        source, parse_target(options.target).precision, workdir, bisector.isolator,
-        setup=bisector.setup(), timeout=options.timeouts.convert,
+        source, parse_target(options.target).precision, context.workdir, context.isolator,
+        setup=context.setup, timeout=options.timeouts.convert,
     )
-    bisector.tracker.ran()
+    context.progress.ran()
     if package is None:
         raise NebisectError(
-            f"{bisector.text} does not convert ({verdict.signature}); bisect the conversion "
+            f"{context.label} does not convert ({verdict.signature}); bisect the conversion "
             "with --stage convert, or convert it with --fix converter-compat"
         )
     return package
 
 
-def _program_inputs(bisector: Bisector, package: Path, workdir: Path) -> Path:
+def _program_inputs(context: ReductionContext, package: Path) -> Path:
     from nebisect.sources.inputs import check, describe_package, generate
 
     described = describe_package(package)
-    if bisector.options.inputs:
-        check(described, load_npz(bisector.options.inputs))
-        return Path(bisector.options.inputs)
-    path = workdir / "inputs.npz"
-    save_npz(path, generate(described, bisector.options.length))
+    options = context.options
+    if options.inputs:
+        check(described, load_npz(options.inputs))
+        return Path(options.inputs)
+    path = context.workdir / "inputs.npz"
+    save_npz(path, generate(described, options.length))
     return path
 
 
-def _evaluate(bisector: Bisector, package: Path, inputs_path: Path, target: str,
+def _evaluate(context: ReductionContext, package: Path, inputs_path: Path, target: str,
               reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
     """One isolated run of the whole program, returning every intermediate."""
     case = Case(str(package), "mlpackage", target, inputs_path=str(inputs_path),
                 model_sha256=sha256_path(package), options=CaseOptions(intermediates=True))
-    outcome = evaluate(case, reference=reference, isolator=bisector.isolator,
-                       timeout=bisector.options.timeouts.predict)
-    bisector.tracker.ran()
+    outcome = evaluate(case, reference=reference, isolator=context.isolator,
+                       timeout=context.options.timeouts.predict)
+    context.progress.ran()
     if outcome.verdict.status == "skipped":
         raise NebisectError(f"{target} cannot run here: {outcome.verdict.message}")
     return outcome.verdict, outcome.arrays
 
 
-def _write_program(bisector: Bisector, plan: Any, reduction: Reduction[str], source: Source,
+def _write_program(context: ReductionContext, plan: Any, reduction: Reduction[str],
                    before: int) -> None:
     from nebisect.mil.load import save_program
     from nebisect.minimize.graphs.mil import build
     from nebisect.minimize.repro.script import op_of_interest, write_mil_repro
 
-    save_program(build(plan), bisector.out / "minimized.mlpackage")
-    header = (f"Minimized by nebisect bisect from {source.location}: {len(reduction.units)} "
-              f"of {before} ops still fail on {bisector.options.target}.")
-    target = bisector.options.target
-    write_mil_repro(bisector.out, plan, signature=reduction.signature, target=target,
+    save_program(build(plan), context.out / "minimized.mlpackage")
+    header = (f"Minimized by nebisect bisect from {context.source.location}: "
+              f"{len(reduction.units)} of {before} ops still fail on {context.options.target}.")
+    target = context.options.target
+    write_mil_repro(context.out, plan, signature=reduction.signature, target=target,
                     header=header, op_of_interest=op_of_interest(target, plan))
 
 
 # ---------------------------------------------------------------------------- torch graphs
-def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> BisectResult:
-    """Reduce a torch source's exported graph: submodules first, then nodes.
+def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
+    """:class:`TorchGraphReduction`'s search: submodules first, then nodes.
 
     The graph is exported, recorded and cut in a child of its own
     (:mod:`nebisect.minimize.graphs.fx_jobs`): the user's ``forward`` never runs here.
@@ -165,31 +190,31 @@ def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> Bis
     from nebisect.minimize.graphs.fx_jobs import IsolatedFxGraph
     from nebisect.minimize.repro.script import write_torch_repro
 
-    options, tracker = bisector.options, bisector.tracker
+    options, tracker, workdir = context.options, context.progress, context.workdir
+    source, setup = context.source, context.setup
     predict = options.stage == "predict"
     precision = parse_target(options.target).precision
-    setup = bisector.setup()
-    arrays = _torch_inputs(bisector, source) if predict else None
+    arrays = _torch_inputs(context) if predict else None
     tracker.phase("converting the original" + (" and running it" if predict else ""))
     original, runs = run_torch_source(
-        source.location, precision, setup, workdir, bisector.isolator, options.timeouts,
+        source.location, precision, setup, workdir, context.isolator, options.timeouts,
         target=options.target if predict else None, inputs=arrays,
     )
     tracker.ran(runs)
-    _require_failure(bisector, original)
+    _require_failure(context, original)
     tracker.phase("exporting and recording the graph")
     recorded_inputs = None
     if arrays is not None:
         recorded_inputs = workdir / "graph-inputs.npz"
         save_npz(recorded_inputs, arrays)
     with Isolator("persistent") as graph_isolator:
-        graph = IsolatedFxGraph(source.location, recorded_inputs, label=bisector.text,
+        graph = IsolatedFxGraph(source.location, recorded_inputs, label=context.label,
                                 isolator=graph_isolator, timeout=options.timeouts.load)
         tracker.units(len(graph.units))
         space = FxCandidates(graph, precision, setup, workdir / "candidates",
-                             bisector.isolator, options.timeouts,
+                             context.isolator, options.timeouts,
                              target=options.target if predict else None)
-        evaluator = bisector.evaluator(space, original.signature)
+        evaluator = context.evaluator(space, original.signature)
         tracker.phase("hierarchical ddmin: submodules, then nodes")
         reduction = hierarchical_ddmin(graph.units, evaluator, graph.record.levels,
                                        original.signature)
@@ -201,32 +226,33 @@ def reduce_torch_graph(bisector: Bisector, source: Source, workdir: Path) -> Bis
     header = (f"Minimized by nebisect bisect from {source.location}: {len(reduction.units)} "
               f"of {len(graph.units)} graph nodes still fail the same way at the "
               f"{options.stage} stage.")
-    write_torch_repro(bisector.out, built, signature=original.signature,
+    write_torch_repro(context.out, built, signature=original.signature,
                       message=original.message, target=options.target, stage=options.stage,
                       setup=setup, header=header)
-    return bisector.result(source, original, reduction, len(graph.units),
+    return ReductionOutput(original, reduction, len(graph.units),
                            [graph.record.targets[u] for u in reduction.units],
                            note or original.message)
 
 
-def _require_failure(bisector: Bisector, original: Verdict) -> None:
-    stage = bisector.options.stage
+def _require_failure(context: ReductionContext, original: Verdict) -> None:
+    stage = context.options.stage
     if stage == "convert" and not original.failed:
         problem = "converts on both torch paths"
     elif stage == "predict" and original.stage == "convert":
         problem = f"does not convert ({original.signature})"
     elif stage == "predict" and not original.failed:
-        problem = f"does not fail on {bisector.options.target} after conversion"
+        problem = f"does not fail on {context.options.target} after conversion"
     else:
         return
-    raise NebisectError(f"{bisector.text} {problem}; nothing to bisect at --stage {stage}")
+    raise NebisectError(f"{context.label} {problem}; nothing to bisect at --stage {stage}")
 
 
-def _torch_inputs(bisector: Bisector, source: Source) -> dict[str, np.ndarray]:
+def _torch_inputs(context: ReductionContext) -> dict[str, np.ndarray]:
     from nebisect.sources.inputs import check, generate
 
-    if bisector.options.inputs:
-        arrays = load_npz(bisector.options.inputs)
+    options, source = context.options, context.source
+    if options.inputs:
+        arrays = load_npz(options.inputs)
         check(source.inputs, arrays)
         return arrays
-    return generate(source.inputs, bisector.options.length)
+    return generate(source.inputs, options.length)

@@ -56,7 +56,7 @@ from nebisect.report.json import dumps, read_report, report_document
 from nebisect.report.junit import junit_xml, write_junit
 from nebisect.report.outputs import output_directory
 from nebisect.report.payload import (
-    KINDS,
+    REPORT_KINDS,
     CliffSweep,
     Divergence,
     MatrixCell,
@@ -68,10 +68,11 @@ from nebisect.report.payload import (
     to_jsonable,
 )
 from nebisect.report.sarif import sarif_log, write_sarif
-from nebisect.report.schema import REPORT_SCHEMA, SCHEMA_VERSION
+from nebisect.report.schema import REPORT_SCHEMA, REPORT_SCHEMA_VERSION
 
 __all__ = [
-    "KINDS", "REPORT_SCHEMA", "SCHEMA_VERSION", "CliffSweep", "Divergence", "MatrixCell",
+    "REPORT_KINDS", "REPORT_SCHEMA", "REPORT_SCHEMA_VERSION", "CliffSweep", "Divergence",
+    "MatrixCell",
     "NamedVerdict", "OpError", "ReportFiles", "ReportPayload", "RunMatrix", "Table",
     "junit_xml", "read_report", "sarif_log", "to_jsonable", "write_junit",
     "write_report", "write_sarif",

@@ -15,13 +15,13 @@ from typing import Any
 
 from nebisect import __version__
 from nebisect.errors import NebisectError
-from nebisect.report.payload import KINDS, ReportPayload
-from nebisect.report.schema import SCHEMA_NAME, SCHEMA_VERSION
+from nebisect.report.payload import REPORT_KINDS, ReportPayload
+from nebisect.report.schema import REPORT_SCHEMA_VERSION, SCHEMA_NAME
 
 
 def check_kind(kind: str) -> None:
-    if kind not in KINDS:
-        raise NebisectError(f"unknown report kind {kind!r}: one of {', '.join(KINDS)}")
+    if kind not in REPORT_KINDS:
+        raise NebisectError(f"unknown report kind {kind!r}: one of {', '.join(REPORT_KINDS)}")
 
 
 def report_document(kind: str, payload: ReportPayload, created: datetime | None = None) -> dict:
@@ -30,7 +30,7 @@ def report_document(kind: str, payload: ReportPayload, created: datetime | None 
     stamp = (created or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="seconds")
     return {
         "schema": SCHEMA_NAME,
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": REPORT_SCHEMA_VERSION,
         "kind": kind,
         "created": stamp,
         "nebisect_version": __version__,
@@ -51,9 +51,9 @@ def read_report(path: str | os.PathLike[str]) -> tuple[str, ReportPayload]:
         raise NebisectError(f"{file}: unreadable report ({exc})") from None
     if document.get("schema") != SCHEMA_NAME:
         raise NebisectError(f"{file}: not a nebisect report")
-    if document.get("schema_version") != SCHEMA_VERSION:
+    if document.get("schema_version") != REPORT_SCHEMA_VERSION:
         raise NebisectError(
             f"{file}: report schema version {document.get('schema_version')} "
-            f"(this nebisect reads {SCHEMA_VERSION})"
+            f"(this nebisect reads {REPORT_SCHEMA_VERSION})"
         )
     return document["kind"], ReportPayload.from_dict(document)

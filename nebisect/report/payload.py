@@ -18,7 +18,7 @@ import numpy as np
 from nebisect.case import REFERENCE_TARGET
 from nebisect.verdict import Verdict
 
-KINDS = ("run", "bisect", "fuzz", "replay", "lint")
+REPORT_KINDS = ("run", "bisect", "fuzz", "replay", "lint")
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 

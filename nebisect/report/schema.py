@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 SCHEMA_NAME = "nebisect.report"
-SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 1
 
 _NUMBER: dict[str, Any] = {
     "anyOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]
@@ -68,7 +68,7 @@ REPORT_SCHEMA: dict[str, Any] = {
     **_object(
         {
             "schema": {"const": SCHEMA_NAME},
-            "schema_version": {"const": SCHEMA_VERSION},
+            "schema_version": {"const": REPORT_SCHEMA_VERSION},
             "kind": {"enum": ["run", "bisect", "fuzz", "replay", "lint"]},
             "created": {"type": "string"},
             "nebisect_version": {"type": "string"},

@@ -47,7 +47,7 @@ _PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 
 
 @dataclass
-class Attempt:
+class ConversionAttempt:
     """One conversion path's outcome: ``ok`` or ``failed`` with the converter's message."""
 
     path: str
@@ -59,7 +59,7 @@ class Attempt:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Attempt:
+    def from_dict(cls, data: dict[str, Any]) -> ConversionAttempt:
         return cls(**data)
 
 
@@ -71,7 +71,7 @@ def conversion_precision(precision: str) -> str:
 def convert_source(
     source: TorchSource, precision: str, *, deployment: str = DEFAULT_DEPLOYMENT,
     paths: tuple[str, ...] = PATHS,
-) -> tuple[dict[str, Any], list[Attempt]]:
+) -> tuple[dict[str, Any], list[ConversionAttempt]]:
     """Try ``paths`` in order; return the converted MLModel of each path that converts
     (in that order) and every attempt."""
     ct = import_coremltools()
@@ -95,10 +95,10 @@ def convert_source(
             with quiet():
                 converted = converters[path](ct, source, options)
         except Exception as exc:
-            attempts.append(Attempt(path, "failed", _converter_message(exc),
+            attempts.append(ConversionAttempt(path, "failed", _converter_message(exc),
                                     time.perf_counter() - started))
             continue
-        attempts.append(Attempt(path, "ok", "", time.perf_counter() - started))
+        attempts.append(ConversionAttempt(path, "ok", "", time.perf_counter() - started))
         models[path] = converted
     return models, attempts
 
@@ -162,7 +162,7 @@ def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any]) -> Any:
     return ct.convert(traced, inputs=_input_types(ct, source, shapes=True), **options)
 
 
-def summarize(attempts: list[Attempt]) -> str:
+def summarize(attempts: list[ConversionAttempt]) -> str:
     """One line: ``torch.export: ok | jit.trace: TypeError: …`` (signature-friendly)."""
     return " | ".join(
         f"{_PATH_LABELS[a.path]}: {a.message if a.status == 'failed' else 'ok'}"

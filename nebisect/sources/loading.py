@@ -24,7 +24,7 @@ STAGE = "load"
 
 
 @dataclass(frozen=True)
-class Subject:
+class ChildSubject:
     """Who ran in the child and what it was for, as words for the error line; ``when``
     ends the line where the noun alone does not say what was going on."""
 
@@ -46,7 +46,7 @@ def describe_with_arrays(
     payload: dict[str, Any],
     *,
     label: str,
-    subject: Subject,
+    subject: ChildSubject,
     timeout: float,
     preload: tuple[str, ...] = (),
     isolator: Isolator | None = None,
@@ -60,7 +60,7 @@ def describe_with_arrays(
             outcome.arrays)
 
 
-def record_of(verdict: Verdict, *, label: str, subject: Subject,
+def record_of(verdict: Verdict, *, label: str, subject: ChildSubject,
               timeout: float) -> dict[str, Any]:
     """The record a describe child returned, or NebisectError naming ``label`` and what
     happened to the child (for a caller that runs the job itself, e.g. to get arrays)."""
@@ -70,7 +70,7 @@ def record_of(verdict: Verdict, *, label: str, subject: Subject,
     raise NebisectError(f"{label}: {explain(verdict, subject, timeout)}")
 
 
-def explain(verdict: Verdict, subject: Subject, timeout: float) -> str:
+def explain(verdict: Verdict, subject: ChildSubject, timeout: float) -> str:
     """What happened to a describe child, as the rest of an error line."""
     if verdict.metrics.get("user_error"):
         return verdict.message

@@ -24,12 +24,12 @@ from nebisect.case import sha256_path
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.sources.inputs import InputDescription
-from nebisect.sources.loading import Subject, describe_with_arrays, record_outcome, unprefixed
+from nebisect.sources.loading import ChildSubject, describe_with_arrays, record_outcome, unprefixed
 
 #: The conversion job's preload: a run that describes and then converts a source forks
 #: both children from one warm template.
-PRELOAD = ("numpy", "torch", "coremltools")
-SUBJECT = Subject("the factory", "describing the model")
+FACTORY_PRELOAD = ("numpy", "torch", "coremltools")
+FACTORY_SUBJECT = ChildSubject("the factory", "describing the model")
 
 Range = tuple[int, int]
 
@@ -110,7 +110,8 @@ def describe_torch(text: str, *, timeout: float,
         if key not in _described:
             record, example = describe_with_arrays(
                 "nebisect.sources.torch:describe_job", {"source": location}, label=text,
-                subject=SUBJECT, timeout=timeout, preload=PRELOAD, isolator=isolator,
+                subject=FACTORY_SUBJECT, timeout=timeout, preload=FACTORY_PRELOAD,
+                isolator=isolator,
             )
             described = TorchDescription.from_dict(record)
             described.example = example

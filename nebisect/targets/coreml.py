@@ -54,7 +54,7 @@ from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target, TargetSkipped
 from nebisect.targets.coreml_inspect import save_with_outputs, trusted_intermediates
 from nebisect.targets.coreml_io import (
-    InputDescription,
+    CoreMLInput,
     cast_inputs,
     describe_inputs,
     shape_scope,
@@ -138,7 +138,7 @@ class ReadyModel:
 
     package: Path
     spec: Any
-    described: dict[str, InputDescription]
+    described: dict[str, CoreMLInput]
     feeds: dict[str, np.ndarray]
     notes: list[str]
     units: Any

@@ -29,7 +29,7 @@ _ARRAY_DTYPES = {"FLOAT32": np.float32, "DOUBLE": np.float64, "INT32": np.int32,
 
 
 @dataclass(frozen=True)
-class InputDescription:
+class CoreMLInput:
     """One multi-array input of a model: dtype, default shape, flexibility kind."""
 
     name: str
@@ -38,7 +38,7 @@ class InputDescription:
     flexibility: str  # "", "range" or "enumerated"
 
 
-def describe_inputs(spec: Any) -> dict[str, InputDescription]:
+def describe_inputs(spec: Any) -> dict[str, CoreMLInput]:
     """The multi-array inputs of a model spec (``coremltools.utils.load_spec``)."""
     from coremltools.proto import FeatureTypes_pb2
 
@@ -50,14 +50,14 @@ def describe_inputs(spec: Any) -> dict[str, InputDescription]:
         array = feature.type.multiArrayType
         flexibility = {"shapeRange": "range", "enumeratedShapes": "enumerated"}.get(
             array.WhichOneof("ShapeFlexibility") or "", "")
-        described[feature.name] = InputDescription(
+        described[feature.name] = CoreMLInput(
             feature.name, _ARRAY_DTYPES.get(names.Name(array.dataType)),
             tuple(int(d) for d in array.shape), flexibility)
     return described
 
 
 def cast_inputs(
-    inputs: dict[str, np.ndarray], described: dict[str, InputDescription]
+    inputs: dict[str, np.ndarray], described: dict[str, CoreMLInput]
 ) -> tuple[dict[str, np.ndarray], list[str]]:
     """Inputs in the dtypes the model asks for, C-contiguous, and a note per cast.
 
@@ -94,7 +94,7 @@ def _checked_cast(name: str, array: np.ndarray, wanted: np.dtype[Any]) -> np.nda
     return array.astype(wanted)
 
 
-def shape_scope(inputs: dict[str, np.ndarray], described: dict[str, InputDescription]) -> str:
+def shape_scope(inputs: dict[str, np.ndarray], described: dict[str, CoreMLInput]) -> str:
     """'' when the compute plan describes these inputs, else why it does not."""
     differing = [d for n, d in described.items()
                  if d.flexibility and n in inputs and tuple(inputs[n].shape) != d.default_shape]

@@ -27,10 +27,10 @@ import numpy as np
 from nebisect.case import sha256_path
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
-from nebisect.sources.loading import Subject, describe_in_child, first_line, record_verdict
+from nebisect.sources.loading import ChildSubject, describe_in_child, first_line, record_verdict
 from nebisect.targets import Prediction, Target, register_target, registered_targets
 
-SUBJECT = Subject("the plugin", "registering its targets")
+PLUGIN_SUBJECT = ChildSubject("the plugin", "registering its targets")
 
 
 @dataclass
@@ -124,7 +124,7 @@ def use_plugins(plugins: Iterable[str], *, timeout: float,
                 record = describe_in_child(
                     "nebisect.targets.plugins:describe_plugin_job",
                     {"plugin": plugin}, label=f"plugin {text}",
-                    subject=SUBJECT, timeout=timeout, isolator=isolator,
+                    subject=PLUGIN_SUBJECT, timeout=timeout, isolator=isolator,
                 )
                 _described[key] = [PluginTarget.from_dict(t) for t in record["targets"]]
             _register(_described[key])

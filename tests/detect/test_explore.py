@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from nebisect.bisect import Budget
-from nebisect.detect.explore import Progress, explore
+from nebisect.detect.explore import ExploreProgress, explore
 from nebisect.detect.families import InputSet, ModelInputs, build
 from nebisect.detect.records import Exploration, Observation
 from nebisect.fuzz.cliff import Boundary
@@ -191,7 +191,7 @@ def test_a_plain_verdict_is_accepted_and_an_injected_stop_ends_the_search() -> N
 
 
 def test_progress_reports_every_prediction_with_failures_so_far() -> None:
-    seen: list[Progress] = []
+    seen: list[ExploreProgress] = []
     ticks = iter(float(t) for t in range(10_000))
     result = run(collapsing_above(LSE_CLIFF), budget=30, progress=seen.append,
                  clock=lambda: next(ticks))

@@ -15,10 +15,10 @@ from nebisect.errors import NebisectError
 from nebisect.fuzz.campaign import (
     Campaign,
     CampaignConfig,
+    CampaignProgress,
     CampaignResult,
     Evaluation,
     Finding,
-    Progress,
 )
 from nebisect.fuzz.cliff import Boundary
 from nebisect.verdict import Verdict
@@ -164,7 +164,7 @@ def test_shrink_budget_caps_shrinking_without_flakiness() -> None:
 
 
 def test_progress_reports_and_result_json_round_trip() -> None:
-    seen: list[Progress] = []
+    seen: list[CampaignProgress] = []
     result = Campaign(Toy(), toy_evaluate, CampaignConfig(budget=50), seen.append).run()
     assert seen and seen[-1].evaluations == result.evaluations
     assert {p.phase for p in seen} >= {"generate", "shrink", "cliff"}

@@ -11,7 +11,7 @@ import pytest
 from support import SUPPORT
 
 from nebisect.fuzz.campaign import CampaignResult, Finding, localize_finding
-from nebisect.fuzz.execute import Executor
+from nebisect.fuzz.execute import SubjectExecutor
 from nebisect.fuzz.ops import get_op
 from nebisect.fuzz.session import FuzzOptions, run_session
 from nebisect.fuzz.strategies import delta
@@ -58,7 +58,7 @@ def test_seed_000_cliff_for_32_delta_replicated_channels(isolator: Isolator) -> 
             "values": {"x": delta(8.0)}}
     finding = Finding("reduce_log_sum_exp", subject.param_class(case), "mismatch:collapse",
                       "mismatch", "", case, case)
-    executor = Executor(subject, "sim:ane", isolator)
+    executor = SubjectExecutor(subject, "sim:ane", isolator)
     try:
         cliff = localize_finding(subject, executor, finding)
     finally:

@@ -74,7 +74,7 @@ def test_every_kind_is_drawn_as_strict_json_and_hints_are_used() -> None:
             deltas.add(recipe["value"])
 
     check()
-    assert kinds == set(strategies.KINDS)
+    assert kinds == set(strategies.VALUE_KINDS)
     assert deltas & {nudge(7.6241, k, "fp16") for k in range(-3, 4)}
 
 

@@ -47,13 +47,13 @@ def test_every_exclusion_has_a_reason_and_matches_a_collected_test_shape():
 
 def test_summary_counts_and_rate_under_current_exclusions():
     records = [
-        conf.CaseRecord("a::1", "conv", "pass"),
-        conf.CaseRecord("a::2", "conv", "fail", detail="Mismatch", cause="precision: ..."),
-        conf.CaseRecord("a::3", "conv", "fail", detail="Mismatch", cause="kernel: ..."),
-        conf.CaseRecord("iOS18/test_states.py::T::t", "states", "fail"),  # excluded now
-        conf.CaseRecord("b::1", "pool", "pass"),
-        conf.CaseRecord("b::2", "pool", "not-reached"),
-        conf.CaseRecord("b::3", "pool", "excluded"),  # no rule matches any more: stale
+        conf.ConformanceRecord("a::1", "conv", "pass"),
+        conf.ConformanceRecord("a::2", "conv", "fail", detail="Mismatch", cause="precision: ..."),
+        conf.ConformanceRecord("a::3", "conv", "fail", detail="Mismatch", cause="kernel: ..."),
+        conf.ConformanceRecord("iOS18/test_states.py::T::t", "states", "fail"),  # excluded now
+        conf.ConformanceRecord("b::1", "pool", "pass"),
+        conf.ConformanceRecord("b::2", "pool", "not-reached"),
+        conf.ConformanceRecord("b::3", "pool", "excluded"),  # no rule matches any more: stale
     ]
     rows, total = conf.summarize(records)
     assert [r.family for r in rows] == ["conv", "pool", "states"]
@@ -64,9 +64,9 @@ def test_summary_counts_and_rate_under_current_exclusions():
     # the headline counts exclusions as not passing: 2 / (4 reached + 1 excluded)
     assert (total.reached_rate, total.headline) == (pytest.approx(0.5), pytest.approx(0.4))
     assert rows[2].headline == 0.0
-    assert conf.CaseRecord.from_json(records[1].to_json()) == records[1]
+    assert conf.ConformanceRecord.from_json(records[1].to_json()) == records[1]
     old = '{"nodeid": "a::1", "family": "conv", "status": "fail", "declared": "pass"}'
-    assert conf.CaseRecord.from_json(old).status == "fail"  # older logs still read
+    assert conf.ConformanceRecord.from_json(old).status == "fail"  # older logs still read
 
 
 def test_hash_sample_is_deterministic_and_about_the_asked_share():
@@ -80,8 +80,8 @@ def test_hash_sample_is_deterministic_and_about_the_asked_share():
 def test_read_log_keeps_the_last_verdict_of_a_rerun(tmp_path):
     log = tmp_path / "x.jsonl"
     log.write_text(
-        conf.CaseRecord("a::1", "conv", "fail").to_json() + "\n"
-        + conf.CaseRecord("a::1", "conv", "pass").to_json() + "\n"
+        conf.ConformanceRecord("a::1", "conv", "fail").to_json() + "\n"
+        + conf.ConformanceRecord("a::1", "conv", "pass").to_json() + "\n"
     )
     assert [r.status for r in conf.read_log(log)] == ["pass"]
 

@@ -245,3 +245,44 @@ def test_torch_prediction_reduced_over_the_torch_graph(isolator: Isolator, tmp_p
     # each candidate: one conversion and one prediction
     assert result.evaluations == 2 + 2 * result.candidate_evaluations
     assert "observed: mismatch:collapse" in run_repro_fresh(tmp_path / "out")
+
+
+def test_a_custom_reduction_is_handed_only_its_context(chain60: tuple[Path, Path],
+                                                        isolator: Isolator,
+                                                        tmp_path: Path) -> None:
+    """A reduction is an object the bisector calls with a context, never with itself."""
+    from dataclasses import fields
+
+    from nebisect.bisect import Reduction, Stats
+    from nebisect.minimize.bisector import Bisector
+    from nebisect.minimize.context import ReductionContext, ReductionOutput
+    from nebisect.verdict import Verdict
+
+    given: list[tuple[object, ...]] = []
+
+    class KeepTheLast:
+        unit = "ops"
+
+        def run(self, *args: object) -> ReductionOutput:
+            given.append(args)
+            (context,) = args
+            assert isinstance(context, ReductionContext)
+            (context.out / "note.txt").write_text("kept the last op\n")
+            original = Verdict("mismatch", "predict", signature="mismatch:collapse")
+            return ReductionOutput(original, Reduction(["out"], "mismatch:collapse", Stats(),
+                                                       True, "keep-last"), 60, ["add"], "stub")
+
+    package, inputs = chain60
+    result = bisect_source(str(package), BisectOptions("sim:ane", inputs=str(inputs)),
+                           tmp_path / "out", isolator=isolator, reduction=KeepTheLast())
+    (context,) = given[0]
+    assert len(given) == 1
+    assert isinstance(context, ReductionContext)
+    assert {f.name for f in fields(context)} == {
+        "label", "source", "options", "isolator", "workdir", "out", "setup", "progress",
+        "cache"}
+    assert not any(isinstance(getattr(context, f.name), Bisector) for f in fields(context))
+    assert context.label == str(package) and context.source.kind == "mlpackage"
+    assert (result.kept, result.kept_types, result.strategy) == (["out"], ["add"], "keep-last")
+    assert (result.units_before, result.units_after, result.message) == (60, 1, "stub")
+    assert result.files == ["note.txt", "summary.json"]

@@ -32,8 +32,6 @@ import numpy as np
 
 from nebisect.sources.inputs import DEFAULT_LENGTHS, InputDescription, generate, lengths_for
 
-#: fp16's largest finite value: value families stay inside the range fp16 devices compute in
-FP16_MAX = 65504.0
 #: 2^k for k in this range are the powers of two among fp16's normal numbers (2^-14 … 2^15)
 FP16_EXPONENTS = tuple(range(-14, 16))
 #: a token-id bound when neither the vocabulary nor an example says more (what

@@ -13,10 +13,10 @@ import numpy as np
 from nebisect.detect.families import value_family
 from nebisect.detect.families.base import (
     FP16_EXPONENTS,
-    FP16_MAX,
     ParametricFamily,
     powers_of_two,
 )
+from nebisect.mil.dtypes import FP16_MAX
 
 
 @value_family("normal", "standard normal draws scaled by x = 2^k, k over the fp16 range",

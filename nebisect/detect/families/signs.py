@@ -11,11 +11,11 @@ import numpy as np
 
 from nebisect.detect.families import value_family
 from nebisect.detect.families.base import (
-    FP16_MAX,
     ParametricFamily,
     powers_of_two,
     signed,
 )
+from nebisect.mil.dtypes import FP16_MAX
 
 
 @value_family("signed", "all-positive and all-negative inputs: |normal| × x, x = ±2^k",

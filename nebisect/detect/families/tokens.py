@@ -14,7 +14,7 @@ import numpy as np
 from nebisect.detect.families import value_family
 from nebisect.detect.families.base import VariantFamily
 
-KINDS = ("random", "first", "last", "ascending")
+TOKEN_KINDS = ("random", "first", "last", "ascending")
 
 
 @value_family("tokens", "valid token ids for integer inputs: random, all the first id, all the "
@@ -23,7 +23,7 @@ class TokenIds(VariantFamily):
     def variants(self) -> dict[str, str]:
         if not self.inputs.names("tokens"):
             return {}
-        return {f"tokens({kind})": kind for kind in KINDS}
+        return {f"tokens({kind})": kind for kind in TOKEN_KINDS}
 
     def values(self, spec: str) -> dict[str, np.ndarray]:
         bound = self.inputs.token_bound()

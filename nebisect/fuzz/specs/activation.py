@@ -14,8 +14,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from nebisect.fuzz.emit import seeded, unary
-from nebisect.fuzz.ops import FP16_MAX, LN_FP16_MAX, Boundary, fixed, op_spec
+from nebisect.fuzz.ops import LN_FP16_MAX, Boundary, fixed, op_spec
 from nebisect.fuzz.shapes import axis_cases, reduced_size, shapes, unary_with
+from nebisect.mil.dtypes import FP16_MAX
 
 GELU_MODES = ("EXACT", "TANH_APPROXIMATION", "SIGMOID_APPROXIMATION")
 ALPHAS = st.sampled_from((0.01, 0.1, 0.5, 1.0, 2.0))

@@ -13,19 +13,20 @@ from typing import Any
 from hypothesis import strategies as st
 
 from nebisect.fuzz.emit import binary, scalar, unary
-from nebisect.fuzz.ops import FP16_MAX, LN_FP16_MAX, Boundary, fixed, op_spec
+from nebisect.fuzz.ops import LN_FP16_MAX, Boundary, fixed, op_spec
 from nebisect.fuzz.shapes import binary_cases, unary_with
+from nebisect.mil.dtypes import FP16_MAX
 
-POSITIVE = ((0.0, 1.0), (0.0, 100.0), (0.0, 2.0**-14))
+POSITIVE_UNARY = ((0.0, 1.0), (0.0, 100.0), (0.0, 2.0**-14))
 UNIT = ((-1.0, 1.0),)
-EPSILONS = st.sampled_from((1e-12, 1e-6, 1e-4))
+GUARD_EPSILONS = st.sampled_from((1e-12, 1e-6, 1e-4))
 
 
 _SINH = Boundary("log(2·65504)", math.log(2 * FP16_MAX), "exp(|x|)/2 overflows fp16")
 _UNARY: dict[str, tuple[Callable[[dict[str, Any]], list[Boundary]], tuple[Any, ...]]] = {
     "exp": (fixed(Boundary("log(65504)", LN_FP16_MAX, "exp(x) overflows fp16")), ()),
     "exp2": (fixed(Boundary("log2(65504)", math.log2(FP16_MAX), "2^x overflows fp16")), ()),
-    "sqrt": (fixed(), POSITIVE),
+    "sqrt": (fixed(), POSITIVE_UNARY),
     "erf": (fixed(), ()),
     "abs": (fixed(), ()),
     "ceil": (fixed(), ()),
@@ -49,13 +50,13 @@ for _name, (_bounds, _ranges) in _UNARY.items():
     )
 
 _EPSILON: dict[str, tuple[Callable[[dict[str, Any]], list[Boundary]], tuple[Any, ...]]] = {
-    "log": (fixed(), POSITIVE),
-    "rsqrt": (fixed(), POSITIVE),
+    "log": (fixed(), POSITIVE_UNARY),
+    "rsqrt": (fixed(), POSITIVE_UNARY),
     "inverse": (fixed(Boundary("1/65504", 1 / FP16_MAX, "1/x overflows fp16")), ()),
 }
 for _name, (_bounds, _ranges) in _EPSILON.items():
-    op_spec(_name, family="elementwise", cases=unary_with(epsilon=EPSILONS), boundaries=_bounds,
-            ranges=_ranges)(unary(_name, "epsilon"))
+    op_spec(_name, family="elementwise", cases=unary_with(epsilon=GUARD_EPSILONS),
+            boundaries=_bounds, ranges=_ranges)(unary(_name, "epsilon"))
 
 
 @op_spec("clip", family="elementwise",

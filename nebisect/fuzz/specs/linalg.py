@@ -12,8 +12,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from nebisect.fuzz.emit import seeded
-from nebisect.fuzz.ops import FP16_MAX, Boundary, op_spec
+from nebisect.fuzz.ops import Boundary, op_spec
 from nebisect.fuzz.shapes import shapes
+from nebisect.mil.dtypes import FP16_MAX
 
 CONV_CLASS = ("depthwise", "pad_type", "stride")
 _SIDE = st.one_of(st.integers(1, 8), st.sampled_from((16, 32)))

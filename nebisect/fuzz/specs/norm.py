@@ -13,10 +13,11 @@ from typing import Any
 from hypothesis import strategies as st
 
 from nebisect.fuzz.emit import scalar, seeded
-from nebisect.fuzz.ops import FP16_MAX, Boundary, op_spec
+from nebisect.fuzz.ops import Boundary, op_spec
 from nebisect.fuzz.shapes import normalize_axes, shapes
+from nebisect.mil.dtypes import FP16_MAX
 
-EPSILONS = st.sampled_from((1e-5, 1e-3))
+NORM_EPSILONS = st.sampled_from((1e-5, 1e-3))
 
 
 def _square_sum(elements: Callable[[dict[str, Any]], int]) -> Callable[..., list[Boundary]]:
@@ -40,7 +41,7 @@ def _layer_cases(draw: st.DrawFn, dtype: str) -> dict[str, Any]:
     axes = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))
     return {"inputs": {"x": shape}, "params": {
         "axes": sorted(axes), "affine": draw(st.booleans()), "seed": draw(st.integers(0, 255)),
-        "epsilon": draw(EPSILONS),
+        "epsilon": draw(NORM_EPSILONS),
     }}
 
 
@@ -69,14 +70,14 @@ def _ranked(low: int, high: int, **extra: Any) -> Callable[[str], st.SearchStrat
     return lambda dtype: _rank_cases(dtype, low, high, **extra)
 
 
-@op_spec("l2_norm", family="norm", cases=_ranked(3, 4, epsilon=EPSILONS),
+@op_spec("l2_norm", family="norm", cases=_ranked(3, 4, epsilon=NORM_EPSILONS),
          boundaries=_square_sum(lambda case: math.prod(case["inputs"]["x"][-3:])))
 def _l2_norm(mb: Any, inputs: dict[str, Any], params: dict[str, Any], dtype: str) -> Any:
     """MIL l2_norm over the last three axes."""
     return mb.l2_norm(x=inputs["x"], epsilon=scalar(params["epsilon"], dtype))
 
 
-@op_spec("batch_norm", family="norm", cases=_ranked(3, 5, epsilon=EPSILONS))
+@op_spec("batch_norm", family="norm", cases=_ranked(3, 5, epsilon=NORM_EPSILONS))
 def _batch_norm(mb: Any, inputs: dict[str, Any], params: dict[str, Any], dtype: str) -> Any:
     """MIL batch_norm with seeded per-channel statistics (channels on axis 1)."""
     channels = [inputs["x"].shape[1]]
@@ -91,7 +92,7 @@ def _batch_norm(mb: Any, inputs: dict[str, Any], params: dict[str, Any], dtype: 
     )
 
 
-@op_spec("instance_norm", family="norm", cases=_ranked(3, 4, epsilon=EPSILONS),
+@op_spec("instance_norm", family="norm", cases=_ranked(3, 4, epsilon=NORM_EPSILONS),
          boundaries=_square_sum(lambda case: math.prod(case["inputs"]["x"][2:])))
 def _instance_norm(mb: Any, inputs: dict[str, Any], params: dict[str, Any], dtype: str) -> Any:
     """MIL instance_norm over the spatial axes with seeded gamma and beta."""

@@ -13,10 +13,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from nebisect.fuzz.ops import FP16_MAX, LN_FP16_MAX, Boundary, op_spec
+from nebisect.fuzz.ops import LN_FP16_MAX, Boundary, op_spec
 from nebisect.fuzz.shapes import reduced_size, reduction_cases, shapes, single_axis
+from nebisect.mil.dtypes import FP16_MAX
 
-POSITIVE = ((0.0, 1.0), (0.0, 100.0), (0.0, 15.0))
+POSITIVE_REDUCE = ((0.0, 1.0), (0.0, 100.0), (0.0, 15.0))
 
 
 def _sum_bound(label: str, why: str) -> Callable[[dict[str, Any]], list[Boundary]]:
@@ -65,7 +66,7 @@ _REDUCTIONS: dict[str, tuple[Callable[[dict[str, Any]], list[Boundary]], tuple[A
     "reduce_mean": (_sum_bound("65504/C", "the sum before the divide overflows fp16"), ()),
     "reduce_l1_norm": (_sum_bound("65504/C", "Σ|x| over C values overflows fp16"), ()),
     "reduce_log_sum": (_sum_bound("65504/C", "the sum inside the log overflows fp16"),
-                       POSITIVE),
+                       POSITIVE_REDUCE),
     "reduce_sum_square": (_square_bound, ()),
     "reduce_l2_norm": (_square_bound, ()),
     "reduce_prod": (_prod_bound, ((-2.0, 2.0), (0.0, 4.0))),

@@ -11,8 +11,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from nebisect.fuzz.emit import seeded_indices
-from nebisect.fuzz.ops import FP16_MAX, Boundary, op_spec
+from nebisect.fuzz.ops import Boundary, op_spec
 from nebisect.fuzz.shapes import axis_cases, reduced_size, shapes, single_axis
+from nebisect.mil.dtypes import FP16_MAX
 
 
 def _cumsum_bound(case: dict[str, Any]) -> list[Boundary]:

@@ -41,7 +41,6 @@ from nebisect.mil.kernels.activation import stable_softplus
 from nebisect.mil.kernels.reduction import axes_of, keep, reduce_log_sum_exp
 from nebisect.mil.profiles import Profile, register_profile
 
-FP16_MAX = float(np.finfo(np.float16).max)
 #: Softplus on the Neural Engine fails once exp(x) exceeds 2^15 (coremltools #2687).
 SOFTPLUS_EXP_LIMIT = 2.0**15
 

@@ -34,14 +34,14 @@ from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job
 from nebisect.minimize.graphs.fx import FxGraph, TorchCandidate
 from nebisect.minimize.graphs.mil import ExtractionError
-from nebisect.sources.loading import STAGE, Subject, record_of, record_verdict, unprefixed
+from nebisect.sources.loading import STAGE, ChildSubject, record_of, record_verdict, unprefixed
 
 #: How each job is named in an error line: the export, or cutting one candidate from it
 #: (a worker restarted after a crash exports again while cutting).
-EXPORTING = Subject("exporting the graph", "returning it", when="")
-CUTTING = Subject("cutting the graph", "returning the candidate", when="")
+EXPORTING = ChildSubject("exporting the graph", "returning it", when="")
+CUTTING = ChildSubject("cutting the graph", "returning the candidate", when="")
 #: The graph child imports torch, never coremltools (the conversions have their own).
-PRELOAD = ("numpy", "torch")
+GRAPH_PRELOAD = ("numpy", "torch")
 
 
 @dataclass
@@ -154,11 +154,11 @@ class IsolatedFxGraph:
             raise ExtractionError(str(record["invalid"]))
         return TorchCandidate.from_record(record, arrays)
 
-    def _ask(self, job: str, payload: dict[str, Any], subject: Subject
+    def _ask(self, job: str, payload: dict[str, Any], subject: ChildSubject
              ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         outcome = self._isolator.run(Job(
             function=f"{__name__}:{job}", payload={**self._payload, **payload}, stage=STAGE,
-            timeout=self._timeout, preload=PRELOAD,
+            timeout=self._timeout, preload=GRAPH_PRELOAD,
         ))
         record = record_of(outcome.verdict, label=self._label, subject=subject,
                            timeout=self._timeout)

@@ -2,7 +2,7 @@
 
 A subset is materialized in two steps so that the in-memory program and the standalone
 ``repro.py`` can never disagree: :meth:`MilGraph.plan` describes the subgraph as plain
-data (:class:`Plan` — inputs, constants, op calls, outputs, named exactly as in the
+data (:class:`SubgraphPlan` — inputs, constants, op calls, outputs, named exactly as in the
 original program), and :func:`build` replays that plan through coremltools' MIL builder
 (``nebisect.minimize.repro.script`` prints the same plan as builder source code).
 
@@ -85,7 +85,7 @@ class PlanOp:
 
 
 @dataclass
-class Plan:
+class SubgraphPlan:
     """A self-contained subgraph as data: enough to build it or to print it as code."""
 
     opset: Any
@@ -155,8 +155,8 @@ class MilGraph:
                     names.setdefault(var.name)
         return list(names)
 
-    def plan(self, units: Iterable[str], recorded: Mapping[str, np.ndarray]) -> Plan:
-        """The subgraph of ``units`` (op names) as a :class:`Plan`, fed from ``recorded``
+    def plan(self, units: Iterable[str], recorded: Mapping[str, np.ndarray]) -> SubgraphPlan:
+        """The subgraph of ``units`` (op names) as a :class:`SubgraphPlan`, fed from ``recorded``
         (value name → array from a reference run: function inputs and intermediates)."""
         cut = self.dag.cut(set(units))
         if not cut.units:
@@ -176,7 +176,7 @@ class MilGraph:
             inputs.append(entry)
             feeds[entry.name] = _feed(recorded[name], entry)
         ops.extend(self._emit(cut))
-        return Plan(opset, inputs, ops, list(cut.outputs), feeds)
+        return SubgraphPlan(opset, inputs, ops, list(cut.outputs), feeds)
 
     def _plan_input(self, var: Any, opset: Any, recorded: tuple[int, ...]) -> PlanInput:
         import_coremltools()
@@ -253,8 +253,8 @@ def _feed(value: np.ndarray, entry: PlanInput) -> np.ndarray:
     return array.reshape(1) if entry.squeeze else array
 
 
-def build(plan: Plan) -> Any:
-    """Replay a :class:`Plan` through the MIL builder into a fresh ``Program``."""
+def build(plan: SubgraphPlan) -> Any:
+    """Replay a :class:`SubgraphPlan` through the MIL builder into a fresh ``Program``."""
     import_coremltools()
     from coremltools.converters.mil import Builder as mb
     from coremltools.converters.mil.mil import Function, Program, get_new_symbol, types

@@ -1,7 +1,7 @@
 """Standalone ``repro.py`` scripts: what a maintainer asks for, written from a reduction.
 
 A repro rebuilds the minimized model from source — coremltools' MIL builder calls
-printed from the :class:`~nebisect.minimize.graphs.mil.Plan` (the same data
+printed from the :class:`~nebisect.minimize.graphs.mil.SubgraphPlan` (the same data
 :func:`~nebisect.minimize.graphs.mil.build` replays, so script and package cannot disagree), or
 the plain torch module of a :class:`~nebisect.minimize.graphs.fx.TorchCandidate` — runs it the
 way the failure was seen, and prints the symptom. It needs numpy and coremltools (plus
@@ -35,7 +35,7 @@ import numpy as np
 
 from nebisect.case import parse_target, save_npz
 from nebisect.minimize.graphs.fx import TorchCandidate, docstring_text
-from nebisect.minimize.graphs.mil import Plan, PlanOp
+from nebisect.minimize.graphs.mil import PlanOp, SubgraphPlan
 from nebisect.minimize.repro import templates
 from nebisect.targets.placement import NOT_COMPUTE, required_devices
 
@@ -63,7 +63,7 @@ def devices_for(target: str) -> tuple[str, str]:
     return "CPU_ONLY", "sim:fp32"
 
 
-def op_of_interest(target: str, plan: Plan) -> str:
+def op_of_interest(target: str, plan: SubgraphPlan) -> str:
     """The op type a device repro asserts the placement of: the last compute op of the
     minimized plan ('' for targets that require no device, e.g. every simulator)."""
     if parse_target(target).backend not in DEVICE_BACKENDS or not required_devices(target):
@@ -72,7 +72,7 @@ def op_of_interest(target: str, plan: Plan) -> str:
     return compute[-1] if compute else ""
 
 
-def attracted_value(target: str, plan: Plan, op_type: str) -> str:
+def attracted_value(target: str, plan: SubgraphPlan, op_type: str) -> str:
     """The value the ``ne-attract`` head reads when the plan is too small to be routed to
     the Neural Engine ('' when no wrapper is needed)."""
     if not op_type or "ne" not in required_devices(target):
@@ -127,7 +127,7 @@ def _identifiers(names: list[str]) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- MIL
-def builder_source(plan: Plan, attract: str = "") -> tuple[str, dict[str, np.ndarray]]:
+def builder_source(plan: SubgraphPlan, attract: str = "") -> tuple[str, dict[str, np.ndarray]]:
     """``build_program()`` as MIL builder source, and the constants it loads from
     ``constants.npz`` (those larger than :data:`INLINE_LIMIT` elements); with
     ``attract`` (a value name) inside the ``ne-attract`` wrapper."""
@@ -162,7 +162,7 @@ def builder_source(plan: Plan, attract: str = "") -> tuple[str, dict[str, np.nda
     return "\n".join(lines) + "\n", constants
 
 
-def _opset_name(plan: Plan) -> str:
+def _opset_name(plan: SubgraphPlan) -> str:
     name = getattr(plan.opset, "name", None)
     if not name:
         raise ValueError(f"plan opset {plan.opset!r} has no coremltools target name")
@@ -216,7 +216,7 @@ def _op_lines(op: PlanOp, ident: dict[str, str], constants: dict[str, np.ndarray
     return lines
 
 
-def mil_script(plan: Plan, *, signature: str, target: str, header: str,
+def mil_script(plan: SubgraphPlan, *, signature: str, target: str, header: str,
                op_of_interest: str = "") -> tuple[str, dict[str, np.ndarray]]:
     """The repro script for a MIL plan, and the large constants it reads; on a device
     it asserts that ``op_of_interest`` ran where ``target`` asks."""
@@ -239,7 +239,7 @@ def _settings(signature: str, target: str, op_of_interest: str) -> str:
                                      op_of_interest=op_of_interest)
 
 
-def write_mil_repro(directory: Path, plan: Plan, *, signature: str, target: str,
+def write_mil_repro(directory: Path, plan: SubgraphPlan, *, signature: str, target: str,
                     header: str, op_of_interest: str = "") -> Path:
     """``repro.py`` (+ ``constants.npz`` when needed) and ``inputs.npz`` in ``directory``."""
     script, constants = mil_script(plan, signature=signature, target=target, header=header,
