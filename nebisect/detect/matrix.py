@@ -36,13 +36,13 @@ from nebisect.detect.cells import (
     attribute,
     reference_failure,
 )
-from nebisect.detect.discover import Discovery, explore_target
+from nebisect.detect.discover import Discovery, explore_target, first_value
 from nebisect.detect.explore import Progress
-from nebisect.detect.families import InputSet, build
+from nebisect.detect.families import Family, InputSet, ParametricFamily, build
 from nebisect.detect.findings import FailureGroup, Row, group_failures
 from nebisect.detect.inputsets import base_input_sets, model_inputs
-from nebisect.detect.records import Exploration
-from nebisect.fuzz.cliff import Boundary
+from nebisect.detect.records import CliffFinding, Exploration
+from nebisect.fuzz.cliff import Boundary, Cliff
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
@@ -54,6 +54,9 @@ __all__ = [
     "ATTRIBUTIONS", "EXACT_PROBE", "PRECISION_PROBE", "REFERENCE_STAGE", "MatrixRunner",
     "Row", "RunReport", "attribute", "reference_failure",
 ]
+
+#: how many of a cliff's probes (those nearest its bracket) the report's plot shows
+CHART_POINTS = 4
 
 
 @dataclass
@@ -220,6 +223,27 @@ class MatrixRunner:
             report.explorations[target] = explore_target(
                 self.cells, target, paths, families, budget=discovery.budget, guided=guided,
                 rows=report.rows, progress=show)
+        named = {family.name: family for family in families}
+        for exploration in report.explorations.values():
+            for finding in exploration.cliffs:
+                self._chart(finding, named.get(finding.family))
+
+    def _chart(self, finding: CliffFinding, family: Family | None) -> None:
+        """The cliff plot's series: every target's first output (and the reference's)
+        at the probes nearest the bracket, on the cliff's conversion path."""
+        if not isinstance(family, ParametricFamily):
+            return
+        finding.chart_x = chart_points(finding.cliff)
+        npzs = [self.cells.save_inputs(family.inputs_at(x).arrays) for x in finding.chart_x]
+        for target in self.targets:
+            paths = self.cells.paths_of(target)
+            if isinstance(paths, Verdict) or not {finding.path, ""} & set(paths):
+                continue
+            self.progress(f"charting the {finding.family} cliff on {target}")
+            path = finding.path if finding.path in paths else ""
+            runs = [self.cells.run(target, path, npz)[1] for npz in npzs]
+            finding.series[target] = [first_value(arrays) for arrays in runs]
+            finding.series.setdefault("reference", [first_value(a, "ref:") for a in runs])
 
     def _guided(self) -> list[Boundary]:
         """Lint's guided probes on the fp16 program (the fp32 one, read as fp16 as the
@@ -236,3 +260,10 @@ class MatrixRunner:
         program = load_program(self.cells.program(chosen[0], paths[0]))
         boundaries = {round(p.magnitude, 9): p.boundary() for p in guided_probes(program)}
         return list(boundaries.values())
+
+
+def chart_points(cliff: Cliff) -> list[float]:
+    """The x values of the cliff's probes nearest its bracket, ascending."""
+    xs = sorted({float(p["x"]) for p in cliff.probes} | {cliff.lo, cliff.hi})
+    nearest = sorted(xs, key=lambda x: min(abs(x - cliff.lo), abs(x - cliff.hi)))
+    return sorted(nearest[:CHART_POINTS])
