@@ -160,6 +160,16 @@ class Cells:
             self._runs[key] = outcome.verdict, outcome.arrays
         return self._runs[key]
 
+    def seconds(self) -> dict[str, float]:
+        """Wall seconds of the conversions and of the cells run so far, and the part of
+        the cells spent computing the reference (what ``run``'s summary reports)."""
+        runs = [verdict for verdict, _ in self._runs.values()]
+        return {
+            "conversion": sum(v.timings.get("wall", 0.0) for v in self.conversions.values()),
+            "predictions": sum(v.timings.get("total", 0.0) for v in runs),
+            "reference": sum(v.metrics.get("seconds", {}).get("reference", 0.0) for v in runs),
+        }
+
     # -- explaining -------------------------------------------------------------------------
 
     def explain(

@@ -10,6 +10,7 @@ and if it fails the verdict says so explicitly rather than blaming the target.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     if unavailable:
         return Verdict("skipped", case.stage, "skipped", message=unavailable), {}
     mark_stage("predict")
+    started = time.perf_counter()
     try:
         prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
     except TargetSkipped as skip:
@@ -55,6 +57,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     if not reference_name:
         verdict = Verdict("pass", "predict", placement=prediction.placement, target=case.target)
         return _routed(case, prediction, verdict), arrays
+    predicted = time.perf_counter()
     mark_stage("reference")
     reference_source = options.get("reference_source") or (case.source_kind, case.source)
     reference_artifact = (
@@ -70,6 +73,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         message = f"reference {reference_name} failed: {exc}"
         return Verdict("error", "reference", error_signature("reference", message),
                        message=message), arrays
+    referenced = time.perf_counter()
     arrays.update(_prefixed("ref:", expected.outputs))
     arrays.update(_prefixed("refmid:", expected.intermediates))
     precision = options.get("judge_precision", target.precision)
@@ -79,6 +83,9 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         # (Core ML's typed execution, which sim:fp32 follows): judge them in fp16 ULPs.
         precision = "fp16"
     verdict = _judge(case, precision, expected, prediction, payload)
+    # What ``run``'s summary adds up (metrics, not timings: the report sums timings).
+    verdict.metrics["seconds"] = {"predict": predicted - started,
+                                  "reference": referenced - predicted}
     return verdict, arrays
 
 

@@ -61,6 +61,8 @@ def run_payload(result: Any) -> ReportPayload:
             "lengths": list(dict.fromkeys(row.length for row in rows)),
             "verdicts": dict(sorted(statuses.items())),
             "result": "failures found" if any(r.verdict.failed for r in rows) else "all pass",
+            **{f"{part} s": round(seconds, 2)
+               for part, seconds in getattr(result, "timings", {}).items()},
         },
         verdicts=[NamedVerdict(f"{_where(row)} {_column(row)}", row.verdict, group=row.target)
                   for row in rows],
