@@ -30,6 +30,10 @@ def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Arti
     return Artifact(kind, location, params)
 
 
+#: the metric of a ``timed`` job: {"predict": seconds, "reference": seconds}
+SECONDS = "seconds"
+
+
 def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
     """Child side of :func:`evaluate`; see its docstring for the options honoured."""
     # Plugins first: a fresh child knows a plugin target's name only once it is loaded,
@@ -83,9 +87,10 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         # (Core ML's typed execution, which sim:fp32 follows): judge them in fp16 ULPs.
         precision = "fp16"
     verdict = _judge(case, precision, expected, prediction, payload)
-    # What ``run``'s summary adds up (metrics, not timings: the report sums timings).
-    verdict.metrics["seconds"] = {"predict": predicted - started,
-                                  "reference": referenced - predicted}
+    if payload.get("timed"):
+        # What ``run``'s summary adds up; the caller takes it out of the verdict again.
+        verdict.metrics[SECONDS] = {"predict": predicted - started,
+                                    "reference": referenced - predicted}
     return verdict, arrays
 
 
@@ -150,13 +155,20 @@ def build_job(
     tolerance: Tolerance | None = None,
     timeout: float = 60.0,
     memory_mb: int | None = None,
+    timed: bool = False,
 ) -> Job:
-    """The isolation job for one case; the fork template preloads what the target needs."""
+    """The isolation job for one case; the fork template preloads what the target needs.
+
+    ``timed``: the verdict's ``metrics[SECONDS]`` says how long the target's prediction
+    and the reference's took, in the child.
+    """
     parties = [get_target(case.target)] + ([get_target(reference)] if reference else [])
     preload = combined_preload(*(party.preload for party in parties))
     payload: dict[str, Any] = {"case": case.to_dict(), "reference": reference}
     if tolerance is not None:
         payload["tolerance"] = tolerance.__dict__
+    if timed:
+        payload["timed"] = True
     return Job(
         function="nebisect.detect.evaluate:evaluate_job",
         payload=payload,
@@ -175,6 +187,7 @@ def evaluate(
     tolerance: Tolerance | None = None,
     timeout: float = 60.0,
     memory_mb: int | None = None,
+    timed: bool = False,
 ) -> Outcome:
     """Run one case in a fresh process and judge it against ``reference``.
 
@@ -184,10 +197,10 @@ def evaluate(
     ``reference_source`` (``[kind, location]`` when the reference runs another artifact,
     e.g. the torch module behind a converted package), ``judge_precision`` (compare in
     the ULPs of this precision instead of the target's), ``intermediates`` (return every
-    intermediate value as ``mid:``/``refmid:`` arrays).
+    intermediate value as ``mid:``/``refmid:`` arrays). ``timed``: see :func:`build_job`.
     """
     job = build_job(case, reference=reference, tolerance=tolerance, timeout=timeout,
-                    memory_mb=memory_mb)
+                    memory_mb=memory_mb, timed=timed)
     outcome = isolator.run(job) if isolator is not None else run_isolated(job)
     outcome.verdict.target = outcome.verdict.target or case.target
     return outcome
