@@ -126,6 +126,11 @@ def run(
         help="Torch conversion paths: torch.export, jit.trace, or both (every path that "
         "converts is evaluated; a bug may live on one).",
     ),
+    jobs: int = typer.Option(
+        None, "--jobs", "-j", show_default=False,
+        help="Targets explored in parallel, each in isolated processes of its own "
+        "(default: the cores this process may use).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
     report: Path = typer.Option(None, "--report", help="Write report.json/report.html here."),
 ) -> None:
@@ -149,6 +154,7 @@ def run(
     from nebisect.detect.discover import Discovery
     from nebisect.detect.matrix import MatrixRunner
     from nebisect.isolate import Isolator
+    from nebisect.isolation.pool import default_jobs
     from nebisect.report.outputs import output_directory
     from nebisect.sources.deployment import check_deployment
     from nebisect.sources.resolve import resolve_source
@@ -166,6 +172,10 @@ def run(
     discovery = None if parse_choice("--explore", explore, EXPLORE_CHOICES) == "none" else (
         Discovery(_budget(budget), parse_families(families), seed))
     chosen_lengths = _lengths(lengths)
+    if jobs is None:
+        jobs = default_jobs()
+    elif jobs < 1:
+        raise NebisectError(f"--jobs {jobs}: give at least 1")
     if report:
         output_directory(report, "--report")
     console = Console(stderr=True)
@@ -186,6 +196,7 @@ def run(
                 convert=_converter(converter_overrides, paths,
                                      deployment_target), plugins=plugins,
                 progress=lambda msg: status.update(msg), paths=paths, discovery=discovery,
+                jobs=jobs,
             )
             try:
                 result = runner.run(chosen_lengths, str(inputs) if inputs else "")

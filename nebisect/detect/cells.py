@@ -37,7 +37,7 @@ from nebisect.case import (
     sha256_path,
 )
 from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
-from nebisect.detect.evaluate import evaluate, split_arrays
+from nebisect.detect.evaluate import SECONDS, evaluate, split_arrays
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.resolve import Source
@@ -95,6 +95,8 @@ class Cells:
     _explained: dict[tuple[str, str, str], tuple[str, Culprit | None]] = field(
         default_factory=dict)
     _graphs: dict[Path, Any] = field(default_factory=dict)
+    _spent: dict[str, float] = field(
+        default_factory=lambda: {"predictions": 0.0, "reference": 0.0})
 
     # -- inputs and programs -----------------------------------------------------------
 
@@ -160,10 +162,21 @@ class Cells:
         if key not in self._runs:
             started = time.perf_counter()
             outcome = evaluate(self.case(target, path, npz), reference=self.reference,
-                               isolator=self.isolator, timeout=self.timeouts.predict)
-            outcome.verdict.timings.setdefault("total", time.perf_counter() - started)
+                               isolator=self.isolator, timeout=self.timeouts.predict,
+                               timed=True)
+            total = time.perf_counter() - started
+            outcome.verdict.timings.setdefault("total", total)
+            seconds = outcome.verdict.metrics.pop(SECONDS, {})
+            self._spent["predictions"] += total
+            self._spent["reference"] += seconds.get("reference", 0.0)
             self._runs[key] = outcome.verdict, outcome.arrays
         return self._runs[key]
+
+    def seconds(self) -> dict[str, float]:
+        """Wall seconds of the conversions and of the cells run so far, and the part of
+        the cells spent computing the reference (what ``run``'s summary reports)."""
+        return {"conversion": sum(v.timings.get("wall", 0.0)
+                                  for v in self.conversions.values()), **self._spent}
 
     # -- explaining -------------------------------------------------------------------------
 

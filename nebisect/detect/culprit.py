@@ -24,10 +24,13 @@ import numpy as np
 
 from nebisect.bisect import first_divergence
 from nebisect.case import REFERENCE_TARGET
+from nebisect.report.payload import OpError
 from nebisect.verdict import compare, mismatch_signature, value_divergence
 
 #: what a culprit found by intermediates compared, and the words for a conversion one
 BY_INTERMEDIATES = f"intermediates against {REFERENCE_TARGET}"
+#: the ops a culprit's divergence chart shows before and after it, in program order
+CHART_BEFORE, CHART_AFTER = 24, 8
 OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched to MIL ops: "
                 "the op producing the first diverging output)")
 
@@ -35,25 +38,33 @@ OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched 
 @dataclass(frozen=True)
 class Culprit:
     """The op where a divergence enters: name, type, the mismatch kind it shows there,
-    and what was compared to find it (``matched``: by intermediates, not only outputs)."""
+    and what was compared to find it (``matched``: by intermediates, not only outputs).
+
+    ``ops`` is the divergence along the program: each op's error (max ULP at the
+    target's precision over the values it produces) from a few ops before the culprit
+    to a few past it — what the report's per-op divergence chart draws. Empty when only
+    outputs were compared.
+    """
 
     op: str
     op_type: str
     signature: str
     compared: str
     matched: bool = True
+    ops: tuple[OpError, ...] = ()
 
     def describe(self) -> str:
         """``reduce_log_sum_exp "var_12"`` (with ``(output)`` when only outputs matched)."""
         return f'{self.op_type} "{self.op}"' + ("" if self.matched else " (output)")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "ops": [op.to_dict() for op in self.ops]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Culprit:
         return cls(str(data["op"]), str(data["op_type"]), str(data["signature"]),
-                   str(data["compared"]), bool(data.get("matched", True)))
+                   str(data["compared"]), bool(data.get("matched", True)),
+                   tuple(OpError.from_dict(op) for op in data.get("ops", ())))
 
 
 def by_intermediates(graph: Any, target: dict[str, np.ndarray],
@@ -66,7 +77,23 @@ def by_intermediates(graph: Any, target: dict[str, np.ndarray],
         return None
     op = dag.order[found.index]
     signature = next((s for v in dag.produces[op] if (s := check(v))), "")
-    return Culprit(op, graph.op_types[op], signature, BY_INTERMEDIATES)
+    window = range(max(0, found.index - CHART_BEFORE),
+                   min(len(dag.order), found.index + CHART_AFTER + 1))
+    ops = tuple(chart for i in window
+                if (chart := _op_error(i, dag, graph.op_types, target, reference, precision)))
+    return Culprit(op, graph.op_types[op], signature, BY_INTERMEDIATES, ops=ops)
+
+
+def _op_error(index: int, dag: Any, op_types: dict[str, str], target: dict[str, np.ndarray],
+              reference: dict[str, np.ndarray], precision: str) -> OpError | None:
+    """One op's worst value against the reference (None: no value of it was recorded)."""
+    op = dag.order[index]
+    compared = [compare(v, reference[v], target[v], precision)
+                for v in dag.produces[op] if v in target and v in reference]
+    if not compared:
+        return None
+    return OpError(index, op, op_types[op], max(c.max_ulp_error for c in compared),
+                   all(c.passed for c in compared))
 
 
 def by_outputs(graph: Any, torch_outputs: dict[str, np.ndarray],

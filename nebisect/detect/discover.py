@@ -76,9 +76,10 @@ def explore_target(
     return explore(evaluate, families, budget=budget, guided=guided, progress=progress)
 
 
-def first_value(arrays: dict[str, np.ndarray]) -> float | None:
-    """The first element of the first output (what a cliff report shows on each side)."""
-    outputs = split_arrays(arrays, "out:")
+def first_value(arrays: dict[str, np.ndarray], prefix: str = "out:") -> float | None:
+    """The first element of the first output (what a cliff report shows on each side);
+    ``prefix`` ``ref:`` reads the reference's instead."""
+    outputs = split_arrays(arrays, prefix)
     for name in sorted(outputs):
         if outputs[name].size:
             return float(np.asarray(outputs[name], dtype=np.float64).reshape(-1)[0])

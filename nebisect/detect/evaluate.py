@@ -10,6 +10,7 @@ and if it fails the verdict says so explicitly rather than blaming the target.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,10 @@ def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Arti
     return Artifact(kind, location, params)
 
 
+#: the metric of a ``timed`` job: {"predict": seconds, "reference": seconds}
+SECONDS = "seconds"
+
+
 def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
     """Child side of :func:`evaluate`; see its docstring for the options honoured."""
     # Plugins first: a fresh child knows a plugin target's name only once it is loaded,
@@ -45,6 +50,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     if unavailable:
         return Verdict(Status.SKIPPED, case.stage, "skipped", message=unavailable), {}
     mark_stage(Stage.PREDICT)
+    started = time.perf_counter()
     try:
         prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
     except TargetSkipped as skip:
@@ -56,6 +62,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         verdict = Verdict(Status.PASS, Stage.PREDICT, placement=prediction.placement,
                           target=case.target)
         return _routed(case, prediction, verdict), arrays
+    predicted = time.perf_counter()
     mark_stage(Stage.REFERENCE)
     reference_source = options.reference_source or (case.source_kind, case.source)
     reference_artifact = (
@@ -71,6 +78,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         message = f"reference {reference_name} failed: {exc}"
         return Verdict(Status.ERROR, Stage.REFERENCE, error_signature(Stage.REFERENCE, message),
                        message=message), arrays
+    referenced = time.perf_counter()
     arrays.update(_prefixed("ref:", expected.outputs))
     arrays.update(_prefixed("refmid:", expected.intermediates))
     precision = options.judging_precision(target.precision)
@@ -80,6 +88,10 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         # (Core ML's typed execution, which sim:fp32 follows): judge them in fp16 ULPs.
         precision = "fp16"
     verdict = _judge(case, precision, expected, prediction, payload)
+    if payload.get("timed"):
+        # What ``run``'s summary adds up; the caller takes it out of the verdict again.
+        verdict.metrics[SECONDS] = {"predict": predicted - started,
+                                    "reference": referenced - predicted}
     return verdict, arrays
 
 
@@ -144,13 +156,20 @@ def build_job(
     tolerance: Tolerance | None = None,
     timeout: float = 60.0,
     memory_mb: int | None = None,
+    timed: bool = False,
 ) -> Job:
-    """The isolation job for one case; the fork template preloads what the target needs."""
+    """The isolation job for one case; the fork template preloads what the target needs.
+
+    ``timed``: the verdict's ``metrics[SECONDS]`` says how long the target's prediction
+    and the reference's took, in the child.
+    """
     parties = [get_target(case.target)] + ([get_target(reference)] if reference else [])
     preload = combined_preload(*(party.preload for party in parties))
     payload: dict[str, Any] = {"case": case.to_dict(), "reference": reference}
     if tolerance is not None:
         payload["tolerance"] = tolerance.__dict__
+    if timed:
+        payload["timed"] = True
     return Job(
         function="nebisect.detect.evaluate:evaluate_job",
         payload=payload,
@@ -169,15 +188,17 @@ def evaluate(
     tolerance: Tolerance | None = None,
     timeout: float = 60.0,
     memory_mb: int | None = None,
+    timed: bool = False,
 ) -> Outcome:
     """Run one case in a fresh process and judge it against ``reference``.
 
     Every field of ``case.options`` (:class:`~nebisect.case.CaseOptions`) is honoured;
     with ``intermediates`` every intermediate value comes back as ``mid:``/``refmid:``
-    arrays.
+    arrays. ``timed``: see
+    :func:`build_job`.
     """
     job = build_job(case, reference=reference, tolerance=tolerance, timeout=timeout,
-                    memory_mb=memory_mb)
+                    memory_mb=memory_mb, timed=timed)
     outcome = isolator.run(job) if isolator is not None else run_isolated(job)
     outcome.verdict.target = outcome.verdict.target or case.target
     return outcome

@@ -21,8 +21,9 @@ path asked for (``--convert export`` alone: today's program whenever export conv
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +37,15 @@ from nebisect.detect.cells import (
     attribute,
     reference_failure,
 )
-from nebisect.detect.discover import Discovery, explore_target
+from nebisect.detect.discover import Discovery, explore_target, first_value
 from nebisect.detect.explore import ExploreProgress
-from nebisect.detect.families import InputSet, build
+from nebisect.detect.families import Family, InputSet, ParametricFamily, build
 from nebisect.detect.findings import FailureGroup, Row, group_failures
 from nebisect.detect.inputsets import base_input_sets, model_inputs
-from nebisect.detect.records import Exploration
-from nebisect.fuzz.cliff import Boundary
+from nebisect.detect.records import CliffFinding, Exploration
+from nebisect.fuzz.cliff import Boundary, Cliff
 from nebisect.isolate import Isolator
+from nebisect.isolation.pool import map_isolated
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
 from nebisect.sources.resolve import Source
@@ -54,6 +56,9 @@ __all__ = [
     "ATTRIBUTIONS", "EXACT_PROBE", "PRECISION_PROBE", "REFERENCE_STAGE", "MatrixRunner",
     "Row", "RunReport", "attribute", "reference_failure",
 ]
+
+#: how many of a cliff's probes (those nearest its bracket) the report's plot shows
+CHART_POINTS = 4
 
 
 @dataclass
@@ -69,6 +74,10 @@ class RunReport:
     groups: list[FailureGroup] = field(default_factory=list)
     #: the exploration settings (budget, families, seed; None: exploration off)
     discovery: dict[str, Any] | None = None
+    #: wall seconds: the whole run, and summed over its parts — ``conversion`` (every
+    #: isolated conversion), ``predictions`` (every matrix and exploration cell, process
+    #: included) and, within them, ``reference`` (computing the expected outputs)
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -94,6 +103,7 @@ class RunReport:
             "groups": [g.to_dict() for g in self.groups],
             "explorations": {t: e.to_dict() for t, e in self.explorations.items()},
             "discovery": self.discovery,
+            "timings": self.timings,
             **({"interrupted": self.interrupted} if self.interrupted else {}),
         }
 
@@ -105,7 +115,7 @@ class RunReport:
             data.get("interrupted", ""),
             {t: Exploration.from_dict(e) for t, e in data.get("explorations", {}).items()},
             [FailureGroup.from_dict(g) for g in data.get("groups", [])],
-            data.get("discovery"),
+            data.get("discovery"), dict(data.get("timings", {})),
         )
 
 
@@ -118,7 +128,8 @@ class MatrixRunner:
     ``plugins`` are described in isolated children (never imported here) and named in
     every case, whose child imports them. ``discovery`` None turns exploration off.
     ``report`` is the report being filled: after an interruption, it holds the rows
-    evaluated until then.
+    evaluated until then. ``jobs`` targets are explored at once, each thread with an
+    isolator of its own (:func:`~nebisect.isolation.pool.map_isolated`).
     """
 
     source: Source
@@ -132,6 +143,7 @@ class MatrixRunner:
     progress: Callable[[str], None] = lambda _msg: None
     paths: tuple[str, ...] = PATHS
     discovery: Discovery | None = None
+    jobs: int = 1
     report: RunReport = field(init=False)
     cells: Cells = field(init=False)
 
@@ -144,6 +156,7 @@ class MatrixRunner:
                            self.timeouts, self.convert, self.plugins, self.paths)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
+        started = time.perf_counter()
         report = self.report = RunReport(self.source.location, self.reference)
         discovery = self.discovery
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
@@ -163,6 +176,7 @@ class MatrixRunner:
                                 "seed": discovery.seed, "paths": list(self.paths)}
             self._explore(report, discovery, lengths)
         report.regroup()
+        report.timings = {"total": time.perf_counter() - started, **self.cells.seconds()}
         return report
 
     def _rows(self, target: str, input_set: InputSet, npz: str) -> list[Row]:
@@ -209,18 +223,55 @@ class MatrixRunner:
         families = build(model_inputs(self.source, lengths), discovery.families, discovery.seed)
         guided = guided_boundaries(self.cells, self.targets) if any(
             f.name == "const" for f in families) else []
-        for target in discovery.targets or self.targets:
-            paths = self.cells.paths_of(target)
-            if isinstance(paths, Verdict):
-                continue
+        explored = [(target, paths) for target in discovery.targets or self.targets
+                    if not isinstance(paths := self.cells.paths_of(target), Verdict)]
 
-            def show(p: ExploreProgress, target: str = target) -> None:
+        def work(item: tuple[str, list[str]], isolator: Isolator) -> tuple[Exploration,
+                                                                           list[Row]]:
+            target, paths = item
+            rows: list[Row] = []
+
+            def show(p: ExploreProgress) -> None:
                 self.progress(f"exploring {target}: {p.spent}/{p.budget} predictions · "
                               f"{p.rate:.1f}/s · {p.failures} failing · {p.label}")
 
-            report.explorations[target] = explore_target(
-                self.cells, target, paths, families, budget=discovery.budget, guided=guided,
-                rows=report.rows, progress=show)
+            cells = self.cells if self.jobs == 1 else replace(self.cells, isolator=isolator)
+            return explore_target(cells, target, paths, families, budget=discovery.budget,
+                                  guided=guided, rows=rows, progress=show), rows
+
+        # Rows join the report in target order, however the threads finished.
+        for (target, _), (exploration, rows) in zip(explored, self._map(explored, work),
+                                                     strict=True):
+            report.explorations[target] = exploration
+            report.rows += rows
+        named = {family.name: family for family in families}
+        for exploration in report.explorations.values():
+            for finding in exploration.cliffs:
+                self._chart(finding, named.get(finding.family))
+
+    def _map(self, items: list[Any], work: Callable[[Any, Isolator], Any]) -> list[Any]:
+        """``work`` on every item: in this thread with the run's isolator (one job), else
+        on ``jobs`` threads of isolators sharing the cells' caches."""
+        if self.jobs == 1 or len(items) <= 1:
+            return [work(item, self.isolator) for item in items]
+        return map_isolated(items, work, min(self.jobs, len(items)), mode=self.isolator.mode)
+
+    def _chart(self, finding: CliffFinding, family: Family | None) -> None:
+        """The cliff plot's series: every target's first output (and the reference's)
+        at the probes nearest the bracket, on the cliff's conversion path."""
+        if not isinstance(family, ParametricFamily):
+            return
+        finding.chart_x = chart_points(finding.cliff)
+        npzs = [self.cells.save_inputs(family.inputs_at(x).arrays) for x in finding.chart_x]
+        for target in self.targets:
+            paths = self.cells.paths_of(target)
+            if isinstance(paths, Verdict) or not {finding.path, ""} & set(paths):
+                continue
+            self.progress(f"charting the {finding.family} cliff on {target}")
+            path = finding.path if finding.path in paths else ""
+            runs = [self.cells.run(target, path, npz)[1] for npz in npzs]
+            finding.series[target] = [first_value(arrays) for arrays in runs]
+            finding.series.setdefault("reference", [first_value(a, "ref:") for a in runs])
 
 
 def guided_boundaries(cells: Cells, targets: list[str]) -> list[Boundary]:
@@ -239,3 +290,10 @@ def guided_boundaries(cells: Cells, targets: list[str]) -> list[Boundary]:
     program = load_program(cells.program(chosen[0], paths[0]))
     boundaries = {round(p.magnitude, 9): p.boundary() for p in guided_probes(program)}
     return list(boundaries.values())
+
+
+def chart_points(cliff: Cliff) -> list[float]:
+    """The x values of the cliff's probes nearest its bracket, ascending."""
+    xs = sorted({float(p["x"]) for p in cliff.probes} | {cliff.lo, cliff.hi})
+    nearest = sorted(xs, key=lambda x: min(abs(x - cliff.lo), abs(x - cliff.hi)))
+    return sorted(nearest[:CHART_POINTS])

@@ -97,6 +97,11 @@ class CliffFinding:
     each side, every probe, and the boundary theory predicts when a guided probe lies
     near; ``spent`` counts the fresh predictions the localization cost (probes answered
     by earlier exploration are free).
+
+    ``series`` is what the report's cliff plot draws: the first output of every target
+    of the run (and of the reference, under ``reference``) at the probes nearest the
+    bracket, ``chart_x``, on the same conversion path — charting predictions, not
+    counted in ``spent``.
     """
 
     family: str
@@ -105,6 +110,8 @@ class CliffFinding:
     path: str
     cliff: Cliff
     spent: int
+    chart_x: list[float] = field(default_factory=list)
+    series: dict[str, list[float | None]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -113,12 +120,14 @@ class CliffFinding:
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "signature": self.signature, "culprit": self.culprit,
                 "path": self.path, "cliff": self.cliff.to_dict(), "spent": self.spent,
-                "complete": self.complete}
+                "complete": self.complete, "chart_x": self.chart_x, "series": self.series}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CliffFinding:
         return cls(data["family"], data["signature"], data["culprit"], data["path"],
-                   Cliff.from_dict(data["cliff"]), int(data["spent"]))
+                   Cliff.from_dict(data["cliff"]), int(data["spent"]),
+                   [float(x) for x in data.get("chart_x", [])],
+                   {k: list(v) for k, v in data.get("series", {}).items()})
 
 
 @dataclass

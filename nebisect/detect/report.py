@@ -9,11 +9,19 @@ length) and ``explored``: the exploration's rows stay in ``--json``, not in this
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from typing import Any
 
-from nebisect.report.payload import NamedVerdict, ReportPayload, RunMatrix, Table
+from nebisect.report.payload import (
+    CliffSweep,
+    Divergence,
+    NamedVerdict,
+    ReportPayload,
+    RunMatrix,
+    Table,
+)
 from nebisect.verdict import placement_summary
 
 ROW_COLUMNS = ["target", "length", "status", "signature", "attribution", "max ULP", "max abs",
@@ -54,14 +62,57 @@ def run_payload(result: Any) -> ReportPayload:
             "lengths": list(dict.fromkeys(row.length for row in rows)),
             "verdicts": dict(sorted(statuses.items())),
             "result": "failures found" if any(r.verdict.failed for r in rows) else "all pass",
+            **{f"{part} s": round(seconds, 2)
+               for part, seconds in getattr(result, "timings", {}).items()},
         },
         verdicts=[NamedVerdict(f"{_where(row)} {_column(row)}", row.verdict, group=row.target)
                   for row in rows],
         matrices=[matrix],
+        sweeps=[sweep for group in getattr(result, "groups", ())
+                for finding in group.cliffs if (sweep := _cliff_sweep(group, finding))],
+        divergences=[_divergence(group) for group in getattr(result, "groups", ())
+                     if group.culprit is not None and group.culprit.ops],
         tables=[Table("rows", ROW_COLUMNS, table_rows)]
         + ([Table("conversions", ["precision", "status", "signature", "message"],
                   conversions)] if conversions else []),
     )
+
+
+def _cliff_sweep(group: Any, finding: Any) -> CliffSweep | None:
+    """The model-level cliff plot: every target's output against the family's parameter
+    (None when the cliff was not charted)."""
+    series = {name: [_value(v) for v in values] for name, values in finding.series.items()}
+    if group.target not in series:
+        return None
+    cliff = finding.cliff
+    predicted = cliff.predicted
+    where = f"{group.target} [{group.path}]" if group.path else group.target
+    return CliffSweep(
+        title=f"{finding.family} cliff, {group.signature} on {where}",
+        x=list(finding.chart_x), output=series.pop(group.target),
+        reference=series.pop("reference", [math.nan] * len(finding.chart_x)),
+        target=group.target, bracket=[cliff.lo, cliff.hi],
+        bracket_outputs=[_value(cliff.lo_output), _value(cliff.hi_output)],
+        predicted_boundary=None if predicted is None else float(predicted["value"]),
+        predicted_label="" if predicted is None else str(predicted["label"]),
+        predictions=finding.spent, x_label=f"{finding.family} parameter x",
+        y_label="first output", series=series,
+    )
+
+
+def _divergence(group: Any) -> Divergence:
+    """The per-op divergence chart of one failure group, its culprit marked."""
+    culprit = group.culprit
+    where = f"{group.target} [{group.path}]" if group.path else group.target
+    return Divergence(
+        title=f"{group.attribution} at {culprit.describe()}: {group.signature} on {where}",
+        ops=list(culprit.ops), first_divergent=culprit.op, target=group.target,
+        unit=f"ULP at {group.target}",
+    )
+
+
+def _value(value: Any) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _where(row: Any) -> str:

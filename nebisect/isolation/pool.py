@@ -12,6 +12,7 @@ isolator closed before the exception goes on.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +24,12 @@ from nebisect.isolation.isolator import Isolator
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def map_isolated(

@@ -93,7 +93,9 @@ class CliffSweep(_Record):
 
     ``bracket`` is the pair of adjacent fp16 values the transition lies between,
     ``bracket_outputs`` the target's output at each; ``predicted_boundary`` is the
-    analytic overflow point (e.g. log(65504/32)) named by ``predicted_label``.
+    analytic overflow point (e.g. log(65504/32)) named by ``predicted_label``;
+    ``series`` the outputs of other targets at the same ``x`` (``run``'s cliff plot
+    draws one line per target).
     """
 
     title: str
@@ -109,9 +111,11 @@ class CliffSweep(_Record):
     predictions: int | None = None
     x_label: str = "x"
     y_label: str = "output"
+    series: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not len(self.x) == len(self.output) == len(self.reference):
+        lengths = {len(self.output), len(self.reference), *map(len, self.series.values())}
+        if lengths != {len(self.x)}:
             raise ValueError("a sweep needs as many outputs and references as x values")
         if self.bracket is not None and len(self.bracket) != 2:
             raise ValueError("a cliff bracket is two x values")
@@ -125,6 +129,7 @@ class CliffSweep(_Record):
             if values.get(key) is not None:
                 values[key] = _numbers(values[key])
         values["predicted_boundary"] = _optional(values.get("predicted_boundary"))
+        values["series"] = {k: _numbers(v) for k, v in values.get("series", {}).items()}
         return cls(**values)
 
 

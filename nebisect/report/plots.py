@@ -16,12 +16,15 @@ import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html import escape
 from typing import Any
 
 import numpy as np
 
 from nebisect.report.payload import CliffSweep, Divergence, RunMatrix
 
+#: the colours of a sweep's further series (one per target), after its own output's blue
+_SERIES_COLORS = ("#e65100", "#2e7d32", "#6a1b9a", "#00838f", "#ad1457", "#5d4037")
 STATUS_COLORS = {
     "pass": "#2e7d32",
     "mismatch": "#e65100",
@@ -46,8 +49,12 @@ def _figure(size: tuple[float, float]) -> Iterator[Any]:
         yield figure
 
 
-def _svg(figure: Any, element_id: str) -> str:
-    """The figure's SVG element, every internal id prefixed with ``element_id``."""
+def _svg(figure: Any, element_id: str, title: str = "") -> str:
+    """The figure's SVG element, every internal id prefixed with ``element_id``.
+
+    Its text is drawn as paths, so ``title`` (escaped; names come from user models)
+    becomes the SVG's ``<title>``: what a screen reader says and a search finds.
+    """
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
@@ -55,9 +62,13 @@ def _svg(figure: Any, element_id: str) -> str:
     text = re.sub(r'\bid="([^"]+)"', rf'id="{element_id}-\1"', text)
     text = re.sub(r'href="#([^"]+)"', rf'href="#{element_id}-\1"', text)
     text = re.sub(r"url\(#([^)]+)\)", rf"url(#{element_id}-\1)", text)
-    return re.sub(
+    text = re.sub(
         r"<svg ", f'<svg id="{element_id}-svg" class="plot-svg" role="img" ', text, count=1
     )
+    if not title:
+        return text
+    opened = text.index(">", text.index("<svg")) + 1
+    return f"{text[:opened]}\n <title>{escape(title)}</title>{text[opened:]}"
 
 
 def cliff_sweep_svg(sweep: CliffSweep, element_id: str) -> str:
@@ -70,9 +81,15 @@ def cliff_sweep_svg(sweep: CliffSweep, element_id: str) -> str:
         ax.plot(x, ref, color="#616161", linestyle="--", linewidth=1.4,
                 label=f"reference ({sweep.reference_target})")
         finite = np.isfinite(out)
-        ax.plot(np.where(finite, x, np.nan), np.where(finite, out, np.nan), color="#1565c0",
-                linewidth=1.6, marker="." if x.size <= 200 else None, markersize=3,
-                label=f"output ({sweep.target or 'target'})")
+        line, = ax.plot(np.where(finite, x, np.nan), np.where(finite, out, np.nan),
+                        color="#1565c0", linewidth=1.6, marker="." if x.size <= 200 else None,
+                        markersize=3, label=f"output ({sweep.target or 'target'})")
+        line.set_gid("series-0")
+        for k, (name, values) in enumerate(sweep.series.items()):
+            line, = ax.plot(x, np.asarray(values, dtype=np.float64), linewidth=1.2,
+                            marker=".", markersize=4, color=_SERIES_COLORS[k % 6],
+                            label=f"output ({name})")
+            line.set_gid(f"series-{k + 1}")
         if not finite.all():
             floor = float(np.nanmin(np.where(np.isfinite(ref), ref, np.nan), initial=0.0))
             ax.plot(x[~finite], np.full(int((~finite).sum()), floor), "x", color="#c62828",
@@ -91,7 +108,15 @@ def cliff_sweep_svg(sweep: CliffSweep, element_id: str) -> str:
         ax.set_title(sweep.title)
         ax.grid(True, alpha=0.3)
         ax.legend(loc="best", fontsize=8)
-        return _svg(figure, element_id)
+        return _svg(figure, element_id, _sweep_title(sweep))
+
+
+def _sweep_title(sweep: CliffSweep) -> str:
+    """The plot's title, its series and its bracket (exact values) as one line."""
+    facts = [sweep.title, "series: " + ", ".join([sweep.target or "target", *sweep.series])]
+    if sweep.bracket is not None:
+        facts.append("fp16 bracket {!r} | {!r}".format(*map(float, sweep.bracket)))
+    return "; ".join(facts)
 
 
 def divergence_svg(divergence: Divergence, element_id: str) -> str:
@@ -132,7 +157,8 @@ def divergence_svg(divergence: Divergence, element_id: str) -> str:
         if divergence.threshold is not None:
             ax.legend(loc="upper right", fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
-        return _svg(figure, element_id)
+        shown = f"first divergence: {first.name} ({first.op_type})" if first else "no divergence"
+        return _svg(figure, element_id, f"{divergence.title}; {shown}")
 
 
 def matrix_svg(matrix: RunMatrix, element_id: str) -> str:

@@ -18,7 +18,8 @@ report.json, schema version 1 — one object:
 ``tables``            [{title, columns: [str], rows: [[cell]]}]
 ``sweeps``            cliff sweeps: {title, x, output, reference: [number], target,
                       reference_target, bracket: [lo, hi] | null, bracket_outputs,
-                      predicted_boundary, predicted_label, predictions, x_label, y_label}
+                      predicted_boundary, predicted_label, predictions, x_label, y_label,
+                      series: {target: [number]} — other targets' outputs at x}
 ``divergences``       first-divergence charts: {title, ops: [{index, name, op_type,
                       error, passed}], first_divergent, target, unit, threshold,
                       evaluations}
@@ -95,7 +96,8 @@ REPORT_SCHEMA: dict[str, Any] = {
                  "predicted_boundary": _OPTIONAL_NUMBER,
                  "predicted_label": {"type": "string"},
                  "predictions": {"type": ["integer", "null"]},
-                 "x_label": {"type": "string"}, "y_label": {"type": "string"}},
+                 "x_label": {"type": "string"}, "y_label": {"type": "string"},
+                 "series": {"type": "object", "additionalProperties": _NUMBERS}},
                 ["title", "x", "output", "reference"],
             )},
             "divergences": {"type": "array", "items": _object(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 PATHS = ("export", "trace")
 #: The ``setup`` entry that installs nebisect's converter overrides in the child.
 OVERRIDES_SETUP = "nebisect.fixes.converter_compat:install"
+#: what the conversion template imports (and rehearses) once before forking
+CONVERSION_PRELOAD = ("numpy", "torch", "coremltools", "nebisect.sources.warm")
 _PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 
 
@@ -281,12 +284,27 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
                       deployment: str) -> Verdict:
     from nebisect.isolate import Job
 
+    # Fork mode: the template has imported torch and coremltools and rehearsed a
+    # conversion (nebisect.sources.warm) once; each conversion is a fork of it. Where
+    # the isolator spawns (macOS: forking after Core ML loaded aborts the child), every
+    # conversion is a fresh interpreter and the verdict says why.
     job = Job(
         function="nebisect.sources.convert:convert_job",
         payload={"source": source.location, "precision": conversion_precision(precision),
                  **where, "setup": list(setup), "deployment_target": deployment},
         stage="convert",
         timeout=timeout,
-        preload=("numpy", "torch", "coremltools"),
+        preload=CONVERSION_PRELOAD,
     )
-    return isolator.run(job).verdict
+    verdict = isolator.run(job).verdict
+    verdict.metrics["template"] = conversion_template(isolator.mode)
+    return verdict
+
+
+def conversion_template(mode: str) -> str:
+    """``warm`` when conversions fork from the warm template, else why they do not."""
+    from nebisect.isolation.isolator import refused_mode
+
+    if mode == "fork":
+        return "warm"
+    return refused_mode("fork", sys.platform) or f"isolation mode {mode}: a fresh process"

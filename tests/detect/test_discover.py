@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -184,6 +185,22 @@ def test_same_seed_same_findings(package: Path) -> None:
     assert len([r for r in first[1]["rows"] if r["explored"]]) == 14
 
 
+def test_parallel_exploration_finds_what_one_job_finds(package: Path) -> None:
+    """Targets explored on two threads: the same rows, in the same order, and groups."""
+    args = (str(package), "-t", "sim:fp16", "-t", "sim:ane", "--budget", "10")
+    (one_code, one), (two_code, two) = _json(*args, "--jobs", "1"), _json(*args, "--jobs", "2")
+    assert one_code == two_code == 1
+    assert _findings(one) == _findings(two)
+    assert set(one["explorations"]) == {"sim:fp16", "sim:ane"}
+    assert {"total", "conversion", "predictions", "reference"} <= set(two["timings"])
+
+
+def test_jobs_default_to_the_cores_this_process_may_use() -> None:
+    from nebisect.isolation.pool import default_jobs
+
+    assert default_jobs() == len(os.sched_getaffinity(0))
+
+
 def test_explore_none_is_todays_matrix(package: Path) -> None:
     """The rows the base commit's ``run`` made for this package: one per target, no
     example (a package has none), no explored rows, no groups beyond the matrix's."""
@@ -211,6 +228,7 @@ def test_list_families() -> None:
         (["--convert", "onnx"], "--convert 'onnx': one of export, trace, both"),
         (["--families", "const,nope"], "unknown value family 'nope'"),
         (["--explore", "deep"], "--explore 'deep': one of auto, none"),
+        (["--jobs", "0"], "--jobs 0: give at least 1"),
     ],
 )
 def test_bad_discovery_options_are_one_line_exit_2(package: Path, args: list[str],

@@ -71,6 +71,7 @@ def lse_sweep(points: int = 241) -> CliffSweep:
         bracket_outputs=[cliff.lo_output, cliff.hi_output],
         predicted_boundary=BOUNDARY, predicted_label="log(65504/32)",
         predictions=cliff.predictions, x_label="x (every channel)",
+        series={"sim:fp16": [_predict(program, x, "fp16", None) for x in xs]},
     )
 
 
