@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from cluster_support import (
     descendants,
@@ -32,6 +33,7 @@ from cluster_support import (
 )
 from corpus_helpers import add, filled, lse_package
 
+from nebisect.case import save_npz
 from nebisect.corpus import Corpus, Expected
 from nebisect.executors.cluster import ClusterExecutor
 from nebisect.guard.replay import ReplayResult, replay
@@ -174,12 +176,50 @@ def test_models_are_shipped_once_per_worker(cluster: Any) -> None:
     assert executor.shipped and set(executor.shipped.values()) == {1}
 
 
-def test_an_unreachable_scheduler_is_one_line_and_exit_2() -> None:
+def without_timings(report: dict[str, Any]) -> dict[str, Any]:
+    """A run's JSON report without what differs between two runs of the same cells:
+    timings, and the worker a verdict names when it ran on a cluster."""
+    for row in report["rows"]:
+        row["verdict"].pop("timings")
+        row["verdict"]["provenance"].pop("worker", None)
+    for verdict in report["conversions"].values():
+        verdict.pop("timings")
+        for attempt in verdict["metrics"]["attempts"]:
+            attempt.pop("seconds")
+    return report
+
+
+def test_run_through_the_cluster_finds_what_it_finds_locally(cluster: Any, tmp_path: Path
+                                                             ) -> None:
+    """The matrix cells and the attribution probes go to the workers; the matrix, the
+    attributions and the groups are the local run's."""
+    local, client, _ = cluster
+    inputs = tmp_path / "x_7p7.npz"
+    save_npz(inputs, {"x": np.full((1, 1, 8, 8), 7.7, np.float32)})
+    args = ("run", "examples/logsumexp_ne.py:model", "--explore", "none", "--inputs",
+            str(inputs), "--json")
+    here = cli(*args)
+    there = cli(*args, "--cluster", local.scheduler_address)
+    assert here.returncode == there.returncode == 1, there.stderr
+    remote = json.loads(there.stdout)
+    ran_on = {r["verdict"]["provenance"]["worker"] for r in remote["rows"]}
+    assert ran_on and ran_on <= set(worker_pids(client))
+    assert without_timings(remote) == without_timings(json.loads(here.stdout))
+    assert [(g["target"], g["path"], g["signature"], g["culprit"]["op_type"])
+            for g in remote["groups"]] == [
+        ("sim:ane", "export", "mismatch:collapse", "reduce_log_sum_exp"),
+        ("sim:ane", "trace", "mismatch:collapse", "reduce_log_sum_exp")]
+    assert len(remote["rows"]) == 8
+
+
+@pytest.mark.parametrize("command", [("replay", "corpus"),
+                                     ("run", "examples/logsumexp_ne.py:model")])
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(command: tuple[str, str]) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     started = time.monotonic()
-    result = cli("replay", "corpus", "--cluster", f"tcp://127.0.0.1:{port}",
+    result = cli(*command, "--cluster", f"tcp://127.0.0.1:{port}",
                  NEBISECT_CLUSTER_TIMEOUT="2")
     assert result.returncode == 2
     assert result.stderr.startswith(

@@ -16,6 +16,7 @@ from rich.console import Console
 from nebisect.case import INPUTS_LIMIT_HELP
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
+from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 from nebisect.sources.inputs import DEFAULT_LENGTHS
 
@@ -147,6 +148,8 @@ def run(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
     report: Path = typer.Option(None, "--report", help="Write report.json/report.html here."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Matrix cells evaluated in parallel."),
+    cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
 ) -> None:
     """Run every prediction in a fresh process on each target and compare with a float64
     reference; say where a divergence enters (conversion, precision, device).
@@ -167,6 +170,7 @@ def run(
     """
     from nebisect.detect.discover import Discovery
     from nebisect.detect.matrix import MatrixRunner
+    from nebisect.executors import open_executor
     from nebisect.isolate import Isolator
     from nebisect.report.outputs import output_directory
     from nebisect.sources.deployment import check_deployment
@@ -188,7 +192,8 @@ def run(
     if report:
         output_directory(report, "--report")
     console = Console(stderr=True)
-    with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator:
+    with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator, \
+            open_executor(cluster, jobs) as executor:
         plugins = use_plugins(plugin or [], timeout=timeouts.load, isolator=isolator)
         targets = list(target or default_targets())
         for spec in [*targets, *([reference] if reference else [])]:
@@ -205,6 +210,7 @@ def run(
                 convert=_converter(converter_overrides, paths,
                                      deployment_target), plugins=plugins,
                 progress=lambda msg: status.update(msg), paths=paths, discovery=discovery,
+                executor=executor,
             )
             try:
                 result = runner.run(chosen_lengths, str(inputs) if inputs else "")
