@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,9 +49,10 @@ def replay(
     cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
     devices: str = typer.Option(
         None, "--devices",
-        help="With --cluster: run every case on each worker matching KEY=GLOB[,KEY=GLOB] "
-        "(keys: family, chip, os, compute_units, coremltools, nebisect; 'all'), judged "
-        "by the case's expectation for that chip family; prints a case × device matrix.",
+        help="With --cluster: run every case once per device (workers with the same "
+        "facts, advertised as Dask resources) matching KEY=GLOB[,KEY=GLOB] (keys: family, "
+        "chip, os, compute_units, coremltools, nebisect; 'all'), judged by the case's "
+        "expectation for that chip family; prints a case × device matrix.",
     ),
 ) -> None:
     """Run every case in isolation and compare with its expected status.
@@ -122,7 +124,7 @@ def _replay_devices(cases: Sequence[CorpusCase], problems: Sequence[Problem], cl
             matrix = replay_devices(cases, executor, devices, targets=targets,
                                     timeouts=timeouts)
     if as_json:
-        typer.echo(json.dumps({"devices": matrix.devices,
+        typer.echo(json.dumps({"devices": [asdict(d) for d in matrix.devices],
                                "cells": [c.to_dict() for c in matrix.cells]},
                               indent=2, default=str))
     else:
@@ -135,8 +137,8 @@ def _print_matrix(matrix: DeviceMatrix, problems: Sequence[Problem]) -> None:
     console = Console()
     table = Table(title="nebisect replay: case × device")
     table.add_column("case", overflow="fold")
-    for address in matrix.devices:
-        table.add_column(matrix.column(address), overflow="fold")
+    for device in matrix.devices:
+        table.add_column(f"{device.label} ({len(device.workers)} worker(s))", overflow="fold")
     width = len(matrix.devices)
     for start in range(0, len(matrix.cells), width):
         row = matrix.cells[start:start + width]
@@ -146,7 +148,7 @@ def _print_matrix(matrix: DeviceMatrix, problems: Sequence[Problem]) -> None:
     for cell in matrix.cells:
         if cell.outcome != "ok":
             console.print(f"[{_STYLES[cell.outcome]}]{cell.outcome}[/] {cell.label} on "
-                          f"{matrix.column(cell.device['address'])}: {cell.reason}",
+                          f"{cell.device['label']} ({cell.device['address']}): {cell.reason}",
                           highlight=False)
     print_problems(console, problems)
 

@@ -17,6 +17,7 @@ from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
 from nebisect.commands._options import CONVERT_CHOICES, parse_choice, parse_families
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
+from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 from nebisect.sources.inputs import DEFAULT_LENGTHS
 
@@ -128,11 +129,12 @@ def run(
     ),
     jobs: int = typer.Option(
         None, "--jobs", "-j", show_default=False,
-        help="Targets explored in parallel, each in isolated processes of its own "
-        "(default: the cores this process may use).",
+        help="Matrix cells and targets' explorations evaluated in parallel, each in "
+        "isolated processes of its own (default: the cores this process may use).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
     report: Path = typer.Option(None, "--report", help="Write report.json/report.html here."),
+    cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
 ) -> None:
     """Run every prediction in a fresh process on each target and compare with a float64
     reference; say where a divergence enters (conversion, precision, device).
@@ -153,6 +155,7 @@ def run(
     """
     from nebisect.detect.discover import Discovery
     from nebisect.detect.matrix import MatrixRunner
+    from nebisect.executors import open_executor
     from nebisect.isolate import Isolator
     from nebisect.isolation.pool import default_jobs
     from nebisect.report.outputs import output_directory
@@ -179,7 +182,8 @@ def run(
     if report:
         output_directory(report, "--report")
     console = Console(stderr=True)
-    with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator:
+    with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator, \
+            open_executor(cluster, jobs) as executor:
         plugins = use_plugins(plugin or [], timeout=timeouts.load, isolator=isolator)
         targets = list(target or default_targets())
         for spec in [*targets, *([reference] if reference else [])]:
@@ -197,6 +201,7 @@ def run(
                                      deployment_target), plugins=plugins,
                 progress=lambda msg: status.update(msg), paths=paths, discovery=discovery,
                 jobs=jobs,
+                executor=executor,
             )
             try:
                 result = runner.run(chosen_lengths, str(inputs) if inputs else "")

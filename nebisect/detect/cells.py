@@ -156,6 +156,15 @@ class Cells:
         return Case(location, kind, target, inputs_path=npz, model_sha256=model_hash,
                     inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
 
+    def cached(self, key: tuple[str, str, str]) -> bool:
+        """Has the cell (target, path, inputs file) been evaluated?"""
+        return key in self._runs
+
+    def store(self, key: tuple[str, str, str], verdict: Verdict,
+              arrays: dict[str, np.ndarray]) -> None:
+        """A cell's verdict and outputs evaluated elsewhere (:mod:`nebisect.detect.remote`)."""
+        self._runs[key] = verdict, arrays
+
     def run(self, target: str, path: str, npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
         """The verdict of one cell and its outputs (``out:``/``ref:`` arrays), cached."""
         key = (target, path, npz)
@@ -207,13 +216,27 @@ class Cells:
         fp16_ok = self._probe(PRECISION_PROBE, path, npz, same)
         return attribute(target, verdict, exact_ok, fp16_ok)
 
-    def _probe(self, target: str, path: str, npz: str, same: str | None = None) -> bool | None:
-        """Does ``target`` pass this cell — or, given ``same``, not fail with that
-        signature (None: it was not judged)?"""
+    def probe_keys(self, path: str, npz: str) -> list[tuple[str, str, str]]:
+        """The cells :meth:`attribution` may evaluate for a failing cell on ``path``."""
+        probes = [EXACT_PROBE, PRECISION_PROBE] if self.source.kind == "torch" else [
+            PRECISION_PROBE]
+        found = [(probe, self.probe_path(probe, path), npz) for probe in probes]
+        return [(probe, p, npz) for probe, p, npz in found if p is not None]
+
+    def probe_path(self, target: str, path: str) -> str | None:
+        """The path ``target``'s probe of a cell on ``path`` runs (None: it cannot)."""
         paths = self.paths_of(target)
         if isinstance(paths, Verdict) or (path not in paths and paths != [""]):
             return None
-        verdict, _ = self.run(target, path if paths != [""] else "", npz)
+        return path if paths != [""] else ""
+
+    def _probe(self, target: str, path: str, npz: str, same: str | None = None) -> bool | None:
+        """Does ``target`` pass this cell — or, given ``same``, not fail with that
+        signature (None: it was not judged)?"""
+        probe_path = self.probe_path(target, path)
+        if probe_path is None:
+            return None
+        verdict, _ = self.run(target, probe_path, npz)
         if verdict.status == "skipped" or reference_failure(verdict):
             return None
         return not verdict.failed or (same is not None and verdict.signature != same)

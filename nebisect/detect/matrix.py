@@ -43,6 +43,8 @@ from nebisect.detect.families import Family, InputSet, ParametricFamily, build
 from nebisect.detect.findings import FailureGroup, Row, group_failures
 from nebisect.detect.inputsets import base_input_sets, model_inputs
 from nebisect.detect.records import CliffFinding, Exploration
+from nebisect.detect.remote import run_cells
+from nebisect.executors import Executor
 from nebisect.fuzz.cliff import Boundary, Cliff
 from nebisect.isolate import Isolator
 from nebisect.isolation.pool import map_isolated
@@ -127,6 +129,9 @@ class MatrixRunner:
     package}, verdict) (``nebisect.sources.convert.convert_paths``) for torch sources.
     ``plugins`` are described in isolated children (never imported here) and named in
     every case, whose child imports them. ``discovery`` None turns exploration off.
+    ``executor`` (:mod:`nebisect.executors`) evaluates the matrix's cells and the
+    attribution probes of its failing ones in batches (:mod:`nebisect.detect.remote`);
+    without one, and for exploration and culprits, cells run here one by one.
     ``report`` is the report being filled: after an interruption, it holds the rows
     evaluated until then. ``jobs`` targets are explored at once, each thread with an
     isolator of its own (:func:`~nebisect.isolation.pool.map_isolated`).
@@ -144,6 +149,7 @@ class MatrixRunner:
     paths: tuple[str, ...] = PATHS
     discovery: Discovery | None = None
     jobs: int = 1
+    executor: Executor | None = None
     report: RunReport = field(init=False)
     cells: Cells = field(init=False)
 
@@ -160,9 +166,11 @@ class MatrixRunner:
         report = self.report = RunReport(self.source.location, self.reference)
         discovery = self.discovery
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
-        npzs = {}
+        npzs = {s.label: self.cells.save_inputs(s.arrays) for s in sets}
+        self._on_executor([(target, path, npz) for npz in npzs.values()
+                           for target in self.targets for path in self._converted(target)])
         for input_set in sets:
-            npz = npzs[input_set.label] = self.cells.save_inputs(input_set.arrays)
+            npz = npzs[input_set.label]
             # Rows go into the report as they finish, so an interrupted run keeps them.
             first = len(report.rows)
             for target in self.targets:
@@ -178,6 +186,17 @@ class MatrixRunner:
         report.regroup()
         report.timings = {"total": time.perf_counter() - started, **self.cells.seconds()}
         return report
+
+    def _converted(self, target: str) -> list[str]:
+        """The conversion paths ``target``'s cells run (none when none converts)."""
+        paths = self.cells.paths_of(target)
+        return [] if isinstance(paths, Verdict) else paths
+
+    def _on_executor(self, keys: list[tuple[str, str, str]]) -> None:
+        """Evaluate these cells on the executor, if the run has one (else, one by one
+        as the rows ask for them)."""
+        if self.executor is not None:
+            run_cells(self.cells, keys, self.executor, self.progress)
 
     def _rows(self, target: str, input_set: InputSet, npz: str) -> list[Row]:
         """One row per conversion path of ``target`` (one convert-error row if none)."""
@@ -210,6 +229,10 @@ class MatrixRunner:
 
     def _attribute(self, report: RunReport, npzs: dict[str, str]) -> None:
         """Fill attribution and culprit of every failing matrix row."""
+        failing = [r for r in report.rows if r.verdict.failed and r.role == "target"
+                   and r.verdict.stage != "convert"]
+        self._on_executor([key for r in failing
+                           for key in self.cells.probe_keys(r.path, npzs[r.input_set.label])])
         for row in report.rows:
             if not row.verdict.failed or row.role != "target":
                 continue

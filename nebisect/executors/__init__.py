@@ -1,6 +1,6 @@
 """Executors: where independent units of work run — here, or on a Dask cluster (DESIGN §11).
 
-``replay``, ``fix verify`` and ``fuzz`` describe their work as :class:`Unit` records (a
+``run``, ``replay``, ``fix verify`` and ``fuzz`` describe their work as :class:`Unit` records (a
 registered kind, a JSON payload, files by sha256) and hand them to an executor:
 
 * :class:`~nebisect.executors.local.LocalExecutor` (default) — a thread pool of
@@ -14,7 +14,8 @@ kind's handler returned (or an error, e.g. two workers died under it) and its
 attempts. Nothing but JSON and file bytes crosses the wire; Dask itself is imported
 only when ``--cluster`` is used (a missing Dask is a one-line error then).
 
-Adopting it in another command (e.g. ``run``'s matrix cells):
+Adopting it in another command (as ``run``'s matrix cells did,
+:mod:`nebisect.detect.remote`):
 
 1. write a handler ``cell_unit(payload, root, workdir, isolator) -> dict`` next to the
    code that evaluates a cell, taking everything from the JSON ``payload`` and the

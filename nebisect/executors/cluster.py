@@ -7,9 +7,11 @@ those blobs were pushed there. Dask reschedules a unit whose worker died; the wo
 that runs the retry reports the attempts that died, and a third start is refused, so
 every unit ends with exactly one result that lists its attempts.
 
-A unit pinned to a device (``pins``, from ``--devices``) may only run there: if every
-worker it may use leaves the cluster, it ends as an error naming them instead of
-waiting for a machine that is gone.
+A unit for one device (``resources``, from ``--devices``: the Dask worker resources
+its facts advertise, :mod:`nebisect.executors.devices`) runs only on a worker that has
+them — the scheduler enforces it, also for a retry. If no worker with them is left in
+the cluster, it ends as an error naming them instead of waiting for a machine that is
+gone.
 
 An interruption (Ctrl-C, SIGTERM: a ``KeyboardInterrupt`` in the main thread) cancels
 the futures and tells every worker to cancel the run, which kills its cases in flight.
@@ -29,6 +31,7 @@ from typing import Any
 
 from nebisect.errors import NebisectError
 from nebisect.executors import worker
+from nebisect.executors.devices import fact_resources
 from nebisect.executors.units import Attempt, Unit, UnitResult
 
 #: seconds to wait for the scheduler before "cannot reach" (exit 2);
@@ -77,19 +80,23 @@ class ClusterExecutor:
             self.client.close()
 
     def workers(self) -> dict[str, dict[str, str]]:
-        """Every worker's address and device facts."""
+        """The address and device facts of every worker that advertises them as resources
+        (a unit asking for a device's resources could never run on one that does not)."""
         facts: dict[str, dict[str, str]] = self.client.run(worker.facts)
-        return facts
+        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        return {address: found for address, found in facts.items()
+                if set(fact_resources(found)) <= set(info[address].get("resources") or {})}
 
     def map(
         self,
         units: Sequence[Unit],
         on_result: Callable[[int, UnitResult], None] | None = None,
         *,
-        pins: Sequence[Sequence[str]] | None = None,
+        resources: Sequence[dict[str, float]] | None = None,
     ) -> list[UnitResult]:
-        """Every unit's result in unit order; ``pins[i]`` restricts unit i to workers."""
-        run = _Run(self, units, pins)
+        """Every unit's result in unit order; unit i runs only on workers that have
+        ``resources[i]``."""
+        run = _Run(self, units, resources)
         try:
             return run.wait(on_result)
         except BaseException:
@@ -104,9 +111,9 @@ class _Run:
     """One :meth:`ClusterExecutor.map`: its futures, and what each unit still lacks."""
 
     def __init__(self, executor: ClusterExecutor, units: Sequence[Unit],
-                 pins: Sequence[Sequence[str]] | None) -> None:
+                 resources: Sequence[dict[str, float]] | None) -> None:
         self.client, self.mode, self.shipped = executor.client, executor.mode, executor.shipped
-        self.units, self.pins = units, pins
+        self.units, self.resources = units, resources
         self.run_id = uuid.uuid4().hex[:12]
         self.manifests = [unit.manifest() for unit in units]
         # Futures land here as they finish (callbacks run in the client's thread); the
@@ -114,15 +121,20 @@ class _Run:
         self.done: queue.Queue[Any] = queue.Queue()
         self.futures: dict[Any, tuple[int, int]] = {}
         for index in range(len(units)):
-            self._submit(index, 0, list(pins[index]) if pins else None)
+            self._submit(index, 0, None)
 
-    def _submit(self, index: int, rounds: int, workers: list[str] | None,
-                loose: bool = False) -> None:
-        unit = self.units[index]
+    def _submit(self, index: int, rounds: int, prefer: str | None) -> None:
+        """Submit unit ``index``, preferring the worker ``prefer`` (its blobs were pushed
+        there). Not a unit for a device: Dask lets a task with loose restrictions run
+        on a worker without its resources, so that one goes wherever the scheduler has
+        a worker of the device (one without the blobs asks for them in turn)."""
+        unit, resources = self.units[index], self.resources[index] if self.resources else None
+        workers = [prefer] if prefer is not None and resources is None else None
         future = self.client.submit(
             worker.run_unit, unit.to_json(self.manifests[index]),
             self.run_id, index, self.mode, key=f"nebisect-{self.run_id}-{index}-{rounds}",
-            workers=workers, allow_other_workers=loose, pure=False,
+            workers=workers, allow_other_workers=workers is not None, pure=False,
+            resources=resources,
         )
         self.futures[future] = (index, rounds)
         future.add_done_callback(self.done.put)
@@ -156,9 +168,7 @@ class _Run:
                 return index, UnitResult(None, [Attempt(address, "error", "blobs missing")],
                                          f"worker {address} keeps losing the unit's files")
             self._push(index, address, body["missing"])
-            pinned = list(self.pins[index]) if self.pins else None
-            self._submit(index, rounds + 1, [address] if pinned is None else pinned,
-                         loose=pinned is None)
+            self._submit(index, rounds + 1, address)
             return index, None
         if "lost" in body:
             attempts = [Attempt(w, "lost", "worker died mid-unit") for w in body["lost"]]
@@ -187,19 +197,21 @@ class _Run:
             self.shipped.update((address, digest) for digest in blobs)
 
     def _orphaned(self) -> list[tuple[int, UnitResult | None]]:
-        """Pinned units none of whose workers is still in the cluster: an error each."""
-        if not self.pins:
+        """Units for a device no worker of the cluster has (any more): an error each."""
+        if not self.resources:
             return []
-        present = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        present = [set(info.get("resources") or {}) for info in
+                   self.client.scheduler_info(n_workers=-1)["workers"].values()]
         ended: list[tuple[int, UnitResult | None]] = []
         for future, (index, _) in list(self.futures.items()):
-            allowed = set(self.pins[index])
-            if not allowed & present:
+            wanted = set(self.resources[index])
+            if not any(wanted <= have for have in present):
                 self.futures.pop(future)
                 future.cancel()
-                gone = ", ".join(sorted(allowed))
+                gone = " ".join(sorted(wanted))
                 ended.append((index, UnitResult(None, [Attempt(gone, "lost", "left")],
-                                                f"worker {gone} left the cluster")))
+                                                f"no worker with {gone} is left in the "
+                                                "cluster")))
         return ended
 
     def cancel(self) -> None:

@@ -38,7 +38,10 @@ UNIT_KINDS = {
     "replay": "nebisect.guard.replay:replay_unit",
     "verify": "nebisect.guard.verify:verify_unit",
     "fuzz": "nebisect.fuzz.session:fuzz_unit",
+    "run-cell": "nebisect.detect.remote:cell_unit",
 }
+#: the signature of a unit no attempt finished (its workers died, its handler raised)
+LOST_SIGNATURE = "error:executor:no verdict"
 
 Handler = Callable[[dict[str, Any], Path, Path, "Isolator"], dict[str, Any]]
 

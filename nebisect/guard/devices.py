@@ -1,9 +1,11 @@
 """A replay over a device matrix: every case on every selected worker of a cluster.
 
 ``replay --cluster ADDR --devices SELECTOR`` picks workers by their advertised facts
-(:mod:`nebisect.executors.devices`), runs each case once on each of them (the unit is
-pinned to that worker: a result from another chip would be a wrong cell), and judges
-each cell against the case's expectation for that worker's chip family
+and groups them into devices (workers with the same facts,
+:mod:`nebisect.executors.devices`), runs each case once per device (the unit asks for
+the device's Dask resources, so the scheduler runs it on one of that device's workers
+only: a result from another chip would be a wrong cell), and judges each cell against
+the case's expectation for that device's chip family
 (:meth:`~nebisect.corpus.record.Expected.for_chip`): a case may be ``failing`` on M1
 and ``fixed`` on M4.
 """
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 
 from nebisect.corpus.store import CorpusCase
 from nebisect.executors.cluster import ClusterExecutor
-from nebisect.executors.devices import select
+from nebisect.executors.devices import Device, select
 from nebisect.executors.units import UnitResult
 from nebisect.guard.replay import (
     ReplayResult,
@@ -30,18 +32,15 @@ from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 
 @dataclass
 class DeviceMatrix:
-    """Cells in case order, then device order; ``devices`` maps address → facts."""
+    """Cells in case order, then device order; a cell's ``device`` holds its device's
+    ``label``, facts and the ``address`` of the worker that ran it."""
 
-    devices: dict[str, dict[str, str]]
+    devices: list[Device]
     cells: list[ReplayResult] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[ReplayResult]:
         return [c for c in self.cells if c.outcome == "regression"]
-
-    def column(self, address: str) -> str:
-        """A device's column header: its chip family and where it runs."""
-        return f"{self.devices[address].get('family', '?')} @ {address}"
 
 
 def replay_devices(
@@ -56,21 +55,21 @@ def replay_devices(
     """Each selected case on each worker ``selector`` picks."""
     matrix = DeviceMatrix(select(executor.workers(), selector))
     chosen = [c for c in cases if selected(c, targets)]
-    cells = [(case, address) for case in chosen for address in matrix.devices]
+    cells = [(case, device) for case in chosen for device in matrix.devices]
     results: dict[int, ReplayResult] = {}
 
     def judged(index: int, unit_result: UnitResult) -> None:
-        case, address = cells[index]
-        facts = matrix.devices[address]
+        case, device = cells[index]
         verdict = unit_verdict(unit_result, case)
-        expected = case.record.expected.for_chip(facts.get("family", ""))
+        expected = case.record.expected.for_chip(device.facts.get("family", ""))
         result = result_of(case, verdict, *judge(expected, verdict))
-        result.expected, result.device = expected, {"address": address, **facts}
+        result.expected = expected
+        result.device = {"label": device.label, "address": unit_result.worker, **device.facts}
         results[index] = result
         if on_result is not None:
             on_result(result)
 
     executor.map([replay_unit_of(case, timeouts) for case, _ in cells], judged,
-                 pins=[[address] for _, address in cells])
+                 resources=[device.resources for _, device in cells])
     matrix.cells = [results[i] for i in range(len(cells))]
     return matrix

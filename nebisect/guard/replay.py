@@ -43,6 +43,7 @@ from nebisect.detect.evaluate import evaluate
 from nebisect.errors import NebisectError
 from nebisect.executors import Executor, Unit, UnitResult
 from nebisect.executors.local import LOCAL, LocalExecutor
+from nebisect.executors.units import LOST_SIGNATURE
 from nebisect.fixes.apply import FixedSource, fix_source
 from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
@@ -52,7 +53,6 @@ from nebisect.verdict import Stage, Status, Verdict
 
 OUTCOMES = ("ok", "regression", "improved", "skipped")
 DAMAGED_SIGNATURE = "error:load:damaged corpus case"
-LOST_SIGNATURE = "error:executor:no verdict"
 
 
 @dataclass

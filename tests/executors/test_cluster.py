@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from support import REPO, SUPPORT
 from support.cluster_support import (
@@ -33,9 +34,11 @@ from support.cluster_support import (
 )
 from support.corpus_helpers import add, filled, lse_package
 
-from nebisect.case import CaseOptions
+import nebisect
+from nebisect.case import CaseOptions, save_npz
 from nebisect.corpus import Corpus, Expected
 from nebisect.executors.cluster import ClusterExecutor
+from nebisect.executors.devices import FACT_KEYS, PRELOAD, group_devices, resource_name
 from nebisect.guard.replay import ReplayResult, replay
 from nebisect.isolate import fresh_mode
 
@@ -174,12 +177,50 @@ def test_models_are_shipped_once_per_worker(cluster: Any) -> None:
     assert executor.shipped and set(executor.shipped.values()) == {1}
 
 
-def test_an_unreachable_scheduler_is_one_line_and_exit_2() -> None:
+def without_timings(report: dict[str, Any]) -> dict[str, Any]:
+    """A run's JSON report without what differs between two runs of the same cells:
+    timings, and the worker a verdict names when it ran on a cluster."""
+    for row in report["rows"]:
+        row["verdict"].pop("timings")
+        row["verdict"]["provenance"].pop("worker", None)
+    for verdict in report["conversions"].values():
+        verdict.pop("timings")
+        for attempt in verdict["metrics"]["attempts"]:
+            attempt.pop("seconds")
+    return report
+
+
+def test_run_through_the_cluster_finds_what_it_finds_locally(cluster: Any, tmp_path: Path
+                                                             ) -> None:
+    """The matrix cells and the attribution probes go to the workers; the matrix, the
+    attributions and the groups are the local run's."""
+    local, client, _ = cluster
+    inputs = tmp_path / "x_7p7.npz"
+    save_npz(inputs, {"x": np.full((1, 1, 8, 8), 7.7, np.float32)})
+    args = ("run", "examples/logsumexp_ne.py:model", "--explore", "none", "--inputs",
+            str(inputs), "--json")
+    here = cli(*args)
+    there = cli(*args, "--cluster", local.scheduler_address)
+    assert here.returncode == there.returncode == 1, there.stderr
+    remote = json.loads(there.stdout)
+    ran_on = {r["verdict"]["provenance"]["worker"] for r in remote["rows"]}
+    assert ran_on and ran_on <= set(worker_pids(client))
+    assert without_timings(remote) == without_timings(json.loads(here.stdout))
+    assert [(g["target"], g["path"], g["signature"], g["culprit"]["op_type"])
+            for g in remote["groups"]] == [
+        ("sim:ane", "export", "mismatch:collapse", "reduce_log_sum_exp"),
+        ("sim:ane", "trace", "mismatch:collapse", "reduce_log_sum_exp")]
+    assert len(remote["rows"]) == 8
+
+
+@pytest.mark.parametrize("command", [("replay", "corpus"),
+                                     ("run", "examples/logsumexp_ne.py:model")])
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(command: tuple[str, str]) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     started = time.monotonic()
-    result = cli("replay", "corpus", "--cluster", f"tcp://127.0.0.1:{port}",
+    result = cli(*command, "--cluster", f"tcp://127.0.0.1:{port}",
                  NEBISECT_CLUSTER_TIMEOUT="2")
     assert result.returncode == 2
     assert result.stderr.startswith(
@@ -201,43 +242,92 @@ def test_without_dask_cluster_is_one_line_not_an_import_error() -> None:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Two workers that advertise different chip families (an "M1" and an "M4")."""
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    """Workers that advertise different chip families as resources (an "M1" and an
+    "M4", through the preload), and a third that says it is an "M4" but was started
+    without the preload: it has no resources, so no device's unit may run there.
+    Yields the scheduler's address and each worker's name → address."""
     scratch = tmp_path_factory.mktemp("fleet")
-    workers = {
-        family: {"cls": distributed.Nanny, "options": {
-            "nthreads": 1, "local_directory": str(scratch),
+
+    def worker(family: str, preload: list[str]) -> dict[str, Any]:
+        return {"cls": distributed.Nanny, "options": {
+            "nthreads": 1, "local_directory": str(scratch), "preload": preload,
             "env": {"NEBISECT_WORKER_FACTS": json.dumps({"family": family})}}}
-        for family in ("m1", "m4")
-    }
+
+    workers = {"m1": worker("m1", [PRELOAD]), "m4": worker("m4", [PRELOAD]),
+               "bare": worker("m4", [])}
     scheduler = {"cls": distributed.Scheduler, "options": {"dashboard_address": None}}
     with scratch_space(scratch), distributed.SpecCluster(
-            workers=workers, scheduler=scheduler, silence_logs=50) as spec:
-        yield spec.scheduler_address
+            workers=workers, scheduler=scheduler, silence_logs=50) as spec, \
+            distributed.Client(spec, set_as_default=False) as client:
+        names = {info["name"]: address for address, info in
+                 client.scheduler_info(n_workers=-1)["workers"].items()}
+        yield spec.scheduler_address, names
+
+
+def test_the_preload_advertises_the_facts_as_resources(
+        fleet: tuple[str, dict[str, str]]) -> None:
+    address, _ = fleet
+    with distributed.Client(address, set_as_default=False) as client:
+        resources = {info["name"]: info["resources"] for info in
+                     client.scheduler_info(n_workers=-1)["workers"].values()}
+    assert resources["bare"] == {}
+    assert resources["m4"]["family-m4"] == resources["m1"]["family-m1"] == 1.0
+    assert "family-m1" not in resources["m4"] and len(resources["m4"]) == len(FACT_KEYS)
+    assert resources["m1"][resource_name("nebisect", nebisect.__version__)] == 1.0
 
 
 def test_devices_run_every_case_on_every_matching_worker_judged_per_chip(
-        fleet: str, tmp_path: Path) -> None:
+        fleet: tuple[str, dict[str, str]], tmp_path: Path) -> None:
     """The cliff case is recorded failing, but fixed on M4: on the "M4" (which still
-    fails: it is the same simulator) that cell is a regression, on the "M1" it is ok."""
+    fails: it is the same simulator) that cell is a regression, on the "M1" it is ok.
+    Every cell runs on its device's worker, never on the worker without resources."""
+    address, names = fleet
     corpus = Corpus(tmp_path / "corpus", create=True)
     package = lse_package(tmp_path / "lse.mlpackage")
     add(corpus, package, filled("x", (1, 32), 7.7),
         Expected("failing", "mismatch:collapse", chips={"m4": "fixed"}), name="cliff")
     add(corpus, package, filled("x", (1, 32), 1.0), Expected("pass"), name="below")
-    every = cli("replay", str(corpus.root), "--cluster", fleet, "--devices", "all", "--json")
+    every = cli("replay", str(corpus.root), "--cluster", address, "--devices", "all", "--json")
     assert every.returncode == 1, every.stderr
-    cells = {(c["label"], c["device"]["family"]): (c["outcome"], c["expected"]["status"])
-             for c in json.loads(every.stdout)["cells"]}
-    assert cells == {("cliff", "m1"): ("ok", "failing"), ("cliff", "m4"): ("regression", "fixed"),
-                     ("below", "m1"): ("ok", "pass"), ("below", "m4"): ("ok", "pass")}
-    only_m1 = cli("replay", str(corpus.root), "--cluster", fleet, "--devices", "family=m1")
+    report = json.loads(every.stdout)
+    assert [(d["label"], d["workers"]) for d in report["devices"]] == [
+        ("m1", [names["m1"]]), ("m4", [names["m4"]])]
+    cells = {(c["label"], c["device"]["label"]): (c["outcome"], c["expected"]["status"],
+                                                  c["device"]["address"])
+             for c in report["cells"]}
+    assert cells == {
+        ("cliff", "m1"): ("ok", "failing", names["m1"]),
+        ("cliff", "m4"): ("regression", "fixed", names["m4"]),
+        ("below", "m1"): ("ok", "pass", names["m1"]),
+        ("below", "m4"): ("ok", "pass", names["m4"])}
+    only_m1 = cli("replay", str(corpus.root), "--cluster", address, "--devices", "family=m1",
+                  "--json")
     assert only_m1.returncode == 0, only_m1.stderr
-    assert "m1 @ tcp://" in only_m1.stdout and "m4 @" not in only_m1.stdout
-    none = cli("replay", str(corpus.root), "--cluster", fleet, "--devices", "family=m9")
+    assert {(c["label"], c["device"]["label"], c["device"]["address"])
+            for c in json.loads(only_m1.stdout)["cells"]} == {
+        ("cliff", "m1", names["m1"]), ("below", "m1", names["m1"])}
+    table = cli("replay", str(corpus.root), "--cluster", address, "--devices", "family=m1")
+    assert table.returncode == 0, table.stderr
+    assert "m1 (1 worker(s))" in table.stdout and "m4" not in table.stdout
+    none = cli("replay", str(corpus.root), "--cluster", address, "--devices", "family=m9")
     assert none.returncode == 2
     assert none.stderr.strip() == ("nebisect: error: --devices 'family=m9' matches no worker "
                                    "(the cluster has: family=m1, family=m4)")
+
+
+def test_devices_of_one_family_are_told_apart_by_the_facts_that_differ() -> None:
+    devices = group_devices({
+        "tcp://b": {"family": "m4", "os": "macOS 15.1", "coremltools": "8.1"},
+        "tcp://a": {"family": "m4", "os": "macOS 15.1", "coremltools": "9.0"},
+        "tcp://c": {"family": "m4", "os": "macOS 15.1", "coremltools": "9.0"},
+        "tcp://d": {"family": "m1", "os": "macOS 14.6", "coremltools": "9.0"}})
+    assert [(d.label, d.workers) for d in devices] == [
+        ("m4 coremltools=9.0", ["tcp://a", "tcp://c"]), ("m4 coremltools=8.1", ["tcp://b"]),
+        ("m1", ["tcp://d"])]
+    assert devices[2].resources == {"os-macos-14.6": 1.0, "family-m1": 1.0,
+                                    "coremltools-9.0": 1.0}
+    assert resource_name("chip", "Apple M4 Pro") == "chip-apple-m4-pro"
 
 
 def test_devices_without_a_cluster_is_a_usage_error(tmp_path: Path) -> None:

@@ -1,0 +1,151 @@
+"""``run``'s matrix cells on an executor: one ``run-cell`` unit per cell (DESIGN §11).
+
+A cell (target × conversion path × input set) is a :class:`~nebisect.case.Case` judged
+against the run's reference. It crosses to an executor as JSON: the case's dict with
+every file it names — the model (a converted or given ``.mlpackage``), the torch
+source file behind it, the inputs ``.npz``, plugin files — rewritten relative to the
+files' common folder, which the executor ships by sha256 (a converted package goes
+once per worker, however many cells use it). On the other side the names are rebased
+onto where the files landed, the case is evaluated in the executor's isolated child,
+and the verdict comes back as JSON with the outputs as an ``.npz`` (base64 in the
+JSON, loaded here without pickle and with its headers checked), so
+:class:`~nebisect.detect.cells.Cells` caches it exactly as if it had run here: the
+rows, attributions and groups built from it are the same wherever it ran.
+
+A torch source travels as its one ``.py`` file: a factory that imports sibling
+modules of its own needs them installed on the workers.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nebisect.case import Case, load_npz, save_npz
+from nebisect.detect.cells import Cells
+from nebisect.detect.evaluate import evaluate
+from nebisect.executors import Executor, Unit, UnitResult
+from nebisect.executors.local import LOCAL
+from nebisect.executors.units import LOST_SIGNATURE
+from nebisect.isolate import Isolator
+from nebisect.targets.plugins import use_plugins
+from nebisect.verdict import Stage, Status, Verdict
+
+#: the unit kind (:data:`nebisect.executors.units.UNIT_KINDS`)
+CELL_KIND = "run-cell"
+#: (target, conversion path, inputs file): a cell as :class:`Cells` caches it
+Key = tuple[str, str, str]
+
+
+def _file_of(kind: str, location: str) -> str:
+    """The file a source names: a package itself, a torch source's ``.py``; "" for
+    anything that is not a file (a builder reference)."""
+    if kind == "torch":
+        return location.rpartition(":")[0]
+    return location if kind == "mlpackage" else ""
+
+
+def _rebase(case: dict[str, Any], move: Callable[[str], str]) -> dict[str, Any]:
+    """``case`` (a :meth:`Case.to_dict`) with ``move`` applied to every file it names."""
+
+    def moved(kind: str, location: str) -> str:
+        file = _file_of(kind, location)
+        return location if not file else move(file) + location[len(file):]
+
+    options = dict(case["options"])
+    if options.get("reference_source"):
+        kind, location = options["reference_source"]
+        options["reference_source"] = [kind, moved(kind, location)]
+    if options.get("plugins"):
+        options["plugins"] = [move(p) if p.endswith(".py") else p for p in options["plugins"]]
+    inputs = case["inputs_path"]
+    return {**case, "source": moved(case["source_kind"], case["source"]),
+            "inputs_path": move(inputs) if inputs else "", "options": options}
+
+
+def _named_files(case: dict[str, Any]) -> list[Path]:
+    """Every file ``case`` names, resolved."""
+    found: list[Path] = []
+
+    def collect(path: str) -> str:
+        found.append(Path(path).resolve())
+        return path
+
+    _rebase(case, collect)
+    return found
+
+
+def cell_unit_of(case: Case, reference: str, timeout: float) -> Unit:
+    """The ``run-cell`` unit of one cell: its files named relative to their common folder."""
+    files = _named_files(case.to_dict())
+    root = Path(os.path.commonpath(files)) if files else Path.cwd()
+    if root in files:
+        root = root.parent
+    payload = {"case": _rebase(case.to_dict(),
+                               lambda p: Path(p).resolve().relative_to(root).as_posix()),
+               "reference": reference, "timeout": timeout}
+    names = sorted({file.relative_to(root).as_posix() for file in files})
+    return Unit(CELL_KIND, payload, paths=names, root=root,
+                label=f"{case.target} {Path(case.inputs_path).name}")
+
+
+def cell_unit(payload: dict[str, Any], root: Path, workdir: Path,
+              isolator: Isolator) -> dict[str, Any]:
+    """Handler of ``run-cell`` units: the cell evaluated as :meth:`Cells.run` does, its
+    verdict as JSON and its outputs as a base64 ``.npz``."""
+    body = _rebase(payload["case"], lambda name: str(root / name))
+    use_plugins(body["options"].get("plugins", ()), timeout=payload["timeout"],
+                isolator=isolator)
+    started = time.perf_counter()
+    outcome = evaluate(Case.from_dict(body), reference=payload["reference"],
+                       isolator=isolator, timeout=payload["timeout"])
+    outcome.verdict.timings.setdefault("total", time.perf_counter() - started)
+    workdir.mkdir(parents=True, exist_ok=True)
+    save_npz(workdir / "arrays.npz", outcome.arrays)
+    return {"verdict": outcome.verdict.to_dict(),
+            "arrays": base64.b64encode((workdir / "arrays.npz").read_bytes()).decode()}
+
+
+def _received(result: UnitResult, target: str, folder: Path
+              ) -> tuple[Verdict, dict[str, np.ndarray]]:
+    """A unit's verdict and arrays; an ``error`` verdict when no attempt finished."""
+    if result.value is None:
+        verdict = Verdict(Status.ERROR, Stage.PREDICT, LOST_SIGNATURE, target=target,
+                          message=f"no verdict: {result.error}")
+        verdict.metrics["worker_attempts"] = result.describe_attempts()
+        return verdict, {}
+    verdict = Verdict.from_dict(result.value["verdict"])
+    if result.worker and result.worker != LOCAL:
+        verdict.provenance["worker"] = result.worker
+    if len(result.attempts) > 1:
+        verdict.metrics["worker_attempts"] = result.describe_attempts()
+    folder.mkdir(parents=True, exist_ok=True)
+    npz = folder / "arrays.npz"
+    npz.write_bytes(base64.b64decode(result.value["arrays"]))
+    return verdict, load_npz(npz)
+
+
+def run_cells(cells: Cells, keys: Sequence[Key], executor: Executor,
+              progress: Callable[[str], None] = lambda _msg: None) -> None:
+    """Evaluate the cells of ``keys`` not cached yet on ``executor``, into ``cells``' cache
+    (each key's path must have converted for its target: :meth:`Cells.paths_of`)."""
+    pending = [key for key in dict.fromkeys(keys) if not cells.cached(key)]
+    units = [cell_unit_of(cells.case(*key), cells.reference, cells.timeouts.predict)
+             for key in pending]
+    received = cells.workdir / "received"
+
+    done: list[Key] = []
+
+    def store(index: int, result: UnitResult) -> None:
+        key = pending[index]
+        cells.store(key, *_received(result, key[0], received / str(index)))
+        done.append(key)
+        progress(f"evaluated {len(done)}/{len(pending)} cells on {executor.name}")
+
+    executor.map(units, store)
