@@ -167,8 +167,16 @@ class MatrixRunner:
         discovery = self.discovery
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
         npzs = {s.label: self.cells.save_inputs(s.arrays) for s in sets}
-        self._on_executor([(target, path, npz) for npz in npzs.values()
-                           for target in self.targets for path in self._converted(target)])
+        try:
+            self._on_executor([(target, path, npz) for npz in npzs.values()
+                               for target in self.targets for path in self._converted(target)])
+        except KeyboardInterrupt:
+            # The batch was cut short: the cells that finished still make their rows.
+            for input_set in sets:
+                for target in self.targets:
+                    report.rows += self._rows(target, input_set, npzs[input_set.label],
+                                              finished_only=True)
+            raise
         for input_set in sets:
             npz = npzs[input_set.label]
             # Rows go into the report as they finish, so an interrupted run keeps them.
@@ -198,15 +206,18 @@ class MatrixRunner:
         if self.executor is not None:
             run_cells(self.cells, keys, self.executor, self.progress)
 
-    def _rows(self, target: str, input_set: InputSet, npz: str) -> list[Row]:
-        """One row per conversion path of ``target`` (one convert-error row if none)."""
+    def _rows(self, target: str, input_set: InputSet, npz: str, *,
+              finished_only: bool = False) -> list[Row]:
+        """One row per conversion path of ``target`` (one convert-error row if none);
+        ``finished_only``: only the cells already evaluated, none evaluated now."""
         member = input_set.member
         length = int(member.magnitude) if member.family == "length" else 0
         paths = self.cells.paths_of(target)
         if isinstance(paths, Verdict):
             return [Row(target, length, paths, input_set=member)]
         return [Row(target, length, self.cells.run(target, path, npz)[0], path=path,
-                    input_set=member) for path in paths]
+                    input_set=member) for path in paths
+                if not finished_only or self.cells.cached((target, path, npz))]
 
     def _separate_reference(self, rows: list[Row], input_set: InputSet) -> list[Row]:
         """The reference's failure as its own row; the rows it left unjudged say so."""

@@ -59,8 +59,9 @@ def last_line(stderr: str) -> str:
 def test_sigterm_during_run_writes_the_rows_so_far(sandbox: Sandbox, package: Path) -> None:
     report = sandbox.root / "report"
     process = sandbox.start(
+        # One job: sim:fp16's cell finishes before sim:slow's starts and signals ready.
         "run", str(package), "-t", "sim:fp16", "-t", "sim:slow", "--plugin", SLOW_PLUGIN,
-        "--json", "--report", str(report), **slow_env(sandbox),
+        "--jobs", "1", "--json", "--report", str(report), **slow_env(sandbox),
     )
     code, out, err = sandbox.terminate_when(process, sandbox.root / "ready")
     assert code == 143, err

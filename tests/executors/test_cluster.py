@@ -180,6 +180,7 @@ def test_models_are_shipped_once_per_worker(cluster: Any) -> None:
 def without_timings(report: dict[str, Any]) -> dict[str, Any]:
     """A run's JSON report without what differs between two runs of the same cells:
     timings, and the worker a verdict names when it ran on a cluster."""
+    report.pop("timings")
     for row in report["rows"]:
         row["verdict"].pop("timings")
         row["verdict"]["provenance"].pop("worker", None)
@@ -190,6 +191,7 @@ def without_timings(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_run_through_the_cluster_finds_what_it_finds_locally(cluster: Any, tmp_path: Path
                                                              ) -> None:
     """The matrix cells and the attribution probes go to the workers; the matrix, the

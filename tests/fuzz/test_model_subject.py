@@ -103,6 +103,7 @@ def fuzz(*args: str) -> subprocess.CompletedProcess[str]:
                           cwd=REPO, timeout=600)
 
 
+@pytest.mark.slow
 def test_seed000_collapse_is_found_localized_stored_and_replayed(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     done = fuzz("examples/logsumexp_ne.py:model", "--target", "sim:ane", "--budget", "2",

@@ -32,6 +32,7 @@ def _figures(html: str, kind: str) -> list[str]:
     return re.findall(rf'<figure id="{kind}-\d+".*?</figure>', html, flags=re.S)
 
 
+@pytest.mark.slow
 def test_the_cliff_plot_marks_the_bracket_with_one_series_per_target(seed_000_html: str) -> None:
     plots = [f for f in _figures(seed_000_html, "cliff-sweep") if "7.62109375 | 7.625" in f]
     # The const cliff of sim:ane, on each conversion path (both convert).
@@ -45,6 +46,7 @@ def test_the_cliff_plot_marks_the_bracket_with_one_series_per_target(seed_000_ht
         assert len(re.findall(r'id="cliff-sweep-\d+-series-\d+"', svg)) == 4
 
 
+@pytest.mark.slow
 def test_each_failure_group_has_a_divergence_chart_naming_its_culprit(
     seed_000_html: str,
 ) -> None:
