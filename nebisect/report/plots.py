@@ -83,7 +83,8 @@ def cliff_sweep_svg(sweep: CliffSweep, element_id: str) -> str:
         finite = np.isfinite(out)
         line, = ax.plot(np.where(finite, x, np.nan), np.where(finite, out, np.nan),
                         color="#1565c0", linewidth=1.6, marker="." if x.size <= 200 else None,
-                        markersize=3, label=f"output ({sweep.target or 'target'})")
+                        markersize=3, label=f"output ({sweep.target or 'target'})",
+                        zorder=3)  # the sweep's own output stays on top of the other targets
         line.set_gid("series-0")
         for k, (name, values) in enumerate(sweep.series.items()):
             line, = ax.plot(x, np.asarray(values, dtype=np.float64), linewidth=1.2,
