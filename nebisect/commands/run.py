@@ -18,6 +18,7 @@ from nebisect.commands._options import CONVERT_CHOICES, parse_choice, parse_fami
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
+from nebisect.executors.local import LOCAL
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 from nebisect.sources.inputs import DEFAULT_LENGTHS
 
@@ -201,7 +202,9 @@ def run(
                                      deployment_target), plugins=plugins,
                 progress=lambda msg: status.update(msg), paths=paths, discovery=discovery,
                 jobs=jobs,
-                executor=executor,
+                # Locally the cells run one by one on the run's own warm isolator: a batch
+                # on the local executor would start a fork template per thread per batch.
+                executor=None if executor.name == LOCAL else executor,
             )
             try:
                 result = runner.run(chosen_lengths, str(inputs) if inputs else "")
