@@ -79,6 +79,11 @@ class Registry(Generic[K, T]):
         self._load = load
         self._entries: dict[K, T] = {}
 
+    def load(self) -> None:
+        """Import every module that registers entries, now rather than on first read: a
+        fork template calls this so that its children inherit the imports."""
+        self._load()
+
     def register(self, name: K, entry: T) -> T:
         """Add ``entry`` under ``name``; a name registered twice is a ValueError."""
         return self.register_all((name,), entry)

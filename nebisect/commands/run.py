@@ -158,10 +158,11 @@ def run(
     from nebisect.detect.matrix import MatrixRunner
     from nebisect.executors import open_executor
     from nebisect.isolate import Isolator
-    from nebisect.isolation.pool import default_jobs
+    from nebisect.isolation.pool import crew, default_jobs
     from nebisect.report.outputs import output_directory
+    from nebisect.sources.convert import CONVERSION_PRELOAD
     from nebisect.sources.deployment import check_deployment
-    from nebisect.sources.resolve import resolve_source
+    from nebisect.sources.resolve import is_torch_location, resolve_source
     from nebisect.targets import spec_of
     from nebisect.targets.plugins import use_plugins
 
@@ -184,7 +185,11 @@ def run(
         output_directory(report, "--report")
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator, \
-            open_executor(cluster, jobs) as executor:
+            crew(isolator, jobs) as isolators, open_executor(cluster, jobs) as executor:
+        if is_torch_location(source):
+            # Describing the factory and converting it both fork from the warm conversion
+            # template: it starts importing now.
+            isolator.prestart(CONVERSION_PRELOAD)
         plugins = use_plugins(plugin or [], timeout=timeouts.load, isolator=isolator)
         targets = list(target or default_targets())
         for spec in [*targets, *([reference] if reference else [])]:
@@ -201,7 +206,7 @@ def run(
                 convert=_converter(converter_overrides, paths,
                                      deployment_target), plugins=plugins,
                 progress=lambda msg: status.update(msg), paths=paths, discovery=discovery,
-                jobs=jobs,
+                jobs=jobs, crew=isolators,
                 # Locally the cells run one by one on the run's own warm isolator: a batch
                 # on the local executor would start a fork template per thread per batch.
                 executor=None if executor.name == LOCAL else executor,

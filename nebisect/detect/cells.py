@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -37,7 +36,8 @@ from nebisect.case import (
     sha256_path,
 )
 from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
-from nebisect.detect.evaluate import SECONDS, evaluate, split_arrays
+from nebisect.detect.evaluate import SECONDS, evaluate, evaluation_preload, split_arrays
+from nebisect.detect.programs import ProgramOutline, outline
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.resolve import Source
@@ -94,7 +94,7 @@ class Cells:
         default_factory=dict)
     _explained: dict[tuple[str, str, str], tuple[str, Culprit | None]] = field(
         default_factory=dict)
-    _graphs: dict[Path, Any] = field(default_factory=dict)
+    _outlines: dict[Path, ProgramOutline] = field(default_factory=dict)
     _spent: dict[str, float] = field(
         default_factory=lambda: {"predictions": 0.0, "reference": 0.0})
 
@@ -131,15 +131,15 @@ class Cells:
             return Path(self.source.location)
         return self._converted(spec_of(target).precision)[0][path]
 
-    def graph(self, target: str, path: str) -> Any:
-        """The MIL graph of that package (loaded once; coremltools in this process)."""
-        from nebisect.mil.load import load_program
-        from nebisect.minimize.graphs.mil import MilGraph
-
+    def outline(self, target: str, path: str) -> ProgramOutline:
+        """The dependency view of that package (read once, in the template that
+        evaluates ``target``: coremltools is never imported in this process)."""
         package = self.program(target, path)
-        if package not in self._graphs:
-            self._graphs[package] = MilGraph(load_program(package))
-        return self._graphs[package]
+        if package not in self._outlines:
+            self._outlines[package] = outline(
+                str(package), isolator=self.isolator, timeout=self.timeouts.load,
+                preload=evaluation_preload(target, self.reference))
+        return self._outlines[package]
 
     # -- running ---------------------------------------------------------------------------
 
@@ -247,7 +247,7 @@ class Cells:
             if not verdict.failed:
                 return None
             judged = self.case(EXACT_PROBE, path, npz).options
-            return by_outputs(self.graph(EXACT_PROBE, path), split_arrays(arrays, "ref:"),
+            return by_outputs(self.outline(EXACT_PROBE, path), split_arrays(arrays, "ref:"),
                               split_arrays(arrays, "out:"),
                               judged.judging_precision(spec_of(EXACT_PROBE).precision))
         if self.source.kind == "torch" and not path:
@@ -262,6 +262,6 @@ class Cells:
         target_mid = split_arrays(outcome.arrays, "mid:")
         if not target_mid:
             return None
-        return by_intermediates(self.graph(target, path), target_mid,
+        return by_intermediates(self.outline(target, path), target_mid,
                                 split_arrays(outcome.arrays, "refmid:"),
                                 spec_of(target).precision)

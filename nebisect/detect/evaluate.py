@@ -34,6 +34,20 @@ def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Arti
 SECONDS = "seconds"
 
 
+def warm_up() -> None:
+    """What every evaluation reads lazily — the targets, the simulator with its kernels,
+    profiles and semantics, the program loader — loaded in a fork template, once
+    (:data:`nebisect.isolation.server.WARM_UP`), instead of once per forked child."""
+    from nebisect.mil import interp, load  # noqa: F401  (imported for their side effect)
+    from nebisect.mil.kernels import KERNELS
+    from nebisect.mil.profiles import PROFILES
+    from nebisect.mil.semantics import SEMANTICS
+    from nebisect.targets import TARGETS
+
+    for registry in (TARGETS, KERNELS, PROFILES, SEMANTICS):
+        registry.load()
+
+
 def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
     """Child side of :func:`evaluate`; see its docstring for the options honoured."""
     # Plugins first: a fresh child knows a plugin target's name only once it is loaded,
@@ -149,6 +163,13 @@ def split_arrays(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.nda
     return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
 
 
+def evaluation_preload(target: str, reference: str | None) -> tuple[str, ...]:
+    """What the template of a case on ``target`` judged against ``reference`` preloads
+    (for :meth:`~nebisect.isolate.Isolator.prestart`)."""
+    parties = [get_target(target)] + ([get_target(reference)] if reference else [])
+    return combined_preload(*(party.preload for party in parties))
+
+
 def build_job(
     case: Case,
     *,
@@ -163,8 +184,7 @@ def build_job(
     ``timed``: the verdict's ``metrics[SECONDS]`` says how long the target's prediction
     and the reference's took, in the child.
     """
-    parties = [get_target(case.target)] + ([get_target(reference)] if reference else [])
-    preload = combined_preload(*(party.preload for party in parties))
+    preload = evaluation_preload(case.target, reference)
     payload: dict[str, Any] = {"case": case.to_dict(), "reference": reference}
     if tolerance is not None:
         payload["tolerance"] = tolerance.__dict__

@@ -38,6 +38,7 @@ from nebisect.detect.cells import (
     reference_failure,
 )
 from nebisect.detect.discover import Discovery, explore_target, first_value
+from nebisect.detect.evaluate import evaluation_preload
 from nebisect.detect.explore import ExploreProgress
 from nebisect.detect.families import Family, InputSet, ParametricFamily, build
 from nebisect.detect.findings import FailureGroup, Row, group_failures
@@ -134,7 +135,9 @@ class MatrixRunner:
     without one, and for exploration and culprits, cells run here one by one.
     ``report`` is the report being filled: after an interruption, it holds the rows
     evaluated until then. ``jobs`` targets are explored at once, each thread with an
-    isolator of its own (:func:`~nebisect.isolation.pool.map_isolated`).
+    isolator of its own (:func:`~nebisect.isolation.pool.map_isolated`): those of
+    ``crew`` (:func:`~nebisect.isolation.pool.crew`, the run's own first) when given,
+    whose templates start with the run, else isolators made for the exploration.
     """
 
     source: Source
@@ -150,6 +153,7 @@ class MatrixRunner:
     discovery: Discovery | None = None
     jobs: int = 1
     executor: Executor | None = None
+    crew: list[Isolator] = field(default_factory=list)
     report: RunReport = field(init=False)
     cells: Cells = field(init=False)
 
@@ -165,6 +169,7 @@ class MatrixRunner:
         started = time.perf_counter()
         report = self.report = RunReport(self.source.location, self.reference)
         discovery = self.discovery
+        self._prestart()
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
         npzs = {s.label: self.cells.save_inputs(s.arrays) for s in sets}
         try:
@@ -194,6 +199,17 @@ class MatrixRunner:
         report.regroup()
         report.timings = {"total": time.perf_counter() - started, **self.cells.seconds()}
         return report
+
+    def _prestart(self) -> None:
+        """Start the templates that will evaluate cells now: they import while the
+        source converts (a torch source's conversion template covers the run's own)."""
+        if not self.targets:
+            return
+        program = next((t for t in self.targets if not t.startswith("torch:")), self.targets[0])
+        preload = evaluation_preload(program, self.reference)
+        explores = self.discovery is not None and self.jobs > 1
+        for isolator in [self.isolator, *(self.crew[1:self.jobs] if explores else [])]:
+            isolator.prestart(preload)
 
     def _converted(self, target: str) -> list[str]:
         """The conversion paths ``target``'s cells run (none when none converts)."""
@@ -288,7 +304,8 @@ class MatrixRunner:
         on ``jobs`` threads of isolators sharing the cells' caches."""
         if self.jobs == 1 or len(items) <= 1:
             return [work(item, self.isolator) for item in items]
-        return map_isolated(items, work, min(self.jobs, len(items)), mode=self.isolator.mode)
+        return map_isolated(items, work, min(self.jobs, len(items)), mode=self.isolator.mode,
+                            isolators=self.crew)
 
     def _chart(self, finding: CliffFinding, family: Family | None) -> None:
         """The cliff plot's series: every target's first output (and the reference's)
@@ -311,9 +328,8 @@ class MatrixRunner:
 def guided_boundaries(cells: Cells, targets: list[str]) -> list[Boundary]:
     """Lint's guided probes on the fp16 program of ``targets`` (the fp32 one, read as
     fp16 as the Neural Engine computes, when no target converts to fp16), as
-    boundaries of the input's value."""
-    from nebisect.detect.probes import guided_probes
-    from nebisect.mil.load import load_program
+    boundaries of the input's value (read in the template that evaluates it)."""
+    from nebisect.detect.programs import guided
     from nebisect.targets import spec_of
 
     programs = [t for t in targets if not t.startswith("torch:")]
@@ -321,8 +337,10 @@ def guided_boundaries(cells: Cells, targets: list[str]) -> list[Boundary]:
     paths = cells.paths_of(chosen[0]) if chosen else []
     if isinstance(paths, Verdict) or not paths:
         return []
-    program = load_program(cells.program(chosen[0], paths[0]))
-    boundaries = {round(p.magnitude, 9): p.boundary() for p in guided_probes(program)}
+    probes = guided(str(cells.program(chosen[0], paths[0])), isolator=cells.isolator,
+                    preload=evaluation_preload(chosen[0], cells.reference),
+                    timeout=cells.timeouts.load)
+    boundaries = {round(p.magnitude, 9): p.boundary() for p in probes}
     return list(boundaries.values())
 
 

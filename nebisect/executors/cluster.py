@@ -79,11 +79,22 @@ class ClusterExecutor:
         with contextlib.suppress(Exception):
             self.client.close()
 
+    def worker_records(self) -> dict[str, dict[str, Any]]:
+        """The scheduler's record of every worker (name, resources…), fetched now.
+
+        Not ``Client.scheduler_info``: it returns the client's cached identity, which
+        the client's own periodic refresh (every 2 s) overwrites with a summary that
+        lists no worker — a read landing just after one finds none, or too few
+        (distributed 2026.8; it made the device matrix lose a device now and then).
+        """
+        identity = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+        return dict(identity["workers"])
+
     def workers(self) -> dict[str, dict[str, str]]:
         """The address and device facts of every worker that advertises them as resources
         (a unit asking for a device's resources could never run on one that does not)."""
         facts: dict[str, dict[str, str]] = self.client.run(worker.facts)
-        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        info = self.worker_records()
         return {address: found for address, found in facts.items()
                 if set(fact_resources(found)) <= set(info[address].get("resources") or {})}
 
@@ -112,6 +123,7 @@ class _Run:
 
     def __init__(self, executor: ClusterExecutor, units: Sequence[Unit],
                  resources: Sequence[dict[str, float]] | None) -> None:
+        self.executor = executor
         self.client, self.mode, self.shipped = executor.client, executor.mode, executor.shipped
         self.units, self.resources = units, resources
         self.run_id = uuid.uuid4().hex[:12]
@@ -201,7 +213,7 @@ class _Run:
         if not self.resources:
             return []
         present = [set(info.get("resources") or {}) for info in
-                   self.client.scheduler_info(n_workers=-1)["workers"].values()]
+                   self.executor.worker_records().values()]
         ended: list[tuple[int, UnitResult | None]] = []
         for future, (index, _) in list(self.futures.items()):
             wanted = set(self.resources[index])

@@ -104,7 +104,8 @@ class Device:
 
 
 def group_devices(workers: dict[str, dict[str, str]]) -> list[Device]:
-    """``workers`` (address → facts) as devices, in order of their first address."""
+    """``workers`` (address → facts) as devices, in label order (then by first address):
+    the same cluster gives the same matrix, whatever ports its workers were given."""
     devices: dict[tuple[str, ...], Device] = {}
     for address, facts in sorted(workers.items()):
         known = {k: facts[k] for k in FACT_KEYS if k in facts}
@@ -116,7 +117,7 @@ def group_devices(workers: dict[str, dict[str, str]]) -> list[Device]:
         differ = [k for k in FACT_KEYS if k != "family" and len(
             {d.facts.get(k, "") for d in twins}) > 1]
         device.label = family + "".join(f" {k}={device.facts.get(k, '')}" for k in differ)
-    return grouped
+    return sorted(grouped, key=lambda device: (device.label, device.workers[0]))
 
 
 def parse_selector(text: str) -> list[tuple[str, list[str]]]:

@@ -1,5 +1,10 @@
 """Fork mode (Linux default): one template per preload set forks one child per case.
 
+A job runs in a template whose preload covers its own
+(:func:`~nebisect.isolation.job.covers`), started for it if none does. A caller that
+knows which template it will need first can :meth:`ForkBackend.prestart` it: the
+template then imports while the caller does other work.
+
 The template does the supervising (timeout, stderr capture, reaping) because only a
 process's parent can reap it; this side sends the request and waits for the report,
 with a safety margin in case the template itself hangs. An interrupted wait needs no
@@ -19,7 +24,7 @@ from nebisect.errors import NebisectError
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit
 from nebisect.isolation.helper import Helper
-from nebisect.isolation.job import Job
+from nebisect.isolation.job import Job, covers
 from nebisect.isolation.watch import read_tail
 from nebisect.isolation.workspace import Workspace
 
@@ -38,10 +43,19 @@ class ForkBackend:
         self._workspace = workspace
         self._cancel = cancel
         self._templates: dict[tuple[str, ...], Helper] = {}
+        #: started, not yet known to be ready (see :meth:`prestart`)
+        self._starting: dict[tuple[str, ...], Helper] = {}
         self._started = itertools.count(1)
 
+    def prestart(self, preload: tuple[str, ...]) -> None:
+        """Start the template for ``preload`` now, unless one that covers it exists; the
+        first job that needs it waits for it to be ready."""
+        key = _key(preload)
+        if self._covering(key) is None:
+            self._starting[key] = self._start(key)
+
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
-        key = tuple(sorted(set(job.preload)))
+        key = self._covering(_key(job.preload)) or _key(job.preload)
         message = {"case_dir": str(case_dir), "request": request}
         template = self._template(key)
         if not template.send(message):
@@ -57,15 +71,28 @@ class ForkBackend:
     def close(self) -> None:
         for key in list(self._templates):
             self._discard(key)
+        for key in list(self._starting):
+            self._starting.pop(key).stop()
+
+    def _covering(self, key: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The key of a running or starting template that covers ``key`` (its own
+        first), or None."""
+        candidates = [key, *self._templates, *self._starting]
+        return next((k for k in candidates
+                     if (k in self._templates or k in self._starting) and covers(k, key)),
+                    None)
+
+    def _start(self, key: tuple[str, ...]) -> Helper:
+        log = self._workspace.root / f"template-{next(self._started)}.log"
+        with log.open("ab") as stderr:
+            return Helper("nebisect.isolation.template", CORE_PRELOAD + key, stderr,
+                          self._cancel, log=log)
 
     def _template(self, key: tuple[str, ...]) -> Helper:
         template = self._templates.get(key)
         if template is not None:
             return template
-        log = self._workspace.root / f"template-{next(self._started)}.log"
-        with log.open("ab") as stderr:
-            template = Helper("nebisect.isolation.template", CORE_PRELOAD + key, stderr,
-                              self._cancel)
+        template = self._starting.pop(key, None) or self._start(key)
         ready = False
         try:
             ready = template.await_ready()
@@ -73,12 +100,15 @@ class ForkBackend:
             if not ready:
                 template.stop()
         if not ready:
-            raise NebisectError(
-                f"isolation template failed to start: {read_tail(log, 2000).strip()}"
-            )
+            tail = read_tail(template.log, 2000).strip() if template.log else ""
+            raise NebisectError(f"isolation template failed to start: {tail}")
         self._templates[key] = template
         return template
 
     def _discard(self, key: tuple[str, ...]) -> int:
         """Stop a template: it kills and reaps its running case first."""
         return self._templates.pop(key).stop()
+
+
+def _key(preload: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(set(preload)))

@@ -9,19 +9,68 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
-from typing import IO, Any
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import IO, Any, TypeVar
 
 from nebisect.isolation import reaper
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.osproc import helper_command, helper_env, kill_group
 from nebisect.isolation.watch import LineReader
 
+T = TypeVar("T")
+
 #: Preloading torch + coremltools takes seconds; a helper that is not ready after this
 #: is broken, not slow.
 STARTUP_SECONDS = 300.0
+
+
+_launcher: tuple[int, queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]] | None = None
+_launcher_lock = threading.Lock()
+
+
+def launched(start: Callable[[], T], abandon: Callable[[T], object]) -> T:
+    """``start()`` run on this process's launcher thread, which lives as long as the
+    process; if the wait for it is interrupted (Ctrl-C), ``abandon`` gets what it
+    started.
+
+    A helper dies with its parent, and on Linux "parent" is the *thread* that started
+    it (PR_SET_PDEATHSIG): a template started by a pool thread would be killed when the
+    pool ends, under an isolator still in use by the thread that owns it. Started from
+    the launcher, a helper dies with the process (or when its isolator stops it), so an
+    isolator made in one thread can serve threads that come and go (``run``'s crew).
+    """
+    global _launcher
+    with _launcher_lock:
+        if _launcher is None or _launcher[0] != os.getpid():  # none yet, or forked since
+            requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = \
+                queue.SimpleQueue()
+            threading.Thread(target=_launch_forever, args=(requests,), daemon=True,
+                             name="nebisect-launcher").start()
+            _launcher = os.getpid(), requests
+        queued = _launcher[1]
+    done: Future[T] = Future()
+    queued.put((start, done))
+    try:
+        return done.result()
+    except BaseException:
+        done.add_done_callback(lambda f: None if f.exception() else abandon(f.result()))
+        raise
+
+
+def _launch_forever(requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]) -> None:
+    while True:
+        start, done = requests.get()
+        try:
+            done.set_result(start())
+        except BaseException as exc:  # handed to the caller, who re-raises it
+            done.set_exception(exc)
 
 
 class Helper:
@@ -30,22 +79,33 @@ class Helper:
     It receives the parent's pid (to die with it), the parent's ``sys.path`` (so a
     job's module imports the same way it would in the parent) and the modules to
     preload. ``stderr`` is where its own diagnostics go (a log file, or a pipe the
-    caller drains).
+    caller drains); ``log`` names that file, if it is one, for error messages.
     """
 
     def __init__(self, module: str, preload: tuple[str, ...], stderr: int | IO[bytes],
-                 cancel: CancelToken) -> None:
+                 cancel: CancelToken, *, log: Path | None = None) -> None:
         config = {"parent": os.getpid(), "sys_path": list(sys.path), "preload": list(preload)}
         self.module = module
+        self.log = log
         self._cancel = cancel
-        with reaper.started() as register:
-            self.process = subprocess.Popen(
-                helper_command(module, json.dumps(config)),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                start_new_session=True, close_fds=True,
-                env=reaper.marked_env(helper_env()), bufsize=0,
-            )
-            register(self.process.pid)
+
+        def start() -> subprocess.Popen[bytes]:
+            with reaper.started() as register:
+                process = subprocess.Popen(
+                    helper_command(module, json.dumps(config)),
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                    start_new_session=True, close_fds=True,
+                    env=reaper.marked_env(helper_env()), bufsize=0,
+                )
+                register(process.pid)
+            return process
+
+        def abandon(process: subprocess.Popen[bytes]) -> None:
+            kill_group(process.pid)
+            process.wait()
+            reaper.finished(process.pid)
+
+        self.process = launched(start, abandon)
         assert self.process.stdin is not None and self.process.stdout is not None
         self._requests: IO[bytes] = self.process.stdin
         self.responses = LineReader(self.process.stdout.fileno())

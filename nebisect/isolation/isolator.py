@@ -42,6 +42,8 @@ MODES = ("auto", "fork", "spawn", "persistent")
 class Backend(Protocol):
     mode: str
 
+    def prestart(self, preload: tuple[str, ...]) -> None: ...
+
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit: ...
 
     def close(self) -> None: ...
@@ -83,9 +85,10 @@ def _shutdown(backends: list[Backend], workspace: Workspace) -> None:
 class Isolator:
     """Runs jobs in isolated processes; reuse one for many cases (helpers stay warm).
 
-    Not thread-safe: use one isolator per thread, and keep that thread alive while
-    the isolator is in use (Linux ties a child's parent-death signal to the thread that
-    started it). ``tmp_dir`` chooses where the per-isolator temp root is created
+    Not thread-safe: one thread at a time may use an isolator. Its helpers are started
+    from a thread that lives as long as the process
+    (:func:`~nebisect.isolation.helper.launched`), so the isolator may pass from
+    thread to thread. ``tmp_dir`` chooses where the per-isolator temp root is created
     (default: /dev/shm on Linux unless TMPDIR is set, else the system temp dir).
     ``cancel`` lets another thread stop this isolator's work (see the module docstring).
     """
@@ -108,6 +111,18 @@ class Isolator:
         self._backends = [b for b in (self._backend, self._confirm) if b is not None]
         # Runs at interpreter exit too: an isolator nobody closed still cleans up.
         weakref.finalize(self, _shutdown, self._backends, self._workspace)
+
+    @property
+    def cancel_token(self) -> CancelToken:
+        """The token that stops this isolator's work; isolators made to share it stop
+        together (:func:`~nebisect.isolation.pool.crew`)."""
+        return self._cancel
+
+    def prestart(self, preload: tuple[str, ...]) -> None:
+        """Start the helper that jobs preloading ``preload`` will need, without waiting
+        for it: its imports overlap with whatever the caller does next (fork mode; the
+        other modes have nothing to start ahead)."""
+        self._backend.prestart(preload)
 
     def run(self, job: Job) -> Outcome:
         """One verdict for ``job``, stamped with provenance and wall time."""

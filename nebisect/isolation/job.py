@@ -80,6 +80,26 @@ def combined_preload(*lists: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(wanted | blocked))
 
 
+OWN_PACKAGE = "nebisect."
+
+
+def covers(template: Iterable[str], job: Iterable[str]) -> bool:
+    """Can a template started with preload ``template`` run a job asking for ``job``?
+
+    It can when it has imported every third-party module the job names and blocks
+    exactly what the job blocks: a module imported beyond the job's is harmless (the
+    job's child would import it anyway, or never touch it), a block beyond the job's is
+    not (the job may need that module), nor is a module the job blocks. nebisect's own
+    modules cost milliseconds and do not count: the template imports (and warms up) a
+    job's own module before its first child anyway. One warm template that has imported
+    torch and coremltools thus also serves the describe, evaluation and reference jobs.
+    """
+    offered, wanted = (
+        {e for e in entries if not e.startswith(OWN_PACKAGE)} for entries in (template, job))
+    blocks = {e for e in offered | wanted if e.startswith("!")}
+    return wanted <= offered and all(e in offered and e in wanted for e in blocks)
+
+
 @dataclass
 class Outcome:
     """A verdict (always present) and the arrays the child returned (maybe none)."""

@@ -70,6 +70,9 @@ class PersistentBackend:
         self._worker: _Worker | None = None
         self._started = itertools.count(1)
 
+    def prestart(self, preload: tuple[str, ...]) -> None:
+        """Nothing to start ahead: the worker starts with its first case, whose preload it takes."""
+
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
         message = {"case_dir": str(case_dir), "request": request}
         worker = self._ensure(job.preload)

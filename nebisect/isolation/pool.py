@@ -1,7 +1,7 @@
-"""A thread pool of isolators that stops at once: ``replay``, ``fix verify`` and ``fuzz``.
+"""A thread pool of isolators that stops at once: replay, fix verify, fuzz, run's exploration.
 
 Each worker thread owns one :class:`~nebisect.isolation.isolator.Isolator` (isolators
-are not thread-safe, and a helper dies with the thread that started it); all of them
+are not thread-safe); all of them
 share one :class:`~nebisect.isolation.cancel.CancelToken`. When the calling thread is
 interrupted (Ctrl-C, SIGTERM, SIGHUP — signals reach the main thread only) or an item
 fails, the token is cancelled: the cases in flight are killed now instead of running to
@@ -32,21 +32,40 @@ def default_jobs() -> int:
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
+@contextlib.contextmanager
+def crew(first: Isolator, jobs: int) -> Iterator[list[Isolator]]:
+    """``first`` and ``jobs - 1`` more isolators of its mode, made here, sharing its
+    cancel token, for :func:`map_isolated`'s ``isolators``; the ones made are closed on
+    exit. They outlive every map over them, so their helpers can be started ahead
+    (:meth:`Isolator.prestart`) and stay warm between maps."""
+    extra = [Isolator(first.mode, cancel=first.cancel_token) for _ in range(jobs - 1)]
+    try:
+        yield [first, *extra]
+    finally:
+        for isolator in extra:
+            isolator.close()
+
+
 def map_isolated(
     items: Sequence[Item],
     work: Callable[[Item, Isolator], Result],
     jobs: int,
     *,
     mode: str = "auto",
+    isolators: Sequence[Isolator] = (),
 ) -> list[Result]:
     """``work(item, isolator)`` for every item on ``jobs`` threads, in item order.
 
-    One job (or one item) runs in the calling thread. Isolators use ``mode``.
+    One job (or one item) runs in the calling thread. Each thread makes an isolator of
+    ``mode``, closed at the end, unless ``isolators`` are given (one per thread, sharing
+    one cancel token, and left open: :func:`crew`).
     """
     if jobs < 1:
         raise NebisectError(f"--jobs must be at least 1 (got {jobs})")
-    cancel = CancelToken()
-    with _isolators(mode, cancel) as get:
+    if isolators:
+        jobs = min(jobs, len(isolators))
+    cancel = isolators[0].cancel_token if isolators else CancelToken()
+    with _isolators(mode, cancel, isolators) as get:
         if jobs == 1 or len(items) <= 1:
             return [work(item, get()) for item in items]
 
@@ -65,17 +84,22 @@ def map_isolated(
 
 
 @contextlib.contextmanager
-def _isolators(mode: str, cancel: CancelToken) -> Iterator[Callable[[], Isolator]]:
+def _isolators(mode: str, cancel: CancelToken,
+               given: Sequence[Isolator]) -> Iterator[Callable[[], Isolator]]:
+    """Each thread's isolator: the next of ``given``, else a new one, closed at the end."""
     local = threading.local()
     made: list[Isolator] = []
+    free = list(given)
     lock = threading.Lock()
 
     def get() -> Isolator:
         isolator = getattr(local, "isolator", None)
         if isolator is None:
-            isolator = local.isolator = Isolator(mode, cancel=cancel)
             with lock:
-                made.append(isolator)
+                isolator = free.pop(0) if free else Isolator(mode, cancel=cancel)
+                if not given:
+                    made.append(isolator)
+            local.isolator = isolator
         return isolator
 
     try:

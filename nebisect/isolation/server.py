@@ -69,6 +69,27 @@ def preload(modules: list[str]) -> None:
             traceback.print_exc()
 
 
+#: A job module may define this function; a fork template calls it once, after the
+#: module's import, to load what every job of the module reads lazily (registries), so
+#: that each forked child inherits it instead of importing it again.
+WARM_UP = "warm_up"
+_prepared: set[str] = set()
+
+
+def prepare_job_module(name: str) -> None:
+    """Import a job's module and run its :data:`WARM_UP` hook, if it has one, once."""
+    if name in _prepared:
+        return
+    _prepared.add(name)
+    preload([name])
+    warm_up = getattr(sys.modules.get(name), WARM_UP, None)
+    if callable(warm_up):
+        try:
+            warm_up()
+        except Exception:
+            traceback.print_exc()
+
+
 def send(fd: int, message: dict[str, Any]) -> None:
     data = (json.dumps(message) + "\n").encode()
     view = memoryview(data)

@@ -30,6 +30,9 @@ class SpawnBackend:
     def __init__(self, cancel: CancelToken) -> None:
         self._cancel = cancel
 
+    def prestart(self, preload: tuple[str, ...]) -> None:
+        """Nothing to start ahead: a fresh interpreter per case: nothing runs ahead of it."""
+
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
         (case_dir / CaseFiles.REQUEST).write_text(json.dumps(request))
         started = time.time()

@@ -44,12 +44,17 @@ class Source:
         return "torch:cpu:fp64" if self.kind == "torch" else REFERENCE_TARGET
 
 
+def is_torch_location(text: str) -> bool:
+    """Does ``text`` name a torch factory (``path/file.py:factory``)?"""
+    path_part, _, factory = text.rpartition(":") if ".py:" in text else (text, "", "")
+    return bool(factory) and path_part.endswith(".py")
+
+
 def resolve_source(text: str, *, timeout: float = Timeouts.load,
                    isolator: Isolator | None = None) -> Source:
     """Classify and validate a source string; ``timeout`` bounds describing a torch
     source (in a child of ``isolator``, or of a throw-away one)."""
-    path_part, _, factory = text.rpartition(":") if ".py:" in text else (text, "", "")
-    if factory and path_part.endswith(".py"):
+    if is_torch_location(text):
         from nebisect.sources.torch import describe_torch
 
         described = describe_torch(text, timeout=timeout, isolator=isolator)

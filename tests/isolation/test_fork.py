@@ -1,0 +1,74 @@
+"""Fork templates: which template serves a job (covering preloads), templates started
+ahead, and the warm-up hook a job module may define — all with real templates."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import warm_jobs
+
+from nebisect.isolate import Isolator, Job
+from nebisect.isolation.job import covers
+
+WHERE = f"{warm_jobs.__name__}:where"
+
+
+@pytest.mark.parametrize(("template", "job", "served"), [
+    (("numpy", "torch", "coremltools"), ("numpy", "torch"), True),
+    (("numpy", "torch"), ("numpy", "torch"), True),
+    # nebisect's own modules do not count: the job's module is imported before its child
+    (("numpy", "torch", "nebisect.sources.warm"), ("numpy", "nebisect.mil.interp"), True),
+    (("numpy",), ("numpy", "torch"), False),
+    # the job blocks torch; a template that imported it cannot honour that
+    (("numpy", "torch"), ("numpy", "!torch"), False),
+    # the template blocks scipy; the job may need it
+    (("numpy", "!scipy"), ("numpy",), False),
+    (("numpy", "!scipy", "coremltools"), ("numpy", "!scipy"), True),
+])
+def test_a_template_serves_a_job_it_covers(template: tuple[str, ...], job: tuple[str, ...],
+                                           served: bool) -> None:
+    assert covers(template, job) is served
+
+
+@pytest.fixture
+def isolator(tmp_path: Path) -> Iterator[Isolator]:
+    with Isolator("fork", tmp_dir=tmp_path) as made:
+        yield made
+    assert list(tmp_path.iterdir()) == []
+
+
+def served_by(isolator: Isolator, *preload: str) -> int:
+    """The pid of the template that ran a job with ``preload``."""
+    verdict = isolator.run(Job(WHERE, {}, preload=preload)).verdict
+    assert verdict.status == "pass", verdict.message
+    return int(verdict.metrics["template"])
+
+
+def test_a_prestarted_template_serves_the_jobs_it_covers_and_no_other(
+        isolator: Isolator) -> None:
+    isolator.prestart(("numpy", "json", "csv"))
+    first = served_by(isolator, "numpy", "json")
+    assert served_by(isolator, "numpy", "json", "csv") == first
+    assert served_by(isolator, "numpy") == first
+    blocked = served_by(isolator, "numpy", "!csv")
+    assert blocked != first
+    assert served_by(isolator, "numpy", "!csv") == blocked
+
+
+def test_a_template_nobody_used_is_stopped_on_close(tmp_path: Path) -> None:
+    isolator = Isolator("fork", tmp_dir=tmp_path)
+    isolator.prestart(("numpy",))
+    isolator.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_warm_up_hook_runs_once_in_the_template_and_children_inherit_it(
+        isolator: Isolator) -> None:
+    runs = [isolator.run(Job(WHERE, {}, preload=("numpy",))).verdict for _ in range(3)]
+    templates = {v.metrics["template"] for v in runs}
+    assert len(templates) == 1
+    # The first child was forked ahead, before the template knew the job's module: it
+    # imported the module itself. Every later child inherits the template's warm-up.
+    assert [v.metrics["warmed_in"] for v in runs] == [[], *[list(templates)] * 2]
