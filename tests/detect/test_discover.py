@@ -43,14 +43,25 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return lse_package(tmp_path_factory.mktemp("pkg") / "lse.mlpackage")
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*NEBISECT, *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=600)
+#: the CLI, saying on its last stderr line which heavy packages its own process imported
+AUDITED = [sys.executable, "-c", (
+    "import atexit, sys; from nebisect.cli import main; "
+    "atexit.register(lambda: print('parent imported:', [m for m in ('coremltools', 'torch') "
+    "if m in sys.modules], file=sys.stderr)); main()")]
 
 
-def _json(*args: str) -> tuple[int, dict[str, Any]]:
-    done = _cli("run", *args, "--json")
+def _cli(*args: str, audited: bool = False) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*(AUDITED if audited else NEBISECT), *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=600)
+
+
+def _json(*args: str, audited: bool = False) -> tuple[int, dict[str, Any]]:
+    done = _cli("run", *args, "--json", audited=audited)
     assert done.returncode in (0, 1), done.stderr
+    if audited:
+        # coremltools (with torch, transformers, scipy: seconds of CPU) is imported only
+        # in the templates; the run's own process reads programs through them
+        assert done.stderr.strip().splitlines()[-1] == "parent imported: []", done.stderr
     return done.returncode, json.loads(done.stdout)
 
 
@@ -70,7 +81,7 @@ def _cliff(group: dict[str, Any], family: str) -> dict[str, Any]:
 # ------------------------------------------------------------------ real models (slow)
 @pytest.mark.slow
 def test_seed_000_collapse_found_from_the_benign_example() -> None:
-    code, report = _json("examples/logsumexp_ne.py:model")
+    code, report = _json("examples/logsumexp_ne.py:model", audited=True)
     assert code == 1
     assert _failing_targets(report) == {"sim:ane"}  # sim:fp16, sim:fp32 pass every input set
     example = [r for r in report["rows"] if r["input_set"]["label"] == "example"]
