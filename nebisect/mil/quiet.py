@@ -17,6 +17,11 @@ from typing import Any
 
 VERBOSE = False
 
+#: The preload of a child that reads or simulates ML programs and runs no torch: with
+#: torch, scikit-learn, transformers and scipy blocked, coremltools imports in about a
+#: second instead of six (see :data:`nebisect.isolation.server.BLOCK_GROUPS`).
+COREMLTOOLS_ONLY = ("numpy", "coremltools", "!torch", "!sklearn", "!transformers", "!scipy")
+
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:

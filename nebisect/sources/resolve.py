@@ -4,8 +4,10 @@ Everything that can be wrong with a source is found here, before any case runs, 
 reported as one line: a missing path, a neuralnetwork ``.mlmodel`` (the simulator and
 the reducer need an ML program), a corrupt package, a factory that raises, crashes,
 exits or hangs. A torch source is described in an isolated child
-(:mod:`nebisect.sources.torch`): its code never runs in this process. Locations come
-back absolute, so no later child depends on its working directory.
+(:mod:`nebisect.sources.torch`): its code never runs in this process. A package's spec
+is read in an isolated child too, so that this process never imports coremltools just
+for that. Locations come back absolute, so no later child depends on its working
+directory.
 """
 
 from __future__ import annotations
@@ -13,17 +15,28 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
+from nebisect.mil.quiet import COREMLTOOLS_ONLY
 from nebisect.sources.inputs import InputDescription, describe_package
+from nebisect.sources.loading import (
+    ChildSubject,
+    describe_in_child,
+    record_verdict,
+    unprefixed,
+)
+from nebisect.verdict import Verdict
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator
+
+
+PACKAGE_SUBJECT = ChildSubject("reading the package", "its description")
 
 
 @dataclass
@@ -71,8 +84,31 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
         raise NebisectError(f"{text}: name the factory as {text}:factory_function")
     if not (path.is_dir() and (path / "Manifest.json").is_file()):
         raise NebisectError(f"{text}: not an .mlpackage (no Manifest.json)")
-    _require_ml_program(path)
-    return Source("mlpackage", os.path.abspath(path), describe_package(path))
+    record = describe_in_child(f"{__name__}:package_job", {"package": str(path)}, label=text,
+                               subject=PACKAGE_SUBJECT, timeout=timeout,
+                               preload=COREMLTOOLS_ONLY, isolator=isolator)
+    return Source("mlpackage", os.path.abspath(path),
+                  [InputDescription.from_dict(d) for d in record["inputs"]])
+
+
+def package_job(payload: dict[str, Any]) -> Verdict:
+    """Child side of resolving a package: is it an ML program, and what are its inputs?
+
+    Reading the spec needs coremltools, whose import in ``run``'s own process would
+    cost seconds; the child is forked from the template that simulates the package
+    next, so it costs that template nothing it would not import anyway.
+    """
+    package = payload["package"]
+
+    def build() -> dict[str, Any]:
+        try:
+            _require_ml_program(Path(package))
+            described = describe_package(package)
+        except NebisectError as exc:
+            raise NebisectError(unprefixed(str(exc), package)) from None
+        return {"inputs": [d.to_dict() for d in described]}
+
+    return record_verdict(build)
 
 
 def _require_ml_program(path: Path) -> None:

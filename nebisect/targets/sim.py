@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import REFERENCE_TARGET
+from nebisect.mil.quiet import COREMLTOOLS_ONLY
 from nebisect.mil.semantics import DEFAULT_SEMANTICS
 from nebisect.targets import register_target, spec_of
 from nebisect.targets.base import Prediction, Target
@@ -26,8 +27,7 @@ class _SimTarget(Target):
     """Shared predict: ``run_program`` with this target's precision and profile."""
 
     #: "!name": heavy packages a simulator child never needs (see isolation.server).
-    preload = ("numpy", "!torch", "!sklearn", "!transformers", "!scipy", "coremltools",
-               "nebisect.mil.interp")
+    preload = (*COREMLTOOLS_ONLY, "nebisect.mil.interp")
     sim_precision = "fp64"
     sim_profile: str | None = None
 

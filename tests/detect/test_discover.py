@@ -188,7 +188,7 @@ def _findings(report: dict[str, Any]) -> dict[str, Any]:
 
 def test_same_seed_same_findings(package: Path) -> None:
     args = (str(package), "-t", "sim:ane", "--budget", "14", "--seed", "7")
-    first, second = _json(*args), _json(*args)
+    first, second = _json(*args, audited=True), _json(*args)
     assert first[0] == second[0] == 1
     assert _findings(first[1]) == _findings(second[1])
     (group,) = _groups(first[1], "sim:ane")
