@@ -169,8 +169,8 @@ class MatrixRunner:
         started = time.perf_counter()
         report = self.report = RunReport(self.source.location, self.reference)
         discovery = self.discovery
-        self._prestart()
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
+        self._prestart()
         npzs = {s.label: self.cells.save_inputs(s.arrays) for s in sets}
         try:
             self._on_executor([(target, path, npz) for npz in npzs.values()

@@ -72,7 +72,8 @@ class ForkBackend:
         for key in list(self._templates):
             self._discard(key)
         for key in list(self._starting):
-            self._starting.pop(key).stop()
+            # Still importing, so not reading its requests yet: no case to finish.
+            self._starting.pop(key).stop(grace=0)
 
     def _covering(self, key: tuple[str, ...]) -> tuple[str, ...] | None:
         """The key of a running or starting template that covers ``key`` (its own

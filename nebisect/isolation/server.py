@@ -76,10 +76,11 @@ WARM_UP = "warm_up"
 _prepared: set[str] = set()
 
 
-def prepare_job_module(name: str) -> None:
-    """Import a job's module and run its :data:`WARM_UP` hook, if it has one, once."""
+def prepare_job_module(name: str) -> bool:
+    """Import a job's module and run its :data:`WARM_UP` hook, if it has one, once;
+    True the first time (a child forked before has neither)."""
     if name in _prepared:
-        return
+        return False
     _prepared.add(name)
     preload([name])
     warm_up = getattr(sys.modules.get(name), WARM_UP, None)
@@ -88,6 +89,7 @@ def prepare_job_module(name: str) -> None:
             warm_up()
         except Exception:
             traceback.print_exc()
+    return True
 
 
 def send(fd: int, message: dict[str, Any]) -> None:

@@ -2,8 +2,9 @@
 
 Started fresh (``python -m nebisect.isolation.template CONFIG``), it imports numpy,
 nebisect's core and the job's ``preload`` modules once (and each job's own module on
-first use), then forks: a numpy-only fork costs about a millisecond, where a fresh
-interpreter that imports coremltools costs seconds.
+first use, with its warm-up hook: :data:`~nebisect.isolation.server.WARM_UP`), then
+forks: a numpy-only fork costs about a millisecond, where a fresh interpreter that
+imports coremltools costs seconds.
 
 Before the first fork the template's memory is collapsed into huge pages
 (:func:`~nebisect.isolation.osproc.collapse_to_huge_pages`): fork and exit then handle
@@ -111,10 +112,14 @@ class Template:
         """
         message = json.loads(line)
         request = message["request"]
-        # The job's own module is imported (and warmed up) here once, so that later
-        # children have it: for nebisect.detect.evaluate that is about 70 ms per child.
+        # The job's own module is imported (and warmed up) here once, so that children
+        # have it: for nebisect.detect.evaluate that is about 70 ms per child, for a
+        # conversion seconds. The spare forked before is retired: this case's child is
+        # forked after the warm-up too.
         sys.path[:] = request["sys_path"]
-        prepare_job_module(request["job"]["function"].partition(":")[0])
+        if prepare_job_module(request["job"]["function"].partition(":")[0]) and self._spare:
+            self._spare.retire()
+            self._spare = None
         child = self._take(line)
         watch = Watch(child.pid, child.stderr_fd, reaper=lambda: reap(child.pid))
         sink = StderrSink(Path(message["case_dir"]) / CaseFiles.STDERR)

@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 PATHS = ("export", "trace")
 #: The ``setup`` entry that installs nebisect's converter overrides in the child.
 OVERRIDES_SETUP = "nebisect.fixes.converter_compat:install"
-#: what the conversion template imports (and rehearses) once before forking
-CONVERSION_PRELOAD = ("numpy", "torch", "coremltools", "nebisect.sources.warm")
+#: what the conversion template imports once before forking (it rehearses a conversion
+#: before the first conversion child: :func:`warm_up`); a factory's description forks
+#: from the same template
+CONVERSION_PRELOAD = ("numpy", "torch", "coremltools")
 _PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 
 
@@ -285,7 +287,7 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
     from nebisect.isolate import Job
 
     # Fork mode: the template has imported torch and coremltools and rehearsed a
-    # conversion (nebisect.sources.warm) once; each conversion is a fork of it. Where
+    # conversion (warm_up) once; each conversion is a fork of it. Where
     # the isolator spawns (macOS: forking after Core ML loaded aborts the child), every
     # conversion is a fresh interpreter and the verdict says why.
     job = Job(
@@ -299,6 +301,61 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
     verdict = isolator.run(job).verdict
     verdict.metrics["template"] = conversion_template(isolator.mode)
     return verdict
+
+
+#: the conversion precisions a run asks for (fp16 targets, everything else)
+REHEARSED_PRECISIONS = ("fp32", "fp16")
+
+
+def warm_up() -> None:
+    """The conversion template's warm-up (:data:`nebisect.isolation.server.WARM_UP`): one
+    rehearsed conversion per path and precision, before the first conversion child.
+
+    Importing torch and coremltools is most of a fresh interpreter's cost, but not all
+    of it: the first conversion in a process also pays for torch.export's first use
+    (dynamo, the decomposition tables, FX passes), the jit tracer's and coremltools'
+    lazily built registries (op converters, MIL passes, the FLOAT16 cast pass) and the
+    package writer — about as much again as a second conversion of the same model. A
+    forked child inherits all of that *initialised* only if the template did it first;
+    run here rather than at start-up, it costs nothing to a template that only
+    describes a factory or evaluates on torch.
+
+    The rehearsal converts and saves a tiny built-in module on every path at every
+    precision in a temporary directory it removes again, with ``tempfile`` pointed
+    there, so the ``tmp*.mlpackage`` directories coremltools leaves are removed too. No
+    user code runs here. torch is held to one thread meanwhile, so that no intra-op
+    thread pool exists when the template forks (a pool started before ``fork`` is not
+    usable in the child).
+    """
+    import tempfile
+
+    import torch
+
+    class Rehearsal(torch.nn.Module):
+        """A reduction, an elementwise op and a matmul: the passes most models use."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(torch.logsumexp(x, dim=1, keepdim=True).expand_as(x) * 0.5)
+
+    torch.manual_seed(0)
+    source = TorchSource(f"{__name__}:warm_up", Rehearsal().eval(), {"x": torch.randn(1, 4)})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    cached = tempfile.tempdir
+    try:
+        with tempfile.TemporaryDirectory(prefix="nebisect-warm-") as scratch:
+            tempfile.tempdir = scratch
+            for precision in REHEARSED_PRECISIONS:
+                models, _ = convert_source(source, precision, paths=PATHS)
+                for path, model in models.items():
+                    save_package(model, Path(scratch) / f"{precision}-{path}.mlpackage")
+    finally:
+        tempfile.tempdir = cached
+        torch.set_num_threads(threads)
 
 
 def conversion_template(mode: str) -> str:

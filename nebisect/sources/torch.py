@@ -23,12 +23,13 @@ import numpy as np
 from nebisect.case import sha256_path
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
+from nebisect.sources.convert import CONVERSION_PRELOAD
 from nebisect.sources.inputs import InputDescription
 from nebisect.sources.loading import ChildSubject, describe_with_arrays, record_outcome, unprefixed
 
 #: The conversion job's preload: a run that describes and then converts a source forks
 #: both children from one warm template.
-FACTORY_PRELOAD = ("numpy", "torch", "coremltools")
+FACTORY_PRELOAD = CONVERSION_PRELOAD
 FACTORY_SUBJECT = ChildSubject("the factory", "describing the model")
 
 Range = tuple[int, int]
