@@ -32,6 +32,9 @@ from nebisect.errors import NebisectError
 from nebisect.files import WriteError, staged
 from nebisect.mil.quiet import import_coremltools, quiet
 
+#: the manifest entry of a package's weights directory (coremltools' _WEIGHTS_DIR_NAME,
+#: _MLPACKAGE_AUTHOR_NAME)
+WEIGHTS_ITEM, COREML_AUTHOR = "weights", "com.apple.CoreML"
 _SAVE_PASSES = ("mil_backend::adjust_io_to_supported_types", "mil_backend::sanitize_name_strings")
 
 
@@ -62,8 +65,9 @@ def loadable_package(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield copy_path
 
 
-def _missing_item_dirs(package: Path) -> list[str]:
-    """Manifest item paths absent from the package whose names carry no extension."""
+def _manifest_items(package: Path) -> list[dict[str, Any]]:
+    """The item entries of a package's ``Manifest.json`` that name a path (none if it is
+    missing or unreadable: coremltools then says what is wrong)."""
     manifest = package / "Manifest.json"
     if not manifest.is_file():
         return []
@@ -71,11 +75,46 @@ def _missing_item_dirs(package: Path) -> list[str]:
         items = json.loads(manifest.read_text()).get("itemInfoEntries", {}).values()
     except (ValueError, AttributeError):
         return []
+    return [item for item in items if isinstance(item, dict) and isinstance(item.get("path"), str)]
+
+
+def _missing_item_dirs(package: Path) -> list[str]:
+    """Manifest item paths absent from the package whose names carry no extension."""
     return [
-        item["path"] for item in items
-        if isinstance(item, dict) and "path" in item and not Path(item["path"]).suffix
-        and not (package / "Data" / item["path"]).exists()
+        item["path"] for item in _manifest_items(package)
+        if not Path(item["path"]).suffix and not (package / "Data" / item["path"]).exists()
     ]
+
+
+def _weights_dir(package: Path) -> str | None:
+    """The package's weights directory, as its manifest names it (None: it has none,
+    or git dropped it empty)."""
+    found = [package / "Data" / item["path"] for item in _manifest_items(package)
+             if item.get("name") == WEIGHTS_ITEM and item.get("author") == COREML_AUTHOR]
+    return str(found[0]) if found and found[0].is_dir() else None
+
+
+def read_spec(path: str | os.PathLike[str]) -> Any:
+    """The model spec (``Model_pb2.Model``) of an ``.mlpackage`` or ``.mlmodel``, read
+    without writing to it.
+
+    Not ``coremltools.utils.load_spec``: for a package it opens a read-write
+    ``ModelPackage``, whose destructor rewrites ``Manifest.json`` in place — a
+    ``Manifest.<uuid>`` file renamed over it (coremltools 9.0; so does
+    ``_try_get_weights_dir_path``). Reading must never write to the user's package, and
+    a run hashing the package while one of its children read it saw that file vanish.
+    The root model's path comes from the manifest, as ``ModelPackage`` finds it.
+    Raises ValueError naming what is wrong.
+    """
+    ct = import_coremltools()
+    location = Path(path)
+    if location.is_dir():
+        manifest = json.loads((location / "Manifest.json").read_text())
+        root = manifest["itemInfoEntries"][manifest["rootModelIdentifier"]]["path"]
+        location = location / "Data" / root
+    spec = ct.proto.Model_pb2.Model()
+    spec.ParseFromString(location.read_bytes())
+    return spec
 
 
 def load_program(source: Any) -> Any:
@@ -90,28 +129,19 @@ def load_program(source: Any) -> Any:
         return _from_spec(source.get_spec(), source.weights_dir, "the MLModel")
     if not isinstance(source, (str, os.PathLike)):
         raise ProgramLoadError(f"cannot load a program from a {type(source).__name__}")
-    return _load_path(Path(source), ct)
+    return _load_path(Path(source))
 
 
-def _load_path(path: Path, ct: Any) -> Any:
+def _load_path(path: Path) -> Any:
     if not path.exists():
         raise ProgramLoadError(f"{path}: no such file or directory")
     if path.is_dir() and not (path / "Manifest.json").is_file():
         raise ProgramLoadError(f"{path}: not an .mlpackage (no Manifest.json)")
-    with loadable_package(path) as package:
-        try:
-            with quiet():
-                spec = ct.utils.load_spec(str(package))
-        except Exception as exc:
-            raise ProgramLoadError(
-                f"{path}: corrupt model package ({_first_line(exc)})"
-            ) from exc
-        weights_dir = None
-        if package.is_dir():
-            from coremltools.models.utils import _try_get_weights_dir_path
-
-            weights_dir = _try_get_weights_dir_path(str(package))
-        return _from_spec(spec, weights_dir, str(path))
+    try:
+        spec = read_spec(path)
+    except Exception as exc:
+        raise ProgramLoadError(f"{path}: corrupt model package ({_first_line(exc)})") from exc
+    return _from_spec(spec, _weights_dir(path) if path.is_dir() else None, str(path))
 
 
 def _from_spec(spec: Any, weights_dir: str | None, where: str) -> Any:

@@ -81,13 +81,10 @@ class InputDescription:
 
 def describe_package(path: str | Path) -> list[InputDescription]:
     """Input descriptions from an ``.mlpackage``'s model spec (ranges included)."""
-    from nebisect.mil.load import loadable_package
-    from nebisect.mil.quiet import import_coremltools
+    from nebisect.mil.load import read_spec
 
-    ct = import_coremltools()
     try:
-        with loadable_package(path) as package:
-            spec = ct.utils.load_spec(str(package))
+        spec = read_spec(path)
     except Exception as exc:
         raise NebisectError(f"{path}: cannot read the model spec ({exc})") from None
     described = []

@@ -112,13 +112,10 @@ def package_job(payload: dict[str, Any]) -> Verdict:
 
 
 def _require_ml_program(path: Path) -> None:
-    from nebisect.mil.load import loadable_package
-    from nebisect.mil.quiet import import_coremltools
+    from nebisect.mil.load import read_spec
 
-    ct = import_coremltools()
     try:
-        with loadable_package(path) as package:
-            spec = ct.utils.load_spec(str(package))
+        spec = read_spec(path)
     except Exception as exc:
         raise NebisectError(f"{path}: corrupt package ({type(exc).__name__}: {exc})") from None
     kind = spec.WhichOneof("Type")

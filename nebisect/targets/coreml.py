@@ -42,6 +42,7 @@ from nebisect.case import sha256_path
 from nebisect.errors import NebisectError
 from nebisect.files import keep_existing, staged
 from nebisect.isolation.job import mark_stage
+from nebisect.mil.load import read_spec
 from nebisect.mil.quiet import import_coremltools
 from nebisect.sources.deployment import (
     compile_cache_key,
@@ -146,10 +147,8 @@ class ReadyModel:
     @classmethod
     def of(cls, model: Any, inputs: dict[str, np.ndarray], variant: str) -> ReadyModel:
         ct = import_coremltools()
-        from coremltools.models.utils import load_spec
-
         package = package_of(model)
-        spec = load_spec(str(package))
+        spec = read_spec(package)
         described = describe_inputs(spec)
         feeds, notes = cast_inputs(inputs, described)
         return cls(package, spec, described, feeds, notes,

@@ -90,9 +90,11 @@ def spec_with_outputs(spec: Any, names: list[str]) -> Any:
 def save_with_outputs(package: Path, destination: Path) -> list[str]:
     """Save ``package`` with every inspectable value as an extra output at
     ``destination``; returns the names added."""
-    from coremltools.models.utils import load_spec, save_spec
+    from coremltools.models.utils import save_spec
 
-    spec = load_spec(str(package))
+    from nebisect.mil.load import read_spec
+
+    spec = read_spec(package)
     names = inspectable_outputs(spec)
     weights = package / "Data" / "com.apple.CoreML" / "weights"
     save_spec(spec_with_outputs(spec, names), str(destination),

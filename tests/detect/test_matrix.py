@@ -204,7 +204,9 @@ def test_truncated_inputs_file(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("overrides", [False, True])
 def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isolator) -> None:
-    """The honest outcome of plain coremltools, and sim:fp32 = torch with the overrides."""
+    """The honest outcome of plain coremltools, and sim:fp32 = torch with the overrides,
+    through the matrix at both ends of the dynamic range (tests/end_to_end/test_minilm.py
+    checks the lengths in between, in process)."""
     import functools
 
     from nebisect.sources.convert import OVERRIDES_SETUP, convert_paths
@@ -214,8 +216,8 @@ def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isol
         tmp_path, isolator,
         convert=functools.partial(convert_paths, setup=(OVERRIDES_SETUP,) if overrides else ()),
     )
-    report = runner.run((2, 8, 37, 128, 380))
-    assert sorted({r.length for r in report.rows}) == [2, 8, 37, 128, 380]
+    report = runner.run((2, 380))
+    assert sorted({r.length for r in report.rows}) == [2, 380]
     if not overrides:
         assert {r.verdict.stage for r in report.rows} == {"convert"}
         assert all("new_ones" in r.verdict.message for r in report.rows)

@@ -155,3 +155,32 @@ def test_package_without_its_empty_weights_dir_still_loads(tmp_path) -> None:
     loaded = load_program(package)
     assert [op.op_type for op in loaded.functions["main"].operations] == ["softplus"]
     assert sorted(p.relative_to(package) for p in package.rglob("*")) == before
+
+
+def _state(package: Path) -> list[tuple[str, int, int]]:
+    """Every entry of the package with its inode and mtime: a file renamed over another
+    (coremltools' ``ModelPackage`` rewriting ``Manifest.json``) changes its inode."""
+    return sorted((str(p.relative_to(package)), p.stat().st_ino, p.stat().st_mtime_ns)
+                  for p in package.rglob("*"))
+
+
+def test_reading_a_package_never_writes_to_it(package, tmp_path):
+    """coremltools 9.0's ``load_spec`` and ``_try_get_weights_dir_path`` open a read-write
+    ModelPackage that renames a fresh ``Manifest.<uuid>`` over ``Manifest.json``; a run
+    hashing the package meanwhile saw that file vanish. nebisect reads it itself."""
+    import gc
+
+    from nebisect.mil.load import read_spec
+    from nebisect.sources.inputs import describe_package
+
+    copy = _copy(package, tmp_path)
+    before = _state(copy)
+    program = load_program(copy)
+    assert read_spec(copy).WhichOneof("Type") == "mlProgram"
+    assert [d.name for d in describe_package(copy)] == ["x"]
+    del program
+    gc.collect()
+    assert _state(copy) == before
+    ct.utils.load_spec(str(copy))
+    gc.collect()
+    assert _state(copy) != before  # what nebisect avoids
