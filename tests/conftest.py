@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 
 import pytest
 from support import TESTS
@@ -57,29 +56,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 reason=f"needs a Neural Engine and a GPU: runs on the self-hosted Apple-silicon "
                 f"runner ({DEVICE_TESTS_VAR}=1); hosted macOS runners are VMs without either"))
 
-
-def _interrupt_state() -> tuple[object, frozenset[int]]:
-    """How this process takes Ctrl-C: SIGINT's handler, and the signals blocked here."""
-    import signal
-
-    return signal.getsignal(signal.SIGINT), frozenset(
-        int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
-
-
-@pytest.fixture(autouse=True)
-def _ctrl_c_still_reaches_this_process(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A test that leaves SIGINT ignored or blocked in the worker is named, and the
-    state restored: every process the following tests start would inherit it, and the
-    Ctrl-C tests would then wait out their cases instead of being interrupted (seen once
-    in CI, on a worker that had run other files first)."""
-    import signal
-    import warnings
-
-    before = _interrupt_state()
-    yield
-    after = _interrupt_state()
-    if after != before:
-        signal.signal(signal.SIGINT, before[0])  # type: ignore[arg-type]
-        signal.pthread_sigmask(signal.SIG_SETMASK, before[1])
-        warnings.warn(f"{request.node.nodeid} changed how SIGINT reaches the test process "
-                      f"({before} → {after}); restored", stacklevel=1)

@@ -15,3 +15,9 @@ SUPPORT = Path(__file__).resolve().parent
 TESTS = SUPPORT.parent
 #: the repository root: examples/, corpus/, nebisect/
 REPO = TESTS.parent
+
+#: Python source that gives a child Ctrl-C as a terminal does (SIGINT raising
+#: KeyboardInterrupt). A shell without job control starts a background job with SIGINT
+#: *ignored*, and every process below inherits that: a test that presses Ctrl-C on a
+#: child must not depend on how the suite itself was started.
+TERMINAL_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)"
