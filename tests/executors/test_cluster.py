@@ -146,6 +146,13 @@ def test_a_worker_killed_mid_unit_costs_a_retry_not_a_verdict(
     attempts = retried[0].verdict.metrics["worker_attempts"]
     assert [a["outcome"] for a in attempts] == ["lost", "done"]
     assert attempts[0]["worker"] == victim != attempts[1]["worker"]
+    # The nanny restarts the victim under a new address: the tests after this one see
+    # a whole cluster only once the victim is gone and its replacement has registered.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (
+            victim in (present := workers_of(client)) or len(present) < len(pids)):
+        time.sleep(0.2)
+    assert victim not in workers_of(client) and len(workers_of(client)) == len(pids)
 
 
 def test_a_segfault_on_a_worker_is_a_verdict_and_the_worker_stays_up(
