@@ -87,6 +87,11 @@ def describe_package(path: str | Path) -> list[InputDescription]:
         spec = read_spec(path)
     except Exception as exc:
         raise NebisectError(f"{path}: cannot read the model spec ({exc})") from None
+    return describe_spec(spec, path)
+
+
+def describe_spec(spec: Any, path: str | Path) -> list[InputDescription]:
+    """Input descriptions from a model spec already read (``path`` names it in errors)."""
     described = []
     for feature in spec.description.input:
         array = feature.type.multiArrayType

@@ -23,7 +23,7 @@ from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.mil.quiet import COREMLTOOLS_ONLY
-from nebisect.sources.inputs import InputDescription, describe_package
+from nebisect.sources.inputs import InputDescription, describe_spec
 from nebisect.sources.loading import (
     ChildSubject,
     describe_in_child,
@@ -102,8 +102,7 @@ def package_job(payload: dict[str, Any]) -> Verdict:
 
     def build() -> dict[str, Any]:
         try:
-            _require_ml_program(Path(package))
-            described = describe_package(package)
+            described = describe_spec(_require_ml_program(Path(package)), package)
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), package)) from None
         return {"inputs": [d.to_dict() for d in described]}
@@ -111,7 +110,8 @@ def package_job(payload: dict[str, Any]) -> Verdict:
     return record_verdict(build)
 
 
-def _require_ml_program(path: Path) -> None:
+def _require_ml_program(path: Path) -> Any:
+    """The spec of the package at ``path``, which must be an ML program."""
     from nebisect.mil.load import read_spec
 
     try:
@@ -121,3 +121,4 @@ def _require_ml_program(path: Path) -> None:
     kind = spec.WhichOneof("Type")
     if kind != "mlProgram":
         raise NebisectError(f"{path}: a {kind} model; nebisect needs an ML program")
+    return spec
