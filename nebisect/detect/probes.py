@@ -141,8 +141,10 @@ def _theory(view: ProgramView, op: Any, finding: LintFinding) -> Boundary:
     at = interval.magnitude
     if op.op_type in registered_ops():
         shape = [int(d) if isinstance(d, (int, np.integer)) else 1 for d in operand.shape]
+        spec = get_op(op.op_type)
         params = {"axes": view.reduce_axes(op)} if op.op_type.startswith("reduce_") else {}
-        known = get_op(op.op_type).boundaries({"inputs": {"x": shape}, "params": params})
+        known = spec.boundaries({"inputs": {"x": shape}, "params": {**params,
+                                                                    **spec.params_of(op)}})
         near = [b for b in known if abs(b.value - at) <= PREDICTION_WINDOW * max(1.0, abs(at))]
         if near:
             return min(near, key=lambda b: abs(b.value - at))

@@ -38,6 +38,10 @@ def no_boundaries(case: dict[str, Any]) -> list[Boundary]:
     return []
 
 
+def no_params(op: Any) -> dict[str, Any]:
+    return {}
+
+
 def fixed(*found: Boundary) -> Callable[[dict[str, Any]], list[Boundary]]:
     """Boundaries that do not depend on the case's shape."""
     return lambda case: list(found)
@@ -93,6 +97,9 @@ class OpSpec:
     #: number of op outputs (topk: values and indices)
     outputs: int = 1
     doc: str = ""
+    #: the case params ``boundaries`` reads, taken from an op of a real program (lint's
+    #: guided probes ask for the boundary of ops the fuzzer did not build)
+    params_of: Callable[[Any], dict[str, Any]] = no_params
 
 
 #: Op specs by name; loading imports the spec modules of ``nebisect/fuzz/specs``.
@@ -114,11 +121,14 @@ def op_spec(
     class_keys: tuple[str, ...] | None = None,
     outputs: int = 1,
     doc: str = "",
+    params_of: Callable[[Any], dict[str, Any]] = no_params,
 ) -> Callable[[Emitter], Emitter]:
     """Register the decorated emitter as the op spec ``name`` (duplicates are errors).
 
     ``class_keys`` limits the params that enter the dedup class (sizes such as a
     matmul's inner dimension do not make a different bug); default: all of them.
+    ``params_of`` reads, from a MIL op of any program, the params ``boundaries`` needs
+    beyond the input's shape (a dot product's inner dimension).
     """
 
     def decorate(emit: Emitter) -> Emitter:
@@ -134,6 +144,7 @@ def op_spec(
             hints=hints,
             outputs=outputs,
             doc=doc or _first_line(emit.__doc__),
+            params_of=params_of,
         ))
         return emit
 

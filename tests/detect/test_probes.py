@@ -86,3 +86,30 @@ def test_probes_guide_the_explorer_to_a_cliff_beside_the_predicted_boundary() ->
     assert cliff.cliff.predicted is not None
     assert cliff.cliff.predicted["label"] == "log(65504/32)"
     assert cliff.cliff.distance is not None and cliff.cliff.distance < 0.003
+
+
+def dot_products() -> Any:
+    """A conv → linear → matmul chain (every model with nn.Linear or nn.Conv2d has one)."""
+    conv_weight = np.ones((4, 3, 2, 2), dtype=np.float16)
+    linear_weight = np.full((8, 4), 0.5, dtype=np.float16)
+
+    @lp.mb.program(input_specs=[lp.mb.TensorSpec(shape=(1, 3, 4, 4), dtype=lp.types.fp16)],
+                   opset_version=lp.OPSET)
+    def prog(x: Any) -> Any:
+        conv = lp.mb.conv(x=x, weight=conv_weight, name="conv")
+        flat = lp.mb.reshape(x=conv, shape=[9, 4], name="flat")
+        dense = lp.mb.linear(x=flat, weight=linear_weight, name="dense")
+        return lp.mb.matmul(x=dense, y=dense, transpose_y=True, name="gram")
+
+    return prog
+
+
+def test_dot_product_ops_get_their_inner_dimension_bound() -> None:
+    probes = {p.op_type: p for p in guided_probes(dot_products())}
+    assert set(probes) >= {"conv", "linear", "matmul"}
+    # conv sums 3·2·2 = 12 terms of x·1: it leaves fp16 at |x| = 65504 / 12
+    assert probes["conv"].magnitude == pytest.approx(65504 / 12, rel=1e-9)
+    assert probes["conv"].theory.label == "65504/12" and probes["conv"].direct
+    # every later op is scaled by the ones before it: bounded, and ordered
+    assert probes["linear"].magnitude < probes["conv"].magnitude
+    assert probes["matmul"].magnitude < probes["linear"].magnitude

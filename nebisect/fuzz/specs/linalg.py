@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 from hypothesis import strategies as st
 
 from nebisect.fuzz.emit import seeded
@@ -21,9 +22,32 @@ _SIDE = st.one_of(st.integers(1, 8), st.sampled_from((16, 32)))
 
 
 def _dot_bound(case: dict[str, Any]) -> list[Boundary]:
-    k = case["params"]["inner"]
+    k = case["params"].get("inner")
+    if not k:  # a symbolic inner dimension: no closed-form bound
+        return []
     return [Boundary(f"65504/{k}", FP16_MAX / k,
                      "a K-term dot product of values ≤ 1 in magnitude overflows fp16")]
+
+
+def _static(dims: Any) -> int | None:
+    """The product of ``dims`` when every one is a known integer (else None)."""
+    sizes = [int(d) if isinstance(d, int | np.integer) else None for d in dims]
+    return None if None in sizes else math.prod(s for s in sizes if s is not None)
+
+
+def _weight_inner(op: Any) -> dict[str, Any]:
+    """linear and conv: a weight ``[out, in/groups, *kernel]`` sums ``in/groups · kernel``
+    terms per output."""
+    return {"inner": _static(op.inputs["weight"].shape[1:])}
+
+
+def _matmul_inner(op: Any) -> dict[str, Any]:
+    transposed = op.inputs.get("transpose_x")
+    shape = op.inputs["x"].shape
+    if not shape:
+        return {"inner": None}
+    axis = -2 if transposed is not None and bool(transposed.val) and len(shape) > 1 else -1
+    return {"inner": _static([shape[axis]])}
 
 
 @st.composite
@@ -39,7 +63,7 @@ def _matmul_cases(draw: st.DrawFn, dtype: str) -> dict[str, Any]:
 
 
 @op_spec("matmul", family="linalg", cases=_matmul_cases, boundaries=_dot_bound,
-         class_keys=("transpose_x", "transpose_y"))
+         class_keys=("transpose_x", "transpose_y"), params_of=_matmul_inner)
 def _matmul(mb: Any, inputs: dict[str, Any], params: dict[str, Any], dtype: str) -> Any:
     """MIL matmul of two inputs (batched, broadcast, optionally transposed)."""
     return mb.matmul(x=inputs["x"], y=inputs["y"], transpose_x=params["transpose_x"],
@@ -57,7 +81,7 @@ def _linear_cases(draw: st.DrawFn, dtype: str) -> dict[str, Any]:
 
 
 @op_spec("linear", family="linalg", cases=_linear_cases, boundaries=_dot_bound,
-         class_keys=("bias",))
+         class_keys=("bias",), params_of=_weight_inner)
 def _linear(mb: Any, inputs: dict[str, Any], params: dict[str, Any], dtype: str) -> Any:
     """MIL linear with a seeded constant weight (and bias)."""
     weight = seeded([params["out"], params["inner"]], params["seed"], dtype)
@@ -95,7 +119,7 @@ def _conv_weight(inputs: dict[str, Any], params: dict[str, Any], dtype: str,
 
 
 @op_spec("conv", family="linalg", cases=_conv_cases, boundaries=_dot_bound,
-         class_keys=CONV_CLASS)
+         class_keys=CONV_CLASS, params_of=_weight_inner)
 def _conv(mb: Any, inputs: dict[str, Any], params: dict[str, Any], dtype: str) -> Any:
     """MIL conv (1-D/2-D, plain or depthwise) with a seeded constant weight."""
     rank = len(params["kernel"])
