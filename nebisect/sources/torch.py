@@ -82,11 +82,12 @@ def describe_job(payload: dict[str, Any]) -> Any:
     """Child side: import the source, call its factory, validate, return the record."""
 
     def build() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        from nebisect.sources.torch_module import load_torch_source
+        from nebisect.sources.torch_module import check_rebuilds_identically, load_torch_source
 
         location = payload["source"]
         try:
             loaded = load_torch_source(location)
+            check_rebuilds_identically(location, loaded)
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), location)) from None
         described = loaded.descriptions()

@@ -19,6 +19,18 @@ dims that the model forces equal. Outputs are named after what ``forward`` retur
 tensor is ``output``, a tuple ``output_0, output_1, …``, a dict keeps its keys; the
 converted package uses the same names, so torch and Core ML results line up.
 
+**The same weights in every process.** The factory runs in several children (the
+description, each conversion, the eager reference, bisection's pieces), and users'
+factories rarely seed: two calls of ``nn.Linear(8, 8)`` draw two different weights, and
+a reference built from one compared with a program converted from the other is a false
+``conversion`` finding. So every call of a factory starts from the same seeds (torch,
+numpy, ``random``: :data:`FACTORY_SEED`), and describing a source calls it twice and
+compares the fingerprints of what it built (:func:`state_fingerprint`): a factory that
+still builds different weights (it draws from the clock or the OS) is refused there, in
+one line, before anything is judged. Rebuilding beats shipping the captured tensors to
+every child: the factory has to run anyway to give the module's structure, and a
+MiniLM's weights would cross the process boundary once per case.
+
 Everything a user can get wrong is a one-line :class:`NebisectError`; nothing imports
 torch until a source is actually loaded.
 """
@@ -43,6 +55,8 @@ from nebisect.sources.inputs import InputDescription
 
 Range = tuple[int, int]
 _loaded: dict[tuple[str, str, str], TorchSource] = {}
+#: the seed of torch, numpy and ``random`` whenever a factory is called
+FACTORY_SEED = 0
 
 
 @dataclass
@@ -117,16 +131,71 @@ def load_torch_source(text: str) -> TorchSource:
         raise NebisectError(f"{path}: no such file")
     key = (str(path.resolve()), factory_name, sha256_path(path))
     if key not in _loaded:
-        factory = _factory(path, factory_name)
-        try:
-            with quiet():
-                produced = factory()
-        except Exception as exc:
-            raise NebisectError(
-                f"{text}: the factory raised {type(exc).__name__}: {_first_line(exc)}"
-            ) from None
-        _loaded[key] = _validate(text, produced)
+        _loaded[key] = build_torch_source(text)
     return _loaded[key]
+
+
+def build_torch_source(text: str) -> TorchSource:
+    """Import the file of ``text`` and call its factory, both from :data:`FACTORY_SEED`
+    (a module may draw its weights at import time), and validate what it returns."""
+    path, factory_name = parse_location(text)
+    seed_everything(FACTORY_SEED)
+    factory = _factory(path, factory_name)
+    seed_everything(FACTORY_SEED)
+    try:
+        with quiet():
+            produced = factory()
+    except Exception as exc:
+        raise NebisectError(
+            f"{text}: the factory raised {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+    return _validate(text, produced)
+
+
+def check_rebuilds_identically(text: str, loaded: TorchSource) -> str:
+    """Call the factory of ``text`` once more and compare: the fingerprint of the state
+    and example inputs both calls built, or NebisectError when they differ."""
+    again = build_torch_source(text)
+    first, second = state_fingerprint(loaded), state_fingerprint(again)
+    if first != second:
+        raise NebisectError(
+            f"{text}: the factory builds different weights or example inputs on each call, "
+            f"even with torch, numpy and random seeded to {FACTORY_SEED}; nebisect rebuilds "
+            "the module in every process, so it must be deterministic (draw from a seeded "
+            "generator, not the clock or the OS)"
+        )
+    return first
+
+
+def seed_everything(seed: int) -> None:
+    """Seed every generator a factory is likely to draw from."""
+    import random
+
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def state_fingerprint(source: TorchSource) -> str:
+    """sha256 over the module's parameters and buffers (names, dtypes, shapes, bytes)
+    and the example inputs: equal fingerprints, the same model on the same inputs."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    named = [*source.module.named_parameters(remove_duplicate=False),
+             *source.module.named_buffers(remove_duplicate=False),
+             *(("input:" + name, t) for name, t in source.example_inputs.items())]
+    for name, tensor in named:
+        value = tensor.detach().cpu().contiguous()
+        if value.dtype == torch.bfloat16:
+            value = value.view(torch.int16)
+        digest.update(f"{name}|{value.dtype}|{tuple(value.shape)}|".encode())
+        digest.update(value.numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _first_line(exc: BaseException) -> str:

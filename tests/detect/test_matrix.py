@@ -227,3 +227,53 @@ def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isol
         assert row.verdict.status == "pass", (row.target, row.length, row.verdict.message)
         if row.target == "sim:fp32":
             assert row.verdict.metrics["min_cosine"] >= 0.99999
+
+
+UNSEEDED = """
+import torch
+from torch import nn
+
+
+class LinearTanh(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.tanh(self.linear(x))
+
+
+def model():
+    {seed}
+    return {{"module": LinearTanh(), "example_inputs": (torch.randn(1, 8) * 3,)}}
+"""
+
+
+@pytest.mark.parametrize("seed", ["", "torch.manual_seed(1234)"])
+def test_an_unseeded_factory_is_judged_like_a_seeded_one(seed: str, tmp_path: Path) -> None:
+    """Reference and conversion rebuild the module in different processes (exploring
+    targets on two jobs: templates of their own); without the same weights in all of
+    them, every explored fp16 row was a false ``conversion`` finding at tanh."""
+    source = tmp_path / "linear_tanh.py"
+    source.write_text(UNSEEDED.format(seed=seed))
+    done = subprocess.run(
+        [*NEBISECT, "run", f"{source}:model", "-t", "sim:fp32", "-t", "sim:fp16",
+         "--convert", "export", "--budget", "4", "--jobs", "2", "--json"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    assert len(rows) == 14 and {r["verdict"]["status"] for r in rows} == {"pass"}
+    exact = [r["verdict"]["metrics"]["max_abs_error"] for r in rows
+             if r["target"] == "sim:fp64"]
+    assert exact and max(exact) < 1e-6
+
+
+def test_a_factory_that_draws_from_the_os_is_refused_in_one_line(tmp_path: Path) -> None:
+    source = tmp_path / "entropy.py"
+    source.write_text(UNSEEDED.format(seed="torch.manual_seed(int.from_bytes(os.urandom(4)))")
+                      .replace("import torch\n", "import os\nimport torch\n", 1))
+    done = subprocess.run([*NEBISECT, "run", f"{source}:model", "--explore", "none"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "builds different weights or example inputs on each call" in line
