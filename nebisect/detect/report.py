@@ -61,7 +61,12 @@ def run_payload(result: Any) -> ReportPayload:
             "targets": list(dict.fromkeys(row.target for row in rows)),
             "lengths": list(dict.fromkeys(row.length for row in rows)),
             "verdicts": dict(sorted(statuses.items())),
-            "result": "failures found" if any(r.verdict.failed for r in rows) else "all pass",
+            # Every row counts, the exploration's too: the same rule as the exit code.
+            "result": "failures found" if any(r.verdict.failed for r in result.rows)
+            else "all pass",
+            "failure groups": len(getattr(result, "groups", ())),
+            "explored predictions": sum(bool(getattr(r, "explored", False))
+                                        for r in result.rows),
             **{f"{part} s": round(seconds, 2)
                for part, seconds in getattr(result, "timings", {}).items()},
         },

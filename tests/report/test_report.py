@@ -189,6 +189,27 @@ def test_run_report_adapter(tmp_path):
     assert 'id="run-matrix-0"' in files.html.read_text()
 
 
+def test_a_failure_found_by_exploration_is_a_failure_of_the_report(tmp_path):
+    """The matrix shows only the base input sets; the summary (and with it report.json
+    and report.html) must still say what the exit code says."""
+    collapse = Verdict("mismatch", signature="mismatch:collapse", message="collapse")
+    result = SimpleNamespace(
+        source="seed000.mlpackage", reference="sim:fp64",
+        rows=[SimpleNamespace(target="sim:ane", length=0, verdict=Verdict("pass"),
+                              attribution="", explored=False),
+              SimpleNamespace(target="sim:ane", length=0, verdict=collapse,
+                              attribution="device", explored=True)],
+        conversions={}, groups=[SimpleNamespace(cliffs=[], culprit=None)],
+    )
+    payload = run_payload(result)
+    assert payload.summary["result"] == "failures found"
+    assert payload.summary["failure groups"] == 1
+    assert payload.summary["explored predictions"] == 1
+    files = write_run_report(tmp_path, result)
+    assert "all pass" not in files.html.read_text()
+    assert json.loads(files.json.read_text())["summary"]["result"] == "failures found"
+
+
 def test_to_jsonable():
     import numpy as np
 
