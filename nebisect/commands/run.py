@@ -191,7 +191,8 @@ def run(
             # template: it starts importing now.
             isolator.prestart(CONVERSION_PRELOAD)
         plugins = use_plugins(plugin or [], timeout=timeouts.load, isolator=isolator)
-        targets = list(target or default_targets())
+        asked = list(target or default_targets())
+        targets = list(asked)
         for spec in [*targets, *([reference] if reference else [])]:
             spec_of(spec)
         resolved = resolve_source(source, timeout=timeouts.load, isolator=isolator)
@@ -222,8 +223,20 @@ def run(
                 runner.report.regroup()
                 _emit(runner.report, report, as_json)
                 raise
+        _require_a_judged_target(result, asked)
         _emit(result, report, as_json)
     raise typer.Exit(1 if result.failed else 0)
+
+
+def _require_a_judged_target(result: RunReport, asked: list[str]) -> None:
+    """A run whose asked-for targets all skipped (``coreml:*`` off a Mac) judged nothing:
+    that is an input error, never "all targets agree"."""
+    rows = [r for r in result.rows if r.target in asked and r.role == "target"]
+    if result.failed or any(r.verdict.status != "skipped" for r in rows):
+        return
+    reasons = {r.target: r.verdict.message.removeprefix("skipped: ") for r in rows}
+    raise NebisectError("nothing ran: " + "; ".join(
+        f"{name} cannot run here ({reasons.get(name) or 'skipped'})" for name in asked))
 
 
 def _emit(result: RunReport, report: Path | None, as_json: bool) -> None:

@@ -277,3 +277,17 @@ def test_a_factory_that_draws_from_the_os_is_refused_in_one_line(tmp_path: Path)
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert "builds different weights or example inputs on each call" in line
+
+
+def test_targets_that_cannot_run_here_are_an_input_error(tmp_path: Path) -> None:
+    """Off a Mac, ``-t coreml:ne`` judges nothing: one line and exit 2, not "all agree"."""
+    if sys.platform == "darwin":
+        pytest.skip("Core ML runs here")
+    done = subprocess.run([*NEBISECT, "run", f"{REPO}/examples/logsumexp_ne.py:model",
+                           "-t", "coreml:ne", "--explore", "none", "--lengths", "1",
+                           "--report", str(tmp_path / "report")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip() == ("nebisect: error: nothing ran: coreml:ne cannot run here "
+                                   "(requires macOS and Core ML (this is Linux))")
+    assert "agree" not in done.stdout and not (tmp_path / "report" / "report.json").exists()
