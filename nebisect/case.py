@@ -332,7 +332,9 @@ class CaseOptions:
     ``op_of_interest``: the op type whose placement decides ``unrouted``.
     ``reference_source``: the artifact the reference runs when it is not the case's own.
     ``convert_path``: the one conversion path (``export``/``trace``) a torch case's bug
-    lives on, which replay converts.
+    lives on, which replay converts. ``masked_outputs``: output → the mask input whose
+    padded positions (mask 0) of that output are not compared (nobody reads them, and any
+    two correct implementations may differ there).
 
     :meth:`to_dict` leaves out every field at its default, as the string-keyed dict this
     record replaced left out absent keys: the dict enters corpus case ids, so a stored
@@ -347,6 +349,7 @@ class CaseOptions:
     op_of_interest: str = ""
     reference_source: ArtifactRef | None = None
     convert_path: str = ""
+    masked_outputs: dict[str, str] = field(default_factory=dict)
 
     def judged_against(self, reference: ArtifactRef, *, source_kind: str,
                        precision: str) -> CaseOptions:
@@ -400,6 +403,7 @@ class CaseOptions:
             op_of_interest=data.get("op_of_interest", ""),
             reference_source=(reference[0], reference[1]) if reference else None,
             convert_path=data.get("convert_path", ""),
+            masked_outputs=dict(data.get("masked_outputs", {})),
         )
 
 
@@ -416,6 +420,8 @@ _OPTION_CHECKS: dict[str, Callable[[Any], bool]] = {
     "op_of_interest": lambda value: isinstance(value, str),
     "reference_source": lambda value: _strings(value) and len(value) == 2,
     "convert_path": lambda value: isinstance(value, str),
+    "masked_outputs": lambda value: isinstance(value, dict) and _strings(list(value))
+    and _strings(list(value.values())),
 }
 
 

@@ -10,6 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nebisect.errors import NebisectError
+from nebisect.sources.domains import INPUT_RANGE_FORMAT, InputDomain, parse_input_range
+
+INPUT_RANGE_HELP = (
+    f"The values an input really takes: {INPUT_RANGE_FORMAT} (repeatable; wins over the "
+    "factory's 'input_domains'). Exploration stays inside; a hazard only beyond it is "
+    "reported as a margin, not a failure."
+)
 
 #: ``--convert`` → the conversion paths it evaluates, in order
 CONVERT_CHOICES = {"export": ("export",), "trace": ("trace",), "both": ("export", "trace")}
@@ -34,3 +41,14 @@ def parse_families(text: str) -> list[str] | None:
     for name in names:
         FAMILIES.get(name)
     return names
+
+
+def parse_input_ranges(texts: Iterable[str] | None) -> dict[str, InputDomain]:
+    """Every ``--input-range`` option, by input name (an input named twice is an error)."""
+    domains: dict[str, InputDomain] = {}
+    for text in texts or ():
+        name, domain = parse_input_range(text)
+        if name in domains:
+            raise NebisectError(f"--input-range: {name!r} is given twice")
+        domains[name] = domain
+    return domains

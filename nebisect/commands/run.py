@@ -14,7 +14,13 @@ import typer
 from rich.console import Console
 
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
-from nebisect.commands._options import CONVERT_CHOICES, parse_choice, parse_families
+from nebisect.commands._options import (
+    CONVERT_CHOICES,
+    INPUT_RANGE_HELP,
+    parse_choice,
+    parse_families,
+    parse_input_ranges,
+)
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
@@ -123,6 +129,8 @@ def run(
         False, "--list-families", help="List the value families and exit."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the value families' random draws."),
+    input_range: list[str] = typer.Option(
+        None, "--input-range", metavar="NAME=LO:HI", help=INPUT_RANGE_HELP),
     convert: str = typer.Option(
         "both", "--convert", metavar="export|trace|both",
         help="Torch conversion paths: torch.export, jit.trace, or both (every path that "
@@ -177,6 +185,7 @@ def run(
     discovery = None if parse_choice("--explore", explore, EXPLORE_CHOICES) == "none" else (
         Discovery(_budget(budget), parse_families(families), seed))
     chosen_lengths = _lengths(lengths)
+    ranges = parse_input_ranges(input_range)
     if jobs is None:
         jobs = default_jobs()
     elif jobs < 1:
@@ -195,7 +204,8 @@ def run(
         targets = list(asked)
         for spec in [*targets, *([reference] if reference else [])]:
             spec_of(spec)
-        resolved = resolve_source(source, timeout=timeouts.load, isolator=isolator)
+        resolved = resolve_source(source, timeout=timeouts.load,
+                                  isolator=isolator).with_domains(ranges)
         if discovery is not None:
             discovery.targets = list(targets)
         if resolved.kind == "torch" and EXACT_ROW not in targets:
@@ -267,7 +277,7 @@ def _list_families() -> None:
 
 
 def _print(result: RunReport) -> None:
-    from nebisect.detect.summary import group_lines, prediction_lines
+    from nebisect.detect.summary import domain_lines, group_lines, prediction_lines
     from nebisect.report.tables import Column, fitted_table
     from nebisect.verdict import placement_summary
 
@@ -305,7 +315,7 @@ def _print(result: RunReport) -> None:
     for group in result.groups:
         for line in group_lines(group, result.groups, multipath=multipath):
             console.print(line, highlight=False, soft_wrap=True)
-    for line in prediction_lines(result.explorations):
+    for line in [*prediction_lines(result.explorations), *domain_lines(result)]:
         console.print(line, highlight=False, soft_wrap=True)
     if result.interrupted:
         console.print(f"[yellow]{result.interrupted}: only the rows above were evaluated[/]")

@@ -145,7 +145,8 @@ class Cells:
 
     def case(self, target: str, path: str, npz: str) -> Case:
         """The case of one cell (``path`` must have converted for ``target``)."""
-        options = CaseOptions(plugins=tuple(self.plugins))
+        options = CaseOptions(plugins=tuple(self.plugins),
+                              masked_outputs=dict(self.source.masked_outputs))
         kind, location = self.source.kind, self.source.location
         if self.source.kind == "torch":
             if path:

@@ -18,6 +18,7 @@ import numpy as np
 from nebisect.case import REFERENCE_TARGET, Case, load_npz
 from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
 from nebisect.sources.artifact import Artifact
+from nebisect.sources.domains import masked_positions
 from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.targets.base import TargetSkipped
 from nebisect.targets.placement import check_routing, required_devices
@@ -101,7 +102,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         # A program whose outputs are declared fp16 stores them at fp16 on every backend
         # (Core ML's typed execution, which sim:fp32 follows): judge them in fp16 ULPs.
         precision = "fp16"
-    verdict = _judge(case, precision, expected, prediction, payload)
+    verdict = _judge(case, precision, expected, prediction, payload, inputs)
     if payload.get("timed"):
         # What ``run``'s summary adds up; the caller takes it out of the verdict again.
         verdict.metrics[SECONDS] = {"predict": predicted - started,
@@ -115,18 +116,38 @@ def _judge(
     expected: Prediction,
     prediction: Prediction,
     payload: dict[str, Any],
+    inputs: dict[str, np.ndarray],
 ) -> Verdict:
     names = list(case.options.outputs) or sorted(expected.outputs)
     tolerance = Tolerance(**payload["tolerance"]) if payload.get("tolerance") else None
-    verdict = judge(
-        {n: expected.outputs[n] for n in names if n in expected.outputs},
-        {n: prediction.outputs[n] for n in names if n in prediction.outputs},
-        precision,
-        tolerance,
-    )
+    wanted = {n: expected.outputs[n] for n in names if n in expected.outputs}
+    got = {n: prediction.outputs[n] for n in names if n in prediction.outputs}
+    masked = _unpadded(case.options.masked_outputs, inputs, wanted, got)
+    verdict = judge(wanted, got, precision, tolerance)
+    if masked:
+        verdict.metrics["masked"] = masked
     verdict.placement = prediction.placement
     verdict.target = case.target
     return _routed(case, prediction, verdict)
+
+
+def _unpadded(masked_outputs: dict[str, str], inputs: dict[str, np.ndarray],
+              expected: dict[str, Any], predicted: dict[str, Any]) -> dict[str, int]:
+    """Blank (zero, on both sides) the padded positions of every masked output, in place:
+    a padded position's value is nobody's bug. Returns how many elements each output
+    left out of the comparison."""
+    left_out = {}
+    for output, mask_name in masked_outputs.items():
+        if output not in expected or output not in predicted or mask_name not in inputs:
+            continue
+        want, got = np.asarray(expected[output]), np.asarray(predicted[output])
+        padded = masked_positions(want, inputs[mask_name])
+        if padded is None or got.shape != want.shape or not padded.any():
+            continue
+        expected[output] = np.where(padded, np.zeros((), want.dtype), want)
+        predicted[output] = np.where(padded, np.zeros((), got.dtype), got)
+        left_out[output] = int(padded.sum())
+    return left_out
 
 
 def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:

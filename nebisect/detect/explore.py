@@ -117,7 +117,7 @@ class _Explorer:
         self.started = clock()
 
     def run(self, guided_family: str) -> Exploration:
-        plans = {name: family.plan() for name, family in self.families.items()}
+        plans = {name: family.admitted_plan() for name, family in self.families.items()}
         for name, plan in plans.items():
             self.result.families[name].planned = len(plan)
         self._guide(self.families.get(guided_family))

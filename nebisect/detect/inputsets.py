@@ -17,7 +17,7 @@ from __future__ import annotations
 from nebisect.case import load_npz
 from nebisect.detect.families import InputSet, Member, ModelInputs
 from nebisect.detect.families.base import largest
-from nebisect.sources.inputs import check, generate, lengths_for
+from nebisect.sources.inputs import check, lengths_for
 from nebisect.sources.resolve import Source
 
 #: the member families of the input sets built here (not value families)
@@ -26,14 +26,15 @@ BASE_FAMILIES = ("example", "length", "inputs")
 
 def model_inputs(source: Source, lengths: tuple[int, ...]) -> ModelInputs:
     """What the value families know of ``source``."""
-    return ModelInputs(list(source.inputs), source.example, lengths)
+    return ModelInputs(list(source.inputs), source.example, lengths, domains=source.domains)
 
 
 def base_input_sets(source: Source, lengths: tuple[int, ...], inputs_path: str = "", *,
                     example: bool = True) -> list[InputSet]:
     """``example`` (when asked and the source has one), then ``--inputs`` if given, else
     one generated set per length."""
-    floats = model_inputs(source, lengths).names("float")
+    described = model_inputs(source, lengths)
+    floats = described.names("float")
     sets = []
     if example and source.example is not None:
         sets.append(InputSet(Member("example", "example", None,
@@ -45,5 +46,5 @@ def base_input_sets(source: Source, lengths: tuple[int, ...], inputs_path: str =
     for length in lengths_for(source.inputs, lengths):
         label = f"length({length})" if length else "static"
         sets.append(InputSet(Member("length", label, None, float(length)),
-                             generate(source.inputs, length)))
+                             described.generated(length)))
     return sets

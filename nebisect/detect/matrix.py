@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nebisect.detect.cells import (
     ATTRIBUTIONS,
@@ -41,7 +41,7 @@ from nebisect.detect.discover import Discovery, explore_target, first_value
 from nebisect.detect.evaluate import evaluation_preload
 from nebisect.detect.explore import ExploreProgress
 from nebisect.detect.families import Family, InputSet, ParametricFamily, build
-from nebisect.detect.findings import FailureGroup, Row, group_failures
+from nebisect.detect.findings import FailureGroup, Margin, Row, group_failures
 from nebisect.detect.inputsets import base_input_sets, model_inputs
 from nebisect.detect.records import CliffFinding, Exploration
 from nebisect.detect.remote import run_cells
@@ -51,9 +51,13 @@ from nebisect.isolate import Isolator
 from nebisect.isolation.pool import map_isolated
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
+from nebisect.sources.domains import InputDomain
 from nebisect.sources.resolve import Source
 from nebisect.targets.plugins import use_plugins
 from nebisect.verdict import Status, Verdict
+
+if TYPE_CHECKING:
+    from nebisect.detect.probes import Probe
 
 __all__ = [
     "ATTRIBUTIONS", "EXACT_PROBE", "PRECISION_PROBE", "REFERENCE_STAGE", "MatrixRunner",
@@ -81,6 +85,15 @@ class RunReport:
     #: isolated conversion), ``predictions`` (every matrix and exploration cell, process
     #: included) and, within them, ``reference`` (computing the expected outputs)
     timings: dict[str, float] = field(default_factory=dict)
+    #: hazards beyond the declared input domains (not failures)
+    margins: list[Margin] = field(default_factory=list)
+    #: the floating inputs without a declared domain (findings may lie beyond what the
+    #: model ever sees: the report says how to declare one)
+    undeclared: list[str] = field(default_factory=list)
+    #: outputs compared only where their mask is 1 (output → mask input), and whether
+    #: that was inferred from the shapes
+    masked_outputs: dict[str, str] = field(default_factory=dict)
+    masks_inferred: bool = False
 
     @property
     def failed(self) -> bool:
@@ -91,9 +104,10 @@ class RunReport:
         return any(r.role == "reference" for r in self.rows)
 
     def regroup(self) -> None:
-        """Group the failing rows (also those of a run that was stopped)."""
-        self.groups = group_failures(
-            self.rows, {t: e.cliffs for t, e in self.explorations.items()})
+        """Group the failing rows (also those of a run that was stopped), nearest the
+        benign inputs first: a finding at the example outranks one at 3e4."""
+        groups = group_failures(self.rows, {t: e.cliffs for t, e in self.explorations.items()})
+        self.groups = sorted(groups, key=lambda g: g.smallest.magnitude)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +121,10 @@ class RunReport:
             "explorations": {t: e.to_dict() for t, e in self.explorations.items()},
             "discovery": self.discovery,
             "timings": self.timings,
+            "margins": [m.to_dict() for m in self.margins],
+            "undeclared": list(self.undeclared),
+            "masked_outputs": dict(self.masked_outputs),
+            "masks_inferred": self.masks_inferred,
             **({"interrupted": self.interrupted} if self.interrupted else {}),
         }
 
@@ -119,6 +137,9 @@ class RunReport:
             {t: Exploration.from_dict(e) for t, e in data.get("explorations", {}).items()},
             [FailureGroup.from_dict(g) for g in data.get("groups", [])],
             data.get("discovery"), dict(data.get("timings", {})),
+            [Margin.from_dict(m) for m in data.get("margins", [])],
+            list(data.get("undeclared", [])), dict(data.get("masked_outputs", {})),
+            bool(data.get("masks_inferred", False)),
         )
 
 
@@ -168,6 +189,11 @@ class MatrixRunner:
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         started = time.perf_counter()
         report = self.report = RunReport(self.source.location, self.reference)
+        described = model_inputs(self.source, lengths)
+        report.undeclared = [name for name in described.names("float")
+                             if name not in self.source.domains]
+        report.masked_outputs = dict(self.source.masked_outputs)
+        report.masks_inferred = self.source.masks_inferred
         discovery = self.discovery
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
         self._prestart()
@@ -270,9 +296,11 @@ class MatrixRunner:
                 row.target, row.path, npzs[row.input_set.label], row.verdict)
 
     def _explore(self, report: RunReport, discovery: Discovery, lengths: tuple[int, ...]) -> None:
-        families = build(model_inputs(self.source, lengths), discovery.families, discovery.seed)
-        guided = guided_boundaries(self.cells, self.targets) if any(
+        described = model_inputs(self.source, lengths)
+        families = build(described, discovery.families, discovery.seed)
+        probes = guided_probes_of(self.cells, self.targets) if any(
             f.name == "const" for f in families) else []
+        guided, report.margins = within_domains(probes, described.domains)
         explored = [(target, paths) for target in discovery.targets or self.targets
                     if not isinstance(paths := self.cells.paths_of(target), Verdict)]
 
@@ -325,10 +353,10 @@ class MatrixRunner:
             finding.series.setdefault("reference", [first_value(a, "ref:") for a in runs])
 
 
-def guided_boundaries(cells: Cells, targets: list[str]) -> list[Boundary]:
+def guided_probes_of(cells: Cells, targets: list[str]) -> list[Probe]:
     """Lint's guided probes on the fp16 program of ``targets`` (the fp32 one, read as
-    fp16 as the Neural Engine computes, when no target converts to fp16), as
-    boundaries of the input's value (read in the template that evaluates it)."""
+    fp16 as the Neural Engine computes, when no target converts to fp16), read in the
+    template that evaluates it."""
     from nebisect.detect.programs import guided
     from nebisect.targets import spec_of
 
@@ -337,11 +365,26 @@ def guided_boundaries(cells: Cells, targets: list[str]) -> list[Boundary]:
     paths = cells.paths_of(chosen[0]) if chosen else []
     if isinstance(paths, Verdict) or not paths:
         return []
-    probes = guided(str(cells.program(chosen[0], paths[0])), isolator=cells.isolator,
-                    preload=evaluation_preload(chosen[0], cells.reference),
-                    timeout=cells.timeouts.load)
-    boundaries = {round(p.magnitude, 9): p.boundary() for p in probes}
-    return list(boundaries.values())
+    return guided(str(cells.program(chosen[0], paths[0])), isolator=cells.isolator,
+                  preload=evaluation_preload(chosen[0], cells.reference),
+                  timeout=cells.timeouts.load)
+
+
+def within_domains(probes: list[Probe], domains: dict[str, InputDomain]
+                   ) -> tuple[list[Boundary], list[Margin]]:
+    """The probes to explore, as boundaries of the input's value (one per magnitude),
+    and those beyond their input's declared domain, as margins instead."""
+    boundaries: dict[float, Boundary] = {}
+    margins = []
+    for probe in probes:
+        domain = domains.get(probe.input)
+        if domain is not None and probe.magnitude > domain.magnitude:
+            margins.append(Margin(probe.input, probe.op_type, probe.op_name, probe.magnitude,
+                                  domain.describe(),
+                                  probe.magnitude / max(domain.magnitude, 1e-300)))
+        else:
+            boundaries.setdefault(round(probe.magnitude, 9), probe.boundary())
+    return list(boundaries.values()), margins
 
 
 def chart_points(cliff: Cliff) -> list[float]:

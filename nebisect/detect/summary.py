@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.markup import escape
 
 from nebisect.detect.cells import PATH_LABELS
-from nebisect.detect.findings import FailureGroup
+from nebisect.detect.findings import FailureGroup, Margin
 from nebisect.detect.records import CliffFinding, Exploration
 from nebisect.fuzz.cliff import Cliff
 
@@ -76,6 +76,28 @@ def prediction_lines(explorations: dict[str, Exploration]) -> list[str]:
                           exploration.families.items() if tally.predictions)
         stopped = f"; {exploration.stopped}" if exploration.stopped else ""
         lines.append(f"  {target}: {exploration.spent} ({spent}){stopped}")
+    return lines
+
+
+def domain_lines(result: object) -> list[str]:
+    """Margins beyond the declared domains, which outputs followed a mask, and — when
+    something failed on inputs without a declared domain — how to declare one."""
+    margins: list[Margin] = getattr(result, "margins", [])
+    lines = [escape(f"margin: {margin.describe()}") for margin in margins]
+    masked: dict[str, str] = getattr(result, "masked_outputs", {})
+    if masked:
+        how = "inferred from their [batch, seq, …] shapes" if getattr(
+            result, "masks_inferred", False) else "as the factory declares"
+        pairs = ", ".join(f"{output} by {mask}" for output, mask in masked.items())
+        lines.append(escape(f"padded positions not compared ({how}): {pairs}"))
+    undeclared: list[str] = getattr(result, "undeclared", [])
+    if undeclared and getattr(result, "groups", None):
+        names = ", ".join(undeclared)
+        example = undeclared[0]
+        lines.append(escape(
+            f"no input domain declared for {names}: findings above are ranked by their "
+            f"smallest trigger, and some may lie beyond any value the model sees; declare "
+            f"one with --input-range {example}=LO:HI or 'input_domains' in the factory"))
     return lines
 
 

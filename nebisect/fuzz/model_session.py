@@ -25,7 +25,7 @@ from typing import Any
 
 from nebisect.detect.cells import Cells
 from nebisect.detect.evaluate import split_arrays
-from nebisect.detect.matrix import guided_boundaries
+from nebisect.detect.matrix import guided_probes_of, within_domains
 from nebisect.fuzz.campaign import CampaignProgress, CampaignResult, Evaluation
 from nebisect.fuzz.execute import judged_values, near_miss
 from nebisect.fuzz.model_subject import ModelSubject
@@ -73,7 +73,8 @@ class ModelSession:
                         if isinstance(paths, Verdict) else "")
         self.subject = ModelSubject(
             self.source, [] if isinstance(paths, Verdict) else paths,
-            [] if self.skipped else guided_boundaries(self.cells, [options.target]),
+            [] if self.skipped else within_domains(guided_probes_of(
+                self.cells, [options.target]), self.source.domains)[0],
             families, options.seed,
         )
         for length in self.subject.lengths:

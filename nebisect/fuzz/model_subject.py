@@ -92,9 +92,10 @@ class ModelSubject:
         if length not in self._built:
             example = self.source.example if length == 0 else None
             inputs = ModelInputs(list(self.source.inputs), example,
-                                 (length,) if length else DEFAULT_LENGTHS)
+                                 (length,) if length else DEFAULT_LENGTHS,
+                                 domains=self.source.domains)
             built = build(inputs, self.families, self.seed)
-            self._built[length] = {f.name: f for f in built if f.plan()}
+            self._built[length] = {f.name: f for f in built if f.admitted_plan()}
         return self._built[length]
 
     @property
@@ -173,5 +174,5 @@ def _cases(draw: st.DrawFn, subject: ModelSubject) -> dict[str, Any]:
         case["x"] = draw(st.one_of(st.sampled_from(family.parameters()),
                                    st.floats(-FP16_MAX, FP16_MAX, width=16)))
     else:
-        case["label"] = draw(st.sampled_from(family.plan()))
+        case["label"] = draw(st.sampled_from(family.admitted_plan()))
     return case

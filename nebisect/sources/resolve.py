@@ -13,7 +13,7 @@ directory.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.mil.quiet import COREMLTOOLS_ONLY
+from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import InputDescription, describe_spec
 from nebisect.sources.loading import (
     ChildSubject,
@@ -50,6 +51,22 @@ class Source:
     location: str
     inputs: list[InputDescription] = field(default_factory=list)
     example: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    #: the values each input takes (the factory's declaration, then ``--input-range``)
+    domains: dict[str, InputDomain] = field(default_factory=dict)
+    #: output → the mask input whose padded positions are not compared
+    masked_outputs: dict[str, str] = field(default_factory=dict)
+    #: ``masked_outputs`` was inferred from the outputs' shapes (the report says so)
+    masks_inferred: bool = False
+
+    def with_domains(self, given: dict[str, InputDomain]) -> Source:
+        """This source with ``given`` domains added (``--input-range``: they win over the
+        factory's); an input the model does not take is an input error."""
+        names = [d.name for d in self.inputs]
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise NebisectError(f"--input-range names {', '.join(unknown)}, not an input of "
+                                f"{self.location} ({', '.join(names)})")
+        return replace(self, domains={**self.domains, **given})
 
     @property
     def reference(self) -> str:
@@ -71,7 +88,8 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
         from nebisect.sources.torch import describe_torch
 
         described = describe_torch(text, timeout=timeout, isolator=isolator)
-        return Source("torch", described.location, described.inputs, described.example)
+        return Source("torch", described.location, described.inputs, described.example,
+                      described.domains, described.masked_outputs, described.masks_inferred)
     path = Path(text)
     if not path.exists():
         raise NebisectError(f"{text}: no such file or directory")

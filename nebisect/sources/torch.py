@@ -24,6 +24,7 @@ from nebisect.case import sha256_path
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.sources.convert import CONVERSION_PRELOAD
+from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import InputDescription
 from nebisect.sources.loading import ChildSubject, describe_with_arrays, record_outcome, unprefixed
 
@@ -48,6 +49,12 @@ class TorchDescription:
     inputs: list[InputDescription]
     dynamic_dims: dict[str, dict[int, Range]] = field(default_factory=dict)
     example: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: the factory's declared input domains
+    domains: dict[str, InputDomain] = field(default_factory=dict)
+    #: output → the mask input its [batch, seq] positions follow
+    masked_outputs: dict[str, str] = field(default_factory=dict)
+    #: ``masked_outputs`` was inferred from the outputs' shapes, not declared
+    masks_inferred: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +62,9 @@ class TorchDescription:
             "inputs": [d.to_dict() for d in self.inputs],
             "dynamic_dims": {name: {str(axis): list(bounds) for axis, bounds in axes.items()}
                              for name, axes in self.dynamic_dims.items()},
+            "domains": {name: d.to_dict() for name, d in self.domains.items()},
+            "masked_outputs": dict(self.masked_outputs),
+            "masks_inferred": self.masks_inferred,
         }
 
     @classmethod
@@ -65,6 +75,10 @@ class TorchDescription:
             dynamic_dims={str(name): {int(axis): (int(b[0]), int(b[1]))
                                       for axis, b in axes.items()}
                           for name, axes in data.get("dynamic_dims", {}).items()},
+            domains={str(name): InputDomain.from_dict(d)
+                     for name, d in data.get("domains", {}).items()},
+            masked_outputs={str(k): str(v) for k, v in data.get("masked_outputs", {}).items()},
+            masks_inferred=bool(data.get("masks_inferred", False)),
         )
 
 
@@ -93,7 +107,10 @@ def describe_job(payload: dict[str, Any]) -> Any:
         described = loaded.descriptions()
         example = {d.name: loaded.example_inputs[d.name].detach().cpu().numpy().astype(d.dtype)
                    for d in described}
-        record = TorchDescription(payload["source"], described, loaded.dynamic_dims).to_dict()
+        masked, inferred = loaded.output_masks()
+        record = TorchDescription(payload["source"], described, loaded.dynamic_dims,
+                                  domains=loaded.domains, masked_outputs=masked,
+                                  masks_inferred=inferred).to_dict()
         return record, example
 
     return record_outcome(build)

@@ -11,6 +11,11 @@ these attributes)::
                                                    # position (forward(*args)); the names
                                                    # become the Core ML input names
         "dynamic_dims": {"tokens": {1: (1, 382)}}, # optional: {input: {axis: (min, max)}}
+        "input_domains": {"pixels": (0.0, 1.0),    # optional: the values each input takes,
+                          "mask": "mask"},         # (lo, hi) or "mask" (sources/domains.py)
+        "masked_outputs": {"hidden": "mask"},      # optional: outputs whose [batch, seq]
+                                                   # positions follow a mask (inferred for
+                                                   # [batch, seq, …] outputs otherwise)
     }
 
 Axes given the same ``(min, max)`` are one symbolic dimension (a sequence length shared
@@ -51,6 +56,13 @@ import numpy as np
 from nebisect.case import sha256_path
 from nebisect.errors import NebisectError
 from nebisect.mil.quiet import quiet
+from nebisect.sources.domains import (
+    MASK,
+    InputDomain,
+    infer_masked_outputs,
+    parse_domains,
+    parse_masked_outputs,
+)
 from nebisect.sources.inputs import InputDescription
 
 Range = tuple[int, int]
@@ -67,6 +79,9 @@ class TorchSource:
     module: Any
     example_inputs: dict[str, Any]
     dynamic_dims: dict[str, dict[int, Range]] = field(default_factory=dict)
+    domains: dict[str, InputDomain] = field(default_factory=dict)
+    #: declared ``masked_outputs`` (output → mask input); None: not declared
+    masked_outputs: dict[str, str] | None = None
     _cast: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def module_in(self, dtype: Any) -> Any:
@@ -105,6 +120,26 @@ class TorchSource:
     def output_names(self) -> list[str]:
         """Names of ``forward``'s outputs on the example inputs (see the module doc)."""
         return list(run_module(self.module, self.example_inputs))
+
+    def mask_inputs(self) -> list[str]:
+        """Inputs that are attention masks: declared so, or integer or boolean inputs
+        whose name says mask."""
+        return [name for name, tensor in self.example_inputs.items()
+                if (name in self.domains and self.domains[name].kind == MASK)
+                or (name not in self.domains and "mask" in name.lower()
+                    and not tensor.dtype.is_floating_point)]
+
+    def output_masks(self) -> tuple[dict[str, str], bool]:
+        """Which outputs follow which mask, and whether that was inferred: the declared
+        ``masked_outputs``, else :func:`infer_masked_outputs` on the example's shapes."""
+        if self.masked_outputs is not None:
+            return dict(self.masked_outputs), False
+        masks = {name: tuple(self.example_inputs[name].shape) for name in self.mask_inputs()}
+        if not masks:
+            return {}, False
+        outputs = run_module(self.module, self.example_inputs)
+        inferred = infer_masked_outputs({n: a.shape for n, a in outputs.items()}, masks)
+        return inferred, bool(inferred)
 
 
 def coreml_dtype(tensor: Any) -> str:
@@ -245,12 +280,23 @@ def _validate(text: str, produced: Any) -> TorchSource:
     if not isinstance(module, torch.nn.Module):
         raise NebisectError(
             f"{text}: the factory must return a dict with 'module' (a torch.nn.Module), "
-            f"'example_inputs' and optionally 'dynamic_dims'; got {_describe(produced)}"
+            f"'example_inputs' and optionally 'dynamic_dims', 'input_domains' and "
+            f"'masked_outputs'; got {_describe(produced)}"
         )
     module.eval()
     inputs = _named_inputs(text, module, _field(produced, "example_inputs"))
     dynamic = _dynamic_dims(text, inputs, _field(produced, "dynamic_dims") or {})
-    return TorchSource(text, module, inputs, dynamic)
+    domains = parse_domains(text, _field(produced, "input_domains"), inputs)
+    for name, domain in domains.items():
+        if not domain.contains(inputs[name].detach().cpu().numpy()):
+            raise NebisectError(f"{text}: example input {name!r} lies outside its declared "
+                                f"domain {domain.describe()}")
+    source = TorchSource(text, module, inputs, dynamic, domains)
+    declared = _field(produced, "masked_outputs")
+    if declared is not None:
+        source.masked_outputs = parse_masked_outputs(
+            text, declared, source.output_names(), source.mask_inputs())
+    return source
 
 
 def _describe(value: Any) -> str:

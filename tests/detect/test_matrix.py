@@ -291,3 +291,32 @@ def test_targets_that_cannot_run_here_are_an_input_error(tmp_path: Path) -> None
     assert done.stderr.strip() == ("nebisect: error: nothing ran: coreml:ne cannot run here "
                                    "(requires macOS and Core ML (this is Linux))")
     assert "agree" not in done.stdout and not (tmp_path / "report" / "report.json").exists()
+
+
+@pytest.mark.parametrize(("factory", "extra", "code"), [
+    ("undeclared", [], 1),
+    ("undeclared", ["--input-range", "pixel_values=0:1"], 0),
+    ("model", [], 0),
+])
+def test_a_declared_domain_keeps_a_far_trigger_out_of_the_failures(
+        factory: str, extra: list[str], code: int) -> None:
+    """The Linear overflows fp16 once pixels reach 1024: a finding without a domain, a
+    margin (1 024× beyond [0, 1]) with one, declared by the factory or on the CLI."""
+    done = subprocess.run(
+        [*NEBISECT, "run", f"{SUPPORT}/domain_models.py:{factory}", "-t", "sim:fp16",
+         "--convert", "export", "--budget", "12", "--json", *extra],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == code, done.stderr
+    report = json.loads(done.stdout)
+    assert report["failed"] is (code == 1)
+    if code == 1:
+        assert report["groups"][0]["smallest"]["label"] == "const(x=1024.0)"
+        assert report["undeclared"] == ["pixel_values"] and report["margins"] == []
+        return
+    [margin] = report["margins"]
+    assert margin["op_type"] == "linear" and margin["domain"] == "[0, 1]"
+    assert margin["magnitude"] == pytest.approx(1023.5, rel=1e-6)
+    assert margin["factor"] == pytest.approx(1023.5, rel=1e-6)
+    explored = [r for r in report["rows"] if r["explored"]]
+    assert explored and all(r["verdict"]["status"] == "pass" for r in explored)
+    assert max(r["input_set"]["magnitude"] for r in explored) <= 1.0

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from nebisect.sources.domains import MASK, InputDomain
 from nebisect.sources.inputs import DEFAULT_LENGTHS, InputDescription, generate, lengths_for
 
 #: 2^k for k in this range are the powers of two among fp16's normal numbers (2^-14 … 2^15)
@@ -71,10 +72,16 @@ class Member:
 
 @dataclass
 class InputSet:
-    """A member with its arrays (one per model input, in the input's dtype)."""
+    """A member with its arrays (one per model input, in the input's dtype).
+
+    ``admissible`` is False when the arrays could not be moved inside the model's input
+    domains (a NaN for a ranged input, a mask without a valid position): such a set is
+    not an input the model takes, and exploration skips it.
+    """
 
     member: Member
     arrays: dict[str, np.ndarray] = field(repr=False)
+    admissible: bool = True
 
     @property
     def label(self) -> str:
@@ -86,12 +93,16 @@ class ModelInputs:
     """What families know of a model: input descriptions, example arrays, lengths.
 
     ``vocab_size`` bounds token ids when the caller knows it (a tokenizer's size).
+    ``domains`` are the declared input domains (:mod:`nebisect.sources.domains`); every
+    input set a family builds is moved inside them, and a mask input that declares
+    nothing is still an attention mask (a valid position in every sequence).
     """
 
     descriptions: list[InputDescription]
     example: dict[str, np.ndarray] | None = None
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
     vocab_size: int | None = None
+    domains: dict[str, InputDomain] = field(default_factory=dict)
 
     def role(self, desc: InputDescription) -> str:
         """``float`` (varied by value families), ``mask``, ``tokens`` or ``fixed``.
@@ -102,11 +113,15 @@ class ModelInputs:
         """
         dtype = np.dtype(desc.dtype)
         name = desc.name.lower()
+        declared = self.domains.get(desc.name)
+        if declared is not None and declared.kind == MASK:
+            return "mask"
         example = None if self.example is None else self.example.get(desc.name)
         zero_one = example is not None and example.size > 0 and bool(
             np.isin(example, (0, 1)).all()
         )
-        if "mask" in name or dtype.kind == "b" or (dtype.kind in "iu" and zero_one):
+        if declared is None and ("mask" in name or dtype.kind == "b"
+                                 or (dtype.kind in "iu" and zero_one)):
             return "mask"
         if dtype.kind == "f":
             return "float"
@@ -125,7 +140,45 @@ class ModelInputs:
         if self.example is not None:
             return {name: np.array(array) for name, array in self.example.items()}
         length = lengths_for(self.descriptions, self.lengths)[0]
-        return generate(self.descriptions, length, seed)
+        return self.generated(length, seed)
+
+    def generated(self, length: int, seed: int = 0) -> dict[str, np.ndarray]:
+        """The generated inputs at ``length`` (``nebisect.sources.inputs.generate``),
+        moved inside the input domains where they can be."""
+        arrays = generate(self.descriptions, length, seed)
+        bound = self.token_bound()
+        for name in self.names("tokens"):
+            if name not in self.domains:  # ids the example vouches for, as the tokens family
+                arrays[name] = np.minimum(arrays[name], bound - 1).astype(arrays[name].dtype)
+        return self.into_domains(arrays) or arrays
+
+    def domain(self, name: str) -> InputDomain | None:
+        """The domain of input ``name``: declared, else a mask's, else none."""
+        declared = self.domains.get(name)
+        if declared is not None:
+            return declared
+        desc = next(d for d in self.descriptions if d.name == name)
+        return InputDomain(MASK) if self.role(desc) == "mask" else None
+
+    def into_domains(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
+        """``arrays`` moved inside every input's domain, or None when one cannot be."""
+        moved = {}
+        for name, array in arrays.items():
+            domain = self.domain(name) if name in self.names_all else None
+            projected = array if domain is None else domain.project(array)
+            if projected is None:
+                return None
+            moved[name] = projected
+        return moved
+
+    @cached_property
+    def names_all(self) -> frozenset[str]:
+        return frozenset(d.name for d in self.descriptions)
+
+    @property
+    def constrained(self) -> bool:
+        """Does any input have a domain (declared, or a mask's)?"""
+        return any(self.domain(d.name) is not None for d in self.descriptions)
 
     def token_bound(self) -> int:
         """Token ids are drawn below this: the vocabulary size if known, else one past
@@ -133,6 +186,9 @@ class ModelInputs:
         if self.vocab_size is not None:
             return self.vocab_size
         tokens = self.names("tokens")
+        ranged = [self.domains[name].hi for name in tokens if name in self.domains]
+        if ranged and all(math.isfinite(hi) for hi in ranged):
+            return int(min(ranged)) + 1
         if self.example is not None and tokens:
             return max(int(self.example[name].max(initial=0)) for name in tokens) + 1
         return SAFE_TOKEN_BOUND
@@ -158,6 +214,7 @@ class Family(ABC):
         self.inputs = inputs
         self.seed = seed
         self.base = inputs.base(seed)
+        self._admitted: list[str] | None = None
 
     def rng(self) -> np.random.Generator:
         """A fresh generator seeded by (seed, family name)."""
@@ -172,8 +229,25 @@ class Family(ABC):
         """The input set of a planned label."""
 
     def members(self) -> Iterator[InputSet]:
-        for label in self.plan():
+        for label in self.admitted_plan():
             yield self.materialize(label)
+
+    def admitted_plan(self) -> list[str]:
+        """:meth:`plan` without the members outside the model's input domains, nor those
+        that moving inside made equal to an earlier member (what exploration visits)."""
+        if not self.inputs.constrained:
+            return self.plan()
+        if self._admitted is None:
+            kept, seen = [], set()
+            for label in self.plan():
+                candidate = self.materialize(label)
+                content = tuple((name, array.dtype.str, array.shape, array.tobytes())
+                                for name, array in sorted(candidate.arrays.items()))
+                if candidate.admissible and content not in seen:
+                    seen.add(content)
+                    kept.append(label)
+            self._admitted = kept
+        return list(self._admitted)
 
     def input_set(
         self, label: str, values: dict[str, np.ndarray], *, x: float | None = None,
@@ -184,9 +258,13 @@ class Family(ABC):
             name: np.asarray(values.get(name, array)).astype(self.inputs.dtype(name))
             for name, array in self.base.items()
         }
+        moved = self.inputs.into_domains(arrays)
+        if moved is not None:
+            arrays = moved
         if magnitude is None:
             magnitude = largest(arrays, self.inputs.names("float"))
-        return InputSet(Member(self.name, label, x, float(magnitude)), arrays)
+        return InputSet(Member(self.name, label, x, float(magnitude)), arrays,
+                        admissible=moved is not None)
 
     @cached_property
     def normals(self) -> dict[str, np.ndarray]:

@@ -1,0 +1,107 @@
+"""Input domains: parsing, moving arrays inside, masks and the positions they pad."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from nebisect.detect.evaluate import _unpadded
+from nebisect.detect.families import ModelInputs, build
+from nebisect.errors import NebisectError
+from nebisect.sources.domains import (
+    MASK,
+    InputDomain,
+    infer_masked_outputs,
+    masked_positions,
+    parse_domains,
+    parse_input_range,
+    parse_masked_outputs,
+)
+from nebisect.sources.inputs import InputDescription
+
+
+def test_a_range_clips_and_refuses_nan() -> None:
+    pixels = InputDomain("range", 0.0, 1.0)
+    moved = pixels.project(np.array([-3.0, 0.5, 7.0], dtype=np.float32))
+    assert moved is not None and moved.dtype == np.float32
+    assert moved.tolist() == [0.0, 0.5, 1.0]
+    assert pixels.project(np.array([0.5, math.nan])) is None
+    assert pixels.contains(np.array([0.0, 1.0])) and not pixels.contains(np.array([1.5]))
+    ids = InputDomain("range", 0, 99).project(np.array([-1, 50, 1000], dtype=np.int32))
+    assert ids is not None and ids.tolist() == [0, 50, 99] and ids.dtype == np.int32
+
+
+def test_a_mask_needs_a_valid_position_in_every_sequence() -> None:
+    mask = InputDomain(MASK)
+    assert mask.project(np.array([[0, 0, 0], [1, 1, 0]])) is None
+    left_padded = mask.project(np.array([[0, 1, 1], [0, 0, 1]]))
+    assert left_padded is not None and left_padded.tolist() == [[0, 1, 1], [0, 0, 1]]
+    assert mask.project(np.array([[0, 5, 0]])).tolist() == [[0, 1, 0]]  # type: ignore[union-attr]
+
+
+def test_declarations_are_checked_in_one_line() -> None:
+    assert parse_domains("m.py:f", {"x": (0, 1), "m": "mask"}, ["x", "m"]) == {
+        "x": InputDomain("range", 0.0, 1.0), "m": InputDomain(MASK)}
+    for given, message in [({"y": (0, 1)}, "names y, not an input"),
+                           ({"x": (1, 0)}, "lo <= hi"), ({"x": "pixels"}, "(lo, hi) or 'mask'"),
+                           ([("x", 1)], "must be {input")]:
+        with pytest.raises(NebisectError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            parse_domains("m.py:f", given, ["x"])
+    assert parse_input_range("pixel_values=-1:1") == ("pixel_values", InputDomain("range", -1, 1))
+    assert parse_input_range("attention_mask=mask") == ("attention_mask", InputDomain(MASK))
+    for bad in ("x", "x=1", "x=a:b", "=0:1", "x=2:1"):
+        with pytest.raises(NebisectError, match="--input-range"):
+            parse_input_range(bad)
+    with pytest.raises(NebisectError, match="not a mask input"):
+        parse_masked_outputs("m.py:f", {"out": "x"}, ["out"], ["m"])
+    assert InputDomain.from_dict(InputDomain("range", 0, math.inf).to_dict()).hi == math.inf
+
+
+def test_hidden_states_follow_the_mask_of_their_leading_axes() -> None:
+    masks = {"attention_mask": (2, 5)}
+    outputs = {"last_hidden_state": (2, 5, 8), "pooled": (2, 8), "logits": (2, 5)}
+    assert infer_masked_outputs(outputs, masks) == {"last_hidden_state": "attention_mask",
+                                                    "logits": "attention_mask"}
+    # two masks of one shape: no guess
+    assert infer_masked_outputs(outputs, {**masks, "other_mask": (2, 5)}) == {}
+    padded = masked_positions(np.zeros((2, 3, 4)), np.array([[1, 1, 0], [0, 1, 1]]))
+    assert padded is not None and padded.shape == (2, 3, 4) and int(padded.sum()) == 8
+    assert masked_positions(np.zeros((2, 4)), np.ones((2, 3))) is None
+
+
+def test_padded_positions_are_not_compared() -> None:
+    mask = np.array([[0, 1, 1]])
+    expected = {"hidden": np.array([[[1.0], [2.0], [3.0]]]), "pooled": np.array([[5.0]])}
+    predicted = {"hidden": np.array([[[-9.0], [2.0], [3.0]]]), "pooled": np.array([[5.0]])}
+    left_out = _unpadded({"hidden": "attention_mask", "pooled": "attention_mask"},
+                         {"attention_mask": mask}, expected, predicted)
+    assert left_out == {"hidden": 1}
+    assert np.array_equal(expected["hidden"], predicted["hidden"])
+
+
+def test_exploration_never_leaves_the_domains() -> None:
+    """Every member of every family lies inside the declared ranges, no all-zero mask is
+    among them, and moving members inside leaves no two equal."""
+    descriptions = [InputDescription("pixel_values", "float32", [(1, 1), (4, 4)]),
+                    InputDescription("attention_mask", "int32", [(1, 1), (4, 4)])]
+    example = {"pixel_values": np.full((1, 4), 0.5, np.float32),
+               "attention_mask": np.ones((1, 4), np.int32)}
+    inputs = ModelInputs(descriptions, example,
+                         domains={"pixel_values": InputDomain("range", 0.0, 1.0)})
+    seen = 0
+    for family in build(inputs):
+        contents = set()
+        for member in family.members():
+            seen += 1
+            pixels, mask = member.arrays["pixel_values"], member.arrays["attention_mask"]
+            assert np.all((pixels >= 0) & (pixels <= 1)), member.label
+            assert mask.any(axis=-1).all(), member.label
+            contents.add((pixels.tobytes(), mask.tobytes()))
+        assert len(contents) == len(family.admitted_plan())
+    masks = build(inputs, ["masks"])[0]
+    assert masks.plan() == ["mask(ones)", "mask(zeros)", "mask(left-padded)",
+                            "mask(right-padded)"]
+    assert masks.admitted_plan() == ["mask(ones)", "mask(left-padded)", "mask(right-padded)"]
+    assert seen > 20
