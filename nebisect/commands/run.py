@@ -168,6 +168,7 @@ def run(
     from nebisect.isolate import Isolator
     from nebisect.isolation.pool import crew, default_jobs
     from nebisect.report.outputs import output_directory
+    from nebisect.report.progress import progress_line
     from nebisect.sources.convert import CONVERSION_PRELOAD
     from nebisect.sources.deployment import check_deployment
     from nebisect.sources.resolve import is_torch_location, resolve_source
@@ -211,12 +212,12 @@ def run(
         if resolved.kind == "torch" and EXACT_ROW not in targets:
             targets.insert(0, EXACT_ROW)
         workdir = Path(tmp)
-        with console.status("running") as status:
+        with progress_line(console, "running") as progress:
             runner = MatrixRunner(
                 resolved, targets, workdir, isolator, reference=reference, timeouts=timeouts,
                 convert=_converter(converter_overrides, paths,
                                      deployment_target), plugins=plugins,
-                progress=lambda msg: status.update(msg), paths=paths, discovery=discovery,
+                progress=progress, paths=paths, discovery=discovery,
                 jobs=jobs, crew=isolators,
                 # Locally the cells run one by one on the run's own warm isolator: a batch
                 # on the local executor would start a fork template per thread per batch.
@@ -228,7 +229,7 @@ def run(
                 # Ctrl-C, SIGTERM, SIGHUP: the rows evaluated so far, marked as such.
                 from nebisect.isolation.interrupt import describe
 
-                status.stop()
+                progress.stop()
                 runner.report.interrupted = describe(stop)
                 runner.report.regroup()
                 _emit(runner.report, report, as_json)

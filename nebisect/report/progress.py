@@ -1,0 +1,86 @@
+"""Progress of a long command, in a terminal and where there is none (CI logs).
+
+In a terminal, a live status line (rich) shows the latest message. With stderr
+redirected — a CI job, ``2> log`` — a live line prints nothing at all, and a five-minute
+run looked hung until it ended; there :class:`PlainProgress` writes the latest message
+as one plain line, at most every :data:`PLAIN_INTERVAL` seconds (``NEBISECT_PROGRESS_INTERVAL``) and never before the
+first interval (a command that fails at once still prints its one error line alone).
+Messages come from worker threads too (``run --jobs``), hence the lock.
+
+API::
+
+    with progress_line(console, "running") as progress:
+        progress("exploring sim:fp16: 12/40 predictions · 0 failing")
+        progress.stop()   # before printing a result inside the block
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import IO
+
+from rich.console import Console
+from rich.status import Status
+
+#: seconds between two plain progress lines (``NEBISECT_PROGRESS_INTERVAL`` overrides)
+PLAIN_INTERVAL = 10.0
+INTERVAL_ENV = "NEBISECT_PROGRESS_INTERVAL"
+
+
+def plain_interval() -> float:
+    """:data:`PLAIN_INTERVAL`, or the positive number of seconds the environment sets."""
+    try:
+        chosen = float(os.environ.get(INTERVAL_ENV, PLAIN_INTERVAL))
+    except ValueError:
+        return PLAIN_INTERVAL
+    return chosen if 0 < chosen < 86400 else PLAIN_INTERVAL
+
+
+class PlainProgress:
+    """The latest message as ``nebisect: [42 s] message``, at most every ``interval``."""
+
+    def __init__(self, stream: IO[str], interval: float = PLAIN_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream, self.interval, self.clock = stream, interval, clock
+        self.started = self.last = clock()
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        """Nothing is live: nothing to take down."""
+
+    def __call__(self, message: str) -> None:
+        with self._lock:
+            now = self.clock()
+            if now - self.last < self.interval:
+                return
+            self.last = now
+            print(f"nebisect: [{now - self.started:.0f} s] {message}", file=self.stream,
+                  flush=True)
+
+
+class LiveProgress:
+    """The latest message on a live status line (a terminal)."""
+
+    def __init__(self, status: Status) -> None:
+        self.status = status
+
+    def stop(self) -> None:
+        """Take the line down (before printing a result while it is live)."""
+        self.status.stop()
+
+    def __call__(self, message: str) -> None:
+        self.status.update(message)
+
+
+@contextmanager
+def progress_line(console: Console, first: str) -> Iterator[LiveProgress | PlainProgress]:
+    """A progress callable: a live status in a terminal, else :class:`PlainProgress`."""
+    if console.is_terminal:
+        with console.status(first) as status:
+            yield LiveProgress(status)
+        return
+    yield PlainProgress(console.file, plain_interval())
