@@ -1,11 +1,12 @@
 """Progress of a long command, in a terminal and where there is none (CI logs).
 
 In a terminal, a live status line (rich) shows the latest message. With stderr
-redirected — a CI job, ``2> log`` — a live line prints nothing at all, and a five-minute
-run looked hung until it ended; there :class:`PlainProgress` writes the latest message
-as one plain line, at most every :data:`PLAIN_INTERVAL` seconds (``NEBISECT_PROGRESS_INTERVAL``) and never before the
-first interval (a command that fails at once still prints its one error line alone).
-Messages come from worker threads too (``run --jobs``), hence the lock.
+redirected — a CI job, ``2> log`` — a live line prints nothing at all, and a long run
+would look hung until it ends; there :class:`PlainProgress` writes the latest message as
+one plain line, at most every :data:`PLAIN_INTERVAL` seconds
+(``NEBISECT_PROGRESS_INTERVAL``) and never before the first interval (a command that
+fails at once still prints its one error line alone). Messages come from worker threads
+too (``run --jobs``), hence the lock.
 
 API::
 
