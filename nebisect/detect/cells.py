@@ -138,8 +138,14 @@ class Cells:
         if package not in self._outlines:
             self._outlines[package] = outline(
                 str(package), isolator=self.isolator, timeout=self.timeouts.load,
-                preload=evaluation_preload(target, self.reference))
+                preload=self.preload(target))
         return self._outlines[package]
+
+    def preload(self, target: str) -> tuple[str, ...]:
+        """The preload of the template that evaluates ``target``'s cells: a torch
+        source's reference runs there, so it holds the module built."""
+        held = self.source.location if self.source.kind == "torch" and self.reference else ""
+        return evaluation_preload(target, self.reference, held)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -173,7 +179,7 @@ class Cells:
             started = time.perf_counter()
             outcome = evaluate(self.case(target, path, npz), reference=self.reference,
                                isolator=self.isolator, timeout=self.timeouts.predict,
-                               timed=True)
+                               timed=True, reference_cache=str(self.workdir / "references"))
             total = time.perf_counter() - started
             outcome.verdict.timings.setdefault("total", total)
             seconds = outcome.verdict.metrics.pop(SECONDS, {})

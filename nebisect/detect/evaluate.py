@@ -11,14 +11,16 @@ and if it fails the verdict says so explicitly rather than blaming the target.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, load_npz
+from nebisect.case import REFERENCE_TARGET, Case, load_npz, save_npz, sha256_arrays
 from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
 from nebisect.sources.artifact import Artifact
 from nebisect.sources.domains import masked_positions
+from nebisect.sources.torch_module import held_preload
 from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.targets.base import TargetSkipped
 from nebisect.targets.placement import check_routing, required_devices
@@ -86,9 +88,8 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         else _artifact(reference_source, options.params)
     )
     try:
-        expected = get_target(reference_name).predict(
-            reference_artifact, inputs, intermediates=want_intermediates
-        )
+        expected = _reference(reference_name, reference_artifact, inputs, want_intermediates,
+                              payload.get("reference_cache") or "")
     except Exception as exc:
         message = f"reference {reference_name} failed: {exc}"
         return Verdict(Status.ERROR, Stage.REFERENCE, error_signature(Stage.REFERENCE, message),
@@ -108,6 +109,27 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         verdict.metrics[SECONDS] = {"predict": predicted - started,
                                     "reference": referenced - predicted}
     return verdict, arrays
+
+
+def _reference(name: str, artifact: Artifact, inputs: dict[str, np.ndarray],
+               intermediates: bool, cache: str) -> Prediction:
+    """The reference's prediction; with a ``cache`` directory, computed once per
+    (reference, artifact, inputs) across every cell of a run: a run judges each input
+    set on every target and path against the same torch fp64 outputs, and rebuilding
+    the module for each of them was most of a real model's run."""
+    if not cache or intermediates:
+        return get_target(name).predict(artifact, inputs, intermediates=intermediates)
+    key = sha256_arrays({f"in:{k}": v for k, v in inputs.items()}
+                        | {"who": np.frombuffer(
+                            f"{name}|{artifact.kind}|{artifact.location}".encode(), np.uint8)})
+    stored = Path(cache) / f"{key[:32]}.npz"
+    if stored.is_file():
+        return Prediction(load_npz(stored))
+    expected = get_target(name).predict(artifact, inputs, intermediates=False)
+    if not expected.placement and not expected.notes:  # outputs are all it has
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        save_npz(stored, {k: np.asarray(v) for k, v in expected.outputs.items()})
+    return expected
 
 
 def _judge(
@@ -184,11 +206,23 @@ def split_arrays(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.nda
     return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
 
 
-def evaluation_preload(target: str, reference: str | None) -> tuple[str, ...]:
+def evaluation_preload(target: str, reference: str | None,
+                       torch_source: str = "") -> tuple[str, ...]:
     """What the template of a case on ``target`` judged against ``reference`` preloads
-    (for :meth:`~nebisect.isolate.Isolator.prestart`)."""
+    (for :meth:`~nebisect.isolate.Isolator.prestart`); with ``torch_source`` (the
+    location of a torch source the case or its reference runs), the template holds
+    that module built (:func:`~nebisect.sources.torch_module.hold_source`)."""
     parties = [get_target(target)] + ([get_target(reference)] if reference else [])
-    return combined_preload(*(party.preload for party in parties))
+    preload = combined_preload(*(party.preload for party in parties))
+    return (*preload, held_preload(torch_source)) if torch_source else preload
+
+
+def torch_source_of(case: Case) -> str:
+    """The torch source a case's child runs — its own, or its reference's — or ""."""
+    reference = case.options.reference_source
+    if reference is not None and reference[0] == "torch":
+        return reference[1]
+    return case.source if case.source_kind == "torch" else ""
 
 
 def build_job(
@@ -199,14 +233,19 @@ def build_job(
     timeout: float = 60.0,
     memory_mb: int | None = None,
     timed: bool = False,
+    reference_cache: str = "",
 ) -> Job:
     """The isolation job for one case; the fork template preloads what the target needs.
 
     ``timed``: the verdict's ``metrics[SECONDS]`` says how long the target's prediction
-    and the reference's took, in the child.
+    and the reference's took, in the child. ``reference_cache``: a directory where the
+    reference's outputs are kept per inputs (one run's cells share it).
     """
-    preload = evaluation_preload(case.target, reference)
+    preload = evaluation_preload(case.target, reference,
+                                 torch_source_of(case) if reference else "")
     payload: dict[str, Any] = {"case": case.to_dict(), "reference": reference}
+    if reference_cache:
+        payload["reference_cache"] = reference_cache
     if tolerance is not None:
         payload["tolerance"] = tolerance.__dict__
     if timed:
@@ -230,6 +269,7 @@ def evaluate(
     timeout: float = 60.0,
     memory_mb: int | None = None,
     timed: bool = False,
+    reference_cache: str = "",
 ) -> Outcome:
     """Run one case in a fresh process and judge it against ``reference``.
 
@@ -239,7 +279,7 @@ def evaluate(
     :func:`build_job`.
     """
     job = build_job(case, reference=reference, tolerance=tolerance, timeout=timeout,
-                    memory_mb=memory_mb, timed=timed)
+                    memory_mb=memory_mb, timed=timed, reference_cache=reference_cache)
     outcome = isolator.run(job) if isolator is not None else run_isolated(job)
     outcome.verdict.target = outcome.verdict.target or case.target
     return outcome

@@ -21,6 +21,7 @@ path asked for (``--convert export`` alone: today's program whenever export conv
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -38,7 +39,6 @@ from nebisect.detect.cells import (
     reference_failure,
 )
 from nebisect.detect.discover import Discovery, explore_target, first_value
-from nebisect.detect.evaluate import evaluation_preload
 from nebisect.detect.explore import ExploreProgress
 from nebisect.detect.families import Family, InputSet, ParametricFamily, build
 from nebisect.detect.findings import FailureGroup, Margin, Row, group_failures
@@ -105,9 +105,17 @@ class RunReport:
 
     def regroup(self) -> None:
         """Group the failing rows (also those of a run that was stopped), nearest the
-        benign inputs first: a finding at the example outranks one at 3e4."""
+        example inputs first: a finding at the example's own scale outranks one at 3e4,
+        or at 6e-8 (how far, in orders of magnitude: :func:`distance`)."""
         groups = group_failures(self.rows, {t: e.cliffs for t, e in self.explorations.items()})
-        self.groups = sorted(groups, key=lambda g: g.smallest.magnitude)
+        scale = self.example_scale()
+        self.groups = sorted(groups, key=lambda g: distance(g.smallest.magnitude, scale))
+
+    def example_scale(self) -> float:
+        """The largest |value| of the example (else of the first input set) the run saw."""
+        first = next((r.input_set for r in self.rows if r.input_set.family == "example"),
+                     next((r.input_set for r in self.rows), None))
+        return first.magnitude if first is not None and first.magnitude > 0 else 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -232,7 +240,7 @@ class MatrixRunner:
         if not self.targets:
             return
         program = next((t for t in self.targets if not t.startswith("torch:")), self.targets[0])
-        preload = evaluation_preload(program, self.reference)
+        preload = self.cells.preload(program)
         explores = self.discovery is not None and self.jobs > 1
         for isolator in [self.isolator, *(self.crew[1:self.jobs] if explores else [])]:
             isolator.prestart(preload)
@@ -353,6 +361,14 @@ class MatrixRunner:
             finding.series.setdefault("reference", [first_value(a, "ref:") for a in runs])
 
 
+def distance(magnitude: float, scale: float) -> float:
+    """How far a trigger of ``magnitude`` lies from inputs of ``scale``: |log10| of their
+    ratio (0: the same scale; 4: ten thousand times larger or smaller)."""
+    if magnitude <= 0 or not math.isfinite(magnitude):
+        return 0.0 if magnitude == 0 else math.inf
+    return abs(math.log10(magnitude / scale))
+
+
 def guided_probes_of(cells: Cells, targets: list[str]) -> list[Probe]:
     """Lint's guided probes on the fp16 program of ``targets`` (the fp32 one, read as
     fp16 as the Neural Engine computes, when no target converts to fp16), read in the
@@ -366,7 +382,7 @@ def guided_probes_of(cells: Cells, targets: list[str]) -> list[Probe]:
     if isinstance(paths, Verdict) or not paths:
         return []
     return guided(str(cells.program(chosen[0], paths[0])), isolator=cells.isolator,
-                  preload=evaluation_preload(chosen[0], cells.reference),
+                  preload=cells.preload(chosen[0]),
                   timeout=cells.timeouts.load)
 
 

@@ -49,13 +49,14 @@ BLOCK_GROUPS: dict[str, tuple[str, ...]] = {
 def preload(modules: list[str]) -> None:
     """Import modules not imported yet; a failure is logged, not fatal.
 
-    Entries ``"!name"`` block a heavy optional dependency (see :data:`BLOCK_GROUPS`)
+    Entries ``"@module:function=argument"`` are calls made after the imports
+    (:data:`CALL`). Entries ``"!name"`` block a heavy optional dependency (see :data:`BLOCK_GROUPS`)
     unless the list also names it; blocked modules raise ImportError when imported,
     and coremltools treats them as not installed. The case that needs a module imports
     it again in its own process and reports the failure as its verdict, at the right
     stage.
     """
-    wanted = [m for m in modules if not m.startswith("!")]
+    wanted = [m for m in modules if not m.startswith(("!", CALL))]
     for blocked in (m[1:] for m in modules if m.startswith("!")):
         if blocked not in wanted:
             for name in BLOCK_GROUPS.get(blocked, (blocked,)):
@@ -67,6 +68,25 @@ def preload(modules: list[str]) -> None:
             importlib.import_module(module)
         except Exception:
             traceback.print_exc()
+    for call in (m for m in modules if m.startswith(CALL)):
+        warm_call(call)
+
+
+#: ``"@package.module:function=argument"`` in a preload list: after the imports, the
+#: template calls ``function(argument)`` once, so that every child it forks inherits
+#: what the call built (a torch source's module, held by the warm reference template).
+CALL = "@"
+
+
+def warm_call(entry: str) -> None:
+    """Run one :data:`CALL` entry; a failure is logged, not fatal (the child that needs
+    the result builds it again and reports its own failure as its verdict)."""
+    name, _, argument = entry[len(CALL):].partition("=")
+    module, _, function = name.partition(":")
+    try:
+        getattr(importlib.import_module(module), function)(argument)
+    except Exception:
+        traceback.print_exc()
 
 
 #: A job module may define this function; a fork template calls it once, after the

@@ -170,6 +170,28 @@ def load_torch_source(text: str) -> TorchSource:
     return _loaded[key]
 
 
+def hold_source(text: str) -> None:
+    """Build the source ``text`` and its fp64 copy in this process, torch held to one
+    thread meanwhile: a warm template's preload call (``"@…:hold_source=…"``, see
+    :func:`held_preload`), so the reference children it forks find the module built
+    instead of importing the model's libraries and calling the factory each time (most
+    of a real model's run). One thread: an intra-op pool started before ``fork`` is
+    not usable in the child."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        load_torch_source(text).module_in(torch.float64)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def held_preload(location: str) -> str:
+    """The preload entry of a template that holds the source at ``location``."""
+    return f"@{__name__}:hold_source={location}"
+
+
 def build_torch_source(text: str) -> TorchSource:
     """Import the file of ``text`` and call its factory, both from :data:`FACTORY_SEED`
     (a module may draw its weights at import time), and validate what it returns."""
