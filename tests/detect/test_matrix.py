@@ -227,3 +227,21 @@ def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isol
         assert row.verdict.status == "pass", (row.target, row.length, row.verdict.message)
         if row.target == "sim:fp32":
             assert row.verdict.metrics["min_cosine"] >= 0.99999
+
+
+@pytest.mark.parametrize(("message", "named"), [
+    ("torch.export: NotImplementedError: Unsupported fx node new_ones, kind new_ones | "
+     "jit.trace: TypeError: only 0-dimensional arrays can be converted to Python scalars", True),
+    ("torch.export: NotImplementedError: Unsupported fx node lgamma, kind lgamma", False),
+])
+def test_a_known_converter_incompatibility_names_the_overrides(message: str,
+                                                               named: bool) -> None:
+    from nebisect.detect.families import Member
+    from nebisect.detect.findings import FailureGroup
+    from nebisect.detect.summary import group_lines
+
+    static = Member("length", "static")
+    group = FailureGroup("sim:fp32", "", "error:convert:…", "conversion", None, static,
+                         message, [static])
+    text = "\n".join(group_lines(group, [group], multipath=False))
+    assert ("--converter-overrides" in text) is named
