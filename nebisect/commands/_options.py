@@ -1,4 +1,4 @@
-"""Option parsing that more than one command shares (``run`` and ``fuzz SOURCE``).
+"""Option parsing that more than one command shares (``run``, ``bisect``, ``fuzz SOURCE``).
 
 Each parser turns one option's text into a checked value or raises a one-line
 :class:`~nebisect.errors.NebisectError` naming the option, which the CLI prints with
@@ -34,3 +34,14 @@ def parse_families(text: str) -> list[str] | None:
     for name in names:
         FAMILIES.get(name)
     return names
+
+
+def parse_budget(text: str) -> int:
+    """``--budget``: a positive number of predictions."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise NebisectError(f"--budget {text!r}: give a positive number of predictions")
+    return value

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from nebisect.detect.cells import PATH_LABELS
 from nebisect.detect.findings import FailureGroup
 from nebisect.detect.records import CliffFinding, Exploration
 from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.fuzz.cliff import Cliff
+from nebisect.sources.convert import PATH_LABELS
 
 #: input sets named in full before "… and N more"
 SHOWN_MEMBERS = 6
