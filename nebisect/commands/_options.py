@@ -1,4 +1,4 @@
-"""Option parsing that more than one command shares (``run`` and ``fuzz SOURCE``).
+"""Option parsing that more than one command shares (``run``, ``bisect``, ``fuzz SOURCE``).
 
 Each parser turns one option's text into a checked value or raises a one-line
 :class:`~nebisect.errors.NebisectError` naming the option, which the CLI prints with
@@ -52,3 +52,14 @@ def parse_input_ranges(texts: Iterable[str] | None) -> dict[str, InputDomain]:
             raise NebisectError(f"--input-range: {name!r} is given twice")
         domains[name] = domain
     return domains
+
+
+def parse_budget(text: str) -> int:
+    """``--budget``: a positive number of predictions."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise NebisectError(f"--budget {text!r}: give a positive number of predictions")
+    return value

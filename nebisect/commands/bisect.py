@@ -9,9 +9,13 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from nebisect.case import INPUTS_LIMIT_HELP
+from nebisect.commands._options import CONVERT_CHOICES, parse_budget, parse_choice
+from nebisect.detect import DEFAULT_BUDGET
+from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
@@ -54,10 +58,17 @@ class _Display:
 
 def bisect(
     source: str = typer.Argument(
-        ..., help="An .mlpackage (ML program), or a torch model as path/to/file.py:factory."
+        None, show_default=False,
+        help="An .mlpackage (ML program), or a torch model as path/to/file.py:factory.",
     ),
-    target: str = typer.Option(..., "--target", "-t",
+    target: str = typer.Option(None, "--target", "-t", show_default=False,
                                help="Where the failure shows, e.g. sim:ane, coreml:ne."),
+    finding: str = typer.Option(
+        None, "--finding", metavar="FILE#N", show_default=False,
+        help="Failure group N of a run: FILE is its report.json (run --report) or the "
+        "triggers.json of run --save-triggers; it gives the source, target, conversion "
+        "path, inputs and converter fixes.",
+    ),
     stage: str = typer.Option(
         "predict", "--stage",
         help="predict: reduce the ML program op by op (torch sources are converted first); "
@@ -69,8 +80,20 @@ def bisect(
         "(the torch graph's nodes; always at --stage convert, optional at predict for torch "
         "sources — e.g. when the converter emitted different math).",
     ),
-    inputs: Path = typer.Option(None, "--inputs",
-                                help=f"An .npz of named inputs. {INPUTS_LIMIT_HELP}"),
+    inputs: Path = typer.Option(
+        None, "--inputs",
+        help="An .npz of named inputs. Without it (at --stage predict) run's discovery "
+        "looks for a trigger on the target first (the example inputs, --length, then the "
+        f"value families within --budget predictions). {INPUTS_LIMIT_HELP}",
+    ),
+    convert: str = typer.Option(
+        "both", "--convert", metavar="export|trace|both",
+        help="Torch conversion paths tried, in order: the first that converts is reduced.",
+    ),
+    budget: str = typer.Option(
+        str(DEFAULT_BUDGET), "--budget", metavar="N",
+        help="Predictions spent looking for a trigger when no --inputs are given.",
+    ),
     length: int = typer.Option(8, "--length",
                                help="Length of flexible dimensions for generated inputs."),
     max_evals: int = typer.Option(None, "--max-evals",
@@ -96,18 +119,39 @@ def bisect(
     the same target; write the minimized model, inputs.npz, a standalone repro.py and
     summary.json to --out.
 
+    Without --inputs the failure is looked for first, as run looks for it, and the first
+    one found is reduced (the line "trigger: …" says which). --finding takes a failure
+    group of a run instead of SOURCE, --target and --inputs.
+
     Ctrl-C, --max-evals and --timeout stop the search and still write the best result.
     The files are built aside and moved into --out at the end: a failed write (a full
     disk) leaves --out as it was. Exit code: 0 written, 2 usage error, nothing to
-    bisect, or a failed write.
+    bisect (exploration found no failure either), or a failed write.
     """
     from nebisect.minimize.bisector import BISECT_TIMEOUTS, BisectOptions, bisect_source
     from nebisect.report.outputs import fresh_output_directory
 
+    paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
+    fixes = tuple(fix or ())
+    if finding:
+        if source or target or inputs:
+            raise NebisectError("--finding names the source, target and inputs; give "
+                                "no SOURCE, --target or --inputs with it")
+        from nebisect.detect.triggers import read_finding
+
+        found = read_finding(finding)
+        trigger = found.trigger
+        source, target, inputs = found.source, trigger.target, found.inputs
+        stage = "convert" if trigger.stage == "convert" else stage
+        fixes = (*trigger.fixes, *fixes)
+        paths = (trigger.path,) if trigger.path else paths
+        graph = trigger.graph if graph == "auto" else graph
+    elif not source or not target:
+        raise NebisectError("give a SOURCE and --target, or --finding FILE#N")
     options = BisectOptions(target=target, stage=stage,
                             inputs=os.path.abspath(inputs) if inputs else "",
                             length=length, max_evals=max_evals, timeout=timeout,
-                            fixes=tuple(fix or ()), graph=graph,
+                            fixes=fixes, graph=graph, paths=paths, budget=parse_budget(budget),
                             timeouts=Timeouts.parse(case_timeout, BISECT_TIMEOUTS,
                                                     "--case-timeout"))
     read = [("the source", _source_path(source))] + ([("--inputs", inputs)] if inputs else [])
@@ -138,6 +182,8 @@ def _print(result: BisectResult, out: Path) -> None:
         f"{result.unit}[/], {result.evaluations} evaluations, {result.seconds:.1f} s — {state}",
         highlight=False,
     )
+    if result.trigger:
+        console.print(f"trigger: {escape(result.trigger)}", highlight=False, soft_wrap=True)
     console.print(f"signature: [red]{result.signature}[/]", highlight=False)
     if result.reduced_signature != result.signature:
         console.print(f"where it enters: [red]{result.reduced_signature}[/]", highlight=False)

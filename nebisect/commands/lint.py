@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from nebisect.commands._options import CONVERT_CHOICES, parse_choice
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
@@ -25,7 +26,8 @@ _STYLE = {"error": "bold red", "warning": "yellow", "note": "cyan"}
 
 def lint(
     source: str = typer.Argument(
-        None, help="An .mlpackage (ML program), or a module:function returning a MIL Program."
+        None, help="An .mlpackage (ML program), a module:function returning a MIL Program, "
+        "or a torch model as path/to/file.py:factory (converted at fp16, as run converts it)."
     ),
     output_format: str = typer.Option(
         "text", "--format", "-f", help="text | json | sarif (SARIF 2.1.0, for code scanning)."
@@ -44,19 +46,30 @@ def lint(
         None, "--output", "-o", help="Write the json/sarif/text output to this file."
     ),
     list_rules: bool = typer.Option(False, "--list-rules", help="List the rules and exit."),
+    convert: str = typer.Option(
+        "both", "--convert", metavar="export|trace|both",
+        help="A torch source's conversion paths: each program that converts is linted.",
+    ),
+    converter_overrides: bool = typer.Option(
+        False, "--converter-overrides",
+        help="Convert a torch source with nebisect's converter overrides (the "
+        "converter-compat fix), as run --converter-overrides does.",
+    ),
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR,
-        help=f"{TIMEOUT_HELP} lint uses only load: a module:function builder is built and "
-        "linted in an isolated child.",
+        help=f"{TIMEOUT_HELP} lint uses load (a module:function builder is built and "
+        "linted in an isolated child, a torch factory described in one) and convert.",
     ),
 ) -> None:
     """Flag fp16 range hazards, log-domain patterns, data-dependent shapes and mask
-    constants in a Core ML ML program before anything runs.
+    constants in a Core ML ML program before anything runs. A torch source is converted
+    first, in an isolated child as run converts it, and each converted program linted.
 
     Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input.
     """
     from nebisect.lint import lint_source, parse_input_range
     from nebisect.report.outputs import output_file
+    from nebisect.sources.convert import OVERRIDES_SETUP
 
     if output_format not in FORMATS:
         raise NebisectError(f"--format {output_format!r}: one of {', '.join(FORMATS)}")
@@ -64,12 +77,15 @@ def lint(
         _print_rules(output_format)
         return
     if not source:
-        raise NebisectError("lint needs a SOURCE (.mlpackage or module:function)")
+        raise NebisectError("lint needs a SOURCE (.mlpackage, module:function or "
+                            "path/to/file.py:factory)")
+    paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
     ranges = dict(parse_input_range(text) for text in input_range or [])
     if output is not None:
         output_file(output, "--output")
     result = lint_source(source, assume_fp16=fp16, input_ranges=ranges,
-                         timeout=Timeouts.parse(timeout).load)
+                         timeouts=Timeouts.parse(timeout), paths=paths,
+                         setup=(OVERRIDES_SETUP,) if converter_overrides else ())
     if output_format == "sarif":
         from nebisect.report.sarif import sarif_text
 

@@ -6,17 +6,20 @@ import functools
 import json
 import platform
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
 from nebisect.commands._options import (
     CONVERT_CHOICES,
     INPUT_RANGE_HELP,
+    parse_budget,
     parse_choice,
     parse_families,
     parse_input_ranges,
@@ -30,6 +33,7 @@ from nebisect.sources.inputs import DEFAULT_LENGTHS
 
 if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
+    from nebisect.detect.triggers import TriggerIndex
     from nebisect.verdict import Verdict
 
 ORDER = 10
@@ -63,16 +67,6 @@ def _lengths(text: str) -> tuple[int, ...]:
     if not values or min(values) < 1:
         raise NebisectError(f"--lengths {text!r}: lengths must be positive")
     return values
-
-
-def _budget(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise NebisectError(f"--budget {text!r}: give a positive number of predictions per target")
-    return value
 
 
 def run(
@@ -142,7 +136,17 @@ def run(
         "isolated processes of its own (default: the cores this process may use).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
-    report: Path = typer.Option(None, "--report", help="Write report.json/report.html here."),
+    report: Path = typer.Option(
+        None, "--report",
+        help="Write report.json/report.html here, and the failure groups' triggers as "
+        "with --save-triggers into its triggers/ (bisect --finding DIR/report.json#N).",
+    ),
+    save_triggers: Path = typer.Option(
+        None, "--save-triggers", metavar="DIR",
+        help="Write each failure group's smallest failing inputs as DIR/N.npz (N: the "
+        "group's number, as --inputs reads it) and DIR/triggers.json: where each fails and "
+        "the next commands (bisect, corpus add).",
+    ),
     cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
 ) -> None:
     """Run every prediction in a fresh process on each target and compare with a float64
@@ -184,15 +188,17 @@ def run(
     check_deployment(deployment_target)
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
     discovery = None if parse_choice("--explore", explore, EXPLORE_CHOICES) == "none" else (
-        Discovery(_budget(budget), parse_families(families), seed))
+        Discovery(parse_budget(budget), parse_families(families), seed))
     chosen_lengths = _lengths(lengths)
     ranges = parse_input_ranges(input_range)
     if jobs is None:
         jobs = default_jobs()
     elif jobs < 1:
         raise NebisectError(f"--jobs {jobs}: give at least 1")
-    if report:
-        output_directory(report, "--report")
+    for directory, option in ((report, "--report"), (save_triggers, "--save-triggers")):
+        if directory:
+            output_directory(directory, option)
+    outputs = _Outputs(report, save_triggers, source, _fixes(converter_overrides))
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator, \
             crew(isolator, jobs) as isolators, open_executor(cluster, jobs) as executor:
@@ -232,10 +238,10 @@ def run(
                 progress.stop()
                 runner.report.interrupted = describe(stop)
                 runner.report.regroup()
-                _emit(runner.report, report, as_json)
+                _emit(runner.report, outputs, runner.cells.saved, as_json)
                 raise
         _require_a_judged_target(result, asked)
-        _emit(result, report, as_json)
+        _emit(result, outputs, runner.cells.saved, as_json)
     raise typer.Exit(1 if result.failed else 0)
 
 
@@ -250,16 +256,51 @@ def _require_a_judged_target(result: RunReport, asked: list[str]) -> None:
         f"{name} cannot run here ({reasons.get(name) or 'skipped'})" for name in asked))
 
 
-def _emit(result: RunReport, report: Path | None, as_json: bool) -> None:
-    """The --report files and the JSON or table (also of a run that was stopped)."""
-    if report:
-        from nebisect.detect.report import write_run_report
+@dataclass
+class _Outputs:
+    """Where a run's results go besides stdout: ``--report``, ``--save-triggers``; the
+    source as typed and the converter fixes, which the saved next commands repeat."""
 
-        write_run_report(report, result)
+    report: Path | None
+    triggers: Path | None
+    source: str
+    fixes: tuple[str, ...]
+
+    def write(self, result: RunReport, saved: Mapping[str, str]) -> TriggerIndex | None:
+        """The triggers of ``result``'s groups (inputs files by input-set label in
+        ``saved``) and the report, which names the triggers saved beside it; the index
+        whose commands the table shows (``--save-triggers``'s first), None if none."""
+        from nebisect.detect.triggers import REPORT_DIRECTORY, save_triggers
+
+        def save(directory: Path) -> TriggerIndex:
+            return save_triggers(directory, result.groups, result.rows, saved,
+                                 source=result.source, typed=self.source, fixes=self.fixes)
+
+        shown = save(self.triggers) if self.triggers else None
+        if self.report:
+            from nebisect.detect.report import write_run_report
+
+            beside = save(self.report / REPORT_DIRECTORY)
+            write_run_report(self.report, result, beside)
+            shown = shown or beside
+        return shown
+
+
+def _fixes(converter_overrides: bool) -> tuple[str, ...]:
+    """The converter fixes a run converts with (``--converter-overrides``)."""
+    from nebisect.fixes.converter_compat import ConverterCompat
+
+    return (ConverterCompat.name,) if converter_overrides else ()
+
+
+def _emit(result: RunReport, outputs: _Outputs, saved: Mapping[str, str],
+          as_json: bool) -> None:
+    """The output files and the JSON or table (also of a run that was stopped)."""
+    index = outputs.write(result, saved)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
     else:
-        _print(result)
+        _print(result, index)
 
 
 def _converter(overrides: bool, paths: tuple[str, ...], deployment: str) -> Callable[..., Any]:
@@ -277,7 +318,9 @@ def _list_families() -> None:
         typer.echo(f"{name:<10} {description}")
 
 
-def _print(result: RunReport) -> None:
+def _print(result: RunReport, index: TriggerIndex | None) -> None:
+    """The matrix, one block per failure group (with the command that bisects its saved
+    trigger, when ``index`` has them), where the exploration's predictions went, margins."""
     from nebisect.detect.summary import domain_lines, group_lines, prediction_lines
     from nebisect.report.tables import Column, fitted_table
     from nebisect.verdict import placement_summary
@@ -313,9 +356,12 @@ def _print(result: RunReport) -> None:
                       "(--json has every metric)[/]")
     _print_reference_failures(console, result)
     # One block per failure group: the same bug at forty input sets is one finding.
-    for group in result.groups:
+    for position, group in enumerate(result.groups):
         for line in group_lines(group, result.groups, multipath=multipath):
             console.print(line, highlight=False, soft_wrap=True)
+        if index is not None:
+            console.print(escape(f"    next: {index.triggers[position].commands[0]}"),
+                          highlight=False, soft_wrap=True)
     for line in [*prediction_lines(result.explorations), *domain_lines(result)]:
         console.print(line, highlight=False, soft_wrap=True)
     if result.interrupted:

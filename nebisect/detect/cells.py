@@ -37,6 +37,7 @@ from nebisect.case import (
 )
 from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
 from nebisect.detect.evaluate import SECONDS, evaluate, evaluation_preload, split_arrays
+from nebisect.detect.families import InputSet
 from nebisect.detect.programs import ProgramOutline, outline
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
@@ -49,8 +50,6 @@ PRECISION_PROBE = "sim:fp16"
 EXACT_PROBE = REFERENCE_TARGET
 #: The stage a case's verdict names when its reference, not its target, failed.
 REFERENCE_STAGE = Stage.REFERENCE
-#: the paths' names as attributions say them ("conversion, jit.trace path only")
-PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 
 #: convert(source, precision, workdir, isolator, timeout=) → ({path: package}, verdict)
 Converter = Callable[..., tuple[dict[str, Path], Verdict]]
@@ -77,7 +76,8 @@ class Cells:
     """Runs cells of one source with one isolator (see the module docstring).
 
     ``plugins`` are named in every case (the child imports them); ``paths`` are the
-    conversion paths asked for (``run --convert``).
+    conversion paths asked for (``run --convert``). ``saved`` maps the label of every
+    input set evaluated to its inputs file (what a failure group's trigger is read from).
     """
 
     source: Source
@@ -90,6 +90,7 @@ class Cells:
     paths: tuple[str, ...] = ("export", "trace")
     packages: dict[str, dict[str, Path]] = field(default_factory=dict)
     conversions: dict[str, Verdict] = field(default_factory=dict)
+    saved: dict[str, str] = field(default_factory=dict)
     _runs: dict[tuple[str, str, str], tuple[Verdict, dict[str, np.ndarray]]] = field(
         default_factory=dict)
     _explained: dict[tuple[str, str, str], tuple[str, Culprit | None]] = field(
@@ -107,6 +108,11 @@ class Cells:
             path.parent.mkdir(exist_ok=True)
             save_npz(path, arrays)
         return str(path)
+
+    def save_set(self, input_set: InputSet) -> str:
+        """:meth:`save_inputs` of an input set, remembered under its label in ``saved``."""
+        path = self.saved[input_set.label] = self.save_inputs(input_set.arrays)
+        return path
 
     def paths_of(self, target: str) -> list[str] | Verdict:
         """The conversion paths ``target``'s cells run (``[""]``: no conversion), or the

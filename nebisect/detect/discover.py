@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nebisect.bisect import Stop
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.detect.cells import Cells, reference_failure
 from nebisect.detect.culprit import Culprit
@@ -34,24 +35,29 @@ from nebisect.verdict import Status, Verdict
 @dataclass
 class Discovery:
     """How ``run`` explores: a prediction budget per target, the value families (None:
-    all), the seed, and the targets to explore (None: every target of the run)."""
+    all), the seed, the targets to explore (None: every target of the run), and whether
+    a target's exploration ends at its first failure (``bisect`` wants one trigger, not
+    a survey; a failure among the input sets every run evaluates ends it before it
+    starts)."""
 
     budget: int = DEFAULT_BUDGET
     families: list[str] | None = None
     seed: int = 0
     targets: list[str] | None = None
+    first_failure: bool = False
 
 
 def explore_target(
     cells: Cells, target: str, paths: Sequence[str], families: Sequence[Family], *,
     budget: int, guided: Sequence[Boundary], rows: list[Row],
-    progress: Callable[[ExploreProgress], None] | None = None,
+    progress: Callable[[ExploreProgress], None] | None = None, stop: Stop | None = None,
 ) -> Exploration:
-    """Spend ``budget`` predictions on ``target``; every evaluation is appended to ``rows``."""
+    """Spend ``budget`` predictions on ``target`` (less when ``stop`` says so); every
+    evaluation is appended to ``rows``."""
     located: dict[tuple[str, str, str], Culprit | None] = {}
 
     def evaluate(input_set: InputSet) -> list[Observation]:
-        npz = cells.save_inputs(input_set.arrays)
+        npz = cells.save_set(input_set)
         observations = []
         for path in paths:
             verdict, arrays = cells.run(target, path, npz)
@@ -73,7 +79,8 @@ def explore_target(
             observations.append(Observation(verdict, culprit, path, first_value(arrays)))
         return observations
 
-    return explore(evaluate, families, budget=budget, guided=guided, progress=progress)
+    return explore(evaluate, families, budget=budget, guided=guided, progress=progress,
+                   stop=stop)
 
 
 def first_value(arrays: dict[str, np.ndarray], prefix: str = "out:") -> float | None:

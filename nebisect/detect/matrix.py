@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nebisect.bisect import Stats
 from nebisect.detect.cells import (
     ATTRIBUTIONS,
     EXACT_PROBE,
@@ -66,6 +67,8 @@ __all__ = [
 
 #: how many of a cliff's probes (those nearest its bracket) the report's plot shows
 CHART_POINTS = 4
+#: why an exploration asked to end at its target's first failure stopped
+FIRST_FAILURE = "stopped at the first failure"
 
 
 @dataclass
@@ -205,7 +208,7 @@ class MatrixRunner:
         discovery = self.discovery
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
         self._prestart()
-        npzs = {s.label: self.cells.save_inputs(s.arrays) for s in sets}
+        npzs = {s.label: self.cells.save_set(s) for s in sets}
         try:
             self._on_executor([(target, path, npz) for npz in npzs.values()
                                for target in self.targets for path in self._converted(target)])
@@ -321,9 +324,15 @@ class MatrixRunner:
                 self.progress(f"exploring {target}: {p.spent}/{p.budget} predictions · "
                               f"{p.rate:.1f}/s · {p.failures} failing · {p.label}")
 
+            def failed(_stats: Stats) -> str | None:
+                seen = [*report.rows, *rows]
+                return FIRST_FAILURE if any(r.target == target and r.role == "target"
+                                            and r.verdict.failed for r in seen) else None
+
             cells = self.cells if self.jobs == 1 else replace(self.cells, isolator=isolator)
             return explore_target(cells, target, paths, families, budget=discovery.budget,
-                                  guided=guided, rows=rows, progress=show), rows
+                                  guided=guided, rows=rows, progress=show,
+                                  stop=failed if discovery.first_failure else None), rows
 
         # Rows join the report in target order, however the threads finished.
         for (target, _), (exploration, rows) in zip(explored, self._map(explored, work),

@@ -5,6 +5,8 @@ Duck-typed over :class:`nebisect.detect.matrix.RunReport` (``source``, ``referen
 module needs nothing of the runner at import time. A row may also carry its conversion
 ``path`` (shown beside the target), its ``input_set`` (the matrix's column, else the
 length) and ``explored``: the exploration's rows stay in ``--json``, not in this matrix.
+The failure groups' triggers (:mod:`nebisect.detect.triggers`), saved beside the report,
+are named in its summary and listed with their next commands.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 from collections import Counter
 from typing import Any
 
+from nebisect.detect.triggers import INDEX, REPORT_DIRECTORY, REPORT_KEY, TriggerIndex
 from nebisect.report.payload import (
     CliffSweep,
     Divergence,
@@ -26,10 +29,14 @@ from nebisect.verdict import placement_summary
 
 ROW_COLUMNS = ["target", "length", "status", "signature", "attribution", "max ULP", "max abs",
                "cosine", "placement", "time s"]
+FINDING_COLUMNS = ["#", "target", "path", "signature", "attribution", "culprit", "trigger",
+                   "inputs", "next command"]
 
 
-def run_payload(result: Any) -> ReportPayload:
-    """The :class:`ReportPayload` of one ``nebisect run``."""
+def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayload:
+    """The :class:`ReportPayload` of one ``nebisect run``; with the ``triggers`` saved in
+    the report's :data:`~nebisect.detect.triggers.REPORT_DIRECTORY`, the summary names
+    their index and a table lists each finding's trigger and next command."""
     rows = [row for row in result.rows if not getattr(row, "explored", False)]
     matrix = RunMatrix.from_verdicts(
         "verdict per target × input set",
@@ -69,6 +76,7 @@ def run_payload(result: Any) -> ReportPayload:
                                         for r in result.rows),
             **{f"{part} s": round(seconds, 2)
                for part, seconds in getattr(result, "timings", {}).items()},
+            **({REPORT_KEY: f"{REPORT_DIRECTORY}/{INDEX}"} if triggers is not None else {}),
         },
         verdicts=[NamedVerdict(f"{_where(row)} {_column(row)}", row.verdict, group=row.target)
                   for row in rows],
@@ -79,8 +87,16 @@ def run_payload(result: Any) -> ReportPayload:
                      if group.culprit is not None and group.culprit.ops],
         tables=[Table("rows", ROW_COLUMNS, table_rows)]
         + ([Table("conversions", ["precision", "status", "signature", "message"],
-                  conversions)] if conversions else []),
+                  conversions)] if conversions else [])
+        + ([_findings(triggers)] if triggers is not None and triggers.triggers else []),
     )
+
+
+def _findings(index: TriggerIndex) -> Table:
+    """One row per failure group: where it fails, its trigger, the command to bisect it."""
+    return Table("findings", FINDING_COLUMNS, [
+        [t.number, t.target, t.path, t.signature, t.attribution, t.culprit, t.input_set,
+         f"{REPORT_DIRECTORY}/{t.inputs}", t.commands[0]] for t in index.triggers])
 
 
 def _cliff_sweep(group: Any, finding: Any) -> CliffSweep | None:
@@ -131,8 +147,9 @@ def _column(row: Any) -> str:
     return str(input_set.label) if input_set is not None else str(row.length)
 
 
-def write_run_report(report_dir: str | os.PathLike[str], result: Any) -> Any:
+def write_run_report(report_dir: str | os.PathLike[str], result: Any,
+                     triggers: TriggerIndex | None = None) -> Any:
     """Write report.json/report.html of a run into ``report_dir`` (``--report``)."""
     from nebisect.report import write_report
 
-    return write_report(report_dir, "run", run_payload(result))
+    return write_report(report_dir, "run", run_payload(result, triggers))

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from nebisect.detect.cells import PATH_LABELS
 from nebisect.detect.findings import FailureGroup, Margin
 from nebisect.detect.records import CliffFinding, Exploration
+from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.fuzz.cliff import Cliff
+from nebisect.sources.convert import PATH_LABELS
 
 #: input sets named in full before "… and N more"
 SHOWN_MEMBERS = 6
@@ -36,7 +37,8 @@ def path_note(group: FailureGroup, groups: list[FailureGroup]) -> str:
 
 def group_lines(group: FailureGroup, groups: list[FailureGroup], *,
                 multipath: bool) -> list[str]:
-    """The header line of one group, its input sets, its cliffs."""
+    """The header line of one group, its input sets, the converter overrides when they
+    cure its conversion failure, its cliffs."""
     path = escape(f" [{PATH_LABELS.get(group.path, group.path)}]") if group.path else ""
     note = path_note(group, groups) if multipath else ""
     lines = [f"[red]✗[/] {group.target}{path}: {escape(group.signature)} — "
@@ -46,6 +48,9 @@ def group_lines(group: FailureGroup, groups: list[FailureGroup], *,
     more = f", … and {len(labels) - SHOWN_MEMBERS} more" if len(labels) > SHOWN_MEMBERS else ""
     lines.append(escape(f"    smallest {group.smallest.label}; {len(labels)} input set"
                         f"{'s' if len(labels) != 1 else ''}: {shown}{more}"))
+    hint = overrides_hint(group.message) if group.attribution == "conversion" else ""
+    if hint:
+        lines.append(escape(f"    {hint}"))
     lines += [escape(f"    {cliff_line(c)}") for c in group.cliffs]
     if group.culprit is not None and not group.culprit.matched:
         lines.append(f"    culprit from {group.culprit.compared}")

@@ -74,8 +74,26 @@ class ConverterCompat(ConverterFix):
 
 #: Converter names this module registers (``int`` is coremltools' alias of ``_int``).
 OVERRIDDEN_OPS = ("new_ones", "__and__", "_int", "int")
+#: What the converter says when it stops for a reason these overrides cure: no
+#: ``new_ones`` converter (torch.export, jit.trace), no ``__and__`` converter
+#: (torch.export), NumPy ≥ 2.4 refusing ``aten::Int``'s fold (jit.trace).
+CURED_MESSAGES = (
+    "Unsupported fx node new_ones",
+    "convert function for op 'new_ones'",
+    "kind __and__",
+    "only 0-dimensional arrays can be converted to Python scalars",
+)
 
 _saved: dict[str, Callable[..., Any] | None] = {}
+
+
+def overrides_hint(message: str, option: str = "--converter-overrides") -> str:
+    """The advice for a conversion that failed with ``message``: rerun with ``option``
+    when a pattern of :data:`CURED_MESSAGES` is in it, else nothing."""
+    if not any(pattern in message for pattern in CURED_MESSAGES):
+        return ""
+    return (f"a known coremltools incompatibility that nebisect's converter overrides cure: "
+            f"rerun with {option}")
 
 
 def _registry() -> Any:

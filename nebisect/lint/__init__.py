@@ -10,9 +10,11 @@ analysis that proves an overflow for the inputs the user says they feed.
 API::
 
     lint_program(program, *, assume_fp16=False, input_ranges=None) -> LintResult
-    lint_source(source, *, assume_fp16=False, input_ranges=None) -> LintResult
+    lint_source(source, *, assume_fp16=False, input_ranges=None, timeouts=Timeouts(),
+                paths=PATHS, setup=()) -> LintResult
         (a ``module:function`` builder is user code: it is built and linted in an
-        isolated child, :mod:`nebisect.lint.builder`)
+        isolated child, :mod:`nebisect.lint.builder`; a torch ``file.py:factory`` is
+        converted in one on ``paths``, :mod:`nebisect.lint.torch`)
     parse_input_range("x=-15:15") -> ("x", Range(-15.0, 15.0))
     registered_rules() -> dict[str, Rule]
 """
@@ -23,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.errors import NebisectError
-from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
+from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.lint.engine import LintResult, lint_program, parse_input_range
 from nebisect.lint.graph import Range
 from nebisect.lint.records import LintFinding, Rule
 from nebisect.lint.registry import get_rule, lint_rule, registered_rules
+from nebisect.sources.convert import PATHS
+from nebisect.sources.resolve import is_torch_location
 
 __all__ = [
     "LintFinding", "LintResult", "Range", "Rule", "get_rule", "lint_program", "lint_rule",
@@ -36,8 +40,10 @@ __all__ = [
 
 
 def is_builder(source: str) -> bool:
-    """``module:function`` (a builder returning a MIL Program), not a path."""
-    return not Path(source).exists() and ":" in source and "/" not in source
+    """``module:function`` (a builder returning a MIL Program), not a path nor a torch
+    source."""
+    return (not Path(source).exists() and ":" in source and "/" not in source
+            and not is_torch_location(source))
 
 
 def load_source(source: str) -> Any:
@@ -54,15 +60,23 @@ def lint_source(
     *,
     assume_fp16: bool = False,
     input_ranges: dict[str, Range] | None = None,
-    timeout: float = DEFAULT_TIMEOUTS.load,
+    timeouts: Timeouts = DEFAULT_TIMEOUTS,
+    paths: tuple[str, ...] = PATHS,
+    setup: tuple[str, ...] = (),
 ) -> LintResult:
-    """Load ``source`` and lint it; a builder runs (and is linted) in an isolated child
-    bounded by ``timeout``, never in this process."""
+    """Load ``source`` and lint it. A builder runs (and is linted) in an isolated child
+    bounded by ``timeouts.load``, a torch source is described and converted (on
+    ``paths``, after ``setup``) in isolated children: user code never runs here."""
     if is_builder(source):
         from nebisect.lint.builder import lint_builder
 
         return lint_builder(source, assume_fp16=assume_fp16, input_ranges=input_ranges or {},
-                            timeout=timeout)
+                            timeout=timeouts.load)
+    if is_torch_location(source):
+        from nebisect.lint.torch import lint_torch
+
+        return lint_torch(source, assume_fp16=assume_fp16, input_ranges=input_ranges or {},
+                          timeouts=timeouts, paths=paths, setup=setup)
     return lint_program(
         load_source(source), assume_fp16=assume_fp16, input_ranges=input_ranges, source=source
     )

@@ -10,9 +10,11 @@ What seed 003's reporter did by hand over days, mechanically:
    (:mod:`nebisect.minimize.graphs.fx`); ``--graph fx`` does the same for a
    torch source's prediction failure, each candidate converted and predicted against
    itself in float64 (a converter that emits different math shows there).
-2. **The original.** The model runs once in isolation on the target; the signature of
-   that verdict is what every candidate must reproduce on the same target — a
-   candidate that passes, or fails another way, is rejected.
+2. **The original.** The model runs once in isolation on the target, on the given
+   inputs — without them, on the first trigger ``run``'s discovery finds on that target
+   (:mod:`nebisect.minimize.trigger`); the signature of that verdict is what every
+   candidate must reproduce on the same target — a candidate that passes, or fails
+   another way, is rejected.
 3. **Search** (:mod:`nebisect.minimize.reductions`): a reduction object, handed to the
    :class:`Bisector` and given a :class:`~nebisect.minimize.context.ReductionContext`. A
    numeric mismatch in an ML program is localized by first-divergence over the
@@ -39,12 +41,14 @@ from typing import Any
 
 from nebisect.bisect import PredicateCall, Stats
 from nebisect.case import parse_target
+from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
 from nebisect.files import merge_into, staged
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.candidates import CandidateSpace
 from nebisect.minimize.context import GraphReduction, ReductionContext, ReductionOutput
+from nebisect.sources.convert import PATHS
 from nebisect.sources.resolve import Source, resolve_source
 from nebisect.verdict import Stage
 
@@ -58,7 +62,12 @@ BISECT_TIMEOUTS = Timeouts(convert=900.0, predict=600.0)
 
 @dataclass
 class BisectOptions:
-    """How to reduce: the target and stage of the failure, inputs, budget."""
+    """How to reduce: the target and stage of the failure, inputs, budget.
+
+    ``paths`` are the torch conversion paths tried, in order (the first that converts
+    is reduced); ``budget`` bounds the predictions spent looking for a trigger when no
+    ``inputs`` are given (:mod:`nebisect.minimize.trigger`).
+    """
 
     target: str
     stage: str = "predict"
@@ -70,6 +79,8 @@ class BisectOptions:
     fixes: tuple[str, ...] = ()
     confirm: int | None = None
     graph: str = "auto"
+    paths: tuple[str, ...] = PATHS
+    budget: int = DEFAULT_BUDGET
 
     def __post_init__(self) -> None:
         parse_target(self.target)
@@ -85,6 +96,10 @@ class BisectOptions:
             raise NebisectError("--max-evals must be at least 1")
         if self.timeout is not None and self.timeout <= 0:
             raise NebisectError("--timeout must be positive")
+        if self.budget < 1:
+            raise NebisectError("--budget must be at least 1")
+        if not self.paths or set(self.paths) - set(PATHS):
+            raise NebisectError(f"unknown conversion paths {self.paths}: of {', '.join(PATHS)}")
 
     @property
     def reduced_graph(self) -> str:
@@ -161,6 +176,8 @@ class BisectResult:
     divergence_checks: int = 0
     message: str = ""
     files: list[str] = field(default_factory=list)
+    #: the trigger the reduction started from when no inputs were given (one line)
+    trigger: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -212,8 +229,8 @@ def default_reduction(options: BisectOptions) -> GraphReduction:
 
 
 class Bisector:
-    """One reduction: resolves the source, hands the reduction its context, writes the
-    summary."""
+    """One reduction: resolves the source, finds a trigger when it was given no inputs,
+    hands the reduction its context, writes the summary."""
 
     def __init__(self, source: str, options: BisectOptions, out: Path,
                  isolator: Isolator, progress: Progress | None = None,
@@ -223,8 +240,8 @@ class Bisector:
         self.out = out
         self.isolator = isolator
         self.started = time.monotonic()
-        self.reduction = reduction or default_reduction(options)
-        self.tracker = Tracker(progress, self.reduction.unit, options.max_evals)
+        self.reduction = reduction
+        self.tracker = Tracker(progress, "", options.max_evals)
 
     def run(self) -> BisectResult:
         source = resolve_source(self.text, timeout=self.options.timeouts.load,
@@ -235,11 +252,21 @@ class Bisector:
         if self.options.fixes and source.kind != "torch":
             raise NebisectError("--fix applies to the conversion of a torch source; "
                                 f"{self.text} is an {source.kind}")
+        setup = self.setup()
         with tempfile.TemporaryDirectory(prefix="nebisect-bisect-") as tmp:
-            context = ReductionContext(self.text, source, self.options, self.isolator,
-                                       Path(tmp), self.out, self.setup(), self.tracker)
-            output = self.reduction.run(context)
-        result = self.result(source, output)
+            options, trigger = self.options, ""
+            if not options.inputs and options.stage == "predict":
+                from nebisect.minimize.trigger import find_trigger
+
+                found = find_trigger(self.text, source, options, setup, Path(tmp) / "trigger",
+                                     self.isolator, self.tracker)
+                options, trigger = found.applied(options), found.line
+            reduction = self.reduction or default_reduction(options)
+            self.tracker.line.unit = reduction.unit
+            context = ReductionContext(self.text, source, options, self.isolator,
+                                       Path(tmp), self.out, setup, self.tracker)
+            output = reduction.run(context)
+        result = self.result(source, options, output, trigger)
         (self.out / "summary.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
         return result
 
@@ -255,12 +282,13 @@ class Bisector:
                                 "the conversion of a torch source")
         return tuple(f.setup for f in fixes if isinstance(f, ConverterFix))
 
-    def result(self, source: Source, output: ReductionOutput) -> BisectResult:
+    def result(self, source: Source, options: BisectOptions, output: ReductionOutput,
+               trigger: str) -> BisectResult:
         original, reduction, before = output.original, output.reduction, output.before
         stats = reduction.stats
         return BisectResult(
-            source=source.location, target=self.options.target, stage=self.options.stage,
-            graph=self.options.reduced_graph, unit=self.tracker.line.unit,
+            source=source.location, target=options.target, stage=options.stage,
+            graph=options.reduced_graph, unit=self.tracker.line.unit,
             signature=original.signature, reduced_signature=reduction.signature,
             units_before=before, units_after=len(reduction.units), kept=list(reduction.units),
             kept_types=output.kept_types, strategy=reduction.strategy,
@@ -272,6 +300,7 @@ class Bisector:
             divergence_checks=output.divergence_checks,
             files=[*sorted(p.name for p in self.out.iterdir() if p.name != "summary.json"),
                    "summary.json"],
+            trigger=trigger,
         )
 
 

@@ -37,6 +37,7 @@ from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.graphs.fx import TorchCandidate
 from nebisect.minimize.graphs.mil import MilGraph, SubgraphPlan, build
+from nebisect.sources.convert import PATHS
 from nebisect.targets import spec_of
 from nebisect.verdict import Verdict
 
@@ -146,18 +147,19 @@ class Subgraphs(Protocol):
 
 
 class FxCandidates(CandidateSpace):
-    """Node subsets of an exported torch module: converted on both torch paths and, for
-    a ``predict``-stage failure (``target`` given), predicted against the candidate
-    module itself in float64."""
+    """Node subsets of an exported torch module: converted on the torch ``paths`` (the
+    first that converts is kept) and, for a ``predict``-stage failure (``target``
+    given), predicted against the candidate module itself in float64."""
 
     def __init__(self, graph: Subgraphs, precision: str, setup: tuple[str, ...],
                  workdir: Path, isolator: Isolator, timeouts: Timeouts,
-                 target: str | None = None) -> None:
+                 target: str | None = None, paths: tuple[str, ...] = PATHS) -> None:
         super().__init__(workdir, isolator, timeouts)
         self.graph = graph
         self.precision = precision
         self.setup = setup
         self.target = target
+        self.paths = paths
 
     def _materialize(self, units: Sequence[str]) -> TorchCandidate:
         return self.graph.candidate(units)
@@ -166,7 +168,7 @@ class FxCandidates(CandidateSpace):
         location = made.write(directory, "nebisect bisect candidate")
         verdict, runs = run_torch_source(
             location, self.precision, self.setup, directory, self.isolator, self.timeouts,
-            target=self.target, inputs=made.inputs if self.target else None,
+            target=self.target, inputs=made.inputs if self.target else None, paths=self.paths,
         )
         self.runs += runs
         return verdict
@@ -181,15 +183,18 @@ def coreml_feeds(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def run_torch_source(location: str, precision: str, setup: tuple[str, ...], directory: Path,
                      isolator: Isolator, timeouts: Timeouts, *, target: str | None = None,
-                     inputs: dict[str, np.ndarray] | None = None) -> tuple[Verdict, int]:
-    """Convert a torch source in isolation and, with ``target`` and ``inputs``, predict
-    the package on ``target`` against the module in float64 (a second isolated run).
-    Returns the verdict that decides (conversion's, or prediction's) and the run count."""
+                     inputs: dict[str, np.ndarray] | None = None,
+                     paths: tuple[str, ...] = PATHS) -> tuple[Verdict, int]:
+    """Convert a torch source in isolation on ``paths`` (the first that converts is
+    kept) and, with ``target`` and ``inputs``, predict the package on ``target`` against
+    the module in float64 (a second isolated run). Returns the verdict that decides
+    (conversion's, or prediction's) and the run count."""
     from nebisect.sources.convert import convert_isolated
     from nebisect.sources.resolve import Source
 
     package, verdict = convert_isolated(Source("torch", location), precision, directory,
-                                        isolator, setup=setup, timeout=timeouts.convert)
+                                        isolator, setup=setup, timeout=timeouts.convert,
+                                        paths=paths)
     if target is None or inputs is None or package is None:
         return verdict, 1
     feeds = coreml_feeds(inputs)

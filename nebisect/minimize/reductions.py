@@ -32,6 +32,7 @@ from nebisect.detect.evaluate import evaluate, split_arrays
 from nebisect.errors import NebisectError
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
 from nebisect.minimize.context import ReductionContext, ReductionOutput
+from nebisect.sources.convert import PATH_LABELS
 from nebisect.verdict import Verdict, value_divergence
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def _package(context: ReductionContext) -> Path:
     context.progress.phase("converting")
     package, verdict = convert_isolated(
         source, parse_target(options.target).precision, context.workdir, context.isolator,
-        setup=context.setup, timeout=options.timeouts.convert,
+        setup=context.setup, timeout=options.timeouts.convert, paths=options.paths,
     )
     context.progress.ran()
     if package is None:
@@ -198,7 +199,7 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     tracker.phase("converting the original" + (" and running it" if predict else ""))
     original, runs = run_torch_source(
         source.location, precision, setup, workdir, context.isolator, options.timeouts,
-        target=options.target if predict else None, inputs=arrays,
+        target=options.target if predict else None, inputs=arrays, paths=options.paths,
     )
     tracker.ran(runs)
     _require_failure(context, original)
@@ -213,7 +214,8 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
         tracker.units(len(graph.units))
         space = FxCandidates(graph, precision, setup, workdir / "candidates",
                              context.isolator, options.timeouts,
-                             target=options.target if predict else None)
+                             target=options.target if predict else None,
+                             paths=options.paths)
         evaluator = context.evaluator(space, original.signature)
         tracker.phase("hierarchical ddmin: submodules, then nodes")
         reduction = hierarchical_ddmin(graph.units, evaluator, graph.record.levels,
@@ -237,7 +239,7 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
 def _require_failure(context: ReductionContext, original: Verdict) -> None:
     stage = context.options.stage
     if stage == "convert" and not original.failed:
-        problem = "converts on both torch paths"
+        problem = f"converts on {' and '.join(PATH_LABELS[p] for p in context.options.paths)}"
     elif stage == "predict" and original.stage == "convert":
         problem = f"does not convert ({original.signature})"
     elif stage == "predict" and not original.failed:

@@ -48,7 +48,8 @@ OVERRIDES_SETUP = "nebisect.fixes.converter_compat:install"
 #: before the first conversion child: :func:`warm_up`); a factory's description forks
 #: from the same template
 CONVERSION_PRELOAD = ("numpy", "torch", "coremltools")
-_PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
+#: the paths' names as messages say them ("conversion, jit.trace path only")
+PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 
 
 @dataclass
@@ -170,7 +171,7 @@ def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any]) -> Any:
 def summarize(attempts: list[ConversionAttempt]) -> str:
     """One line: ``torch.export: ok | jit.trace: TypeError: …`` (signature-friendly)."""
     return " | ".join(
-        f"{_PATH_LABELS[a.path]}: {a.message if a.status == 'failed' else 'ok'}"
+        f"{PATH_LABELS[a.path]}: {a.message if a.status == 'failed' else 'ok'}"
         for a in attempts
     )
 

@@ -4,10 +4,12 @@ one-line errors."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from support import REPO
 from support.bisect_programs import chain
@@ -51,3 +53,102 @@ def test_usage_errors_are_one_line_exit_2(chain40: tuple[Path, Path], args: list
     lines = run.stderr.strip().splitlines()
     assert lines[-1].startswith("nebisect: error: ") and message in lines[-1]
     assert "Traceback" not in run.stderr
+
+
+# ------------------------------------------------------------- from a finding to bisect
+SEED000 = "examples/logsumexp_ne.py:model"
+#: seed 000's model, as fast as it still fails: one target, one conversion path
+ONE_PATH = ("-t", "sim:ane", "--convert", "export")
+
+
+@pytest.fixture(scope="module")
+def seed000_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``run`` of seed 000's model that saves its triggers and writes its report."""
+    root = tmp_path_factory.mktemp("seed000")
+    run = cli("run", SEED000, *ONE_PATH, "--budget", "4", "--lengths", "8",
+              "--save-triggers", str(root / "triggers"), "--report", str(root / "report"))
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"    next: nebisect bisect {SEED000} -t sim:ane --convert export --inputs " \
+        f"{root}/triggers/1.npz" in run.stdout  # under the group it bisects
+    return root
+
+
+def test_run_saves_the_trigger_of_each_failure_group(seed000_run: Path) -> None:
+    directory = seed000_run / "triggers"
+    index = json.loads((directory / "triggers.json").read_text())
+    assert index["source"].endswith("examples/logsumexp_ne.py:model")
+    (trigger,) = index["triggers"]
+    assert {k: trigger[k] for k in ("number", "target", "path", "signature", "attribution",
+                                    "input_set", "inputs", "stage")} == {
+        "number": 1, "target": "sim:ane", "path": "export", "signature": "mismatch:collapse",
+        "attribution": "device", "input_set": "const(x=7.625)", "inputs": "1.npz",
+        "stage": "predict"}
+    assert "reduce_log_sum_exp" in trigger["culprit"]
+    with np.load(directory / "1.npz", allow_pickle=False) as saved:
+        assert saved["x"].shape == (1, 1, 8, 8) and np.all(saved["x"] == 7.625)
+    bisect, corpus = trigger["commands"]
+    assert bisect == (f"nebisect bisect {SEED000} -t sim:ane --convert export --inputs "
+                      f"{directory}/1.npz --out {directory}/bisect-1")
+    assert corpus == (f"nebisect corpus add corpus {SEED000} -t sim:ane --inputs "
+                      f"{directory}/1.npz")
+    report = seed000_run / "report"
+    assert (report / "triggers" / "1.npz").is_file()
+    assert "triggers/triggers.json" in (report / "report.json").read_text()
+
+
+def test_bisect_takes_the_saved_trigger(seed000_run: Path) -> None:
+    """The index's bisect command, as printed: no hand-made input."""
+    index = json.loads((seed000_run / "triggers" / "triggers.json").read_text())
+    command = shlex.split(index["triggers"][0]["commands"][0])
+    assert command[:2] == ["nebisect", "bisect"]
+    run = cli(*command[1:])
+    assert run.returncode == 0, run.stderr
+    summary = json.loads((seed000_run / "triggers" / "bisect-1" / "summary.json").read_text())
+    assert summary["signature"] == "mismatch:collapse"
+    assert "reduce_log_sum_exp" in summary["kept_types"]
+
+
+def test_bisect_takes_a_finding_of_the_report(seed000_run: Path, tmp_path: Path) -> None:
+    report = seed000_run / "report" / "report.json"
+    run = cli("bisect", "--finding", f"{report}#1", "--out", str(tmp_path / "out"), "--json")
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert summary["source"].endswith("examples/logsumexp_ne.py:model")
+    assert (summary["target"], summary["signature"]) == ("sim:ane", "mismatch:collapse")
+    assert "reduce_log_sum_exp" in summary["kept_types"]
+
+
+@pytest.mark.parametrize(("finding", "extra", "message"), [
+    ("{report}#2", [], "{report}#2: no finding 2 (the report has 1)"),
+    ("{report}", [], "{report}: name the finding as {report}#N"),
+    ("{report}#1", ["-t", "sim:fp16"], "--finding names the source, target and inputs; give "
+     "no SOURCE, --target or --inputs with it"),
+])
+def test_finding_errors_are_one_line(seed000_run: Path, finding: str, extra: list[str],
+                                     message: str, tmp_path: Path) -> None:
+    report = str(seed000_run / "report" / "report.json")
+    run = cli("bisect", "--finding", finding.format(report=report), *extra,
+              "--out", str(tmp_path / "out"))
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"nebisect: error: {message.format(report=report)}")
+
+
+def test_bisect_without_inputs_explores_for_a_trigger(tmp_path: Path) -> None:
+    run = cli("bisect", SEED000, *ONE_PATH, "--out", str(tmp_path / "out"), "--json")
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert summary["trigger"].startswith("const(x=7.625) [torch.export], found exploring "
+                                         "sim:ane")
+    assert "reduce_log_sum_exp" in summary["kept_types"]
+
+
+def test_nothing_to_bisect_when_exploration_finds_nothing(chain40: tuple[Path, Path],
+                                                         tmp_path: Path) -> None:
+    package, _ = chain40
+    run = cli("bisect", str(package), "-t", "sim:fp64", "--budget", "3",
+              "--out", str(tmp_path / "out"))
+    assert run.returncode == 2
+    line = run.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"nebisect: error: {package} does not fail on sim:fp64")
+    assert line.endswith("3 explored); nothing to bisect")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import support.lint_programs as lp
+from support import REPO
 
 from nebisect.cli import main
 from nebisect.mil.load import save_program
@@ -107,3 +108,37 @@ def test_bad_input_is_one_line_exit_2(packages, tmp_path, monkeypatch, capsys, a
     assert message in " ".join(err.split())
     assert "Traceback" not in err and out == ""
 
+
+
+SEED000 = REPO / "examples" / "logsumexp_ne.py"
+
+
+def test_torch_source_is_converted_and_its_program_linted(monkeypatch, capsys):
+    code, out, err = lint_cli(monkeypatch, capsys, f"{SEED000}:model", "--convert", "export")
+    assert code == 1, err
+    assert "error lse-no-max-shift" in out and "(reduce_log_sum_exp)" in out
+    assert f"fix: nebisect fix apply logsumexp-max-shift {SEED000}:model" in out
+
+
+def test_known_converter_incompatibility_names_the_overrides(tmp_path, monkeypatch, capsys):
+    (tmp_path / "new_ones.py").write_text(NEW_ONES)
+    code, out, err = lint_cli(monkeypatch, capsys, f"{tmp_path}/new_ones.py:model",
+                              "--convert", "export")
+    assert code == 2 and out == ""
+    line = " ".join(err.split())
+    assert "does not convert" in line and "Unsupported fx node new_ones" in line
+    assert "--converter-overrides" in line
+
+
+NEW_ONES = '''
+import torch
+
+
+class NewOnes(torch.nn.Module):
+    def forward(self, x):
+        return x + x.new_ones(x.shape)
+
+
+def model():
+    return {"module": NewOnes(), "example_inputs": {"x": torch.rand(1, 4)}}
+'''

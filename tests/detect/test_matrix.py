@@ -320,3 +320,19 @@ def test_a_declared_domain_keeps_a_far_trigger_out_of_the_failures(
     explored = [r for r in report["rows"] if r["explored"]]
     assert explored and all(r["verdict"]["status"] == "pass" for r in explored)
     assert max(r["input_set"]["magnitude"] for r in explored) <= 1.0
+@pytest.mark.parametrize(("message", "named"), [
+    ("torch.export: NotImplementedError: Unsupported fx node new_ones, kind new_ones | "
+     "jit.trace: TypeError: only 0-dimensional arrays can be converted to Python scalars", True),
+    ("torch.export: NotImplementedError: Unsupported fx node lgamma, kind lgamma", False),
+])
+def test_a_known_converter_incompatibility_names_the_overrides(message: str,
+                                                               named: bool) -> None:
+    from nebisect.detect.families import Member
+    from nebisect.detect.findings import FailureGroup
+    from nebisect.detect.summary import group_lines
+
+    static = Member("length", "static")
+    group = FailureGroup("sim:fp32", "", "error:convert:…", "conversion", None, static,
+                         message, [static])
+    text = "\n".join(group_lines(group, [group], multipath=False))
+    assert ("--converter-overrides" in text) is named

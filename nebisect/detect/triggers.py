@@ -1,0 +1,213 @@
+"""From a finding to the next command: each failure group's trigger, saved and indexed.
+
+``run --save-triggers DIR`` (and ``run --report DIR``, into ``DIR/triggers``) writes,
+for failure group N (1-based, in the order ``run`` prints them), the inputs of its
+smallest failing input set as ``N.npz`` — the plain, pickle-free ``.npz`` that
+``--inputs`` reads — and one index, ``triggers.json``: per group its target, conversion
+path, stage, signature, attribution, culprit op, input-set label, the ``.npz`` file
+name, and the exact commands that take it further (``nebisect bisect …``, ``nebisect
+corpus add …``, and ``nebisect run … --converter-overrides`` when those overrides cure
+its conversion failure).
+
+``bisect --finding FILE#N`` reads entry N back (:func:`read_finding`); FILE is such an
+index or the ``report.json`` of a run, whose summary names its index
+(:data:`REPORT_KEY`). Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nebisect.case import load_npz, save_npz
+from nebisect.detect.findings import FailureGroup, Row
+from nebisect.errors import NebisectError
+from nebisect.files import open_regular, write_text
+from nebisect.fixes.converter_compat import overrides_hint
+
+SCHEMA = "nebisect.triggers"
+SCHEMA_VERSION = 1
+INDEX = "triggers.json"
+#: where ``run --report DIR`` puts its triggers, and the report summary's key naming
+#: the index (relative to the report's directory)
+REPORT_DIRECTORY = "triggers"
+REPORT_KEY = "triggers"
+#: the corpus the printed ``corpus add`` command stores into
+CORPUS = "corpus"
+#: the largest report or index read back (a long run's report.json is a few MB)
+MAX_JSON_BYTES = 256 << 20
+
+
+@dataclass
+class Trigger:
+    """One failure group's trigger: where it fails, how, and the commands that follow.
+
+    ``inputs`` is the ``.npz`` file's name in the index's directory; ``fixes`` the
+    converter fixes the run converted with (``converter-compat`` for
+    ``--converter-overrides``), which a bisection of it must convert with too.
+    """
+
+    number: int
+    target: str
+    path: str
+    stage: str
+    signature: str
+    attribution: str
+    culprit: str
+    input_set: str
+    inputs: str
+    fixes: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+
+    @property
+    def graph(self) -> str:
+        """What ``bisect`` reduces for it: the torch graph for a conversion bug (the
+        converted program agrees with itself), else what its stage implies."""
+        return "fx" if self.attribution == "conversion" and self.stage != "convert" else "auto"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trigger:
+        values = {name: data[name] for name in cls.__dataclass_fields__}
+        values["fixes"], values["commands"] = list(data["fixes"]), list(data["commands"])
+        return cls(**values)
+
+
+@dataclass
+class TriggerIndex:
+    """``triggers.json``: the run's source (absolute) and one :class:`Trigger` per group."""
+
+    source: str
+    triggers: list[Trigger] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "source": self.source,
+                "triggers": [t.to_dict() for t in self.triggers]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TriggerIndex:
+        return cls(str(data["source"]), [Trigger.from_dict(t) for t in data["triggers"]])
+
+
+def save_triggers(directory: Path, groups: Sequence[FailureGroup], rows: Sequence[Row],
+                  saved: Mapping[str, str], *, source: str, typed: str,
+                  fixes: Sequence[str] = ()) -> TriggerIndex:
+    """Write ``N.npz`` per group and ``triggers.json`` into ``directory``.
+
+    ``saved`` maps input-set labels to the run's inputs files; ``source`` is the
+    resolved location, ``typed`` the source as the user typed it (what the printed
+    commands say, beside ``directory`` as given).
+    """
+    index = TriggerIndex(source)
+    for number, group in enumerate(groups, 1):
+        trigger = trigger_of(number, group, rows, fixes)
+        save_npz(directory / trigger.inputs, load_npz(saved[group.smallest.label]))
+        trigger.commands = next_commands(trigger, typed, directory, group.message)
+        index.triggers.append(trigger)
+    write_text(directory / INDEX, json.dumps(index.to_dict(), indent=2) + "\n")
+    return index
+
+
+def trigger_of(number: int, group: FailureGroup, rows: Sequence[Row],
+               fixes: Sequence[str] = ()) -> Trigger:
+    """Group ``number``'s trigger (no commands yet); the stage is that of its smallest
+    failing row among ``rows``."""
+    stage = next(row.verdict.stage for row in rows
+                 if row.key == group.key and row.input_set == group.smallest)
+    return Trigger(number, group.target, group.path, stage, group.signature,
+                   group.attribution, group.culprit.describe() if group.culprit else "",
+                   group.smallest.label, f"{number}.npz", list(fixes))
+
+
+def next_commands(trigger: Trigger, typed: str, directory: Path, message: str) -> list[str]:
+    """The shell commands that take ``trigger`` further, its inputs read from
+    ``directory``: bisect it (into ``directory/bisect-N``), store it in a corpus (not
+    for a torch target, nor a conversion nebisect's fixes changed: a corpus case
+    converts plainly), and rerun with the converter overrides when they cure it."""
+    inputs = str(directory / trigger.inputs)
+    bisect = ["nebisect", "bisect", typed, "-t", trigger.target]
+    if trigger.stage == "convert":
+        bisect += ["--stage", "convert"]
+    if trigger.path:
+        bisect += ["--convert", trigger.path]
+    if trigger.graph == "fx":
+        bisect += ["--graph", "fx"]
+    if trigger.stage != "convert":
+        bisect += ["--inputs", inputs]
+    for fix in trigger.fixes:
+        bisect += ["--fix", fix]
+    commands = [shlex.join([*bisect, "--out", str(directory / f"bisect-{trigger.number}")])]
+    if not trigger.target.startswith("torch:") and not trigger.fixes:
+        stage = ["--stage", trigger.stage] if trigger.stage == "convert" else []
+        commands.append(shlex.join(["nebisect", "corpus", "add", CORPUS, typed, "-t",
+                                    trigger.target, "--inputs", inputs, *stage]))
+    if trigger.stage == "convert" and not trigger.fixes and overrides_hint(message):
+        commands.append(shlex.join(["nebisect", "run", typed, "--converter-overrides"]))
+    return commands
+
+
+@dataclass
+class SavedTrigger:
+    """What ``bisect --finding FILE#N`` takes: the source, the trigger, its inputs file."""
+
+    source: str
+    trigger: Trigger
+    inputs: Path
+
+
+def read_finding(text: str) -> SavedTrigger:
+    """Entry N of the index ``FILE`` names in ``FILE#N`` (a ``triggers.json``, or a run's
+    ``report.json``); every problem is one line."""
+    file_text, hashed, number = text.rpartition("#")
+    if not hashed or not number.isdigit():
+        raise NebisectError(f"{text}: name the finding as {text}#N")
+    file = Path(file_text)
+    document = _read_json(file)
+    if document.get("schema") == "nebisect.report":
+        name = document.get("summary", {}).get(REPORT_KEY)
+        if document.get("kind") != "run" or not isinstance(name, str):
+            raise NebisectError(f"{file}: a report without triggers (run --report writes them)")
+        file = file.parent / name
+        document = _read_json(file)
+    if document.get("schema") != SCHEMA or document.get("schema_version") != SCHEMA_VERSION:
+        raise NebisectError(f"{file}: neither a run's report.json nor a {INDEX} of "
+                            f"version {SCHEMA_VERSION}")
+    try:
+        index = TriggerIndex.from_dict(document)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise NebisectError(f"{file}: a damaged {INDEX} ({type(exc).__name__}: {exc})") from None
+    chosen = int(number)
+    if not 1 <= chosen <= len(index.triggers):
+        raise NebisectError(f"{text}: no finding {chosen} (the report has "
+                            f"{len(index.triggers)})")
+    trigger = index.triggers[chosen - 1]
+    if Path(trigger.inputs).name != trigger.inputs:
+        raise NebisectError(f"{file}: finding {chosen} names inputs outside its directory "
+                            f"({trigger.inputs!r})")
+    return SavedTrigger(index.source, trigger, file.parent / trigger.inputs)
+
+
+def _read_json(file: Path) -> dict[str, Any]:
+    """A JSON object from a regular file (no FIFO, at most :data:`MAX_JSON_BYTES`)."""
+    try:
+        with open_regular(file) as handle:
+            data = handle.read(MAX_JSON_BYTES + 1)
+    except OSError as exc:
+        raise NebisectError(f"{file}: cannot read it ({exc.strerror})") from None
+    except NebisectError as exc:
+        raise NebisectError(f"{file}: {exc}") from None
+    if len(data) > MAX_JSON_BYTES:
+        raise NebisectError(f"{file}: larger than {MAX_JSON_BYTES} bytes")
+    try:
+        document = json.loads(data)
+    except ValueError as exc:
+        raise NebisectError(f"{file}: not JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise NebisectError(f"{file}: not a nebisect report")
+    return document

@@ -1,0 +1,93 @@
+"""The trigger a bisection starts from when it is given no inputs: ``run``'s discovery on
+its one target.
+
+``bisect SOURCE -t TARGET`` without ``--inputs`` evaluates there what ``run`` evaluates
+(:class:`~nebisect.detect.matrix.MatrixRunner`: the factory's example inputs, the input
+generated at ``--length``, then the value families within ``--budget`` predictions,
+lint's guided probes first) and stops at the first failure. The first failure group's
+smallest input set is the trigger: its inputs, its conversion path and — for a
+conversion bug, which the converted program cannot show against itself — the torch
+graph are what the reduction takes (:meth:`Found.applied`). Only when that finds no
+failure either is there nothing to bisect.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nebisect.detect.discover import Discovery
+from nebisect.detect.matrix import MatrixRunner, RunReport
+from nebisect.detect.summary import where
+from nebisect.detect.triggers import trigger_of
+from nebisect.errors import NebisectError
+from nebisect.fixes.converter_compat import ConverterCompat, overrides_hint
+from nebisect.isolate import Isolator
+from nebisect.sources.convert import PATH_LABELS, convert_paths
+from nebisect.sources.resolve import Source
+
+if TYPE_CHECKING:
+    from nebisect.minimize.bisector import BisectOptions, Tracker
+
+
+@dataclass(frozen=True)
+class Found:
+    """A trigger: its inputs file, conversion path (``""``: none), the graph to reduce
+    and the line that says which it is."""
+
+    inputs: str
+    path: str
+    graph: str
+    line: str
+
+    def applied(self, options: BisectOptions) -> BisectOptions:
+        """``options`` reducing this trigger (a ``--graph`` the user chose stays)."""
+        return replace(options, inputs=self.inputs,
+                       paths=(self.path,) if self.path else options.paths,
+                       graph=self.graph if options.graph == "auto" else options.graph)
+
+
+def find_trigger(label: str, source: Source, options: BisectOptions, setup: tuple[str, ...],
+                 workdir: Path, isolator: Isolator, tracker: Tracker) -> Found:
+    """The first failure ``run``'s discovery finds on ``options.target`` (converting
+    with ``setup`` on ``options.paths``); a one-line error when there is none."""
+    target = options.target
+    workdir.mkdir()
+    runner = MatrixRunner(
+        source, [target], workdir, isolator, timeouts=options.timeouts,
+        convert=functools.partial(convert_paths, setup=setup, paths=options.paths),
+        paths=options.paths, progress=tracker.phase,
+        discovery=Discovery(options.budget, targets=[target], first_failure=True),
+    )
+    report = runner.run((options.length,))
+    if not report.groups:
+        raise NebisectError(f"{label} {_nothing(report, target)}; nothing to bisect")
+    group = report.groups[0]
+    trigger = trigger_of(1, group, report.rows)
+    if trigger.stage == "convert":
+        cure = overrides_hint(group.message, f"--fix {ConverterCompat.name}")
+        raise NebisectError(f"{label} does not convert ({group.signature}); bisect the "
+                            f"conversion with --stage convert" + (f"; {cure}" if cure else ""))
+    predictions = sum(row.role == "target" for row in report.rows)
+    on = f" [{PATH_LABELS[group.path]}]" if group.path else ""
+    line = (f"{group.smallest.label}{on}, found exploring {target} ({predictions} "
+            f"predictions): {where(group.attribution, group)}")
+    return Found(runner.cells.saved[group.smallest.label], group.path, trigger.graph, line)
+
+
+def _nothing(report: RunReport, target: str) -> str:
+    """Why no trigger was found: the reference failed, the target cannot run here, or
+    no input set tried fails."""
+    rows = [row for row in report.rows if row.target == target]
+    reference = next((row.verdict for row in report.rows if row.role == "reference"), None)
+    if reference is not None:
+        return (f"cannot be judged: the reference {report.reference} fails "
+                f"({reference.signature}); give --inputs")
+    if rows and all(row.verdict.status == "skipped" for row in rows):
+        return f"cannot run on {target} here ({rows[0].verdict.message})"
+    tried = list(dict.fromkeys(row.input_set.label for row in rows if not row.explored))
+    explored = report.explorations[target].spent if target in report.explorations else 0
+    return (f"does not fail on {target} at any input set tried ({', '.join(tried)}, then "
+            f"{explored} explored)")
