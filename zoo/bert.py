@@ -1,0 +1,15 @@
+"""BERT (BertModel) + seed 003's masked mean-pool head, tiny random-init."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _common import VOCAB, Text, seeded, text_source, tiny
+from transformers import BertConfig, BertModel
+
+
+def model() -> dict[str, Any]:
+    seeded()
+    config = tiny(BertConfig, vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                  num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
+    return text_source(Text(BertModel(config, add_pooling_layer=False), pool=True), VOCAB)

@@ -1,0 +1,16 @@
+"""RoBERTa (RobertaModel) + seed 003's masked mean-pool head, tiny random-init."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _common import VOCAB, Text, seeded, text_source, tiny
+from transformers import RobertaConfig, RobertaModel
+
+
+def model() -> dict[str, Any]:
+    seeded()
+    # Positions count from pad_token_id + 1, so 16 tokens need 18 position embeddings.
+    config = tiny(RobertaConfig, vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                  num_attention_heads=2, intermediate_size=64, max_position_embeddings=66)
+    return text_source(Text(RobertaModel(config, add_pooling_layer=False), pool=True), VOCAB)
