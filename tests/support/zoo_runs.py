@@ -1,0 +1,52 @@
+"""Running ``nebisect run`` with defaults on a zoo model, as a user would, and reading
+what it says: the exit code, the JSON report and stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from support import REPO
+
+ZOO = REPO / "zoo"
+#: every model of the zoo, by file stem
+MODELS = sorted(p.stem for p in ZOO.glob("*.py") if not p.stem.startswith("_"))
+#: what nebisect itself failing looks like: never acceptable on an ordinary model
+INTERNAL = ("Traceback", "KeyError", "internal error", "reading the converted program failed")
+
+
+@dataclass
+class ZooRun:
+    """One default ``nebisect run zoo/NAME.py:model --json``."""
+
+    code: int
+    report: dict[str, Any]
+    stderr: str
+
+
+def run_zoo(name: str, *extra: str, timeout: float = 1500) -> ZooRun:
+    done = subprocess.run(
+        [sys.executable, "-m", "nebisect", "run", f"{ZOO / name}.py:model", "--json", *extra],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO,
+        env={**os.environ, "NEBISECT_PROGRESS_INTERVAL": "30"})
+    report = json.loads(done.stdout) if done.returncode in (0, 1) else {}
+    return ZooRun(done.returncode, report, done.stderr)
+
+
+def check_default_run(name: str) -> ZooRun:
+    """``run`` with defaults on zoo model ``name``: no internal error, a report that
+    agrees with its exit code, something judged, and torch able to compute its own model."""
+    run = run_zoo(name)
+    assert run.code in (0, 1), f"{name}: exit {run.code}: {run.stderr[-2000:]}"
+    assert not any(text in run.stderr for text in INTERNAL), run.stderr[-2000:]
+    report = run.report
+    assert report["failed"] is (run.code == 1)
+    assert bool(report["groups"]) is (run.code == 1)
+    assert not report["reference_failed"], f"{name}: torch could not compute its own model"
+    judged = [r for r in report["rows"] if r["role"] == "target"]
+    assert judged and any(r["verdict"]["status"] != "skipped" for r in judged)
+    return run
