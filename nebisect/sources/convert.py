@@ -164,8 +164,34 @@ def _via_export(ct: Any, source: TorchSource, options: dict[str, Any]) -> Any:
 def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any]) -> Any:
     import torch
 
-    traced = torch.jit.trace(source.module, tuple(source.example_inputs.values()))
+    traced = torch.jit.trace(_tuple_outputs(source), tuple(source.example_inputs.values()))
     return ct.convert(traced, inputs=_input_types(ct, source, shapes=True), **options)
+
+
+def _tuple_outputs(source: TorchSource) -> Any:
+    """The module, or — when ``forward`` returns a dict (the factory contract allows it,
+    and every Hugging Face wrapper does) — a wrapper returning its values as a tuple in
+    the order of :meth:`~TorchSource.output_names`: the tracer refuses dict outputs and
+    coremltools has no ``dictconstruct``, and the package's outputs are named by
+    position anyway (``outputs=`` of ``ct.convert``)."""
+    import torch
+
+    with torch.no_grad():
+        returned = source.module(*source.example_inputs.values())
+    if not isinstance(returned, dict):
+        return source.module
+    names = [str(name) for name in returned]
+
+    class TupleOutputs(torch.nn.Module):
+        def __init__(self, module: torch.nn.Module) -> None:
+            super().__init__()
+            self.module = module
+
+        def forward(self, *args: Any) -> tuple[Any, ...]:
+            result = self.module(*args)
+            return tuple(result[name] for name in names)
+
+    return TupleOutputs(source.module).eval()
 
 
 def summarize(attempts: list[ConversionAttempt]) -> str:

@@ -235,3 +235,31 @@ def test_a_source_error_in_the_child_is_a_convert_error(
     assert package is None
     assert verdict.status == "error" and verdict.stage == "convert"
     assert "the factory raised RuntimeError: weights not found" in verdict.message
+
+
+DICT_OUTPUTS = """
+import torch
+
+class TwoHeads(torch.nn.Module):
+    def forward(self, x):
+        return {"logits": x * 2, "hidden": torch.tanh(x)}
+
+def model():
+    return {"module": TwoHeads(), "example_inputs": (torch.randn(2, 5),)}
+"""
+
+
+def test_a_forward_returning_a_dict_converts_on_both_paths(tmp_path: Path) -> None:
+    """jit.trace refuses dict outputs and coremltools has no dictconstruct: every
+    Hugging Face wrapper lost its trace path until the values were traced as a tuple."""
+    path = tmp_path / "two_heads.py"
+    path.write_text(textwrap.dedent(DICT_OUTPUTS))
+    source = load_torch_source(f"{path}:model")
+    models, attempts = convert_source(source, "fp32")
+    assert [(a.path, a.status) for a in attempts] == [("export", "ok"), ("trace", "ok")]
+    x = source.example_inputs["x"].numpy()
+    for model in models.values():
+        outputs = run_program(model._mil_program, {"x": x}).outputs
+        assert sorted(outputs) == ["hidden", "logits"]
+        np.testing.assert_allclose(outputs["logits"], x * 2, rtol=1e-6)
+        np.testing.assert_allclose(outputs["hidden"], np.tanh(x), rtol=1e-5)
