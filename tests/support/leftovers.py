@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support import TERMINAL_SIGINT
+from support import TERMINAL_SIGNALS
 
 TOKEN_VAR = "NEBISECT_HOSTILE_TEST_TOKEN"
 NEBISECT = [sys.executable, "-m", "nebisect"]
@@ -69,8 +69,8 @@ class Sandbox:
     def start(self, *args: str, cwd: Path | None = None,
               **extra_env: str) -> subprocess.Popen[str]:
         """``nebisect ARGS`` in the background, for a test that signals it mid-work
-        (SIGINT as from a terminal, see :data:`support.TERMINAL_SIGINT`)."""
-        command = [sys.executable, "-c", f"{TERMINAL_SIGINT}; import runpy; "
+        (with the signals of a terminal session, see :data:`support.TERMINAL_SIGNALS`)."""
+        command = [sys.executable, "-c", f"{TERMINAL_SIGNALS}; import runpy; "
                    "runpy.run_module('nebisect', run_name='__main__', alter_sys=True)"]
         return subprocess.Popen([*command, *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=self.env(**extra_env),
