@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import TERMINAL_SIGINT, TESTS, fault_jobs
+from support import TERMINAL_SIGNALS, TESTS, fault_jobs
 
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job, combined_preload, mark_stage, run_isolated
@@ -401,7 +401,7 @@ def test_stderr_sink_keeps_head_and_tail_within_bounds(tmp_path: Path) -> None:
     assert len(text) <= 100 + 50 + 60
 
 
-INTERRUPTED_PARENT = TERMINAL_SIGINT + """
+INTERRUPTED_PARENT = TERMINAL_SIGNALS + """
 import sys
 sys.path.insert(0, {tests!r})
 from nebisect.isolate import Isolator, Job

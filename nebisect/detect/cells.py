@@ -55,6 +55,12 @@ REFERENCE_STAGE = Stage.REFERENCE
 Converter = Callable[..., tuple[dict[str, Path], Verdict]]
 
 
+def _conversion_key(precision: str) -> str:
+    """The conversion a target of ``precision`` runs: ``fp16`` programs for fp16 targets,
+    ``fp32`` for every other."""
+    return "fp16" if precision == "fp16" else "fp32"
+
+
 def reference_failure(verdict: Verdict) -> bool:
     """True when the case failed in its reference, so the target was never judged."""
     return verdict.failed and verdict.stage == REFERENCE_STAGE
@@ -114,17 +120,21 @@ class Cells:
         path = self.saved[input_set.label] = self.save_inputs(input_set.arrays)
         return path
 
-    def paths_of(self, target: str) -> list[str] | Verdict:
+    def paths_of(self, target: str, *, convert: bool = True) -> list[str] | Verdict:
         """The conversion paths ``target``'s cells run (``[""]``: no conversion), or the
-        convert verdict when no path converts."""
+        convert verdict when no path converts. Without ``convert`` nothing is converted
+        now: a target whose conversion has not run has no paths (``[]``)."""
         if self.source.kind != "torch" or target.startswith("torch:"):
             return [""]
-        packages, verdict = self._converted(spec_of(target).precision)
+        precision = spec_of(target).precision
+        if not convert and _conversion_key(precision) not in self.conversions:
+            return []
+        packages, verdict = self._converted(precision)
         return list(packages) if packages else verdict
 
     def _converted(self, precision: str) -> tuple[dict[str, Path], Verdict]:
         """Convert once per conversion precision (fp16 → FLOAT16, else FLOAT32)."""
-        key = "fp16" if precision == "fp16" else "fp32"
+        key = _conversion_key(precision)
         if key not in self.conversions:
             assert self.convert is not None, "torch sources need a converter"
             self.packages[key], self.conversions[key] = self.convert(

@@ -213,11 +213,13 @@ class MatrixRunner:
             self._on_executor([(target, path, npz) for npz in npzs.values()
                                for target in self.targets for path in self._converted(target)])
         except KeyboardInterrupt:
-            # The batch was cut short: the cells that finished still make their rows.
+            # A conversion or the batch was cut short: the conversions made and the cells
+            # that finished still make their rows.
             for input_set in sets:
                 for target in self.targets:
                     report.rows += self._rows(target, input_set, npzs[input_set.label],
                                               finished_only=True)
+            report.conversions.update(self.cells.conversions)
             raise
         for input_set in sets:
             npz = npzs[input_set.label]
@@ -262,10 +264,11 @@ class MatrixRunner:
     def _rows(self, target: str, input_set: InputSet, npz: str, *,
               finished_only: bool = False) -> list[Row]:
         """One row per conversion path of ``target`` (one convert-error row if none);
-        ``finished_only``: only the cells already evaluated, none evaluated now."""
+        ``finished_only`` (a run that was stopped): only the cells already evaluated, on
+        the conversions already made — nothing is converted or evaluated now."""
         member = input_set.member
         length = int(member.magnitude) if member.family == "length" else 0
-        paths = self.cells.paths_of(target)
+        paths = self.cells.paths_of(target, convert=not finished_only)
         if isinstance(paths, Verdict):
             return [Row(target, length, paths, input_set=member)]
         return [Row(target, length, self.cells.run(target, path, npz)[0], path=path,

@@ -30,7 +30,11 @@ interrupted by Ctrl-C, SIGTERM or SIGHUP):
 * macOS: no subreaper exists, so only the process-group kill applies: a descendant that
   calls ``setsid()`` escapes it and can outlive the case and nebisect;
 * everything the case wrote to temp (``TMPDIR``, ``tempfile``) is in its case
-  directory, which the parent removes.
+  directory, which the parent removes; a helper's own temp files (the conversion
+  template's rehearsal) are in the isolator's workspace, removed with it.
+
+An interrupted parent starts nothing more and waits for nothing: a helper still
+starting, or busy with the case in flight, is killed rather than asked to stop.
 
 A SIGKILL of nebisect itself runs no cleanup: the parent-death signal still ends its
 helpers and case processes, but not their descendants.

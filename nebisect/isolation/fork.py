@@ -7,10 +7,15 @@ template then imports while the caller does other work.
 
 The template does the supervising (timeout, stderr capture, reaping) because only a
 process's parent can reap it; this side sends the request and waits for the report,
-with a safety margin in case the template itself hangs. An interrupted wait needs no
-handling here: the isolator then closes every backend, and a template whose request
-pipe closes kills and reaps its running case before it exits. A wait cancelled from
-another thread (the isolator's cancel token) raises out of here the same way.
+with a safety margin in case the template itself hangs. A template that is idle stops
+when its request pipe closes (:meth:`ForkBackend.close`). One whose case is
+interrupted (Ctrl-C, SIGTERM, SIGHUP) or cancelled from another thread (the isolator's
+cancel token), and one still starting, is killed at once instead: it may be importing
+(its preloads, the job's module) or rehearsing a conversion (a warm-up), where it does
+not read its requests, and waiting for it would hold up the stop for seconds. Killing
+it leaves nothing behind: its case dies with it (parent-death signal), what that case
+started is adopted and reaped here (:mod:`~nebisect.isolation.reaper`), and what it
+wrote to temp is in the isolator's workspace.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 from nebisect.errors import NebisectError
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit
-from nebisect.isolation.helper import Helper
+from nebisect.isolation.helper import STOP_GRACE, Helper
 from nebisect.isolation.job import Job, covers
 from nebisect.isolation.watch import read_tail
 from nebisect.isolation.workspace import Workspace
@@ -57,12 +62,16 @@ class ForkBackend:
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
         key = self._covering(_key(job.preload)) or _key(job.preload)
         message = {"case_dir": str(case_dir), "request": request}
-        template = self._template(key)
-        if not template.send(message):
-            self._discard(key)
+        try:
             template = self._template(key)
-            template.send(message)
-        report = template.receive(time.monotonic() + job.timeout + REPORT_GRACE)
+            if not template.send(message):
+                self._discard(key)
+                template = self._template(key)
+                template.send(message)
+            report = template.receive(time.monotonic() + job.timeout + REPORT_GRACE)
+        except BaseException:
+            self._discard(key, grace=0)  # busy with this case: killed, not waited for
+            raise
         if report is None:
             code = self._discard(key)
             return RawExit(None, failure=f"isolation template stopped responding (exit {code})")
@@ -87,7 +96,7 @@ class ForkBackend:
         log = self._workspace.root / f"template-{next(self._started)}.log"
         with log.open("ab") as stderr:
             return Helper("nebisect.isolation.template", CORE_PRELOAD + key, stderr,
-                          self._cancel, log=log)
+                          self._cancel, tmp_dir=self._workspace.helper_tmp(), log=log)
 
     def _template(self, key: tuple[str, ...]) -> Helper:
         template = self._templates.get(key)
@@ -99,16 +108,19 @@ class ForkBackend:
             ready = template.await_ready()
         finally:
             if not ready:
-                template.stop()
+                template.stop(grace=0)  # still importing: it would not read a stop
         if not ready:
             tail = read_tail(template.log, 2000).strip() if template.log else ""
             raise NebisectError(f"isolation template failed to start: {tail}")
         self._templates[key] = template
         return template
 
-    def _discard(self, key: tuple[str, ...]) -> int:
-        """Stop a template: it kills and reaps its running case first."""
-        return self._templates.pop(key).stop()
+    def _discard(self, key: tuple[str, ...], grace: float = STOP_GRACE) -> int | None:
+        """Stop the template serving ``key``, if there is one (its exit code): an idle
+        one exits when its request pipe closes; one not gone after ``grace`` seconds is
+        killed (see the module docstring)."""
+        template = self._templates.pop(key, None)
+        return None if template is None else template.stop(grace)
 
 
 def _key(preload: tuple[str, ...]) -> tuple[str, ...]:

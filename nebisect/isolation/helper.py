@@ -29,6 +29,9 @@ T = TypeVar("T")
 #: Preloading torch + coremltools takes seconds; a helper that is not ready after this
 #: is broken, not slow.
 STARTUP_SECONDS = 300.0
+#: How long a helper asked to stop (its request pipe closed) may take to exit before it
+#: is killed: an idle helper exits at once.
+STOP_GRACE = 5.0
 
 
 _launcher: tuple[int, queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]] | None = None
@@ -80,10 +83,12 @@ class Helper:
     job's module imports the same way it would in the parent) and the modules to
     preload. ``stderr`` is where its own diagnostics go (a log file, or a pipe the
     caller drains); ``log`` names that file, if it is one, for error messages.
+    ``tmp_dir`` is its ``TMPDIR``: the caller removes it, also after killing the helper
+    in the middle of writing there.
     """
 
     def __init__(self, module: str, preload: tuple[str, ...], stderr: int | IO[bytes],
-                 cancel: CancelToken, *, log: Path | None = None) -> None:
+                 cancel: CancelToken, *, tmp_dir: Path, log: Path | None = None) -> None:
         config = {"parent": os.getpid(), "sys_path": list(sys.path), "preload": list(preload)}
         self.module = module
         self.log = log
@@ -95,7 +100,8 @@ class Helper:
                     helper_command(module, json.dumps(config)),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                     start_new_session=True, close_fds=True,
-                    env=reaper.marked_env(helper_env()), bufsize=0,
+                    env=reaper.marked_env({**helper_env(), "TMPDIR": str(tmp_dir)}),
+                    bufsize=0,
                 )
                 register(process.pid)
             return process
@@ -135,7 +141,7 @@ class Helper:
         message = self.receive(time.monotonic() + STARTUP_SECONDS)
         return message is not None and "ready" in message
 
-    def stop(self, grace: float = 5.0) -> int:
+    def stop(self, grace: float = STOP_GRACE) -> int:
         """Close the request pipe (the helper's cue to kill its case and exit), reap it.
 
         A helper that does not exit within ``grace`` is killed with its process group;

@@ -28,11 +28,12 @@ from nebisect.isolation.workspace import Workspace
 class _Worker:
     """A started worker: the helper process, its supervision, its case count."""
 
-    def __init__(self, preload: tuple[str, ...], log: Path, cancel: CancelToken) -> None:
+    def __init__(self, preload: tuple[str, ...], log: Path, tmp_dir: Path,
+                 cancel: CancelToken) -> None:
         read_end, write_end = os.pipe()
         try:
             self.helper = Helper("nebisect.isolation.worker", CORE_PRELOAD + preload, write_end,
-                                 cancel)
+                                 cancel, tmp_dir=tmp_dir)
         except BaseException:
             os.close(read_end)
             raise
@@ -106,7 +107,8 @@ class PersistentBackend:
     def _ensure(self, preload: tuple[str, ...]) -> _Worker:
         if self._worker is None:
             log = self._workspace.root / f"worker-{next(self._started)}.log"
-            self._worker = _Worker(tuple(sorted(set(preload))), log, self._cancel)
+            self._worker = _Worker(tuple(sorted(set(preload))), log,
+                                   self._workspace.helper_tmp(), self._cancel)
         return self._worker
 
     def _discard(self, sink: StderrSink | None) -> int:

@@ -15,7 +15,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from nebisect.errors import NebisectError
@@ -73,8 +73,11 @@ def map_isolated(
             return work(item, get())
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(run_one, item) for item in items]
+            futures: list[Future[Result]] = []
             try:
+                # Submitting is inside: an interruption between two submits must cancel
+                # the items already running too, or the pool's exit would wait for them.
+                futures += (pool.submit(run_one, item) for item in items)
                 return [future.result() for future in futures]
             except BaseException:
                 cancel.cancel()

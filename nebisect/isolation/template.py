@@ -19,8 +19,10 @@ The template supervises each child itself — pidfd + poll for the timeout, the 
 pipe drained into a bounded capture, the process group killed and the child reaped —
 and reports to the parent: the exit code, or, for a child that signalled its result is
 written, nothing more (that child is reaped after the report, off the critical path).
-Closing its request pipe (the parent's Ctrl-C path) kills the running case, retires
-the spare child and ends the template.
+Closing its request pipe (the parent closing its isolator) kills the running case,
+retires the spare child and ends the template. A parent interrupted in the middle of a
+case does not ask: it kills the template (:mod:`~nebisect.isolation.fork`), whose
+children then die with it (parent-death signal) and whose strays the parent adopts.
 
 The template is a child subreaper (Linux): a grandchild that left the case's process
 group with ``setsid()`` is re-parented to it when its parent dies, and killed and

@@ -1,4 +1,5 @@
-"""The per-isolator temporary root: case directories and helper logs live under it.
+"""The per-isolator temporary root: case directories, helper logs and the helpers' own
+temp files live under it.
 
 Created on first use, removed on close and at interpreter exit, so nothing is left
 behind even when the host program forgets to close its isolator. Every case writes and
@@ -44,6 +45,14 @@ class Workspace:
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="nebisect-", dir=self._parent))
         return self._root
+
+    def helper_tmp(self) -> Path:
+        """The ``TMPDIR`` of the isolator's helpers (fork templates, persistent workers):
+        what a helper writes to temp (the conversion template's rehearsal packages) is
+        removed with the root, also when the helper was killed half-way."""
+        path = self.root / "helper-tmp"
+        path.mkdir(exist_ok=True)
+        return path
 
     def new_case_dir(self) -> Path:
         path = self.root / f"case-{next(self._counter)}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 from support import REPO, SUPPORT
 from support.corpus_helpers import add, filled, lse_package
-from support.leftovers import TOKEN_VAR, Sandbox, processes_with_token
+from support.leftovers import READY_WAIT, TOKEN_VAR, Sandbox, processes_with_token
 
 from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus, Expected
@@ -29,6 +30,17 @@ from nebisect.isolate import Isolator, Job
 
 SLOW_PLUGIN = str(SUPPORT / "plugins_slow.py")
 EXAMPLES = REPO / "examples"
+#: A torch source: its run starts a conversion template that imports torch and
+#: coremltools (seconds; half a minute on a loaded 2-core machine), then rehearses a
+#: conversion in it before converting.
+TORCH_SOURCE = f"{EXAMPLES / 'logsumexp_ne.py'}:model"
+#: How long a command may take from a signal to its exit, with its cleanup. Killing
+#: the work in flight and removing the temp dirs takes well under a second on an idle
+#: machine; the bound leaves room for a busy one. Waiting for work instead (a template
+#: finishing its start-up or warm-up, a grace period) took 5 s and more.
+STOPPED_WITHIN = 4.0
+#: How long CI waits after its SIGTERM before it sends SIGKILL (a common grace period).
+CI_GRACE = 8.0
 
 
 @pytest.fixture
@@ -117,21 +129,31 @@ def slow_corpus(root: Path, package: Path, *, fast: bool) -> Path:
     return root
 
 
+def wait_until_collected(process: subprocess.Popen[str], sandbox: Sandbox) -> None:
+    """Return once the quick case's verdict is in: it predicted (``quick-done``), the
+    slow case runs (``ready``) and only one case directory is left in the isolators'
+    workspaces — the quick one's is removed when the parent has collected its verdict."""
+    sandbox.wait_for(process, "quick-done")
+    sandbox.wait_for(process, "ready")
+    deadline = time.monotonic() + READY_WAIT
+    while len(list(sandbox.tmpdir.glob("nebisect-*/case-*"))) > 1:
+        assert process.poll() is None and time.monotonic() < deadline, \
+            "the quick case's verdict was never collected"
+        time.sleep(0.05)
+
+
 def test_sigterm_during_replay_jobs_2_reports_done_and_not_run(
     sandbox: Sandbox, package: Path
 ) -> None:
     """The quick case runs on one thread, the slow one on the other and is in flight once
-    the quick one predicted (plus a generous moment for its verdict to be collected):
+    the quick one predicted; the signal comes once the quick one's verdict is collected:
     the quick one is reported, the slow one "not run", the JUnit file complete and valid."""
     corpus = slow_corpus(sandbox.root / "corpus", package, fast=True)
     junit, ready = sandbox.root / "junit.xml", sandbox.root / "ready"
     process = sandbox.start("replay", str(corpus), "--jobs", "2", "--timeout", "300",
                             "--junit", str(junit), "--json", **slow_env(sandbox),
                             NEBISECT_TEST_AFTER=str(sandbox.root / "quick-done"))
-    deadline = time.monotonic() + 120
-    while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(2)
+    wait_until_collected(process, sandbox)
     code, out, err = sandbox.terminate_when(process, ready)
     assert code == 143, err
     assert last_line(err) == "nebisect: interrupted by SIGTERM; stopped and cleaned up"
@@ -155,15 +177,44 @@ def test_ctrl_c_on_replay_jobs_2_does_not_wait_for_cases_in_flight(
     corpus = slow_corpus(sandbox.root / "corpus", package, fast=False)
     process = sandbox.start("replay", str(corpus), "--jobs", "2", "--timeout", "300",
                             **slow_env(sandbox, ready_after=2))
-    ready = sandbox.root / "ready"
-    deadline = time.monotonic() + 120
-    while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    ready = sandbox.wait_for(process, "ready")
     signalled = time.monotonic()
     code, _, err = sandbox.terminate_when(process, ready, sig=signal.SIGINT)
     assert time.monotonic() - signalled < 20
     assert code == 130, err
     assert last_line(err) == "nebisect: interrupted; stopped and cleaned up"
+    assert sandbox.leftovers() == []
+
+
+def test_sigterm_while_a_torch_template_starts_kills_it_at_once(sandbox: Sandbox) -> None:
+    """The signal comes once the first case (describing the factory) waits for the
+    conversion template, which is still importing torch: the template is killed, not
+    waited for, and the command exits at once, leaving nothing."""
+    process = sandbox.start("run", TORCH_SOURCE, "--json")
+    waiting = sandbox.wait_for(process, "case-1")
+    signalled = time.monotonic()
+    code, _, err = sandbox.terminate_when(process, waiting)
+    stopped = time.monotonic() - signalled
+    assert code == 143, err
+    assert last_line(err) == "nebisect: interrupted by SIGTERM; stopped and cleaned up"
+    assert stopped < STOPPED_WITHIN, f"exited {stopped:.1f} s after SIGTERM"
+    assert sandbox.leftovers() == []
+
+
+def test_sigterm_while_the_conversion_warms_up_then_sigkill_leaves_nothing(
+    sandbox: Sandbox
+) -> None:
+    """SIGTERM while the conversion template rehearses a conversion, SIGKILL 8 s later as
+    CI does: the command has exited by then (143), started nothing after the signal
+    (no conversion, no template), and left no process and no temp dir."""
+    process = sandbox.start("run", TORCH_SOURCE, "--json")
+    warming = sandbox.wait_for(process, "nebisect-warm-*")
+    code, out, err = sandbox.terminate_when(process, warming, patience=CI_GRACE)
+    assert code == 143, f"still running {CI_GRACE:g} s after SIGTERM (killed): {err}"
+    assert last_line(err) == "nebisect: interrupted by SIGTERM; stopped and cleaned up"
+    partial = json.loads(out)
+    assert partial["interrupted"] == "interrupted by SIGTERM"
+    assert partial["rows"] == [] and partial["conversions"] == {}
     assert sandbox.leftovers() == []
 
 

@@ -1,18 +1,27 @@
 """Fork templates: which template serves a job (covering preloads), templates started
-ahead, and the warm-up hook a job module may define — all with real templates."""
+ahead, the warm-up hook a job module may define, and templates stopped while busy — all
+with real templates."""
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support import warm_jobs
+from support.leftovers import TOKEN_VAR, processes_with_token
 
 from nebisect.isolate import Isolator, Job
+from nebisect.isolation.cancel import Cancelled
 from nebisect.isolation.job import covers
 
 WHERE = f"{warm_jobs.__name__}:where"
+#: never imported here: its import blocks (tests/support/slow_import.py)
+SLOW_IMPORT = "support.slow_import"
 
 
 @pytest.mark.parametrize(("template", "job", "served"), [
@@ -72,3 +81,44 @@ def test_the_warm_up_hook_runs_once_in_the_template_and_children_inherit_it(
     # The spare forked before the template knew the job's module was retired: even the
     # first child was forked after the warm-up.
     assert [v.metrics["warmed_in"] for v in runs] == [list(templates)] * 3
+
+
+#: Killing a template and reaping it takes milliseconds; waiting for it to finish
+#: importing (or for a grace period to run out) takes seconds: 5 s before the fix.
+KILLED_WITHIN = 3.0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="fork mode and /proc are Linux-only")
+@pytest.mark.parametrize("busy", ["starting", "importing the job's module"])
+def test_a_template_busy_when_its_work_is_cancelled_is_killed_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, busy: str) -> None:
+    """A template importing (a preload while it starts, or the job's module before its
+    first fork) does not read its requests: asked to stop, it would not; it is killed."""
+    importing, token = tmp_path / "importing", uuid.uuid4().hex
+    monkeypatch.setenv("NEBISECT_TEST_IMPORTING", str(importing))
+    monkeypatch.setenv(TOKEN_VAR, token)
+    preload = (SLOW_IMPORT,) if busy == "starting" else ()
+    job = Job(f"{SLOW_IMPORT}:never_runs", {}, preload=preload, timeout=600)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    isolator = Isolator("fork", tmp_dir=workspace)
+    cancelled: list[float] = []
+
+    def cancel_once_importing() -> None:
+        deadline = time.monotonic() + 300
+        while not importing.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        cancelled.append(time.monotonic())
+        isolator.cancel_token.cancel()
+
+    canceller = threading.Thread(target=cancel_once_importing)
+    canceller.start()
+    with pytest.raises(Cancelled):
+        isolator.run(job)
+    stopped = time.monotonic() - cancelled[0]
+    canceller.join()
+    assert importing.exists(), "the template never got to the slow import"
+    assert stopped < KILLED_WITHIN, f"the cancelled run took {stopped:.1f} s to stop"
+    assert processes_with_token(token) == []
+    assert list(workspace.iterdir()) == []

@@ -16,8 +16,12 @@ TESTS = SUPPORT.parent
 #: the repository root: examples/, corpus/, nebisect/
 REPO = TESTS.parent
 
-#: Python source that gives a child Ctrl-C as a terminal does (SIGINT raising
-#: KeyboardInterrupt). A shell without job control starts a background job with SIGINT
-#: *ignored*, and every process below inherits that: a test that presses Ctrl-C on a
-#: child must not depend on how the suite itself was started.
-TERMINAL_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)"
+#: Python source that gives a child the signals of a terminal session: SIGINT raising
+#: KeyboardInterrupt (Ctrl-C), SIGHUP and SIGTERM at their defaults. A shell without job
+#: control starts a background job with SIGINT *ignored*, ``nohup`` (or a CI harness)
+#: starts its command with SIGHUP ignored, and every process below inherits that — and
+#: nebisect rightly leaves a signal it was started with ignored alone: a test that
+#: signals a child must not depend on how the suite itself was started.
+TERMINAL_SIGNALS = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                    "signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+                    "signal.signal(signal.SIGTERM, signal.SIG_DFL)")

@@ -10,19 +10,24 @@ in ``/proc`` by that token even after it re-parented itself or called ``setsid()
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support import TERMINAL_SIGINT
+from support import TERMINAL_SIGNALS
 
 TOKEN_VAR = "NEBISECT_HOSTILE_TEST_TOKEN"
 NEBISECT = [sys.executable, "-m", "nebisect"]
+#: How long a test waits for the work to visibly start before it signals: generous, for
+#: a busy CI machine (a torch template alone took 30 s to start on a loaded 2-core VM).
+READY_WAIT = 600.0
 
 
 def processes_with_token(token: str) -> list[int]:
@@ -69,27 +74,38 @@ class Sandbox:
     def start(self, *args: str, cwd: Path | None = None,
               **extra_env: str) -> subprocess.Popen[str]:
         """``nebisect ARGS`` in the background, for a test that signals it mid-work
-        (SIGINT as from a terminal, see :data:`support.TERMINAL_SIGINT`)."""
-        command = [sys.executable, "-c", f"{TERMINAL_SIGINT}; import runpy; "
+        (with the signals of a terminal session, see :data:`support.TERMINAL_SIGNALS`)."""
+        command = [sys.executable, "-c", f"{TERMINAL_SIGNALS}; import runpy; "
                    "runpy.run_module('nebisect', run_name='__main__', alter_sys=True)"]
         return subprocess.Popen([*command, *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=self.env(**extra_env),
                                 cwd=cwd)
 
+    def wait_for(self, process: subprocess.Popen[str], name: str, *,
+                 wait: float = READY_WAIT) -> Path:
+        """The first path in the sandbox whose name matches the glob ``name``, once one
+        exists: a sign that the work reached a point (a case's directory, a warm-up's
+        directory). The test fails if ``process`` ends or ``wait`` passes first."""
+        return _appeared(process, lambda: self._find(name), name, wait)
+
     def terminate_when(self, process: subprocess.Popen[str], ready: Path, *,
-                       sig: int = signal.SIGTERM, wait: float = 120) -> tuple[int, str, str]:
+                       sig: int = signal.SIGTERM, wait: float = READY_WAIT,
+                       patience: float = 60) -> tuple[int, str, str]:
         """Send ``sig`` once ``ready`` exists (the work has visibly started); return
-        (exit code, stdout, stderr). The process is killed if it ignores the signal."""
-        deadline = time.monotonic() + wait
-        while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        (exit code, stdout, stderr). The test fails if ``process`` ends or ``wait``
+        passes before ``ready`` appears. The process is killed (SIGKILL, as CI does after
+        its grace period) if it has not exited ``patience`` seconds after the signal."""
+        _appeared(process, lambda: ready if ready.exists() else None, ready.name, wait)
         process.send_signal(sig)
-        try:
-            out, err = process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            out, err = process.communicate()
+        out, err = _stop(process, patience)
         return process.returncode, out, err
+
+    def _find(self, name: str) -> Path | None:
+        for folder, dirs, files in os.walk(self.root):  # entries may vanish meanwhile
+            found = fnmatch.filter(dirs + files, name)
+            if found:
+                return Path(folder, found[0])
+        return None
 
     def leftovers(self, settle: float = 5.0) -> list[str]:
         """Everything the runs left: processes with the token, files in the private
@@ -104,3 +120,27 @@ class Sandbox:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         return debris
+
+
+def _appeared(process: subprocess.Popen[str], find: Callable[[], Path | None], what: str,
+              wait: float) -> Path:
+    """What ``find`` finds, polled while ``process`` runs; the test fails (and the
+    process is killed) if it ends or ``wait`` passes first."""
+    deadline = time.monotonic() + wait
+    while process.poll() is None and time.monotonic() < deadline:
+        found = find()
+        if found is not None:
+            return found
+        time.sleep(0.05)
+    out, err = _stop(process)
+    raise AssertionError(f"no {what} appeared within {wait:g} s (exit {process.returncode})"
+                         f"\nstdout: {out[-2000:]}\nstderr: {err[-2000:]}")
+
+
+def _stop(process: subprocess.Popen[str], patience: float = 0) -> tuple[str, str]:
+    """``process``'s output once it has exited, SIGKILLed after ``patience`` seconds."""
+    try:
+        return process.communicate(timeout=patience)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.communicate()
