@@ -229,19 +229,41 @@ class Corpus:
         return scan
 
     def find(self, key: str) -> CorpusCase:
-        """The case whose id starts with ``key`` or whose name is ``key``."""
-        matches = [d for d in self._case_dirs() if d.name.startswith(key)]
-        if not matches:
-            matches = [c.path for c in self.scan().cases if c.record.name == key]
+        """The verified case :meth:`locate` finds for ``key``."""
+        path = self.locate(key)
+        try:
+            return load_case(path)
+        except CorruptCaseError as exc:
+            raise NebisectError(f"{path}: {exc}") from None
+
+    def locate(self, key: str) -> Path:
+        """The case directory ``key`` names: the entry directly under the root whose name
+        is ``key`` or, unambiguously, starts with it (a case id or its prefix; a damaged
+        case by its directory name), else the verified case whose name is ``key``.
+
+        A key is never joined to the root as a path, so an absolute path, a ``..`` or the
+        root itself names no case; what it resolves to must be a directory directly under
+        the root, not a symlink.
+        """
+        if key.startswith("."):
+            raise NebisectError(f"{self.root}: {key!r} is not a case; `nebisect corpus gc` "
+                                "removes what interrupted writers left")
+        if not key:
+            raise NebisectError(f"{self.root}: an empty key names no case")
+        entries = [e for e in sorted(self.root.iterdir())
+                   if not e.name.startswith(".") and (e.is_symlink() or e.is_dir())]
+        matches = ([e for e in entries if e.name == key]
+                   or [e for e in entries if e.name.startswith(key)]
+                   or [c.path for c in self.scan().cases if c.record.name == key])
         if not matches:
             raise NebisectError(f"{self.root}: no case {key!r}")
         if len(matches) > 1:
             raise NebisectError(f"{self.root}: {key!r} is ambiguous "
                                 f"({', '.join(m.name for m in matches[:5])})")
-        try:
-            return load_case(matches[0])
-        except CorruptCaseError as exc:
-            raise NebisectError(f"{matches[0]}: {exc}") from None
+        path = matches[0]
+        if path.parent != self.root or not stat.S_ISDIR(path.lstat().st_mode):
+            raise NebisectError(f"{path}: a symlink, not a case directory of {self.root}")
+        return path
 
     def add(self, new: NewCase, recorder: Recorder | None = None) -> Added:
         """Store a case atomically; an intact identical case is kept, not duplicated.
@@ -281,16 +303,12 @@ class Corpus:
             os.close(in_use)
 
     def remove(self, key: str) -> str:
-        """Delete a case (by id prefix or name; a damaged case by its directory name).
+        """Delete the case directory :meth:`locate` finds for ``key``.
 
         A writer's ``.tmp-`` directory is not a case: :meth:`collect_garbage` decides
         whether its writer is gone.
         """
-        if key.startswith("."):
-            raise NebisectError(f"{self.root}: {key!r} is not a case; `nebisect corpus gc` "
-                                "removes what interrupted writers left")
-        exact = self.root / key
-        target = exact if exact.is_dir() else self.find(key).path
+        target = self.locate(key)
         with self.lock():
             self._discard(target)
         return target.name
@@ -310,7 +328,7 @@ class Corpus:
                 if entry.name.startswith(TMP_PREFIX):
                     self._discard(entry)
                 else:
-                    shutil.rmtree(entry, ignore_errors=True)
+                    _delete(entry)
                 removed.append(entry)
         return removed
 
@@ -322,14 +340,21 @@ class Corpus:
             write_text(case.path / CASE_FILE, current.record.to_json(), durable=True)
         return load_case(case.path)
 
-    def _case_dirs(self) -> list[Path]:
-        return [d for d in sorted(self.root.iterdir()) if d.is_dir() and not d.name.startswith(".")]
-
     def _discard(self, path: Path) -> None:
+        """Rename an entry of the root to ``.trash-…``, then delete it (:func:`_delete`)."""
         trash = self.root / f"{TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}"
         os.rename(path, trash)
         fsync_directory(self.root)
-        shutil.rmtree(trash, ignore_errors=True)
+        _delete(trash)
+
+
+def _delete(path: Path) -> None:
+    """Delete a directory with everything below it, or unlink anything else: a symlink
+    is removed itself, never followed."""
+    if stat.S_ISDIR(path.lstat().st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def load_case(path: Path) -> CorpusCase:

@@ -324,3 +324,39 @@ def test_an_unknown_case_option_is_a_one_line_input_error(tmp_path: Path) -> Non
         "case.json: unknown case option 'op_of_intrest': one of plugins, params, outputs, "
         "intermediates, judge_precision, op_of_interest, reference_source, convert_path")
     assert "Traceback" not in shown.stderr
+
+
+@pytest.mark.parametrize("key", [
+    "{outside}", "{case}/../../outside", "{case}/..", "{root}", "", "../outside", "link-",
+    "link-to-outside",
+])
+def test_a_key_names_a_case_directory_under_the_root_and_nothing_else(
+    corpus: Corpus, package: Path, key: str
+) -> None:
+    """``rm`` and ``show`` resolve a key to a case directory directly under the root: an
+    absolute path, a ``..``, the root itself or a symlinked case directory is no case,
+    and nothing outside the corpus (nor the corpus) is touched."""
+    outside = corpus.root.parent / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the corpus's\n")
+    case_id = add(corpus, package, filled("x", (1, 32), 1.0), Expected("pass"))
+    (corpus.root / "link-to-outside").symlink_to(outside, target_is_directory=True)
+    key = key.format(outside=outside, case=case_id, root=corpus.root)
+    before = sorted(p.name for p in corpus.root.iterdir())
+    for act in (corpus.remove, corpus.find):
+        with pytest.raises(NebisectError):
+            act(key)
+    assert (outside / "keep.txt").read_text() == "not the corpus's\n"
+    assert sorted(p.name for p in corpus.root.iterdir()) == before
+    assert corpus.find(case_id).case_id == case_id
+
+
+def test_gc_never_follows_a_symlink(corpus: Corpus) -> None:
+    outside = corpus.root.parent / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("kept\n")
+    for name in (".trash-link", ".tmp-link"):
+        (corpus.root / name).symlink_to(outside, target_is_directory=True)
+    corpus.collect_garbage()
+    assert (outside / "keep.txt").read_text() == "kept\n"
+    assert sorted(p.name for p in corpus.root.iterdir()) == [".lock"]

@@ -260,3 +260,20 @@ def test_gc_removes_what_a_killed_writer_left_and_spares_a_live_one(
     assert sandbox.run("corpus", "gc", str(root)).stdout.splitlines() == [
         "would remove .tmp-live", "1 left-over director(ies); `--yes` removes them"]
 
+
+
+def test_rm_and_show_take_case_keys_not_paths(
+    tmp_path: Path, package: Path, sandbox: Sandbox
+) -> None:
+    root, victim = tmp_path / "corpus", tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("kept\n")
+    case = Corpus(root, create=True).add(NewCase(
+        "mlpackage", str(package), "sim:fp16", filled("x", (1, 16), 1.0), Expected("pass"))).case
+    for key in (str(victim), f"{case.case_id}/../../victim"):
+        for command in ("rm", "show"):
+            done = sandbox.run("corpus", command, str(root), key)
+            assert done.returncode == 2, done.stdout
+            assert done.stderr.splitlines() == [f"nebisect: error: {root}: no case {key!r}"]
+    assert (victim / "keep.txt").read_text() == "kept\n"
+    assert [c.case_id for c in Corpus(root).scan().cases] == [case.case_id]
