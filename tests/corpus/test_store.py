@@ -360,3 +360,51 @@ def test_gc_never_follows_a_symlink(corpus: Corpus) -> None:
     corpus.collect_garbage()
     assert (outside / "keep.txt").read_text() == "kept\n"
     assert sorted(p.name for p in corpus.root.iterdir()) == [".lock"]
+
+
+def _rewritten(record_file: Path, edit: object) -> str:
+    """``case.json`` with ``edit`` applied to its body and the checksum recomputed (what
+    an attacker, who can recompute it, writes)."""
+    from nebisect.corpus.record import _checksum
+
+    body = json.loads(record_file.read_text())
+    del body["checksum"]
+    edit(body)  # type: ignore[operator]
+    body["checksum"] = _checksum(body)
+    return json.dumps(body)
+
+
+def _duplicate_expected(record_file: Path) -> str:
+    """The record with a second ``expected`` key in front: a parser that keeps the last
+    one verifies it, another reader may take the first."""
+    text = record_file.read_text()
+    return text.replace("{", '{\n  "expected": {"status": "fixed"},', 1)
+
+
+@pytest.mark.parametrize(("write", "reason"), [
+    (lambda f: "[" * 200_000 + "]" * 200_000, "nested deeper than"),
+    (lambda f: '{"schema": ' + "9" * 5001 + "}", "a number longer than"),
+    (lambda f: '{"schema": NaN}', "not valid JSON"),
+    (_duplicate_expected, "holds the key 'expected' twice in one object"),
+    (lambda f: _rewritten(f, lambda b: b.update(files=list(b["files"]))),
+     "field 'files' has the wrong type (list)"),
+    (lambda f: _rewritten(f, lambda b: b.update(name=5)), "field 'name' has the wrong type"),
+    (lambda f: _rewritten(f, lambda b: b["expected"].update(chips=["m1"])),
+     "field 'chips' has the wrong type (list)"),
+    (lambda f: _rewritten(f, lambda b: b.update(expected="pass")),
+     "field 'expected' has the wrong type (str)"),
+])
+def test_a_malformed_record_is_a_damaged_case_not_a_crash(
+    corpus: Corpus, package: Path, write: object, reason: str
+) -> None:
+    ids = _ids(corpus, package, 2)
+    record_file = corpus.root / ids[1] / "case.json"
+    record_file.write_text(write(record_file))  # type: ignore[operator]
+    scan = corpus.scan()
+    assert [c.case_id for c in scan.cases] == [ids[0]]
+    [problem] = scan.problems
+    assert problem.path.name == ids[1] and problem.damaged and reason in problem.reason
+    with pytest.raises(NebisectError, match="case.json"):
+        corpus.find(ids[1])
+    assert corpus.remove(ids[1]) == ids[1]
+    assert corpus.find(ids[0]).case_id == ids[0]

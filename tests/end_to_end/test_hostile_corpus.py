@@ -277,3 +277,47 @@ def test_rm_and_show_take_case_keys_not_paths(
             assert done.stderr.splitlines() == [f"nebisect: error: {root}: no case {key!r}"]
     assert (victim / "keep.txt").read_text() == "kept\n"
     assert [c.case_id for c in Corpus(root).scan().cases] == [case.case_id]
+
+
+MALFORMED_RECORDS = {
+    "0000000000000001": ("[" * 200_000 + "]" * 200_000,
+                         "case.json is nested deeper than 32 levels"),
+    "0000000000000002": ('{"schema": ' + "9" * 5001 + "}",
+                         "case.json holds a number longer than 40 characters"),
+    "0000000000000003": ('{"schema": 2, "schema": 2}',
+                         "case.json holds the key 'schema' twice in one object"),
+}
+
+
+def test_a_malformed_record_is_damaged_and_the_other_cases_still_run(
+    tmp_path: Path, package: Path, sandbox: Sandbox
+) -> None:
+    root = tmp_path / "corpus"
+    good = Corpus(root, create=True).add(NewCase(
+        "mlpackage", str(package), "sim:fp16", filled("x", (1, 16), 1.0), Expected("pass"))).case
+    for case_id, (text, _) in MALFORMED_RECORDS.items():
+        (root / case_id).mkdir()
+        (root / case_id / "case.json").write_text(text)
+    reasons = {case_id: reason for case_id, (_, reason) in MALFORMED_RECORDS.items()}
+
+    junit = tmp_path / "junit.xml"
+    replayed = sandbox.run("replay", str(root), "--json", "--junit", str(junit))
+    assert replayed.returncode == 1 and "Traceback" not in replayed.stderr, replayed.stderr
+    body = json.loads(replayed.stdout)
+    assert [(r["case_id"], r["outcome"]) for r in body["results"]] == [(good.case_id, "ok")]
+    assert {Path(p["path"]).name: p["reason"] for p in body["problems"]} == reasons
+    assert all(case_id in junit.read_text() for case_id in reasons)
+    verified = sandbox.run("fix", "verify", str(root), "--fix", "softplus-stable", "--json")
+    assert verified.returncode == 1 and "Traceback" not in verified.stderr, verified.stderr
+    assert [c["case_id"] for c in json.loads(verified.stdout)["cases"]] == [good.case_id]
+    listed = sandbox.run("corpus", "ls", str(root), "--json")
+    assert listed.returncode == 1, listed.stderr
+    assert {Path(p["path"]).name: p["reason"] for p in json.loads(listed.stdout)["problems"]} \
+        == reasons
+    shown = sandbox.run("corpus", "show", str(root), "0000000000000001")
+    assert shown.returncode == 2
+    assert shown.stderr.splitlines() == [
+        f"nebisect: error: {root / '0000000000000001'}: {reasons['0000000000000001']}"]
+    assert sandbox.run("corpus", "show", str(root), good.case_id).returncode == 0
+    removed = sandbox.run("corpus", "rm", str(root), "0000000000000002")
+    assert (removed.returncode, removed.stdout) == (0, "removed 0000000000000002\n")
