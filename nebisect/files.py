@@ -250,6 +250,17 @@ def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = True) 
         raise
 
 
+def walk(root: Path) -> Iterator[tuple[Path, int]]:
+    """Every entry below ``root``, depth first in name order, with its lstat mode:
+    symlinks are reported, never followed."""
+    with os.scandir(root) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            mode = entry.stat(follow_symlinks=False).st_mode
+            yield Path(entry.path), mode
+            if stat.S_ISDIR(mode):
+                yield from walk(Path(entry.path))
+
+
 def read_untrusted(path: str | os.PathLike[str], limit: int, *, tail: bool = False) -> bytes:
     """The bytes of a regular file another process wrote, at most ``limit`` of them.
 

@@ -19,8 +19,8 @@ writer: it is reported, ignored, and removed by :meth:`Corpus.collect_garbage`.
 
 A corpus arrives in pull requests, so it is untrusted (SECURITY.md). A verified case is
 *exactly* its listed, hashed, regular files: an unlisted file, a symlink anywhere, a
-FIFO or device, a path or plugin outside the case, or an id that does not match the
-content makes it damaged. Replay never runs a case in place: :meth:`CorpusCase.private_copy`
+FIFO or device, a path or plugin outside the case, a package whose manifest names a
+path outside it, or an id that does not match the content makes it damaged. Replay never runs a case in place: :meth:`CorpusCase.private_copy`
 copies the listed files alone to a private directory and verifies the copy, so nothing
 else is importable or readable next to the model, whatever changes in the corpus
 meanwhile. ``add`` copies regular files only and refuses a source holding a symlink.
@@ -52,8 +52,9 @@ from nebisect.corpus.record import (
     CorruptCaseError,
     Expected,
 )
-from nebisect.files import fsync_directory, write_text
+from nebisect.files import fsync_directory, walk, write_text
 from nebisect.isolation.provenance import provenance
+from nebisect.package import MANIFEST, PackageError, check_package
 from nebisect.targets.plugins import use_plugins
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
 from nebisect.verdict import Stage, Verdict
@@ -384,6 +385,11 @@ def load_case(path: Path) -> CorpusCase:
     for name, digest in sorted(record.files.items()):
         if sha256_path(path / name) != digest:
             raise CorruptCaseError(f"{name} does not match its sha256 (tampered or truncated)")
+    if record.source_kind == "mlpackage":
+        try:
+            check_package(path / record.model_file, record.model_file)
+        except PackageError as exc:
+            raise CorruptCaseError(str(exc)) from None
     if record.identity() != record.case_id:
         raise CorruptCaseError(f"case id {record.case_id} does not match the case's content "
                                f"({record.identity()})")
@@ -397,7 +403,7 @@ def _check_contents(path: Path, record: CaseRecord) -> None:
     folders = {parent.as_posix() for name in listed for parent in PurePosixPath(name).parents}
     trees = {record.model_file} if record.source_kind == "mlpackage" else set()
     seen = set()
-    for entry, mode in _walk(path):
+    for entry, mode in walk(path):
         name = entry.relative_to(path).as_posix()
         inside = any(name.startswith(f"{tree}/") for tree in trees)
         if stat.S_ISLNK(mode):
@@ -416,16 +422,6 @@ def _check_contents(path: Path, record: CaseRecord) -> None:
         raise CorruptCaseError(f"{missing[0]} is missing")
 
 
-def _walk(root: Path) -> Iterator[tuple[Path, int]]:
-    """Every entry below ``root`` with its lstat mode; symlinks are reported, not followed."""
-    with os.scandir(root) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            mode = entry.stat(follow_symlinks=False).st_mode
-            yield Path(entry.path), mode
-            if stat.S_ISDIR(mode):
-                yield from _walk(Path(entry.path))
-
-
 def _copy_regular(source: Path, destination: Path, error: type[NebisectError]) -> None:
     """Copy a regular file or a folder of regular files; a symlink, FIFO or device inside
     raises ``error`` (never followed, never read)."""
@@ -436,7 +432,7 @@ def _copy_regular(source: Path, destination: Path, error: type[NebisectError]) -
     if not stat.S_ISDIR(mode):
         raise error(f"{source}: {_kind(mode)}; a corpus case holds regular files only")
     destination.mkdir()
-    for entry, mode in _walk(source):
+    for entry, mode in walk(source):
         target = destination / entry.relative_to(source)
         if stat.S_ISDIR(mode):
             target.mkdir()
@@ -534,8 +530,9 @@ def _store_model(new: NewCase, staging: Path, stamp: dict[str, str]) -> tuple[st
     destination = staging / "model.mlpackage"
     if new.source_kind == "mlpackage":
         source = Path(new.source)
-        if not (source / "Manifest.json").is_file():
-            raise NebisectError(f"{source}: not an .mlpackage (no Manifest.json)")
+        if not (source / MANIFEST).is_file():
+            raise NebisectError(f"{source}: not an .mlpackage (no {MANIFEST})")
+        check_package(source)
         _copy_regular(source.resolve(), destination, NebisectError)
         return "mlpackage", ""
     from nebisect.sources.artifact import Artifact

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def forge(case: CorpusCase, record: CaseRecord) -> Path:
 
 
 def hostile_corpus(root: Path, package: Path, outside: Path) -> dict[str, str]:
-    """A corpus of one good case and five hostile ones; case directory -> expected reason."""
+    """A corpus of one good case and six hostile ones; case directory -> expected reason."""
     corpus = Corpus(root, create=True)
     outside.mkdir()
     secret = outside / "secret.txt"
@@ -101,6 +102,19 @@ def hostile_corpus(root: Path, package: Path, outside: Path) -> dict[str, str]:
     (symlinked.path / "inputs.npz").unlink()
     (symlinked.path / "inputs.npz").symlink_to(copy)  # same bytes: the old hash check passed
     reasons[symlinked.case_id] = "inputs.npz is a symlink (a case holds regular files only)"
+
+    escaping = softplus(6.0)
+    manifest_file = escaping.path / "model.mlpackage" / "Manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    root_item = manifest["itemInfoEntries"][manifest["rootModelIdentifier"]]
+    shutil.copy(escaping.path / "model.mlpackage" / "Data" / root_item["path"], outside)
+    root_item["path"] = "../../../../outside/model.mlmodel"  # a working model, outside
+    manifest_file.write_text(json.dumps(manifest))
+    record = escaping.record
+    record.files["model.mlpackage"] = sha256_path(escaping.path / "model.mlpackage")
+    reasons[forge(escaping, record).name] = (
+        "model.mlpackage: Manifest.json names '../../../../outside/model.mlmodel', a path "
+        "outside the package")
 
     plugin = outside / "evil_plugin.py"
     plugin.write_text(MARKER_CODE.format(marker=str(outside / "plugin-ran")))
