@@ -15,6 +15,7 @@ from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
     from nebisect.guard.verify import VerifyReport
@@ -156,14 +157,17 @@ def _print(report: VerifyReport) -> None:
     for c in report.cases:
         applied = [f"{n}×{k}" for n, k in c.rewrites.items() if k] + c.converter_fixes
         after = short_signature(c.after.signature) if c.after else "(unchanged)"
-        table.add_row(c.label, c.target, f"[{_STYLES[c.category]}]{c.category}[/]",
-                      f"{short_signature(c.before.signature)} → {after}", ", ".join(applied))
+        table.add_row(markup(c.label), markup(c.target),
+                      f"[{_STYLES[c.category]}]{c.category}[/]",
+                      markup(f"{short_signature(c.before.signature)} → {after}"),
+                      markup(", ".join(applied)))
     console.print(table)
     for c in report.cases:
         if c.category == "regressed" or c.promise_broken:
             why = c.detail if c.category == "regressed" else (
                 f"claimed fix {', '.join(c.claimed)} leaves it {c.category}: {c.detail}")
-            console.print(f"[bold red]✗[/] {c.label} ({c.case_id}): {why}", highlight=False)
+            console.print(f"[bold red]✗[/] {markup(c.label)} ({markup(c.case_id)}): "
+                          f"{markup(why)}", highlight=False)
     counts = ", ".join(f"{report.count(k)} {k}" for k in _STYLES)
     console.print(f"{len(report.cases)} case(s): {counts}")
 

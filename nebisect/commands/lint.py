@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
     from nebisect.lint import LintResult
@@ -99,14 +100,14 @@ def _print_text(result: LintResult, output: Path | None) -> None:
         style = _STYLE[finding.severity]
         console.print(
             f"[{style}]{finding.severity}[/] [bold]{finding.rule_id}[/] "
-            f"{escape(finding.function)}/{escape(finding.op_name)} ({finding.op_type})"
+            f"{markup(finding.function)}/{markup(finding.op_name)} ({markup(finding.op_type)})"
         )
-        console.print(f"  {escape(finding.message)}")
+        console.print(f"  {markup(finding.message)}")
         cure = (
-            f"fix: nebisect fix apply {finding.fix} {result.source} -o FIXED.mlpackage"
-            if finding.fix else f"remedy: {_remedy(finding.rule_id)}"
+            f"fix: {shlex.join(['nebisect', 'fix', 'apply', finding.fix, result.source])} "
+            "-o FIXED.mlpackage" if finding.fix else f"remedy: {_remedy(finding.rule_id)}"
         )
-        console.print(f"  [dim]{escape(cure)}[/]")
+        console.print(f"  [dim]{markup(cure)}[/]")
     counts = result.counts()
     console.print(
         f"{len(result.findings)} finding(s): {counts['error']} error(s), "

@@ -107,3 +107,17 @@ def test_bad_input_is_one_line_exit_2(packages, tmp_path, monkeypatch, capsys, a
     assert message in " ".join(err.split())
     assert "Traceback" not in err and out == ""
 
+
+
+def test_the_suggested_fix_command_is_quoted_for_the_shell(packages, tmp_path, monkeypatch,
+                                                           capsys):
+    import shlex
+    import shutil
+
+    hostile = tmp_path / "a b;touch pwned;.mlpackage"
+    shutil.copytree(packages["lse"], hostile)
+    code, out, _ = lint_cli(monkeypatch, capsys, str(hostile))
+    assert code == 1
+    command = next(line for line in out.splitlines() if "nebisect fix apply" in line)
+    assert shlex.split(command.split("fix: ", 1)[1]) == [
+        "nebisect", "fix", "apply", "logsumexp-max-shift", str(hostile), "-o", "FIXED.mlpackage"]

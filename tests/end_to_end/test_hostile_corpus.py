@@ -335,3 +335,23 @@ def test_a_malformed_record_is_damaged_and_the_other_cases_still_run(
     assert sandbox.run("corpus", "show", str(root), good.case_id).returncode == 0
     removed = sandbox.run("corpus", "rm", str(root), "0000000000000002")
     assert (removed.returncode, removed.stdout) == (0, "removed 0000000000000002\n")
+
+
+def test_case_data_never_reaches_the_terminal_as_control_sequences(
+    tmp_path: Path, package: Path, sandbox: Sandbox
+) -> None:
+    """Names, signatures, reasons and directory names come from the corpus: an escape
+    sequence in them (``ESC [2J`` clears the screen) is printed as text, and so is what
+    Rich would take for markup."""
+    root = tmp_path / "corpus"
+    corpus = Corpus(root, create=True)
+    corpus.add(NewCase("mlpackage", str(package), "sim:fp16", filled("x", (1, 16), 1.0),
+                       Expected("failing", "mismatch:\x1b[2J"), name="n\x1b[2J[red]x"))
+    (root / "d\x1b]0;t\x07").mkdir()
+    for command in (["corpus", "ls", str(root)], ["replay", str(root)]):
+        done = sandbox.run(*command, COLUMNS="400")  # wide enough that no cell wraps
+        assert done.returncode == 1, done.stderr
+        output = done.stdout + done.stderr
+        assert "\x1b" not in output and "\x07" not in output
+        assert "n\\x1b[2J[red]x" in output and "d\\x1b]0;t\\x07" in output
+        assert "mismatch:\\x1b[2J" in output
