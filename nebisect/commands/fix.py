@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
@@ -129,9 +130,10 @@ def verify(
     from nebisect.guard.verify import verify as verify_fixes
 
     fixes = resolve_fixes(fix or None)
+    timeouts = Timeouts.parse(timeout)
+    check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     scan = Corpus(root).scan()
     cases = [c for c in scan.cases if selected(c, target or ())]
-    timeouts = Timeouts.parse(timeout)
     status = f"verifying {len(fixes)} fix(es) on {len(cases)} case(s)"
     with Console(stderr=True).status(status), open_executor(cluster, jobs) as executor:
         report = verify_fixes(cases, fixes, timeouts=timeouts, executor=executor)

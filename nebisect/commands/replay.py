@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
@@ -72,6 +73,7 @@ def replay(
     from nebisect.report.outputs import output_file
 
     timeouts = Timeouts.parse(timeout)
+    check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     corpus = Corpus(root)
     if junit:
         output_file(junit, "--junit")

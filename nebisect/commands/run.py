@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.console import Console
 
+from nebisect.bounds import MAX_JOBS, check_count, check_seed
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
 from nebisect.commands._options import CONVERT_CHOICES, parse_choice, parse_families
 from nebisect.detect import DEFAULT_BUDGET
@@ -54,19 +55,18 @@ def _lengths(text: str) -> tuple[int, ...]:
         values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
         raise NebisectError(f"--lengths {text!r}: give comma-separated integers") from None
-    if not values or min(values) < 1:
-        raise NebisectError(f"--lengths {text!r}: lengths must be positive")
-    return values
+    if not values:
+        raise NebisectError(f"--lengths {text!r}: give at least one length")
+    return tuple(check_count(f"--lengths {value}", value) for value in values)
 
 
 def _budget(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise NebisectError(f"--budget {text!r}: give a positive number of predictions per target")
-    return value
+        raise NebisectError(f"--budget {text!r}: give a whole number of predictions per "
+                            "target") from None
+    return check_count(f"--budget {text}", value)
 
 
 def run(
@@ -174,13 +174,11 @@ def run(
     timeouts = Timeouts.parse(timeout)
     check_deployment(deployment_target)
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
+    check_seed(f"--seed {seed}", seed)
     discovery = None if parse_choice("--explore", explore, EXPLORE_CHOICES) == "none" else (
         Discovery(_budget(budget), parse_families(families), seed))
     chosen_lengths = _lengths(lengths)
-    if jobs is None:
-        jobs = default_jobs()
-    elif jobs < 1:
-        raise NebisectError(f"--jobs {jobs}: give at least 1")
+    jobs = default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     if report:
         output_directory(report, "--report")
     console = Console(stderr=True)
