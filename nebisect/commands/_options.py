@@ -1,4 +1,4 @@
-"""Option parsing that more than one command shares (``run`` and ``fuzz SOURCE``).
+"""Option parsing that more than one command shares.
 
 Each parser turns one option's text into a checked value or raises a one-line
 :class:`~nebisect.errors.NebisectError` naming the option, which the CLI prints with
@@ -8,6 +8,7 @@ exit 2.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from nebisect.errors import NebisectError
 
@@ -20,6 +21,13 @@ def parse_choice(option: str, text: str, choices: Iterable[str]) -> str:
     if text not in choices:
         raise NebisectError(f"{option} {text!r}: one of {', '.join(choices)}")
     return text
+
+
+def source_path(source: str) -> Path:
+    """The file or package a source string names (``file.py:factory`` → ``file.py``):
+    what a command reads, which its outputs must not overwrite."""
+    path, _, _ = source.rpartition(":")
+    return Path(path) if path.endswith(".py") else Path(source)
 
 
 def parse_families(text: str) -> list[str] | None:

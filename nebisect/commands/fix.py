@@ -60,7 +60,11 @@ def apply(
         ..., metavar="NAME... SOURCE",
         help="Fix names, then an .mlpackage or a torch source file.py:factory.",
     ),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write the .mlpackage."),
+    output: Path = typer.Option(
+        ..., "--output", "-o",
+        help="Where to write the .mlpackage: new, unless --force; never the source or inside it.",
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --output."),
     precision: str = typer.Option(
         "fp16", "--precision", help="Conversion precision for torch sources: fp16 | fp32."
     ),
@@ -70,20 +74,20 @@ def apply(
 ) -> None:
     """Apply fixes: torch sources are converted with the converter-level fixes, then every
     graph pass runs on the program, and the result is saved as an .mlpackage."""
+    from nebisect.commands._options import source_path
     from nebisect.files import copy_directory
     from nebisect.fixes import resolve_fixes
     from nebisect.fixes.apply import fix_source
     from nebisect.isolate import Isolator
-    from nebisect.report.outputs import output_directory
+    from nebisect.report.outputs import output_package
     from nebisect.sources.resolve import resolve_source
 
     if len(names_and_source) < 2:
         raise NebisectError("give at least one fix name and a source")
     if precision not in ("fp16", "fp32"):
         raise NebisectError(f"--precision {precision!r}: fp16 or fp32")
-    if output.suffix != ".mlpackage":
-        raise NebisectError(f"{output}: the output must end in .mlpackage")
-    output_directory(output.parent, "--output")
+    output_package(output, "--output", force=force,
+                   inputs=[("the source", source_path(names_and_source[-1]))])
     fixes = resolve_fixes(names_and_source[:-1])
     timeouts = Timeouts.parse(timeout)
     console = Console()

@@ -42,8 +42,10 @@ def lint(
         "analysis that proves fp16 overflows.",
     ),
     output: Path = typer.Option(
-        None, "--output", "-o", help="Write the json/sarif/text output to this file."
+        None, "--output", "-o",
+        help="Write the json/sarif/text output to this file (new, unless --force).",
     ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --output."),
     list_rules: bool = typer.Option(False, "--list-rules", help="List the rules and exit."),
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR,
@@ -56,6 +58,7 @@ def lint(
 
     Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input.
     """
+    from nebisect.commands._options import source_path
     from nebisect.lint import lint_source, parse_input_range
     from nebisect.report.outputs import output_file
 
@@ -68,7 +71,8 @@ def lint(
         raise NebisectError("lint needs a SOURCE (.mlpackage or module:function)")
     ranges = dict(parse_input_range(text) for text in input_range or [])
     if output is not None:
-        output_file(output, "--output")
+        output_file(output, "--output", force=force,
+                    inputs=[("the source", source_path(source))])
     result = lint_source(source, assume_fp16=fp16, input_ranges=ranges,
                          timeout=Timeouts.parse(timeout).load)
     if output_format == "sarif":

@@ -36,7 +36,9 @@ def replay(
         help="Only cases recorded for these targets (repeatable; globs like 'sim:*').",
     ),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Cases evaluated in parallel."),
-    junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here."),
+    junit: Path = typer.Option(None, "--junit",
+                               help="Write JUnit XML here (a new file, unless --force)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --junit file."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     update: bool = typer.Option(
         False, "--update", help="Re-record every case whose expectation no longer holds."
@@ -76,7 +78,7 @@ def replay(
     check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     corpus = Corpus(root)
     if junit:
-        output_file(junit, "--junit")
+        output_file(junit, "--junit", force=force, inputs=[("the corpus", root)])
     scan = corpus.scan()
     if devices is not None:
         _replay_devices(scan.cases, scan.problems, cluster, devices, target or (), timeouts,

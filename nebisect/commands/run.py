@@ -15,7 +15,12 @@ from rich.console import Console
 
 from nebisect.bounds import MAX_JOBS, check_count, check_seed
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
-from nebisect.commands._options import CONVERT_CHOICES, parse_choice, parse_families
+from nebisect.commands._options import (
+    CONVERT_CHOICES,
+    parse_choice,
+    parse_families,
+    source_path,
+)
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
@@ -159,7 +164,7 @@ def run(
     from nebisect.executors import open_executor
     from nebisect.isolate import Isolator
     from nebisect.isolation.pool import crew, default_jobs
-    from nebisect.report.outputs import output_directory
+    from nebisect.report.outputs import apart_from_inputs, output_directory
     from nebisect.sources.convert import CONVERSION_PRELOAD
     from nebisect.sources.deployment import check_deployment
     from nebisect.sources.resolve import is_torch_location, resolve_source
@@ -180,6 +185,8 @@ def run(
     chosen_lengths = _lengths(lengths)
     jobs = default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     if report:
+        apart_from_inputs(report, "--report", [("the source", source_path(source)),
+                                               *([("--inputs", inputs)] if inputs else [])])
         output_directory(report, "--report")
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator, \
