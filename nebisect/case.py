@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+import stat
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
@@ -22,7 +23,8 @@ import numpy as np
 from numpy.lib import format as npformat
 
 from nebisect.errors import NebisectError
-from nebisect.files import open_regular, write_bytes
+from nebisect.files import MAX_JSON_CHARS, open_regular, parse_untrusted_json, walk, write_bytes
+from nebisect.package import MANIFEST
 from nebisect.verdict import CASE_STAGES, Stage
 
 BACKENDS = ("sim", "coreml", "torch", "coreml-remote")
@@ -122,10 +124,12 @@ def sha256_path(path: str | os.PathLike[str]) -> str:
 
     Directories hash the sorted relative paths together with each file's bytes, so a
     renamed weight file or a changed spec changes the hash, and the traversal order of
-    the file system does not. A package's ``Manifest.json`` is hashed by what it *means*
-    — which path is the root model and which items exist — not by its item identifiers:
-    coremltools draws those as random UUIDs on every save, and hashing them made two
-    saves of one program two cases and two compilations (see :func:`_manifest_meaning`).
+    the file system does not. A symlink inside is hashed as the link it is, never
+    followed: hashing reads nothing outside the directory. A package's
+    ``Manifest.json`` is hashed by what it *means* — which path is the root model and
+    which items exist — not by its item identifiers: coremltools draws those as random
+    UUIDs on every save, and hashing them made two saves of one program two cases and
+    two compilations (see :func:`_manifest_meaning`).
     """
     root = Path(path)
     digest = hashlib.sha256()
@@ -134,10 +138,16 @@ def sha256_path(path: str | os.PathLike[str]) -> str:
         return digest.hexdigest()
     if not root.is_dir():
         raise NebisectError(f"{root}: no such file or directory")
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+    for file, mode in walk(root):
         rel = file.relative_to(root).as_posix()
-        meaning = _manifest_meaning(file) if rel == MANIFEST else None
         encoded = rel.encode()
+        if stat.S_ISLNK(mode):
+            digest.update(len(encoded).to_bytes(8, "little") + encoded)
+            digest.update(b"symlink" + os.fsencode(os.readlink(file)))
+            continue
+        if not stat.S_ISREG(mode):
+            continue
+        meaning = _manifest_meaning(file) if rel == MANIFEST else None
         digest.update(len(encoded).to_bytes(8, "little") + encoded)
         if meaning is not None:
             digest.update(b"manifest-meaning" + meaning)
@@ -145,11 +155,6 @@ def sha256_path(path: str | os.PathLike[str]) -> str:
         digest.update(file.stat().st_size.to_bytes(8, "little"))
         _hash_file_into(digest, file)
     return digest.hexdigest()
-
-
-#: A package's manifest; its item identifiers are random per save.
-MANIFEST = "Manifest.json"
-_MANIFEST_BYTES = 1 << 20
 
 
 def _manifest_meaning(file: Path) -> bytes | None:
@@ -160,10 +165,10 @@ def _manifest_meaning(file: Path) -> bytes | None:
     file, still changes the hash. None when the file is not such a manifest (then its
     bytes are hashed as they are).
     """
-    if file.stat().st_size > _MANIFEST_BYTES:
+    if file.stat().st_size > MAX_JSON_CHARS:
         return None
     try:
-        document = json.loads(file.read_bytes())
+        document = parse_untrusted_json(file.read_bytes().decode())
         entries = document["itemInfoEntries"]
         items = sorted(
             [str(e.get("path")), str(e.get("name")), str(e.get("author")),

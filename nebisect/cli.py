@@ -19,6 +19,7 @@ from nebisect import commands
 from nebisect.errors import NebisectError
 from nebisect.isolation import interrupt
 from nebisect.mil import quiet
+from nebisect.report.terminal import printable
 
 app = typer.Typer(
     help=(
@@ -109,7 +110,7 @@ def _run() -> None:
     try:
         app()
     except NebisectError as exc:
-        one_line = " ".join(str(exc).split())
+        one_line = printable(" ".join(str(exc).split()))
         sys.stderr.write(f"nebisect: error: {one_line}\n")
         sys.exit(2)
     except OSError as exc:

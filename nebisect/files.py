@@ -17,6 +17,12 @@ Reads of files another process wrote (a case child's result, its stderr capture)
 through :func:`read_untrusted`: no symlink is followed, a FIFO never blocks, only a
 regular file is read, and never more than a cap — so a child that leaves a FIFO or a
 link to ``/dev/zero`` where its result belongs cannot hang or exhaust the parent.
+
+JSON nebisect did not write (a corpus case's ``case.json``, a package's
+``Manifest.json``) is parsed by :func:`parse_untrusted_json`, within limits of size,
+nesting and number length, and without duplicate keys: a hostile file is one
+``ValueError`` naming what is wrong, never a ``RecursionError`` or a quadratic integer
+conversion, and it cannot mean one thing to one reader and another to the next.
 """
 
 from __future__ import annotations
@@ -25,13 +31,15 @@ import contextlib
 import ctypes
 import errno
 import functools
+import json
 import os
+import re
 import shutil
 import stat
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from nebisect.errors import NebisectError
 
@@ -242,6 +250,17 @@ def open_regular(path: str | os.PathLike[str], *, follow_symlinks: bool = True) 
         raise
 
 
+def walk(root: Path) -> Iterator[tuple[Path, int]]:
+    """Every entry below ``root``, depth first in name order, with its lstat mode:
+    symlinks are reported, never followed."""
+    with os.scandir(root) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            mode = entry.stat(follow_symlinks=False).st_mode
+            yield Path(entry.path), mode
+            if stat.S_ISDIR(mode):
+                yield from walk(Path(entry.path))
+
+
 def read_untrusted(path: str | os.PathLike[str], limit: int, *, tail: bool = False) -> bytes:
     """The bytes of a regular file another process wrote, at most ``limit`` of them.
 
@@ -266,3 +285,54 @@ def _kind(mode: int) -> str:
              stat.S_ISBLK: "a block device", stat.S_ISDIR: "a directory",
              stat.S_ISSOCK: "a socket"}
     return next((name for test, name in kinds.items() if test(mode)), "something else")
+
+
+#: Limits of :func:`parse_untrusted_json`: characters, nesting of arrays and objects, and
+#: characters of one number (a 5 001-digit integer took Python's int() past its limit).
+MAX_JSON_CHARS = 1 << 20
+MAX_JSON_DEPTH = 32
+MAX_JSON_NUMBER = 40
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_JSON_NESTING = re.compile(r"[\[\]{}]")
+
+
+def parse_untrusted_json(text: str) -> Any:
+    """The value of a JSON document nebisect did not write, within the limits above.
+
+    The nesting is measured before parsing (the parser recurses per level), numbers are
+    converted only when short, ``NaN``/``Infinity`` (not JSON) and a key repeated in
+    one object are refused. Raises ValueError whose message follows the document's name
+    (``case.json is nested deeper than 32 levels``).
+    """
+    if len(text) > MAX_JSON_CHARS:
+        raise ValueError(f"is longer than {MAX_JSON_CHARS} characters")
+    depth = 0
+    for bracket in _JSON_NESTING.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"is nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, parse_int=functools.partial(_json_number, int),
+                          parse_float=functools.partial(_json_number, float),
+                          parse_constant=_json_constant, object_pairs_hook=_json_object)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+
+
+def _json_number(kind: type[int] | type[float], text: str) -> int | float:
+    if len(text) > MAX_JSON_NUMBER:
+        raise ValueError(f"holds a number longer than {MAX_JSON_NUMBER} characters")
+    return kind(text)
+
+
+def _json_constant(name: str) -> Any:
+    raise ValueError(f"is not valid JSON ({name} is no JSON number)")
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"holds the key {key!r} twice in one object")
+        seen.add(key)
+    return dict(pairs)

@@ -1,4 +1,4 @@
-"""Option parsing that more than one command shares (``run``, ``bisect``, ``fuzz SOURCE``).
+"""Option parsing that more than one command shares.
 
 Each parser turns one option's text into a checked value or raises a one-line
 :class:`~nebisect.errors.NebisectError` naming the option, which the CLI prints with
@@ -8,7 +8,9 @@ exit 2.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
+from nebisect.bounds import check_count
 from nebisect.errors import NebisectError
 from nebisect.sources.domains import INPUT_RANGE_FORMAT, InputDomain, parse_input_range
 
@@ -27,6 +29,13 @@ def parse_choice(option: str, text: str, choices: Iterable[str]) -> str:
     if text not in choices:
         raise NebisectError(f"{option} {text!r}: one of {', '.join(choices)}")
     return text
+
+
+def source_path(source: str) -> Path:
+    """The file or package a source string names (``file.py:factory`` → ``file.py``):
+    what a command reads, which its outputs must not overwrite."""
+    path, _, _ = source.rpartition(":")
+    return Path(path) if path.endswith(".py") else Path(source)
 
 
 def parse_families(text: str) -> list[str] | None:
@@ -55,11 +64,9 @@ def parse_input_ranges(texts: Iterable[str] | None) -> dict[str, InputDomain]:
 
 
 def parse_budget(text: str) -> int:
-    """``--budget``: a positive number of predictions."""
+    """``--budget``: a whole, positive number of predictions."""
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise NebisectError(f"--budget {text!r}: give a positive number of predictions")
-    return value
+        raise NebisectError(f"--budget {text!r}: give a whole number of predictions") from None
+    return check_count(f"--budget {text}", value)

@@ -128,6 +128,7 @@ def bisect(
     disk) leaves --out as it was. Exit code: 0 written, 2 usage error, nothing to
     bisect (exploration found no failure either), or a failed write.
     """
+    from nebisect.commands._options import source_path
     from nebisect.minimize.bisector import BISECT_TIMEOUTS, BisectOptions, bisect_source
     from nebisect.report.outputs import fresh_output_directory
 
@@ -154,7 +155,7 @@ def bisect(
                             fixes=fixes, graph=graph, paths=paths, budget=parse_budget(budget),
                             timeouts=Timeouts.parse(case_timeout, BISECT_TIMEOUTS,
                                                     "--case-timeout"))
-    read = [("the source", _source_path(source))] + ([("--inputs", inputs)] if inputs else [])
+    read = [("the source", source_path(source))] + ([("--inputs", inputs)] if inputs else [])
     fresh_output_directory(out, "--out", force=force, inputs=read)
     display = _Display(Console(stderr=True))
     with display:
@@ -163,12 +164,6 @@ def bisect(
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
         _print(result, out)
-
-
-def _source_path(source: str) -> Path:
-    """The file or package a source string names (``file.py:factory`` → ``file.py``)."""
-    path, _, _ = source.rpartition(":")
-    return Path(path) if path.endswith(".py") else Path(source)
 
 
 def _print(result: BisectResult, out: Path) -> None:

@@ -16,6 +16,7 @@ from rich.table import Table
 from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz, parse_target
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import Problem, Recorder
@@ -49,14 +50,15 @@ def ls(
                          for p in scan.problems],
         }, indent=2))
         raise typer.Exit(1 if damaged else 0)
-    table = Table(title=f"corpus {root} — {len(scan.cases)} case(s)")
+    table = Table(title=f"corpus {markup(root)} — {len(scan.cases)} case(s)")
     for column in ("id", "name", "target", "expected", "fixes"):
         table.add_column(column, no_wrap=column in ("id", "target"), overflow="fold")
     for case in scan.cases:
         r = case.record
         expected = short_signature(r.expected.signature) if r.expected.signature else (
             r.expected.status)
-        table.add_row(r.case_id, r.name, r.target, expected, ", ".join(r.fixes))
+        table.add_row(*(markup(cell) for cell in (r.case_id, r.name, r.target, expected,
+                                                   ", ".join(r.fixes))))
     console = Console()
     console.print(table)
     print_problems(console, scan.problems)
@@ -64,10 +66,12 @@ def ls(
 
 
 def print_problems(console: Console, problems: Sequence[Problem]) -> None:
-    """One line per damaged or unfinished entry (shared by ls, replay and fix verify)."""
+    """One line per damaged or unfinished entry (shared by ls, replay and fix verify);
+    the corpus's names and reasons are printed as text (:mod:`nebisect.report.terminal`)."""
     for problem in problems:
         mark = "[red]damaged, skipped[/]" if problem.damaged else "[yellow]note[/]"
-        console.print(f"{mark} {problem.path}: {problem.reason}", highlight=False)
+        console.print(f"{mark} {markup(problem.path)}: {markup(problem.reason)}",
+                      highlight=False)
 
 
 def short_signature(signature: str) -> str:

@@ -11,10 +11,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
     from nebisect.guard.verify import VerifyReport
@@ -58,7 +60,11 @@ def apply(
         ..., metavar="NAME... SOURCE",
         help="Fix names, then an .mlpackage or a torch source file.py:factory.",
     ),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write the .mlpackage."),
+    output: Path = typer.Option(
+        ..., "--output", "-o",
+        help="Where to write the .mlpackage: new, unless --force; never the source or inside it.",
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --output."),
     precision: str = typer.Option(
         "fp16", "--precision", help="Conversion precision for torch sources: fp16 | fp32."
     ),
@@ -68,20 +74,20 @@ def apply(
 ) -> None:
     """Apply fixes: torch sources are converted with the converter-level fixes, then every
     graph pass runs on the program, and the result is saved as an .mlpackage."""
+    from nebisect.commands._options import source_path
     from nebisect.files import copy_directory
     from nebisect.fixes import resolve_fixes
     from nebisect.fixes.apply import fix_source
     from nebisect.isolate import Isolator
-    from nebisect.report.outputs import output_directory
+    from nebisect.report.outputs import output_package
     from nebisect.sources.resolve import resolve_source
 
     if len(names_and_source) < 2:
         raise NebisectError("give at least one fix name and a source")
     if precision not in ("fp16", "fp32"):
         raise NebisectError(f"--precision {precision!r}: fp16 or fp32")
-    if output.suffix != ".mlpackage":
-        raise NebisectError(f"{output}: the output must end in .mlpackage")
-    output_directory(output.parent, "--output")
+    output_package(output, "--output", force=force,
+                   inputs=[("the source", source_path(names_and_source[-1]))])
     fixes = resolve_fixes(names_and_source[:-1])
     timeouts = Timeouts.parse(timeout)
     console = Console()
@@ -128,9 +134,10 @@ def verify(
     from nebisect.guard.verify import verify as verify_fixes
 
     fixes = resolve_fixes(fix or None)
+    timeouts = Timeouts.parse(timeout)
+    check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     scan = Corpus(root).scan()
     cases = [c for c in scan.cases if selected(c, target or ())]
-    timeouts = Timeouts.parse(timeout)
     status = f"verifying {len(fixes)} fix(es) on {len(cases)} case(s)"
     with Console(stderr=True).status(status), open_executor(cluster, jobs) as executor:
         report = verify_fixes(cases, fixes, timeouts=timeouts, executor=executor)
@@ -156,14 +163,17 @@ def _print(report: VerifyReport) -> None:
     for c in report.cases:
         applied = [f"{n}×{k}" for n, k in c.rewrites.items() if k] + c.converter_fixes
         after = short_signature(c.after.signature) if c.after else "(unchanged)"
-        table.add_row(c.label, c.target, f"[{_STYLES[c.category]}]{c.category}[/]",
-                      f"{short_signature(c.before.signature)} → {after}", ", ".join(applied))
+        table.add_row(markup(c.label), markup(c.target),
+                      f"[{_STYLES[c.category]}]{c.category}[/]",
+                      markup(f"{short_signature(c.before.signature)} → {after}"),
+                      markup(", ".join(applied)))
     console.print(table)
     for c in report.cases:
         if c.category == "regressed" or c.promise_broken:
             why = c.detail if c.category == "regressed" else (
                 f"claimed fix {', '.join(c.claimed)} leaves it {c.category}: {c.detail}")
-            console.print(f"[bold red]✗[/] {c.label} ({c.case_id}): {why}", highlight=False)
+            console.print(f"[bold red]✗[/] {markup(c.label)} ({markup(c.case_id)}): "
+                          f"{markup(why)}", highlight=False)
     counts = ", ".join(f"{report.count(k)} {k}" for k in _STYLES)
     console.print(f"{len(report.cases)} case(s): {counts}")
 

@@ -296,15 +296,21 @@ def _fuzz_model(source: str, options: FuzzOptions, convert: str, families: str,
                 corpus: Path | None, report: Path | None, as_json: bool,
                 console: Console) -> None:
     """``fuzz SOURCE``: set up (resolve, convert, probe), fuzz, store, report."""
-    from nebisect.commands._options import CONVERT_CHOICES, parse_choice, parse_families
+    from nebisect.commands._options import (
+        CONVERT_CHOICES,
+        parse_choice,
+        parse_families,
+        source_path,
+    )
     from nebisect.corpus import Corpus
     from nebisect.fuzz.model_session import ModelSession
     from nebisect.isolate import Isolator
-    from nebisect.report.outputs import output_directory
+    from nebisect.report.outputs import apart_from_inputs, output_directory
 
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
     chosen = parse_families(families)
     if report is not None:
+        apart_from_inputs(report, "--report", [("the source", source_path(source))])
         output_directory(report, "--report")
     with Isolator() as isolator:
         with console.status("resolving and converting the source"):

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from nebisect.commands._options import CONVERT_CHOICES, parse_choice
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
     from nebisect.lint import LintResult
@@ -43,8 +44,10 @@ def lint(
         "analysis that proves fp16 overflows.",
     ),
     output: Path = typer.Option(
-        None, "--output", "-o", help="Write the json/sarif/text output to this file."
+        None, "--output", "-o",
+        help="Write the json/sarif/text output to this file (new, unless --force).",
     ),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --output."),
     list_rules: bool = typer.Option(False, "--list-rules", help="List the rules and exit."),
     convert: str = typer.Option(
         "both", "--convert", metavar="export|trace|both",
@@ -67,6 +70,7 @@ def lint(
 
     Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input.
     """
+    from nebisect.commands._options import source_path
     from nebisect.lint import lint_source, parse_input_range
     from nebisect.report.outputs import output_file
     from nebisect.sources.convert import OVERRIDES_SETUP
@@ -82,7 +86,8 @@ def lint(
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
     ranges = dict(parse_input_range(text) for text in input_range or [])
     if output is not None:
-        output_file(output, "--output")
+        output_file(output, "--output", force=force,
+                    inputs=[("the source", source_path(source))])
     result = lint_source(source, assume_fp16=fp16, input_ranges=ranges,
                          timeouts=Timeouts.parse(timeout), paths=paths,
                          setup=(OVERRIDES_SETUP,) if converter_overrides else ())
@@ -115,14 +120,14 @@ def _print_text(result: LintResult, output: Path | None) -> None:
         style = _STYLE[finding.severity]
         console.print(
             f"[{style}]{finding.severity}[/] [bold]{finding.rule_id}[/] "
-            f"{escape(finding.function)}/{escape(finding.op_name)} ({finding.op_type})"
+            f"{markup(finding.function)}/{markup(finding.op_name)} ({markup(finding.op_type)})"
         )
-        console.print(f"  {escape(finding.message)}")
+        console.print(f"  {markup(finding.message)}")
         cure = (
-            f"fix: nebisect fix apply {finding.fix} {result.source} -o FIXED.mlpackage"
-            if finding.fix else f"remedy: {_remedy(finding.rule_id)}"
+            f"fix: {shlex.join(['nebisect', 'fix', 'apply', finding.fix, result.source])} "
+            "-o FIXED.mlpackage" if finding.fix else f"remedy: {_remedy(finding.rule_id)}"
         )
-        console.print(f"  [dim]{escape(cure)}[/]")
+        console.print(f"  [dim]{markup(cure)}[/]")
     counts = result.counts()
     console.print(
         f"{len(result.findings)} finding(s): {counts['error']} error(s), "

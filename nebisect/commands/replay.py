@@ -12,10 +12,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import CorpusCase, Problem
@@ -34,7 +36,9 @@ def replay(
         help="Only cases recorded for these targets (repeatable; globs like 'sim:*').",
     ),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Cases evaluated in parallel."),
-    junit: Path = typer.Option(None, "--junit", help="Write JUnit XML here."),
+    junit: Path = typer.Option(None, "--junit",
+                               help="Write JUnit XML here (a new file, unless --force)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --junit file."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
     update: bool = typer.Option(
         False, "--update", help="Re-record every case whose expectation no longer holds."
@@ -71,9 +75,10 @@ def replay(
     from nebisect.report.outputs import output_file
 
     timeouts = Timeouts.parse(timeout)
+    check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     corpus = Corpus(root)
     if junit:
-        output_file(junit, "--junit")
+        output_file(junit, "--junit", force=force, inputs=[("the corpus", root)])
     scan = corpus.scan()
     if devices is not None:
         _replay_devices(scan.cases, scan.problems, cluster, devices, target or (), timeouts,
@@ -102,7 +107,7 @@ def replay(
     empty = not summary.replayed and not allow_empty
     if empty:
         Console(stderr=True).print(
-            f"nebisect: no case was replayed ({len(summary.results)} case(s) in {root}, "
+            f"nebisect: no case was replayed ({len(summary.results)} case(s) in {markup(root)}, "
             "all skipped or filtered out); exit 1 (--allow-empty accepts that)", highlight=False)
     raise typer.Exit(1 if regressions or damaged or empty else 0)
 
@@ -138,18 +143,20 @@ def _print_matrix(matrix: DeviceMatrix, problems: Sequence[Problem]) -> None:
     table = Table(title="nebisect replay: case × device")
     table.add_column("case", overflow="fold")
     for device in matrix.devices:
-        table.add_column(f"{device.label} ({len(device.workers)} worker(s))", overflow="fold")
+        table.add_column(f"{markup(device.label)} ({len(device.workers)} worker(s))",
+                         overflow="fold")
     width = len(matrix.devices)
     for start in range(0, len(matrix.cells), width):
         row = matrix.cells[start:start + width]
-        table.add_row(row[0].label, *(f"[{_STYLES[c.outcome]}]{c.outcome}[/] "
-                                      f"{short_signature(c.verdict.signature)}" for c in row))
+        table.add_row(markup(row[0].label), *(f"[{_STYLES[c.outcome]}]{c.outcome}[/] "
+                                              f"{markup(short_signature(c.verdict.signature))}"
+                                              for c in row))
     console.print(table)
     for cell in matrix.cells:
         if cell.outcome != "ok":
-            console.print(f"[{_STYLES[cell.outcome]}]{cell.outcome}[/] {cell.label} on "
-                          f"{cell.device['label']} ({cell.device['address']}): {cell.reason}",
-                          highlight=False)
+            console.print(f"[{_STYLES[cell.outcome]}]{cell.outcome}[/] {markup(cell.label)} on "
+                          f"{markup(cell.device['label'])} ({markup(cell.device['address'])}): "
+                          f"{markup(cell.reason)}", highlight=False)
     print_problems(console, problems)
 
 
@@ -189,17 +196,18 @@ def _print(
     table.add_column("verdict", overflow="fold")
     table.add_column("time s", justify="right", no_wrap=True)
     for r in summary.results:
-        table.add_row(r.label, r.target, f"[{_STYLES[r.outcome]}]{r.outcome}[/]",
-                      short_signature(r.verdict.signature),
+        table.add_row(markup(r.label), markup(r.target), f"[{_STYLES[r.outcome]}]{r.outcome}[/]",
+                      markup(short_signature(r.verdict.signature)),
                       f"{r.verdict.timings.get('wall', 0.0):.2f}")
     console.print(table)
     for r in summary.results:
         if r.outcome != "ok" and r.selected:
-            console.print(f"[{_STYLES[r.outcome]}]{r.outcome}[/] {r.label} ({r.case_id}): "
-                          f"{r.reason}", highlight=False)
+            console.print(f"[{_STYLES[r.outcome]}]{r.outcome}[/] {markup(r.label)} "
+                          f"({markup(r.case_id)}): {markup(r.reason)}", highlight=False)
     print_problems(console, problems)
     for r in updated:
-        console.print(f"re-recorded {r.label}: expected now follows {r.verdict.signature}")
+        console.print(f"re-recorded {markup(r.label)}: expected now follows "
+                      f"{markup(r.verdict.signature)}", highlight=False)
     counts = ", ".join(f"{summary.count(o)} {o}" for o in ("ok", "regression", "improved",
                                                            "skipped"))
     console.print(f"{len(summary.results)} case(s): {counts}")

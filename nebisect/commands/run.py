@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from nebisect.bounds import MAX_JOBS, check_count, check_seed
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
 from nebisect.commands._options import (
     CONVERT_CHOICES,
@@ -23,6 +24,7 @@ from nebisect.commands._options import (
     parse_choice,
     parse_families,
     parse_input_ranges,
+    source_path,
 )
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
@@ -64,9 +66,9 @@ def _lengths(text: str) -> tuple[int, ...]:
         values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
         raise NebisectError(f"--lengths {text!r}: give comma-separated integers") from None
-    if not values or min(values) < 1:
-        raise NebisectError(f"--lengths {text!r}: lengths must be positive")
-    return values
+    if not values:
+        raise NebisectError(f"--lengths {text!r}: give at least one length")
+    return tuple(check_count(f"--lengths {value}", value) for value in values)
 
 
 def run(
@@ -171,7 +173,7 @@ def run(
     from nebisect.executors import open_executor
     from nebisect.isolate import Isolator
     from nebisect.isolation.pool import crew, default_jobs
-    from nebisect.report.outputs import output_directory
+    from nebisect.report.outputs import apart_from_inputs, output_directory
     from nebisect.report.progress import progress_line
     from nebisect.sources.convert import CONVERSION_PRELOAD
     from nebisect.sources.deployment import check_deployment
@@ -187,16 +189,16 @@ def run(
     timeouts = Timeouts.parse(timeout)
     check_deployment(deployment_target)
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
+    check_seed(f"--seed {seed}", seed)
     discovery = None if parse_choice("--explore", explore, EXPLORE_CHOICES) == "none" else (
         Discovery(parse_budget(budget), parse_families(families), seed))
     chosen_lengths = _lengths(lengths)
     ranges = parse_input_ranges(input_range)
-    if jobs is None:
-        jobs = default_jobs()
-    elif jobs < 1:
-        raise NebisectError(f"--jobs {jobs}: give at least 1")
+    jobs = default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     for directory, option in ((report, "--report"), (save_triggers, "--save-triggers")):
         if directory:
+            apart_from_inputs(directory, option, [
+                ("the source", source_path(source)), *([("--inputs", inputs)] if inputs else [])])
             output_directory(directory, option)
     outputs = _Outputs(report, save_triggers, source, _fixes(converter_overrides))
     console = Console(stderr=True)

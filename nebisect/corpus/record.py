@@ -31,12 +31,14 @@ checksum never covered it) and a case without per-chip expectations is unchanged
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 from nebisect.case import REFERENCE_TARGET, CaseOptions, case_stage, sha256_bytes
 from nebisect.errors import NebisectError
+from nebisect.files import parse_untrusted_json
 from nebisect.verdict import Stage
 
 CASE_SCHEMA_VERSION = 2
@@ -141,11 +143,16 @@ class CaseRecord:
 
     @classmethod
     def from_json(cls, text: str) -> CaseRecord:
-        """Parse and verify a record; any mismatch is a :class:`CorruptCaseError`."""
+        """Parse and verify a record; any mismatch is a :class:`CorruptCaseError`.
+
+        The one reader of ``case.json`` text: untrusted JSON limits
+        (:func:`~nebisect.files.parse_untrusted_json`), then the JSON type of every
+        field, so a malformed record is a damaged case, never an exception elsewhere.
+        """
         try:
-            body = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CorruptCaseError(f"{CASE_FILE} is not valid JSON ({exc.msg})") from None
+            body = parse_untrusted_json(text)
+        except ValueError as exc:
+            raise CorruptCaseError(f"{CASE_FILE} {exc}") from None
         if not isinstance(body, dict):
             raise CorruptCaseError(f"{CASE_FILE} is not a JSON object")
         schema = body.get("schema")
@@ -157,6 +164,8 @@ class CaseRecord:
         stored = body.pop("checksum", None)
         if stored != _checksum(body):
             raise CorruptCaseError(f"{CASE_FILE} checksum mismatch (edited by hand or damaged)")
+        _check_types(cls, body)
+        _check_types(Expected, body.get("expected", {}))
         try:
             expected = Expected(**body.pop("expected"))
             options = CaseOptions.from_dict(body.pop("options", {}))
@@ -204,6 +213,32 @@ class CaseRecord:
                 raise CorruptCaseError(
                     f"plugin {plugin!r} is not one of the case's own files ({PLUGIN_DIR}/*.py)"
                 )
+
+
+def _check_types(record: type, body: dict[str, Any]) -> None:
+    """Every value of ``body`` has the JSON type of ``record``'s field of that name: a
+    string, an integer, a list of strings, a string-to-string mapping, an object for a
+    nested record (parsed by its own reader). Unknown keys are the constructor's to
+    refuse."""
+    hints = typing.get_type_hints(record)
+    for key, value in body.items():
+        if key in hints and not _has_json_type(value, hints[key]):
+            raise CorruptCaseError(f"{CASE_FILE}: field {key!r} has the wrong type "
+                                   f"({type(value).__name__})")
+
+
+def _has_json_type(value: Any, hint: Any) -> bool:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list:
+        return isinstance(value, list) and all(_has_json_type(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and _has_json_type(v, args[1]) for k, v in value.items())
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type) and issubclass(hint, str):
+        return isinstance(value, str)
+    return isinstance(value, dict)
 
 
 def _checksum(body: dict[str, Any]) -> str:

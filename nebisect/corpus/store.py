@@ -19,8 +19,8 @@ writer: it is reported, ignored, and removed by :meth:`Corpus.collect_garbage`.
 
 A corpus arrives in pull requests, so it is untrusted (SECURITY.md). A verified case is
 *exactly* its listed, hashed, regular files: an unlisted file, a symlink anywhere, a
-FIFO or device, a path or plugin outside the case, or an id that does not match the
-content makes it damaged. Replay never runs a case in place: :meth:`CorpusCase.private_copy`
+FIFO or device, a path or plugin outside the case, a package whose manifest names a
+path outside it, or an id that does not match the content makes it damaged. Replay never runs a case in place: :meth:`CorpusCase.private_copy`
 copies the listed files alone to a private directory and verifies the copy, so nothing
 else is importable or readable next to the model, whatever changes in the corpus
 meanwhile. ``add`` copies regular files only and refuses a source holding a symlink.
@@ -52,8 +52,9 @@ from nebisect.corpus.record import (
     CorruptCaseError,
     Expected,
 )
-from nebisect.files import fsync_directory, write_text
+from nebisect.files import fsync_directory, walk, write_text
 from nebisect.isolation.provenance import provenance
+from nebisect.package import MANIFEST, PackageError, check_package
 from nebisect.targets.plugins import use_plugins
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
 from nebisect.verdict import Stage, Verdict
@@ -229,19 +230,41 @@ class Corpus:
         return scan
 
     def find(self, key: str) -> CorpusCase:
-        """The case whose id starts with ``key`` or whose name is ``key``."""
-        matches = [d for d in self._case_dirs() if d.name.startswith(key)]
-        if not matches:
-            matches = [c.path for c in self.scan().cases if c.record.name == key]
+        """The verified case :meth:`locate` finds for ``key``."""
+        path = self.locate(key)
+        try:
+            return load_case(path)
+        except CorruptCaseError as exc:
+            raise NebisectError(f"{path}: {exc}") from None
+
+    def locate(self, key: str) -> Path:
+        """The case directory ``key`` names: the entry directly under the root whose name
+        is ``key`` or, unambiguously, starts with it (a case id or its prefix; a damaged
+        case by its directory name), else the verified case whose name is ``key``.
+
+        A key is never joined to the root as a path, so an absolute path, a ``..`` or the
+        root itself names no case; what it resolves to must be a directory directly under
+        the root, not a symlink.
+        """
+        if key.startswith("."):
+            raise NebisectError(f"{self.root}: {key!r} is not a case; `nebisect corpus gc` "
+                                "removes what interrupted writers left")
+        if not key:
+            raise NebisectError(f"{self.root}: an empty key names no case")
+        entries = [e for e in sorted(self.root.iterdir())
+                   if not e.name.startswith(".") and (e.is_symlink() or e.is_dir())]
+        matches = ([e for e in entries if e.name == key]
+                   or [e for e in entries if e.name.startswith(key)]
+                   or [c.path for c in self.scan().cases if c.record.name == key])
         if not matches:
             raise NebisectError(f"{self.root}: no case {key!r}")
         if len(matches) > 1:
             raise NebisectError(f"{self.root}: {key!r} is ambiguous "
                                 f"({', '.join(m.name for m in matches[:5])})")
-        try:
-            return load_case(matches[0])
-        except CorruptCaseError as exc:
-            raise NebisectError(f"{matches[0]}: {exc}") from None
+        path = matches[0]
+        if path.parent != self.root or not stat.S_ISDIR(path.lstat().st_mode):
+            raise NebisectError(f"{path}: a symlink, not a case directory of {self.root}")
+        return path
 
     def add(self, new: NewCase, recorder: Recorder | None = None) -> Added:
         """Store a case atomically; an intact identical case is kept, not duplicated.
@@ -281,16 +304,12 @@ class Corpus:
             os.close(in_use)
 
     def remove(self, key: str) -> str:
-        """Delete a case (by id prefix or name; a damaged case by its directory name).
+        """Delete the case directory :meth:`locate` finds for ``key``.
 
         A writer's ``.tmp-`` directory is not a case: :meth:`collect_garbage` decides
         whether its writer is gone.
         """
-        if key.startswith("."):
-            raise NebisectError(f"{self.root}: {key!r} is not a case; `nebisect corpus gc` "
-                                "removes what interrupted writers left")
-        exact = self.root / key
-        target = exact if exact.is_dir() else self.find(key).path
+        target = self.locate(key)
         with self.lock():
             self._discard(target)
         return target.name
@@ -310,7 +329,7 @@ class Corpus:
                 if entry.name.startswith(TMP_PREFIX):
                     self._discard(entry)
                 else:
-                    shutil.rmtree(entry, ignore_errors=True)
+                    _delete(entry)
                 removed.append(entry)
         return removed
 
@@ -322,14 +341,21 @@ class Corpus:
             write_text(case.path / CASE_FILE, current.record.to_json(), durable=True)
         return load_case(case.path)
 
-    def _case_dirs(self) -> list[Path]:
-        return [d for d in sorted(self.root.iterdir()) if d.is_dir() and not d.name.startswith(".")]
-
     def _discard(self, path: Path) -> None:
+        """Rename an entry of the root to ``.trash-…``, then delete it (:func:`_delete`)."""
         trash = self.root / f"{TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}"
         os.rename(path, trash)
         fsync_directory(self.root)
-        shutil.rmtree(trash, ignore_errors=True)
+        _delete(trash)
+
+
+def _delete(path: Path) -> None:
+    """Delete a directory with everything below it, or unlink anything else: a symlink
+    is removed itself, never followed."""
+    if stat.S_ISDIR(path.lstat().st_mode):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def load_case(path: Path) -> CorpusCase:
@@ -359,6 +385,11 @@ def load_case(path: Path) -> CorpusCase:
     for name, digest in sorted(record.files.items()):
         if sha256_path(path / name) != digest:
             raise CorruptCaseError(f"{name} does not match its sha256 (tampered or truncated)")
+    if record.source_kind == "mlpackage":
+        try:
+            check_package(path / record.model_file, record.model_file)
+        except PackageError as exc:
+            raise CorruptCaseError(str(exc)) from None
     if record.identity() != record.case_id:
         raise CorruptCaseError(f"case id {record.case_id} does not match the case's content "
                                f"({record.identity()})")
@@ -372,7 +403,7 @@ def _check_contents(path: Path, record: CaseRecord) -> None:
     folders = {parent.as_posix() for name in listed for parent in PurePosixPath(name).parents}
     trees = {record.model_file} if record.source_kind == "mlpackage" else set()
     seen = set()
-    for entry, mode in _walk(path):
+    for entry, mode in walk(path):
         name = entry.relative_to(path).as_posix()
         inside = any(name.startswith(f"{tree}/") for tree in trees)
         if stat.S_ISLNK(mode):
@@ -391,16 +422,6 @@ def _check_contents(path: Path, record: CaseRecord) -> None:
         raise CorruptCaseError(f"{missing[0]} is missing")
 
 
-def _walk(root: Path) -> Iterator[tuple[Path, int]]:
-    """Every entry below ``root`` with its lstat mode; symlinks are reported, not followed."""
-    with os.scandir(root) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            mode = entry.stat(follow_symlinks=False).st_mode
-            yield Path(entry.path), mode
-            if stat.S_ISDIR(mode):
-                yield from _walk(Path(entry.path))
-
-
 def _copy_regular(source: Path, destination: Path, error: type[NebisectError]) -> None:
     """Copy a regular file or a folder of regular files; a symlink, FIFO or device inside
     raises ``error`` (never followed, never read)."""
@@ -411,7 +432,7 @@ def _copy_regular(source: Path, destination: Path, error: type[NebisectError]) -
     if not stat.S_ISDIR(mode):
         raise error(f"{source}: {_kind(mode)}; a corpus case holds regular files only")
     destination.mkdir()
-    for entry, mode in _walk(source):
+    for entry, mode in walk(source):
         target = destination / entry.relative_to(source)
         if stat.S_ISDIR(mode):
             target.mkdir()
@@ -509,8 +530,9 @@ def _store_model(new: NewCase, staging: Path, stamp: dict[str, str]) -> tuple[st
     destination = staging / "model.mlpackage"
     if new.source_kind == "mlpackage":
         source = Path(new.source)
-        if not (source / "Manifest.json").is_file():
-            raise NebisectError(f"{source}: not an .mlpackage (no Manifest.json)")
+        if not (source / MANIFEST).is_file():
+            raise NebisectError(f"{source}: not an .mlpackage (no {MANIFEST})")
+        check_package(source)
         _copy_regular(source.resolve(), destination, NebisectError)
         return "mlpackage", ""
     from nebisect.sources.artifact import Artifact

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from nebisect.bounds import MAX_JOBS, check_count, check_seed
 from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.executors import Executor, Unit, UnitResult
@@ -71,10 +72,10 @@ class FuzzOptions:
     def __post_init__(self) -> None:
         # Resolved once, here: every child imports the same file whatever its cwd.
         self.plugins = tuple(absolute_plugin(p) for p in self.plugins)
-        if self.budget < 1:
-            raise NebisectError(f"--budget must be at least 1, got {self.budget}")
-        if self.jobs < 1:
-            raise NebisectError(f"--jobs must be at least 1, got {self.jobs}")
+        check_count(f"--budget {self.budget}", self.budget)
+        check_count(f"--jobs {self.jobs}", self.jobs, MAX_JOBS)
+        check_count(f"--shrink-budget {self.shrink_budget}", self.shrink_budget)
+        check_seed(f"--seed {self.seed}", self.seed)
 
 
 @dataclass

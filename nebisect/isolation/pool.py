@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
-from nebisect.errors import NebisectError
+from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.isolator import Isolator
 
@@ -60,8 +60,7 @@ def map_isolated(
     ``mode``, closed at the end, unless ``isolators`` are given (one per thread, sharing
     one cancel token, and left open: :func:`crew`).
     """
-    if jobs < 1:
-        raise NebisectError(f"--jobs must be at least 1 (got {jobs})")
+    check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     if isolators:
         jobs = min(jobs, len(isolators))
     cancel = isolators[0].cancel_token if isolators else CancelToken()

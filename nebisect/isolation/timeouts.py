@@ -13,10 +13,10 @@ learnt it on ``run`` knows it on ``replay``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from nebisect.bounds import check_seconds
 from nebisect.errors import NebisectError
 from nebisect.verdict import Stage
 
@@ -68,9 +68,7 @@ def _entry(text: str, option: str) -> tuple[str, float]:
     except ValueError:
         raise NebisectError(f"{option} {text!r}: give SECONDS or STAGE=SECONDS, e.g. "
                             "60 or convert=600") from None
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise NebisectError(f"{option} {text!r}: seconds must be a positive number")
-    return stage, seconds
+    return stage, check_seconds(f"{option} {text!r}", seconds)
 
 
 #: The limits a command uses when the user gives no ``--timeout``.

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import os
 import re
 import shutil
@@ -31,6 +30,7 @@ from typing import Any
 from nebisect.errors import NebisectError
 from nebisect.files import WriteError, staged
 from nebisect.mil.quiet import import_coremltools, quiet
+from nebisect.package import MANIFEST, Manifest, check_package, item_path
 
 #: the manifest entry of a package's weights directory (coremltools' _WEIGHTS_DIR_NAME,
 #: _MLPACKAGE_AUTHOR_NAME)
@@ -44,7 +44,8 @@ class ProgramLoadError(NebisectError):
 
 @contextlib.contextmanager
 def loadable_package(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """``path``, or a temporary copy of it with the empty directories git dropped.
+    """``path`` (checked: nothing in it leads outside it), or a temporary copy of it with
+    the empty directories git dropped.
 
     A package without weights still lists an (empty) weights directory in its
     manifest, and coremltools refuses a package whose listed item is missing. git
@@ -53,50 +54,32 @@ def loadable_package(path: str | os.PathLike[str]) -> Iterator[Path]:
     original is never written to.
     """
     package = Path(path)
-    missing = _missing_item_dirs(package)
+    manifest = check_package(package)
+    missing = [item for item in manifest.items
+               if not Path(item.path).suffix and not item_path(package, item).exists()]
     if not missing:
         yield package
         return
     with tempfile.TemporaryDirectory(prefix="nebisect-package-") as tmp:
         copy_path = Path(tmp) / package.name
         shutil.copytree(package, copy_path)
-        for relative in missing:
-            (copy_path / "Data" / relative).mkdir(parents=True, exist_ok=True)
+        for item in missing:
+            item_path(copy_path, item).mkdir(parents=True, exist_ok=True)
         yield copy_path
 
 
-def _manifest_items(package: Path) -> list[dict[str, Any]]:
-    """The item entries of a package's ``Manifest.json`` that name a path (none if it is
-    missing or unreadable: coremltools then says what is wrong)."""
-    manifest = package / "Manifest.json"
-    if not manifest.is_file():
-        return []
-    try:
-        items = json.loads(manifest.read_text()).get("itemInfoEntries", {}).values()
-    except (ValueError, AttributeError):
-        return []
-    return [item for item in items if isinstance(item, dict) and isinstance(item.get("path"), str)]
-
-
-def _missing_item_dirs(package: Path) -> list[str]:
-    """Manifest item paths absent from the package whose names carry no extension."""
-    return [
-        item["path"] for item in _manifest_items(package)
-        if not Path(item["path"]).suffix and not (package / "Data" / item["path"]).exists()
-    ]
-
-
-def _weights_dir(package: Path) -> str | None:
+def _weights_dir(package: Path, manifest: Manifest) -> str | None:
     """The package's weights directory, as its manifest names it (None: it has none,
     or git dropped it empty)."""
-    found = [package / "Data" / item["path"] for item in _manifest_items(package)
-             if item.get("name") == WEIGHTS_ITEM and item.get("author") == COREML_AUTHOR]
+    found = [item_path(package, item) for item in manifest.items
+             if item.name == WEIGHTS_ITEM and item.author == COREML_AUTHOR]
     return str(found[0]) if found and found[0].is_dir() else None
 
 
 def read_spec(path: str | os.PathLike[str]) -> Any:
     """The model spec (``Model_pb2.Model``) of an ``.mlpackage`` or ``.mlmodel``, read
-    without writing to it.
+    without writing to it, and for a package only once nothing in it leads outside it
+    (:func:`~nebisect.package.check_package`, a one-line :class:`PackageError`).
 
     Not ``coremltools.utils.load_spec``: for a package it opens a read-write
     ``ModelPackage``, whose destructor rewrites ``Manifest.json`` in place — a
@@ -106,12 +89,18 @@ def read_spec(path: str | os.PathLike[str]) -> Any:
     The root model's path comes from the manifest, as ``ModelPackage`` finds it.
     Raises ValueError naming what is wrong.
     """
-    ct = import_coremltools()
     location = Path(path)
     if location.is_dir():
-        manifest = json.loads((location / "Manifest.json").read_text())
-        root = manifest["itemInfoEntries"][manifest["rootModelIdentifier"]]["path"]
-        location = location / "Data" / root
+        return _package_spec(location, check_package(location))
+    return _parse_spec(location)
+
+
+def _package_spec(package: Path, manifest: Manifest) -> Any:
+    return _parse_spec(item_path(package, manifest.root))
+
+
+def _parse_spec(location: Path) -> Any:
+    ct = import_coremltools()
     spec = ct.proto.Model_pb2.Model()
     spec.ParseFromString(location.read_bytes())
     return spec
@@ -135,13 +124,14 @@ def load_program(source: Any) -> Any:
 def _load_path(path: Path) -> Any:
     if not path.exists():
         raise ProgramLoadError(f"{path}: no such file or directory")
-    if path.is_dir() and not (path / "Manifest.json").is_file():
-        raise ProgramLoadError(f"{path}: not an .mlpackage (no Manifest.json)")
+    if path.is_dir() and not (path / MANIFEST).is_file():
+        raise ProgramLoadError(f"{path}: not an .mlpackage (no {MANIFEST})")
+    manifest = check_package(path) if path.is_dir() else None
     try:
-        spec = read_spec(path)
+        spec = _package_spec(path, manifest) if manifest else _parse_spec(path)
     except Exception as exc:
         raise ProgramLoadError(f"{path}: corrupt model package ({_first_line(exc)})") from exc
-    return _from_spec(spec, _weights_dir(path) if path.is_dir() else None, str(path))
+    return _from_spec(spec, _weights_dir(path, manifest) if manifest else None, str(path))
 
 
 def _from_spec(spec: Any, weights_dir: str | None, where: str) -> Any:

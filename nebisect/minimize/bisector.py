@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.bisect import PredicateCall, Stats
+from nebisect.bounds import check_count, check_seconds
 from nebisect.case import parse_target
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
@@ -92,12 +93,12 @@ class BisectOptions:
         if self.stage == "convert" and self.graph == "mil":
             raise NebisectError("a conversion failure has no ML program: --stage convert "
                                 "reduces the torch graph (--graph fx)")
-        if self.max_evals is not None and self.max_evals < 1:
-            raise NebisectError("--max-evals must be at least 1")
-        if self.timeout is not None and self.timeout <= 0:
-            raise NebisectError("--timeout must be positive")
-        if self.budget < 1:
-            raise NebisectError("--budget must be at least 1")
+        check_count(f"--length {self.length}", self.length)
+        if self.max_evals is not None:
+            check_count(f"--max-evals {self.max_evals}", self.max_evals)
+        if self.timeout is not None:
+            check_seconds(f"--timeout {self.timeout:g}", self.timeout)
+        check_count(f"--budget {self.budget}", self.budget)
         if not self.paths or set(self.paths) - set(PATHS):
             raise NebisectError(f"unknown conversion paths {self.paths}: of {', '.join(PATHS)}")
 

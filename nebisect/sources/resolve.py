@@ -2,7 +2,8 @@
 
 Everything that can be wrong with a source is found here, before any case runs, and
 reported as one line: a missing path, a neuralnetwork ``.mlmodel`` (the simulator and
-the reducer need an ML program), a corrupt package, a factory that raises, crashes,
+the reducer need an ML program), a corrupt package or one whose manifest or symlinks
+lead outside it (:func:`~nebisect.package.check_package`), a factory that raises, crashes,
 exits or hangs. A torch source is described in an isolated child
 (:mod:`nebisect.sources.torch`): its code never runs in this process. A package's spec
 is read in an isolated child too, so that this process never imports coremltools just
@@ -23,6 +24,7 @@ from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.mil.quiet import COREMLTOOLS_ONLY
+from nebisect.package import MANIFEST, check_package
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import InputDescription, describe_spec
 from nebisect.sources.loading import (
@@ -100,8 +102,9 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
         )
     if path.suffix == ".py":
         raise NebisectError(f"{text}: name the factory as {text}:factory_function")
-    if not (path.is_dir() and (path / "Manifest.json").is_file()):
-        raise NebisectError(f"{text}: not an .mlpackage (no Manifest.json)")
+    if not (path.is_dir() and (path / MANIFEST).is_file()):
+        raise NebisectError(f"{text}: not an .mlpackage (no {MANIFEST})")
+    check_package(path, text)
     record = describe_in_child(f"{__name__}:package_job", {"package": str(path)}, label=text,
                                subject=PACKAGE_SUBJECT, timeout=timeout,
                                preload=COREMLTOOLS_ONLY, isolator=isolator)

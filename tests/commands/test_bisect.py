@@ -42,7 +42,7 @@ def test_mlpackage_to_json_summary(chain40: tuple[Path, Path], tmp_path: Path) -
 @pytest.mark.parametrize(("args", "message"), [
     (["--stage", "load"], "unknown stage 'load'"),
     (["--target", "sim:npu"], "unknown target 'sim:npu'"),
-    (["--max-evals", "0"], "--max-evals must be at least 1"),
+    (["--max-evals", "0"], "--max-evals 0: give at least 1"),
 ])
 def test_usage_errors_are_one_line_exit_2(chain40: tuple[Path, Path], args: list[str],
                                           message: str, tmp_path: Path) -> None:

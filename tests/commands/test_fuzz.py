@@ -32,7 +32,7 @@ def test_list_ops() -> None:
     ([], "give a SOURCE (an .mlpackage or path/to/file.py:factory) or --op OP"),
     (["--op", "softplus", "--wrap", "gpu"], "unknown --wrap 'gpu'"),
     (["--op", "softplus", "--target", "sim:fp8"], "unknown target 'sim:fp8'"),
-    (["--op", "softplus", "--budget", "0"], "--budget must be at least 1"),
+    (["--op", "softplus", "--budget", "0"], "--budget 0: give at least 1"),
     (["--op", "softplus", "--corpus", "/proc/no/corpus"],
      "/proc/no/corpus: cannot create the corpus directory"),
     (["--op", "softplus", "--report", "/proc/no/report"], "--report /proc/no/report: cannot"),

@@ -142,3 +142,17 @@ class NewOnes(torch.nn.Module):
 def model():
     return {"module": NewOnes(), "example_inputs": {"x": torch.rand(1, 4)}}
 '''
+
+
+def test_the_suggested_fix_command_is_quoted_for_the_shell(packages, tmp_path, monkeypatch,
+                                                           capsys):
+    import shlex
+    import shutil
+
+    hostile = tmp_path / "a b;touch pwned;.mlpackage"
+    shutil.copytree(packages["lse"], hostile)
+    code, out, _ = lint_cli(monkeypatch, capsys, str(hostile))
+    assert code == 1
+    command = next(line for line in out.splitlines() if "nebisect fix apply" in line)
+    assert shlex.split(command.split("fix: ", 1)[1]) == [
+        "nebisect", "fix", "apply", "logsumexp-max-shift", str(hostile), "-o", "FIXED.mlpackage"]

@@ -51,3 +51,75 @@ def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [f"nebisect: error: --junit {fifo}: not a regular file"]
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def _nebisect(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nebisect", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def _state(tree: Path) -> list[tuple[str, bytes]]:
+    return sorted((str(p.relative_to(tree)), p.read_bytes() if p.is_file() else b"")
+                  for p in tree.rglob("*"))
+
+
+def test_an_output_never_writes_over_an_input(tmp_path: Path) -> None:
+    """An output that is, or lies inside, what the command reads is refused, --force or
+    not: ``fix apply SRC -o SRC`` replaced the source, ``lint SRC -o SRC/Manifest.json``
+    overwrote its manifest."""
+    import shutil
+
+    source, corpus = tmp_path / "src.mlpackage", tmp_path / "corpus"
+    shutil.copytree(PACKAGE, source)
+    corpus.mkdir()
+    before = _state(tmp_path)
+    overlap = "overlaps {what}, which it would overwrite; choose another {option}"
+    cases = [
+        (["fix", "apply", "log-softmax-stable", str(source), "-o", str(source)],
+         "--output", source, f"the source {source}"),
+        (["fix", "apply", "log-softmax-stable", str(source), "-o", str(source / "in.mlpackage")],
+         "--output", source / "in.mlpackage", f"the source {source}"),
+        (["lint", str(source), "-o", str(source / "Manifest.json")],
+         "--output", source / "Manifest.json", f"the source {source}"),
+        (["replay", str(corpus), "--junit", str(corpus / "junit.xml")],
+         "--junit", corpus / "junit.xml", f"the corpus {corpus}"),
+        (["run", str(source), "-t", "sim:fp32", "--explore", "none", "--report",
+          str(source / "report")], "--report", source / "report", f"the source {source}"),
+    ]
+    for args, option, output, what in cases:
+        for force in ([], ["--force"]) if args[0] != "run" else ([],):
+            done = _nebisect(*args, *force)
+            assert done.returncode == 2, (args, done.stdout)
+            assert done.stderr.splitlines() == [f"nebisect: error: {option} {output}: "
+                                                + overlap.format(what=what, option=option)]
+    assert _state(tmp_path) == before
+
+
+def test_an_existing_output_is_replaced_only_with_force(tmp_path: Path) -> None:
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    package, report, junit = (tmp_path / "old.mlpackage", tmp_path / "lint.txt",
+                              tmp_path / "junit.xml")
+    shutil.copytree(PACKAGE, package)
+    (package / "old-file").write_text("old\n")
+    report.write_text("old\n")
+    junit.write_text("old\n")
+    cases = [
+        (["fix", "apply", "log-softmax-stable", PACKAGE, "-o", str(package)], "--output", package,
+         0),
+        (["lint", PACKAGE, "-o", str(report)], "--output", report, 1),
+        (["replay", str(corpus), "--allow-empty", "--junit", str(junit)], "--junit", junit, 0),
+    ]
+    for args, option, output, _ in cases:
+        refused = _nebisect(*args)
+        assert refused.returncode == 2, (args, refused.stdout)
+        assert refused.stderr.splitlines() == [
+            f"nebisect: error: {option} {output}: exists (--force replaces it)"]
+    assert (package / "old-file").exists() and report.read_text() == junit.read_text() == "old\n"
+    for args, _, _, code in cases:
+        done = _nebisect(*args, "--force")
+        assert done.returncode == code, (args, done.stderr)
+    assert not (package / "old-file").exists()
+    assert report.read_text() != "old\n" and junit.read_text().startswith("<?xml")

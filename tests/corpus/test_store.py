@@ -324,3 +324,87 @@ def test_an_unknown_case_option_is_a_one_line_input_error(tmp_path: Path) -> Non
         "case.json: unknown case option 'op_of_intrest': one of plugins, params, outputs, "
         "intermediates, judge_precision, op_of_interest, reference_source, convert_path")
     assert "Traceback" not in shown.stderr
+
+
+@pytest.mark.parametrize("key", [
+    "{outside}", "{case}/../../outside", "{case}/..", "{root}", "", "../outside", "link-",
+    "link-to-outside",
+])
+def test_a_key_names_a_case_directory_under_the_root_and_nothing_else(
+    corpus: Corpus, package: Path, key: str
+) -> None:
+    """``rm`` and ``show`` resolve a key to a case directory directly under the root: an
+    absolute path, a ``..``, the root itself or a symlinked case directory is no case,
+    and nothing outside the corpus (nor the corpus) is touched."""
+    outside = corpus.root.parent / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the corpus's\n")
+    case_id = add(corpus, package, filled("x", (1, 32), 1.0), Expected("pass"))
+    (corpus.root / "link-to-outside").symlink_to(outside, target_is_directory=True)
+    key = key.format(outside=outside, case=case_id, root=corpus.root)
+    before = sorted(p.name for p in corpus.root.iterdir())
+    for act in (corpus.remove, corpus.find):
+        with pytest.raises(NebisectError):
+            act(key)
+    assert (outside / "keep.txt").read_text() == "not the corpus's\n"
+    assert sorted(p.name for p in corpus.root.iterdir()) == before
+    assert corpus.find(case_id).case_id == case_id
+
+
+def test_gc_never_follows_a_symlink(corpus: Corpus) -> None:
+    outside = corpus.root.parent / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("kept\n")
+    for name in (".trash-link", ".tmp-link"):
+        (corpus.root / name).symlink_to(outside, target_is_directory=True)
+    corpus.collect_garbage()
+    assert (outside / "keep.txt").read_text() == "kept\n"
+    assert sorted(p.name for p in corpus.root.iterdir()) == [".lock"]
+
+
+def _rewritten(record_file: Path, edit: object) -> str:
+    """``case.json`` with ``edit`` applied to its body and the checksum recomputed (what
+    an attacker, who can recompute it, writes)."""
+    from nebisect.corpus.record import _checksum
+
+    body = json.loads(record_file.read_text())
+    del body["checksum"]
+    edit(body)  # type: ignore[operator]
+    body["checksum"] = _checksum(body)
+    return json.dumps(body)
+
+
+def _duplicate_expected(record_file: Path) -> str:
+    """The record with a second ``expected`` key in front: a parser that keeps the last
+    one verifies it, another reader may take the first."""
+    text = record_file.read_text()
+    return text.replace("{", '{\n  "expected": {"status": "fixed"},', 1)
+
+
+@pytest.mark.parametrize(("write", "reason"), [
+    (lambda f: "[" * 200_000 + "]" * 200_000, "nested deeper than"),
+    (lambda f: '{"schema": ' + "9" * 5001 + "}", "a number longer than"),
+    (lambda f: '{"schema": NaN}', "not valid JSON"),
+    (_duplicate_expected, "holds the key 'expected' twice in one object"),
+    (lambda f: _rewritten(f, lambda b: b.update(files=list(b["files"]))),
+     "field 'files' has the wrong type (list)"),
+    (lambda f: _rewritten(f, lambda b: b.update(name=5)), "field 'name' has the wrong type"),
+    (lambda f: _rewritten(f, lambda b: b["expected"].update(chips=["m1"])),
+     "field 'chips' has the wrong type (list)"),
+    (lambda f: _rewritten(f, lambda b: b.update(expected="pass")),
+     "field 'expected' has the wrong type (str)"),
+])
+def test_a_malformed_record_is_a_damaged_case_not_a_crash(
+    corpus: Corpus, package: Path, write: object, reason: str
+) -> None:
+    ids = _ids(corpus, package, 2)
+    record_file = corpus.root / ids[1] / "case.json"
+    record_file.write_text(write(record_file))  # type: ignore[operator]
+    scan = corpus.scan()
+    assert [c.case_id for c in scan.cases] == [ids[0]]
+    [problem] = scan.problems
+    assert problem.path.name == ids[1] and problem.damaged and reason in problem.reason
+    with pytest.raises(NebisectError, match="case.json"):
+        corpus.find(ids[1])
+    assert corpus.remove(ids[1]) == ids[1]
+    assert corpus.find(ids[0]).case_id == ids[0]

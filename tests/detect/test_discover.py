@@ -234,7 +234,7 @@ def test_list_families() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--budget", "0"], "--budget '0'"),
+        (["--budget", "0"], "--budget 0: give at least 1"),
         (["--budget", "many"], "--budget 'many'"),
         (["--convert", "onnx"], "--convert 'onnx': one of export, trace, both"),
         (["--families", "const,nope"], "unknown value family 'nope'"),

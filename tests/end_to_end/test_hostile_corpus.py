@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,7 +65,7 @@ def forge(case: CorpusCase, record: CaseRecord) -> Path:
 
 
 def hostile_corpus(root: Path, package: Path, outside: Path) -> dict[str, str]:
-    """A corpus of one good case and five hostile ones; case directory -> expected reason."""
+    """A corpus of one good case and six hostile ones; case directory -> expected reason."""
     corpus = Corpus(root, create=True)
     outside.mkdir()
     secret = outside / "secret.txt"
@@ -101,6 +102,19 @@ def hostile_corpus(root: Path, package: Path, outside: Path) -> dict[str, str]:
     (symlinked.path / "inputs.npz").unlink()
     (symlinked.path / "inputs.npz").symlink_to(copy)  # same bytes: the old hash check passed
     reasons[symlinked.case_id] = "inputs.npz is a symlink (a case holds regular files only)"
+
+    escaping = softplus(6.0)
+    manifest_file = escaping.path / "model.mlpackage" / "Manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    root_item = manifest["itemInfoEntries"][manifest["rootModelIdentifier"]]
+    shutil.copy(escaping.path / "model.mlpackage" / "Data" / root_item["path"], outside)
+    root_item["path"] = "../../../../outside/model.mlmodel"  # a working model, outside
+    manifest_file.write_text(json.dumps(manifest))
+    record = escaping.record
+    record.files["model.mlpackage"] = sha256_path(escaping.path / "model.mlpackage")
+    reasons[forge(escaping, record).name] = (
+        "model.mlpackage: Manifest.json names '../../../../outside/model.mlmodel', a path "
+        "outside the package")
 
     plugin = outside / "evil_plugin.py"
     plugin.write_text(MARKER_CODE.format(marker=str(outside / "plugin-ran")))
@@ -260,3 +274,84 @@ def test_gc_removes_what_a_killed_writer_left_and_spares_a_live_one(
     assert sandbox.run("corpus", "gc", str(root)).stdout.splitlines() == [
         "would remove .tmp-live", "1 left-over director(ies); `--yes` removes them"]
 
+
+
+def test_rm_and_show_take_case_keys_not_paths(
+    tmp_path: Path, package: Path, sandbox: Sandbox
+) -> None:
+    root, victim = tmp_path / "corpus", tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("kept\n")
+    case = Corpus(root, create=True).add(NewCase(
+        "mlpackage", str(package), "sim:fp16", filled("x", (1, 16), 1.0), Expected("pass"))).case
+    for key in (str(victim), f"{case.case_id}/../../victim"):
+        for command in ("rm", "show"):
+            done = sandbox.run("corpus", command, str(root), key)
+            assert done.returncode == 2, done.stdout
+            assert done.stderr.splitlines() == [f"nebisect: error: {root}: no case {key!r}"]
+    assert (victim / "keep.txt").read_text() == "kept\n"
+    assert [c.case_id for c in Corpus(root).scan().cases] == [case.case_id]
+
+
+MALFORMED_RECORDS = {
+    "0000000000000001": ("[" * 200_000 + "]" * 200_000,
+                         "case.json is nested deeper than 32 levels"),
+    "0000000000000002": ('{"schema": ' + "9" * 5001 + "}",
+                         "case.json holds a number longer than 40 characters"),
+    "0000000000000003": ('{"schema": 2, "schema": 2}',
+                         "case.json holds the key 'schema' twice in one object"),
+}
+
+
+def test_a_malformed_record_is_damaged_and_the_other_cases_still_run(
+    tmp_path: Path, package: Path, sandbox: Sandbox
+) -> None:
+    root = tmp_path / "corpus"
+    good = Corpus(root, create=True).add(NewCase(
+        "mlpackage", str(package), "sim:fp16", filled("x", (1, 16), 1.0), Expected("pass"))).case
+    for case_id, (text, _) in MALFORMED_RECORDS.items():
+        (root / case_id).mkdir()
+        (root / case_id / "case.json").write_text(text)
+    reasons = {case_id: reason for case_id, (_, reason) in MALFORMED_RECORDS.items()}
+
+    junit = tmp_path / "junit.xml"
+    replayed = sandbox.run("replay", str(root), "--json", "--junit", str(junit))
+    assert replayed.returncode == 1 and "Traceback" not in replayed.stderr, replayed.stderr
+    body = json.loads(replayed.stdout)
+    assert [(r["case_id"], r["outcome"]) for r in body["results"]] == [(good.case_id, "ok")]
+    assert {Path(p["path"]).name: p["reason"] for p in body["problems"]} == reasons
+    assert all(case_id in junit.read_text() for case_id in reasons)
+    verified = sandbox.run("fix", "verify", str(root), "--fix", "softplus-stable", "--json")
+    assert verified.returncode == 1 and "Traceback" not in verified.stderr, verified.stderr
+    assert [c["case_id"] for c in json.loads(verified.stdout)["cases"]] == [good.case_id]
+    listed = sandbox.run("corpus", "ls", str(root), "--json")
+    assert listed.returncode == 1, listed.stderr
+    assert {Path(p["path"]).name: p["reason"] for p in json.loads(listed.stdout)["problems"]} \
+        == reasons
+    shown = sandbox.run("corpus", "show", str(root), "0000000000000001")
+    assert shown.returncode == 2
+    assert shown.stderr.splitlines() == [
+        f"nebisect: error: {root / '0000000000000001'}: {reasons['0000000000000001']}"]
+    assert sandbox.run("corpus", "show", str(root), good.case_id).returncode == 0
+    removed = sandbox.run("corpus", "rm", str(root), "0000000000000002")
+    assert (removed.returncode, removed.stdout) == (0, "removed 0000000000000002\n")
+
+
+def test_case_data_never_reaches_the_terminal_as_control_sequences(
+    tmp_path: Path, package: Path, sandbox: Sandbox
+) -> None:
+    """Names, signatures, reasons and directory names come from the corpus: an escape
+    sequence in them (``ESC [2J`` clears the screen) is printed as text, and so is what
+    Rich would take for markup."""
+    root = tmp_path / "corpus"
+    corpus = Corpus(root, create=True)
+    corpus.add(NewCase("mlpackage", str(package), "sim:fp16", filled("x", (1, 16), 1.0),
+                       Expected("failing", "mismatch:\x1b[2J"), name="n\x1b[2J[red]x"))
+    (root / "d\x1b]0;t\x07").mkdir()
+    for command in (["corpus", "ls", str(root)], ["replay", str(root)]):
+        done = sandbox.run(*command, COLUMNS="400")  # wide enough that no cell wraps
+        assert done.returncode == 1, done.stderr
+        output = done.stdout + done.stderr
+        assert "\x1b" not in output and "\x07" not in output
+        assert "n\\x1b[2J[red]x" in output and "d\\x1b]0;t\\x07" in output
+        assert "mismatch:\\x1b[2J" in output

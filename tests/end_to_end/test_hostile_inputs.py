@@ -136,3 +136,27 @@ def test_bisect_on_a_full_disk_is_one_line_and_leaves_nothing(
         assert sorted(p.name for p in disk.iterdir()) == ["filler", "out"]
         assert list(out.iterdir()) == []
     assert sandbox.leftovers() == []
+
+
+def test_a_package_whose_manifest_leads_outside_it_is_refused(
+    chain12: tuple[Path, Path], sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The manifest points the root model at a working copy outside the package: a
+    reader that follows it runs the model without a word."""
+    import shutil
+
+    package, _ = chain12
+    escaping = tmp_path / "escaping.mlpackage"
+    shutil.copytree(package, escaping)
+    manifest = json.loads((escaping / "Manifest.json").read_text())
+    root = manifest["itemInfoEntries"][manifest["rootModelIdentifier"]]
+    shutil.copy(escaping / "Data" / root["path"], tmp_path / "model.mlmodel")
+    root["path"] = "../../model.mlmodel"
+    (escaping / "Manifest.json").write_text(json.dumps(manifest))
+    message = (f"nebisect: error: {escaping}: Manifest.json names '../../model.mlmodel', a "
+               "path outside the package")
+    for command in (["run", str(escaping), "-t", "sim:fp32", "--explore", "none"],
+                    ["lint", str(escaping)]):
+        done = sandbox.run(*command)
+        assert done.returncode == 2, done.stdout
+        assert one_error_line(done.stderr) == message

@@ -184,3 +184,72 @@ def test_reading_a_package_never_writes_to_it(package, tmp_path):
     ct.utils.load_spec(str(copy))
     gc.collect()
     assert _state(copy) != before  # what nebisect avoids
+
+
+def _escaping(package: Path, tmp_path: Path, how: str) -> Path:
+    """A copy of ``package`` that reaches outside itself (``how``); what it reaches is a
+    working copy of its own model, so a reader that follows it loads without a word."""
+    import json
+
+    copy = _copy(package, tmp_path)
+    outside = tmp_path / "outside"
+    shutil.copytree(copy / "Data/com.apple.CoreML", outside)
+    manifest = json.loads((copy / "Manifest.json").read_text())
+    entries = manifest["itemInfoEntries"]
+    root = entries[manifest["rootModelIdentifier"]]
+    weights = next(e for e in entries.values() if e["name"] == "weights")
+    if how == "absolute root":
+        root["path"] = "/etc/passwd"
+    elif how == "root up":
+        root["path"] = "../../outside/model.mlmodel"
+    elif how == "weights up":
+        weights["path"] = "../../outside/weights"
+    elif how == "absolute weights":
+        weights["path"] = str(outside / "weights")
+    elif how == "symlinked root":
+        (copy / "Data/com.apple.CoreML/model.mlmodel").unlink()
+        (copy / "Data/com.apple.CoreML/model.mlmodel").symlink_to(outside / "model.mlmodel")
+    elif how == "symlinked weight":
+        (copy / "Data/com.apple.CoreML/weights/weight.bin").unlink()
+        (copy / "Data/com.apple.CoreML/weights/weight.bin").symlink_to(
+            outside / "weights/weight.bin")
+    elif how == "symlinked data":
+        shutil.rmtree(copy / "Data")
+        (copy / "Data").mkdir()
+        (copy / "Data/com.apple.CoreML").symlink_to(outside, target_is_directory=True)
+    (copy / "Manifest.json").write_text(json.dumps(manifest))
+    return copy
+
+
+ESCAPES = {
+    "absolute root": "Manifest.json names '/etc/passwd', a path outside the package",
+    "root up": "Manifest.json names '../../outside/model.mlmodel', a path outside the package",
+    "weights up": "Manifest.json names '../../outside/weights', a path outside the package",
+    "absolute weights": "Manifest.json names '{outside}/weights', a path outside the package",
+    "symlinked root": "Data/com.apple.CoreML/model.mlmodel is a symlink to "
+                      "{outside}/model.mlmodel, outside the package",
+    "symlinked weight": "Data/com.apple.CoreML/weights/weight.bin is a symlink to "
+                        "{outside}/weights/weight.bin, outside the package",
+    "symlinked data": "Data/com.apple.CoreML is a symlink to {outside}, outside the package",
+}
+
+
+@pytest.mark.parametrize("how", ESCAPES)
+def test_a_package_never_reads_outside_itself(package, tmp_path, how):
+    from nebisect.mil.load import read_spec
+
+    escaping = _escaping(package, tmp_path, how)
+    message = f"{escaping}: " + ESCAPES[how].format(outside=tmp_path / "outside")
+    for read in (read_spec, load_program):
+        with pytest.raises(NebisectError) as raised:
+            read(escaping)
+        assert str(raised.value) == message
+
+
+def test_a_symlink_inside_the_package_is_followed(package, tmp_path):
+    copy = _copy(package, tmp_path)
+    model = copy / "Data/com.apple.CoreML/model.mlmodel"
+    model.rename(model.with_name("real.mlmodel"))
+    model.symlink_to("real.mlmodel")
+    assert [op.op_type for op in load_program(copy).functions["main"].operations] == [
+        op.op_type for op in load_program(package).functions["main"].operations]

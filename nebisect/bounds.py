@@ -1,0 +1,47 @@
+"""The bounds of numeric options, one check per kind of value.
+
+* **seconds** (``--timeout``, ``--case-timeout``, bisect's search ``--timeout``): a
+  positive number, at most a day. A wait hands its limit to the kernel in a C integer
+  of milliseconds, so ``--timeout 2200000`` overflowed it deep inside a run;
+* **seeds** (``--seed``): the unsigned 32-bit integers every random generator accepts
+  (numpy refuses a negative one);
+* **counts** (budgets, ``--max-evals``, lengths, ``--jobs``): at least 1, and at most
+  :data:`MAX_COUNT` — or :data:`MAX_JOBS` for ``--jobs``, which starts that many workers.
+
+Each check takes ``where`` — the option and the value as the user wrote them
+(``--seed -1``) — and returns the value, or raises a one-line
+:class:`~nebisect.errors.NebisectError` beginning with ``where`` (exit 2).
+"""
+
+from __future__ import annotations
+
+from nebisect.errors import NebisectError
+
+MAX_SECONDS = 86_400.0
+MAX_SEED = 2**32 - 1
+MAX_COUNT = 10**9
+MAX_JOBS = 1024
+
+
+def check_seconds(where: str, seconds: float) -> float:
+    """``seconds`` if it is in (0, :data:`MAX_SECONDS`] (NaN and infinity are not)."""
+    if not 0 < seconds <= MAX_SECONDS:
+        raise NebisectError(f"{where}: seconds must be a positive number, at most "
+                            f"{MAX_SECONDS:.0f} (one day)")
+    return seconds
+
+
+def check_seed(where: str, seed: int) -> int:
+    """``seed`` if it is in [0, :data:`MAX_SEED`]."""
+    if not 0 <= seed <= MAX_SEED:
+        raise NebisectError(f"{where}: give a seed from 0 to {MAX_SEED}")
+    return seed
+
+
+def check_count(where: str, count: int, most: int = MAX_COUNT) -> int:
+    """``count`` if it is in [1, ``most``]."""
+    if count < 1:
+        raise NebisectError(f"{where}: give at least 1")
+    if count > most:
+        raise NebisectError(f"{where}: give at most {most}")
+    return count
