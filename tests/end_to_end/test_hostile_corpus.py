@@ -152,21 +152,29 @@ def test_hostile_cases_are_damaged_and_never_run(
     assert not (outside / "shadow-ran").exists() and not (outside / "plugin-ran").exists()
 
 
-def test_add_refuses_a_package_with_a_symlink_out(
+def test_add_refuses_a_package_with_a_symlink_out_or_in(
     tmp_path: Path, package: Path, sandbox: Sandbox
 ) -> None:
-    hostile = tmp_path / "hostile.mlpackage"
-    subprocess.run(["cp", "-r", str(package), str(hostile)], check=True)
-    (hostile / "Data" / "notes").symlink_to("/etc/hostname")
+    """A symlink out of the package is refused before anything is read; one that stays
+    inside is refused by the copy (a case holds regular files only). Nothing is stored."""
     save_npz(tmp_path / "x.npz", filled("x", (1, 16), 1.0))
-    root = tmp_path / "corpus"
-    done = sandbox.run("corpus", "add", str(root), str(hostile), "-t", "sim:fp16",
-                       "--inputs", str(tmp_path / "x.npz"), "--expect", "pass")
-    assert done.returncode == 2
-    assert done.stderr.splitlines() == [
-        f"nebisect: error: {hostile.resolve()}/Data/notes: a symlink; a corpus case holds "
-        "regular files only"]
-    assert [p.name for p in root.iterdir()] == [".lock"]  # nothing copied, no staging left
+    for target, message in [
+        ("/etc/hostname", "{hostile}: Data/notes is a symlink to /etc/hostname, outside the "
+                          "package"),
+        ("../Manifest.json", "{resolved}/Data/notes: a symlink; a corpus case holds regular "
+                             "files only"),
+    ]:
+        hostile = tmp_path / "hostile.mlpackage"
+        shutil.rmtree(hostile, ignore_errors=True)
+        shutil.copytree(package, hostile)
+        (hostile / "Data" / "notes").symlink_to(target)
+        root = tmp_path / "corpus"
+        done = sandbox.run("corpus", "add", str(root), str(hostile), "-t", "sim:fp16",
+                           "--inputs", str(tmp_path / "x.npz"), "--expect", "pass")
+        assert done.returncode == 2
+        assert done.stderr.splitlines() == [
+            "nebisect: error: " + message.format(hostile=hostile, resolved=hostile.resolve())]
+        assert not root.exists() or [p.name for p in root.iterdir()] == [".lock"]
 
 
 def _torch_source(tmp_path: Path) -> Path:
