@@ -337,3 +337,29 @@ def test_a_known_converter_incompatibility_names_the_overrides(message: str,
                          message, [static])
     text = "\n".join(group_lines(group, [group], multipath=False))
     assert ("--converter-overrides" in text) is named
+
+
+@pytest.mark.parametrize(("factory", "code"), [("padded_inferred", 0), ("padded_unmasked", 1)])
+def test_padded_positions_are_nobodys_bug(factory: str, code: int) -> None:
+    """fp16 overflows only where the mask is 0: no finding when the output follows the
+    mask (inferred from its [batch, seq, …] shape), a finding when the factory says no
+    output does."""
+    done = subprocess.run(
+        [*NEBISECT, "run", f"{SUPPORT}/domain_models.py:{factory}", "-t", "sim:fp16",
+         "--convert", "export", "--lengths", "6", "--families", "masks", "--budget", "3",
+         "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == code, done.stdout[-3000:] + done.stderr
+    report = json.loads(done.stdout)
+    fp16 = {r["input_set"]["label"]: r["verdict"] for r in report["rows"]
+            if r["target"] == "sim:fp16"}
+    assert {"example", "mask(ones)", "mask(left-padded)"} <= set(fp16)
+    assert "mask(zeros)" not in fp16  # no input a model takes
+    if code == 0:
+        assert report["masked_outputs"] == {"last_hidden_state": "attention_mask"}
+        assert report["masks_inferred"] is True and report["groups"] == []
+        assert fp16["example"]["metrics"]["masked"] == {"last_hidden_state": 8}
+        assert "masked" not in fp16["mask(ones)"]["metrics"]
+    else:
+        assert report["masked_outputs"] == {}
+        assert fp16["example"]["signature"] == "mismatch:nonfinite"
+        assert fp16["mask(ones)"]["status"] == "pass"

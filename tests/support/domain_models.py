@@ -28,3 +28,33 @@ def model():
 def undeclared():
     """The same model without a declared domain."""
     return {"module": Head(), "example_inputs": (torch.rand(1, 64),)}
+
+
+class PaddedGarbage(nn.Module):
+    """Hidden states that are exact at valid positions and overflow fp16 at padded ones
+    (exp(12 · x) > 65504 on the way to 16.3): what a padded position holds is nobody's
+    bug."""
+
+    def forward(self, hidden, attention_mask):
+        valid = attention_mask.unsqueeze(-1) > 0
+        return {"last_hidden_state": torch.where(valid, hidden, torch.exp(hidden * 12) / 10000)}
+
+
+def _padded(masked_outputs=None):
+    hidden = torch.ones(1, 6, 4)
+    mask = torch.tensor([[1, 1, 1, 1, 0, 0]])
+    made = {"module": PaddedGarbage(), "example_inputs": (hidden, mask),
+            "input_domains": {"hidden": (-1.0, 1.0), "attention_mask": "mask"}}
+    if masked_outputs is not None:
+        made["masked_outputs"] = masked_outputs
+    return made
+
+
+def padded_inferred():
+    """Which output follows the mask is inferred from the [batch, seq, …] shape."""
+    return _padded()
+
+
+def padded_unmasked():
+    """The factory says no output follows the mask: padded positions are compared."""
+    return _padded({})
