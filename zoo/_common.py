@@ -39,9 +39,19 @@ def seeded() -> None:
     torch.manual_seed(SEED)
 
 
-def tiny(config_class: type, **fields: Any) -> Any:
-    """A transformers config with eager attention and no KV cache."""
-    return config_class(attn_implementation="eager", use_cache=False, **fields)
+def tiny(config_class: type, *, attention: str | None = "sdpa", **fields: Any) -> Any:
+    """A transformers config with no KV cache and SDPA attention (``attention`` to change).
+
+    Eager attention does not convert with coremltools 9.0, not even with nebisect's
+    converter overrides: transformers 5 always builds its additive mask with
+    ``torch.where(mask, 0.0, min)`` (``aten.where.ScalarOther``, no converter), even for a
+    ViT without a mask input. SDPA skips the mask where it can and passes a boolean one
+    otherwise. MPNet, which has only eager attention, keeps that failure in the zoo.
+    Convolutional models take ``attention=None`` (they refuse an SDPA request).
+    """
+    if attention is not None:
+        fields["attn_implementation"] = attention
+    return config_class(use_cache=False, **fields)
 
 
 def mean_pool(tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -54,7 +64,8 @@ class Text(nn.Module):
     """``forward(input_ids, attention_mask)`` → a dict of the HF model's chosen outputs.
 
     ``pool`` adds seed 003's ``sentence_embedding`` (masked mean of the last hidden state).
-    ``decoder`` passes ``use_cache=False`` to the call as well as the config.
+    ``decoder`` passes ``use_cache=False`` to the call as well as the config (a
+    ``*ForCausalLM`` called through its own forward: ``llama.py``).
     """
 
     def __init__(self, model: nn.Module, outputs: tuple[str, ...] = ("last_hidden_state",),
@@ -73,6 +84,26 @@ class Text(nn.Module):
         if self.pool:
             result["sentence_embedding"] = mean_pool(out["last_hidden_state"], attention_mask)
         return result
+
+
+class CausalLM(nn.Module):
+    """``forward(input_ids, attention_mask)`` → ``{"logits"}`` of a ``*ForCausalLM`` model.
+
+    Calls its base model and LM head (``base_model``, ``get_output_embeddings()``) instead
+    of the class's own forward: that forward slices the hidden states with
+    ``logits_to_keep`` (``[:, -0:]``), an ``aten.alias`` coremltools 9.0 cannot convert
+    (``llama.py`` keeps that forward, so the zoo still shows the failure once).
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor,
+                attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask,
+                                    use_cache=False, return_dict=True)
+        return {"logits": self.model.get_output_embeddings()(out["last_hidden_state"])}
 
 
 class Vision(nn.Module):

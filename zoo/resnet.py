@@ -10,6 +10,6 @@ from transformers import ResNetConfig, ResNetForImageClassification
 
 def model() -> dict[str, Any]:
     seeded()
-    config = tiny(ResNetConfig, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
-                  layer_type="basic", num_labels=10)
+    config = tiny(ResNetConfig, attention=None, embedding_size=16, hidden_sizes=[16, 32],
+                  depths=[1, 1], layer_type="basic", num_labels=10)
     return image_source(Vision(ResNetForImageClassification(config)), IMAGENET_NORM)
