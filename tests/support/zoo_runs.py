@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from support import REPO
@@ -19,6 +21,10 @@ MODELS = sorted(p.stem for p in ZOO.glob("*.py") if not p.stem.startswith("_"))
 INTERNAL = ("Traceback", "KeyError", "internal error", "reading the converted program failed")
 
 
+#: a directory where each zoo run also leaves its summary (what docs/zoo.md is made of)
+RESULTS_ENV = "NEBISECT_ZOO_RESULTS"
+
+
 @dataclass
 class ZooRun:
     """One default ``nebisect run zoo/NAME.py:model --json``."""
@@ -26,15 +32,39 @@ class ZooRun:
     code: int
     report: dict[str, Any]
     stderr: str
+    wall: float = 0.0
+
+    def summary(self, name: str) -> dict[str, Any]:
+        """Wall time, predictions, the parts of the time, conversions, findings, margins."""
+        report = self.report
+        return {
+            "model": name, "exit": self.code, "wall": round(self.wall, 1),
+            "predictions": sum(1 for r in report.get("rows", []) if r["role"] == "target"),
+            "timings": report.get("timings", {}),
+            "conversions": {k: v["message"] for k, v in report.get("conversions", {}).items()},
+            "findings": [{key: group.get(key) for key in ("target", "path", "signature",
+                                                          "attribution", "message")}
+                         | {"culprit": (group.get("culprit") or {}).get("op_type"),
+                            "smallest": group["smallest"]["label"]}
+                         for group in report.get("groups", [])],
+            "margins": report.get("margins", []),
+            "masked_outputs": report.get("masked_outputs", {}),
+        }
 
 
 def run_zoo(name: str, *extra: str, timeout: float = 1500) -> ZooRun:
+    started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "nebisect", "run", f"{ZOO / name}.py:model", "--json", *extra],
         capture_output=True, text=True, timeout=timeout, cwd=REPO,
         env={**os.environ, "NEBISECT_PROGRESS_INTERVAL": "30"})
     report = json.loads(done.stdout) if done.returncode in (0, 1) else {}
-    return ZooRun(done.returncode, report, done.stderr)
+    run = ZooRun(done.returncode, report, done.stderr, time.perf_counter() - started)
+    if os.environ.get(RESULTS_ENV):
+        folder = Path(os.environ[RESULTS_ENV])
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.json").write_text(json.dumps(run.summary(name), indent=2))
+    return run
 
 
 def check_default_run(name: str) -> ZooRun:
