@@ -83,10 +83,30 @@ def warm_call(entry: str) -> None:
     the result builds it again and reports its own failure as its verdict)."""
     name, _, argument = entry[len(CALL):].partition("=")
     module, _, function = name.partition(":")
+    # The call may run user code (a factory), whose prints must not reach the command's
+    # stdout (its JSON) or stderr, which the template shares: fds 1 and 2 go to
+    # /dev/null meanwhile, for native writes too.
+    saved = [os.dup(fd) for fd in (1, 2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
     try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd in (1, 2):
+            os.dup2(devnull, fd)
         getattr(importlib.import_module(module), function)(argument)
     except Exception:
-        traceback.print_exc()
+        failure = traceback.format_exc()
+    else:
+        failure = ""
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(devnull)
+    if failure:
+        print(failure, file=sys.stderr)
 
 
 #: A job module may define this function; a fork template calls it once, after the

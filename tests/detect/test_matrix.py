@@ -164,7 +164,7 @@ def _raising_factory(tmp_path: Path) -> str:
         (lambda p: str(p / "absent.mlpackage"), [], "no such file"),
         (lambda p: (p / "old.mlmodel").write_bytes(b"\x08\x04") and str(p / "old.mlmodel"),
          [], "neuralnetwork .mlmodel"),
-        (_bad_package, [], "corrupt package"),
+        (_bad_package, [], "Manifest.json is not valid JSON"),
         (_raising_factory, [], "weights not found"),
         (lambda p: "examples/meanpool.py:model", ["--target", "sim:fp8"], "unknown target"),
         (lambda p: "examples/meanpool.py:model", ["--lengths", "a,b"], "--lengths"),
