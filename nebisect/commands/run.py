@@ -234,12 +234,12 @@ def run(
             try:
                 result = runner.run(chosen_lengths, str(inputs) if inputs else "")
             except KeyboardInterrupt as stop:
-                # Ctrl-C, SIGTERM, SIGHUP: every helper stops now (one still starting is
-                # killed), then the rows evaluated so far are written, marked as such.
+                # Ctrl-C, SIGTERM, SIGHUP: every helper is killed now, then the rows
+                # evaluated so far are written, marked as such.
                 from nebisect.isolation.interrupt import describe
 
                 for each in isolators:
-                    each.close()
+                    each.abort()
                 progress.stop()
                 runner.report.interrupted = describe(stop)
                 runner.report.regroup()

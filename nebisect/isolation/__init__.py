@@ -33,8 +33,9 @@ interrupted by Ctrl-C, SIGTERM or SIGHUP):
   directory, which the parent removes; a helper's own temp files (the conversion
   template's rehearsal) are in the isolator's workspace, removed with it.
 
-An interrupted parent starts nothing more and waits for nothing: a helper still
-starting, or busy with the case in flight, is killed rather than asked to stop.
+An interrupted parent starts nothing more and waits for nothing: its isolators are
+aborted — every helper killed rather than asked to stop, as one may be importing or
+warming up and would not listen.
 
 A SIGKILL of nebisect itself runs no cleanup: the parent-death signal still ends its
 helpers and case processes, but not their descendants.

@@ -7,15 +7,17 @@ template then imports while the caller does other work.
 
 The template does the supervising (timeout, stderr capture, reaping) because only a
 process's parent can reap it; this side sends the request and waits for the report,
-with a safety margin in case the template itself hangs. A template that is idle stops
-when its request pipe closes (:meth:`ForkBackend.close`). One whose case is
-interrupted (Ctrl-C, SIGTERM, SIGHUP) or cancelled from another thread (the isolator's
-cancel token), and one still starting, is killed at once instead: it may be importing
-(its preloads, the job's module) or rehearsing a conversion (a warm-up), where it does
-not read its requests, and waiting for it would hold up the stop for seconds. Killing
-it leaves nothing behind: its case dies with it (parent-death signal), what that case
-started is adopted and reaped here (:mod:`~nebisect.isolation.reaper`), and what it
-wrote to temp is in the isolator's workspace.
+with a safety margin in case the template itself hangs.
+
+Closing the isolator asks each template to stop (its request pipe closes; an idle
+template exits at once). An interrupted or cancelled run aborts the isolator instead,
+which kills them (``close(kill=True)``), and a template still starting is always
+killed: a template may be importing (its preloads, the job's module), rehearsing a
+conversion (a warm-up) or reaping its last case and forking the next child, and reads
+no request meanwhile — waiting for it would hold up a stopped command for seconds.
+Killing one leaves nothing behind: its children die with it (parent-death signal), what
+a case started is adopted and reaped here (:mod:`~nebisect.isolation.reaper`), and
+what it wrote to temp is in the isolator's workspace.
 """
 
 from __future__ import annotations
@@ -62,26 +64,23 @@ class ForkBackend:
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
         key = self._covering(_key(job.preload)) or _key(job.preload)
         message = {"case_dir": str(case_dir), "request": request}
-        try:
+        template = self._template(key)
+        if not template.send(message):
+            self._discard(key)
             template = self._template(key)
-            if not template.send(message):
-                self._discard(key)
-                template = self._template(key)
-                template.send(message)
-            report = template.receive(time.monotonic() + job.timeout + REPORT_GRACE)
-        except BaseException:
-            self._discard(key, grace=0)  # busy with this case: killed, not waited for
-            raise
+            template.send(message)
+        report = template.receive(time.monotonic() + job.timeout + REPORT_GRACE)
         if report is None:
             code = self._discard(key)
             return RawExit(None, failure=f"isolation template stopped responding (exit {code})")
         return RawExit(report["exit_code"], report["timed_out"], report["stderr_bytes"])
 
-    def close(self) -> None:
+    def close(self, *, kill: bool = False) -> None:
+        """Stop every template: ask the ready ones (``kill``: kill them), kill the ones
+        still starting (importing, so not reading their requests: no case to finish)."""
         for key in list(self._templates):
-            self._discard(key)
+            self._discard(key, grace=0 if kill else STOP_GRACE)
         for key in list(self._starting):
-            # Still importing, so not reading its requests yet: no case to finish.
             self._starting.pop(key).stop(grace=0)
 
     def _covering(self, key: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -115,12 +114,10 @@ class ForkBackend:
         self._templates[key] = template
         return template
 
-    def _discard(self, key: tuple[str, ...], grace: float = STOP_GRACE) -> int | None:
-        """Stop the template serving ``key``, if there is one (its exit code): an idle
-        one exits when its request pipe closes; one not gone after ``grace`` seconds is
-        killed (see the module docstring)."""
-        template = self._templates.pop(key, None)
-        return None if template is None else template.stop(grace)
+    def _discard(self, key: tuple[str, ...], grace: float = STOP_GRACE) -> int:
+        """Stop the template serving ``key`` (its exit code): an idle one exits when its
+        request pipe closes; one not gone after ``grace`` seconds is killed."""
+        return self._templates.pop(key).stop(grace)
 
 
 def _key(preload: tuple[str, ...]) -> tuple[str, ...]:

@@ -6,8 +6,9 @@ is unsafe), ``persistent`` (one worker runs many cases; every failure it reports
 re-confirmed in a fresh fork/spawn process, recorded as ``metrics["reconfirmed"]``).
 
 Whatever happens — a crash, a hang, Ctrl-C in the parent — the isolator leaves no
-process and no temporary directory behind: an interrupted ``run`` kills and reaps the
-case's process group, stops the helpers, removes its temp root, and re-raises.
+process and no temporary directory behind: an interrupted ``run`` aborts the isolator
+(its case and every helper killed at once, not waited for: :meth:`Isolator.abort`),
+removes its temp root, and re-raises.
 
 Signals reach the main thread only; an isolator working in another thread is stopped
 through its :class:`~nebisect.isolation.cancel.CancelToken` (shared by the isolators of
@@ -46,7 +47,7 @@ class Backend(Protocol):
 
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit: ...
 
-    def close(self) -> None: ...
+    def close(self, *, kill: bool = False) -> None: ...
 
 
 def fresh_mode() -> str:
@@ -76,9 +77,9 @@ def _backend(mode: str, workspace: Workspace, cancel: CancelToken) -> Backend:
     return PersistentBackend(workspace, cancel)
 
 
-def _shutdown(backends: list[Backend], workspace: Workspace) -> None:
+def _shutdown(backends: list[Backend], workspace: Workspace, kill: bool = False) -> None:
     for backend in backends:
-        backend.close()
+        backend.close(kill=kill)
     workspace.remove()
 
 
@@ -133,7 +134,7 @@ class Isolator:
             if self._confirm is not None:
                 outcome = self._reconfirm(job, outcome, self._confirm)
         except BaseException:
-            self.close()
+            self.abort()
             raise
         outcome.verdict.timings["wall"] = time.perf_counter() - started
         return outcome
@@ -141,6 +142,12 @@ class Isolator:
     def close(self) -> None:
         """Stop helper processes and remove the temp root (the isolator stays usable)."""
         _shutdown(self._backends, self._workspace)
+
+    def abort(self) -> None:
+        """:meth:`close`, killing the helpers instead of asking them to stop: what an
+        interrupted (or failed) run does, so that a helper busy importing, warming up or
+        settling after its last case holds nothing up."""
+        _shutdown(self._backends, self._workspace, kill=True)
 
     def __enter__(self) -> Isolator:
         return self
@@ -151,7 +158,11 @@ class Isolator:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.close()
+        """Closed; aborted when left by an exception (Ctrl-C: nothing is waited for)."""
+        if exc is None:
+            self.close()
+        else:
+            self.abort()
 
     def _run_in(self, backend: Backend, job: Job) -> Outcome:
         case_dir = self._workspace.new_case_dir()

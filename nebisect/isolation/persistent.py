@@ -100,7 +100,8 @@ class PersistentBackend:
         finally:
             sink.close()
 
-    def close(self) -> None:
+    def close(self, *, kill: bool = False) -> None:
+        """Kill the worker, if one runs (between cases it has nothing to finish)."""
         if self._worker is not None:
             self._discard(None)
 

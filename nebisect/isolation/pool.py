@@ -36,14 +36,11 @@ def default_jobs() -> int:
 def crew(first: Isolator, jobs: int) -> Iterator[list[Isolator]]:
     """``first`` and ``jobs - 1`` more isolators of its mode, made here, sharing its
     cancel token, for :func:`map_isolated`'s ``isolators``; the ones made are closed on
-    exit. They outlive every map over them, so their helpers can be started ahead
-    (:meth:`Isolator.prestart`) and stay warm between maps."""
-    extra = [Isolator(first.mode, cancel=first.cancel_token) for _ in range(jobs - 1)]
-    try:
-        yield [first, *extra]
-    finally:
-        for isolator in extra:
-            isolator.close()
+    exit (aborted on an exception). They outlive every map over them, so their helpers
+    can be started ahead (:meth:`Isolator.prestart`) and stay warm between maps."""
+    with contextlib.ExitStack() as made:
+        yield [first, *(made.enter_context(Isolator(first.mode, cancel=first.cancel_token))
+                        for _ in range(jobs - 1))]
 
 
 def map_isolated(
@@ -88,24 +85,20 @@ def map_isolated(
 @contextlib.contextmanager
 def _isolators(mode: str, cancel: CancelToken,
                given: Sequence[Isolator]) -> Iterator[Callable[[], Isolator]]:
-    """Each thread's isolator: the next of ``given``, else a new one, closed at the end."""
+    """Each thread's isolator: the next of ``given``, else a new one, closed at the end
+    (aborted on an exception)."""
     local = threading.local()
-    made: list[Isolator] = []
     free = list(given)
     lock = threading.Lock()
+    with contextlib.ExitStack() as made:
 
-    def get() -> Isolator:
-        isolator = getattr(local, "isolator", None)
-        if isolator is None:
-            with lock:
-                isolator = free.pop(0) if free else Isolator(mode, cancel=cancel)
-                if not given:
-                    made.append(isolator)
-            local.isolator = isolator
-        return isolator
+        def get() -> Isolator:
+            isolator = getattr(local, "isolator", None)
+            if isolator is None:
+                with lock:
+                    isolator = free.pop(0) if free else made.enter_context(
+                        Isolator(mode, cancel=cancel))
+                local.isolator = isolator
+            return isolator
 
-    try:
         yield get
-    finally:
-        for isolator in made:
-            isolator.close()

@@ -62,5 +62,5 @@ class SpawnBackend:
             reaper.reap_adopted()
         return RawExit(code, how == TIMEOUT, sink.total, pid=process.pid, started=started)
 
-    def close(self) -> None:
+    def close(self, *, kill: bool = False) -> None:
         """Nothing outlives a case in spawn mode."""

@@ -37,8 +37,9 @@ TORCH_SOURCE = f"{EXAMPLES / 'logsumexp_ne.py'}:model"
 #: How long a command may take from a signal to its exit, with its cleanup. Killing
 #: the work in flight and removing the temp dirs takes well under a second on an idle
 #: machine; the bound leaves room for a busy one. Waiting for work instead (a template
-#: finishing its start-up or warm-up, a grace period) took 5 s and more.
-STOPPED_WITHIN = 4.0
+#: finishing its start-up or warm-up, a grace period) took 5 s and more: the bound sits
+#: just below that, the most room a busy machine can have while the old wait still fails.
+STOPPED_WITHIN = 4.9
 #: How long CI waits after its SIGTERM before it sends SIGKILL (a common grace period).
 CI_GRACE = 8.0
 
