@@ -38,10 +38,11 @@ def check_seed(where: str, seed: int) -> int:
     return seed
 
 
-def check_count(where: str, count: int, most: int = MAX_COUNT) -> int:
-    """``count`` if it is in [1, ``most``]."""
-    if count < 1:
-        raise NebisectError(f"{where}: give at least 1")
+def check_count(where: str, count: int, most: int = MAX_COUNT, *, least: int = 1) -> int:
+    """``count`` if it is in [``least``, ``most``] (``least`` 0: a budget that may be
+    turned off, such as ``--shrink-budget 0``)."""
+    if count < least:
+        raise NebisectError(f"{where}: give at least {least}")
     if count > most:
         raise NebisectError(f"{where}: give at most {most}")
     return count

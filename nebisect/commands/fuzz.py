@@ -194,7 +194,8 @@ def fuzz(
         help="persistent (fast; failures re-confirmed in a fresh process) | fork | spawn.",
     ),
     shrink_budget: int = typer.Option(
-        100, "--shrink-budget", help="Evaluations spent shrinking each finding."
+        100, "--shrink-budget",
+        help="Evaluations spent shrinking each finding (0: keep findings as found).",
     ),
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR,

@@ -74,7 +74,7 @@ class FuzzOptions:
         self.plugins = tuple(absolute_plugin(p) for p in self.plugins)
         check_count(f"--budget {self.budget}", self.budget)
         check_count(f"--jobs {self.jobs}", self.jobs, MAX_JOBS)
-        check_count(f"--shrink-budget {self.shrink_budget}", self.shrink_budget)
+        check_count(f"--shrink-budget {self.shrink_budget}", self.shrink_budget, least=0)
         check_seed(f"--seed {self.seed}", self.seed)
 
 
