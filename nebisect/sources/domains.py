@@ -72,10 +72,8 @@ class InputDomain:
             return None
         lo, hi = self.lo, self.hi
         if values.dtype.kind in "iu":
-            lo, hi = math.ceil(lo) if math.isfinite(lo) else lo, math.floor(hi) \
-                if math.isfinite(hi) else hi
             info = np.iinfo(values.dtype)
-            lo, hi = max(lo, info.min), min(hi, info.max)
+            lo, hi = math.ceil(max(lo, info.min)), math.floor(min(hi, info.max))
         return np.clip(values, lo, hi).astype(values.dtype)
 
     def contains(self, array: np.ndarray) -> bool:

@@ -209,9 +209,9 @@ def build_torch_source(text: str) -> TorchSource:
     return _validate(text, produced)
 
 
-def check_rebuilds_identically(text: str, loaded: TorchSource) -> str:
-    """Call the factory of ``text`` once more and compare: the fingerprint of the state
-    and example inputs both calls built, or NebisectError when they differ."""
+def check_rebuilds_identically(text: str, loaded: TorchSource) -> None:
+    """Call the factory of ``text`` once more and compare the fingerprints of the state
+    and example inputs both calls built: NebisectError when they differ."""
     again = build_torch_source(text)
     first, second = state_fingerprint(loaded), state_fingerprint(again)
     if first != second:
@@ -221,7 +221,6 @@ def check_rebuilds_identically(text: str, loaded: TorchSource) -> str:
             "the module in every process, so it must be deterministic (draw from a seeded "
             "generator, not the clock or the OS)"
         )
-    return first
 
 
 def seed_everything(seed: int) -> None:

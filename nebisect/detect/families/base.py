@@ -157,23 +157,19 @@ class ModelInputs:
         declared = self.domains.get(name)
         if declared is not None:
             return declared
-        desc = next(d for d in self.descriptions if d.name == name)
-        return InputDomain(MASK) if self.role(desc) == "mask" else None
+        desc = next((d for d in self.descriptions if d.name == name), None)
+        return InputDomain(MASK) if desc is not None and self.role(desc) == "mask" else None
 
     def into_domains(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray] | None:
         """``arrays`` moved inside every input's domain, or None when one cannot be."""
         moved = {}
         for name, array in arrays.items():
-            domain = self.domain(name) if name in self.names_all else None
+            domain = self.domain(name)
             projected = array if domain is None else domain.project(array)
             if projected is None:
                 return None
             moved[name] = projected
         return moved
-
-    @cached_property
-    def names_all(self) -> frozenset[str]:
-        return frozenset(d.name for d in self.descriptions)
 
     @property
     def constrained(self) -> bool:
