@@ -31,7 +31,8 @@ from pathlib import Path
 
 from nebisect.case import save_npz
 from nebisect.isolate import Isolator
-from nebisect.minimize.bisector import BisectOptions, BisectResult, bisect_source
+from nebisect.minimize.bisector import BisectResult, bisect_source
+from nebisect.minimize.options import BisectOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 POLYGRAPHY = {1000: 18, 10_000: 27}

@@ -27,11 +27,11 @@ from typing import Any
 
 from nebisect.fuzz.campaign import Finding, localize_finding
 from nebisect.fuzz.execute import SubjectExecutor
-from nebisect.fuzz.ops import get_op
 from nebisect.fuzz.session import FuzzOptions, run_session
-from nebisect.fuzz.strategies import delta
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
+from nebisect.opspecs.ops import get_op
+from nebisect.opspecs.strategies import delta
 
 SWEEP_POINTS = 2000
 OPS = ("reduce_sum", "reduce_max", "reduce_mean")

@@ -73,46 +73,60 @@ class TargetSpec:
             return {"fp64": "fp64", "fp32": "fp32"}.get(self.variant, "fp16")
         return "fp32" if self.variant == "cpu" else "fp16"
 
+    @property
+    def runs_programs(self) -> bool:
+        """Does the target run ML programs (a simulator, Core ML), as opposed to torch
+        eager? Only those have conversion paths, ops to blame and intermediates."""
+        return self.backend != "torch"
 
-def parse_target(spec: str) -> TargetSpec:
-    """Parse a target spec string, with an error that lists what would have been valid."""
-    parts = spec.strip().split(":")
-    backend = parts[0]
-    if backend not in BACKENDS:
-        raise TargetSpecError(
-            f"unknown target {spec!r}: backend must be one of {', '.join(BACKENDS)} "
-            f"(e.g. sim:fp16, coreml:ne, torch:cpu:fp32)"
-        )
-    if backend == "torch":
-        device = parts[1] if len(parts) > 1 else "cpu"
-        dtype = parts[2] if len(parts) > 2 else "fp32"
-        if device not in TORCH_DEVICES or dtype not in TORCH_DTYPES or len(parts) > 3:
+    @property
+    def simulated(self) -> bool:
+        """Is the target nebisect's MIL simulator (deterministic: a verdict needs no
+        re-check)?"""
+        return self.backend == "sim"
+
+    @staticmethod
+    def parse(spec: str) -> TargetSpec:
+        """The grammar of a target spec string, with an error that lists what would have
+        been valid. Registry-blind: :func:`nebisect.targets.spec_of` is the parser every
+        caller uses (it also knows plugin targets, which inherit a parent's grammar)."""
+        parts = spec.strip().split(":")
+        backend = parts[0]
+        if backend not in BACKENDS:
             raise TargetSpecError(
-                f"unknown target {spec!r}: torch targets are torch:cpu[:"
-                f"{'|'.join(TORCH_DTYPES)}]"
+                f"unknown target {spec!r}: backend must be one of {', '.join(BACKENDS)} "
+                f"(e.g. sim:fp16, coreml:ne, torch:cpu:fp32)"
             )
-        return TargetSpec("torch", device, dtype)
-    if backend == "coreml-remote":
-        if len(parts) != 3 or not parts[1].strip() or parts[2] not in COREML_VARIANTS:
+        if backend == "torch":
+            device = parts[1] if len(parts) > 1 else "cpu"
+            dtype = parts[2] if len(parts) > 2 else "fp32"
+            if device not in TORCH_DEVICES or dtype not in TORCH_DTYPES or len(parts) > 3:
+                raise TargetSpecError(
+                    f"unknown target {spec!r}: torch targets are torch:cpu[:"
+                    f"{'|'.join(TORCH_DTYPES)}]"
+                )
+            return TargetSpec("torch", device, dtype)
+        if backend == "coreml-remote":
+            if len(parts) != 3 or not parts[1].strip() or parts[2] not in COREML_VARIANTS:
+                raise TargetSpecError(
+                    f"unknown target {spec!r}: remote targets are coreml-remote:<device>:"
+                    f"{'|'.join(COREML_VARIANTS)} (device: a name, UDID or identifier that "
+                    "`xcrun devicectl list devices` shows)")
+            return TargetSpec(backend, parts[2], device=parts[1].strip())
+        variants = SIM_VARIANTS if backend == "sim" else COREML_VARIANTS
+        if backend == "sim" and len(parts) == 3 and parts[1] in variants:
+            if parts[2] not in SIM_SEMANTICS:
+                raise TargetSpecError(
+                    f"unknown target {spec!r}: a sim target's semantics is one of "
+                    f"{', '.join(SIM_SEMANTICS)} (e.g. sim:fp16:spec)"
+                )
+            return TargetSpec(backend, parts[1], semantics=parts[2])
+        if len(parts) != 2 or parts[1] not in variants:
             raise TargetSpecError(
-                f"unknown target {spec!r}: remote targets are coreml-remote:<device>:"
-                f"{'|'.join(COREML_VARIANTS)} (device: a name, UDID or identifier that "
-                "`xcrun devicectl list devices` shows)")
-        return TargetSpec(backend, parts[2], device=parts[1].strip())
-    variants = SIM_VARIANTS if backend == "sim" else COREML_VARIANTS
-    if backend == "sim" and len(parts) == 3 and parts[1] in variants:
-        if parts[2] not in SIM_SEMANTICS:
-            raise TargetSpecError(
-                f"unknown target {spec!r}: a sim target's semantics is one of "
-                f"{', '.join(SIM_SEMANTICS)} (e.g. sim:fp16:spec)"
+                f"unknown target {spec!r}: {backend} targets are "
+                + ", ".join(f"{backend}:{v}" for v in variants)
             )
-        return TargetSpec(backend, parts[1], semantics=parts[2])
-    if len(parts) != 2 or parts[1] not in variants:
-        raise TargetSpecError(
-            f"unknown target {spec!r}: {backend} targets are "
-            + ", ".join(f"{backend}:{v}" for v in variants)
-        )
-    return TargetSpec(backend, parts[1])
+        return TargetSpec(backend, parts[1])
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -327,7 +341,7 @@ ArtifactRef = tuple[str, str]
 
 @dataclass(frozen=True)
 class CaseOptions:
-    """The small knobs of one case, as read by :func:`nebisect.detect.evaluate.evaluate`.
+    """The small knobs of one case, as read by :func:`nebisect.evaluate.judge.evaluate`.
 
     ``plugins``: modules registering extra targets, imported in the child (a corpus
     record names its own files, ``plugins/*.py``). ``params``: a builder's keyword

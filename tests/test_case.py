@@ -14,9 +14,9 @@ from nebisect.case import (
     MAX_INPUT_BYTES_VAR,
     Case,
     CaseOptions,
+    TargetSpec,
     TargetSpecError,
     load_npz,
-    parse_target,
     save_npz,
     sha256_arrays,
     sha256_path,
@@ -38,12 +38,12 @@ from nebisect.errors import NebisectError
     ],
 )
 def test_parse_target(spec: str, backend: str, variant: str, precision: str) -> None:
-    parsed = parse_target(spec)
+    parsed = TargetSpec.parse(spec)
     assert (parsed.backend, parsed.variant, parsed.precision) == (backend, variant, precision)
 
 
 def test_torch_spec_round_trips_with_default_dtype() -> None:
-    assert str(parse_target("torch:cpu")) == "torch:cpu:fp32"
+    assert str(TargetSpec.parse("torch:cpu")) == "torch:cpu:fp32"
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_torch_spec_round_trips_with_default_dtype() -> None:
 )
 def test_unknown_specs_are_clear_errors(spec: str) -> None:
     with pytest.raises(TargetSpecError, match="unknown target"):
-        parse_target(spec)
+        TargetSpec.parse(spec)
 
 
 def test_directory_hash_is_deterministic_and_content_sensitive(tmp_path) -> None:
@@ -190,7 +190,7 @@ def test_every_site_judging_a_package_against_torch_applies_one_precision_rule(
     each build a package case judged against the torch module; on an fp64 target all
     three judge at fp32 (the converter's fp32 weights), elsewhere at the target's own."""
     from nebisect.corpus import CaseRecord, CorpusCase, Expected
-    from nebisect.detect.cells import Cells
+    from nebisect.evaluate.workbench import Workbench
     from nebisect.guard.replay import on_package
     from nebisect.isolate import Outcome
     from nebisect.isolation.timeouts import Timeouts
@@ -207,9 +207,9 @@ def test_every_site_judging_a_package_against_torch_applies_one_precision_rule(
     built = {}
 
     converted = ({"export": package}, Verdict("pass", "convert"))
-    cells = Cells(Source("torch", "m.py:f"), tmp_path, None, "torch:cpu:fp64", Timeouts(),
-                  convert=lambda *args, **kwargs: converted)
-    built["run"] = cells.case(target, "export", str(inputs)).options
+    bench = Workbench(Source("torch", "m.py:f"), tmp_path, None, "torch:cpu:fp64", Timeouts(),
+                      convert=lambda *args, **kwargs: converted)
+    built["run"] = bench.case(target, "export", str(inputs)).options
 
     def evaluate(case: Case, **kwargs: object) -> Outcome:
         built["bisect"] = case.options

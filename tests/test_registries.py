@@ -18,13 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nebisect.detect.families import FAMILIES, listing, value_family
-from nebisect.detect.families.base import ParametricFamily
 from nebisect.errors import NebisectError
 from nebisect.fixes import FIXES, get_fix, register_fix, registered_fixes
 from nebisect.fixes.logsumexp_max_shift import LogsumexpMaxShift
-from nebisect.fuzz.ops import OP_SPECS, get_op, op_spec, registered_ops
-from nebisect.fuzz.shapes import unary_with
+from nebisect.inputs.families import FAMILIES, listing, value_family
+from nebisect.inputs.families.base import ParametricFamily
 from nebisect.lint.interval import TRANSFERS, transfer
 from nebisect.lint.registry import RULES, get_rule, lint_rule, registered_rules
 from nebisect.mil.kernels import KERNELS, get_kernel, kernel, kernel_ops
@@ -37,6 +35,8 @@ from nebisect.mil.precision import (
 )
 from nebisect.mil.profiles import PROFILES, Profile, get_profile, register_profile
 from nebisect.mil.semantics import SEMANTICS, Semantics, get_semantics, register_semantics
+from nebisect.opspecs.ops import OP_SPECS, get_op, op_spec, registered_ops
+from nebisect.opspecs.shapes import unary_with
 from nebisect.registry import Registry
 from nebisect.targets import TARGETS, Target, register_target, registered_targets
 

@@ -15,7 +15,7 @@ from nebisect.registry import ImportOnce, package_modules
 _FIRST_LOOKUPS_FROM_EIGHT_THREADS = textwrap.dedent("""
     import threading
     from nebisect.fixes import registered_fixes
-    from nebisect.fuzz.ops import registered_ops as op_specs
+    from nebisect.opspecs.ops import registered_ops as op_specs
     from nebisect.mil.kernels import kernel_ops as kernels
     from nebisect.targets import get_target
 

@@ -113,7 +113,7 @@ def test_stage_names_have_one_definition() -> None:
     all come from :class:`Stage` (there used to be three separate tuples)."""
     from nebisect.case import Case
     from nebisect.isolation.timeouts import TIMEOUT_STAGES
-    from nebisect.minimize.bisector import REDUCIBLE_STAGES
+    from nebisect.minimize.options import REDUCIBLE_STAGES
 
     assert CASE_STAGES == (Stage.CONVERT, Stage.LOAD, Stage.PREDICT)
     assert set(TIMEOUT_STAGES) == set(CASE_STAGES) and set(REDUCIBLE_STAGES) < set(CASE_STAGES)

@@ -42,7 +42,7 @@ def parse_families(text: str) -> list[str] | None:
     """The chosen value families (None: all), each checked against the registry."""
     if not text:
         return None
-    from nebisect.detect.families import FAMILIES
+    from nebisect.inputs.families import FAMILIES
 
     names = [name.strip() for name in text.split(",") if name.strip()]
     if not names:

@@ -19,7 +19,8 @@ from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 if TYPE_CHECKING:
-    from nebisect.minimize.bisector import BisectResult, ProgressLine
+    from nebisect.minimize.bisector import BisectResult
+    from nebisect.minimize.options import ProgressLine
 
 ORDER = 20
 #: ``--timeout`` is the whole search's budget here, so the per-step limits (the same
@@ -129,7 +130,8 @@ def bisect(
     bisect (exploration found no failure either), or a failed write.
     """
     from nebisect.commands._options import source_path
-    from nebisect.minimize.bisector import BISECT_TIMEOUTS, BisectOptions, bisect_source
+    from nebisect.minimize.bisector import bisect_source
+    from nebisect.minimize.options import BISECT_TIMEOUTS, BisectOptions
     from nebisect.report.outputs import fresh_output_directory
 
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
@@ -167,7 +169,7 @@ def bisect(
 
 
 def _print(result: BisectResult, out: Path) -> None:
-    from nebisect.minimize.bisector import thousands
+    from nebisect.minimize.options import thousands
 
     console = Console()
     state = "complete (1-minimal)" if result.complete else f"stopped: {result.stopped}"

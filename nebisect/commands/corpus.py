@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz, parse_target
+from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 from nebisect.report.terminal import markup
@@ -134,9 +134,10 @@ def add(
     from nebisect.corpus import Corpus, Expected, NewCase
     from nebisect.sources.inputs import check
     from nebisect.sources.resolve import resolve_source
+    from nebisect.targets import spec_of
 
     timeouts = Timeouts.parse(timeout)
-    if parse_target(target).backend == "torch":
+    if not spec_of(target).runs_programs:
         raise NebisectError(f"--target {target}: a corpus case runs its model converted to "
                             "Core ML; torch is the reference, not a corpus target")
     resolved = resolve_source(source, timeout=timeouts.load)

@@ -58,7 +58,7 @@ class _Display:
 
 
 def _list_ops(as_json: bool) -> None:
-    from nebisect.fuzz.ops import registered_ops
+    from nebisect.opspecs.ops import registered_ops
 
     specs = registered_ops()
     if as_json:
@@ -114,10 +114,10 @@ def _print_summary(console: Console, results: list[CampaignResult], options: Fuz
 
 
 def _store(results: list[CampaignResult], options: FuzzOptions, corpus: Corpus) -> None:
-    from nebisect.fuzz.ops import get_op
     from nebisect.fuzz.session import dtype_for
     from nebisect.fuzz.store import record_finding
     from nebisect.fuzz.subject import OpSubject
+    from nebisect.opspecs.ops import get_op
 
     for result in results:
         subject = OpSubject(get_op(result.subject), dtype_for(options.target), options.wrap)

@@ -175,9 +175,9 @@ def run(
     from nebisect.isolation.pool import crew, default_jobs
     from nebisect.report.outputs import apart_from_inputs, output_directory
     from nebisect.report.progress import progress_line
-    from nebisect.sources.convert import CONVERSION_PRELOAD
     from nebisect.sources.deployment import check_deployment
     from nebisect.sources.resolve import is_torch_location, resolve_source
+    from nebisect.sources.torch_module import CONVERSION_PRELOAD
     from nebisect.targets import spec_of
     from nebisect.targets.plugins import use_plugins
 
@@ -243,10 +243,10 @@ def run(
                 progress.stop()
                 runner.report.interrupted = describe(stop)
                 runner.report.regroup()
-                _emit(runner.report, outputs, runner.cells.saved, as_json)
+                _emit(runner.report, outputs, runner.bench.saved, as_json)
                 raise
         _require_a_judged_target(result, asked)
-        _emit(result, outputs, runner.cells.saved, as_json)
+        _emit(result, outputs, runner.bench.saved, as_json)
     raise typer.Exit(1 if result.failed else 0)
 
 
@@ -317,7 +317,7 @@ def _converter(overrides: bool, paths: tuple[str, ...], deployment: str) -> Call
 
 
 def _list_families() -> None:
-    from nebisect.detect.families import listing
+    from nebisect.inputs.families import listing
 
     for name, description in listing():
         typer.echo(f"{name:<10} {description}")

@@ -1,13 +1,10 @@
-"""Discovery (DESIGN §10): search a model's input space for failures.
+"""Detection (DESIGN §10): the run matrix — every target on both conversion paths,
+judged against the float64 reference — its exploration of the input space, attribution
+of each failure to the stage and op where it enters, and the findings a report shows.
 
-* :mod:`nebisect.detect.families` — value families: named, seeded input sets per model
-  input (scaled normals, constant fills, spikes, zero slices, special values, …);
-* :mod:`nebisect.detect.probes` — the input magnitudes lint's interval analysis says
-  make a hazard op leave the fp16 range, probed first;
-* :mod:`nebisect.detect.explore` — the budgeted engine that evaluates family members,
-  localizes model-level cliffs on the fp16 grid and groups failures.
-
-Nothing here runs a model: the caller injects ``evaluate(input_set)``.
+The value families and guided probes it explores with live in :mod:`nebisect.inputs`,
+the exploration engine in :mod:`nebisect.search`, and judging one case in
+:mod:`nebisect.evaluate`; this package puts them together for one model.
 """
 
 #: exploration predictions per target by default (``run --budget``): seed 000's model on

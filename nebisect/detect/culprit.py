@@ -69,7 +69,7 @@ class Culprit:
 
 def by_intermediates(graph: Any, target: dict[str, np.ndarray],
                      reference: dict[str, np.ndarray], precision: str) -> Culprit | None:
-    """The first op of ``graph`` (a :class:`~nebisect.detect.programs.ProgramOutline` or a
+    """The first op of ``graph`` (a :class:`~nebisect.evaluate.programs.ProgramOutline` or a
     :class:`~nebisect.minimize.graphs.mil.MilGraph`) whose value in ``target`` breaks the
     oracle against ``reference``; None when no recorded value does."""
     dag, check = graph.dag, value_divergence(target, reference, precision)

@@ -1,15 +1,16 @@
 """Explore one target of a run: the ``evaluate`` the discovery engine calls, run side.
 
-The engine (:mod:`nebisect.detect.explore`) knows no model; here one budget unit is one
-input set evaluated on every conversion path of the target (one isolated prediction
-per path, :class:`~nebisect.detect.cells.Cells`), each a :class:`~nebisect.detect.
-findings.Row`. Every failing input set is attributed (its probes are cached across
-targets): one op can be a conversion bug at one input and a precision hazard at
-another, and those are two groups. The culprit op is located the first time a (path,
-signature, attribution) shows up on this target and keys its group: locating it costs
-a prediction recording every intermediate, which a cliff's localization would otherwise
-pay at every failing probe. An input set the reference fails on (torch cannot compute
-the expected outputs) is not judged: a ``skipped`` row, not a finding of the target's.
+The engine (:mod:`nebisect.search.explore`) knows no model; here one budget unit is one
+input set evaluated on every conversion path of the target (one isolated prediction per
+path, on the :class:`~nebisect.evaluate.workbench.Workbench`), each a
+:class:`~nebisect.detect.findings.Row`. Every failing input set is attributed (its
+probes are cached across targets): one op can be a conversion bug at one input and a
+precision hazard at another, and those are two groups. The culprit op is located the
+first time a (path, signature, attribution) shows up on this target and keys its group:
+locating it costs a prediction recording every intermediate, which a cliff's
+localization would otherwise pay at every failing probe. An input set the reference
+fails on (torch cannot compute the expected outputs) is not judged: a ``skipped`` row,
+not a finding of the target's.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ import numpy as np
 
 from nebisect.bisect import Stop
 from nebisect.detect import DEFAULT_BUDGET
-from nebisect.detect.cells import Cells, reference_failure
+from nebisect.detect.attribution import Attributor
 from nebisect.detect.culprit import Culprit
-from nebisect.detect.evaluate import split_arrays
-from nebisect.detect.explore import ExploreProgress, explore
-from nebisect.detect.families import Family, InputSet
 from nebisect.detect.findings import Row, culprit_key
-from nebisect.detect.records import Exploration, Observation
-from nebisect.fuzz.cliff import Boundary
+from nebisect.evaluate.judge import split_arrays
+from nebisect.evaluate.workbench import CellKey, reference_failure
+from nebisect.inputs.families import Family, InputSet
+from nebisect.search.cliff import Boundary
+from nebisect.search.explore import ExploreProgress, explore
+from nebisect.search.records import Exploration, Observation
 from nebisect.verdict import Status, Verdict
 
 
@@ -48,19 +50,20 @@ class Discovery:
 
 
 def explore_target(
-    cells: Cells, target: str, paths: Sequence[str], families: Sequence[Family], *,
+    attributor: Attributor, target: str, paths: Sequence[str], families: Sequence[Family], *,
     budget: int, guided: Sequence[Boundary], rows: list[Row],
     progress: Callable[[ExploreProgress], None] | None = None, stop: Stop | None = None,
 ) -> Exploration:
     """Spend ``budget`` predictions on ``target`` (less when ``stop`` says so); every
     evaluation is appended to ``rows``."""
+    bench = attributor.bench
     located: dict[tuple[str, str, str], Culprit | None] = {}
 
     def evaluate(input_set: InputSet) -> list[Observation]:
-        npz = cells.save_set(input_set)
+        npz = bench.save_inputs(input_set.arrays, input_set.label)
         observations = []
         for path in paths:
-            verdict, arrays = cells.run(target, path, npz)
+            verdict, arrays = bench.run(target, path, npz)
             row = Row(target, 0, verdict, path=path, input_set=input_set.member, explored=True)
             rows.append(row)
             if reference_failure(verdict):
@@ -70,10 +73,11 @@ def explore_target(
                 observations.append(Observation(row.verdict, path=path))
                 continue
             if verdict.failed:
-                row.attribution = cells.attribution(target, path, npz, verdict)
+                cell = CellKey(target, path, npz)
+                row.attribution = attributor.attribution(cell, verdict)
                 key = (path, verdict.signature, row.attribution)
                 if key not in located:
-                    located[key] = cells.explain(target, path, npz, verdict)[1]
+                    located[key] = attributor.explain(cell, verdict)[1]
                 row.culprit = located[key]
             culprit = culprit_key(row.attribution, row.culprit)
             observations.append(Observation(verdict, culprit, path, first_value(arrays)))

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nebisect.detect.culprit import Culprit
-from nebisect.detect.families import Member
-from nebisect.detect.records import CliffFinding
+from nebisect.inputs.families import Member
+from nebisect.search.records import CliffFinding
 from nebisect.verdict import Verdict
 
 #: (target, signature, culprit key, conversion path)
@@ -140,32 +140,4 @@ def group_failures(
 def _shrink_key(member: Member) -> tuple[float, str]:
     return (member.magnitude, member.label)
 
-
-@dataclass(frozen=True)
-class Margin:
-    """A hazard that lies only beyond an input's declared domain: not a failure, but how
-    far the model is from one (lint's guided probe: ``op`` leaves fp16 once every
-    element of ``input`` reaches ``magnitude``)."""
-
-    input: str
-    op_type: str
-    op_name: str
-    magnitude: float
-    domain: str
-    #: ``magnitude`` over the domain's largest |value|
-    factor: float
-
-    def describe(self) -> str:
-        return (f"{self.op_type} '{self.op_name}' overflows fp16 for |{self.input}| ≥ "
-                f"{self.magnitude:.3g}: {self.factor:,.0f}× beyond the declared range "
-                f"{self.domain}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"input": self.input, "op_type": self.op_type, "op_name": self.op_name,
-                "magnitude": self.magnitude, "domain": self.domain, "factor": self.factor}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Margin:
-        return cls(str(data["input"]), str(data["op_type"]), str(data["op_name"]),
-                   float(data["magnitude"]), str(data["domain"]), float(data["factor"]))
 

@@ -1,11 +1,11 @@
 """The run matrix: every target × conversion path × input set, isolated, judged, attributed.
 
-Input sets (:mod:`nebisect.detect.inputsets`): the factory's ``example``, the generated
+Input sets (:mod:`nebisect.inputs.inputsets`): the factory's ``example``, the generated
 lengths (or ``--inputs``), then — unless exploration is off — the value families
 (:mod:`nebisect.detect.discover`), within a prediction budget per target. When
 torch.export and jit.trace both convert, both programs are evaluated: a bug may live
 on one path only. Each failing cell is attributed (``conversion`` / ``precision`` /
-``device``, :mod:`nebisect.detect.cells`) and names the op where it enters.
+``device``, :mod:`nebisect.detect.attribution`) and names the op where it enters.
 
 A reference that fails (the ``--reference`` target, or torch eager, crashes, raises or
 hangs while computing the expected outputs) is not the target's failure: it gets a row
@@ -26,44 +26,35 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nebisect.bisect import Stats
-from nebisect.detect.cells import (
-    ATTRIBUTIONS,
-    EXACT_PROBE,
-    PRECISION_PROBE,
+from nebisect.detect.attribution import Attributor
+from nebisect.detect.discover import Discovery, explore_target, first_value
+from nebisect.detect.findings import FailureGroup, Row, group_failures
+from nebisect.detect.remote import run_cells
+from nebisect.evaluate.workbench import (
     REFERENCE_STAGE,
-    Cells,
+    CellKey,
     Converter,
-    attribute,
+    Workbench,
     reference_failure,
 )
-from nebisect.detect.discover import Discovery, explore_target, first_value
-from nebisect.detect.explore import ExploreProgress
-from nebisect.detect.families import Family, InputSet, ParametricFamily, build
-from nebisect.detect.findings import FailureGroup, Margin, Row, group_failures
-from nebisect.detect.inputsets import base_input_sets, model_inputs
-from nebisect.detect.records import CliffFinding, Exploration
-from nebisect.detect.remote import run_cells
 from nebisect.executors import Executor
-from nebisect.fuzz.cliff import Boundary, Cliff
+from nebisect.inputs.families import Family, InputSet, ParametricFamily, build
+from nebisect.inputs.guided import Margin, guided_probes_of, within_domains
+from nebisect.inputs.inputsets import base_input_sets, model_inputs
 from nebisect.isolate import Isolator
 from nebisect.isolation.pool import map_isolated
 from nebisect.isolation.timeouts import Timeouts
+from nebisect.search.cliff import Cliff
+from nebisect.search.explore import ExploreProgress
+from nebisect.search.records import CliffFinding, Exploration
 from nebisect.sources.convert import PATHS
-from nebisect.sources.domains import InputDomain
 from nebisect.sources.resolve import Source
+from nebisect.targets import spec_of
 from nebisect.targets.plugins import use_plugins
 from nebisect.verdict import Status, Verdict
-
-if TYPE_CHECKING:
-    from nebisect.detect.probes import Probe
-
-__all__ = [
-    "ATTRIBUTIONS", "EXACT_PROBE", "PRECISION_PROBE", "REFERENCE_STAGE", "MatrixRunner",
-    "Row", "RunReport", "attribute", "reference_failure",
-]
 
 #: how many of a cliff's probes (those nearest its bracket) the report's plot shows
 CHART_POINTS = 4
@@ -187,15 +178,17 @@ class MatrixRunner:
     executor: Executor | None = None
     crew: list[Isolator] = field(default_factory=list)
     report: RunReport = field(init=False)
-    cells: Cells = field(init=False)
+    bench: Workbench = field(init=False)
+    attributor: Attributor = field(init=False)
 
     def __post_init__(self) -> None:
         self.reference = self.reference or self.source.reference
         self.report = RunReport(self.source.location, self.reference)
         self.plugins = use_plugins(self.plugins, timeout=self.timeouts.load,
                                    isolator=self.isolator)
-        self.cells = Cells(self.source, self.workdir, self.isolator, self.reference,
-                           self.timeouts, self.convert, self.plugins, self.paths)
+        self.bench = Workbench(self.source, self.workdir, self.isolator, self.reference,
+                               self.timeouts, self.convert, self.plugins, self.paths)
+        self.attributor = Attributor(self.bench)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         started = time.perf_counter()
@@ -208,9 +201,9 @@ class MatrixRunner:
         discovery = self.discovery
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
         self._prestart()
-        npzs = {s.label: self.cells.save_set(s) for s in sets}
+        npzs = {s.label: self.bench.save_inputs(s.arrays, s.label) for s in sets}
         try:
-            self._on_executor([(target, path, npz) for npz in npzs.values()
+            self._on_executor([CellKey(target, path, npz) for npz in npzs.values()
                                for target in self.targets for path in self._converted(target)])
         except KeyboardInterrupt:
             # A conversion or the batch was cut short: the conversions made and the cells
@@ -219,7 +212,7 @@ class MatrixRunner:
                 for target in self.targets:
                     report.rows += self._rows(target, input_set, npzs[input_set.label],
                                               finished_only=True)
-            report.conversions.update(self.cells.conversions)
+            report.conversions.update(self.bench.conversions)
             raise
         for input_set in sets:
             npz = npzs[input_set.label]
@@ -228,7 +221,7 @@ class MatrixRunner:
             for target in self.targets:
                 self.progress(f"{target} at {input_set.label}")
                 report.rows += self._rows(target, input_set, npz)
-            report.conversions.update(self.cells.conversions)
+            report.conversions.update(self.bench.conversions)
             report.rows[first:] = self._separate_reference(report.rows[first:], input_set)
         self._attribute(report, npzs)
         if discovery is not None and not report.reference_failed:
@@ -236,7 +229,7 @@ class MatrixRunner:
                                 "seed": discovery.seed, "paths": list(self.paths)}
             self._explore(report, discovery, lengths)
         report.regroup()
-        report.timings = {"total": time.perf_counter() - started, **self.cells.seconds()}
+        report.timings = {"total": time.perf_counter() - started, **self.bench.seconds()}
         return report
 
     def _prestart(self) -> None:
@@ -244,22 +237,22 @@ class MatrixRunner:
         source converts (a torch source's conversion template covers the run's own)."""
         if not self.targets:
             return
-        program = next((t for t in self.targets if not t.startswith("torch:")), self.targets[0])
-        preload = self.cells.preload(program)
+        program = next((t for t in self.targets if spec_of(t).runs_programs), self.targets[0])
+        preload = self.bench.preload(program)
         explores = self.discovery is not None and self.jobs > 1
         for isolator in [self.isolator, *(self.crew[1:self.jobs] if explores else [])]:
             isolator.prestart(preload)
 
     def _converted(self, target: str) -> list[str]:
         """The conversion paths ``target``'s cells run (none when none converts)."""
-        paths = self.cells.paths_of(target)
+        paths = self.bench.paths_of(target)
         return [] if isinstance(paths, Verdict) else paths
 
-    def _on_executor(self, keys: list[tuple[str, str, str]]) -> None:
+    def _on_executor(self, keys: list[CellKey]) -> None:
         """Evaluate these cells on the executor, if the run has one (else, one by one
         as the rows ask for them)."""
         if self.executor is not None:
-            run_cells(self.cells, keys, self.executor, self.progress)
+            run_cells(self.bench, keys, self.executor, self.progress)
 
     def _rows(self, target: str, input_set: InputSet, npz: str, *,
               finished_only: bool = False) -> list[Row]:
@@ -268,12 +261,12 @@ class MatrixRunner:
         the conversions already made — nothing is converted or evaluated now."""
         member = input_set.member
         length = int(member.magnitude) if member.family == "length" else 0
-        paths = self.cells.paths_of(target, convert=not finished_only)
+        paths = self.bench.paths_of(target, convert=not finished_only)
         if isinstance(paths, Verdict):
             return [Row(target, length, paths, input_set=member)]
-        return [Row(target, length, self.cells.run(target, path, npz)[0], path=path,
+        return [Row(target, length, self.bench.run(target, path, npz)[0], path=path,
                     input_set=member) for path in paths
-                if not finished_only or self.cells.cached((target, path, npz))]
+                if not finished_only or self.bench.cached(CellKey(target, path, npz))]
 
     def _separate_reference(self, rows: list[Row], input_set: InputSet) -> list[Row]:
         """The reference's failure as its own row; the rows it left unjudged say so."""
@@ -299,24 +292,24 @@ class MatrixRunner:
         failing = [r for r in report.rows if r.verdict.failed and r.role == "target"
                    and r.verdict.stage != "convert"]
         self._on_executor([key for r in failing
-                           for key in self.cells.probe_keys(r.path, npzs[r.input_set.label])])
+                           for key in self.attributor.probe_keys(r.path, npzs[r.input_set.label])])
         for row in report.rows:
             if not row.verdict.failed or row.role != "target":
                 continue
             if row.verdict.stage == "convert":
                 row.attribution = "conversion"
                 continue
-            row.attribution, row.culprit = self.cells.explain(
-                row.target, row.path, npzs[row.input_set.label], row.verdict)
+            row.attribution, row.culprit = self.attributor.explain(
+                CellKey(row.target, row.path, npzs[row.input_set.label]), row.verdict)
 
     def _explore(self, report: RunReport, discovery: Discovery, lengths: tuple[int, ...]) -> None:
         described = model_inputs(self.source, lengths)
         families = build(described, discovery.families, discovery.seed)
-        probes = guided_probes_of(self.cells, self.targets) if any(
+        probes = guided_probes_of(self.bench, self.targets) if any(
             f.name == "const" for f in families) else []
         guided, report.margins = within_domains(probes, described.domains)
         explored = [(target, paths) for target in discovery.targets or self.targets
-                    if not isinstance(paths := self.cells.paths_of(target), Verdict)]
+                    if not isinstance(paths := self.bench.paths_of(target), Verdict)]
 
         def work(item: tuple[str, list[str]], isolator: Isolator) -> tuple[Exploration,
                                                                            list[Row]]:
@@ -332,8 +325,9 @@ class MatrixRunner:
                 return FIRST_FAILURE if any(r.target == target and r.role == "target"
                                             and r.verdict.failed for r in seen) else None
 
-            cells = self.cells if self.jobs == 1 else replace(self.cells, isolator=isolator)
-            return explore_target(cells, target, paths, families, budget=discovery.budget,
+            attributor = self.attributor if self.jobs == 1 else replace(
+                self.attributor, bench=replace(self.bench, isolator=isolator))
+            return explore_target(attributor, target, paths, families, budget=discovery.budget,
                                   guided=guided, rows=rows, progress=show,
                                   stop=failed if discovery.first_failure else None), rows
 
@@ -349,7 +343,7 @@ class MatrixRunner:
 
     def _map(self, items: list[Any], work: Callable[[Any, Isolator], Any]) -> list[Any]:
         """``work`` on every item: in this thread with the run's isolator (one job), else
-        on ``jobs`` threads of isolators sharing the cells' caches."""
+        on ``jobs`` threads of isolators sharing the workbench's caches."""
         if self.jobs == 1 or len(items) <= 1:
             return [work(item, self.isolator) for item in items]
         return map_isolated(items, work, min(self.jobs, len(items)), mode=self.isolator.mode,
@@ -361,14 +355,14 @@ class MatrixRunner:
         if not isinstance(family, ParametricFamily):
             return
         finding.chart_x = chart_points(finding.cliff)
-        npzs = [self.cells.save_inputs(family.inputs_at(x).arrays) for x in finding.chart_x]
+        npzs = [self.bench.save_inputs(family.inputs_at(x).arrays) for x in finding.chart_x]
         for target in self.targets:
-            paths = self.cells.paths_of(target)
+            paths = self.bench.paths_of(target)
             if isinstance(paths, Verdict) or not {finding.path, ""} & set(paths):
                 continue
             self.progress(f"charting the {finding.family} cliff on {target}")
             path = finding.path if finding.path in paths else ""
-            runs = [self.cells.run(target, path, npz)[1] for npz in npzs]
+            runs = [self.bench.run(target, path, npz)[1] for npz in npzs]
             finding.series[target] = [first_value(arrays) for arrays in runs]
             finding.series.setdefault("reference", [first_value(a, "ref:") for a in runs])
 
@@ -379,40 +373,6 @@ def distance(magnitude: float, scale: float) -> float:
     if magnitude <= 0 or not math.isfinite(magnitude):
         return 0.0 if magnitude == 0 else math.inf
     return abs(math.log10(magnitude / scale))
-
-
-def guided_probes_of(cells: Cells, targets: list[str]) -> list[Probe]:
-    """Lint's guided probes on the fp16 program of ``targets`` (the fp32 one, read as
-    fp16 as the Neural Engine computes, when no target converts to fp16), read in the
-    template that evaluates it."""
-    from nebisect.detect.programs import guided
-    from nebisect.targets import spec_of
-
-    programs = [t for t in targets if not t.startswith("torch:")]
-    chosen = [t for t in programs if spec_of(t).precision == "fp16"] or programs
-    paths = cells.paths_of(chosen[0]) if chosen else []
-    if isinstance(paths, Verdict) or not paths:
-        return []
-    return guided(str(cells.program(chosen[0], paths[0])), isolator=cells.isolator,
-                  preload=cells.preload(chosen[0]),
-                  timeout=cells.timeouts.load)
-
-
-def within_domains(probes: list[Probe], domains: dict[str, InputDomain]
-                   ) -> tuple[list[Boundary], list[Margin]]:
-    """The probes to explore, as boundaries of the input's value (one per magnitude),
-    and those beyond their input's declared domain, as margins instead."""
-    boundaries: dict[float, Boundary] = {}
-    margins = []
-    for probe in probes:
-        domain = domains.get(probe.input)
-        if domain is not None and probe.magnitude > domain.magnitude:
-            margins.append(Margin(probe.input, probe.op_type, probe.op_name, probe.magnitude,
-                                  domain.describe(),
-                                  probe.magnitude / max(domain.magnitude, 1e-300)))
-        else:
-            boundaries.setdefault(round(probe.magnitude, 9), probe.boundary())
-    return list(boundaries.values()), margins
 
 
 def chart_points(cliff: Cliff) -> list[float]:

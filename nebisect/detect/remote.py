@@ -9,7 +9,7 @@ once per worker, however many cells use it). On the other side the names are reb
 onto where the files landed, the case is evaluated in the executor's isolated child,
 and the verdict comes back as JSON with the outputs as an ``.npz`` (base64 in the
 JSON, loaded here without pickle and with its headers checked), so
-:class:`~nebisect.detect.cells.Cells` caches it exactly as if it had run here: the
+:class:`~nebisect.evaluate.workbench.Workbench` caches it exactly as if it had run here: the
 rows, attributions and groups built from it are the same wherever it ran.
 
 A torch source travels as its one ``.py`` file: a factory that imports sibling
@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import Case, load_npz, save_npz
-from nebisect.detect.cells import Cells
-from nebisect.detect.evaluate import evaluate
+from nebisect.evaluate.judge import evaluate
+from nebisect.evaluate.workbench import CellKey, Workbench
 from nebisect.executors import Executor, Unit, UnitResult
 from nebisect.executors.local import LOCAL
 from nebisect.executors.units import LOST_SIGNATURE
@@ -39,9 +39,6 @@ from nebisect.verdict import Stage, Status, Verdict
 
 #: the unit kind (:data:`nebisect.executors.units.UNIT_KINDS`)
 CELL_KIND = "run-cell"
-#: (target, conversion path, inputs file): a cell as :class:`Cells` caches it
-Key = tuple[str, str, str]
-
 
 def _file_of(kind: str, location: str) -> str:
     """The file a source names: a package itself, a torch source's ``.py``; "" for
@@ -97,7 +94,7 @@ def cell_unit_of(case: Case, reference: str, timeout: float) -> Unit:
 
 def cell_unit(payload: dict[str, Any], root: Path, workdir: Path,
               isolator: Isolator) -> dict[str, Any]:
-    """Handler of ``run-cell`` units: the cell evaluated as :meth:`Cells.run` does, its
+    """Handler of ``run-cell`` units: the cell evaluated as :meth:`Workbench.run` does, its
     verdict as JSON and its outputs as a base64 ``.npz``."""
     body = _rebase(payload["case"], lambda name: str(root / name))
     use_plugins(body["options"].get("plugins", ()), timeout=payload["timeout"],
@@ -131,20 +128,20 @@ def _received(result: UnitResult, target: str, folder: Path
     return verdict, load_npz(npz)
 
 
-def run_cells(cells: Cells, keys: Sequence[Key], executor: Executor,
+def run_cells(bench: Workbench, keys: Sequence[CellKey], executor: Executor,
               progress: Callable[[str], None] = lambda _msg: None) -> None:
     """Evaluate the cells of ``keys`` not cached yet on ``executor``, into ``cells``' cache
-    (each key's path must have converted for its target: :meth:`Cells.paths_of`)."""
-    pending = [key for key in dict.fromkeys(keys) if not cells.cached(key)]
-    units = [cell_unit_of(cells.case(*key), cells.reference, cells.timeouts.predict)
-             for key in pending]
-    received = cells.workdir / "received"
+    (each key's path must have converted for its target: :meth:`Workbench.paths_of`)."""
+    pending = [key for key in dict.fromkeys(keys) if not bench.cached(key)]
+    units = [cell_unit_of(bench.case(key.target, key.path, key.inputs), bench.reference,
+                          bench.timeouts.predict) for key in pending]
+    received = bench.workdir / "received"
 
-    done: list[Key] = []
+    done: list[CellKey] = []
 
     def store(index: int, result: UnitResult) -> None:
         key = pending[index]
-        cells.store(key, *_received(result, key[0], received / str(index)))
+        bench.store(key, *_received(result, key.target, received / str(index)))
         done.append(key)
         progress(f"evaluated {len(done)}/{len(pending)} cells on {executor.name}")
 

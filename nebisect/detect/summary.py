@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from nebisect.detect.findings import FailureGroup, Margin
-from nebisect.detect.records import CliffFinding, Exploration
+from nebisect.detect.findings import FailureGroup
 from nebisect.fixes.converter_compat import overrides_hint
-from nebisect.fuzz.cliff import Cliff
+from nebisect.inputs.guided import Margin
+from nebisect.search.cliff import Cliff
+from nebisect.search.records import CliffFinding, Exploration
 from nebisect.sources.convert import PATH_LABELS
 
 #: input sets named in full before "… and N more"

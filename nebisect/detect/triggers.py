@@ -28,6 +28,7 @@ from nebisect.detect.findings import FailureGroup, Row
 from nebisect.errors import NebisectError
 from nebisect.files import open_regular, write_text
 from nebisect.fixes.converter_compat import overrides_hint
+from nebisect.targets import spec_of
 
 SCHEMA = "nebisect.triggers"
 SCHEMA_VERSION = 1
@@ -143,7 +144,7 @@ def next_commands(trigger: Trigger, typed: str, directory: Path, message: str) -
     for fix in trigger.fixes:
         bisect += ["--fix", fix]
     commands = [shlex.join([*bisect, "--out", str(directory / f"bisect-{trigger.number}")])]
-    if not trigger.target.startswith("torch:") and not trigger.fixes:
+    if spec_of(trigger.target).runs_programs and not trigger.fixes:
         stage = ["--stage", trigger.stage] if trigger.stage == "convert" else []
         commands.append(shlex.join(["nebisect", "corpus", "add", CORPUS, typed, "-t",
                                     trigger.target, "--inputs", inputs, *stage]))

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from nebisect.errors import NebisectError
-from nebisect.fuzz.emit import np_dtype
-from nebisect.fuzz.ops import get_op
 from nebisect.mil.quiet import import_coremltools
+from nebisect.opspecs.emit import np_dtype
+from nebisect.opspecs.ops import get_op
 
 OUTPUT = "op_out"
 HEAD = "head"

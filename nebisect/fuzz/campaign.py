@@ -18,7 +18,7 @@ failing, which ends the shrink without making Hypothesis see a flaky test (every
 already evaluated keeps its cached outcome).
 
 Numeric findings are then localized to two adjacent fp16 values by
-:func:`nebisect.fuzz.cliff.localize` over the subject's family.
+:func:`nebisect.search.cliff.localize` over the subject's family.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import hypothesis
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
-from nebisect.fuzz.cliff import Boundary, Cliff, localize
 from nebisect.fuzz.hermetic import without_local_constants
+from nebisect.search.cliff import Boundary, Cliff, localize
 from nebisect.verdict import Verdict
 
 #: verdict statuses that make a finding (unrouted and skipped cases are not judged)

@@ -1,7 +1,7 @@
 """Run fuzz cases: materialize inputs to ``.npz``, evaluate isolated, summarize the outcome.
 
 This is the parent side between the engine (which deals in JSON cases) and
-:func:`nebisect.detect.evaluate.evaluate` (which deals in :class:`~nebisect.case.Case`): it writes
+:func:`nebisect.evaluate.judge.evaluate` (which deals in :class:`~nebisect.case.Case`): it writes
 each case's inputs to a content-addressed ``.npz`` in a private work directory, builds
 the builder case, and reduces the outcome to an :class:`Evaluation` — the verdict plus
 the judged element's value on the target and on the reference (what a cliff report
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import REFERENCE_TARGET, Case, save_npz, sha256_arrays, sha256_bytes
-from nebisect.detect.evaluate import build_job, split_arrays
+from nebisect.evaluate.judge import build_job, split_arrays
 from nebisect.fuzz.campaign import Evaluation
 from nebisect.fuzz.subject import BUILDER, OpSubject
 from nebisect.isolate import Isolator
@@ -78,9 +78,9 @@ class SubjectExecutor:
         return runner_case, arrays
 
     def __call__(self, case: dict[str, Any]) -> Evaluation:
-        """Evaluate one case in isolation (what :func:`nebisect.detect.evaluate.evaluate` does).
+        """Evaluate one case in isolation (what :func:`nebisect.evaluate.judge.evaluate` does).
 
-        The job is built with the runner's :func:`~nebisect.detect.evaluate.build_job` and gets
+        The job is built with the runner's :func:`~nebisect.evaluate.judge.build_job` and gets
         :mod:`nebisect.fuzz.warm` added to its preload, so fork children start with
         the op specs, kernels and builder already imported.
         """

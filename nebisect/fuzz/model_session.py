@@ -5,7 +5,7 @@ Setting up is what ``run`` does before it evaluates a cell: the source is resolv
 converted once on every ``--convert`` path at the target's precision (one isolated
 child), and lint's guided probes are read off the fp16 program. Every shard then
 evaluates its cases exactly as ``run`` evaluates a cell — a
-:class:`~nebisect.detect.cells.Cells` of its own, sharing the converted packages, on
+:class:`~nebisect.evaluate.workbench.Workbench` of its own, sharing the converted packages, on
 its own isolator — and the shards' results merge like ``fuzz --op``'s
 (:func:`nebisect.fuzz.session.merge`), so a given ``--seed`` and ``--jobs`` always give
 the same findings.
@@ -23,13 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nebisect.detect.cells import Cells
-from nebisect.detect.evaluate import split_arrays
-from nebisect.detect.matrix import guided_probes_of, within_domains
+from nebisect.evaluate.judge import split_arrays
+from nebisect.evaluate.workbench import Workbench
 from nebisect.fuzz.campaign import CampaignProgress, CampaignResult, Evaluation
 from nebisect.fuzz.execute import judged_values, near_miss
 from nebisect.fuzz.model_subject import ModelSubject
 from nebisect.fuzz.session import FuzzOptions, check_target, drive, merge, shards
+from nebisect.inputs.guided import guided_probes_of, within_domains
 from nebisect.isolate import Isolator
 from nebisect.isolation.pool import map_isolated
 from nebisect.sources.convert import PATHS, convert_paths
@@ -40,12 +40,12 @@ from nebisect.verdict import Verdict
 class ModelExecutor:
     """Evaluates a model subject's cases on one target, one isolated cell each."""
 
-    def __init__(self, subject: ModelSubject, cells: Cells, target: str) -> None:
-        self.subject, self.cells, self.target = subject, cells, target
+    def __init__(self, subject: ModelSubject, bench: Workbench, target: str) -> None:
+        self.subject, self.bench, self.target = subject, bench, target
 
     def __call__(self, case: dict[str, Any]) -> Evaluation:
-        npz = self.cells.save_inputs(self.subject.input_set(case).arrays)
-        verdict, arrays = self.cells.run(self.target, case["path"], npz)
+        npz = self.bench.save_inputs(self.subject.input_set(case).arrays)
+        verdict, arrays = self.bench.run(self.target, case["path"], npz)
         output, reference = judged_values(verdict, split_arrays(arrays, "out:"),
                                           split_arrays(arrays, "ref:"))
         return Evaluation(verdict, output, reference, near_miss(verdict))
@@ -67,14 +67,14 @@ class ModelSession:
                                              isolator=isolator)
         self._tmp = tempfile.TemporaryDirectory(prefix="nebisect-fuzz-model-")
         self.workdir = Path(self._tmp.name)
-        self.cells = self._cells(self.workdir, isolator, convert)
-        paths = self.cells.paths_of(options.target)
+        self.bench = self._bench(self.workdir, isolator, convert)
+        paths = self.bench.paths_of(options.target)
         self.skipped = (f"no conversion path converts: {paths.message}"
                         if isinstance(paths, Verdict) else "")
         self.subject = ModelSubject(
             self.source, [] if isinstance(paths, Verdict) else paths,
             [] if self.skipped else within_domains(guided_probes_of(
-                self.cells, [options.target]), self.source.domains)[0],
+                self.bench, [options.target]), self.source.domains)[0],
             families, options.seed,
         )
         for length in self.subject.lengths:
@@ -84,10 +84,10 @@ class ModelSession:
 
     @property
     def reference(self) -> str:
-        return self.cells.reference
+        return self.bench.reference
 
-    def _cells(self, workdir: Path, isolator: Isolator, convert: tuple[str, ...]) -> Cells:
-        return Cells(self.source, workdir, isolator, self.source.reference,
+    def _bench(self, workdir: Path, isolator: Isolator, convert: tuple[str, ...]) -> Workbench:
+        return Workbench(self.source, workdir, isolator, self.source.reference,
                      self.options.timeouts, functools.partial(convert_paths, paths=convert),
                      list(self.options.plugins), convert)
 
@@ -99,12 +99,12 @@ class ModelSession:
         """Fuzz the model on ``jobs`` threads (one shard each); the merged result."""
         def work(index: int, isolator: Isolator) -> None:
             budget, seed = self.units[index]
-            cells = self._cells(self.workdir / f"shard-{index}", isolator, self.cells.paths)
-            cells.workdir.mkdir()
-            cells.packages, cells.conversions = dict(self.cells.packages), dict(
-                self.cells.conversions)
+            bench = self._bench(self.workdir / f"shard-{index}", isolator, self.bench.paths)
+            bench.workdir.mkdir()
+            bench.packages, bench.conversions = dict(self.bench.packages), dict(
+                self.bench.conversions)
             report = functools.partial(on_progress, index) if on_progress else None
-            drive(self.subject, ModelExecutor(self.subject, cells, self.options.target),
+            drive(self.subject, ModelExecutor(self.subject, bench, self.options.target),
                   budget, seed, self.options, report,
                   functools.partial(self._campaigns.__setitem__, index))
 

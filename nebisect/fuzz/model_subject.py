@@ -13,15 +13,15 @@ campaign, with shrinking, ``--jobs`` and corpus writes. A case is JSON::
 * ``length`` — 0 for the families' own base (the factory's example inputs), else a
   length of the flexible dimensions (the families are then built on the generated
   inputs at that length);
-* ``family`` with ``x`` (a :class:`~nebisect.detect.families.ParametricFamily`, any
+* ``family`` with ``x`` (a :class:`~nebisect.inputs.families.ParametricFamily`, any
   x: Hypothesis draws the family's own schedule and any fp16 value) or ``label`` (a
-  variant). Lint's guided probes (:mod:`nebisect.detect.probes`: the constant fills
+  variant). Lint's guided probes (:mod:`nebisect.inputs.probes`: the constant fills
   just below and above each boundary) are a branch of their own, drawn as often as
   all the families together, as ``run`` probes them first.
 
 The dedup class is (path, family, inputs it varies, length class); the cliff family
 of a case is its own family at another x — a variant's is the constant fill, the
-family lint's guided probes are stated in (:mod:`nebisect.detect.probes`), which also
+family lint's guided probes are stated in (:mod:`nebisect.inputs.probes`), which also
 give the boundaries a cliff is reported beside. Shrinking moves toward the first
 family (exploration order: constant fills first), the base length and the first path.
 """
@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from nebisect.detect.families import Family, InputSet, ModelInputs, ParametricFamily, build
-from nebisect.fuzz.cliff import GRIDS, Boundary
+from nebisect.inputs.families import Family, InputSet, ModelInputs, ParametricFamily, build
 from nebisect.mil.dtypes import FP16_MAX
+from nebisect.search.cliff import GRIDS, Boundary
 from nebisect.sources.inputs import DEFAULT_LENGTHS, lengths_for
 from nebisect.sources.resolve import Source
 

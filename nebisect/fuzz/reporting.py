@@ -12,7 +12,7 @@ from typing import Any
 
 from nebisect.fuzz.campaign import CampaignResult, Finding
 from nebisect.fuzz.model_subject import describe_case
-from nebisect.fuzz.strategies import describe
+from nebisect.opspecs.strategies import describe
 from nebisect.verdict import Verdict
 
 COLUMNS = ("op", "signature", "params", "minimal case", "cliff bracket", "predicted boundary",

@@ -38,11 +38,11 @@ from nebisect.fuzz.campaign import (
     Subject,
 )
 from nebisect.fuzz.execute import SubjectExecutor
-from nebisect.fuzz.ops import OpSpec, get_op, registered_ops
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
 from nebisect.isolation.pool import map_isolated
 from nebisect.isolation.timeouts import Timeouts
+from nebisect.opspecs.ops import OpSpec, get_op, registered_ops
 from nebisect.targets import get_target, spec_of
 from nebisect.targets.plugins import absolute_plugin, use_plugins
 
@@ -97,7 +97,7 @@ def resolve_ops(names: list[str]) -> list[OpSpec]:
 
 def unsupported(spec: OpSpec, reference: str) -> str:
     """Why ``spec`` cannot be judged against a simulator reference here ('' if it can)."""
-    if not reference.startswith("sim:"):
+    if not reference or not spec_of(reference).simulated:
         return ""
     from nebisect.mil.kernels import kernel_ops
 

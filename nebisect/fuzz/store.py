@@ -16,8 +16,8 @@ from nebisect.case import REFERENCE_TARGET, CaseOptions
 from nebisect.corpus import Corpus, Expected, NewCase
 from nebisect.fuzz.campaign import Finding
 from nebisect.fuzz.model_subject import ModelSubject, describe_case
-from nebisect.fuzz.strategies import describe
 from nebisect.fuzz.subject import BUILDER, OpSubject
+from nebisect.opspecs.strategies import describe
 
 
 def describe_finding(finding: Finding, target: str) -> str:

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from nebisect.case import CaseOptions
 from nebisect.errors import NebisectError
-from nebisect.fuzz import strategies
 from nebisect.fuzz.builders import WRAPS, output_names
-from nebisect.fuzz.cliff import Boundary
-from nebisect.fuzz.ops import OpSpec
+from nebisect.opspecs import strategies
+from nebisect.opspecs.ops import OpSpec
+from nebisect.search.cliff import Boundary
 
 BUILDER = "nebisect.fuzz.builders:build"
 

@@ -8,7 +8,7 @@ way (op registries, compiled plans, numpy's npz writer): a fresh child allocates
 anew, and each page it writes costs a copy-on-write fault.
 
 Importing this module therefore rehearses one whole case per simulator precision, the
-same code path a child takes (:func:`nebisect.detect.evaluate.evaluate_job` on a builder case,
+same code path a child takes (:func:`nebisect.evaluate.judge.evaluate_job` on a builder case,
 then the result written as npz), in a temporary directory it removes again. Measured on
 2 cores, fork mode: 20.4 → 15.4 ms of CPU per fuzz case, 1 920 → 1 470 page faults in
 the child (``bench/fuzz.py``). Only the simulator runs here — never a device target:
@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from nebisect.case import REFERENCE_TARGET, Case, CaseOptions, save_npz, sha256_arrays, sha256_bytes
-from nebisect.detect.evaluate import evaluate_job
-from nebisect.fuzz.ops import registered_ops
+from nebisect.evaluate.judge import evaluate_job
 from nebisect.fuzz.subject import BUILDER
 from nebisect.mil.kernels import kernel_ops
+from nebisect.opspecs.ops import registered_ops
 
 #: One target per simulator precision a fuzz campaign runs on (the profile included).
 REHEARSED_TARGETS = ("sim:fp16", "sim:fp16-naive", "sim:fp32", "sim:ane")

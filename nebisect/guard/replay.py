@@ -18,7 +18,7 @@ at that moment is a regression with the reason, never run.
 Torch cases are converted first (in isolation, at the target's precision, on the
 conversion path their ``convert_path`` option names — a bug may live on one path only —
 else the first that converts) and then evaluated against torch fp64; ``.mlpackage``
-cases go straight to :func:`nebisect.detect.evaluate.evaluate`. Each case is one
+cases go straight to :func:`nebisect.evaluate.judge.evaluate`. Each case is one
 ``replay`` unit handed to an executor (:mod:`nebisect.executors`): by default ``jobs``
 threads here, each owning its own :class:`~nebisect.isolate.Isolator` (an interruption
 cancels the cases in flight at once), or the workers of a Dask cluster. The unit carries
@@ -39,8 +39,8 @@ from typing import Any
 from nebisect.case import Case
 from nebisect.corpus.record import CASE_FILE, CaseRecord, CorruptCaseError, Expected
 from nebisect.corpus.store import Corpus, CorpusCase
-from nebisect.detect.evaluate import evaluate
 from nebisect.errors import NebisectError
+from nebisect.evaluate.judge import evaluate
 from nebisect.executors import Executor, Unit, UnitResult
 from nebisect.executors.local import LOCAL, LocalExecutor
 from nebisect.executors.units import LOST_SIGNATURE

@@ -30,7 +30,7 @@ from typing import Any
 from nebisect.case import REFERENCE_TARGET
 from nebisect.corpus.record import CaseRecord
 from nebisect.corpus.store import CorpusCase
-from nebisect.detect.evaluate import evaluate
+from nebisect.evaluate.judge import evaluate
 from nebisect.executors import Executor, UnitResult
 from nebisect.executors.local import LocalExecutor
 from nebisect.fixes import registered_fixes, resolve_fixes

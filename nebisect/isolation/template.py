@@ -115,7 +115,7 @@ class Template:
         message = json.loads(line)
         request = message["request"]
         # The job's own module is imported (and warmed up) here once, so that children
-        # have it: for nebisect.detect.evaluate that is about 70 ms per child, for a
+        # have it: for nebisect.evaluate.judge that is about 70 ms per child, for a
         # conversion seconds. The spare forked before is retired: this case's child is
         # forked after the warm-up too.
         sys.path[:] = request["sys_path"]

@@ -19,7 +19,7 @@ import numpy as np
 
 from nebisect.lint.graph import ProgramView
 from nebisect.lint.records import LintFinding
-from nebisect.lint.registry import lint_rule
+from nebisect.lint.registry import finding, lint_rule
 from nebisect.mil.dtypes import FP16_MAX
 
 #: How far downstream a mask constant is followed looking for its softmax.
@@ -116,8 +116,8 @@ def infinite_masks(view: ProgramView) -> Iterator[LintFinding]:
             if how == "mul"
             else f"it reaches {sink.op_type} '{sink.name}', where a fully masked row is NaN"
         )
-        yield view.finding(
-            "fp16-inf-mask", const,
+        yield finding(
+            view, "fp16-inf-mask", const,
             f"constant '{var.name}' ({_shown(infinite)}) is -inf/inf in fp16 and {consequence}",
             value=float(infinite.flat[0]), sink=sink.name, use=how,
         )
@@ -145,8 +145,8 @@ def out_of_range_constants(view: ProgramView) -> Iterator[LintFinding]:
         finite = infinite[np.isfinite(infinite)]
         if not finite.size:
             continue
-        yield view.finding(
-            "fp16-const-out-of-range", const,
+        yield finding(
+            view, "fp16-const-out-of-range", const,
             f"constant '{var.name}' holds {finite.size} value(s) beyond ±65504 (e.g. "
             f"{_shown(finite)}) that become inf in fp16",
             count=int(finite.size), value=float(finite.flat[0]),

@@ -15,8 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.lint.records import LintFinding
-from nebisect.lint.registry import get_rule
 from nebisect.mil.patterns import max_shift, reduced_axes
 from nebisect.mil.quiet import import_coremltools
 
@@ -160,22 +158,3 @@ class ProgramView:
 
     def function_outputs(self) -> list[tuple[str, Any]]:
         return [(name, v) for name, f in self.functions() for v in f.outputs]
-
-    # -- findings ------------------------------------------------------------------------
-
-    def finding(
-        self, rule_id: str, op: Any, message: str, *, severity: str | None = None,
-        **details: Any,
-    ) -> LintFinding:
-        """A finding of ``rule_id`` at ``op`` with the rule's default severity and fix."""
-        rule = get_rule(rule_id)
-        return LintFinding(
-            rule_id=rule_id,
-            severity=severity or rule.severity,
-            message=message,
-            function=self.function_of(op),
-            op_name=op.name,
-            op_type=op.op_type,
-            fix=rule.fix,
-            details=details,
-        )

@@ -15,7 +15,7 @@ from typing import Any
 
 from nebisect.lint.graph import ProgramView
 from nebisect.lint.records import LintFinding
-from nebisect.lint.registry import lint_rule
+from nebisect.lint.registry import finding, lint_rule
 
 
 def _severity(view: ProgramView, *ops: Any) -> str:
@@ -39,8 +39,8 @@ def log_of_softmax(view: ProgramView) -> Iterator[LintFinding]:
         softmax = view.producer(op.inputs["x"], "softmax")
         if softmax is None:
             continue
-        yield view.finding(
-            "log-of-softmax", op,
+        yield finding(
+            view, "log-of-softmax", op,
             f"log '{op.name}' of softmax '{softmax.name}': probabilities that underflow "
             "to 0 become -inf; compute x - max - log(Σexp(x - max)) instead",
             severity=_severity(view, op, softmax),
@@ -66,8 +66,8 @@ def log_cumsum_exp(view: ProgramView) -> Iterator[LintFinding]:
         exp = view.producer(cumsum.inputs["x"], "exp")
         if exp is None or view.max_shift(exp.inputs["x"]) is not None:
             continue
-        yield view.finding(
-            "log-cumsum-exp", op,
+        yield finding(
+            view, "log-cumsum-exp", op,
             f"log '{op.name}' of cumsum '{cumsum.name}' of exp '{exp.name}' without a "
             "max-shift: exp(x) overflows fp16 for x > 11.09; use "
             "m + log(cumsum(exp(x - m))) with m = max(x)",

@@ -19,7 +19,7 @@ import numpy as np
 
 from nebisect.lint.graph import ProgramView
 from nebisect.lint.records import LintFinding
-from nebisect.lint.registry import lint_rule
+from nebisect.lint.registry import finding, lint_rule
 from nebisect.mil.dtypes import FP16_MAX
 from nebisect.mil.patterns import is_max_shifted
 
@@ -53,8 +53,8 @@ def unshifted_logsumexp(view: ProgramView) -> Iterator[LintFinding]:
         else:
             boundary = math.log(FP16_MAX / size)
             where = f"log(65504/{size}) = {boundary:.4f}"
-        yield view.finding(
-            "lse-no-max-shift", op,
+        yield finding(
+            view, "lse-no-max-shift", op,
             f"reduce_log_sum_exp '{op.name}' over axes {view.reduce_axes(op)} has no "
             f"max-shift: in fp16 Σexp(x) overflows once max(x) > {where} and the "
             "Neural Engine returns 0.0",
@@ -77,8 +77,8 @@ def native_softplus(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops("softplus"):
         if not view.is_fp16(op.outputs[0]):
             continue
-        yield view.finding(
-            "softplus-fp16", op,
+        yield finding(
+            view, "softplus-fp16", op,
             f"softplus '{op.name}' runs in fp16: on the Neural Engine it returns 0.0 for "
             f"x > ln 2^15 = {SOFTPLUS_NE_CLIFF:.4f}; use max(x, 0) + log(1 + exp(-|x|))",
             predicted_boundary=SOFTPLUS_NE_CLIFF,
@@ -112,8 +112,8 @@ def rms_sum_of_squares(view: ProgramView) -> Iterator[LintFinding]:
         limit = f"sqrt(65504/{size}) = {math.sqrt(FP16_MAX / size):.3g}" if size else (
             "sqrt(65504/N)"
         )
-        yield view.finding(
-            "rms-sum-squares-fp16", op,
+        yield finding(
+            view, "rms-sum-squares-fp16", op,
             f"'{op.name}' squares an unscaled value that '{mean.name}' averages in fp16: "
             f"x² overflows once |x| > 255.9, the sum of squares once |x| > {limit}",
             reduction_size=size,

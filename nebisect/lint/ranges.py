@@ -21,7 +21,7 @@ from nebisect.lint.graph import ProgramView
 from nebisect.lint.interval import Interval, analyze, even_power
 from nebisect.lint.overflow import SOFTPLUS_NE_CLIFF
 from nebisect.lint.records import LintFinding
-from nebisect.lint.registry import lint_rule
+from nebisect.lint.registry import finding, lint_rule
 from nebisect.mil.dtypes import FP16_MAX
 
 
@@ -125,8 +125,8 @@ def proven_overflow(view: ProgramView) -> Iterator[LintFinding]:
             "attained when every input element sits at a declared range end"
             if found.exact else "an upper bound that is not shown to be attained"
         )
-        yield view.finding(
-            "fp16-range-overflow", op,
+        yield finding(
+            view, "fp16-range-overflow", op,
             f"with {_ranges_text(view)}, {op.op_type} '{op.name}': {found.what} reaches "
             f"{found.bound:.4g} > {found.limit:.6g} in fp16 ({attained})",
             severity="error" if found.exact else "warning",

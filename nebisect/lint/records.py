@@ -1,8 +1,8 @@
 """Lint's records: a :class:`Rule` (metadata + check) and a :class:`LintFinding` (one hazard).
 
-Kept apart from the registry (:mod:`nebisect.lint.registry`) and the program view
-(:mod:`nebisect.lint.graph`) so that both can build findings without importing each
-other.
+Below the registry (:mod:`nebisect.lint.registry`, which builds findings of registered
+rules); a rule's check reads a program view (:mod:`nebisect.lint.graph`), which knows
+nothing of rules or findings.
 """
 
 from __future__ import annotations

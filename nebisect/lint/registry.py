@@ -14,9 +14,11 @@ it is noise.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from nebisect.fixes import FIXES
-from nebisect.lint.records import SEVERITIES, Check, Rule
+from nebisect.lint.graph import ProgramView
+from nebisect.lint.records import SEVERITIES, Check, LintFinding, Rule
 from nebisect.registry import ImportOnce, Registry
 
 #: The rule family modules; each registers its rules on import.
@@ -70,3 +72,20 @@ def registered_rules() -> dict[str, Rule]:
 def get_rule(rule_id: str) -> Rule:
     """The rule registered as ``rule_id``; an unknown id is a user error naming the known ones."""
     return RULES.get(rule_id)
+
+
+def finding(view: ProgramView, rule_id: str, op: Any, message: str, *,
+            severity: str | None = None, **details: Any) -> LintFinding:
+    """A finding of ``rule_id`` at ``op`` of ``view`` with the rule's default severity
+    and fix."""
+    rule = get_rule(rule_id)
+    return LintFinding(
+        rule_id=rule_id,
+        severity=severity or rule.severity,
+        message=message,
+        function=view.function_of(op),
+        op_name=op.name,
+        op_type=op.op_type,
+        fix=rule.fix,
+        details=details,
+    )

@@ -20,7 +20,7 @@ import numpy as np
 
 from nebisect.lint.graph import ProgramView
 from nebisect.lint.records import LintFinding
-from nebisect.lint.registry import lint_rule
+from nebisect.lint.registry import finding, lint_rule
 from nebisect.mil.fold import FOLD_DEVIATIONS
 from nebisect.mil.semantics.coreml import RUNTIME_DIFFERENCES
 
@@ -60,8 +60,8 @@ def fold_runtime(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops(*RUNTIME_DIFFERENCES):
         if _runtime_hazard(op):
             difference = RUNTIME_DIFFERENCES[op.op_type]
-            yield view.finding(
-                "fold-runtime", op, f"{op.op_type} '{op.name}': {difference.summary}",
+            yield finding(
+            view,     "fold-runtime", op, f"{op.op_type} '{op.name}': {difference.summary}",
                 source=difference.source,
             )
 
@@ -99,6 +99,7 @@ def _folded_wrong(view: ProgramView, op: Any) -> bool:
 def fold_deviation(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops(*FOLD_DEVIATIONS):
         if _folded_wrong(view, op):
-            yield view.finding(
-                "fold-deviation", op, f"{op.op_type} '{op.name}': {FOLD_DEVIATIONS[op.op_type]}"
+            yield finding(
+            view, "fold-deviation", op,
+            f"{op.op_type} '{op.name}': {FOLD_DEVIATIONS[op.op_type]}"
             )

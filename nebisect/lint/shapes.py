@@ -18,7 +18,7 @@ from typing import Any
 
 from nebisect.lint.graph import ProgramView
 from nebisect.lint.records import LintFinding
-from nebisect.lint.registry import lint_rule
+from nebisect.lint.registry import finding, lint_rule
 from nebisect.mil.quiet import import_coremltools
 
 #: Elementwise ops whose fresh output symbols are the broadcast of their inputs' dims
@@ -100,8 +100,8 @@ def data_dependent_shapes(view: ProgramView) -> Iterator[LintFinding]:
                 f"{op.op_type} '{op.name}' gives '{first.name}' the data-dependent shape "
                 f"{_shape_text(first.shape, introduced)} (no input dimension binds it)"
             )
-        yield view.finding(
-            "data-dependent-shape", op, message,
+        yield finding(
+            view, "data-dependent-shape", op, message,
             severity="error" if reached else "warning",
             outputs=[v.name for v in reached],
             symbols=sorted(str(s) for s in introduced),

@@ -31,8 +31,8 @@ from nebisect.case import (
     sha256_bytes,
     sha256_path,
 )
-from nebisect.detect.evaluate import evaluate
 from nebisect.errors import NebisectError
+from nebisect.evaluate.judge import evaluate
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.graphs.fx import TorchCandidate

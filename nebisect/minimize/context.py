@@ -16,8 +16,8 @@ from nebisect.bisect import Budget, Evaluator, Reduction
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator
-    from nebisect.minimize.bisector import BisectOptions, Tracker
     from nebisect.minimize.candidates import CandidateSpace
+    from nebisect.minimize.options import BisectOptions, Tracker
     from nebisect.sources.resolve import Source
     from nebisect.verdict import Verdict
 

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nebisect.bisect import Evaluator, Reduction, ddmin, hierarchical_ddmin, localize
-from nebisect.case import Case, CaseOptions, load_npz, parse_target, save_npz, sha256_path
-from nebisect.detect.evaluate import evaluate, split_arrays
+from nebisect.case import Case, CaseOptions, load_npz, save_npz, sha256_path
 from nebisect.errors import NebisectError
+from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
 from nebisect.minimize.context import ReductionContext, ReductionOutput
 from nebisect.sources.convert import PATH_LABELS
+from nebisect.targets import spec_of
 from nebisect.verdict import Verdict, value_divergence
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ def _search_program(context: ReductionContext, graph: MilGraph, original: Verdic
     tracker = context.progress
     if original.status == "mismatch" and target_mid:
         tracker.phase("first divergence")
-        precision = parse_target(context.options.target).precision
+        precision = spec_of(context.options.target).precision
         found = localize(graph.dag, value_divergence(target_mid, reference_mid, precision),
                          evaluator)
         if found.signature:
@@ -128,7 +129,7 @@ def _package(context: ReductionContext) -> Path:
     options = context.options
     context.progress.phase("converting")
     package, verdict = convert_isolated(
-        source, parse_target(options.target).precision, context.workdir, context.isolator,
+        source, spec_of(options.target).precision, context.workdir, context.isolator,
         setup=context.setup, timeout=options.timeouts.convert, paths=options.paths,
     )
     context.progress.ran()
@@ -194,7 +195,7 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     options, tracker, workdir = context.options, context.progress, context.workdir
     source, setup = context.source, context.setup
     predict = options.stage == "predict"
-    precision = parse_target(options.target).precision
+    precision = spec_of(options.target).precision
     arrays = _torch_inputs(context) if predict else None
     tracker.phase("converting the original" + (" and running it" if predict else ""))
     original, runs = run_torch_source(

@@ -29,7 +29,7 @@ from nebisect.sources.convert import PATH_LABELS, convert_paths
 from nebisect.sources.resolve import Source
 
 if TYPE_CHECKING:
-    from nebisect.minimize.bisector import BisectOptions, Tracker
+    from nebisect.minimize.options import BisectOptions, Tracker
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def find_trigger(label: str, source: Source, options: BisectOptions, setup: tupl
     on = f" [{PATH_LABELS[group.path]}]" if group.path else ""
     line = (f"{group.smallest.label}{on}, found exploring {target} ({predictions} "
             f"predictions): {where(group.attribution, group)}")
-    return Found(runner.cells.saved[group.smallest.label], group.path, trigger.graph, line)
+    return Found(runner.bench.saved[group.smallest.label], group.path, trigger.graph, line)
 
 
 def _nothing(report: RunReport, target: str) -> str:

@@ -34,7 +34,7 @@ from nebisect.errors import NebisectError
 from nebisect.files import staged
 from nebisect.mil.quiet import import_coremltools, quiet
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
-from nebisect.sources.torch_module import TorchSource, load_torch_source
+from nebisect.sources.torch_module import CONVERSION_PRELOAD, TorchSource, load_torch_source
 from nebisect.verdict import Stage, Status, Verdict, error_signature
 
 if TYPE_CHECKING:
@@ -44,10 +44,6 @@ if TYPE_CHECKING:
 PATHS = ("export", "trace")
 #: The ``setup`` entry that installs nebisect's converter overrides in the child.
 OVERRIDES_SETUP = "nebisect.fixes.converter_compat:install"
-#: what the conversion template imports once before forking (it rehearses a conversion
-#: before the first conversion child: :func:`warm_up`); a factory's description forks
-#: from the same template
-CONVERSION_PRELOAD = ("numpy", "torch", "coremltools")
 #: the paths' names as messages say them ("conversion, jit.trace path only")
 PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 

@@ -23,10 +23,10 @@ import numpy as np
 from nebisect.case import sha256_path
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
-from nebisect.sources.convert import CONVERSION_PRELOAD
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import InputDescription
 from nebisect.sources.loading import ChildSubject, describe_with_arrays, record_outcome, unprefixed
+from nebisect.sources.torch_module import CONVERSION_PRELOAD
 
 #: The conversion job's preload: a run that describes and then converts a source forks
 #: both children from one warm template.

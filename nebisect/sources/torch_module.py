@@ -70,6 +70,11 @@ _loaded: dict[tuple[str, str, str], TorchSource] = {}
 #: the seed of torch, numpy and ``random`` whenever a factory is called
 FACTORY_SEED = 0
 
+#: what the conversion template imports once before forking (it rehearses a conversion
+#: before the first conversion child: ``nebisect.sources.convert.warm_up``); a factory's
+#: description forks from the same template
+CONVERSION_PRELOAD = ("numpy", "torch", "coremltools")
+
 
 @dataclass
 class TorchSource:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from nebisect.case import TargetSpec, parse_target, sha256_path
+from nebisect.case import TargetSpec, sha256_path
 from nebisect.errors import NebisectError
 from nebisect.registry import ImportOnce, Registry
 from nebisect.targets.base import Prediction, Target
@@ -87,9 +87,9 @@ def spec_of(name: str) -> TargetSpec:
     """
     base = getattr(TARGETS.get(name), "base_spec", None) if name in TARGETS else None
     if base:
-        parsed = parse_target(base)
+        parsed = TargetSpec.parse(base)
         return TargetSpec(parsed.backend, name.split(":", 1)[1], parsed.dtype)
-    return parse_target(name)
+    return TargetSpec.parse(name)
 
 
 def get_target(name: str) -> Target:

@@ -7,7 +7,7 @@ gets back one :class:`PluginTarget` per target it registered — the attributes 
 parent consults (``base_spec`` for the spec grammar, ``preload`` for the fork template,
 ``availability`` for "cannot run here", the description for ``targets``). The parent
 registers a :class:`DescribedTarget` stand-in under each name; the cases themselves
-import the real plugin in their own child (``nebisect.detect.evaluate.evaluate_job``).
+import the real plugin in their own child (``nebisect.evaluate.judge.evaluate_job``).
 
 Paths are made absolute here, once, so every child imports the same file whatever its
 working directory.

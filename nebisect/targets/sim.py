@@ -101,9 +101,9 @@ def follow_semantics(reference: str, target: str) -> str:
     against a ``sim:fp64`` that follows the runtime would report the semantics
     difference as a precision failure. A reference that names its semantics keeps it.
     """
-    if not reference.startswith("sim:") or not target.startswith("sim:"):
-        return reference
+    if not reference:
+        return reference  # no reference: a case that is not judged (a recording)
     ref, tgt = spec_of(reference), spec_of(target)
-    if ref.semantics or not tgt.semantics:
+    if not ref.simulated or not tgt.simulated or ref.semantics or not tgt.semantics:
         return reference
     return f"{reference}:{tgt.semantics}"

@@ -14,7 +14,8 @@ import pytest
 from support import REPO, SUPPORT
 
 from nebisect.case import save_npz
-from nebisect.detect.matrix import MatrixRunner, RunReport, attribute
+from nebisect.detect.attribution import attribute
+from nebisect.detect.matrix import MatrixRunner, RunReport
 from nebisect.isolate import Isolator
 from nebisect.sources.resolve import resolve_source
 from nebisect.verdict import Verdict
@@ -328,9 +329,9 @@ def test_a_declared_domain_keeps_a_far_trigger_out_of_the_failures(
 ])
 def test_a_known_converter_incompatibility_names_the_overrides(message: str,
                                                                named: bool) -> None:
-    from nebisect.detect.families import Member
     from nebisect.detect.findings import FailureGroup
     from nebisect.detect.summary import group_lines
+    from nebisect.inputs.families import Member
 
     static = Member("length", "static")
     group = FailureGroup("sim:fp32", "", "error:convert:…", "conversion", None, static,

@@ -20,7 +20,7 @@ from nebisect.fuzz.campaign import (
     Evaluation,
     Finding,
 )
-from nebisect.fuzz.cliff import Boundary
+from nebisect.search.cliff import Boundary
 from nebisect.verdict import Verdict
 
 

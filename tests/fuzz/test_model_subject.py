@@ -24,8 +24,8 @@ from support import REPO
 from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus
 from nebisect.fuzz.campaign import Campaign, CampaignConfig, Evaluation
-from nebisect.fuzz.cliff import Boundary
 from nebisect.fuzz.model_subject import ModelSubject, describe_case
+from nebisect.search.cliff import Boundary
 from nebisect.sources.inputs import InputDescription
 from nebisect.sources.resolve import Source
 from nebisect.verdict import Verdict

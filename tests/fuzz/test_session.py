@@ -12,11 +12,11 @@ from support import SUPPORT
 
 from nebisect.fuzz.campaign import CampaignResult, Finding, localize_finding
 from nebisect.fuzz.execute import SubjectExecutor
-from nebisect.fuzz.ops import get_op
 from nebisect.fuzz.session import FuzzOptions, run_session
-from nebisect.fuzz.strategies import delta
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
+from nebisect.opspecs.ops import get_op
+from nebisect.opspecs.strategies import delta
 
 PLUGIN = str(SUPPORT / "plugins_fuzz.py")
 

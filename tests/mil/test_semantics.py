@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from support import REPO
 
-from nebisect.case import SIM_SEMANTICS, TargetSpecError, parse_target
+from nebisect.case import SIM_SEMANTICS, TargetSpec, TargetSpecError
 from nebisect.mil.interp import run_program
 from nebisect.mil.semantics import SEMANTICS
 from nebisect.targets import get_target
@@ -84,14 +84,14 @@ def test_pow_with_a_computed_base_of_two_is_not_the_fast_path():
 
 
 def test_semantics_is_part_of_the_sim_target_name():
-    assert str(parse_target("sim:fp16:spec")) == "sim:fp16:spec"
-    assert parse_target("sim:fp16").semantics == ""
+    assert str(TargetSpec.parse("sim:fp16:spec")) == "sim:fp16:spec"
+    assert TargetSpec.parse("sim:fp16").semantics == ""
     assert get_target("sim:ane:spec").semantics == "spec"
     assert get_target("sim:fp32").semantics == "coreml"
     with pytest.raises(TargetSpecError, match="semantics is one of coreml, spec"):
-        parse_target("sim:fp16:torch")
+        TargetSpec.parse("sim:fp16:torch")
     with pytest.raises(TargetSpecError):
-        parse_target("coreml:ne:spec")
+        TargetSpec.parse("coreml:ne:spec")
     assert sorted(SEMANTICS.names()) == sorted(SIM_SEMANTICS)  # the grammar and the registry
 
 

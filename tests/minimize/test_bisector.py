@@ -19,7 +19,8 @@ from nebisect.case import load_npz, save_npz
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.mil.load import load_program
-from nebisect.minimize.bisector import BisectOptions, BisectResult, ProgressLine, bisect_source
+from nebisect.minimize.bisector import BisectResult, bisect_source
+from nebisect.minimize.options import BisectOptions, ProgressLine
 
 DATA_DEPENDENT = ("error:predict:SimPredictError: Invalid blob shape: Data-dependent shapes "
                   "were disabled: pooled - [?, N]")

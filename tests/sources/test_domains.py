@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from nebisect.detect.evaluate import _unpadded
-from nebisect.detect.families import ModelInputs, build
 from nebisect.errors import NebisectError
+from nebisect.evaluate.judge import _unpadded
+from nebisect.inputs.families import ModelInputs, build
 from nebisect.sources.domains import (
     MASK,
     InputDomain,

@@ -3,7 +3,7 @@
 The fuzz payload is seed 000's cliff as the fuzzer reports it: a one-op
 ``reduce_log_sum_exp`` over 32 delta-replicated channels swept over [−15, 15] on the
 simulator's Neural Engine profile against fp64, localized to two adjacent fp16 values
-by :func:`nebisect.fuzz.cliff.localize`. The bisect payload is the per-op error of
+by :func:`nebisect.search.cliff.localize`. The bisect payload is the per-op error of
 seed 000's conv → logsumexp → linear graph at x = 7.7.
 """
 
@@ -14,7 +14,6 @@ import math
 import numpy as np
 
 import support.lint_programs as lp
-from nebisect.fuzz.cliff import Boundary, localize
 from nebisect.mil.interp import run_program
 from nebisect.mil.quiet import import_coremltools
 from nebisect.report import (
@@ -26,6 +25,7 @@ from nebisect.report import (
     RunMatrix,
     Table,
 )
+from nebisect.search.cliff import Boundary, localize
 from nebisect.verdict import Verdict, compare, judge
 
 ct = import_coremltools()

@@ -19,8 +19,8 @@ from support import SUPPORT
 from support.coreml_plans import CPU, GPU, NE, block, op, recorded_plan
 
 from nebisect.case import Case, CaseOptions, sha256_path
-from nebisect.detect.evaluate import _routed
 from nebisect.errors import NebisectError
+from nebisect.evaluate.judge import _routed
 from nebisect.sources.deployment import (
     compile_cache_key,
     deployment_for,
@@ -309,7 +309,7 @@ def test_model_needing_a_newer_os_is_a_skipped_verdict(tmp_path: Path) -> None:
     """A target that cannot load the model here (TargetSkipped) gives ``skipped`` with
     the reason, never an error blamed on the device."""
     from nebisect.case import save_npz
-    from nebisect.detect.evaluate import evaluate
+    from nebisect.evaluate.judge import evaluate
     from nebisect.targets.plugins import use_plugins
 
     package = _save(tmp_path / "m.mlpackage", _program(np.ones((16, 8), np.float32)))

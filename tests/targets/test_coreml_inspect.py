@@ -121,7 +121,8 @@ def test_bisect_on_the_neural_engine_localizes_seed_000_by_first_divergence(
     """Seed 000 on coreml:ne: the device's intermediates localize the collapsing lse
     without ddmin, and the repro asserts the lse runs on the Neural Engine."""
     from nebisect.case import save_npz
-    from nebisect.minimize.bisector import BisectOptions, bisect_source
+    from nebisect.minimize.bisector import bisect_source
+    from nebisect.minimize.options import BisectOptions
 
     inputs = tmp_path / "x8.npz"
     save_npz(inputs, {"x": np.full((1, 1, 8, 8), 8.0, np.float32)})

@@ -23,7 +23,7 @@ from coremltools.models.ml_program.experimental.remote_device import (
 from support import REPO
 from support.bisect_programs import chain
 
-from nebisect.case import Case, TargetSpecError, parse_target
+from nebisect.case import Case, TargetSpec, TargetSpecError
 from nebisect.isolation.child import exception_verdict
 from nebisect.isolation.job import mark_stage
 from nebisect.targets import ANY_DEVICE, get_target
@@ -55,16 +55,16 @@ def device(name: str, kind: DeviceType = DeviceType.IPHONE,
 
 
 def test_remote_grammar_round_trips_and_keeps_other_names() -> None:
-    spec = parse_target("coreml-remote:Jane's iPhone:ne")
+    spec = TargetSpec.parse("coreml-remote:Jane's iPhone:ne")
     assert (spec.backend, spec.device, spec.variant) == ("coreml-remote", "Jane's iPhone", "ne")
     assert str(spec) == "coreml-remote:Jane's iPhone:ne" and spec.precision == "fp16"
-    assert parse_target("coreml-remote:ipad:cpu").precision == "fp32"
+    assert TargetSpec.parse("coreml-remote:ipad:cpu").precision == "fp32"
     for name in ("sim:fp16:spec", "coreml:ne", "torch:cpu:fp64"):
-        assert str(parse_target(name)) == name
+        assert str(TargetSpec.parse(name)) == name
     for bad in ("coreml-remote:ne", "coreml-remote: :ne", "coreml-remote:x:tpu",
                 "coreml-remote:a:b:ne"):
         with pytest.raises(TargetSpecError, match="coreml-remote:<device>:"):
-            parse_target(bad)
+            TargetSpec.parse(bad)
     assert Case("m.mlpackage", "mlpackage", "coreml-remote:ipad:ne").target.endswith(":ne")
 
 

@@ -100,7 +100,7 @@ def _rows(report: dict, target: str) -> list[dict]:
 def test_cache_key_and_float64_inputs_on_cpu(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from nebisect.case import Case, save_npz, sha256_path
-    from nebisect.detect.evaluate import evaluate
+    from nebisect.evaluate.judge import evaluate
 
     monkeypatch.setenv("NEBISECT_CACHE", str(tmp_path / "cache"))
     package = _logsumexp_package(tmp_path, 32)
@@ -151,7 +151,7 @@ def test_fp32_logsumexp_on_the_neural_engine_is_unrouted(tmp_path: Path) -> None
     from coremltools.converters.mil import Builder as mb
 
     from nebisect.case import Case, CaseOptions, save_npz
-    from nebisect.detect.evaluate import evaluate
+    from nebisect.evaluate.judge import evaluate
     from nebisect.mil.load import save_program
 
     @mb.program(input_specs=[mb.TensorSpec(shape=(1, 32, 8, 8))])

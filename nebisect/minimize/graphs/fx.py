@@ -38,8 +38,8 @@ import numpy as np
 
 from nebisect.bisect import Dag
 from nebisect.case import save_npz, sha256_arrays, sha256_bytes
+from nebisect.mil.graph import ExtractionError
 from nebisect.mil.quiet import quiet
-from nebisect.minimize.graphs.mil import ExtractionError
 from nebisect.sources.torch_module import TorchSource
 
 Range = tuple[int, int]

@@ -32,8 +32,8 @@ import numpy as np
 from nebisect.case import load_npz, sha256_path
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job
+from nebisect.mil.graph import ExtractionError
 from nebisect.minimize.graphs.fx import FxGraph, TorchCandidate
-from nebisect.minimize.graphs.mil import ExtractionError
 from nebisect.sources.loading import STAGE, ChildSubject, record_of, record_verdict, unprefixed
 
 #: How each job is named in an error line: the export, or cutting one candidate from it

@@ -34,28 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.bisect import Cut, Dag
+from nebisect.bisect import Cut
 from nebisect.case import sha256_arrays, sha256_bytes
-from nebisect.errors import NebisectError
 from nebisect.mil.dtypes import numpy_dtype
+from nebisect.mil.graph import ExtractionError, ProgramGraph, flat_vars, is_constant
 from nebisect.mil.quiet import import_coremltools
 
 #: Core ML function inputs may be these element types (fp16 only from iOS16 on).
 _INPUT_DTYPES = ("fp32", "int32", "fp16")
 _IOS16 = 7  # coremltools' AvailableTarget.iOS16 value
-
-
-class ExtractionError(NebisectError):
-    """A subset of ops cannot be turned into a program (nested blocks, unknown value)."""
-
-
-def is_constant(op: Any) -> bool:
-    """Ops whose values are fixed at compile/load time travel with their consumers."""
-    return op.op_type == "const" or op.op_type.startswith("constexpr_")
-
-
-def _flat_vars(argument: Any) -> list[Any]:
-    return list(argument) if isinstance(argument, (list, tuple)) else [argument]
 
 
 @dataclass
@@ -112,48 +99,8 @@ class SubgraphPlan:
         return sha256_bytes(json.dumps(structure, sort_keys=True, default=str).encode())
 
 
-class MilGraph:
-    """The dependency view of one function of a MIL program (``main`` by default)."""
-
-    def __init__(self, program: Any, function: str = "main") -> None:
-        if function not in program.functions:
-            raise ExtractionError(f"program has no function {function!r}")
-        self.program = program
-        self.function = program.functions[function]
-        self.ops: dict[str, Any] = {}
-        self.vars: dict[str, Any] = dict(self.function.inputs)
-        for op in self.function.operations:
-            self.ops[op.name] = op
-            self.vars.update((v.name, v) for v in op.outputs)
-        units = [op for op in self.function.operations if not is_constant(op)]
-        self.dag = Dag(
-            order=[op.name for op in units],
-            consumes={op.name: self._dynamic_inputs(op) for op in units},
-            produces={op.name: [v.name for v in op.outputs] for op in units},
-            inputs=list(self.function.inputs),
-            outputs=[v.name for v in self.function.outputs],
-        )
-        self.op_types = {op.name: op.op_type for op in self.function.operations}
-        #: Symbolic dims an input binds (a dynamic sequence); any other symbol is data
-        #: dependent, and a cut input of that size gets the recorded, concrete size.
-        self.bound = {str(d) for var in self.function.inputs.values()
-                      for d in (var.shape or ()) if not isinstance(d, int)}
-
-    @property
-    def units(self) -> tuple[str, ...]:
-        return self.dag.order
-
-    def _dynamic_inputs(self, op: Any) -> list[str]:
-        if op.blocks:
-            raise ExtractionError(
-                f"op {op.name!r} ({op.op_type}) has nested blocks; control flow cannot be cut"
-            )
-        names: dict[str, None] = {}
-        for argument in op.inputs.values():
-            for var in _flat_vars(argument):
-                if var.op is None or not is_constant(var.op):
-                    names.setdefault(var.name)
-        return list(names)
+class MilGraph(ProgramGraph):
+    """A program's dependency view that can cut a subset of its ops out as a program."""
 
     def plan(self, units: Iterable[str], recorded: Mapping[str, np.ndarray]) -> SubgraphPlan:
         """The subgraph of ``units`` (op names) as a :class:`SubgraphPlan`, fed from ``recorded``
@@ -217,7 +164,7 @@ class MilGraph:
 
     def _collect_constants(self, op: Any, needed: set[str]) -> None:
         for argument in op.inputs.values():
-            for var in _flat_vars(argument):
+            for var in flat_vars(argument):
                 if var.op is not None and is_constant(var.op) and var.op.name not in needed:
                     needed.add(var.op.name)
                     self._collect_constants(var.op, needed)

@@ -33,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import parse_target, save_npz
+from nebisect.case import save_npz
 from nebisect.minimize.graphs.fx import TorchCandidate, docstring_text
 from nebisect.minimize.graphs.mil import PlanOp, SubgraphPlan
 from nebisect.minimize.repro import templates
+from nebisect.targets import spec_of
 from nebisect.targets.placement import NOT_COMPUTE, required_devices
 
 #: Constants with more elements than this go to ``constants.npz`` instead of the code.
@@ -55,7 +56,7 @@ DEVICE_BACKENDS = ("coreml", "coreml-remote")
 
 def devices_for(target: str) -> tuple[str, str]:
     """(Core ML compute units on macOS, simulator target elsewhere) for a target spec."""
-    spec = parse_target(target)
+    spec = spec_of(target)
     if spec.backend in DEVICE_BACKENDS:
         return _UNITS_FOR_COREML[spec.variant], _SIM_FOR_COREML[spec.variant]
     if spec.backend == "sim":
@@ -66,7 +67,7 @@ def devices_for(target: str) -> tuple[str, str]:
 def op_of_interest(target: str, plan: SubgraphPlan) -> str:
     """The op type a device repro asserts the placement of: the last compute op of the
     minimized plan ('' for targets that require no device, e.g. every simulator)."""
-    if parse_target(target).backend not in DEVICE_BACKENDS or not required_devices(target):
+    if spec_of(target).backend not in DEVICE_BACKENDS or not required_devices(target):
         return ""
     compute = [op.op_type for op in plan.ops if op.op_type not in NOT_COMPUTE]
     return compute[-1] if compute else ""
@@ -235,7 +236,7 @@ def mil_script(plan: SubgraphPlan, *, signature: str, target: str, header: str,
 def _settings(signature: str, target: str, op_of_interest: str) -> str:
     units, sim = devices_for(target)
     return templates.SETTINGS.format(signature=signature, target=target, units=units, sim=sim,
-                                     precision=parse_target(target).precision,
+                                     precision=spec_of(target).precision,
                                      op_of_interest=op_of_interest)
 
 
@@ -267,7 +268,7 @@ def torch_script(candidate: TorchCandidate, *, signature: str, message: str, tar
     ) + templates.TORCH_CONVERSION.format(setup=list(setup))
     if stage == "convert":
         return script + templates.TORCH_CONVERT_MAIN.format(
-            signature=signature, message=message, precision=parse_target(target).precision)
+            signature=signature, message=message, precision=spec_of(target).precision)
     return (script + _settings(signature, target, op_of_interest) + templates.ORACLE
             + templates.ON_DEVICE + templates.TORCH_PREDICT_MAIN.format())
 

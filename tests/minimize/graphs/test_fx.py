@@ -12,8 +12,8 @@ import pytest
 import torch
 from support.bisect_programs import lgamma_net
 
+from nebisect.mil.graph import ExtractionError
 from nebisect.minimize.graphs.fx import FxGraph
-from nebisect.minimize.graphs.mil import ExtractionError
 from nebisect.sources.torch_module import load_torch_source, run_module
 
 

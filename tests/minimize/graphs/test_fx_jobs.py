@@ -14,9 +14,9 @@ from support.bisect_programs import lgamma_net
 from nebisect.case import save_npz
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
+from nebisect.mil.graph import ExtractionError
 from nebisect.minimize.graphs.fx import FxGraph
 from nebisect.minimize.graphs.fx_jobs import IsolatedFxGraph
-from nebisect.minimize.graphs.mil import ExtractionError
 from nebisect.sources.torch_module import load_torch_source, to_torch_inputs
 
 SUBSETS = [["lgamma"], ["lgamma", "linear_1"], ["relu", "mul"]]

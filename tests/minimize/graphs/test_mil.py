@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from nebisect.mil import interp, load
+from nebisect.mil.graph import ExtractionError
 from nebisect.mil.quiet import import_coremltools
-from nebisect.minimize.graphs.mil import ExtractionError, MilGraph, build, extract
+from nebisect.minimize.graphs.mil import MilGraph, build, extract
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402

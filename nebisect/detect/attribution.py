@@ -1,0 +1,124 @@
+"""Where a failing cell's divergence enters, and at which op.
+
+Attribution answers "where does the divergence enter?" with two extra evaluations made
+only when something fails, on the *same conversion path* as the failing cell:
+
+* ``conversion`` — the converted program, evaluated exactly (``sim:fp64``), already
+  disagrees with torch: the converter emitted different math;
+* ``precision`` — exact evaluation agrees, a careful fp16 evaluation (``sim:fp16``)
+  does not: a graph-level range hazard any fp16 device would hit;
+* ``device`` — both agree; only the device (or its simulated profile) disagrees.
+
+The culprit (:mod:`nebisect.detect.culprit`) costs one more evaluation, recording
+intermediates. Every probe is a cell of the workbench, so it is cached across targets and
+a probe the matrix already ran is never run twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nebisect.case import REFERENCE_TARGET, Case, CaseOptions
+from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
+from nebisect.evaluate.judge import evaluate, split_arrays
+from nebisect.evaluate.workbench import CellKey, Workbench, reference_failure
+from nebisect.targets import spec_of
+from nebisect.verdict import Verdict
+
+ATTRIBUTIONS = ("conversion", "precision", "device")
+PRECISION_PROBE = "sim:fp16"
+EXACT_PROBE = REFERENCE_TARGET
+
+
+def attribute(target: str, verdict: Verdict, exact_ok: bool | None, fp16_ok: bool | None) -> str:
+    """Where a failing cell's divergence enters (see the module docstring)."""
+    if verdict.stage == "convert" or exact_ok is False:
+        return "conversion"
+    if target in (PRECISION_PROBE, "sim:fp16-naive", "sim:fp32"):
+        return "precision"
+    if fp16_ok is False and spec_of(target).precision == "fp16":
+        return "precision"
+    return "device"
+
+
+@dataclass
+class Attributor:
+    """Explains the failing cells of one workbench; each explanation is cached."""
+
+    bench: Workbench
+    _explained: dict[CellKey, tuple[str, Culprit | None]] = field(default_factory=dict)
+
+    def explain(self, key: CellKey, verdict: Verdict) -> tuple[str, Culprit | None]:
+        """The attribution of a failing cell and its culprit op (None when no op can be
+        named: an error before any output, or a target that records no intermediates)."""
+        if key not in self._explained:
+            attribution = self.attribution(key, verdict)
+            culprit = None
+            if verdict.status == "mismatch":
+                culprit = self._culprit(key, attribution)
+            self._explained[key] = attribution, culprit
+        return self._explained[key]
+
+    def attribution(self, key: CellKey, verdict: Verdict) -> str:
+        """The attribution alone: at most two probes, both cached across targets.
+
+        A numeric divergence is explained by a probe that diverges at all; an error or a
+        crash only by a probe that fails the same way (an fp16 overflow elsewhere in
+        the graph does not explain a shape error).
+        """
+        same = None if verdict.status == "mismatch" else verdict.signature
+        exact_ok = (self._probe(EXACT_PROBE, key, same) if self.bench.source.kind == "torch"
+                    else None)
+        fp16_ok = self._probe(PRECISION_PROBE, key, same)
+        return attribute(key.target, verdict, exact_ok, fp16_ok)
+
+    def probe_keys(self, path: str, npz: str) -> list[CellKey]:
+        """The cells :meth:`attribution` may evaluate for a failing cell on ``path``."""
+        probes = [EXACT_PROBE, PRECISION_PROBE] if self.bench.source.kind == "torch" else [
+            PRECISION_PROBE]
+        found = [(probe, self.probe_path(probe, path)) for probe in probes]
+        return [CellKey(probe, p, npz) for probe, p in found if p is not None]
+
+    def probe_path(self, target: str, path: str) -> str | None:
+        """The path ``target``'s probe of a cell on ``path`` runs (None: it cannot)."""
+        paths = self.bench.paths_of(target)
+        if isinstance(paths, Verdict) or (path not in paths and paths != [""]):
+            return None
+        return path if paths != [""] else ""
+
+    def _probe(self, target: str, key: CellKey, same: str | None = None) -> bool | None:
+        """Does ``target`` pass the cell ``key`` — or, given ``same``, not fail with that
+        signature (None: it was not judged)?"""
+        probe_path = self.probe_path(target, key.path)
+        if probe_path is None:
+            return None
+        verdict, _ = self.bench.run(target, probe_path, key.inputs)
+        if verdict.status == "skipped" or reference_failure(verdict):
+            return None
+        return not verdict.failed or (same is not None and verdict.signature != same)
+
+    def _culprit(self, key: CellKey, attribution: str) -> Culprit | None:
+        bench, target, path, npz = self.bench, key.target, key.path, key.inputs
+        if attribution == "conversion":
+            verdict, arrays = bench.run(EXACT_PROBE, path, npz)
+            if not verdict.failed:
+                return None
+            judged = bench.case(EXACT_PROBE, path, npz).options
+            return by_outputs(bench.outline(EXACT_PROBE, path), split_arrays(arrays, "ref:"),
+                              split_arrays(arrays, "out:"),
+                              judged.judging_precision(spec_of(EXACT_PROBE).precision))
+        if bench.source.kind == "torch" and not path:
+            return None  # a torch target: no program whose ops could be named
+        cell = bench.case(target, path, npz)
+        options = CaseOptions(plugins=tuple(bench.plugins), intermediates=True)
+        case = Case(cell.source, cell.source_kind, target, inputs_path=npz,
+                    model_sha256=cell.model_sha256, inputs_sha256=cell.inputs_sha256,
+                    options=options)
+        outcome = evaluate(case, reference=EXACT_PROBE, isolator=bench.isolator,
+                           timeout=bench.timeouts.predict)
+        target_mid = split_arrays(outcome.arrays, "mid:")
+        if not target_mid:
+            return None
+        return by_intermediates(bench.outline(target, path), target_mid,
+                                split_arrays(outcome.arrays, "refmid:"),
+                                spec_of(target).precision)

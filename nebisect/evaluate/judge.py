@@ -1,0 +1,285 @@
+"""Evaluate one case: predict on the target and on the reference, judge, in isolation.
+
+The child side (:func:`evaluate_job`) does everything that can crash — loading the
+artifact, predicting — and returns a verdict plus the raw outputs; the parent side
+(:func:`evaluate`) only builds the job and hands it to the isolation engine. Running
+the reference in the same child halves the process count for fuzzing and replay; the
+reference (the float64 simulator, or torch fp64) cannot crash the way a device does,
+and if it fails the verdict says so explicitly rather than blaming the target.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nebisect.case import REFERENCE_TARGET, Case, load_npz, save_npz, sha256_arrays
+from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
+from nebisect.sources.artifact import Artifact
+from nebisect.sources.domains import masked_positions
+from nebisect.sources.torch_module import held_preload
+from nebisect.targets import Prediction, get_target, load_plugins
+from nebisect.targets.base import TargetSkipped
+from nebisect.targets.placement import check_routing, required_devices
+from nebisect.targets.sim import follow_semantics
+from nebisect.verdict import Stage, Status, Tolerance, Verdict, error_signature, judge
+
+
+def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Artifact:
+    kind, location = spec[0], spec[1]
+    return Artifact(kind, location, params)
+
+
+#: the metric of a ``timed`` job: {"predict": seconds, "reference": seconds}
+SECONDS = "seconds"
+
+
+def warm_up() -> None:
+    """What every evaluation reads lazily — the targets, the simulator with its kernels,
+    profiles and semantics, the program loader — loaded in a fork template, once
+    (:data:`nebisect.isolation.server.WARM_UP`), instead of once per forked child."""
+    from nebisect.mil import interp, load  # noqa: F401  (imported for their side effect)
+    from nebisect.mil.kernels import KERNELS
+    from nebisect.mil.profiles import PROFILES
+    from nebisect.mil.semantics import SEMANTICS
+    from nebisect.targets import TARGETS
+
+    for registry in (TARGETS, KERNELS, PROFILES, SEMANTICS):
+        registry.load()
+
+
+def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+    """Child side of :func:`evaluate`; see its docstring for the options honoured."""
+    # Plugins first: a fresh child knows a plugin target's name only once it is loaded,
+    # and Case validates its target name on construction.
+    load_plugins(payload["case"].get("options", {}).get("plugins", ()))
+    case = Case.from_dict(payload["case"])
+    options = case.options
+    want_intermediates = options.intermediates
+    mark_stage(Stage.LOAD)
+    artifact = _artifact((case.source_kind, case.source), options.params)
+    inputs = load_npz(case.inputs_path) if case.inputs_path else {}
+    target = get_target(case.target)
+    unavailable = target.availability()
+    if unavailable:
+        return Verdict(Status.SKIPPED, case.stage, "skipped", message=unavailable), {}
+    mark_stage(Stage.PREDICT)
+    started = time.perf_counter()
+    try:
+        prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
+    except TargetSkipped as skip:
+        return Verdict(Status.SKIPPED, case.stage, "skipped", message=str(skip)), {}
+    arrays = _prefixed("out:", prediction.outputs)
+    arrays.update(_prefixed("mid:", prediction.intermediates))
+    reference_name = follow_semantics(payload.get("reference") or "", case.target)
+    if not reference_name:
+        verdict = Verdict(Status.PASS, Stage.PREDICT, placement=prediction.placement,
+                          target=case.target)
+        return _routed(case, prediction, verdict), arrays
+    predicted = time.perf_counter()
+    mark_stage(Stage.REFERENCE)
+    reference_source = options.reference_source or (case.source_kind, case.source)
+    reference_artifact = (
+        artifact
+        if reference_source == (case.source_kind, case.source)
+        else _artifact(reference_source, options.params)
+    )
+    try:
+        expected = _reference(reference_name, reference_artifact, inputs, want_intermediates,
+                              payload.get("reference_cache") or "")
+    except Exception as exc:
+        message = f"reference {reference_name} failed: {exc}"
+        return Verdict(Status.ERROR, Stage.REFERENCE, error_signature(Stage.REFERENCE, message),
+                       message=message), arrays
+    referenced = time.perf_counter()
+    arrays.update(_prefixed("ref:", expected.outputs))
+    arrays.update(_prefixed("refmid:", expected.intermediates))
+    precision = options.judging_precision(target.precision)
+    if precision in ("fp32", "fp64") and any(
+            np.asarray(value).dtype == np.float16 for value in prediction.outputs.values()):
+        # A program whose outputs are declared fp16 stores them at fp16 on every backend
+        # (Core ML's typed execution, which sim:fp32 follows): judge them in fp16 ULPs.
+        precision = "fp16"
+    verdict = _judge(case, precision, expected, prediction, payload, inputs)
+    if payload.get("timed"):
+        # What ``run``'s summary adds up; the caller takes it out of the verdict again.
+        verdict.metrics[SECONDS] = {"predict": predicted - started,
+                                    "reference": referenced - predicted}
+    return verdict, arrays
+
+
+def _reference(name: str, artifact: Artifact, inputs: dict[str, np.ndarray],
+               intermediates: bool, cache: str) -> Prediction:
+    """The reference's prediction; with a ``cache`` directory, computed once per
+    (reference, artifact, inputs) across every cell of a run: a run judges each input
+    set on every target and path against the same torch fp64 outputs, and rebuilding
+    the module for each of them was most of a real model's run."""
+    if not cache or intermediates:
+        return get_target(name).predict(artifact, inputs, intermediates=intermediates)
+    key = sha256_arrays({f"in:{k}": v for k, v in inputs.items()}
+                        | {"who": np.frombuffer(
+                            f"{name}|{artifact.kind}|{artifact.location}".encode(), np.uint8)})
+    stored = Path(cache) / f"{key[:32]}.npz"
+    if stored.is_file():
+        return Prediction(load_npz(stored))
+    expected = get_target(name).predict(artifact, inputs, intermediates=False)
+    if not expected.placement and not expected.notes:  # outputs are all it has
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        save_npz(stored, {k: np.asarray(v) for k, v in expected.outputs.items()})
+    return expected
+
+
+def _judge(
+    case: Case,
+    precision: str,
+    expected: Prediction,
+    prediction: Prediction,
+    payload: dict[str, Any],
+    inputs: dict[str, np.ndarray],
+) -> Verdict:
+    names = list(case.options.outputs) or sorted(expected.outputs)
+    tolerance = Tolerance(**payload["tolerance"]) if payload.get("tolerance") else None
+    wanted = {n: expected.outputs[n] for n in names if n in expected.outputs}
+    got = {n: prediction.outputs[n] for n in names if n in prediction.outputs}
+    masked = _unpadded(case.options.masked_outputs, inputs, wanted, got)
+    verdict = judge(wanted, got, precision, tolerance)
+    if masked:
+        verdict.metrics["masked"] = masked
+    verdict.placement = prediction.placement
+    verdict.target = case.target
+    return _routed(case, prediction, verdict)
+
+
+def _unpadded(masked_outputs: dict[str, str], inputs: dict[str, np.ndarray],
+              expected: dict[str, Any], predicted: dict[str, Any]) -> dict[str, int]:
+    """Blank (zero, on both sides) the padded positions of every masked output, in place:
+    a padded position's value is nobody's bug. Returns how many elements each output
+    left out of the comparison."""
+    left_out = {}
+    for output, mask_name in masked_outputs.items():
+        if output not in expected or output not in predicted or mask_name not in inputs:
+            continue
+        want, got = np.asarray(expected[output]), np.asarray(predicted[output])
+        padded = masked_positions(want, inputs[mask_name])
+        if padded is None or got.shape != want.shape or not padded.any():
+            continue
+        expected[output] = np.where(padded, np.zeros((), want.dtype), want)
+        predicted[output] = np.where(padded, np.zeros((), got.dtype), got)
+        left_out[output] = int(padded.sum())
+    return left_out
+
+
+def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
+    """The verdict after the placement check of :mod:`nebisect.targets.placement`."""
+    if prediction.notes:
+        verdict.metrics["notes"] = list(prediction.notes)
+    required = required_devices(case.target)
+    if not required:
+        return verdict
+    routing = check_routing(required, prediction.placement, prediction.op_types,
+                            case.options.op_of_interest,
+                            prediction.placement_unknown)
+    verdict.metrics["routed"] = routing.summary
+    if routing.unknown and verdict.status == "pass":
+        verdict.status, verdict.signature = Status.SKIPPED, "skipped"
+        verdict.message = (f"not judged on {case.target}: {routing.summary} — a pass here "
+                           "cannot be told from a CPU fallback")
+    elif routing.unrouted and verdict.status in ("pass", "mismatch"):
+        if verdict.status == "mismatch":
+            verdict.metrics["judged"] = verdict.signature
+        op = case.options.op_of_interest
+        verdict.status = Status.UNROUTED
+        verdict.signature = f"unrouted:{op}" if op else "unrouted"
+        verdict.message = routing.unrouted
+    return verdict
+
+
+def _prefixed(prefix: str, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {f"{prefix}{name}": np.asarray(value) for name, value in arrays.items()}
+
+
+def split_arrays(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    """The arrays an evaluation returned under one prefix (``out:``, ``ref:``, ``mid:``)."""
+    return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+
+def evaluation_preload(target: str, reference: str | None,
+                       torch_source: str = "") -> tuple[str, ...]:
+    """What the template of a case on ``target`` judged against ``reference`` preloads
+    (for :meth:`~nebisect.isolate.Isolator.prestart`); with ``torch_source`` (the
+    location of a torch source the case or its reference runs), the template holds
+    that module built (:func:`~nebisect.sources.torch_module.hold_source`)."""
+    parties = [get_target(target)] + ([get_target(reference)] if reference else [])
+    preload = combined_preload(*(party.preload for party in parties))
+    return (*preload, held_preload(torch_source)) if torch_source else preload
+
+
+def torch_source_of(case: Case) -> str:
+    """The torch source a case's child runs — its own, or its reference's — or ""."""
+    reference = case.options.reference_source
+    if reference is not None and reference[0] == "torch":
+        return reference[1]
+    return case.source if case.source_kind == "torch" else ""
+
+
+def build_job(
+    case: Case,
+    *,
+    reference: str | None = REFERENCE_TARGET,
+    tolerance: Tolerance | None = None,
+    timeout: float = 60.0,
+    memory_mb: int | None = None,
+    timed: bool = False,
+    reference_cache: str = "",
+) -> Job:
+    """The isolation job for one case; the fork template preloads what the target needs.
+
+    ``timed``: the verdict's ``metrics[SECONDS]`` says how long the target's prediction
+    and the reference's took, in the child. ``reference_cache``: a directory where the
+    reference's outputs are kept per inputs (one run's cells share it).
+    """
+    preload = evaluation_preload(case.target, reference,
+                                 torch_source_of(case) if reference else "")
+    payload: dict[str, Any] = {"case": case.to_dict(), "reference": reference}
+    if reference_cache:
+        payload["reference_cache"] = reference_cache
+    if tolerance is not None:
+        payload["tolerance"] = tolerance.__dict__
+    if timed:
+        payload["timed"] = True
+    return Job(
+        function="nebisect.evaluate.judge:evaluate_job",
+        payload=payload,
+        stage="load",
+        timeout=timeout,
+        memory_mb=memory_mb,
+        preload=preload,
+    )
+
+
+def evaluate(
+    case: Case,
+    *,
+    reference: str | None = REFERENCE_TARGET,
+    isolator: Isolator | None = None,
+    tolerance: Tolerance | None = None,
+    timeout: float = 60.0,
+    memory_mb: int | None = None,
+    timed: bool = False,
+    reference_cache: str = "",
+) -> Outcome:
+    """Run one case in a fresh process and judge it against ``reference``.
+
+    Every field of ``case.options`` (:class:`~nebisect.case.CaseOptions`) is honoured;
+    with ``intermediates`` every intermediate value comes back as ``mid:``/``refmid:``
+    arrays. ``timed``: see
+    :func:`build_job`.
+    """
+    job = build_job(case, reference=reference, tolerance=tolerance, timeout=timeout,
+                    memory_mb=memory_mb, timed=timed, reference_cache=reference_cache)
+    outcome = isolator.run(job) if isolator is not None else run_isolated(job)
+    outcome.verdict.target = outcome.verdict.target or case.target
+    return outcome

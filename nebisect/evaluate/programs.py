@@ -1,0 +1,75 @@
+"""What ``run`` needs to know of a converted program, read in an isolated child.
+
+Naming the op where a failure enters (:mod:`nebisect.detect.culprit`) needs the
+program's dependency structure, and the guided probes (:mod:`nebisect.inputs.guided`)
+need lint's interval analysis over it. Both read the program with coremltools. Done in
+``run``'s own process, that import costs seconds of CPU (coremltools there also imports
+torch, transformers and scipy) on the critical path, for a few milliseconds of work.
+Here it runs as a job in the template that evaluates the program's cells, which has
+coremltools imported already, and only a plain record crosses back: the
+:class:`ProgramOutline` (a :class:`~nebisect.bisect.Dag` and the op types) here, the
+probes as records in :mod:`nebisect.inputs.guided`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nebisect.bisect import Dag
+from nebisect.isolate import Isolator
+from nebisect.sources.loading import ChildSubject, describe_in_child, record_verdict
+from nebisect.verdict import Verdict
+
+SUBJECT = ChildSubject("reading the converted program", "its description")
+
+
+@dataclass(frozen=True)
+class ProgramOutline:
+    """The dependency view of a program's ``main`` function and the type of each op:
+    what a culprit search reads of a :class:`~nebisect.mil.graph.ProgramGraph`."""
+
+    dag: Dag
+    op_types: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        dag = self.dag
+        return {"order": list(dag.order),
+                "consumes": {u: list(v) for u, v in dag.consumes.items()},
+                "produces": {u: list(v) for u, v in dag.produces.items()},
+                "inputs": list(dag.inputs), "outputs": list(dag.outputs),
+                "op_types": self.op_types}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProgramOutline:
+        return cls(Dag(data["order"], data["consumes"], data["produces"], data["inputs"],
+                       data["outputs"]), dict(data["op_types"]))
+
+
+def outline_job(payload: dict[str, Any]) -> Verdict:
+    """Child side of :func:`outline`."""
+    from nebisect.mil.graph import ProgramGraph
+    from nebisect.mil.load import load_program
+
+    def build() -> dict[str, Any]:
+        graph = ProgramGraph(load_program(payload["package"]))
+        return ProgramOutline(graph.dag, dict(graph.op_types)).to_dict()
+
+    return record_verdict(build)
+
+
+def outline(package: str, *, isolator: Isolator, preload: tuple[str, ...],
+            timeout: float) -> ProgramOutline:
+    """The outline of the package at ``package``; ``preload`` should name the template
+    that evaluates it, so that no other template starts for this."""
+    return ProgramOutline.from_dict(
+        read_program(f"{__name__}:outline_job", package, isolator, preload, timeout))
+
+
+def read_program(job: str, package: str, isolator: Isolator, preload: tuple[str, ...],
+                 timeout: float) -> dict[str, Any]:
+    """The record ``job`` (``module:function`` of a child job taking ``{"package": …}``)
+    returns for the package at ``package``, read in the template ``preload`` names."""
+    return describe_in_child(job, {"package": package}, label=package,
+                             subject=SUBJECT, timeout=timeout, preload=preload,
+                             isolator=isolator)

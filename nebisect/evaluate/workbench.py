@@ -1,0 +1,191 @@
+"""The workbench of one model: every cell — a target × conversion path × inputs file —
+judged in isolation, once.
+
+Torch sources are converted once per precision (fp16 targets get a FLOAT16 program,
+everything else FLOAT32), every requested path in one isolated child; a package source
+has one program and the path ``""``. Every verdict is cached by its :class:`CellKey`, so
+a cell that exploration, attribution or the report asks for twice runs once. Explaining
+a failing cell (where it enters, at which op) is :mod:`nebisect.detect.attribution`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nebisect.case import (
+    Case,
+    CaseOptions,
+    load_npz,
+    save_npz,
+    sha256_arrays,
+    sha256_path,
+)
+from nebisect.evaluate.judge import SECONDS, evaluate, evaluation_preload
+from nebisect.evaluate.programs import ProgramOutline, outline
+from nebisect.isolate import Isolator
+from nebisect.isolation.timeouts import Timeouts
+from nebisect.sources.resolve import Source
+from nebisect.targets import spec_of
+from nebisect.verdict import Stage, Verdict
+
+#: The stage a case's verdict names when its reference, not its target, failed.
+REFERENCE_STAGE = Stage.REFERENCE
+
+#: convert(source, precision, workdir, isolator, timeout=) → ({path: package}, verdict)
+Converter = Callable[..., tuple[dict[str, Path], Verdict]]
+
+
+def _conversion_key(precision: str) -> str:
+    """The conversion a target of ``precision`` runs: ``fp16`` programs for fp16 targets,
+    ``fp32`` for every other."""
+    return "fp16" if precision == "fp16" else "fp32"
+
+
+def reference_failure(verdict: Verdict) -> bool:
+    """True when the case failed in its reference, so the target was never judged."""
+    return verdict.failed and verdict.stage == REFERENCE_STAGE
+
+
+@dataclass(frozen=True)
+class CellKey:
+    """One cell: the target, the conversion path it runs (``""``: none) and its inputs
+    file."""
+
+    target: str
+    path: str
+    inputs: str
+
+
+@dataclass
+class Workbench:
+    """Runs the cells of one source with one isolator (see the module docstring).
+
+    ``plugins`` are named in every case (the child imports them); ``paths`` are the
+    conversion paths asked for (``run --convert``). ``saved`` maps the label of every
+    input set evaluated to its inputs file (what a failure group's trigger is read from).
+    """
+
+    source: Source
+    workdir: Path
+    isolator: Isolator
+    reference: str
+    timeouts: Timeouts
+    convert: Converter | None = None
+    plugins: list[str] = field(default_factory=list)
+    paths: tuple[str, ...] = ("export", "trace")
+    packages: dict[str, dict[str, Path]] = field(default_factory=dict)
+    conversions: dict[str, Verdict] = field(default_factory=dict)
+    saved: dict[str, str] = field(default_factory=dict)
+    _runs: dict[CellKey, tuple[Verdict, dict[str, np.ndarray]]] = field(
+        default_factory=dict)
+    _outlines: dict[Path, ProgramOutline] = field(default_factory=dict)
+    _spent: dict[str, float] = field(
+        default_factory=lambda: {"predictions": 0.0, "reference": 0.0})
+
+    # -- inputs and programs -----------------------------------------------------------
+
+    def save_inputs(self, arrays: dict[str, np.ndarray], label: str = "") -> str:
+        """A content-addressed ``.npz`` of ``arrays`` in the workdir (written once),
+        remembered under ``label`` in ``saved`` when one is given."""
+        path = self.workdir / "inputs" / f"{sha256_arrays(arrays)[:24]}.npz"
+        if not path.is_file():
+            path.parent.mkdir(exist_ok=True)
+            save_npz(path, arrays)
+        if label:
+            self.saved[label] = str(path)
+        return str(path)
+
+    def paths_of(self, target: str, *, convert: bool = True) -> list[str] | Verdict:
+        """The conversion paths ``target``'s cells run (``[""]``: no conversion), or the
+        convert verdict when no path converts. Without ``convert`` nothing is converted
+        now: a target whose conversion has not run has no paths (``[]``)."""
+        if self.source.kind != "torch" or not spec_of(target).runs_programs:
+            return [""]
+        precision = spec_of(target).precision
+        if not convert and _conversion_key(precision) not in self.conversions:
+            return []
+        packages, verdict = self._converted(precision)
+        return list(packages) if packages else verdict
+
+    def _converted(self, precision: str) -> tuple[dict[str, Path], Verdict]:
+        """Convert once per conversion precision (fp16 → FLOAT16, else FLOAT32)."""
+        key = _conversion_key(precision)
+        if key not in self.conversions:
+            assert self.convert is not None, "torch sources need a converter"
+            self.packages[key], self.conversions[key] = self.convert(
+                self.source, key, self.workdir, self.isolator, timeout=self.timeouts.convert)
+        return self.packages[key], self.conversions[key]
+
+    def program(self, target: str, path: str) -> Path:
+        """The package ``target`` runs on ``path`` (the source itself for a package)."""
+        if self.source.kind != "torch":
+            return Path(self.source.location)
+        return self._converted(spec_of(target).precision)[0][path]
+
+    def outline(self, target: str, path: str) -> ProgramOutline:
+        """The dependency view of that package (read once, in the template that
+        evaluates ``target``: coremltools is never imported in this process)."""
+        package = self.program(target, path)
+        if package not in self._outlines:
+            self._outlines[package] = outline(
+                str(package), isolator=self.isolator, timeout=self.timeouts.load,
+                preload=self.preload(target))
+        return self._outlines[package]
+
+    def preload(self, target: str) -> tuple[str, ...]:
+        """The preload of the template that evaluates ``target``'s cells: a torch
+        source's reference runs there, so it holds the module built."""
+        held = self.source.location if self.source.kind == "torch" and self.reference else ""
+        return evaluation_preload(target, self.reference, held)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def case(self, target: str, path: str, npz: str) -> Case:
+        """The case of one cell (``path`` must have converted for ``target``)."""
+        options = CaseOptions(plugins=tuple(self.plugins),
+                              masked_outputs=dict(self.source.masked_outputs))
+        kind, location = self.source.kind, self.source.location
+        if self.source.kind == "torch":
+            if path:
+                kind, location = "mlpackage", str(self.program(target, path))
+            options = options.judged_against(("torch", self.source.location), source_kind=kind,
+                                             precision=spec_of(target).precision)
+        model_hash = sha256_path(location) if kind == "mlpackage" else ""
+        return Case(location, kind, target, inputs_path=npz, model_sha256=model_hash,
+                    inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
+
+    def cached(self, key: CellKey) -> bool:
+        """Has the cell been evaluated?"""
+        return key in self._runs
+
+    def store(self, key: CellKey, verdict: Verdict,
+              arrays: dict[str, np.ndarray]) -> None:
+        """A cell's verdict and outputs evaluated elsewhere (:mod:`nebisect.detect.remote`)."""
+        self._runs[key] = verdict, arrays
+
+    def run(self, target: str, path: str, npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
+        """The verdict of one cell and its outputs (``out:``/``ref:`` arrays), cached."""
+        key = CellKey(target, path, npz)
+        if key not in self._runs:
+            started = time.perf_counter()
+            outcome = evaluate(self.case(target, path, npz), reference=self.reference,
+                               isolator=self.isolator, timeout=self.timeouts.predict,
+                               timed=True, reference_cache=str(self.workdir / "references"))
+            total = time.perf_counter() - started
+            outcome.verdict.timings.setdefault("total", total)
+            seconds = outcome.verdict.metrics.pop(SECONDS, {})
+            self._spent["predictions"] += total
+            self._spent["reference"] += seconds.get("reference", 0.0)
+            self._runs[key] = outcome.verdict, outcome.arrays
+        return self._runs[key]
+
+    def seconds(self) -> dict[str, float]:
+        """Wall seconds of the conversions and of the cells run so far, and the part of
+        the cells spent computing the reference (what ``run``'s summary reports)."""
+        return {"conversion": sum(v.timings.get("wall", 0.0)
+                                  for v in self.conversions.values()), **self._spent}

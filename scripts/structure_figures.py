@@ -1,0 +1,169 @@
+"""Structural figures of a nebisect checkout, read from its source (nothing is run).
+
+Prints the measures the structural issues track, so a before → after is one command on
+two checkouts::
+
+    python scripts/structure_figures.py                 # this checkout
+    git worktree add /tmp/before <rev> && python scripts/structure_figures.py /tmp/before
+
+* import cycles among modules, counting type-only imports (``if TYPE_CHECKING:``), and
+  cycles among top-level folders (``detect`` → ``fuzz`` → ``detect``);
+* distinct string keys written into ``Verdict.metrics``;
+* hand-written ``to_dict`` / ``from_dict`` methods;
+* public target-spec parsers and their call sites, registry-blind parses (which reject
+  plugin targets) outside ``targets/``, and prefix checks on target strings
+  (``target.startswith("sim:")``);
+* mentions of preload / prestart / warm_up / crew outside ``isolation/``;
+* the longest command function (``nebisect/commands``), in lines;
+* nebisect modules reachable from ``nebisect.commands.run`` by imports.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def modules(package: Path) -> dict[str, Path]:
+    """Dotted module name → file, for every module under ``package``."""
+    found = {}
+    for file in sorted(package.rglob("*.py")):
+        parts = list(file.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = file
+    return found
+
+
+def import_graph(known: dict[str, Path]) -> dict[str, set[str]]:
+    """Every import of a nebisect module, late and type-only ones included."""
+
+    def resolve(name: str) -> str:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for module, file in known.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(file.read_text(), str(file))):
+            if isinstance(node, ast.Import):
+                targets |= {resolve(a.name) for a in node.names if a.name.startswith("nebisect")}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nebisect"):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    targets.add(full if full in known else resolve(str(node.module)))
+        graph[module] = targets - {module, ""}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+
+    def visit(node: str) -> Iterator[list[str]]:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                yield from visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                yield sorted(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            yield from visit(node)
+
+
+def folder_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def longest_function(files: list[Path]) -> tuple[int, str]:
+    best = (0, "")
+    for file in files:
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                best = max(best, (length, f"{file.name}:{node.name}"))
+    return best
+
+
+def main(root: Path) -> None:
+    package = root / "nebisect"
+    known = modules(package)
+    graph = import_graph(known)
+    texts = {module: file.read_text() for module, file in known.items()}
+    everything = "\n".join(texts.values())
+
+    module_cycles = list(cycles(graph))
+    folders: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        folders.setdefault(folder_of(module), set()).update(
+            folder_of(t) for t in targets if folder_of(t) != folder_of(module))
+    folder_cycles = list(cycles(folders))
+
+    metric_keys = set(re.findall(r"metrics\[\s*[\"'](\w+)[\"']\s*\]\s*=", everything))
+    metric_keys |= set(re.findall(r"metrics\.setdefault\(\s*[\"'](\w+)[\"']", everything))
+    codecs = len(re.findall(r"^\s+def (?:to_dict|from_dict)\(", everything, re.M))
+    parsers = len(re.findall(r"^def (?:parse_target|spec_of)\(", everything, re.M))
+    parse_calls = len(re.findall(r"\b(?:parse_target|spec_of)\(", everything)) - parsers
+    grammar_calls = sum(len(re.findall(r"\b(?:parse_target|TargetSpec\.parse)\(", text))
+                        for module, text in texts.items()
+                        if module not in ("nebisect.case", "nebisect.targets"))
+    prefix_checks = len(re.findall(r"startswith\(\(?[\"'](?:sim|torch|coreml)[:\"'-]",
+                                   everything))
+    plumbing = sum(len(re.findall(r"\b(?:preload|prestart|warm_up|crew)\w*", text))
+                   for module, text in texts.items()
+                   if not module.startswith("nebisect.isolation"))
+    length, where = longest_function(sorted((package / "commands").glob("*.py")))
+    traced = reachable(graph, "nebisect.commands.run")
+
+    print(f"modules                                   {len(known)}")
+    print(f"module import cycles (type-only counted)  {len(module_cycles)}")
+    for cycle in module_cycles:
+        print(f"    {' ↔ '.join(cycle)}")
+    print(f"folder import cycles                      {len(folder_cycles)}")
+    for cycle in folder_cycles:
+        print(f"    {' ↔ '.join(cycle)}")
+    print(f"string keys written into Verdict.metrics  {len(metric_keys)}")
+    print(f"hand-written to_dict / from_dict          {codecs}")
+    print(f"target-spec parsers / call sites          {parsers} / {parse_calls}")
+    print(f"registry-blind parses outside targets/    {grammar_calls}")
+    print(f"prefix checks on target strings           {prefix_checks}")
+    print(f"preload/prestart/warm_up/crew outside isolation/  {plumbing}")
+    print(f"longest command function                  {length} lines ({where})")
+    print(f"modules reachable from commands.run       {len(traced)}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent)
