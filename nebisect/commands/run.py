@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from nebisect.bounds import MAX_JOBS, check_count, check_seed
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
@@ -34,6 +33,7 @@ from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 from nebisect.sources.inputs import DEFAULT_LENGTHS
 
 if TYPE_CHECKING:
+    from nebisect.detect.findings import Row
     from nebisect.detect.matrix import RunReport
     from nebisect.detect.triggers import TriggerIndex
     from nebisect.verdict import Verdict
@@ -140,14 +140,14 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
     report: Path = typer.Option(
         None, "--report",
-        help="Write report.json/report.html here, and the failure groups' triggers as "
-        "with --save-triggers into its triggers/ (bisect --finding DIR/report.json#N).",
+        help="Write report.json/report.html here, and the findings' triggers as with "
+        "--save-triggers into its triggers/ (bisect --finding DIR/report.json#N).",
     ),
     save_triggers: Path = typer.Option(
         None, "--save-triggers", metavar="DIR",
-        help="Write each failure group's smallest failing inputs as DIR/N.npz (N: the "
-        "group's number, as --inputs reads it) and DIR/triggers.json: where each fails and "
-        "the next commands (bisect, corpus add).",
+        help="Write each finding's smallest failing inputs as DIR/N.npz (N: the finding's "
+        "number, as --inputs reads it) and DIR/triggers.json: where each fails and the "
+        "next commands (bisect, corpus add).",
     ),
     cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
 ) -> None:
@@ -157,8 +157,11 @@ def run(
     It goes looking: besides the lengths (or --inputs) it evaluates the factory's example
     inputs and value families (constant fills, scaled normals, spikes, special values,
     …), probing first the input magnitudes lint predicts overflow fp16, and localizes a
-    cliff to two adjacent fp16 values. Failures are grouped by (signature, culprit op,
-    conversion path), each with its smallest failing input and every input set it covers.
+    cliff to two adjacent fp16 values. Each root cause is one finding — one culprit op,
+    one symptom (crash, error, nonfinite, collapse, shape, integer, tolerance), however
+    many targets, paths and input sets show it — most severe first, with where it shows,
+    its smallest trigger and the command that bisects it; then the matrix, one line per
+    target and path. --json has every row, the failure groups and a findings array.
 
     The torch source's factory and every --plugin are loaded in isolated children: one
     that raises, exits, crashes or hangs is a one-line error (exit 2). A reference that
@@ -278,7 +281,8 @@ class _Outputs:
         from nebisect.detect.triggers import REPORT_DIRECTORY, save_triggers
 
         def save(directory: Path) -> TriggerIndex:
-            return save_triggers(directory, result.groups, result.rows, saved,
+            return save_triggers(directory, [f.representative for f in result.findings],
+                                 result.rows, saved,
                                  source=result.source, typed=self.source, fixes=self.fixes)
 
         shown = save(self.triggers) if self.triggers else None
@@ -324,55 +328,67 @@ def _list_families() -> None:
 
 
 def _print(result: RunReport, index: TriggerIndex | None) -> None:
-    """The matrix, one block per failure group (with the command that bisects its saved
-    trigger, when ``index`` has them), where the exploration's predictions went, margins."""
-    from nebisect.detect.summary import domain_lines, group_lines, prediction_lines
-    from nebisect.report.tables import Column, fitted_table
-    from nebisect.verdict import placement_summary
+    """One block per finding, most severe first (with the command that bisects its saved
+    trigger, when ``index`` has them); then the matrix, one line per target and path;
+    where the exploration's predictions went; margins."""
+    from nebisect.detect.summary import domain_lines, finding_lines, prediction_lines
 
     console = Console()
-    multipath = len({r.path for r in result.rows if r.path}) > 1
-    columns = [Column("target"), *([Column("path")] if multipath else []), Column("input set"),
-               Column("verdict"), Column("max ULP", "right"),
-               Column("cosine", "right", optional=True), Column("placement"),
-               Column("max abs", "right", optional=True), Column("time s", "right", optional=True)]
-    cells = []
-    for row in result.rows:
-        if row.explored:
-            continue
-        v = row.verdict
-        style = "red" if v.failed else "yellow" if v.status == "skipped" else "green"
-        measured = v.error_metrics
-        cells.append([
-            row.target, *([row.path] if multipath else []), row.input_set.label,
-            f"[{style}]{_short(v, row.role)}[/]",
-            _fmt(measured.max_ulp_error if measured else None),
-            _fmt(measured.min_cosine if measured else None, ".6f"),
-            placement_summary(v.placement), _fmt(measured.max_abs_error if measured else None),
-            _fmt(v.timings.get("total"), ".2f"),
-        ])
-    table, dropped = fitted_table(
-        f"nebisect run {result.source}  (reference {result.reference})", columns, cells,
-        console.width,
-    )
-    console.print(table)
-    if dropped:
-        console.print(f"[dim]not shown at this terminal width: {', '.join(dropped)} "
-                      "(--json has every metric)[/]")
     _print_reference_failures(console, result)
-    # One block per failure group: the same bug at forty input sets is one finding.
-    for position, group in enumerate(result.groups):
-        for line in group_lines(group, result.groups, multipath=multipath):
+    for finding in result.findings:
+        command = index.triggers[finding.number - 1].commands[0] if index is not None else ""
+        for line in finding_lines(finding, next_command=command):
             console.print(line, highlight=False, soft_wrap=True)
-        if index is not None:
-            console.print(escape(f"    next: {index.triggers[position].commands[0]}"),
-                          highlight=False, soft_wrap=True)
+    _print_matrix(console, result)
     for line in [*prediction_lines(result.explorations), *domain_lines(result)]:
         console.print(line, highlight=False, soft_wrap=True)
     if result.interrupted:
         console.print(f"[yellow]{result.interrupted}: only the rows above were evaluated[/]")
     elif not result.failed:
         console.print("[green]all targets agree with the reference[/]")
+
+
+def _print_matrix(console: Console, result: RunReport) -> None:
+    """The input sets every run evaluates (``example``, the lengths), one line per
+    target and conversion path: how many passed, the failures' signatures, the worst
+    metrics. Explored input sets are the findings' business."""
+    from nebisect.report.tables import Column, fitted_table
+    from nebisect.verdict import placement_summary
+
+    multipath = len({r.path for r in result.rows if r.path}) > 1
+    cells_of: dict[tuple[str, str, str], list[Row]] = {}
+    for row in result.rows:
+        if not row.explored:
+            cells_of.setdefault((row.role, row.target, row.path), []).append(row)
+    columns = [Column("target"), *([Column("path")] if multipath else []),
+               Column("input sets"), Column("verdict"), Column("max ULP", "right"),
+               Column("cosine", "right", optional=True), Column("placement"),
+               Column("max abs", "right", optional=True), Column("time s", "right", optional=True)]
+    table_rows = []
+    for (role, target, path), rows in cells_of.items():
+        failing = [r for r in rows if r.verdict.failed]
+        skipped = all(r.verdict.status == "skipped" for r in rows)
+        style = "red" if failing else "yellow" if skipped else "green"
+        verdicts = ", ".join(dict.fromkeys(_short(r.verdict, role) for r in failing or rows))
+        passed = f"{len(rows) - len(failing)} of {len(rows)} pass" if failing else (
+            f"{len(rows)}" if len(rows) > 1 else rows[0].input_set.label)
+        measured = [r.verdict.error_metrics for r in rows if r.verdict.error_metrics]
+        table_rows.append([
+            target, *([path] if multipath else []), passed, f"[{style}]{verdicts}[/]",
+            _fmt(max((m.max_ulp_error for m in measured), default=None)),
+            _fmt(min((m.min_cosine for m in measured), default=None), ".6f"),
+            placement_summary(rows[0].verdict.placement),
+            _fmt(max((m.max_abs_error for m in measured), default=None)),
+            _fmt(sum(r.verdict.timings.get("total", 0.0) for r in rows), ".2f"),
+        ])
+    table, dropped = fitted_table(
+        f"nebisect run {result.source}  (reference {result.reference})", columns, table_rows,
+        console.width,
+    )
+    console.print(table)
+    if dropped:
+        console.print(f"[dim]not shown at this terminal width: {', '.join(dropped)} "
+                      "(--json has every metric)[/]")
 
 
 def _print_reference_failures(console: Console, result: RunReport) -> None:

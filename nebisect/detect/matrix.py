@@ -30,9 +30,11 @@ from typing import Any
 
 from nebisect.bisect import Stats
 from nebisect.detect.attribution import Attributor
+from nebisect.detect.causes import RunFinding, root_causes
 from nebisect.detect.discover import Discovery, explore_target, first_value
 from nebisect.detect.findings import FailureGroup, Row, group_failures
 from nebisect.detect.remote import run_cells
+from nebisect.detect.titles import title
 from nebisect.evaluate.workbench import (
     REFERENCE_STAGE,
     CellKey,
@@ -88,6 +90,10 @@ class RunReport:
     #: that was inferred from the shapes
     masked_outputs: dict[str, str] = field(default_factory=dict)
     masks_inferred: bool = False
+    #: the conversion paths whose programs the run evaluated (none for a package source)
+    paths: list[str] = field(default_factory=list)
+    #: the groups merged by root cause (:mod:`nebisect.detect.causes`), most severe first
+    findings: list[RunFinding] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -101,9 +107,13 @@ class RunReport:
         """Group the failing rows (also those of a run that was stopped), nearest the
         example inputs first: a finding at the example's own scale outranks one at 3e4,
         or at 6e-8 (how far, in orders of magnitude: :func:`distance`)."""
+        self.paths = list(dict.fromkeys(r.path for r in self.rows if r.path))
         groups = group_failures(self.rows, {t: e.cliffs for t, e in self.explorations.items()})
         scale = self.example_scale()
         self.groups = sorted(groups, key=lambda g: distance(g.smallest.magnitude, scale))
+        self.findings = root_causes(self.groups, self.rows,
+                                    lambda magnitude: distance(magnitude, scale),
+                                    lambda finding: title(finding, self.paths))
 
     def example_scale(self) -> float:
         """The largest |value| of the example (else of the first input set) the run saw."""
@@ -119,6 +129,7 @@ class RunReport:
             "reference_failed": self.reference_failed,
             "conversions": {k: v.to_dict() for k, v in self.conversions.items()},
             "rows": [r.to_dict() for r in self.rows],
+            "findings": [f.to_dict() for f in self.findings],
             "groups": [g.to_dict() for g in self.groups],
             "explorations": {t: e.to_dict() for t, e in self.explorations.items()},
             "discovery": self.discovery,
@@ -127,6 +138,7 @@ class RunReport:
             "undeclared": list(self.undeclared),
             "masked_outputs": dict(self.masked_outputs),
             "masks_inferred": self.masks_inferred,
+            "paths": list(self.paths),
             **({"interrupted": self.interrupted} if self.interrupted else {}),
         }
 
@@ -141,7 +153,8 @@ class RunReport:
             data.get("discovery"), dict(data.get("timings", {})),
             [Margin.from_dict(m) for m in data.get("margins", [])],
             list(data.get("undeclared", [])), dict(data.get("masked_outputs", {})),
-            bool(data.get("masks_inferred", False)),
+            bool(data.get("masks_inferred", False)), list(data.get("paths", [])),
+            [RunFinding.from_dict(f) for f in data.get("findings", [])],
         )
 
 

@@ -21,6 +21,7 @@ from nebisect.report.payload import (
     CliffSweep,
     Divergence,
     NamedVerdict,
+    ReportFinding,
     ReportPayload,
     RunMatrix,
     Table,
@@ -71,6 +72,7 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
             # Every row counts, the exploration's too: the same rule as the exit code.
             "result": "failures found" if any(r.verdict.failed for r in result.rows)
             else "all pass",
+            "findings": len(getattr(result, "findings", ())),
             "failure groups": len(getattr(result, "groups", ())),
             "explored predictions": sum(bool(getattr(r, "explored", False))
                                         for r in result.rows),
@@ -78,6 +80,10 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
                for part, seconds in getattr(result, "timings", {}).items()},
             **({REPORT_KEY: f"{REPORT_DIRECTORY}/{INDEX}"} if triggers is not None else {}),
         },
+        findings=[ReportFinding(
+            f.number, f.title, f.symptom, f.attribution, f.smallest.label, f.shows,
+            triggers.triggers[f.number - 1].commands[0] if triggers is not None else "")
+            for f in getattr(result, "findings", ())],
         verdicts=[NamedVerdict(f"{_where(row)} {_column(row)}", row.verdict, group=row.target)
                   for row in rows],
         matrices=[matrix],
@@ -93,8 +99,9 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
 
 
 def _findings(index: TriggerIndex) -> Table:
-    """One row per failure group: where it fails, its trigger, the command to bisect it."""
-    return Table("findings", FINDING_COLUMNS, [
+    """One row per finding: where its smallest trigger fails, the trigger, the command
+    to bisect it."""
+    return Table("triggers", FINDING_COLUMNS, [
         [t.number, t.target, t.path, t.signature, t.attribution, t.culprit, t.input_set,
          f"{REPORT_DIRECTORY}/{t.inputs}", t.commands[0]] for t in index.triggers])
 

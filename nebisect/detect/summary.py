@@ -1,23 +1,21 @@
-"""The run's findings as text lines (rich markup): failure groups, cliffs, predictions.
+"""The run's findings as text lines (rich markup): findings, cliffs, predictions.
 
-The matrix table shows the input sets every run evaluates (``example``, the lengths);
-what the exploration found is summarized here, one block per failure group, so a bug
-seen at 40 input sets is one finding with its smallest input, not 40 lines.
+One block per finding (:mod:`nebisect.detect.causes`): a bug seen at 40 input sets, on
+three targets and both conversion paths, is one finding with its smallest input and a
+line per target saying where it shows — not 240 lines, nor six groups.
 """
 
 from __future__ import annotations
 
 from rich.markup import escape
 
+from nebisect.detect.causes import RunFinding
 from nebisect.detect.findings import FailureGroup
 from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.inputs.guided import Margin
 from nebisect.search.cliff import Cliff
 from nebisect.search.records import CliffFinding, Exploration
 from nebisect.sources.convert import PATH_LABELS
-
-#: input sets named in full before "… and N more"
-SHOWN_MEMBERS = 6
 
 
 def where(attribution: str, group: FailureGroup) -> str:
@@ -26,35 +24,35 @@ def where(attribution: str, group: FailureGroup) -> str:
     return f"{attribution or 'unattributed'}{culprit}"
 
 
-def path_note(group: FailureGroup, groups: list[FailureGroup]) -> str:
-    """``, jit.trace path only`` when the same target passes on its other path."""
-    if not group.path:
-        return ""
-    others = {g.path for g in groups if g.target == group.target and g.signature ==
-              group.signature and g.attribution == group.attribution}
-    return f", {PATH_LABELS.get(group.path, group.path)} path only" if others == {group.path} \
-        else ""
-
-
-def group_lines(group: FailureGroup, groups: list[FailureGroup], *,
-                multipath: bool) -> list[str]:
-    """The header line of one group, its input sets, the converter overrides when they
-    cure its conversion failure, its cliffs."""
-    path = escape(f" [{PATH_LABELS.get(group.path, group.path)}]") if group.path else ""
-    note = path_note(group, groups) if multipath else ""
-    lines = [f"[red]✗[/] {group.target}{path}: {escape(group.signature)} — "
-             f"[bold]{escape(where(group.attribution, group))}[/]{note}"]
-    labels = [m.label for m in group.members]
-    shown = ", ".join(labels[:SHOWN_MEMBERS])
-    more = f", … and {len(labels) - SHOWN_MEMBERS} more" if len(labels) > SHOWN_MEMBERS else ""
-    lines.append(escape(f"    smallest {group.smallest.label}; {len(labels)} input set"
-                        f"{'s' if len(labels) != 1 else ''}: {shown}{more}"))
-    hint = overrides_hint(group.message) if group.attribution == "conversion" else ""
+def finding_lines(finding: RunFinding, *, next_command: str = "") -> list[str]:
+    """One finding: its title, where it shows (target × path: the smallest failing input
+    set, or pass), its smallest trigger, the converter overrides when they cure its
+    conversion failure, its cliffs, and the command that bisects it."""
+    lines = [f"[red]✗ {finding.number}[/] [bold]{escape(finding.title)}[/]"]
+    width = max((len(target) for target in finding.shows), default=0)
+    for target, paths in finding.shows.items():
+        cells = "  ".join(
+            f"{PATH_LABELS.get(path, path)} {label}" if path else label
+            for path, label in paths.items())
+        lines.append(escape(f"    {target:<{width}}  {cells}"))
+    group = finding.representative
+    count = len({m.label for g in finding.groups for m in g.members})
+    lines.append(escape(
+        f"    smallest trigger {group.smallest.label} on {group.target}"
+        f"{f' [{PATH_LABELS.get(group.path, group.path)}]' if group.path else ''}"
+        f"{f' at {group.culprit.describe()}' if group.culprit else ''}; "
+        f"{count} failing input set{'s' if count != 1 else ''}"))
+    hint = overrides_hint(finding.message) if finding.attribution == "conversion" else ""
     if hint:
         lines.append(escape(f"    {hint}"))
-    lines += [escape(f"    {cliff_line(c)}") for c in group.cliffs]
+    shown = dict.fromkeys(
+        f"    {target}{f' [{PATH_LABELS.get(c.path, c.path)}]' if c.path else ''}: "
+        f"{cliff_line(c)}" for target, c in finding.cliffs)
+    lines += [escape(line) for line in shown]
     if group.culprit is not None and not group.culprit.matched:
         lines.append(f"    culprit from {group.culprit.compared}")
+    if next_command:
+        lines.append(escape(f"    next: {next_command}"))
     return lines
 
 

@@ -1,8 +1,8 @@
-"""From a finding to the next command: each failure group's trigger, saved and indexed.
+"""From a finding to the next command: each finding's trigger, saved and indexed.
 
 ``run --save-triggers DIR`` (and ``run --report DIR``, into ``DIR/triggers``) writes,
-for failure group N (1-based, in the order ``run`` prints them), the inputs of its
-smallest failing input set as ``N.npz`` — the plain, pickle-free ``.npz`` that
+for finding N (1-based, in the order ``run`` prints them; its failure group with the
+smallest trigger), the inputs of that smallest failing input set as ``N.npz`` — the plain, pickle-free ``.npz`` that
 ``--inputs`` reads — and one index, ``triggers.json``: per group its target, conversion
 path, stage, signature, attribution, culprit op, input-set label, the ``.npz`` file
 name, and the exact commands that take it further (``nebisect bisect …``, ``nebisect

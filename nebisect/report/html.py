@@ -18,6 +18,7 @@ from nebisect.report.payload import (
     CliffSweep,
     Divergence,
     NamedVerdict,
+    ReportFinding,
     ReportPayload,
     RunMatrix,
 )
@@ -169,6 +170,22 @@ def _verdicts(verdicts: list[NamedVerdict]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></section>")
 
 
+def _findings(findings: list[ReportFinding]) -> str:
+    """Each root cause: its title, then where it shows (target × conversion path)."""
+    items = []
+    for finding in findings:
+        paths = list(dict.fromkeys(p for shown in finding.shows.values() for p in shown))
+        rows = [[target, *(shown.get(p, "") for p in paths)]
+                for target, shown in finding.shows.items()]
+        command = (f'<p class="meta">next: <code>{escape(finding.command)}</code></p>'
+                   if finding.command else "")
+        items.append(
+            f"<li><p><strong>{finding.number}. {escape(finding.title)}</strong></p>"
+            f'<p class="meta">smallest trigger {escape(finding.trigger)}</p>'
+            f"{_table(['target', *(p or 'program' for p in paths)], rows)}{command}</li>")
+    return f"<ol class=\"findings\">{''.join(items)}</ol>"
+
+
 def _section(section_id: str, title: str, body: str) -> str:
     return f'<section id="{section_id}"><h2>{escape(title)}</h2>{body}</section>'
 
@@ -176,6 +193,8 @@ def _section(section_id: str, title: str, body: str) -> str:
 def render_html(document: dict[str, Any], payload: ReportPayload) -> str:
     """The whole page for a report.json ``document`` and the payload it was made from."""
     parts = [_summary(payload)]
+    if payload.findings:
+        parts.append(_section("findings", "Findings", _findings(payload.findings)))
     for i, matrix in enumerate(payload.matrices):
         parts.append(_section(f"matrix-{i}", matrix.title, _matrix(matrix, i)))
     for i, sweep in enumerate(payload.sweeps):

@@ -233,11 +233,32 @@ class NamedVerdict(_Record):
 
 
 @dataclass
+class ReportFinding(_Record):
+    """One root cause as a report lists it, above the plots: its title (worded like a
+    bug report's), symptom and attribution, its smallest trigger, where it shows
+    (target → conversion path → the smallest failing input set, or ``pass``) and the
+    command that takes it further."""
+
+    number: int
+    title: str
+    symptom: str
+    attribution: str
+    trigger: str
+    shows: dict[str, dict[str, str]] = field(default_factory=dict)
+    command: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ReportFinding:
+        return cls(**data)
+
+
+@dataclass
 class ReportPayload(_Record):
     """Everything one report shows; sections left empty are omitted from the HTML."""
 
     title: str
     summary: dict[str, Any] = field(default_factory=dict)
+    findings: list[ReportFinding] = field(default_factory=list)
     verdicts: list[NamedVerdict] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     sweeps: list[CliffSweep] = field(default_factory=list)
@@ -254,6 +275,7 @@ class ReportPayload(_Record):
         return cls(
             title=data["title"],
             summary=dict(data.get("summary", {})),
+            findings=[ReportFinding.from_dict(f) for f in data.get("findings", [])],
             verdicts=[NamedVerdict.from_dict(v) for v in data.get("verdicts", [])],
             tables=[Table.from_dict(t) for t in data.get("tables", [])],
             sweeps=[CliffSweep.from_dict(s) for s in data.get("sweeps", [])],

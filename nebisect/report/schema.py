@@ -11,6 +11,9 @@ report.json, schema version 1 — one object:
 ``title``             one line
 ``summary``           free-form key → scalar/list/dict facts (source, targets, counts,
                       exit status) shown at the top of the HTML
+``findings``          [{number, title, symptom, attribution, trigger, shows: {target:
+                      {path: input set | "pass"}}, command}] — one per root cause, most
+                      severe first (``run``); shown above the plots
 ``verdicts``          [{name, group, verdict}] — ``verdict`` is
                       :class:`nebisect.verdict.Verdict` as a dict (status, stage,
                       signature, message, metrics, stderr_tail, provenance, timings,
@@ -63,6 +66,40 @@ _VERDICT = _object(
     ["status", "stage", "signature", "message"],
 )
 
+#: one root cause of a run (:class:`nebisect.detect.causes.RunFinding`): what ``run --json``
+#: lists under ``findings``, most severe first
+RUN_FINDING: dict[str, Any] = _object(
+    {
+        "number": {"type": "integer", "minimum": 1}, "title": {"type": "string"},
+        "attribution": {"enum": ["conversion", "precision", "device", ""]},
+        "attributions": {"type": "array", "items": {"type": "string"}},
+        "op_type": {"type": "string"},
+        "symptom": {"enum": ["crash", "timeout", "oom", "error", "nonfinite", "collapse",
+                             "shape", "integer", "tolerance", "unrouted"]},
+        "severity": {"type": "integer", "minimum": 0},
+        "stage": {"type": "string"}, "message": {"type": "string"},
+        "targets": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "paths": {"type": "array", "items": {"type": "string"}},
+        "smallest": _object({"family": {"type": "string"}, "label": {"type": "string"}},
+                            ["family", "label"]),
+        "shows": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": {"type": "string"}}},
+        "cliffs": {"type": "array", "items": _object(
+            {"target": {"type": "string"}, "family": {"type": "string"},
+             "path": {"type": "string"}, "lo": _NUMBER, "hi": _NUMBER,
+             "complete": {"type": "boolean"}},
+            ["target", "family", "lo", "hi"])},
+        "groups": {"type": "array", "items": {"type": "object"}, "minItems": 1},
+    },
+    ["number", "title", "attribution", "op_type", "symptom", "severity", "targets",
+     "smallest", "shows", "groups"],
+)
+#: the ``findings`` array of ``run --json``
+RUN_FINDINGS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "nebisect run --json findings", "type": "array", "items": RUN_FINDING,
+}
+
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "nebisect report.json",
@@ -75,6 +112,13 @@ REPORT_SCHEMA: dict[str, Any] = {
             "nebisect_version": {"type": "string"},
             "title": {"type": "string"},
             "summary": {"type": "object"},
+            "findings": {"type": "array", "items": _object(
+                {"number": {"type": "integer"}, "title": {"type": "string"},
+                 "symptom": {"type": "string"}, "attribution": {"type": "string"},
+                 "trigger": {"type": "string"},
+                 "shows": {"type": "object"}, "command": {"type": "string"}},
+                ["number", "title", "symptom", "attribution", "trigger", "shows"],
+            )},
             "verdicts": {"type": "array", "items": _object(
                 {"name": {"type": "string"}, "group": {"type": "string"},
                  "verdict": _VERDICT},

@@ -119,7 +119,7 @@ def test_seed_003_shape_error_once_per_group() -> None:
     assert done.returncode == 1, done.stderr
     failures = [line for line in done.stdout.splitlines() if line.startswith("✗")]
     assert len(failures) == 1, failures
-    assert failures[0].startswith("✗ sim:ane [torch.export]: error:predict:")
+    assert failures[0].startswith("✗ 1 device: the model fails at predict:")
     assert "Data-dependent shapes were disabled" in failures[0]
     code, report = _json("examples/meanpool.py:model", "-t", "sim:ane", "--budget", "12")
     assert code == 1
@@ -151,9 +151,10 @@ def test_converter_override_on_one_path_is_a_conversion_bug_there_only(
         assert broken.culprit is not None and broken.culprit.op_type == "sigmoid"
         assert not broken.culprit.matched  # torch has no MIL names: said, not invented
     assert {g.path for g in report.groups} == {"trace"}
-    from nebisect.detect.summary import path_note
-
-    assert path_note(report.groups[0], report.groups) == ", jit.trace path only"
+    (finding,) = report.findings
+    assert finding.attribution == "conversion" and finding.op_type == "sigmoid"
+    assert finding.title.startswith("conversion: sigmoid is off beyond tolerance ")
+    assert finding.title.endswith("(sim:fp64, sim:fp32; jit.trace only)")
     assert RunReport.from_dict(report.to_dict()).to_dict() == report.to_dict()
 
 

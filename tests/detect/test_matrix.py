@@ -140,10 +140,13 @@ def test_cli_text_names_each_distinct_failure_once() -> None:
     lines = done.stdout.splitlines()
     failures = [line for line in lines if line.startswith("✗")]
     assert len(failures) == 1
-    assert failures[0].startswith("✗ sim:ane [torch.export]: error:predict:")
-    assert failures[0].endswith("— device")
+    assert failures[0].startswith("✗ 1 device: the model fails at predict: SimPredictError:")
     assert "Data-dependent shapes were disabled" in failures[0]
-    assert "    smallest length(2); 2 input sets: length(2), length(8)" in lines
+    assert failures[0].endswith("(sim:ane; torch.export)")  # the one path that converts
+    assert "    sim:ane   torch.export length(2)" in lines
+    assert "    sim:fp16  torch.export pass" in lines
+    assert any(line.startswith("    smallest trigger length(2) on sim:ane [torch.export]; 2 "
+                               "failing input sets") for line in lines)
 
 
 def _bad_package(tmp_path: Path) -> Path:
@@ -329,14 +332,15 @@ def test_a_declared_domain_keeps_a_far_trigger_out_of_the_failures(
 ])
 def test_a_known_converter_incompatibility_names_the_overrides(message: str,
                                                                named: bool) -> None:
+    from nebisect.detect.causes import RunFinding
     from nebisect.detect.findings import FailureGroup
-    from nebisect.detect.summary import group_lines
+    from nebisect.detect.summary import finding_lines
     from nebisect.inputs.families import Member
 
     static = Member("length", "static")
     group = FailureGroup("sim:fp32", "", "error:convert:…", "conversion", None, static,
                          message, [static])
-    text = "\n".join(group_lines(group, [group], multipath=False))
+    text = "\n".join(finding_lines(RunFinding(1, "", "error", [group])))
     assert ("--converter-overrides" in text) is named
 
 

@@ -1,0 +1,115 @@
+"""A finding's first line, worded like the title of a bug report.
+
+``precision: reduce_log_sum_exp returns inf/NaN in fp16 from |input| ≈ 7.63 (sim:fp16,
+sim:ane; both paths); in fp32 from |input| ≈ 88.7 (sim:fp32)`` — where the failure
+enters, at which op, what it does, from which input on at each precision, on which
+targets and conversion paths. An error finding names its stage and its message instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from nebisect.detect.causes import RunFinding
+from nebisect.search.space import Member
+from nebisect.sources.convert import PATH_LABELS
+from nebisect.targets import spec_of
+
+#: what each symptom class does, as a verb phrase after the op
+PHRASES = {
+    "crash": "crashes the process",
+    "timeout": "hangs past the timeout",
+    "oom": "runs out of memory",
+    "nonfinite": "returns inf/NaN",
+    "collapse": "collapses its output (variation lost)",
+    "shape": "returns the wrong shape",
+    "integer": "returns wrong integers",
+    "tolerance": "is off beyond tolerance",
+    "unrouted": "runs off the Neural Engine",
+}
+#: an error message is cut here in a title (report.json keeps it whole)
+MESSAGE_CHARS = 160
+
+
+def trigger_words(member: Member) -> str:
+    """Where a failure starts, in a user's words."""
+    if member.family == "example":
+        return "at the example inputs"
+    if member.family == "length":
+        return f"at length {member.magnitude:g}"
+    if member.x is not None:
+        extent = "" if math.isclose(abs(member.x), member.magnitude, rel_tol=1e-3) else (
+            f" (|input| ≤ {member.magnitude:.3g})")
+        return f"from {member.family} x ≈ {member.x:.3g}{extent}"
+    if member.magnitude == 0:
+        return f"at {member.label}"
+    return f"from |input| ≈ {member.magnitude:.3g}"
+
+
+def path_words(paths: Sequence[str], run_paths: Sequence[str]) -> str:
+    """``both paths``, ``jit.trace only``, or '' for a source with no conversion."""
+    real = [p for p in paths if p]
+    if not real:
+        return ""
+    if len(run_paths) > 1 and set(real) >= set(run_paths):
+        return "both paths"
+    only = ", ".join(PATH_LABELS.get(p, p) for p in real)
+    return f"{only} only" if len(run_paths) > 1 else only
+
+
+def title(finding: RunFinding, run_paths: Sequence[str]) -> str:
+    """The finding's first line (see the module docstring); ``run_paths`` are the
+    conversion paths the run evaluated (one, two, or none for a package)."""
+    head = f"{finding.attribution or 'unattributed'}: "
+    what = finding.op_type or "the model"
+    if finding.symptom == "error":
+        message = " ".join(finding.message.split())
+        if len(message) > MESSAGE_CHARS:
+            message = message[:MESSAGE_CHARS - 1] + "…"
+        on = path_words(finding.paths, run_paths)
+        if finding.stage == "convert":
+            only = f" on {on}" if on and on != "both paths" else ""
+            return f"{head}conversion fails{only}: {message} ({_targets(finding.targets)})"
+        return (f"{head}{what} fails at {finding.stage}: {message} "
+                f"({_where(finding.targets, finding.paths, run_paths)})")
+    phrase = PHRASES.get(finding.symptom, finding.symptom)
+    clauses = []
+    for precision, targets, member in _by_precision(finding):
+        seen_on = [g.path for g in finding.groups if g.target in targets]
+        clauses.append(f"in {precision} {trigger_words(member)} "
+                       f"({_where(targets, seen_on, run_paths)})")
+    also = [a for a in finding.attributions[1:] if a]
+    seen = f"; also attributed {', '.join(also)} at larger inputs" if also else ""
+    return f"{head}{what} {phrase} " + "; ".join(clauses) + seen
+
+
+def _by_precision(finding: RunFinding) -> list[tuple[str, list[str], Member]]:
+    """(precisions, their targets, their smallest trigger), lowest trigger first; the
+    precisions that share a trigger share a clause."""
+    found: dict[str, tuple[list[str], Member]] = {}
+    for group in finding.groups:
+        precision = spec_of(group.target).precision
+        targets, member = found.get(precision, ([], group.smallest))
+        if group.target not in targets:
+            targets.append(group.target)
+        if (group.smallest.magnitude, group.smallest.label) < (member.magnitude, member.label):
+            member = group.smallest
+        found[precision] = (targets, member)
+    ordered = sorted(found.items(), key=lambda item: (item[1][1].magnitude, item[0]))
+    merged: dict[str, tuple[list[str], list[str], Member]] = {}
+    for precision, (targets, member) in ordered:  # one clause per distinct trigger
+        precisions, together, _ = merged.setdefault(member.label, ([], [], member))
+        precisions.append(precision)
+        together += targets
+    return [(", ".join(precisions), targets, member)
+            for precisions, targets, member in merged.values()]
+
+
+def _targets(targets: Sequence[str]) -> str:
+    return ", ".join(targets)
+
+
+def _where(targets: Sequence[str], paths: Sequence[str], run_paths: Sequence[str]) -> str:
+    words = path_words(paths, run_paths)
+    return f"{_targets(targets)}; {words}" if words else _targets(targets)
