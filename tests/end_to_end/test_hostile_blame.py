@@ -1,16 +1,19 @@
 """Blame and exit codes, end to end (issue #22, item 10).
 
 A package whose program cannot load is an input error in every command: exit 2, one
-line, no "precision" finding from ``run``. A command that fails leaves no empty output
-directory (``bisect --out`` with nothing to bisect). Nothing is left behind in
-``$TMPDIR``.
+line, no "precision" finding from ``run``. A target whose outputs are not numeric arrays
+is that target's error verdict, not a failure of the reference that judged it. A
+command that fails leaves no empty output directory (``bisect --out`` with nothing to
+bisect). Nothing is left behind in ``$TMPDIR``.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from support import SUPPORT
 from support.broken_packages import KINDS, broken, healthy
 from support.leftovers import Sandbox
 
@@ -56,6 +59,32 @@ def test_a_package_that_cannot_load_is_an_input_error_in_every_command(
         assert one_error_line(done.stderr) == expected, name
         assert "precision" not in done.stdout, name
         assert not outputs.exists(), f"{name} left {sorted(outputs.rglob('*'))}"
+    assert sandbox.leftovers() == []
+
+
+def test_a_target_with_object_outputs_gets_the_blame_not_the_reference(
+        model: tuple[Path, Path], sandbox: Sandbox) -> None:
+    package, _ = model
+    plugin = str(SUPPORT / "plugins_object.py")
+    done = sandbox.run("run", str(package), "--plugin", plugin, "-t", "sim:object-out",
+                       "-t", "sim:fp32", "--explore", "none", "--json")
+    assert done.returncode == 1, done.stderr
+    rows = json.loads(done.stdout)["rows"]
+    assert [r["target"] for r in rows if r["role"] == "reference"] == []
+    verdicts = {r["target"]: r["verdict"] for r in rows}
+    assert verdicts["sim:fp32"]["status"] == "pass"
+    blamed = verdicts["sim:object-out"]
+    assert (blamed["status"], blamed["stage"]) == ("error", "predict")
+    assert blamed["message"] == ("output 'out' has dtype object; a prediction's outputs "
+                                 "must be numeric arrays (bool, integer or float)")
+    # Used as the reference, the same plugin is the reference's failure, named as such.
+    done = sandbox.run("run", str(package), "--plugin", plugin, "--reference",
+                       "sim:object-out", "-t", "sim:fp32", "--explore", "none", "--json")
+    assert done.returncode == 1, done.stderr
+    [reference] = [r for r in json.loads(done.stdout)["rows"] if r["role"] == "reference"]
+    assert reference["verdict"]["message"].endswith(
+        "reference sim:object-out failed: output 'out' has dtype object; a prediction's "
+        "outputs must be numeric arrays (bool, integer or float)")
     assert sandbox.leftovers() == []
 
 
