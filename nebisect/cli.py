@@ -18,6 +18,7 @@ import typer
 
 from nebisect import commands
 from nebisect.errors import NebisectError
+from nebisect.files import os_reason
 from nebisect.isolation import interrupt
 from nebisect.mil import quiet
 from nebisect.report.outputs import removed_if_unused
@@ -121,5 +122,5 @@ def _run() -> None:
         # A path the user gave that cannot be read or written (commands check the
         # common cases themselves, with more context); still one line, not a traceback.
         where = f": {exc.filename}" if exc.filename else ""
-        sys.stderr.write(f"nebisect: error: {exc.strerror or exc}{where}\n")
+        sys.stderr.write(f"nebisect: error: {os_reason(exc)}{where}\n")
         sys.exit(2)

@@ -4,18 +4,24 @@ A package whose program cannot load is an input error in every command: exit 2, 
 line, no "precision" finding from ``run``. A target whose outputs are not numeric arrays
 is that target's error verdict, not a failure of the reference that judged it. A
 command that fails leaves no empty output directory (``bisect --out`` with nothing to
-bisect). Nothing is left behind in ``$TMPDIR``.
+bisect) and prints no Python list for a full disk (``fix apply``). Nothing is left
+behind in ``$TMPDIR``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from support import SUPPORT
+from support.bisect_programs import chain
 from support.broken_packages import KINDS, broken, healthy
+from support.full_disk import full_disk
 from support.leftovers import Sandbox
+
+NO_SPACE = os.strerror(28)
 
 
 @pytest.fixture(scope="module")
@@ -105,4 +111,16 @@ def test_bisect_with_nothing_to_bisect_leaves_no_out_directory(
                        "--out", str(out))
     assert done.returncode == 2, done.stderr
     assert out.is_dir() and list(out.iterdir()) == []
+    assert sandbox.leftovers() == []
+
+
+def test_fix_apply_on_a_full_disk_is_one_plain_line(sandbox: Sandbox, tmp_path: Path) -> None:
+    package, _ = chain(tmp_path, 12)
+    with full_disk(tmp_path / "disk") as disk:
+        fixed = disk / "fixed.mlpackage"
+        done = sandbox.run("fix", "apply", "logsumexp-max-shift", str(package),
+                           "-o", str(fixed))
+        assert done.returncode == 2, done.stderr
+        assert one_error_line(done.stderr) == f"nebisect: error: cannot write {fixed}: {NO_SPACE}"
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]
     assert sandbox.leftovers() == []
