@@ -4,8 +4,8 @@ A package whose program cannot load is an input error in every command: exit 2, 
 line, no "precision" finding from ``run``. A target whose outputs are not numeric arrays
 is that target's error verdict, not a failure of the reference that judged it. A
 command that fails leaves no empty output directory (``bisect --out`` with nothing to
-bisect) and prints no Python list for a full disk (``fix apply``). Nothing is left
-behind in ``$TMPDIR``.
+bisect, ``fuzz --report`` beside a full ``--corpus``) and prints no Python list for a
+full disk (``fix apply``). Nothing is left behind in ``$TMPDIR``.
 """
 
 from __future__ import annotations
@@ -123,4 +123,19 @@ def test_fix_apply_on_a_full_disk_is_one_plain_line(sandbox: Sandbox, tmp_path: 
         assert done.returncode == 2, done.stderr
         assert one_error_line(done.stderr) == f"nebisect: error: cannot write {fixed}: {NO_SPACE}"
         assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+    assert sandbox.leftovers() == []
+
+
+def test_fuzz_with_a_corpus_on_a_full_disk_leaves_no_empty_report(
+        sandbox: Sandbox, tmp_path: Path) -> None:
+    with full_disk(tmp_path / "disk") as disk:
+        corpus, report = disk / "corpus", disk / "report"
+        done = sandbox.run("fuzz", "--op", "reduce_log_sum_exp", "-t", "sim:ane",
+                           "--budget", "30", "--corpus", str(corpus), "--report", str(report))
+        assert done.returncode == 2, done.stderr
+        assert sorted(p.name for p in disk.iterdir()) == ["corpus", "filler"]
+        assert [p.name for p in corpus.iterdir()] == [".lock"]  # an empty corpus, no debris
+        line = one_error_line(done.stderr)
+        # The corpus, not the case's staging directory (gone by now), is named.
+        assert line == f"nebisect: error: cannot write {corpus}: cannot copy: {NO_SPACE}"
     assert sandbox.leftovers() == []
