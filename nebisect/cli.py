@@ -2,8 +2,9 @@
 
 Each module in ``nebisect/commands`` defines ``register(app)`` and a sort key
 ``ORDER``; this file only discovers them and turns user errors into one line and
-exit code 2 (no traceback dumps), and Ctrl-C, SIGTERM and SIGHUP into a clean stop
-(see :mod:`nebisect.isolation.interrupt`): one line, exit 128 + the signal number.
+exit code 2 (no traceback dumps, no empty output directory left behind), and Ctrl-C,
+SIGTERM and SIGHUP into a clean stop (see :mod:`nebisect.isolation.interrupt`): one
+line, exit 128 + the signal number.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import typer
 
 from nebisect import commands
 from nebisect.errors import NebisectError
+from nebisect.files import os_reason
 from nebisect.isolation import interrupt
 from nebisect.mil import quiet
+from nebisect.report.outputs import removed_if_unused
 from nebisect.report.terminal import printable
 
 app = typer.Typer(
@@ -108,7 +111,9 @@ def main() -> None:
 
 def _run() -> None:
     try:
-        app()
+        # A command that fails leaves none of the output directories it created empty.
+        with removed_if_unused():
+            app()
     except NebisectError as exc:
         one_line = printable(" ".join(str(exc).split()))
         sys.stderr.write(f"nebisect: error: {one_line}\n")
@@ -117,5 +122,5 @@ def _run() -> None:
         # A path the user gave that cannot be read or written (commands check the
         # common cases themselves, with more context); still one line, not a traceback.
         where = f": {exc.filename}" if exc.filename else ""
-        sys.stderr.write(f"nebisect: error: {exc.strerror or exc}{where}\n")
+        sys.stderr.write(f"nebisect: error: {os_reason(exc)}{where}\n")
         sys.exit(2)

@@ -60,7 +60,24 @@ class WriteError(NebisectError):
 
 def write_failure(target: str | os.PathLike[str], exc: OSError) -> WriteError:
     """The one-line error for a write of ``target`` that failed with ``exc``."""
-    return WriteError(Path(target), exc.strerror or str(exc))
+    return WriteError(Path(target), os_reason(exc))
+
+
+def os_reason(exc: OSError) -> str:
+    """Why ``exc`` happened, in a few words (``No space left on device``).
+
+    Its ``strerror``; but :func:`shutil.copytree` raises ``shutil.Error`` with no errno,
+    whose message is the list of every failed copy, temporary paths and all: its first
+    failure's reason stands for it.
+    """
+    if exc.strerror:
+        return exc.strerror
+    failures = exc.args[0] if isinstance(exc, shutil.Error) and exc.args else None
+    if isinstance(failures, list) and failures and isinstance(failures[0], tuple):
+        why = str(failures[0][-1])  # "[Errno 28] No space left on device: 'a' -> 'b'"
+        found = re.match(r"\[Errno (\d+)\] ", why)
+        return os.strerror(int(found.group(1))) if found else (why.splitlines() or [why])[0]
+    return str(exc)
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes | memoryview, *,

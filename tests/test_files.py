@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -63,6 +64,20 @@ def test_a_failure_inside_a_staged_directory_names_the_published_path(
         write_text(built / "summary.json", "{}")
     assert str(caught.value) == f"cannot write {tmp_path / 'out' / 'summary.json'}: {NO_SPACE}"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_directory_copy_is_one_reason_not_a_list(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """copytree collects every failed copy into one shutil.Error (no errno, a list of
+    temporary paths as its message): the line names the destination and the reason."""
+    source = tmp_path / "source"
+    _package(source, 1, files_=3)
+    monkeypatch.setattr(os, "sendfile", _enospc)  # how copyfile copies on Linux
+    monkeypatch.setattr(shutil, "copyfileobj", _enospc)  # and elsewhere
+    with pytest.raises(NebisectError) as caught:
+        copy_directory(source, tmp_path / "copy")
+    assert str(caught.value) == f"cannot write {tmp_path / 'copy'}: {NO_SPACE}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source"]
 
 
 def test_an_exception_publishes_nothing(tmp_path: Path) -> None:

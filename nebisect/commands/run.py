@@ -164,9 +164,11 @@ def run(
     target and path. --json has every row, the failure groups and a findings array.
 
     The torch source's factory and every --plugin are loaded in isolated children: one
-    that raises, exits, crashes or hangs is a one-line error (exit 2). A reference that
-    fails is a row of its own ("reference failed"); the targets it should have judged are
-    shown as not judged.
+    that raises, exits, crashes or hangs is a one-line error (exit 2), as is a package
+    whose program cannot load (a missing or corrupt weight file, an unknown op, a
+    cycle). A target whose outputs are not numeric arrays fails with an error of its
+    own. A reference that fails is a row of its own ("reference failed"); the targets
+    it should have judged are shown as not judged.
 
     Exit code: 0 all pass, 1 a failure was found (a failing reference included), 2 usage
     or input error.

@@ -52,7 +52,7 @@ from nebisect.corpus.record import (
     CorruptCaseError,
     Expected,
 )
-from nebisect.files import fsync_directory, walk, write_text
+from nebisect.files import WriteError, fsync_directory, walk, write_text
 from nebisect.isolation.provenance import provenance
 from nebisect.package import MANIFEST, PackageError, check_package
 from nebisect.targets.plugins import use_plugins
@@ -285,7 +285,7 @@ class Corpus:
                 verdict = recorder(CorpusCase(record, staging))
                 record.expected = Expected.from_verdict(verdict)
                 record.provenance = {**record.provenance, **verdict.provenance}
-            (staging / CASE_FILE).write_text(record.to_json())
+            write_text(staging / CASE_FILE, record.to_json())
             _fsync_tree(staging)
             final = self.root / record.case_id
             with self.lock():
@@ -299,6 +299,12 @@ class Corpus:
                 os.rename(staging, final)
                 fsync_directory(self.root)
             return Added(load_case(final), created=True, replaced=replaced)
+        except WriteError as exc:
+            # A write into the staged case (a full disk) names the corpus: the staging
+            # directory is gone by the time the line is read.
+            if not exc.path.is_relative_to(staging):
+                raise
+            raise WriteError(self.root, exc.reason) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
             os.close(in_use)

@@ -72,6 +72,12 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
     except TargetSkipped as skip:
         return Verdict(Status.SKIPPED, case.stage, "skipped", message=str(skip)), {}
+    unusable = unusable_outputs(prediction)
+    if unusable:
+        # The target's own fault, its verdict: judged (or shipped to the parent) these
+        # outputs would fail later, under the reference's name.
+        return Verdict(Status.ERROR, Stage.PREDICT, error_signature(Stage.PREDICT, unusable),
+                       message=unusable, target=case.target), {}
     arrays = _prefixed("out:", prediction.outputs)
     arrays.update(_prefixed("mid:", prediction.intermediates))
     reference_name = follow_semantics(payload.get("reference") or "", case.target)
@@ -111,25 +117,56 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     return verdict, arrays
 
 
+#: The dtype kinds a prediction's arrays may have: bool, signed and unsigned integers,
+#: floats (what the oracle compares, and what crosses the process boundary).
+NUMERIC_KINDS = "biuf"
+
+
+def unusable_outputs(prediction: Prediction) -> str:
+    """What makes a prediction's outputs or intermediates uncomparable (an array of
+    objects, strings or complex numbers, or no array at all), as the rest of a sentence;
+    "" when they are all numeric arrays."""
+    for kind, arrays in (("output", prediction.outputs),
+                         ("intermediate", prediction.intermediates)):
+        for name, value in arrays.items():
+            try:
+                dtype = np.asarray(value).dtype
+            except (TypeError, ValueError) as exc:
+                return f"{kind} {name!r} is not an array ({exc})"
+            if dtype.kind not in NUMERIC_KINDS:
+                return (f"{kind} {name!r} has dtype {dtype}; a prediction's outputs must be "
+                        "numeric arrays (bool, integer or float)")
+    return ""
+
+
 def _reference(name: str, artifact: Artifact, inputs: dict[str, np.ndarray],
                intermediates: bool, cache: str) -> Prediction:
     """The reference's prediction; with a ``cache`` directory, computed once per
     (reference, artifact, inputs) across every cell of a run: a run judges each input
     set on every target and path against the same torch fp64 outputs, and rebuilding
-    the module for each of them was most of a real model's run."""
+    the module for each of them was most of a real model's run. Outputs that are not
+    numeric arrays are the reference's failure (ValueError)."""
     if not cache or intermediates:
-        return get_target(name).predict(artifact, inputs, intermediates=intermediates)
+        return _numeric(get_target(name).predict(artifact, inputs,
+                                                 intermediates=intermediates))
     key = sha256_arrays({f"in:{k}": v for k, v in inputs.items()}
                         | {"who": np.frombuffer(
                             f"{name}|{artifact.kind}|{artifact.location}".encode(), np.uint8)})
     stored = Path(cache) / f"{key[:32]}.npz"
     if stored.is_file():
         return Prediction(load_npz(stored))
-    expected = get_target(name).predict(artifact, inputs, intermediates=False)
+    expected = _numeric(get_target(name).predict(artifact, inputs, intermediates=False))
     if not expected.placement and not expected.notes:  # outputs are all it has
         stored.parent.mkdir(parents=True, exist_ok=True)
         save_npz(stored, {k: np.asarray(v) for k, v in expected.outputs.items()})
     return expected
+
+
+def _numeric(prediction: Prediction) -> Prediction:
+    unusable = unusable_outputs(prediction)
+    if unusable:
+        raise ValueError(unusable)
+    return prediction
 
 
 def _judge(

@@ -152,9 +152,21 @@ def _from_spec(spec: Any, weights_dir: str | None, where: str) -> Any:
                 spec, spec.specificationVersion, file_weights_dir=weights_dir or ""
             )
     except Exception as exc:
-        raise ProgramLoadError(f"{where}: cannot load the ML program ({_first_line(exc)})") from exc
+        raise ProgramLoadError(f"{where}: cannot load the ML program ({_load_failure(exc)})"
+                               ) from exc
     _restore_input_types(program, spec.description)
     return program
+
+
+def _load_failure(exc: Exception) -> str:
+    """Why the milproto loader refused a program, in words: its ``KeyError('Var x not
+    found')`` is an op reading a value no earlier op defined."""
+    found = re.fullmatch(r"Var (.+) not found", exc.args[0]) if (
+        isinstance(exc, KeyError) and exc.args and isinstance(exc.args[0], str)) else None
+    if found:
+        return (f"var {found.group(1)!r} is read before any op defines it: a cycle, or a "
+                "name no op defines")
+    return _first_line(exc)
 
 
 def _check_weight_files(program_spec: Any, weights_dir: str | None, where: str) -> None:

@@ -10,16 +10,67 @@ import the report renderers at start-up.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from nebisect.errors import NebisectError
 
+#: The directories :func:`output_directory` created, one list per
+#: :func:`removed_if_unused` block watching them (innermost last).
+_created: list[list[Path]] = []
+
+
+@contextlib.contextmanager
+def removed_if_unused() -> Iterator[None]:
+    """Undo the output directories created in the block, if it fails before using them.
+
+    A command creates its output directories early (:func:`output_directory`), so that a
+    bad path fails at once; a command that then ends in an error (bad input found later,
+    nothing to bisect, a full disk) must not leave them behind empty. On any exception
+    but an exit with a result (status 0 or 1), each directory the block created, and
+    each parent created for it, is removed again if it is still empty. The CLI runs
+    every command in one.
+    """
+    created: list[Path] = []
+    _created.append(created)
+    try:
+        yield
+    except SystemExit as stop:
+        if stop.code not in (None, 0, 1):
+            _remove_empty(created)
+        raise
+    except BaseException:
+        _remove_empty(created)
+        raise
+    finally:
+        _created.remove(created)
+
+
+def _remove_empty(directories: list[Path]) -> None:
+    """Remove those of ``directories`` that are empty, deepest first (a parent emptied by
+    removing its child goes too); one that holds anything stays."""
+    for directory in sorted(set(directories), key=lambda d: len(d.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
+def _missing(directory: Path) -> list[Path]:
+    """``directory`` and its ancestors up to the first that exists: what creating it with
+    its parents creates."""
+    missing = []
+    for candidate in (directory.absolute(), *directory.absolute().parents):
+        if candidate.exists() or candidate.is_symlink():
+            break
+        missing.append(candidate)
+    return missing
+
 
 def output_directory(path: str | os.PathLike[str], option: str) -> Path:
-    """An output directory option (``--report``, ``--out``), created now.
+    """An output directory option (``--report``, ``--out``), created now (and removed
+    again if the command fails before using it: :func:`removed_if_unused`).
 
     Commands call this (or :func:`output_file`) before their long work starts: a typo
     in an output path is a one-line error at once, not a traceback after the run.
@@ -27,6 +78,8 @@ def output_directory(path: str | os.PathLike[str], option: str) -> Path:
     directory = Path(path)
     if directory.exists() and not directory.is_dir():
         raise NebisectError(f"{option} {directory}: exists and is not a directory")
+    if _created:
+        _created[-1].extend(_missing(directory))
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -3,12 +3,13 @@
 Everything that can be wrong with a source is found here, before any case runs, and
 reported as one line: a missing path, a neuralnetwork ``.mlmodel`` (the simulator and
 the reducer need an ML program), a corrupt package or one whose manifest or symlinks
-lead outside it (:func:`~nebisect.package.check_package`), a factory that raises, crashes,
-exits or hangs. A torch source is described in an isolated child
+lead outside it (:func:`~nebisect.package.check_package`), a package whose program does
+not load (a missing or corrupt weight file, an unknown op, a cycle), a factory that
+raises, crashes, exits or hangs. A torch source is described in an isolated child
 (:mod:`nebisect.sources.torch`): its code never runs in this process. A package's spec
-is read in an isolated child too, so that this process never imports coremltools just
-for that. Locations come back absolute, so no later child depends on its working
-directory.
+is read and its program loaded in an isolated child too, so that this process never
+imports coremltools just for that. Locations come back absolute, so no later child
+depends on its working directory.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
 
 
 def package_job(payload: dict[str, Any]) -> Verdict:
-    """Child side of resolving a package: is it an ML program, and what are its inputs?
+    """Child side of resolving a package: is it an ML program that loads, and what are
+    its inputs?
 
     Reading the spec needs coremltools, whose import in ``run``'s own process would
     cost seconds; the child is forked from the template that simulates the package
@@ -122,8 +124,15 @@ def package_job(payload: dict[str, Any]) -> Verdict:
     package = payload["package"]
 
     def build() -> dict[str, Any]:
+        from nebisect.mil.load import load_program
+
         try:
             described = describe_spec(_require_ml_program(Path(package)), package)
+            # A package whose program cannot load (a missing or corrupt weight file, an
+            # op coremltools does not know, a use before its definition) is bad input,
+            # found here once, before any case: every case would fail the same way,
+            # blamed on its target.
+            load_program(Path(package))
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), package)) from None
         return {"inputs": [d.to_dict() for d in described]}
