@@ -2,12 +2,12 @@
 
 ``run --save-triggers DIR`` (and ``run --report DIR``, into ``DIR/triggers``) writes,
 for finding N (1-based, in the order ``run`` prints them; its failure group with the
-smallest trigger), the inputs of that smallest failing input set as ``N.npz`` — the plain, pickle-free ``.npz`` that
-``--inputs`` reads — and one index, ``triggers.json``: per group its target, conversion
-path, stage, signature, attribution, culprit op, input-set label, the ``.npz`` file
-name, and the exact commands that take it further (``nebisect bisect …``, ``nebisect
-corpus add …``, and ``nebisect run … --converter-overrides`` when those overrides cure
-its conversion failure).
+smallest trigger), the inputs of that smallest failing input set as ``N.npz`` — the
+plain, pickle-free ``.npz`` that ``--inputs`` reads — and one index, ``triggers.json``:
+per group its target, conversion path, stage, signature, attribution, culprit op,
+input-set label, the ``.npz`` file name, and the exact commands that take it further
+(``nebisect bisect …``, ``nebisect corpus add …``, and ``nebisect run …
+--converter-overrides`` when those overrides cure its conversion failure).
 
 ``bisect --finding FILE#N`` reads entry N back (:func:`read_finding`); FILE is such an
 index or the ``report.json`` of a run, whose summary names its index
