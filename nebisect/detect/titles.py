@@ -37,7 +37,8 @@ def trigger_words(member: Member) -> str:
     if member.family == "example":
         return "at the example inputs"
     if member.family == "length":
-        return f"at length {member.magnitude:g}"
+        return f"at length {member.magnitude:g}" if member.magnitude else (
+            "at the generated inputs")
     if member.x is not None:
         extent = "" if math.isclose(abs(member.x), member.magnitude, rel_tol=1e-3) else (
             f" (|input| ≤ {member.magnitude:.3g})")
@@ -49,7 +50,7 @@ def trigger_words(member: Member) -> str:
 
 def path_words(paths: Sequence[str], run_paths: Sequence[str]) -> str:
     """``both paths``, ``jit.trace only``, or '' for a source with no conversion."""
-    real = [p for p in paths if p]
+    real = list(dict.fromkeys(p for p in paths if p))
     if not real:
         return ""
     if len(run_paths) > 1 and set(real) >= set(run_paths):
