@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import threading
@@ -276,12 +277,12 @@ def fuzz(
     display = _Display(console, budget * len(ops))
     session = Session(names, options)
     try:
-        with display.bar:
-            if cluster:
-                with open_executor(cluster, mode=isolation) as executor:
-                    session.run(display, executor=executor)
-            else:
-                session.run(display)
+        # Connect before the bar shows: a scheduler that cannot be reached is one line.
+        with contextlib.ExitStack() as stack:
+            executor = (stack.enter_context(open_executor(cluster, mode=isolation))
+                        if cluster else None)
+            with display.bar:
+                session.run(display, executor=executor)
     except KeyboardInterrupt:
         # Ctrl-C, SIGTERM, SIGHUP: keep and report what was found until then.
         _emit(session.results(), options, console, keep, report, as_json)

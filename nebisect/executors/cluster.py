@@ -15,15 +15,26 @@ gone.
 
 An interruption (Ctrl-C, SIGTERM: a ``KeyboardInterrupt`` in the main thread) cancels
 the futures and tells every worker to cancel the run, which kills its cases in flight.
+
+Every wait on the scheduler is bounded by the timeout (``$NEBISECT_CLUSTER_TIMEOUT``):
+connecting and Dask's handshake (distributed's ``connect`` awaits the peer's handshake
+with no deadline of its own, so a port that accepts and never answers would hang), each
+exchange with it, and closing; while units run, a scheduler that has reported nothing for
+that long must answer a ping. Whatever fails — no answer, bytes that are not Dask's
+protocol, a lost connection — is one line (a :class:`NebisectError`), and the client is
+closed before it is raised, so Dask's own ``Client.__del__`` has nothing left to wait for.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import queue
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -34,14 +45,34 @@ from nebisect.executors import worker
 from nebisect.executors.devices import fact_resources
 from nebisect.executors.units import Attempt, Unit, UnitResult
 
-#: seconds to wait for the scheduler before "cannot reach" (exit 2);
-#: ``$NEBISECT_CLUSTER_TIMEOUT`` overrides it
+#: seconds any wait on the scheduler may last (connecting, its handshake, each exchange)
+#: before the run ends with one line and exit 2; ``$NEBISECT_CLUSTER_TIMEOUT`` overrides it
 CONNECT_TIMEOUT = 10.0
 TIMEOUT_ENV = "NEBISECT_CLUSTER_TIMEOUT"
+#: how much longer than Dask's own connect deadline the whole connection may take: Dask
+#: gives up a TCP connection at the timeout with a clearer reason (refused, …) than ours
+_GRACE = 1.0
+#: blobs pushed to a worker may take the timeout plus this long per byte (64 KiB/s: a
+#: slow uplink still gets its model through)
+_PUSH_SECONDS_PER_BYTE = 1 / (64 * 1024)
 #: a unit resubmitted this many times for missing blobs is given up (a worker that
 #: cannot keep its cache)
 MAX_ROUNDS = 8
 _POLL = 1.0
+
+
+def cluster_timeout() -> float:
+    """``$NEBISECT_CLUSTER_TIMEOUT`` (seconds, > 0), else :data:`CONNECT_TIMEOUT`."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return CONNECT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise NebisectError(f"${TIMEOUT_ENV} must be a number of seconds > 0, not {text!r}")
+    return value
 
 
 def _distributed() -> Any:
@@ -58,26 +89,44 @@ class ClusterExecutor:
     """Runs units on the workers of the Dask scheduler at ``address``."""
 
     def __init__(self, address: str, *, mode: str = "auto",
-                 connect_timeout: float | None = None) -> None:
+                 timeout: float | None = None) -> None:
         distributed = _distributed()
-        if connect_timeout is None:
-            connect_timeout = float(os.environ.get(TIMEOUT_ENV, CONNECT_TIMEOUT))
+        self.timeout = cluster_timeout() if timeout is None else timeout
         #: blobs pushed, per (worker address, sha256): each should be 1
         self.shipped: Counter[tuple[str, str]] = Counter()
         # The client's own reconnect chatter is not the user's business: one line is.
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
         self.name, self.mode = address, mode
-        try:
-            self.client = distributed.Client(address, timeout=connect_timeout,
-                                             set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise NebisectError(f"cannot reach the Dask scheduler at {address}: {reason}"
-                                ) from None
+        #: why the scheduler is given up on (it stopped answering…): no more waits on it
+        self.failed: str | None = None
+        self.client = _connect(distributed, address, self.timeout)
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.client.close()
+        _close(self.client, self.timeout)
+
+    def call(self, what: str, function: Callable[..., Any], *args: Any,
+             timeout: float | None = None, **kwargs: Any) -> Any:
+        """``await function(*args, **kwargs)`` on the client's loop, for at most the
+        timeout (or ``timeout``); a scheduler that does not answer in time, or is gone,
+        is a :class:`NebisectError` naming ``what`` was asked."""
+        if self.failed is not None:  # cancelling, ending the run: not one more timeout
+            raise NebisectError(self.failed)
+        limit = self.timeout if timeout is None else timeout
+        try:
+            return self.client.sync(function, *args, callback_timeout=limit, **kwargs)
+        except TimeoutError:
+            self.failed = (f"the Dask scheduler at {self.name} did not answer within "
+                           f"{limit:g} s ({what})")
+        except Exception as exc:  # CommClosedError (gone), an answer Dask cannot read…
+            self.failed = (f"the Dask cluster at {self.name} failed ({what}): "
+                           f"{_described(exc)}")
+        raise NebisectError(self.failed)
+
+    def run(self, what: str, function: Callable[..., Any], *args: Any,
+            workers: list[str] | None = None, timeout: float | None = None) -> Any:
+        """``Client.run(function, *args, workers=workers)``, bounded as :meth:`call`."""
+        return self.call(what, self.client._run, function, *args, workers=workers,
+                         timeout=timeout)
 
     def worker_records(self) -> dict[str, dict[str, Any]]:
         """The scheduler's record of every worker (name, resources…), fetched now.
@@ -87,13 +136,17 @@ class ClusterExecutor:
         lists no worker — a read landing just after one finds none, or too few
         (distributed 2026.8; it made the device matrix lose a device now and then).
         """
-        identity = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+        identity = self.call("its workers", self.client.scheduler.identity, n_workers=-1)
         return dict(identity["workers"])
+
+    def ping(self) -> None:
+        """Ask the scheduler who it is: :class:`NebisectError` if it does not answer."""
+        self.call("still there?", self.client.scheduler.identity, n_workers=0)
 
     def workers(self) -> dict[str, dict[str, str]]:
         """The address and device facts of every worker that advertises them as resources
         (a unit asking for a device's resources could never run on one that does not)."""
-        facts: dict[str, dict[str, str]] = self.client.run(worker.facts)
+        facts: dict[str, dict[str, str]] = self.run("the workers' facts", worker.facts)
         info = self.worker_records()
         return {address: found for address, found in facts.items()
                 if set(fact_resources(found)) <= set(info[address].get("resources") or {})}
@@ -115,7 +168,85 @@ class ClusterExecutor:
             raise
         finally:
             with contextlib.suppress(Exception):
-                self.client.run(worker.end_run, run.run_id)
+                self.run("ending the run", worker.end_run, run.run_id)
+
+
+def _connect(distributed: Any, address: str, timeout: float) -> Any:
+    """A client of the scheduler at ``address``, connected and past Dask's handshake
+    within ``timeout`` (and :data:`_GRACE`), else :class:`NebisectError`."""
+    comm = distributed.comm
+    try:
+        scheme, location = comm.parse_address(address)
+        comm.registry.get_backend(scheme)
+        if scheme in ("tcp", "tls"):
+            comm.parse_host_port(location)
+    except (TypeError, ValueError) as exc:
+        raise NebisectError(f"--cluster {address!r} is not a Dask scheduler address: "
+                            f"{_first_line(exc)}") from None
+
+    class BoundedClient(distributed.Client):
+        """A client whose start (connect, handshake, first exchanges) has a deadline,
+        and that closes itself when its start fails (else ``__del__`` waits on it)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            try:
+                super().__init__(*args, **kwargs)
+            except BaseException:
+                _close(self, timeout)
+                raise
+
+        async def _start(self, *args: Any, **kwargs: Any) -> Any:
+            return await asyncio.wait_for(super()._start(*args, **kwargs), timeout + _GRACE)
+
+    try:
+        return BoundedClient(address, timeout=timeout, set_as_default=False)
+    except Exception as exc:
+        raise NebisectError(f"cannot reach the Dask scheduler at {address}: "
+                            f"{_unreachable(distributed, exc, timeout)}") from None
+
+
+def _unreachable(distributed: Any, exc: Exception, timeout: float) -> str:
+    """Why connecting failed, in a few words."""
+    if type(exc) is TimeoutError:  # our deadline: connected, then no (complete) answer
+        return f"no answer from a Dask scheduler within {timeout:g} s"
+    if isinstance(exc, distributed.comm.CommClosedError):
+        return "it closed the connection (not a Dask scheduler?)"
+    if isinstance(exc, OSError):  # Dask's own connect deadline, with the last refusal
+        reason = _first_line(exc)
+        cause = exc.__cause__
+        while cause is not None and cause.__cause__ is not None:
+            cause = cause.__cause__
+        if isinstance(cause, OSError) and cause.strerror:
+            reason += f" ({cause.strerror})"
+        return reason
+    if isinstance(exc, ImportError):  # the scheduler refused our versions
+        return _first_line(exc)
+    return f"its answer is not Dask's protocol ({_described(exc)})"
+
+
+def _close(client: Any, timeout: float) -> None:
+    """Close ``client`` within ``timeout``. If that fails, mark it closed anyway
+    (``Client.__del__`` would try again, for twice the timeout) and stop its loop
+    (``close`` leaves it running for a client whose start failed early)."""
+    with contextlib.suppress(Exception):
+        client.close(timeout=timeout)
+    if getattr(client, "status", "closed") != "closed":
+        client.status = "closed"
+    with contextlib.suppress(Exception):
+        client._loop_runner.stop(timeout=timeout)  # nothing to do when close stopped it
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _described(exc: BaseException) -> str:
+    kind = type(exc)
+    # struct.error says "error": the module of a top-level one says what it is
+    top = kind.__module__ not in ("builtins", "__main__") and "." not in kind.__module__
+    name = f"{kind.__module__}.{kind.__qualname__}" if top else kind.__qualname__
+    return f"{name}: {_first_line(exc)}" if str(exc).strip() else name
 
 
 class _Run:
@@ -153,10 +284,19 @@ class _Run:
 
     def wait(self, on_result: Callable[[int, UnitResult], None] | None) -> list[UnitResult]:
         results: dict[int, UnitResult] = {}
+        heard = time.monotonic()
         while self.futures:
             finished = self._orphaned()
-            with contextlib.suppress(queue.Empty):
+            try:
                 future = self.done.get(timeout=_POLL)
+            except queue.Empty:
+                # Units may run for long; a scheduler silent for the timeout must still
+                # answer (one that stopped answering would otherwise be waited on forever).
+                if time.monotonic() - heard >= self.executor.timeout:
+                    self.executor.ping()
+                    heard = time.monotonic()
+            else:
+                heard = time.monotonic()
                 if future in self.futures:
                     finished.append(self._answer(future))
             for index, result in finished:
@@ -171,7 +311,7 @@ class _Run:
         """The unit's result, or None when it was resubmitted (blobs pushed)."""
         index, rounds = self.futures.pop(future)
         try:
-            body = json.loads(future.result())
+            body = json.loads(future.result(timeout=self.executor.timeout))
         except Exception as exc:  # KilledWorker, a worker without nebisect, a lost scheduler
             return index, UnitResult(None, [], f"{type(exc).__name__}: {exc}")
         address = body["worker"]
@@ -205,7 +345,10 @@ class _Run:
                 else:
                     blobs[digest] = data
         if blobs:
-            self.client.run(worker.store_blobs, blobs, workers=[address])
+            size = sum(len(data) for data in blobs.values())
+            self.executor.run(f"sending {size} bytes to worker {address}", worker.store_blobs,
+                              blobs, workers=[address],
+                              timeout=self.executor.timeout + size * _PUSH_SECONDS_PER_BYTE)
             self.shipped.update((address, digest) for digest in blobs)
 
     def _orphaned(self) -> list[tuple[int, UnitResult | None]]:
@@ -229,6 +372,6 @@ class _Run:
     def cancel(self) -> None:
         """Cancel every future, and every worker's cases of this run."""
         with contextlib.suppress(Exception):
-            self.client.run(worker.cancel_run, self.run_id)
+            self.executor.run("cancelling the run", worker.cancel_run, self.run_id)
         with contextlib.suppress(Exception):
-            self.client.cancel(list(self.futures), force=True)
+            self.client.cancel(list(self.futures), force=True)  # only tells the scheduler

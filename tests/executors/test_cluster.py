@@ -3,7 +3,8 @@
 Replay, fuzz and their faults through the cluster: the same verdicts and findings as
 locally, a worker SIGKILLed mid-unit (the unit retried once elsewhere, both attempts
 reported), a segfault on a worker (a verdict, the worker stays up), a scheduler that is
-not there (one line, exit 2), models shipped once per worker.
+not there (one line, exit 2), a timeout or address that is not one (one line), models
+shipped once per worker.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from support.corpus_helpers import add, filled, lse_package
 import nebisect
 from nebisect.case import CaseOptions, save_npz
 from nebisect.corpus import Corpus, Expected
+from nebisect.errors import NebisectError
 from nebisect.executors.cluster import ClusterExecutor
 from nebisect.executors.devices import FACT_KEYS, PRELOAD, group_devices, resource_name
 from nebisect.guard.replay import ReplayResult, replay
@@ -248,6 +250,23 @@ def test_without_dask_cluster_is_one_line_not_an_import_error() -> None:
     assert result.stderr.startswith("nebisect: error: --cluster: Dask is unavailable: "
                                     "install nebisect[cluster]")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "nan", "inf"])
+def test_a_cluster_timeout_that_is_not_seconds_is_one_line(
+        value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NEBISECT_CLUSTER_TIMEOUT", value)
+    with pytest.raises(NebisectError, match=r"^\$NEBISECT_CLUSTER_TIMEOUT must be a number "
+                                            r"of seconds > 0, not "):
+        ClusterExecutor("tcp://127.0.0.1:1")
+
+
+@pytest.mark.parametrize("address", ["bogus://127.0.0.1:1", "tcp://127.0.0.1",
+                                     "tcp://127.0.0.1:port"])
+def test_an_address_dask_cannot_parse_is_refused_before_connecting(address: str) -> None:
+    with pytest.raises(NebisectError, match=f"^--cluster '{address}' is not a Dask "
+                                            "scheduler address: "):
+        ClusterExecutor(address, timeout=1)
 
 
 def workers_of(client: distributed.Client) -> dict[str, dict[str, Any]]:
