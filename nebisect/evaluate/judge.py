@@ -67,6 +67,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     unavailable = target.availability()
     if unavailable:
         return Verdict(Status.SKIPPED, case.stage, "skipped", message=unavailable), {}
+    target.load(artifact)
     mark_stage(Stage.PREDICT)
     started = time.perf_counter()
     try:

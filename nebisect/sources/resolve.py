@@ -3,8 +3,9 @@
 Everything that can be wrong with a source is found here, before any case runs, and
 reported as one line: a missing path, a neuralnetwork ``.mlmodel`` (the simulator and
 the reducer need an ML program), a corrupt package or one whose manifest or symlinks
-lead outside it (:func:`~nebisect.package.check_package`), a factory that raises, crashes,
-exits or hangs. A torch source is described in an isolated child
+lead outside it (:func:`~nebisect.package.check_package`), a program declaring a tensor
+the memory limit cannot hold (:mod:`nebisect.mil.sizes`), a factory that raises,
+crashes, exits or hangs. A torch source is described in an isolated child
 (:mod:`nebisect.sources.torch`): its code never runs in this process. A package's spec
 is read in an isolated child too, so that this process never imports coremltools just
 for that. Locations come back absolute, so no later child depends on its working
@@ -134,6 +135,7 @@ def package_job(payload: dict[str, Any]) -> Verdict:
 def _require_ml_program(path: Path) -> Any:
     """The spec of the package at ``path``, which must be an ML program."""
     from nebisect.mil.load import read_spec
+    from nebisect.mil.sizes import check_spec
 
     try:
         spec = read_spec(path)
@@ -142,4 +144,5 @@ def _require_ml_program(path: Path) -> Any:
     kind = spec.WhichOneof("Type")
     if kind != "mlProgram":
         raise NebisectError(f"{path}: a {kind} model; nebisect needs an ML program")
+    check_spec(spec, str(path))
     return spec
