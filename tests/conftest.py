@@ -26,6 +26,7 @@ LINUX_ONLY = {
     "isolation/test_hugepages.py": "huge pages and /proc/self/smaps_rollup are Linux-only",
     "end_to_end/test_hostile_signals.py": _LEFTOVERS,
     "end_to_end/test_hostile_inputs.py": _LEFTOVERS,
+    "end_to_end/test_hostile_memory.py": "RLIMIT_DATA bounds memory on Linux only; " + _LEFTOVERS,
     "end_to_end/test_hostile_corpus.py": _LEFTOVERS,
     "end_to_end/test_hostile_user_code.py": _LEFTOVERS,
     "end_to_end/test_hostile_cluster.py": _LEFTOVERS,

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 
 PACKAGE_SUBJECT = ChildSubject("reading the package", "its description")
+PROGRAM_SUBJECT = ChildSubject("reading the package", "its program")
 
 
 @dataclass
@@ -128,6 +129,33 @@ def package_job(payload: dict[str, Any]) -> Verdict:
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), package)) from None
         return {"inputs": [d.to_dict() for d in described]}
+
+    return record_verdict(build)
+
+
+def prove_loadable(package: Path, label: str, *, timeout: float, isolator: Isolator) -> None:
+    """Read ``package``'s program in a child, under the memory limit, before this process
+    reads it (the reducer cuts the program here): coremltools computes some ops while it
+    loads them, and a package may declare smaller shapes than the ones it computes, which
+    the size check cannot see. A package that does not load there is one line naming
+    ``label``."""
+    describe_in_child(f"{__name__}:program_job", {"package": str(package)}, label=label,
+                      subject=PROGRAM_SUBJECT, timeout=timeout, preload=COREMLTOOLS_ONLY,
+                      isolator=isolator)
+
+
+def program_job(payload: dict[str, Any]) -> Verdict:
+    """Child side of :func:`prove_loadable`: load the program, return an empty record."""
+    package = payload["package"]
+
+    def build() -> dict[str, Any]:
+        from nebisect.mil.load import load_program
+
+        try:
+            load_program(package)
+        except NebisectError as exc:
+            raise NebisectError(unprefixed(str(exc), package)) from None
+        return {}
 
     return record_verdict(build)
 
