@@ -6,7 +6,10 @@
 * **seeds** (``--seed``): the unsigned 32-bit integers every random generator accepts
   (numpy refuses a negative one);
 * **counts** (budgets, ``--max-evals``, lengths, ``--jobs``): at least 1, and at most
-  :data:`MAX_COUNT` — or :data:`MAX_JOBS` for ``--jobs``, which starts that many workers.
+  :data:`MAX_COUNT` — or :data:`MAX_JOBS` for ``--jobs``, which starts that many workers;
+* **memory sizes** (``--memory``): at least :data:`MIN_MEMORY` (a case process needs room
+  to load numpy's first arrays) and at most :data:`MAX_MEMORY` (beyond any machine; the
+  limit is handed to the kernel as a 64-bit count of bytes).
 
 Each check takes ``where`` — the option and the value as the user wrote them
 (``--seed -1``) — and returns the value, or raises a one-line
@@ -21,6 +24,8 @@ MAX_SECONDS = 86_400.0
 MAX_SEED = 2**32 - 1
 MAX_COUNT = 10**9
 MAX_JOBS = 1024
+MIN_MEMORY = 64 << 20
+MAX_MEMORY = 1 << 50
 
 
 def check_seconds(where: str, seconds: float) -> float:
@@ -46,3 +51,10 @@ def check_count(where: str, count: int, most: int = MAX_COUNT, *, least: int = 1
     if count > most:
         raise NebisectError(f"{where}: give at most {most}")
     return count
+
+
+def check_memory(where: str, size: int) -> int:
+    """``size`` bytes if it is in [:data:`MIN_MEMORY`, :data:`MAX_MEMORY`]."""
+    if not MIN_MEMORY <= size <= MAX_MEMORY:
+        raise NebisectError(f"{where}: give a size from 64M to 1024T")
+    return size

@@ -27,6 +27,7 @@ LINUX_ONLY = {
     "end_to_end/test_hostile_signals.py": _LEFTOVERS,
     "end_to_end/test_hostile_inputs.py": _LEFTOVERS,
     "end_to_end/test_hostile_blame.py": _LEFTOVERS,
+    "end_to_end/test_hostile_memory.py": "RLIMIT_DATA bounds memory on Linux only; " + _LEFTOVERS,
     "end_to_end/test_hostile_corpus.py": _LEFTOVERS,
     "end_to_end/test_hostile_user_code.py": _LEFTOVERS,
     "end_to_end/test_hostile_cluster.py": _LEFTOVERS,

@@ -1,7 +1,8 @@
 """Every command's numeric options are checked at once against their kind's bounds:
 seconds (positive, at most a day), seeds (0 .. 2**32-1), counts (at least 1; jobs at
-most 1024). A value out of bounds is one line and exit 2, before any work — never an
-OverflowError or ValueError traceback with exit 1 from deep inside a run."""
+most 1024), memory sizes (64M .. 1024T, with a unit). A value out of bounds is one line
+and exit 2, before any work — never an OverflowError or ValueError traceback with exit 1
+from deep inside a run."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ MAX_SEED, MAX_JOBS = 2**32 - 1, 1024
 PACKAGE = str(shipped_package("log-softmax-fp16-underflow"))
 TOO_LONG = "seconds must be a positive number, at most 86400 (one day)"
 SEED = f"give a seed from 0 to {MAX_SEED}"
+SIZE = "give a size such as 4G or 512M"
+MEMORY_RANGE = "give a size from 64M to 1024T"
 
 CASES = [
     (["run", PACKAGE, "--timeout", "2200000"], f"--timeout '2200000': {TOO_LONG}"),
@@ -50,6 +53,18 @@ CASES = [
     (["corpus", "add", "{corpus}", PACKAGE, "-t", "sim:fp16", "--inputs", "x.npz", "--timeout",
       "1e10"], f"--timeout '1e10': {TOO_LONG}"),
     (["lint", PACKAGE, "--timeout", "1e10"], f"--timeout '1e10': {TOO_LONG}"),
+    (["run", PACKAGE, "--memory", "lots"], f"--memory 'lots': {SIZE}"),
+    (["run", PACKAGE, "--memory", "1K"], f"--memory 1K: {MEMORY_RANGE}"),
+    (["fuzz", "--op", "softplus", "-n", "1", "--memory", "0M"], f"--memory 0M: {MEMORY_RANGE}"),
+    (["fuzz", PACKAGE, "-n", "1", "--memory", "2000T"], f"--memory 2000T: {MEMORY_RANGE}"),
+    (["bisect", PACKAGE, "-t", "sim:ane", "--memory", "4096"], f"--memory '4096': {SIZE}"),
+    (["lint", PACKAGE, "--memory", "63M"], f"--memory 63M: {MEMORY_RANGE}"),
+    (["replay", "{corpus}", "--memory", "-1G"], f"--memory '-1G': {SIZE}"),
+    (["fix", "verify", "{corpus}", "--memory", "1K"], f"--memory 1K: {MEMORY_RANGE}"),
+    (["fix", "apply", "softplus-stable", PACKAGE, "-o", "{out}", "--memory", "1K"],
+     f"--memory 1K: {MEMORY_RANGE}"),
+    (["corpus", "add", "{corpus}", PACKAGE, "-t", "sim:fp16", "--inputs", "x.npz", "--memory",
+      "1K"], f"--memory 1K: {MEMORY_RANGE}"),
 ]
 
 
@@ -74,13 +89,15 @@ def test_an_option_out_of_bounds_is_one_line_and_exit_2(
 
 
 def test_each_kind_of_value_has_one_check() -> None:
-    from nebisect.bounds import check_count, check_seconds, check_seed
+    from nebisect.bounds import check_count, check_memory, check_seconds, check_seed
 
     assert check_seconds("--timeout 60", 60.0) == 60.0
     assert check_seconds("--timeout 86400", 86400.0) == 86400.0
     assert check_seed("--seed 0", 0) == 0 and check_seed("--seed max", MAX_SEED) == MAX_SEED
     assert check_count("--budget 1", 1) == 1
+    assert check_memory("--memory 64M", 64 << 20) == 64 << 20
     for check, value in ((check_seconds, 0.0), (check_seconds, float("inf")),
-                         (check_seed, -1), (check_count, 0), (check_count, 10**10)):
+                         (check_seed, -1), (check_count, 0), (check_count, 10**10),
+                         (check_memory, (64 << 20) - 1), (check_memory, 2**60)):
         with pytest.raises(NebisectError):
             check("--option", value)  # type: ignore[operator]

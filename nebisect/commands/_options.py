@@ -7,11 +7,13 @@ exit 2.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from nebisect.bounds import check_count
+from nebisect.bounds import check_count, check_memory
 from nebisect.errors import NebisectError
+from nebisect.isolation import memory
 from nebisect.sources.domains import INPUT_RANGE_FORMAT, InputDomain, parse_input_range
 
 INPUT_RANGE_HELP = (
@@ -19,6 +21,14 @@ INPUT_RANGE_HELP = (
     "factory's 'input_domains'). Exploration stays inside; a hazard only beyond it is "
     "reported as a margin, not a failure."
 )
+
+MEMORY_HELP = (
+    "Memory each isolated step may use on top of what its process holds at start, e.g. "
+    f"4G or 512M (default: {memory.DEFAULT_FRACTION:.0%} of this machine's memory). A step past "
+    "it is an 'oom' verdict; a program declaring a tensor it cannot hold (8 bytes an "
+    "element) is refused before anything is allocated."
+)
+_SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[KMGT])(?:I?B)?", re.IGNORECASE)
 
 #: ``--convert`` → the conversion paths it evaluates, in order
 CONVERT_CHOICES = {"export": ("export",), "trace": ("trace",), "both": ("export", "trace")}
@@ -70,3 +80,21 @@ def parse_budget(text: str) -> int:
     except ValueError:
         raise NebisectError(f"--budget {text!r}: give a whole number of predictions") from None
     return check_count(f"--budget {text}", value)
+
+
+def parse_memory(text: str | None) -> int | None:
+    """``--memory``: a size in binary units (``4G``, ``512M``, ``1.5g``, ``4GiB``) → bytes,
+    checked; None (the machine default) when the option is not given."""
+    if text is None:
+        return None
+    found = _SIZE.fullmatch(text.strip())
+    if found is None:
+        raise NebisectError(f"--memory {text!r}: give a size such as 4G or 512M")
+    size = int(float(found["number"]) * memory.UNITS[found["unit"].upper()])
+    return check_memory(f"--memory {text}", size)
+
+
+def use_memory(text: str | None) -> None:
+    """``--memory``: make it (or, not given, the machine default) the limit of every
+    isolated job this command starts."""
+    memory.configure(parse_memory(text))

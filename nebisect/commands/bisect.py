@@ -13,7 +13,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from nebisect.case import INPUTS_LIMIT_HELP
-from nebisect.commands._options import CONVERT_CHOICES, parse_budget, parse_choice
+from nebisect.commands._options import (
+    CONVERT_CHOICES,
+    MEMORY_HELP,
+    parse_budget,
+    parse_choice,
+    use_memory,
+)
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
@@ -105,6 +111,8 @@ def bisect(
         None, "--case-timeout", metavar=TIMEOUT_METAVAR,
         help=CASE_TIMEOUT_HELP,
     ),
+    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
+                               show_default=False),
     fix: list[str] = typer.Option(
         None, "--fix", help="Converter fix to convert a torch source with (repeatable), "
         "e.g. converter-compat.",
@@ -135,6 +143,7 @@ def bisect(
     from nebisect.report.outputs import fresh_output_directory
 
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
+    use_memory(memory)
     fixes = tuple(fix or ())
     if finding:
         if source or target or inputs:

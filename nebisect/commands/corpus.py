@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz
+from nebisect.commands._options import MEMORY_HELP, use_memory
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 from nebisect.report.terminal import markup
@@ -123,6 +124,8 @@ def add(
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
     ),
+    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
+                               show_default=False),
 ) -> None:
     """Store cases atomically (safe while other writers add to the same corpus).
 
@@ -137,6 +140,7 @@ def add(
     from nebisect.targets import spec_of
 
     timeouts = Timeouts.parse(timeout)
+    use_memory(memory)
     if not spec_of(target).runs_programs:
         raise NebisectError(f"--target {target}: a corpus case runs its model converted to "
                             "Core ML; torch is the reference, not a corpus target")

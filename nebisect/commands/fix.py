@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nebisect.bounds import MAX_JOBS, check_count
+from nebisect.commands._options import MEMORY_HELP, use_memory
 from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
@@ -71,6 +72,8 @@ def apply(
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
     ),
+    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
+                               show_default=False),
 ) -> None:
     """Apply fixes: torch sources are converted with the converter-level fixes, then every
     graph pass runs on the program, and the result is saved as an .mlpackage."""
@@ -90,6 +93,7 @@ def apply(
                    inputs=[("the source", source_path(names_and_source[-1]))])
     fixes = resolve_fixes(names_and_source[:-1])
     timeouts = Timeouts.parse(timeout)
+    use_memory(memory)
     console = Console()
     with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, Isolator() as isolator:
         source = resolve_source(names_and_source[-1], timeout=timeouts.load, isolator=isolator)
@@ -122,6 +126,8 @@ def verify(
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
     ),
+    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
+                               show_default=False),
     cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
 ) -> None:
     """Replay the corpus without and with the fixes: fixed / still failing / regressed /
@@ -135,6 +141,7 @@ def verify(
 
     fixes = resolve_fixes(fix or None)
     timeouts = Timeouts.parse(timeout)
+    use_memory(memory)
     check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     scan = Corpus(root).scan()
     cases = [c for c in scan.cases if selected(c, target or ())]

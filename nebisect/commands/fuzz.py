@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from nebisect.commands._options import MEMORY_HELP, use_memory
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
@@ -202,6 +203,8 @@ def fuzz(
         None, "--timeout", metavar=TIMEOUT_METAVAR,
         help=f"{TIMEOUT_HELP} Defaults: load 300, predict 60.",
     ),
+    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
+                               show_default=False),
     cluster: str = typer.Option(
         None, "--cluster", envvar=CLUSTER_ENV,
         help=f"{CLUSTER_HELP} Each shard (op × --jobs split) is one unit; same --seed and "
@@ -245,6 +248,7 @@ def fuzz(
     )
     from nebisect.report.outputs import output_directory
 
+    use_memory(memory)
     if op and source:
         raise NebisectError("give either SOURCE (a model) or --op (ops), not both")
     if not op and not source:

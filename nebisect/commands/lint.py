@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.commands._options import CONVERT_CHOICES, parse_choice
+from nebisect.commands._options import CONVERT_CHOICES, MEMORY_HELP, parse_choice, use_memory
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 from nebisect.report.terminal import markup
@@ -63,6 +63,8 @@ def lint(
         help=f"{TIMEOUT_HELP} lint uses load (a module:function builder is built and "
         "linted in an isolated child, a torch factory described in one) and convert.",
     ),
+    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
+                               show_default=False),
 ) -> None:
     """Flag fp16 range hazards, log-domain patterns, data-dependent shapes and mask
     constants in a Core ML ML program before anything runs. A torch source is converted
@@ -84,6 +86,7 @@ def lint(
         raise NebisectError("lint needs a SOURCE (.mlpackage, module:function or "
                             "path/to/file.py:factory)")
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
+    use_memory(memory)
     ranges = dict(parse_input_range(text) for text in input_range or [])
     if output is not None:
         output_file(output, "--output", force=force,

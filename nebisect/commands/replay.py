@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nebisect.bounds import MAX_JOBS, check_count
+from nebisect.commands._options import MEMORY_HELP, use_memory
 from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
@@ -46,6 +47,8 @@ def replay(
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
     ),
+    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
+                               show_default=False),
     allow_empty: bool = typer.Option(
         False, "--allow-empty",
         help="Exit 0 when no case ran (an empty corpus, or every case skipped or filtered).",
@@ -75,6 +78,7 @@ def replay(
     from nebisect.report.outputs import output_file
 
     timeouts = Timeouts.parse(timeout)
+    use_memory(memory)
     check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     corpus = Corpus(root)
     if junit:

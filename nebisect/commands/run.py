@@ -19,11 +19,13 @@ from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
 from nebisect.commands._options import (
     CONVERT_CHOICES,
     INPUT_RANGE_HELP,
+    MEMORY_HELP,
     parse_budget,
     parse_choice,
     parse_families,
     parse_input_ranges,
     source_path,
+    use_memory,
 )
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
@@ -93,6 +95,8 @@ def run(
     timeout: list[str] = typer.Option(
         None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
     ),
+    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
+                               show_default=False),
     converter_overrides: bool = typer.Option(
         False, "--converter-overrides",
         help="Install nebisect's converter overrides (the converter-compat fix) before "
@@ -192,6 +196,7 @@ def run(
     if not source:
         raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
     timeouts = Timeouts.parse(timeout)
+    use_memory(memory)
     check_deployment(deployment_target)
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
     check_seed(f"--seed {seed}", seed)

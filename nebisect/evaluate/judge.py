@@ -18,6 +18,7 @@ import numpy as np
 
 from nebisect.case import REFERENCE_TARGET, Case, load_npz, save_npz, sha256_arrays
 from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
+from nebisect.isolation.job import is_out_of_memory
 from nebisect.sources.artifact import Artifact
 from nebisect.sources.domains import masked_positions
 from nebisect.sources.torch_module import held_preload
@@ -66,6 +67,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     unavailable = target.availability()
     if unavailable:
         return Verdict(Status.SKIPPED, case.stage, "skipped", message=unavailable), {}
+    target.load(artifact)
     mark_stage(Stage.PREDICT)
     started = time.perf_counter()
     try:
@@ -97,6 +99,8 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         expected = _reference(reference_name, reference_artifact, inputs, want_intermediates,
                               payload.get("reference_cache") or "")
     except Exception as exc:
+        if is_out_of_memory(exc):
+            raise  # the case is ``oom``, whichever side ran out
         message = f"reference {reference_name} failed: {exc}"
         return Verdict(Status.ERROR, Stage.REFERENCE, error_signature(Stage.REFERENCE, message),
                        message=message), arrays

@@ -10,10 +10,11 @@ Modules, by side of the process boundary:
   long-lived process that forks one child per case), ``worker`` (the persistent
   worker), ``server`` (their common start-up and framing);
 * both — ``job`` (the records that cross the boundary as JSON), ``osproc`` (process
-  groups, parent-death signals, limits, exit handles), ``watch`` (waiting for a process
-  with a timeout while draining its stderr), ``reaper`` (child subreapers: the
-  descendants a case leaves outside its process group), ``cancel`` (stopping the waits
-  of other threads at once);
+  groups, parent-death signals, exit handles), ``memory`` (the memory limit of every
+  job: ``--memory``, the machine default, RLIMIT_DATA in the child), ``watch``
+  (waiting for a process with a timeout while draining its stderr), ``reaper`` (child
+  subreapers: the descendants a case leaves outside its process group), ``cancel``
+  (stopping the waits of other threads at once);
 * above the isolator — ``pool`` (a thread pool of isolators that cancels its cases in
   flight when interrupted).
 

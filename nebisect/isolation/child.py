@@ -30,18 +30,14 @@ import numpy as np
 from nebisect.case import save_npz
 from nebisect.files import write_text
 from nebisect.isolation.job import (
-    OOM_PATTERN,
     CaseFiles,
     Job,
     bind_stage_file,
     current_stage,
+    is_out_of_memory,
 )
-from nebisect.isolation.osproc import (
-    address_space_limit,
-    orphaned,
-    set_pdeathsig,
-    set_process_name,
-)
+from nebisect.isolation.memory import limited
+from nebisect.isolation.osproc import orphaned, set_pdeathsig, set_process_name
 from nebisect.verdict import Status, Verdict, error_signature
 
 #: Exit codes for a child that never reached the job (visible in "exited with code N").
@@ -161,7 +157,7 @@ def execute(request: dict[str, Any], case_dir: Path) -> None:
     started = time.perf_counter()
     try:
         function = _resolve(job.function)
-        with address_space_limit(job.memory_mb):
+        with limited(job.memory_mb):
             returned = function(job.payload)
         verdict, arrays = _unpack(job.function, returned)
     except Exception as exc:
@@ -195,7 +191,7 @@ def exception_verdict(exc: BaseException) -> Verdict:
     stage = current_stage()
     message = f"{type(exc).__name__}: {exc}"
     traceback.print_exception(exc)
-    if isinstance(exc, MemoryError) or OOM_PATTERN.search(message):
+    if is_out_of_memory(exc):
         return Verdict(Status.OOM, stage, "oom", message=message)
     return Verdict(Status.ERROR, stage, error_signature(stage, message), message=message)
 

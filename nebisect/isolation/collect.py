@@ -5,8 +5,9 @@ whose arrays load without pickle, and only from a process that ended cleanly (ex
 the fork child's "done"); otherwise the exit status speaks — a signal is a ``crash``
 named after it whatever the child wrote before dying, a timeout is ``timeout``, an exit
 without a result is an ``error``, and the usual fingerprints of memory exhaustion are
-``oom``. The stage is the last one the child declared through ``mark_stage``. On
-macOS a crash carries the native stack from the OS's crash report when one is found
+``oom`` (its message and ``metrics["memory_limit"]`` name the job's limit). The stage is
+the last one the child declared through ``mark_stage``. On macOS a crash carries the
+native stack from the OS's crash report when one is found
 (:mod:`nebisect.isolation.crashreport`).
 
 Every file in the case directory was written by the child, so it is read as
@@ -29,6 +30,7 @@ from nebisect.errors import NebisectError
 from nebisect.files import read_untrusted
 from nebisect.isolation.crashreport import find_crash_report
 from nebisect.isolation.job import OOM_PATTERN, CaseFiles, Job, Outcome, read_stage_file
+from nebisect.isolation.memory import MIB, format_size
 from nebisect.isolation.watch import read_tail
 from nebisect.verdict import Status, Verdict, crash_signature, error_signature
 
@@ -68,6 +70,10 @@ def collect(job: Job, case_dir: Path, raw: RawExit) -> Outcome:
     if outcome is None:
         outcome = Outcome(_exit_verdict(job, raw, stage, tail))
     verdict = outcome.verdict
+    if verdict.status == Status.OOM and job.memory_mb is not None:
+        limit = format_size(job.memory_mb * MIB)
+        verdict.metrics["memory_limit"] = limit
+        verdict.message = f"{verdict.message} (memory limit {limit}, --memory)"
     verdict.stderr_tail = verdict.stderr_tail or tail
     verdict.metrics.update(raw.metrics, stderr_bytes=raw.stderr_bytes)
     if verdict.status == "crash" and raw.pid and sys.platform == "darwin":

@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from nebisect.isolation import reaper
+from nebisect.isolation import memory, reaper
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.osproc import helper_command, helper_env, kill_group
 from nebisect.isolation.watch import LineReader
@@ -80,16 +80,17 @@ class Helper:
     """A helper started fresh with ``python -m module CONFIG`` in its own session.
 
     It receives the parent's pid (to die with it), the parent's ``sys.path`` (so a
-    job's module imports the same way it would in the parent) and the modules to
-    preload. ``stderr`` is where its own diagnostics go (a log file, or a pipe the
-    caller drains); ``log`` names that file, if it is one, for error messages.
-    ``tmp_dir`` is its ``TMPDIR``: the caller removes it, also after killing the helper
-    in the middle of writing there.
+    job's module imports the same way it would in the parent), the modules to preload
+    and the memory limit (what a preload call that runs user code may use). ``stderr``
+    is where its own diagnostics go (a log file, or a pipe the caller drains); ``log``
+    names that file, if it is one, for error messages. ``tmp_dir`` is its ``TMPDIR``:
+    the caller removes it, also after killing the helper in the middle of writing there.
     """
 
     def __init__(self, module: str, preload: tuple[str, ...], stderr: int | IO[bytes],
                  cancel: CancelToken, *, tmp_dir: Path, log: Path | None = None) -> None:
-        config = {"parent": os.getpid(), "sys_path": list(sys.path), "preload": list(preload)}
+        config = {"parent": os.getpid(), "sys_path": list(sys.path), "preload": list(preload),
+                  "memory_mb": memory.limit_mb()}
         self.module = module
         self.log = log
         self._cancel = cancel

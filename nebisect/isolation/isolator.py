@@ -23,11 +23,13 @@ import shutil
 import sys
 import time
 import weakref
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
 from nebisect.errors import NebisectError
+from nebisect.isolation import memory
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit, collect
 from nebisect.isolation.fork import ForkBackend
@@ -126,8 +128,11 @@ class Isolator:
         self._backend.prestart(preload)
 
     def run(self, job: Job) -> Outcome:
-        """One verdict for ``job``, stamped with provenance and wall time."""
+        """One verdict for ``job``, stamped with provenance and wall time; a job that
+        names no memory limit runs under this process's (:func:`memory.limit_mb`)."""
         started = time.perf_counter()
+        if job.memory_mb is None:
+            job = replace(job, memory_mb=memory.limit_mb())
         try:
             self._cancel.check()
             outcome = self._run_in(self._backend, job)

@@ -32,8 +32,9 @@ class Job:
     ``function`` is ``"package.module:function"``; it returns a :class:`Verdict` or
     ``(Verdict, {name: array})``. ``stage`` is blamed for a crash until the child calls
     :func:`mark_stage`. ``timeout`` is wall seconds for the whole case (the process
-    group is killed). ``memory_mb`` is the address space the function may add to what
-    the child has mapped when it starts (RLIMIT_AS; exhausting it gives ``oom``).
+    group is killed). ``memory_mb`` is the memory the function may add to what the
+    child holds when it starts (:mod:`~nebisect.isolation.memory`; exhausting it gives
+    ``oom``); an isolator gives a job without one its process's limit.
     ``preload`` names modules a fork-mode template imports once, before forking (it
     also imports ``function``'s own module there on first use): the modules a job would
     otherwise import in every child.
@@ -161,9 +162,17 @@ class CaseFiles:
     TEMP = "tmp"
 
 
-#: Messages by which allocators report exhaustion: numpy/CPython raise MemoryError,
-#: torch raises RuntimeError("... can't allocate memory ..."), C++ aborts on bad_alloc.
+#: Messages by which allocators report exhaustion: numpy/CPython raise MemoryError
+#: ("Unable to allocate 26.8 GiB for an array ..."), torch raises RuntimeError("...
+#: can't allocate memory ..."), C++ aborts on bad_alloc.
 OOM_PATTERN = re.compile(
-    r"MemoryError|can't allocate memory|cannot allocate memory|out of memory|std::bad_alloc",
+    r"MemoryError|can't allocate memory|cannot allocate memory|out of memory|std::bad_alloc"
+    r"|Unable to allocate",
     re.IGNORECASE,
 )
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Did ``exc`` come from an allocation the memory limit refused? Code that turns
+    exceptions into ``error`` verdicts lets these through: they are ``oom``."""
+    return isinstance(exc, MemoryError) or bool(OOM_PATTERN.search(f"{type(exc).__name__}: {exc}"))

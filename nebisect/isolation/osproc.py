@@ -11,11 +11,9 @@ import contextlib
 import ctypes
 import functools
 import os
-import resource
 import select
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,38 +135,6 @@ def collapse_to_huge_pages() -> int:
         if end > start and madvise(start, end - start, _MADV_COLLAPSE) == 0:
             collapsed += end - start
     return collapsed
-
-
-def _mapped_bytes() -> int:
-    """Address space currently mapped by this process (0 where /proc is missing)."""
-    try:
-        pages = int(Path("/proc/self/statm").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
-    return pages * os.sysconf("SC_PAGE_SIZE")
-
-
-@contextlib.contextmanager
-def address_space_limit(memory_mb: int | None) -> Iterator[None]:
-    """Limit further address-space growth to ``memory_mb`` MiB for the block (RLIMIT_AS).
-
-    The budget is counted *on top of* what is already mapped when the job starts:
-    a fork child inherits the template's mappings (numpy, preloaded torch, thread
-    stacks), and counting those would make the same ``memory_mb`` mean different things
-    in fork, spawn and persistent mode. Only the soft limit moves, so it is restored.
-    """
-    if memory_mb is None:
-        yield
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = _mapped_bytes() + memory_mb * (1 << 20)
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def helper_env() -> dict[str, str]:

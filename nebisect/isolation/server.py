@@ -16,17 +16,21 @@ import sys
 import traceback
 from typing import Any
 
+from nebisect.isolation import memory
 from nebisect.isolation.osproc import orphaned, set_pdeathsig
 
 
 def start_helper() -> dict[str, Any]:
-    """Common start-up: parent-death signal, SIGINT ignored, the parent's sys.path, preloads."""
+    """Common start-up: parent-death signal, SIGINT ignored, the parent's sys.path and
+    memory limit, preloads."""
     config: dict[str, Any] = json.loads(sys.argv[1])
     set_pdeathsig(signal.SIGKILL)
     if orphaned(int(config["parent"])):
         sys.exit(0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.path[:] = config["sys_path"]
+    if config.get("memory_mb"):
+        memory.configure(int(config["memory_mb"]) * memory.MIB)
     preload(config["preload"])
     return config
 
@@ -79,8 +83,9 @@ CALL = "@"
 
 
 def warm_call(entry: str) -> None:
-    """Run one :data:`CALL` entry; a failure is logged, not fatal (the child that needs
-    the result builds it again and reports its own failure as its verdict)."""
+    """Run one :data:`CALL` entry under the memory limit a job gets; a failure is logged,
+    not fatal (the child that needs the result builds it again and reports its own
+    failure — an ``oom`` included — as its verdict)."""
     name, _, argument = entry[len(CALL):].partition("=")
     module, _, function = name.partition(":")
     # The call may run user code (a factory), whose prints must not reach the command's
@@ -93,7 +98,8 @@ def warm_call(entry: str) -> None:
         sys.stderr.flush()
         for fd in (1, 2):
             os.dup2(devnull, fd)
-        getattr(importlib.import_module(module), function)(argument)
+        with memory.limited(memory.limit_mb()):
+            getattr(importlib.import_module(module), function)(argument)
     except Exception:
         failure = traceback.format_exc()
     else:

@@ -12,8 +12,9 @@ API::
     lint_program(program, *, assume_fp16=False, input_ranges=None) -> LintResult
     lint_source(source, *, assume_fp16=False, input_ranges=None, timeouts=Timeouts(),
                 paths=PATHS, setup=()) -> LintResult
-        (a ``module:function`` builder is user code: it is built and linted in an
-        isolated child, :mod:`nebisect.lint.builder`; a torch ``file.py:factory`` is
+        (the program is loaded and linted in an isolated child,
+        :mod:`nebisect.lint.isolated`: a ``module:function`` builder is user code, and
+        reading a package computes some of its ops; a torch ``file.py:factory`` is
         converted in one on ``paths``, :mod:`nebisect.lint.torch`)
     parse_input_range("x=-15:15") -> ("x", Range(-15.0, 15.0))
     registered_rules() -> dict[str, Rule]
@@ -21,6 +22,7 @@ API::
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +49,8 @@ def is_builder(source: str) -> bool:
 
 
 def load_source(source: str) -> Any:
-    """The MIL program of an ``.mlpackage`` path (builders are loaded in a child)."""
+    """The MIL program of an ``.mlpackage`` path, read in this process (``lint_source``
+    reads it in a child; builders are only ever loaded in one)."""
     if Path(source).exists():
         from nebisect.mil.load import load_program
 
@@ -64,19 +67,23 @@ def lint_source(
     paths: tuple[str, ...] = PATHS,
     setup: tuple[str, ...] = (),
 ) -> LintResult:
-    """Load ``source`` and lint it. A builder runs (and is linted) in an isolated child
-    bounded by ``timeouts.load``, a torch source is described and converted (on
-    ``paths``, after ``setup``) in isolated children: user code never runs here."""
-    if is_builder(source):
-        from nebisect.lint.builder import lint_builder
+    """Load ``source`` and lint it, in isolated children bounded by ``timeouts.load``:
+    a builder is built there, a package read there, a torch source described and
+    converted (on ``paths``, after ``setup``) there: neither user code nor the model's
+    loader runs here."""
+    from nebisect.lint.isolated import lint_isolated
 
-        return lint_builder(source, assume_fp16=assume_fp16, input_ranges=input_ranges or {},
-                            timeout=timeouts.load)
+    ranges = input_ranges or {}
     if is_torch_location(source):
         from nebisect.lint.torch import lint_torch
 
-        return lint_torch(source, assume_fp16=assume_fp16, input_ranges=input_ranges or {},
+        return lint_torch(source, assume_fp16=assume_fp16, input_ranges=ranges,
                           timeouts=timeouts, paths=paths, setup=setup)
-    return lint_program(
-        load_source(source), assume_fp16=assume_fp16, input_ranges=input_ranges, source=source
-    )
+    if is_builder(source):
+        kind, location = "builder", source
+    elif Path(source).exists():
+        kind, location = "mlpackage", os.path.abspath(source)
+    else:
+        raise NebisectError(f"{source}: no such .mlpackage")
+    return lint_isolated(kind, location, source=source, assume_fp16=assume_fp16,
+                         input_ranges=ranges, timeout=timeouts.load)

@@ -1,7 +1,7 @@
 """Run the registered rules over one program and collect a :class:`LintResult`.
 
-Separate from the package façade (:mod:`nebisect.lint`) so that the builder child
-(:mod:`nebisect.lint.builder`) can lint without importing the façade that calls it.
+Separate from the package façade (:mod:`nebisect.lint`) so that the lint child
+(:mod:`nebisect.lint.isolated`) can lint without importing the façade that calls it.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@ converted programs.
 
 The factory and the conversion are user code and run in isolated children
 (:func:`~nebisect.sources.resolve.resolve_source`, :func:`~nebisect.sources.convert.
-convert_paths`, with the same ``setup`` as ``run --converter-overrides``); only the saved
-packages are read here. The programs are converted at fp16 — coremltools' default for
+convert_paths`, with the same ``setup`` as ``run --converter-overrides``), and so are
+reading and linting the saved packages (:mod:`nebisect.lint.isolated`, forked from the
+conversion's warm template). The programs are converted at fp16 — coremltools' default for
 ML programs, and what the Neural Engine computes — on every path asked for; when more
 than one converts, each finding's function is named by its path
 (``torch.export:main``). A source that does not convert is one line carrying the
@@ -21,10 +22,11 @@ from nebisect.errors import NebisectError
 from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
-from nebisect.lint.engine import LintResult, lint_program
+from nebisect.lint.engine import LintResult
 from nebisect.lint.graph import Range
+from nebisect.lint.isolated import lint_isolated
 from nebisect.lint.records import SEVERITIES
-from nebisect.sources.convert import PATH_LABELS, convert_paths
+from nebisect.sources.convert import CONVERSION_PRELOAD, PATH_LABELS, convert_paths
 from nebisect.sources.resolve import resolve_source
 
 #: the precision torch sources are converted at for linting
@@ -36,8 +38,6 @@ def lint_torch(source: str, *, assume_fp16: bool, input_ranges: dict[str, Range]
                setup: tuple[str, ...] = ()) -> LintResult:
     """The findings of every program ``source`` converts to on ``paths``, most severe
     first."""
-    from nebisect.mil.load import load_program
-
     with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp, Isolator() as isolator:
         resolved = resolve_source(source, timeout=timeouts.load, isolator=isolator)
         packages, verdict = convert_paths(resolved, PRECISION, Path(tmp), isolator, paths=paths,
@@ -49,8 +49,10 @@ def lint_torch(source: str, *, assume_fp16: bool, input_ranges: dict[str, Range]
                                 + (f"; {cure}" if cure else ""))
         findings = []
         for path, package in packages.items():
-            found = lint_program(load_program(package), assume_fp16=assume_fp16,
-                                 input_ranges=input_ranges, source=source).findings
+            found = lint_isolated("mlpackage", str(package), source=source,
+                                  assume_fp16=assume_fp16, input_ranges=input_ranges,
+                                  timeout=timeouts.load, preload=CONVERSION_PRELOAD,
+                                  isolator=isolator).findings
             findings += found if len(packages) == 1 else [
                 replace(f, function=f"{PATH_LABELS[path]}:{f.function}") for f in found]
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))

@@ -195,8 +195,8 @@ def _run_kernel(step: Step, env: dict[str, Any]) -> None:
         ]
     try:
         result = step.fn(step.ctx, **kwargs)  # type: ignore[misc]
-    except (MissingKernelError, SimPredictError):
-        raise
+    except (MissingKernelError, SimPredictError, MemoryError):
+        raise  # a MemoryError is the case's ``oom``, not a kernel's failure
     except Exception as exc:  # a kernel error names the op, never a bare numpy traceback
         raise SimError(f"op {step.name!r} ({step.op_type}) failed: {exc}") from exc
     if len(step.outputs) == 1:

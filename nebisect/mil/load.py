@@ -2,10 +2,12 @@
 
 Loading goes through coremltools' own milproto loader (the inverse of its serializer),
 with the package's weight blobs, so the simulator sees exactly the ops, attributes and
-weights Core ML would compile. The package's model description carries the flexible
-input shapes (``shapeRange`` / ``enumeratedShapes``) that the MIL function itself does
-not; they are restored as the main function's ``input_types`` so inputs can be checked
-against their ranges and a re-saved program keeps them.
+weights Core ML would compile — once the shapes the program declares fit the memory
+limit (:mod:`nebisect.mil.sizes`): the loader computes some ops as it builds them.
+The package's model description carries the flexible input shapes (``shapeRange`` /
+``enumeratedShapes``) that the MIL function itself does not; they are restored as the
+main function's ``input_types`` so inputs can be checked against their ranges and a
+re-saved program keeps them.
 
 Saving serializes with coremltools' ML-program backend directly instead of
 ``ct.convert``: ``ct.convert`` runs its backend pass pipeline (constant folding,
@@ -30,6 +32,7 @@ from typing import Any
 from nebisect.errors import NebisectError
 from nebisect.files import WriteError, staged
 from nebisect.mil.quiet import import_coremltools, quiet
+from nebisect.mil.sizes import check_spec
 from nebisect.package import MANIFEST, Manifest, check_package, item_path
 
 #: the manifest entry of a package's weights directory (coremltools' _WEIGHTS_DIR_NAME,
@@ -143,6 +146,8 @@ def _from_spec(spec: Any, weights_dir: str | None, where: str) -> Any:
         )
     if kind != "mlProgram":
         raise ProgramLoadError(f"{where} is a {kind or 'empty'} model, not an ML program")
+    # Before coremltools builds any op: it computes a constant-shaped fill as it loads it.
+    check_spec(spec, where)
     _check_weight_files(spec.mlProgram, weights_dir, where)
     from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
 

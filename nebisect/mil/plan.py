@@ -3,7 +3,9 @@
 Everything that does not depend on the input values is decided here, once per
 (program, precision, profile, semantics): which kernel each op runs, in which dtype it computes,
 where its results are stored, which inputs need a dtype conversion, the constant
-arguments already converted, the shapes the program declares (to catch kernel bugs),
+arguments already converted, the shapes the program declares (to catch kernel bugs, and
+to refuse a tensor over the memory limit before its kernel allocates it:
+:mod:`nebisect.mil.sizes`),
 and — for a device profile — where each op is placed and whether an output's shape is
 data dependent. The per-op work left at run time is a dict lookup per input, the kernel
 call and a dtype check per output.
@@ -27,6 +29,7 @@ from nebisect.mil.kernels import Kernel, KernelContext, get_kernel
 from nebisect.mil.precision import PrecisionModel, get_precision, round_to_fp16
 from nebisect.mil.profiles import Profile
 from nebisect.mil.semantics import Semantics
+from nebisect.mil.sizes import check_shape
 
 
 @dataclass(frozen=True)
@@ -178,6 +181,7 @@ class _Compiler:
 
     def block(self, block: Any, inputs: tuple[Any, ...], in_loop: bool) -> BlockPlan:
         for var in inputs:
+            check_shape(_declared_shape(var), f"input {var.name!r}")
             self.storage_of(var.name, self.value_mode, var_element_dtype(var))
         steps = []
         for op in block.operations:
@@ -215,6 +219,7 @@ class _Compiler:
                 dynamic.append((key, value.name, self.arg_conversion(value.name, compute)))
         outputs = []
         for var in op.outputs:
+            check_shape(_declared_shape(var), f"{var.name!r} ({op.op_type})")
             storage = self.storage_of(var.name, mode, var_element_dtype(var))
             self.plan_produced.append(var.name)
             outputs.append((var.name, storage, None if in_loop else _declared_shape(var)))

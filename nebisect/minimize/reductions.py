@@ -7,13 +7,14 @@ write — and nothing else: a reduction never reaches into the bisector, so anot
 (a new graph kind, a test's stub) plugs in the same way, as picire's ``DD`` is handed
 its splitter and cache.
 
-* :class:`ProgramReduction` — an ML program's ops. A mismatch is localized by
-  first-divergence over the intermediates of the original run (target vs ``sim:fp64``)
-  and confirmed by the diverging op alone, fed the reference values; the signature then
-  is the mismatch kind *where the divergence enters* (a collapse at the lse, not the
-  tolerance miss it causes downstream). Everything else — errors, crashes, a divergence
-  that does not reproduce in isolation — is ddmin over ops, cut inputs fed from a
-  ``sim:fp64`` recording.
+* :class:`ProgramReduction` — an ML program's ops, cut in this process once a child
+  has read the program within the memory limit (reading it computes some ops). A
+  mismatch is localized by first-divergence over the intermediates of the original run
+  (target vs ``sim:fp64``) and confirmed by the diverging op alone, fed the reference
+  values; the signature then is the mismatch kind *where the divergence enters* (a
+  collapse at the lse, not the tolerance miss it causes downstream). Everything else —
+  errors, crashes, a divergence that does not reproduce in isolation — is ddmin over
+  ops, cut inputs fed from a ``sim:fp64`` recording.
 * :class:`TorchGraphReduction` — an exported torch graph's nodes, by hierarchical ddmin:
   whole submodules first, then single nodes; each candidate is converted (and, for a
   prediction failure, predicted against itself in float64) in isolation.
@@ -63,9 +64,12 @@ def reduce_program(context: ReductionContext) -> ReductionOutput:
     """:class:`ProgramReduction`'s search, from the original run to the repro."""
     from nebisect.mil.load import load_program
     from nebisect.minimize.graphs.mil import MilGraph
+    from nebisect.sources.resolve import prove_loadable
 
     options, tracker, workdir = context.options, context.progress, context.workdir
     package = _package(context)
+    prove_loadable(package, context.label, timeout=options.timeouts.load,
+                   isolator=context.isolator)
     inputs_path = _program_inputs(context, package)
     graph = MilGraph(load_program(package))
     tracker.units(len(graph.units))

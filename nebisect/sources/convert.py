@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from nebisect.errors import NebisectError
 from nebisect.files import staged
+from nebisect.isolation.job import OOM_PATTERN
 from nebisect.mil.quiet import import_coremltools, quiet
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.sources.torch_module import CONVERSION_PRELOAD, TorchSource, load_torch_source
@@ -243,6 +244,9 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
         "setup": list(payload.get("setup", ())),
     }
     message = summarize(attempts)
+    if not models and attempts and all(OOM_PATTERN.search(a.message) for a in attempts):
+        # every path ran out of memory: the memory limit's verdict, not the converter's
+        return Verdict(Status.OOM, Stage.CONVERT, "oom", message=message, metrics=metrics)
     if not models:
         return Verdict(Status.ERROR, Stage.CONVERT, error_signature("convert", message),
                        message=message, metrics=metrics)

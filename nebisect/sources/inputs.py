@@ -137,11 +137,15 @@ def _clip_to_ranges(flexible: list[InputDescription], length: int) -> int:
 def generate(
     descriptions: list[InputDescription], length: int, seed: int = 0
 ) -> dict[str, np.ndarray]:
-    """Deterministic inputs for every description at ``length``."""
+    """Deterministic inputs for every description at ``length``; an input too large for
+    the memory limit is refused before it is drawn (:mod:`nebisect.mil.sizes`)."""
+    from nebisect.mil.sizes import check_shape
+
     rng = np.random.default_rng(seed)
     arrays = {}
     for desc in descriptions:
         shape = desc.shapes_at(length) if desc.flexible else [lo for lo, _ in desc.dims]
+        check_shape(shape, f"input {desc.name!r}")
         arrays[desc.name] = _values(desc, shape, rng)
     return arrays
 

@@ -4,7 +4,8 @@ Everything that can be wrong with a source is found here, before any case runs, 
 reported as one line: a missing path, a neuralnetwork ``.mlmodel`` (the simulator and
 the reducer need an ML program), a corrupt package or one whose manifest or symlinks
 lead outside it (:func:`~nebisect.package.check_package`), a package whose program does
-not load (a missing or corrupt weight file, an unknown op, a cycle), a factory that
+not load (a missing or corrupt weight file, an unknown op, a cycle), a program declaring
+a tensor the memory limit cannot hold (:mod:`nebisect.mil.sizes`), a factory that
 raises, crashes, exits or hangs. A torch source is described in an isolated child
 (:mod:`nebisect.sources.torch`): its code never runs in this process. A package's spec
 is read and its program loaded in an isolated child too, so that this process never
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 
 PACKAGE_SUBJECT = ChildSubject("reading the package", "its description")
+PROGRAM_SUBJECT = ChildSubject("reading the package", "its program")
 
 
 @dataclass
@@ -140,9 +142,37 @@ def package_job(payload: dict[str, Any]) -> Verdict:
     return record_verdict(build)
 
 
+def prove_loadable(package: Path, label: str, *, timeout: float, isolator: Isolator) -> None:
+    """Read ``package``'s program in a child, under the memory limit, before this process
+    reads it (the reducer cuts the program here): coremltools computes some ops while it
+    loads them, and a package may declare smaller shapes than the ones it computes, which
+    the size check cannot see. A package that does not load there is one line naming
+    ``label``."""
+    describe_in_child(f"{__name__}:program_job", {"package": str(package)}, label=label,
+                      subject=PROGRAM_SUBJECT, timeout=timeout, preload=COREMLTOOLS_ONLY,
+                      isolator=isolator)
+
+
+def program_job(payload: dict[str, Any]) -> Verdict:
+    """Child side of :func:`prove_loadable`: load the program, return an empty record."""
+    package = payload["package"]
+
+    def build() -> dict[str, Any]:
+        from nebisect.mil.load import load_program
+
+        try:
+            load_program(package)
+        except NebisectError as exc:
+            raise NebisectError(unprefixed(str(exc), package)) from None
+        return {}
+
+    return record_verdict(build)
+
+
 def _require_ml_program(path: Path) -> Any:
     """The spec of the package at ``path``, which must be an ML program."""
     from nebisect.mil.load import read_spec
+    from nebisect.mil.sizes import check_spec
 
     try:
         spec = read_spec(path)
@@ -151,4 +181,5 @@ def _require_ml_program(path: Path) -> Any:
     kind = spec.WhichOneof("Type")
     if kind != "mlProgram":
         raise NebisectError(f"{path}: a {kind} model; nebisect needs an ML program")
+    check_spec(spec, str(path))
     return spec

@@ -64,6 +64,13 @@ class Target(ABC):
         """None when the target can run here, else a one-line reason."""
         return None
 
+    def load(self, model: Any) -> None:
+        """Prepare ``model`` (an :class:`~nebisect.sources.artifact.Artifact`) for
+        prediction where that needs no inputs — a case runs this at stage ``load``, so
+        a model that cannot be loaded is an ``error`` there. Default: nothing (the
+        prediction loads the model itself)."""
+        return None
+
     @abstractmethod
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False

@@ -2,7 +2,7 @@
 
 They run anywhere (no Core ML), take builder programs and ``.mlpackage`` artifacts
 alike, and report intermediates on request so bisection can find the first op that
-diverges. Nothing heavy is imported here; the interpreter is imported on first predict.
+diverges. Nothing heavy is imported here; the interpreter is imported on first use.
 
 Every sim target computes what the Core ML runtime computes where that differs from the
 op definition and is published (``coreml`` semantics, :mod:`nebisect.mil.semantics`);
@@ -24,7 +24,7 @@ from nebisect.targets.base import Prediction, Target
 
 
 class _SimTarget(Target):
-    """Shared predict: ``run_program`` with this target's precision and profile."""
+    """Shared load and predict: the interpreter with this target's precision and profile."""
 
     #: "!name": heavy packages a simulator child never needs (see isolation.server).
     preload = (*COREMLTOOLS_ONLY, "nebisect.mil.interp")
@@ -36,20 +36,23 @@ class _SimTarget(Target):
         """The op semantics this target runs: the spec's, else the Core ML runtime's."""
         return self.spec.semantics or DEFAULT_SEMANTICS
 
+    def _compiled(self, model: Any) -> Any:
+        """The program's plan under this target (compiled once per program object)."""
+        from nebisect.mil.interp import compile_program
+
+        program = model.program if hasattr(model, "program") else model
+        return compile_program(program, self.sim_precision, profile=self.sim_profile,
+                               semantics=self.semantics)
+
+    def load(self, model: Any) -> None:
+        """Read the program and compile its plan (cached for :meth:`predict`): a program
+        that does not load, or declares a tensor over the memory limit, fails here."""
+        self._compiled(model)
+
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
-        from nebisect.mil.interp import run_program
-
-        program = model.program if hasattr(model, "program") else model
-        result = run_program(
-            program,
-            inputs,
-            self.sim_precision,
-            profile=self.sim_profile,
-            semantics=self.semantics,
-            intermediates=intermediates,
-        )
+        result = self._compiled(model).run(inputs, intermediates=intermediates)
         return Prediction(
             outputs=result.outputs,
             placement=result.placement,

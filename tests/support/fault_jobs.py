@@ -1,7 +1,7 @@
 """Child functions with real faults, run through the isolation Job mechanism.
 
 Every fault here happens for real inside the child: a NULL dereference, a bus error on
-a truncated mapping, an allocation loop against RLIMIT_AS, a busy loop, 50 MB on fd 2.
+a truncated mapping, allocations against the memory limit (RLIMIT_DATA), a busy loop, 50 MB on fd 2.
 Only SIGFPE is raised with kill(): CPython turns integer division by zero into an
 exception, so no pure-Python path reaches the CPU's divide fault.
 """
@@ -90,6 +90,22 @@ def memory_blowup(payload: dict[str, Any]) -> Verdict:
     for _ in range(512):
         blocks.append(np.ones(1 << 20))
     return Verdict("pass", message="memory limit not enforced")
+
+
+def allocate(payload: dict[str, Any]) -> Verdict:
+    """Allocate ``payload["mb"]`` MiB at once and touch every page."""
+    block = np.ones(payload["mb"] << 20, np.uint8)
+    return Verdict("pass", message=f"held {block.nbytes} bytes")
+
+
+def memory_budget(payload: dict[str, Any]) -> Verdict:
+    """What the job sees of its memory limit: its budget and the soft RLIMIT_DATA."""
+    import resource
+
+    from nebisect.isolation import memory
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    return Verdict("pass", metrics={"budget": memory.budget(), "soft": soft})
 
 
 def allocator_message(payload: dict[str, Any]) -> Verdict:

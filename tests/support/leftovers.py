@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -66,10 +67,17 @@ class Sandbox:
         return env
 
     def run(self, *args: str, timeout: float = 300, cwd: Path | None = None,
-            **extra_env: str) -> subprocess.CompletedProcess[str]:
-        """``nebisect ARGS`` to completion; stdout and stderr captured as text."""
+            address_space: int = 0, **extra_env: str) -> subprocess.CompletedProcess[str]:
+        """``nebisect ARGS`` to completion; stdout and stderr captured as text.
+        ``address_space``: an RLIMIT_AS (bytes) on the command and all it starts — the
+        guard of a test that hands nebisect something that would fill the machine."""
+
+        def guard() -> None:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
         return subprocess.run([*NEBISECT, *args], capture_output=True, text=True,
-                              timeout=timeout, env=self.env(**extra_env), cwd=cwd)
+                              timeout=timeout, env=self.env(**extra_env), cwd=cwd,
+                              preexec_fn=guard if address_space else None)
 
     def start(self, *args: str, cwd: Path | None = None,
               **extra_env: str) -> subprocess.Popen[str]:
