@@ -39,18 +39,31 @@ PREDICTION_WINDOW = 0.05
 
 @dataclass(frozen=True)
 class Boundary:
-    """A value of the varied input beyond which theory predicts an overflow."""
+    """A value of the varied input beyond which theory predicts an overflow.
+
+    ``label`` is the value's formula for this case (``log(65504/32)``); ``law`` the
+    formula every case the same theory covers shares (``log(65504/n)``, ``n`` and the
+    like named in ``why``), empty when the boundary does not depend on the case: cliffs
+    predicted by one law are one root cause, whatever size each was found at.
+    """
 
     label: str
     value: float
     why: str = ""
+    law: str = ""
+
+    @property
+    def formula(self) -> str:
+        """The law, or the label of a boundary that has none."""
+        return self.law or self.label
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Boundary:
-        return cls(str(data["label"]), float(data["value"]), str(data.get("why", "")))
+        return cls(str(data["label"]), float(data["value"]), str(data.get("why", "")),
+                   str(data.get("law", "")))
 
 
 @dataclass(frozen=True)
