@@ -31,13 +31,14 @@ ORDER = 30
 
 
 class _Display:
-    """A rich progress bar summed over every campaign: cases, cases/s, findings."""
+    """A rich progress bar summed over every campaign: cases, cases/s, distinct failures
+    (signature × parameter class; the summary groups them by root cause)."""
 
     def __init__(self, console: Console, total: int) -> None:
         self.bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[rate]:>6.0f} cases/s"),
-            TextColumn("[red]{task.fields[findings]} findings"), TimeElapsedColumn(),
+            TextColumn("[red]{task.fields[findings]} distinct failures"), TimeElapsedColumn(),
             console=console, transient=False,
         )
         self.task = self.bar.add_task("fuzzing", total=total, rate=0.0, findings=0)
@@ -77,8 +78,10 @@ def _list_ops(as_json: bool) -> None:
 
 def _print_summary(console: Console, results: list[CampaignResult], options: FuzzOptions,
                    stored: bool) -> None:
+    """Per subject what was run and found, then one block per root cause (law, brackets,
+    cases) and what the words mean."""
     from nebisect.fuzz import reporting
-    from nebisect.report.tables import Column, fitted_table
+    from nebisect.fuzz.causes import root_causes
 
     for result in results:
         if result.skipped:
@@ -87,29 +90,29 @@ def _print_summary(console: Console, results: list[CampaignResult], options: Fuz
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
         stopped = " [yellow](interrupted before its budget was spent)[/]" if (
             result.interrupted) else ""
+        found, cases = len(root_causes(result.findings)), len(result.findings)
+        failing = f" ({cases} failing cases)" if cases != found else ""
         console.print(
             f"{result.subject}: {result.generated} cases generated, {result.evaluations} "
             f"evaluated ({statuses}) in {result.elapsed:.1f}s — "
-            f"{len(result.findings)} finding(s){stopped}"
+            f"{found} finding{'s' if found != 1 else ''}{failing}{stopped}"
         )
-    table_rows = reporting.rows(results)
-    if not table_rows:
+    causes = reporting.causes(results)
+    if not causes:
         console.print(f"[green]No findings on {options.target}[/] (seed {options.seed}).")
         return
-    table, _ = fitted_table(
-        f"Findings on {options.target} (seed {options.seed})",
-        [Column(header) for header in reporting.COLUMNS],
-        [[str(c) for c in row] for row in table_rows], console.width,
-        blocks=True, show_lines=True,
-    )
-    console.print(table)
+    console.print(f"[bold]Findings on {options.target}[/] (seed {options.seed}):")
+    for cause in causes:
+        for line in reporting.cause_lines(cause):
+            console.print(line, highlight=False)
     for line in reporting.legend(results):
         console.print(f"  [dim]{line}[/]")
     console.print(
-        "  [dim]cliff bracket: two adjacent fp16 values of x between which the output goes "
-        "from right to wrong (x: every element of the first input for --op; the value "
-        "family's parameter for a model — const: every element = x); predictions: "
-        "isolated runs the bisection needed.[/]"
+        "  [dim]cliff: two adjacent fp16 values of x between which the output goes from "
+        "right to wrong, both read at the element that breaks (x: every element of the "
+        "first input for --op; the value family's parameter for a model — const: every "
+        "element = x); theory: the boundary the op's overflow law (or lint, for a model) "
+        "predicts; predictions: isolated runs the bisection needed.[/]"
     )
     if not stored:
         console.print("  [dim]Pass --corpus DIR to keep every finding as a regression case.[/]")
@@ -362,11 +365,19 @@ def _emit(results: list[CampaignResult], options: FuzzOptions, console: Console,
 
 
 def _json(results: list[CampaignResult], options: FuzzOptions) -> dict[str, Any]:
+    """Every result as recorded, with its findings' root causes (``causes``: the law
+    and the positions of its findings in ``findings``)."""
+    from nebisect.fuzz.causes import root_causes
     from nebisect.report import to_jsonable
+
+    def body(result: CampaignResult) -> dict[str, Any]:
+        index = {id(f): i for i, f in enumerate(result.findings)}
+        return {**result.to_dict(),
+                "causes": [c.to_dict(index) for c in root_causes(result.findings)]}
 
     return to_jsonable({
         "target": options.target, "seed": options.seed, "budget": options.budget,
-        "wrap": options.wrap, "results": [r.to_dict() for r in results],
+        "wrap": options.wrap, "results": [body(r) for r in results],
     })
 
 

@@ -15,8 +15,9 @@ not a finding of the target's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from nebisect.evaluate.workbench import CellKey, reference_failure
 from nebisect.inputs.families import Family, InputSet
 from nebisect.search.cliff import Boundary
 from nebisect.search.explore import ExploreProgress, explore
+from nebisect.search.readout import Element, read
 from nebisect.search.records import Exploration, Observation
 from nebisect.verdict import Status, Verdict
 
@@ -80,7 +82,8 @@ def explore_target(
                     located[key] = attributor.explain(cell, verdict)[1]
                 row.culprit = located[key]
             culprit = culprit_key(row.attribution, row.culprit)
-            observations.append(Observation(verdict, culprit, path, first_value(arrays)))
+            observations.append(Observation(verdict, culprit, path, first_value(arrays),
+                                            arrays))
         return observations
 
     return explore(evaluate, families, budget=budget, guided=guided, progress=progress,
@@ -95,3 +98,13 @@ def first_value(arrays: dict[str, np.ndarray], prefix: str = "out:") -> float | 
         if outputs[name].size:
             return float(np.asarray(outputs[name], dtype=np.float64).reshape(-1)[0])
     return None
+
+
+def values_at(arrays: Mapping[str, np.ndarray],
+              element: Mapping[str, Any] | None) -> tuple[float | None, float | None]:
+    """(target, reference) at a cliff's ``element`` (``Cliff.element``: where its failing
+    side breaks), or at the first element of the first output when it has none."""
+    if element is None:
+        return first_value(dict(arrays)), first_value(dict(arrays), "ref:")
+    reading = read(arrays, Element.from_dict(element))
+    return reading.output, reading.reference

@@ -31,7 +31,7 @@ from typing import Any
 from nebisect.bisect import Stats
 from nebisect.detect.attribution import Attributor
 from nebisect.detect.causes import RunFinding, root_causes
-from nebisect.detect.discover import Discovery, explore_target, first_value
+from nebisect.detect.discover import Discovery, explore_target, values_at
 from nebisect.detect.findings import FailureGroup, Row, group_failures
 from nebisect.detect.remote import run_cells
 from nebisect.detect.titles import title
@@ -363,8 +363,9 @@ class MatrixRunner:
                             isolators=self.crew)
 
     def _chart(self, finding: CliffFinding, family: Family | None) -> None:
-        """The cliff plot's series: every target's first output (and the reference's)
-        at the probes nearest the bracket, on the cliff's conversion path."""
+        """The cliff plot's series: every target's output (and the reference's) at the
+        element the cliff's sides show, at the probes nearest the bracket, on the cliff's
+        conversion path."""
         if not isinstance(family, ParametricFamily):
             return
         finding.chart_x = chart_points(finding.cliff)
@@ -375,9 +376,10 @@ class MatrixRunner:
                 continue
             self.progress(f"charting the {finding.family} cliff on {target}")
             path = finding.path if finding.path in paths else ""
-            runs = [self.bench.run(target, path, npz)[1] for npz in npzs]
-            finding.series[target] = [first_value(arrays) for arrays in runs]
-            finding.series.setdefault("reference", [first_value(a, "ref:") for a in runs])
+            runs = [values_at(self.bench.run(target, path, npz)[1], finding.cliff.element)
+                    for npz in npzs]
+            finding.series[target] = [output for output, _ in runs]
+            finding.series.setdefault("reference", [reference for _, reference in runs])
 
 
 def distance(magnitude: float, scale: float) -> float:

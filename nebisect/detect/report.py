@@ -26,6 +26,7 @@ from nebisect.report.payload import (
     RunMatrix,
     Table,
 )
+from nebisect.search.readout import Element
 from nebisect.verdict import placement_summary
 
 ROW_COLUMNS = ["target", "length", "status", "signature", "attribution", "max ULP", "max abs",
@@ -124,8 +125,13 @@ def _cliff_sweep(group: Any, finding: Any) -> CliffSweep | None:
         predicted_boundary=None if predicted is None else float(predicted["value"]),
         predicted_label="" if predicted is None else str(predicted["label"]),
         predictions=finding.spent, x_label=f"{finding.family} parameter x",
-        y_label="first output", series=series,
+        y_label=f"output {_element(cliff.element)}", series=series,
     )
+
+
+def _element(element: dict[str, Any] | None) -> str:
+    """``op_out[0, 3]`` where the cliff breaks, ``(first element)`` without one."""
+    return "(first element)" if element is None else str(Element.from_dict(element))
 
 
 def _divergence(group: Any) -> Divergence:

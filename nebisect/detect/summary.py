@@ -14,6 +14,7 @@ from nebisect.detect.findings import FailureGroup
 from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.inputs.guided import Margin
 from nebisect.search.cliff import Cliff
+from nebisect.search.readout import Element
 from nebisect.search.records import CliffFinding, Exploration
 from nebisect.sources.convert import PATH_LABELS
 
@@ -57,16 +58,42 @@ def finding_lines(finding: RunFinding, *, next_command: str = "") -> list[str]:
 
 
 def cliff_line(finding: CliffFinding) -> str:
-    """``cliff in const: x 7.62109375 | 7.625 (output 11.1 | 0), 17 predictions; …``"""
+    """``cliff in const: x 7.62109375 | 7.625 (output 11.0859 | 0 at linear_0[0, 0]),
+    2 probes, 0 of them fresh predictions; theory log(65504/32) = 7.62413`` — or, for a
+    bracket the exploration stopped short of adjacent values, ``failing from x 10.0 in
+    signed (passes at 1.0; not localized: 3328 fp16 steps apart, budget of 40
+    predictions spent), …``."""
     cliff: Cliff = finding.cliff
-    bracket = f"{cliff.lo!r} | {cliff.hi!r}" + ("" if finding.complete else
-                                               f" ({cliff.ulps} fp16 steps apart)")
-    text = (f"cliff in {finding.family}: x {bracket} (output {_value(cliff.lo_output)} | "
-            f"{_value(cliff.hi_output)}), {cliff.predictions} probes, {finding.spent} of them "
-            "fresh predictions")
+    text = (f"{bracket_text(cliff, f' in {finding.family}', finding.stopped)}, "
+            f"{cliff.predictions} probes, {finding.spent} of them fresh predictions")
     if cliff.predicted is not None:
         text += f"; theory {cliff.predicted['label']} = {cliff.predicted['value']:.6g}"
     return text
+
+
+def bracket_text(cliff: Cliff, where: str = "", stopped: str | None = None) -> str:
+    """A localized bracket as a cliff — two adjacent values whose verdicts differ, with
+    the output on each side at the element that breaks — or, when the bisection stopped
+    short of adjacent values, the value the family is known to fail from, the one it
+    passes at and why it stopped: ``cliff{where}: x lo | hi (output a | b at e)`` or
+    ``failing from x f{where} (passes at p; not localized: n fp16 steps apart, why)``."""
+    if cliff.ulps == 1:
+        return f"cliff{where}: x {cliff.lo!r} | {cliff.hi!r} ({sides(cliff)})"
+    failing, passing = (cliff.lo, cliff.hi) if cliff.lo_fails else (cliff.hi, cliff.lo)
+    why = f", {stopped}" if stopped else ""
+    return (f"failing from x {failing!r}{where} (passes at {passing!r}; not localized: "
+            f"{cliff.ulps} {cliff.grid} steps apart{why})")
+
+
+def sides(cliff: Cliff) -> str:
+    """``output 11.0859 | 0 at linear_0[0, 0]``: the two sides' outputs, in enough
+    digits to tell them apart, at the element they are read at."""
+    lo, hi = _number(cliff.lo_output), _number(cliff.hi_output)
+    shown = [_value(lo), _value(hi)]
+    if shown[0] == shown[1] and lo != hi:
+        shown = [repr(lo), repr(hi)]
+    at = "" if cliff.element is None else f" at {Element.from_dict(cliff.element)}"
+    return f"output {shown[0]} | {shown[1]}{at}"
 
 
 def prediction_lines(explorations: dict[str, Exploration]) -> list[str]:
@@ -105,5 +132,13 @@ def domain_lines(result: object) -> list[str]:
     return lines
 
 
-def _value(value: object) -> str:
-    return "-" if value is None else format(float(value), ".6g")  # type: ignore[arg-type]
+def _number(value: object) -> float | None:
+    """A side's output as a number: a plain value, or the ``output`` of a fuzz
+    evaluation's description."""
+    if isinstance(value, dict):
+        value = value.get("output")
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def _value(value: float | None) -> str:
+    return "-" if value is None else format(value, ".6g")

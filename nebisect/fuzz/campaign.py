@@ -18,7 +18,9 @@ failing, which ends the shrink without making Hypothesis see a flaky test (every
 already evaluated keeps its cached outcome).
 
 Numeric findings are then localized to two adjacent fp16 values by
-:func:`nebisect.search.cliff.localize` over the subject's family.
+:func:`nebisect.search.cliff.localize` over the subject's family, both sides read at the
+element the failing side breaks at. :mod:`nebisect.fuzz.causes` groups the findings by
+root cause for the reports.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import hypothesis
+import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
 from nebisect.fuzz.hermetic import without_local_constants
 from nebisect.search.cliff import Boundary, Cliff, localize
+from nebisect.search.readout import Element, breaking_element, read
 from nebisect.verdict import Verdict
 
 #: verdict statuses that make a finding (unrouted and skipped cases are not judged)
@@ -70,16 +74,29 @@ class Evaluation:
     ``score`` — how close a passing case came to failing — is what Hypothesis climbs
     (``hypothesis.target``); None keeps the case out of the climb. Reporting it only
     for near misses matters: hill-climbing every pass walks thousands of choice
-    sequences that never reach a failure.
+    sequences that never reach a failure. ``arrays`` are the outputs as the case
+    returned them (``out:NAME``, ``ref:NAME``; in memory only), so a cliff reads both
+    its sides at the element that breaks.
     """
 
     verdict: Verdict
     output: float | None = None
     reference: float | None = None
     score: float | None = None
+    arrays: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def describe(self) -> dict[str, Any]:
         return {"output": self.output, "reference": self.reference,
+                "signature": self.verdict.signature}
+
+    def breaking(self) -> Element | None:
+        """The first element the verdict got wrong, when the outputs are at hand."""
+        return breaking_element(self.verdict) if self.arrays else None
+
+    def describe_at(self, element: Element) -> dict[str, Any]:
+        """:meth:`describe` at ``element`` instead of the judged element."""
+        reading = read(self.arrays, element)
+        return {"output": reading.output, "reference": reading.reference,
                 "signature": self.verdict.signature}
 
 
@@ -388,4 +405,6 @@ def localize_finding(
         grid=config.cliff_grid,
         describe=Evaluation.describe,
         boundaries=subject.boundaries(finding.case),
+        element=Evaluation.breaking,
+        describe_at=Evaluation.describe_at,
     )

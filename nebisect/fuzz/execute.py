@@ -95,7 +95,8 @@ class SubjectExecutor:
             outcome.verdict, split_arrays(outcome.arrays, "out:"),
             split_arrays(outcome.arrays, "ref:"), names,
         )
-        return Evaluation(outcome.verdict, output, reference, near_miss(outcome.verdict))
+        return Evaluation(outcome.verdict, output, reference, near_miss(outcome.verdict),
+                          outcome.arrays)
 
 
 #: a pass counts as a near miss (and is climbed by Hypothesis) from this fraction of its

@@ -48,7 +48,7 @@ class ModelExecutor:
         verdict, arrays = self.bench.run(self.target, case["path"], npz)
         output, reference = judged_values(verdict, split_arrays(arrays, "out:"),
                                           split_arrays(arrays, "ref:"))
-        return Evaluation(verdict, output, reference, near_miss(verdict))
+        return Evaluation(verdict, output, reference, near_miss(verdict), arrays)
 
 
 class ModelSession:

@@ -143,7 +143,7 @@ class ModelSubject:
 
     def cliff_family(self, case: dict[str, Any]) -> str:
         """The case's own family when it has a parameter, else the constant fill."""
-        return case["family"] if "x" in case else CLIFF_FAMILY
+        return cliff_family(case)
 
     def family(self, case: dict[str, Any], x: float) -> dict[str, Any]:
         """The case at parameter ``x`` of :meth:`cliff_family` (same path and length)."""
@@ -152,6 +152,12 @@ class ModelSubject:
 
     def family_start(self, case: dict[str, Any]) -> float | None:
         return float(case["x"]) if "x" in case else None
+
+
+def cliff_family(case: dict[str, Any]) -> str:
+    """The family a model case's cliff is localized in: the case's own when it has a
+    parameter, else the constant fill."""
+    return str(case["family"]) if "x" in case else CLIFF_FAMILY
 
 
 def describe_case(case: dict[str, Any]) -> str:

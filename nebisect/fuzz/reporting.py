@@ -1,16 +1,24 @@
-"""Findings as rows a newcomer can read, and as a report (``--report DIR``).
+"""Findings as a newcomer reads them: in the terminal, by root cause; in a report
+(``--report DIR``), as rows.
 
-The same rows feed the terminal table, ``report.json``/``report.html`` and the JSON
-output, so the three never disagree. Every cliff also becomes a plot: the predictions
-the localization made, target against reference, with the bracket and the predicted
-boundary marked.
+The terminal speaks as ``run`` does: one block per root cause
+(:mod:`nebisect.fuzz.causes`) — the signature and the law theory states for it once,
+then each bracket, in ``run``'s words (a cliff: two adjacent values, the outputs on
+both sides at the element that breaks, beside the boundary theory predicts), and
+beneath it the cases that show it. The report keeps one row per case, and every cliff
+also becomes a plot: the predictions the localization made, target against reference,
+with the bracket and the predicted boundary marked.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.markup import escape
+
+from nebisect.detect.summary import bracket_text
 from nebisect.fuzz.campaign import CampaignResult, Finding
+from nebisect.fuzz.causes import RootCause, root_causes
 from nebisect.fuzz.model_subject import describe_case
 from nebisect.opspecs.strategies import describe
 from nebisect.verdict import Verdict
@@ -45,6 +53,46 @@ def minimal_case(finding: Finding) -> str:
     return "; ".join(parts)
 
 
+def params_of(finding: Finding) -> str:
+    """The parameter class without the subject's name (``axes=1/keep_dims``)."""
+    return finding.param_class.removeprefix(finding.subject).strip("/") or "-"
+
+
+def case_label(finding: Finding) -> str:
+    """``axes=1/no_keep_dims: x[2, 3]: uniform[-15,15]`` for an op, ``const(x=7.625) on
+    export, base inputs`` for a model."""
+    if "program" not in finding.case:
+        return minimal_case(finding)
+    return f"{params_of(finding)}: {minimal_case(finding)}"
+
+
+def cause_lines(cause: RootCause) -> list[str]:
+    """One root cause as text lines (rich markup): the signature and its law, then each
+    bracket with the cases that show it, then the cases without a cliff."""
+    law = cause.law
+    theory = "" if law is None else f" — theory {law.formula}" + (f": {law.why}" if law.why
+                                                                   else "")
+    count = len(cause.findings)
+    lines = [f"[red]✗[/] {escape(cause.subject)}: {escape(cause.signature)} in {count} "
+             f"failing case{'s' if count != 1 else ''}{escape(theory)}"]
+    for bracket in cause.brackets():
+        cliff = bracket.first.cliff
+        assert cliff is not None
+        where = f" in {bracket.family}" if bracket.family else ""
+        text = f"{bracket_text(cliff, where)}, {cliff.predictions} predictions"
+        if cliff.predicted is not None:
+            text += f"; theory {cliff.predicted['label']} = {cliff.predicted['value']:.6g}"
+        lines.append(escape(f"    {text}"))
+        lines += [escape(f"        {case_label(f)}") for f in bracket.findings]
+    lines += [escape(f"    {case_label(f)}") for f in cause.without_cliff()]
+    return lines
+
+
+def causes(results: list[CampaignResult]) -> list[RootCause]:
+    """Every result's findings by root cause, ops in order."""
+    return [cause for result in results for cause in root_causes(result.findings)]
+
+
 def row(finding: Finding) -> list[Any]:
     """One finding as table cells (see :data:`COLUMNS`)."""
     cliff = finding.cliff
@@ -54,9 +102,8 @@ def row(finding: Finding) -> list[Any]:
         predictions = str(cliff.predictions)
         if cliff.predicted:
             predicted = f"{cliff.predicted['label']} = {cliff.predicted['value']:.5g}"
-    params = finding.param_class.removeprefix(finding.subject).strip("/") or "-"
-    return [finding.subject, finding.signature, params, minimal_case(finding), bracket,
-            predicted, predictions]
+    return [finding.subject, finding.signature, params_of(finding), minimal_case(finding),
+            bracket, predicted, predictions]
 
 
 def rows(results: list[CampaignResult]) -> list[list[Any]]:
@@ -83,7 +130,8 @@ def payload(results: list[CampaignResult], target: str, seed: int, budget: int) 
             "ops": [r.subject for r in results],
             "cases generated": sum(r.generated for r in results),
             "cases evaluated": sum(r.evaluations for r in results),
-            "findings": len(findings),
+            "findings": len(causes(results)),
+            "failing cases": len(findings),
             "skipped": {r.subject: r.skipped for r in results if r.skipped},
         },
         verdicts=[NamedVerdict(f"{f.param_class} {f.signature}", Verdict.from_dict(f.verdict),

@@ -8,6 +8,12 @@ neighbouring fp16 values, after about log2(#values) predictions: 16 for the 38 6
 numbers in [−15, 15], where seed 000's hand-made sweep used 2 000 points and still only
 had a resolution of 0.015.
 
+Each side of the final bracket, and every probe, is shown by ``describe``; a caller
+that can name the element that breaks (``element``) and read any output there
+(``describe_at``) has every output shown at that one element
+(:mod:`nebisect.search.readout`), so the two sides of a cliff differ where the verdict
+does.
+
 The algorithm knows nothing of models, processes or files; the campaign injects a
 ``predict`` that runs an isolated case.
 """
@@ -24,6 +30,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from nebisect.errors import NebisectError
+from nebisect.search.readout import Element
 
 T = TypeVar("T")
 #: a boundary "predicts" a cliff when it lies within 5% of it (|x| < 1: within 0.05)
@@ -32,18 +39,31 @@ PREDICTION_WINDOW = 0.05
 
 @dataclass(frozen=True)
 class Boundary:
-    """A value of the varied input beyond which theory predicts an overflow."""
+    """A value of the varied input beyond which theory predicts an overflow.
+
+    ``label`` is the value's formula for this case (``log(65504/32)``); ``law`` the
+    formula every case the same theory covers shares (``log(65504/n)``, ``n`` and the
+    like named in ``why``), empty when the boundary does not depend on the case: cliffs
+    predicted by one law are one root cause, whatever size each was found at.
+    """
 
     label: str
     value: float
     why: str = ""
+    law: str = ""
+
+    @property
+    def formula(self) -> str:
+        """The law, or the label of a boundary that has none."""
+        return self.law or self.label
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Boundary:
-        return cls(str(data["label"]), float(data["value"]), str(data.get("why", "")))
+        return cls(str(data["label"]), float(data["value"]), str(data.get("why", "")),
+                   str(data.get("law", "")))
 
 
 @dataclass(frozen=True)
@@ -101,6 +121,9 @@ class Cliff:
     predicted: dict[str, Any] | None = None
     #: every prediction made, in x order: {"x", "fails", "output": describe(output)}
     probes: list[dict[str, Any]] = field(default_factory=list)
+    #: the output element every output above is read at (Element.to_dict: the first
+    #: element the failing side gets wrong); None when each is ``describe``'s own
+    element: dict[str, Any] | None = None
 
     @property
     def midpoint(self) -> float:
@@ -168,6 +191,8 @@ def localize(
     describe: Callable[[T], Any] = lambda output: output,
     boundaries: Sequence[Boundary] = (),
     stop: Callable[[float], bool] = lambda x: False,
+    element: Callable[[T], Element | None] | None = None,
+    describe_at: Callable[[T, Element], Any] | None = None,
 ) -> Cliff | None:
     """Bracket and bisect a pass/fail transition of ``failing(predict(x))`` on the grid.
 
@@ -181,6 +206,10 @@ def localize(
     ``predict`` answers some x from a cache can let those through): when it says yes the
     search ends with the bracket reached so far — a cliff whose ``ulps`` is above 1 —
     or None if no bracket was found yet.
+
+    ``element(output)`` names the element the failing side of the bracket breaks at;
+    when it does (and ``describe_at`` is given) every output the cliff records is
+    ``describe_at(output, element)`` instead of ``describe(output)``.
     """
     if grid not in GRIDS:
         raise NebisectError(f"unknown grid {grid!r}: one of {', '.join(GRIDS)}")
@@ -193,7 +222,13 @@ def localize(
     bracket = probe.transition()
     if bracket is None:
         return None
-    return _result(g, probe, *bracket, describe, boundaries)
+    a, b = bracket
+    breaking = element(probe.seen[a if probe.seen[a][1] else b][0]) if element else None
+    if breaking is not None and describe_at is not None:
+        shown = breaking
+        return _result(g, probe, a, b, lambda output: describe_at(output, shown), boundaries,
+                       breaking)
+    return _result(g, probe, a, b, describe, boundaries)
 
 
 def _bracket_and_bisect(
@@ -232,7 +267,7 @@ def _coarse(g: Grid, first: int, last: int, count: int) -> list[int]:
 
 def _result(
     g: Grid, probe: _Probe[Any], a: int, b: int, describe: Callable[[Any], Any],
-    boundaries: Sequence[Boundary],
+    boundaries: Sequence[Boundary], element: Element | None = None,
 ) -> Cliff:
     lo, hi = g.value(a), g.value(b)
     cliff = Cliff(
@@ -242,6 +277,7 @@ def _result(
         boundaries=[bd.to_dict() for bd in boundaries],
         probes=[{"x": g.value(k), "fails": fails, "output": describe(output)}
                 for k, (output, fails) in sorted(probe.seen.items())],
+        element=None if element is None else element.to_dict(),
     )
     finite = [bd for bd in boundaries if np.isfinite(bd.value)]
     if finite:

@@ -14,7 +14,11 @@ searches for such regimes without knowing the model, in this order:
 3. **cliff localization** — whenever a one-parameter family fails at some x and does
    not at another x of the same sign nearer 0 (or the other way round: underflows fail
    near 0), the transition is bisected on the fp16 grid of x down to two adjacent values
-   by :func:`nebisect.search.cliff.localize`, once per (family, group).
+   by :func:`nebisect.search.cliff.localize`, once per (family, group). Both sides are
+   shown at the element the failing side breaks at (when observations carry their
+   arrays); a bisection the budget or the stop condition cuts short keeps its bracket
+   with the reason (``CliffFinding.stopped``): it says where the family fails from, not
+   where a cliff is.
 
 Failures are grouped by (signature, culprit op type, conversion path) — the culprit and
 path are opaque keys from the injected ``evaluate`` — and each group keeps its smallest
@@ -51,6 +55,7 @@ from functools import partial
 from nebisect.bisect import Stats, Stop
 from nebisect.mil.dtypes import FP16_MAX
 from nebisect.search.cliff import GRIDS, Boundary, localize
+from nebisect.search.readout import Element, breaking_element, read
 from nebisect.search.records import (
     CliffFinding,
     Exploration,
@@ -231,18 +236,31 @@ class _Explorer:
         def refused(x: float) -> bool:
             return (family.name, family.label_at(x)) not in self.seen and not self._may_spend()
 
-        def describe(observations: list[Observation]) -> object:
+        def shown(observations: list[Observation]) -> Observation | None:
             matching = [o for o in observations if o.key == key or o.path == key[2]]
-            shown = matching or observations
-            return shown[0].output if shown else None
+            return next(iter(matching or observations), None)
+
+        def describe(observations: list[Observation]) -> object:
+            observation = shown(observations)
+            return None if observation is None else observation.output
+
+        def element(observations: list[Observation]) -> Element | None:
+            failing = next((o for o in observations if o.key == key), None)
+            return None if failing is None or not failing.arrays else breaking_element(
+                failing.verdict)
+
+        def describe_at(observations: list[Observation], at: Element) -> object:
+            observation = shown(observations)
+            return None if observation is None else read(observation.arrays, at).output
 
         spent = self.result.spent
         cliff = localize(predict, lambda found: key in _keys(found), min(a, b), max(a, b),
-                         describe=describe, boundaries=self.guided, stop=refused)
+                         describe=describe, boundaries=self.guided, stop=refused,
+                         element=element, describe_at=describe_at)
         if cliff is not None:
-            self.result.cliffs.append(
-                CliffFinding(family.name, *key, cliff=cliff, spent=self.result.spent - spent)
-            )
+            self.result.cliffs.append(CliffFinding(
+                family.name, *key, cliff=cliff, spent=self.result.spent - spent,
+                stopped=None if cliff.ulps == 1 else self.result.stopped))
 
 
 def _keys(observations: list[Observation]) -> set[Key]:

@@ -11,8 +11,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import numpy as np
 
 from nebisect.search.cliff import Boundary, Cliff
 from nebisect.search.space import Member
@@ -28,13 +31,17 @@ class Observation:
 
     ``culprit`` (e.g. ``reduce_log_sum_exp``) and ``path`` (``export`` / ``trace``) are
     opaque to the engine; ``output`` (any JSON-able summary, e.g. the first output
-    value) is shown on each side of a localized cliff.
+    value) is what a probe of a localized cliff records. ``arrays`` — the outputs as a
+    judged case returns them (``out:NAME``, ``ref:NAME``), kept in memory only — let a
+    cliff show both its sides at the element that breaks
+    (:mod:`nebisect.search.readout`); without them each side shows its ``output``.
     """
 
     verdict: Verdict
     culprit: str = ""
     path: str = ""
     output: Any = None
+    arrays: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def key(self) -> Key | None:
@@ -96,7 +103,9 @@ class CliffFinding:
     ``cliff`` carries the bracket (adjacent fp16 values when ``complete``), the output on
     each side, every probe, and the boundary theory predicts when a guided probe lies
     near; ``spent`` counts the fresh predictions the localization cost (probes answered
-    by earlier exploration are free).
+    by earlier exploration are free). ``stopped`` says why a bracket that is not
+    ``complete`` stopped short (the exploration's stop: its budget, its deadline): such
+    a bracket shows where the family is failing from, not a cliff.
 
     ``series`` is what the report's cliff plot draws: the first output of every target
     of the run (and of the reference, under ``reference``) at the probes nearest the
@@ -112,6 +121,7 @@ class CliffFinding:
     spent: int
     chart_x: list[float] = field(default_factory=list)
     series: dict[str, list[float | None]] = field(default_factory=dict)
+    stopped: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -120,14 +130,16 @@ class CliffFinding:
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "signature": self.signature, "culprit": self.culprit,
                 "path": self.path, "cliff": self.cliff.to_dict(), "spent": self.spent,
-                "complete": self.complete, "chart_x": self.chart_x, "series": self.series}
+                "complete": self.complete, "chart_x": self.chart_x, "series": self.series,
+                "stopped": self.stopped}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CliffFinding:
         return cls(data["family"], data["signature"], data["culprit"], data["path"],
                    Cliff.from_dict(data["cliff"]), int(data["spent"]),
                    [float(x) for x in data.get("chart_x", [])],
-                   {k: list(v) for k, v in data.get("series", {}).items()})
+                   {k: list(v) for k, v in data.get("series", {}).items()},
+                   data.get("stopped"))
 
 
 @dataclass

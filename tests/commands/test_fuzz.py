@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +105,50 @@ def test_findings_table_never_breaks_a_cell(width: int) -> None:
         assert cell in text
     one_row_per_finding = any(all(h in line for h in COLUMNS) for line in text.splitlines())
     assert one_row_per_finding == (width >= 160)
+
+
+#: wide enough that no printed line wraps
+WIDE = {**os.environ, "COLUMNS": "400"}
+
+
+def readme_command(pattern: str) -> list[str]:
+    """The README's ``.venv/bin/nebisect …`` command line matching ``pattern``, as
+    arguments after ``nebisect``."""
+    lines = [line.strip() for line in (REPO / "README.md").read_text().splitlines()]
+    [line] = [line for line in lines if line.startswith(".venv/bin/nebisect ") and
+              re.search(pattern, line)]
+    return shlex.split(line.split("#")[0])[1:]
+
+
+def readme_run(pattern: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*NEBISECT, *readme_command(pattern)], capture_output=True,
+                          text=True, cwd=REPO, timeout=900, env=WIDE)
+
+
+@pytest.mark.slow
+def test_readme_op_command_prints_one_finding_with_a_bracket_per_reduction_size() -> None:
+    # Before: "— 8 finding(s)", one table row per parameter class, the law never stated.
+    done = readme_run(r"fuzz --op reduce_log_sum_exp ")
+    assert done.returncode == 1, done.stderr
+    out = done.stdout
+    assert re.search(r"reduce_log_sum_exp: .* — 1 finding \(\d+ failing cases\)", out), out
+    [finding] = [line for line in out.splitlines() if line.startswith("✗")]
+    assert finding.startswith("✗ reduce_log_sum_exp: mismatch:collapse in ")
+    assert "theory log(65504/n): Σexp(x) over n equal values" in finding
+    cliffs = [line.strip() for line in out.splitlines() if line.strip().startswith("cliff: x")]
+    brackets = set(re.findall(r"^\s*cliff: x (\S+ \| \S+)", out, re.MULTILINE))
+    # the brackets the README lists, each beside its own boundary
+    assert {"9.296875 | 9.3046875", "11.0859375 | 11.09375", "9.984375 | 9.9921875"} <= brackets
+    assert any(line.endswith("theory log(65504/6) = 9.29811") for line in cliffs)
+
+
+@pytest.mark.slow
+def test_readme_model_command_pins_the_32_channel_cliff() -> None:
+    # Before: the README credited this pair to `fuzz --op reduce_log_sum_exp`, whose
+    # cases reduce over 1, 3 and 6 elements: the pair appeared nowhere in its output.
+    done = readme_run(r"fuzz examples/logsumexp_ne\.py:model")
+    assert done.returncode == 1, done.stderr
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    assert any(line.startswith("cliff in const: x 7.62109375 | 7.625 (output ") and
+               line.endswith("theory log(65504/32) = 7.62413") for line in lines), done.stdout
+    assert len([line for line in lines if line.startswith("✗")]) == 1

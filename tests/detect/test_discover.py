@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -100,6 +101,28 @@ def test_seed_000_collapse_found_from_the_benign_example() -> None:
         assert cliff["cliff"]["hi_output"] == 0.0
     spent = {t: e["spent"] for t, e in report["explorations"].items()}
     assert spent == {"sim:fp32": 40, "sim:fp16": 40, "sim:ane": 40}
+
+
+@pytest.mark.slow
+def test_seed_000_cliffs_printed_on_the_neural_engine_are_cliffs() -> None:
+    # Before: beside the true bracket, "cliff in normal: x 5.125 | 5.12890625 (output
+    # 3.47852 | 3.47852)" (both sides read at an element that never breaks) and "cliff in
+    # signed: x 1.0 | 10.0 (3328 fp16 steps apart)" (a bracket the budget cut short).
+    done = subprocess.run([*NEBISECT, "run", "examples/logsumexp_ne.py:model", "-t", "sim:ane"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600,
+                          env={**os.environ, "COLUMNS": "400"})
+    assert done.returncode == 1, done.stderr
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    cliffs = [line for line in lines if line.startswith("cliff in ")]
+    assert any(line.startswith("cliff in const: x 7.62109375 | 7.625 (output ")
+               for line in cliffs), done.stdout
+    for line in cliffs:
+        match = re.match(r"cliff in \w+: x \S+ \| \S+ \(output ([^\s|)]+) \| ([^\s|)]+)",
+                         line)
+        assert match is not None and match.group(1) != match.group(2), line
+        assert "steps apart" not in line
+    short = [line for line in lines if "steps apart" in line]
+    assert all(line.startswith("failing from x ") for line in short), short
 
 
 @pytest.mark.slow

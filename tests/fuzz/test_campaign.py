@@ -123,7 +123,8 @@ def test_cliff_is_localized_with_the_predicted_boundary() -> None:
     finding = by_key(run())[("mismatch:collapse", "toy/a")]
     cliff = finding.cliff
     assert cliff is not None and cliff.lo == 10.0 and cliff.hi == 10.0078125
-    assert not cliff.lo_fails and cliff.predicted == {"label": "ten", "value": 10.0, "why": ""}
+    assert not cliff.lo_fails and cliff.predicted == {"label": "ten", "value": 10.0, "why": "",
+                                                        "law": ""}
     assert cliff.hi_output["signature"] == "mismatch:collapse"
     assert cliff.predictions <= 20
     assert run(cliff=False).findings[0].cliff is None

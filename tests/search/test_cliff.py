@@ -118,3 +118,22 @@ def test_simulated_neural_engine_softplus_cliff() -> None:
 def test_careful_fp16_logsumexp_has_no_cliff() -> None:
     assert _sim_cliff("reduce_log_sum_exp", [1, 32], {"axes": [1], "keep_dims": True},
                       "fp16", None) is None
+
+
+def test_both_sides_are_read_at_the_element_the_failing_side_breaks_at() -> None:
+    from nebisect.search.readout import Element
+
+    # Element 0 never changes; element 2 is the one that fails once x > 3.
+    def predict(x: float) -> list[float]:
+        return [1.0, x, 0.0 if x > 3 else x]
+
+    cliff = localize(predict, lambda out: out[2] == 0.0, 1.0, 8.0,
+                     describe=lambda out: out[0],
+                     element=lambda out: Element("y", (2,)) if out[2] == 0.0 else None,
+                     describe_at=lambda out, at: out[at.index[0]])
+    assert cliff is not None and cliff.element == {"output": "y", "index": [2]}
+    assert (cliff.lo_output, cliff.hi_output) == (3.0, 0.0)
+    assert all(p["output"] == (0.0 if p["x"] > 3 else p["x"]) for p in cliff.probes)
+    plain = localize(predict, lambda out: out[2] == 0.0, 1.0, 8.0, describe=lambda out: out[0])
+    assert plain is not None and plain.element is None
+    assert (plain.lo_output, plain.hi_output) == (1.0, 1.0)

@@ -199,3 +199,46 @@ def test_progress_reports_every_prediction_with_failures_so_far() -> None:
     assert seen[-1].failures == sum(t.failures for t in result.families.values()) > 0
     assert all(p.budget == 30 and p.rate > 0 for p in seen)
     assert seen[0].label == "const(x=1.0)"
+
+
+def elementwise_collapse(threshold: float) -> Callable[[InputSet], Observation]:
+    """A fake device judged as ``run`` judges: every element of x above ``threshold``
+    collapses to 0.0 on its own (a spatial position's logsumexp), the verdict is
+    ``compare``'s, and the observation carries its arrays and the first output value."""
+    from nebisect.verdict import ErrorMetrics, compare
+
+    def device(input_set: InputSet) -> Observation:
+        x = input_set.arrays["x"].astype(np.float64)
+        reference = x + math.log(32)
+        output = np.where(x > threshold, 0.0, reference)
+        comparison = compare("y", reference, output, "fp16")
+        verdict = Verdict("pass") if comparison.passed else Verdict(
+            "mismatch", signature=f"mismatch:{comparison.kind}",
+            metrics=ErrorMetrics.over([comparison]).to_dict())
+        arrays = {"out:y": output, "ref:y": reference}
+        return Observation(verdict, "reduce_log_sum_exp", "export",
+                           float(output.reshape(-1)[0]), arrays)
+
+    return device
+
+
+def test_a_cliff_shows_both_sides_at_the_element_that_breaks() -> None:
+    # Before: each side showed the first output element, untouched by a scaled normal's
+    # collapse of its largest element, so the cliff printed 3.47852 | 3.47852.
+    result = run(elementwise_collapse(LSE_CLIFF), budget=60)
+    normal = next(c for c in result.cliffs if c.family == "normal")
+    assert normal.complete
+    cliff = normal.cliff
+    failing, passing = (cliff.lo_output, cliff.hi_output) if cliff.lo_fails else (
+        cliff.hi_output, cliff.lo_output)
+    assert failing == 0.0 and passing == pytest.approx(LSE_CLIFF + math.log(32), abs=0.02)
+    assert cliff.element is not None and cliff.element["output"] == "y"
+    assert normal.stopped is None
+
+
+def test_a_bisection_cut_short_says_why() -> None:
+    # Before: the record kept the bracket without the reason the search stopped.
+    result = explore(collapsing_above(LSE_CLIFF), build(seed000(), ["const"]), budget=8)
+    [cliff] = result.cliffs
+    assert not cliff.complete and cliff.stopped == "budget of 8 predictions spent"
+    assert type(cliff).from_dict(cliff.to_dict()).stopped == cliff.stopped

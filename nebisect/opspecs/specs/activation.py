@@ -1,7 +1,7 @@
 """Activations: softmax, softplus, sigmoid, tanh, silu, gelu and the parametric ones.
 
 Boundaries name where a textbook fp16 lowering overflows: exp(x) past log(65504),
-softmax's Σexp without max-shift past log(65504/C), and the Neural Engine's softplus
+softmax's Σexp without max-shift past log(65504/n), and the Neural Engine's softplus
 cliff at ln 2^15 (coremltools #2687).
 """
 
@@ -78,7 +78,8 @@ def _gelu(mb: Any, inputs: dict[str, Any], params: dict[str, Any], dtype: str) -
 def _softmax_bounds(case: dict[str, Any]) -> list[Boundary]:
     c = reduced_size(case)
     return [Boundary(f"log(65504/{c})", math.log(FP16_MAX / c),
-                     "Σexp(x) overflows fp16 without the max-shift"), EXP_OVERFLOW]
+                     "Σexp(x) over n equal values overflows fp16 without the max-shift",
+                     "log(65504/n)"), EXP_OVERFLOW]
 
 
 @op_spec("softmax", family="activation", boundaries=_softmax_bounds,

@@ -26,7 +26,8 @@ def _dot_bound(case: dict[str, Any]) -> list[Boundary]:
     if not k:  # a symbolic inner dimension: no closed-form bound
         return []
     return [Boundary(f"65504/{k}", FP16_MAX / k,
-                     "a K-term dot product of values ≤ 1 in magnitude overflows fp16")]
+                     "a k-term dot product of values ≤ 1 in magnitude overflows fp16",
+                     "65504/k")]
 
 
 def _static(dims: Any) -> int | None:

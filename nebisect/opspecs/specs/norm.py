@@ -1,7 +1,7 @@
 """Normalizations: layer_norm, l2_norm, batch_norm, instance_norm, local_response_norm.
 
 The predicted boundary is where a variance or norm computed as Σx² in fp16 overflows
-for C equal values of magnitude x: sqrt(65504/C).
+for n equal values of magnitude x: sqrt(65504/n), its law.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def _square_sum(elements: Callable[[dict[str, Any]], int]) -> Callable[..., list
     def bounds(case: dict[str, Any]) -> list[Boundary]:
         c = elements(case)
         return [Boundary(f"sqrt(65504/{c})", math.sqrt(FP16_MAX / c),
-                         "Σx² over the normalized elements overflows fp16")]
+                         "Σx² over the n normalized elements overflows fp16",
+                         "sqrt(65504/n)")]
 
     return bounds
 

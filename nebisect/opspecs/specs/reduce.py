@@ -1,8 +1,9 @@
 """Reductions: every ``reduce_*`` MIL op.
 
-Predicted boundaries are for a delta-replicated input of value x over C reduced
+Predicted boundaries are for a delta-replicated input of value x over n reduced
 elements: the accumulator of a lowering that skips the max-shift or accumulates in fp16
-overflows once C·f(x) > 65504.
+overflows once n·f(x) > 65504. Each states its law over n (``log(65504/n)``), which
+every reduction size shares.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from nebisect.opspecs.shapes import reduced_size, reduction_cases, shapes, singl
 POSITIVE_REDUCE = ((0.0, 1.0), (0.0, 100.0), (0.0, 15.0))
 
 
-def _sum_bound(label: str, why: str) -> Callable[[dict[str, Any]], list[Boundary]]:
+def _sum_bound(law: str, why: str) -> Callable[[dict[str, Any]], list[Boundary]]:
     def bounds(case: dict[str, Any]) -> list[Boundary]:
         c = reduced_size(case)
-        return [Boundary(label.replace("C", str(c)), FP16_MAX / c, why)]
+        return [Boundary(law.replace("n", str(c)), FP16_MAX / c, why, law)]
 
     return bounds
 
@@ -31,13 +32,14 @@ def _sum_bound(label: str, why: str) -> Callable[[dict[str, Any]], list[Boundary
 def _square_bound(case: dict[str, Any]) -> list[Boundary]:
     c = reduced_size(case)
     return [Boundary(f"sqrt(65504/{c})", math.sqrt(FP16_MAX / c),
-                     "Σx² over C equal values overflows fp16")]
+                     "Σx² over n equal values overflows fp16", "sqrt(65504/n)")]
 
 
 def _lse_bound(case: dict[str, Any]) -> list[Boundary]:
     c = reduced_size(case)
     found = [Boundary(f"log(65504/{c})", math.log(FP16_MAX / c),
-                      "Σexp(x) overflows fp16 without the max-shift (seed 000)")]
+                      "Σexp(x) over n equal values overflows fp16 without the max-shift "
+                      "(seed 000)", "log(65504/n)")]
     if c > 1:
         found.append(Boundary("log(65504)", LN_FP16_MAX, "exp(x) alone overflows fp16"))
     found.append(Boundary("log(2^-24)", math.log(2.0**-24),
@@ -47,7 +49,8 @@ def _lse_bound(case: dict[str, Any]) -> list[Boundary]:
 
 def _prod_bound(case: dict[str, Any]) -> list[Boundary]:
     c = reduced_size(case)
-    return [Boundary(f"65504^(1/{c})", FP16_MAX ** (1.0 / c), "x^C overflows fp16")]
+    return [Boundary(f"65504^(1/{c})", FP16_MAX ** (1.0 / c),
+                     "the product of n equal values, x^n, overflows fp16", "65504^(1/n)")]
 
 
 def _reduce(name: str) -> Callable[..., Any]:
@@ -62,11 +65,12 @@ def _reduce(name: str) -> Callable[..., Any]:
 
 _REDUCTIONS: dict[str, tuple[Callable[[dict[str, Any]], list[Boundary]], tuple[Any, ...]]] = {
     "reduce_log_sum_exp": (_lse_bound, ()),
-    "reduce_sum": (_sum_bound("65504/C", "the sum of C equal values overflows fp16"), ()),
-    "reduce_mean": (_sum_bound("65504/C", "the sum before the divide overflows fp16"), ()),
-    "reduce_l1_norm": (_sum_bound("65504/C", "Σ|x| over C values overflows fp16"), ()),
-    "reduce_log_sum": (_sum_bound("65504/C", "the sum inside the log overflows fp16"),
-                       POSITIVE_REDUCE),
+    "reduce_sum": (_sum_bound("65504/n", "the sum of n equal values overflows fp16"), ()),
+    "reduce_mean": (_sum_bound("65504/n", "the sum of n values before the divide overflows "
+                                          "fp16"), ()),
+    "reduce_l1_norm": (_sum_bound("65504/n", "Σ|x| over n values overflows fp16"), ()),
+    "reduce_log_sum": (_sum_bound("65504/n", "the sum of n values inside the log overflows "
+                                             "fp16"), POSITIVE_REDUCE),
     "reduce_sum_square": (_square_bound, ()),
     "reduce_l2_norm": (_square_bound, ()),
     "reduce_prod": (_prod_bound, ((-2.0, 2.0), (0.0, 4.0))),

@@ -18,7 +18,8 @@ from nebisect.opspecs.shapes import axis_cases, reduced_size, shapes, single_axi
 
 def _cumsum_bound(case: dict[str, Any]) -> list[Boundary]:
     n = reduced_size(case)
-    return [Boundary(f"65504/{n}", FP16_MAX / n, "the running sum of n equal values overflows")]
+    return [Boundary(f"65504/{n}", FP16_MAX / n, "the running sum of n equal values overflows",
+                     "65504/n")]
 
 
 @op_spec("cumsum", family="tensor", boundaries=_cumsum_bound,
