@@ -11,7 +11,7 @@ The dtype is the report's symptom; the values follow from it. An integer quotien
 through fp32 is exact only while the dividend fits fp32's 24-bit mantissa, and through fp16
 (``sim:fp16``, ``sim:ane``) only up to 2048: with :data:`TRIGGER` fp32 returns
 16777216 for 16777217 // 1, and fp16 returns 30 for 4799 // 160 (4799 rounds to 4800 in
-fp16; torch says 29) and 2050 for 2051 // 1. Each is an off-by-one
+fp16; torch says 29) and 2052 for 2051 // 1. Each is an off-by-one
 integer, max abs error 1, well inside a float tolerance — so it needs an integer-exact
 comparison (``mismatch:integer``) to be seen. The example (the report's range) is exact on
 every target.
