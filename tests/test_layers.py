@@ -10,13 +10,28 @@ prefix in :data:`LAYERS`; a module may import its own layer or a lower one.
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections.abc import Iterator
-from pathlib import Path
+from types import ModuleType
 
 import pytest
 from support import REPO
 
 PACKAGE = REPO / "nebisect"
+
+
+def _load_structure() -> ModuleType:
+    """``scripts/structure_figures.py``: the module list and the cycle search the
+    structural figures report are the ones this test holds the layers to."""
+    spec = importlib.util.spec_from_file_location(
+        "structure_figures", REPO / "scripts" / "structure_figures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+STRUCTURE = _load_structure()
 
 #: Lowest first: records and pure algorithms, then the machinery that runs a case, the
 #: model-level layers, the pipeline stages and the commands (DESIGN.md §3).
@@ -45,18 +60,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def module_files() -> dict[str, Path]:
-    """Dotted module name → file, for every module of the package."""
-    modules = {}
-    for file in PACKAGE.rglob("*.py"):
-        parts = list(file.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        modules[".".join(parts)] = file
-    return modules
-
-
-MODULES = module_files()
+MODULES = STRUCTURE.modules(PACKAGE)
 
 
 def _known(name: str) -> str:
@@ -98,36 +102,8 @@ def layer_of(module: str) -> int:
 
 
 def _cycles() -> Iterator[list[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-
-    def visit(node: str) -> Iterator[list[str]]:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in sorted(GRAPH[node]):
-            if target not in index:
-                yield from visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                yield sorted(component)
-
-    for module in sorted(GRAPH):
-        if module not in index:
-            yield from visit(module)
+    """Strongly connected components with more than one module."""
+    return STRUCTURE.cycles(GRAPH)
 
 
 def test_every_module_has_a_layer() -> None:

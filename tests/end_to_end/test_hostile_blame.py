@@ -19,7 +19,7 @@ from support import SUPPORT
 from support.bisect_programs import chain
 from support.broken_packages import KINDS, broken, healthy
 from support.full_disk import full_disk
-from support.leftovers import Sandbox
+from support.leftovers import Sandbox, one_error_line
 
 NO_SPACE = os.strerror(28)
 
@@ -33,15 +33,6 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Sandbox:
     return Sandbox(tmp_path / "sandbox")
-
-
-def one_error_line(stderr: str) -> str:
-    """The last stderr line, which must be the one error line (a progress display may
-    precede it, a traceback may not)."""
-    assert "Traceback" not in stderr
-    line = stderr.strip().splitlines()[-1]
-    assert line.startswith("nebisect: error: ")
-    return line
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.bisect_programs import chain
 from support.full_disk import full_disk
-from support.leftovers import Sandbox
+from support.leftovers import Sandbox, one_error_line
 from support.npz_bombs import compressed_zeros, declared_bomb
 
 from nebisect.case import MAX_INPUT_BYTES_VAR
@@ -29,15 +29,6 @@ def chain12(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Sandbox:
     return Sandbox(tmp_path / "sandbox")
-
-
-def one_error_line(stderr: str) -> str:
-    """The last stderr line, which must be the one error line (a progress display may
-    precede it, a traceback may not)."""
-    assert "Traceback" not in stderr
-    line = stderr.strip().splitlines()[-1]
-    assert line.startswith("nebisect: error: ")
-    return line
 
 
 def test_run_refuses_a_zip_bomb_by_its_header(chain12: tuple[Path, Path], sandbox: Sandbox,

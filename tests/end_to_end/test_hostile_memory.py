@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support.leftovers import Sandbox
+from support.leftovers import Sandbox, one_error_line
 from support.memory_bombs import SAFETY_LIMIT, fill_bomb, heavy_chain, liar, tile_bomb
 
 HUNGRY = '''
@@ -52,15 +52,6 @@ def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Pat
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Sandbox:
     return Sandbox(tmp_path / "sandbox")
-
-
-def one_error_line(stderr: str) -> str:
-    """The last stderr line, which must be the one error line (a progress display may
-    precede it, a traceback may not)."""
-    assert "Traceback" not in stderr
-    line = stderr.strip().splitlines()[-1]
-    assert line.startswith("nebisect: error: ")
-    return line
 
 
 def nothing_in(out: Path) -> bool:

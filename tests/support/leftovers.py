@@ -152,3 +152,12 @@ def _stop(process: subprocess.Popen[str], patience: float = 0) -> tuple[str, str
     except subprocess.TimeoutExpired:
         process.kill()
         return process.communicate()
+
+
+def one_error_line(stderr: str) -> str:
+    """The last stderr line, which must be the one error line (a progress display may
+    precede it, a traceback may not)."""
+    assert "Traceback" not in stderr
+    line = stderr.strip().splitlines()[-1]
+    assert line.startswith("nebisect: error: ")
+    return line
