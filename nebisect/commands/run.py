@@ -52,6 +52,8 @@ SOURCE_HELP = (
     "See examples/meanpool.py."
 )
 EXPLORE_CHOICES = ("auto", "none")
+#: the devices ``--require`` makes placement fail closed on
+REQUIRE_CHOICES = ("ne", "gpu")
 
 
 def default_targets() -> list[str]:
@@ -150,6 +152,12 @@ def run(
         "the next commands (bisect, corpus add).",
     ),
     cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
+    require: list[str] = typer.Option(
+        None, "--require", metavar="ne|gpu",
+        help="Fail closed on placement (repeatable): a target that places ops on this "
+        "device and ran every compute op elsewhere is 'unrouted', a failure. Without it "
+        "placement is information: a note per target, never a failure.",
+    ),
 ) -> None:
     """Run every prediction in a fresh process on each target and compare with a float64
     reference; say where a divergence enters (conversion, precision, device).
@@ -164,6 +172,10 @@ def run(
     that raises, exits, crashes or hangs is a one-line error (exit 2). A reference that
     fails is a row of its own ("reference failed"); the targets it should have judged are
     shown as not judged.
+
+    Placement is information: ops a target such as sim:ane or coreml:ne runs off its
+    device are a note per target (counted per op type, with the reason); with
+    --require ne a target that ran every compute op off the Neural Engine is 'unrouted'.
 
     Exit code: 0 all pass, 1 a failure was found (a failing reference included), 2 usage
     or input error.
@@ -195,6 +207,8 @@ def run(
     chosen_lengths = _lengths(lengths)
     ranges = parse_input_ranges(input_range)
     jobs = default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
+    required = tuple(dict.fromkeys(parse_choice("--require", device, REQUIRE_CHOICES)
+                                   for device in require or ()))
     for directory, option in ((report, "--report"), (save_triggers, "--save-triggers")):
         if directory:
             apart_from_inputs(directory, option, [
@@ -226,7 +240,7 @@ def run(
                 convert=_converter(converter_overrides, paths,
                                      deployment_target), plugins=plugins,
                 progress=progress, paths=paths, discovery=discovery,
-                jobs=jobs, crew=isolators,
+                jobs=jobs, crew=isolators, require=required,
                 # Locally the cells run one by one on the run's own warm isolator: a batch
                 # on the local executor would start a fork template per thread per batch.
                 executor=None if executor.name == LOCAL else executor,
@@ -326,6 +340,7 @@ def _list_families() -> None:
 def _print(result: RunReport, index: TriggerIndex | None) -> None:
     """The matrix, one block per failure group (with the command that bisects its saved
     trigger, when ``index`` has them), where the exploration's predictions went, margins."""
+    from nebisect.detect.placement_notes import placement_lines
     from nebisect.detect.summary import domain_lines, group_lines, prediction_lines
     from nebisect.report.tables import Column, fitted_table
     from nebisect.verdict import placement_summary
@@ -367,7 +382,8 @@ def _print(result: RunReport, index: TriggerIndex | None) -> None:
         if index is not None:
             console.print(escape(f"    next: {index.triggers[position].commands[0]}"),
                           highlight=False, soft_wrap=True)
-    for line in [*prediction_lines(result.explorations), *domain_lines(result)]:
+    for line in [*prediction_lines(result.explorations), *domain_lines(result),
+                 *(escape(note) for note in placement_lines(result.rows))]:
         console.print(line, highlight=False, soft_wrap=True)
     if result.interrupted:
         console.print(f"[yellow]{result.interrupted}: only the rows above were evaluated[/]")

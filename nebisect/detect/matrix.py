@@ -161,6 +161,9 @@ class MatrixRunner:
     isolator of its own (:func:`~nebisect.isolation.pool.map_isolated`): those of
     ``crew`` (:func:`~nebisect.isolation.pool.crew`, the run's own first) when given,
     whose templates start with the run, else isolators made for the exploration.
+    ``require``: the devices whose placement fails closed (``run --require``; None:
+    every device, as bisection's trigger search needs), see
+    :class:`~nebisect.evaluate.workbench.Workbench`.
     """
 
     source: Source
@@ -177,6 +180,7 @@ class MatrixRunner:
     jobs: int = 1
     executor: Executor | None = None
     crew: list[Isolator] = field(default_factory=list)
+    require: tuple[str, ...] | None = None
     report: RunReport = field(init=False)
     bench: Workbench = field(init=False)
     attributor: Attributor = field(init=False)
@@ -187,7 +191,8 @@ class MatrixRunner:
         self.plugins = use_plugins(self.plugins, timeout=self.timeouts.load,
                                    isolator=self.isolator)
         self.bench = Workbench(self.source, self.workdir, self.isolator, self.reference,
-                               self.timeouts, self.convert, self.plugins, self.paths)
+                               self.timeouts, self.convert, self.plugins, self.paths,
+                               self.require)
         self.attributor = Attributor(self.bench)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
