@@ -1,15 +1,52 @@
-"""Placement off the Neural Engine is a note in ``run``, a failure with ``--require ne``
-(issue #23)."""
+"""The bug classes ``run`` used to drop (issue #23).
+
+* Integer outputs are compared exactly: a device that routes an int32 through float32
+  is ``mismatch:integer``, found by the ``bigints`` family at 2^24.
+* Placement off the Neural Engine is a note in ``run``, a failure with ``--require ne``.
+"""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from support import REPO, SUPPORT
+
+from nebisect.detect.discover import Discovery
+from nebisect.detect.matrix import MatrixRunner
+from nebisect.isolate import Isolator
+from nebisect.sources.convert import convert_paths
+from nebisect.sources.resolve import resolve_source
 
 NEBISECT = [sys.executable, "-m", "nebisect"]
 ADD_ONE = f"{SUPPORT / 'integer_models.py'}:add_one"
+
+
+@pytest.fixture(scope="module")
+def isolator() -> Iterator[Isolator]:
+    with Isolator() as shared:
+        yield shared
+
+
+def test_an_int32_routed_through_float32_is_an_integer_mismatch(
+        tmp_path: Path, isolator: Isolator) -> None:
+    source = resolve_source(ADD_ONE, isolator=isolator)
+    runner = MatrixRunner(source, ["sim:fp32", "sim:fp32-int-via-fp32"], tmp_path, isolator,
+                          convert=functools.partial(convert_paths, paths=("export",)),
+                          paths=("export",),
+                          plugins=[str(SUPPORT / "plugins_integers.py")],
+                          discovery=Discovery(budget=5, families=["bigints"]))
+    report = runner.run((2,))
+    (group,) = report.groups
+    assert (group.target, group.signature) == ("sim:fp32-int-via-fp32", "mismatch:integer")
+    assert group.smallest.label == "bigints(x=16777216)"
+    assert group.message.endswith("output 16777216 vs reference 16777217")
+    exact = [r for r in report.rows if r.target == "sim:fp32" and r.explored]
+    assert exact and all(r.verdict.status == "pass" for r in exact)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,8 @@
 """Torch factories with integer inputs and outputs (issue #23: exact integers, placement).
 
-* :func:`add_one` — ``x + 1`` on an int32 input: an all-integer program, which the
-  ``sim:ane`` profile places wholly on the CPU.
+* :func:`add_one` — ``x + 1`` on an int32 input whose declared domain reaches int32's
+  ends, so the ``bigints`` family feeds it 2^24 (output 2^24 + 1, which float32 cannot
+  hold); an all-integer program, which the ``sim:ane`` profile places wholly on the CPU.
 """
 
 from __future__ import annotations
