@@ -50,7 +50,7 @@ from nebisect.isolation.timeouts import Timeouts
 from nebisect.search.cliff import Cliff
 from nebisect.search.explore import ExploreProgress
 from nebisect.search.records import CliffFinding, Exploration
-from nebisect.sources.convert import PATHS
+from nebisect.sources.convert import PATHS, one_path_failure
 from nebisect.sources.resolve import Source
 from nebisect.targets import spec_of
 from nebisect.targets.plugins import use_plugins
@@ -101,7 +101,8 @@ class RunReport:
         """Group the failing rows (also those of a run that was stopped), nearest the
         example inputs first: a finding at the example's own scale outranks one at 3e4,
         or at 6e-8 (how far, in orders of magnitude: :func:`distance`)."""
-        groups = group_failures(self.rows, {t: e.cliffs for t, e in self.explorations.items()})
+        groups = one_per_failed_path(
+            group_failures(self.rows, {t: e.cliffs for t, e in self.explorations.items()}))
         scale = self.example_scale()
         self.groups = sorted(groups, key=lambda g: distance(g.smallest.magnitude, scale))
 
@@ -261,17 +262,25 @@ class MatrixRunner:
 
     def _rows(self, target: str, input_set: InputSet, npz: str, *,
               finished_only: bool = False) -> list[Row]:
-        """One row per conversion path of ``target`` (one convert-error row if none);
-        ``finished_only`` (a run that was stopped): only the cells already evaluated, on
-        the conversions already made — nothing is converted or evaluated now."""
+        """One row per conversion path of ``target``, in path order: its verdict where
+        the path converted, a convert-error row where it failed and another converted
+        (a conversion failure of that path alone, with the other paths' verdicts in its
+        message); one convert-error row if no path converts. ``finished_only`` (a run
+        that was stopped): only the cells already evaluated, on the conversions already
+        made — nothing is converted or evaluated now."""
         member = input_set.member
         length = int(member.magnitude) if member.family == "length" else 0
         paths = self.bench.paths_of(target, convert=not finished_only)
         if isinstance(paths, Verdict):
             return [Row(target, length, paths, input_set=member)]
-        return [Row(target, length, self.bench.run(target, path, npz)[0], path=path,
+        rows = [Row(target, length, self.bench.run(target, path, npz)[0], path=path,
                     input_set=member) for path in paths
                 if not finished_only or self.bench.cached(CellKey(target, path, npz))]
+        beside = {row.path: row.verdict.signature for row in rows}
+        rows += [Row(target, length, replace(one_path_failure(attempt, beside), target=target),
+                     path=attempt.path, input_set=member)
+                 for attempt in self.bench.failed_paths(target, convert=not finished_only)]
+        return sorted(rows, key=lambda row: PATHS.index(row.path) if row.path in PATHS else -1)
 
     def _separate_reference(self, rows: list[Row], input_set: InputSet) -> list[Row]:
         """The reference's failure as its own row; the rows it left unjudged say so."""
@@ -326,9 +335,11 @@ class MatrixRunner:
                               f"{p.rate:.1f}/s · {p.failures} failing · {p.label}")
 
             def failed(_stats: Stats) -> str | None:
+                # A path that did not convert is no reason to stop exploring the others.
                 seen = [*report.rows, *rows]
                 return FIRST_FAILURE if any(r.target == target and r.role == "target"
-                                            and r.verdict.failed for r in seen) else None
+                                            and r.verdict.failed and r.verdict.stage != "convert"
+                                            for r in seen) else None
 
             attributor = self.attributor if self.jobs == 1 else replace(
                 self.attributor, bench=replace(self.bench, isolator=isolator))
@@ -370,6 +381,26 @@ class MatrixRunner:
             runs = [self.bench.run(target, path, npz)[1] for npz in npzs]
             finding.series[target] = [first_value(arrays) for arrays in runs]
             finding.series.setdefault("reference", [first_value(a, "ref:") for a in runs])
+
+
+def one_per_failed_path(groups: list[FailureGroup]) -> list[FailureGroup]:
+    """``groups`` with one group per path that fails to convert while another converts
+    (per path and signature): every target whose conversion runs that path shows the
+    same failure, which is one finding — the first target's group, with every input
+    set its twins cover."""
+    first: dict[tuple[str, str], FailureGroup] = {}
+    kept = []
+    for group in groups:
+        if not group.path or not group.signature.startswith("error:convert:"):
+            kept.append(group)
+            continue
+        twin = first.setdefault((group.path, group.signature), group)
+        if twin is group:
+            kept.append(group)
+            continue
+        seen = {member.label for member in twin.members}
+        twin.members += [member for member in group.members if member.label not in seen]
+    return kept
 
 
 def distance(magnitude: float, scale: float) -> float:

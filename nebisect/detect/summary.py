@@ -27,8 +27,10 @@ def where(attribution: str, group: FailureGroup) -> str:
 
 
 def path_note(group: FailureGroup, groups: list[FailureGroup]) -> str:
-    """``, jit.trace path only`` when the same target passes on its other path."""
-    if not group.path:
+    """``, jit.trace path only`` when the same target passes on its other path (not when
+    another path did not convert: nothing says it would have passed)."""
+    if not group.path or any(g.path not in ("", group.path) and g.signature.startswith(
+            "error:convert:") for g in groups):
         return ""
     others = {g.path for g in groups if g.target == group.target and g.signature ==
               group.signature and g.attribution == group.attribution}
@@ -47,6 +49,8 @@ def group_lines(group: FailureGroup, groups: list[FailureGroup], *,
     labels = [m.label for m in group.members]
     shown = ", ".join(labels[:SHOWN_MEMBERS])
     more = f", … and {len(labels) - SHOWN_MEMBERS} more" if len(labels) > SHOWN_MEMBERS else ""
+    if group.path and group.signature.startswith("error:convert:"):
+        lines.append(escape(f"    {group.message}"))  # this path alone; the others' verdicts
     lines.append(escape(f"    smallest {group.smallest.label}; {len(labels)} input set"
                         f"{'s' if len(labels) != 1 else ''}: {shown}{more}"))
     hint = overrides_hint(group.message) if group.attribution == "conversion" else ""

@@ -29,6 +29,7 @@ from nebisect.evaluate.judge import SECONDS, evaluate, evaluation_preload
 from nebisect.evaluate.programs import ProgramOutline, outline
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
+from nebisect.sources.convert import ConversionAttempt, failed_attempts
 from nebisect.sources.resolve import Source
 from nebisect.targets import spec_of
 from nebisect.targets.placement import required_devices
@@ -117,6 +118,15 @@ class Workbench:
             return []
         packages, verdict = self._converted(precision)
         return list(packages) if packages else verdict
+
+    def failed_paths(self, target: str, *, convert: bool = True) -> list[ConversionAttempt]:
+        """The conversion paths that failed for ``target`` while another converted (none
+        when ``target`` runs no conversion, or none converted); ``convert`` as for
+        :meth:`paths_of`."""
+        paths = self.paths_of(target, convert=convert)
+        if isinstance(paths, Verdict) or paths in ([""], []):
+            return []
+        return failed_attempts(self.conversions[_conversion_key(spec_of(target).precision)])
 
     def _converted(self, precision: str) -> tuple[dict[str, Path], Verdict]:
         """Convert once per conversion precision (fp16 → FLOAT16, else FLOAT32)."""
