@@ -22,7 +22,7 @@ from support.one_path_override import REFUSAL
 
 from nebisect.detect.discover import Discovery
 from nebisect.detect.matrix import MatrixRunner
-from nebisect.detect.summary import group_lines
+from nebisect.detect.summary import finding_lines
 from nebisect.isolate import Isolator
 from nebisect.sources.convert import convert_paths
 from nebisect.sources.resolve import resolve_source
@@ -44,9 +44,12 @@ def test_a_conversion_failing_on_one_path_is_a_conversion_failure_there(
     report = MatrixRunner(source, ["sim:fp32", "sim:fp16"], tmp_path, isolator,
                           convert=convert).run((2,))
     assert report.failed  # what makes `run` exit 1
-    (group,) = report.groups  # one finding, though both conversions (fp32, fp16) show it
-    assert (group.target, group.attribution, group.path) == ("sim:fp32", "conversion", "trace")
-    assert group.signature == f"error:convert:jit.trace: NotImplementedError: {REFUSAL}"
+    (finding,) = report.findings  # one finding, though both conversions (fp32, fp16) show it
+    assert (finding.attribution, finding.symptom, finding.paths) == (
+        "conversion", "error", ["trace"])
+    assert finding.targets == ["sim:fp32", "sim:fp16"]
+    for group in finding.groups:
+        assert group.signature == f"error:convert:jit.trace: NotImplementedError: {REFUSAL}"
     for target in ("sim:fp32", "sim:fp16"):
         rows = {r.path: r for r in report.rows if r.target == target}
         assert list(rows) == ["export", "trace"]
@@ -55,9 +58,9 @@ def test_a_conversion_failing_on_one_path_is_a_conversion_failure_there(
         assert rows["trace"].verdict.message == (
             f"conversion fails on jit.trace only: NotImplementedError: {REFUSAL}; "
             "torch.export: pass")
-    rows = {r.path: r for r in report.rows if r.target == "sim:fp32"}
-    assert f"    {rows['trace'].verdict.message}" in group_lines(group, report.groups,
-                                                                 multipath=True)
+    title = finding_lines(finding)[0]
+    assert f"conversion: conversion fails on jit.trace only: NotImplementedError: {REFUSAL}" \
+        in title
 
 
 def test_a_forward_returning_its_input_converts_on_both_paths(

@@ -22,7 +22,7 @@ from nebisect.inputs.families.base import InputSet, VariantFamily
 from nebisect.sources.domains import RANGE
 
 #: the values tried, in exploration order
-VALUES = (2**24, 2**24 + 1, 2**31 - 1, -(2**24 + 1), -(2**31))
+EXACT_LIMITS = (2**24, 2**24 + 1, 2**31 - 1, -(2**24 + 1), -(2**31))
 
 
 @value_family("bigints", "large exact integers for integer inputs with a declared domain: "
@@ -31,7 +31,7 @@ class LargeIntegers(VariantFamily):
     def variants(self) -> dict[str, tuple[int, list[str]]]:
         """label → (the value, the inputs that take it), for each value some input takes."""
         found = {}
-        for value in VALUES:
+        for value in EXACT_LIMITS:
             names = [name for name in self.inputs.names("tokens") if self._admits(name, value)]
             if names:
                 found[f"bigints(x={value})"] = (value, names)
