@@ -353,7 +353,10 @@ class CaseOptions:
     ``convert_path``: the one conversion path (``export``/``trace``) a torch case's bug
     lives on, which replay converts. ``masked_outputs``: output → the mask input whose
     padded positions (mask 0) of that output are not compared (nobody reads them, and any
-    two correct implementations may differ there).
+    two correct implementations may differ there). ``note_placement``: without an op of
+    interest, placement off the target's device is information in the verdict, never
+    ``unrouted`` (``run`` without ``--require``; corpus cases, bisection and fuzzing
+    leave it off and fail closed).
 
     :meth:`to_dict` leaves out every field at its default, as the string-keyed dict this
     record replaced left out absent keys: the dict enters corpus case ids, so a stored
@@ -369,6 +372,7 @@ class CaseOptions:
     reference_source: ArtifactRef | None = None
     convert_path: str = ""
     masked_outputs: dict[str, str] = field(default_factory=dict)
+    note_placement: bool = False
 
     def judged_against(self, reference: ArtifactRef, *, source_kind: str,
                        precision: str) -> CaseOptions:
@@ -423,6 +427,7 @@ class CaseOptions:
             reference_source=(reference[0], reference[1]) if reference else None,
             convert_path=data.get("convert_path", ""),
             masked_outputs=dict(data.get("masked_outputs", {})),
+            note_placement=data.get("note_placement", False),
         )
 
 
@@ -441,6 +446,7 @@ _OPTION_CHECKS: dict[str, Callable[[Any], bool]] = {
     "convert_path": lambda value: isinstance(value, str),
     "masked_outputs": lambda value: isinstance(value, dict) and _strings(list(value))
     and _strings(list(value.values())),
+    "note_placement": lambda value: isinstance(value, bool),
 }
 
 

@@ -56,7 +56,7 @@ class Stage(StrEnum):
 
 #: The stages a case can be asked to run to (convert → load → predict).
 CASE_STAGES = (Stage.CONVERT, Stage.LOAD, Stage.PREDICT)
-MISMATCH_KINDS = ("shape", "nan-suppressed", "nonfinite", "collapse", "tolerance")
+MISMATCH_KINDS = ("shape", "integer", "nan-suppressed", "nonfinite", "collapse", "tolerance")
 
 _DTYPES: dict[str, type[np.floating[Any]]] = {
     "fp16": np.float16, "fp32": np.float32, "fp64": np.float64, "bf16": np.float32,
@@ -282,7 +282,8 @@ def compare(
     ``shape``; ``nan-suppressed`` (reference NaN, output finite — a reduction that
     drops NaN); ``nonfinite`` (output inf/NaN where the in-range reference is finite);
     ``collapse`` (output ≈ 0 where |reference| is large — the Neural Engine's fp16
-    overflow signature); ``tolerance``.
+    overflow signature); ``tolerance``. An integer or bool reference is compared
+    exactly instead (:func:`_compare_exact`): any differing element is ``integer``.
     """
     tol = tolerance or Tolerance.for_precision(precision)
     ref = np.asarray(reference, dtype=np.float64)
@@ -298,6 +299,8 @@ def compare(
         result.passed, result.kind = False, "shape"
         result.detail = f"non-numeric output dtype {out.dtype}"
         return result
+    if exact_dtype(np.asarray(reference).dtype):
+        return _compare_exact(result, np.asarray(reference), out)
     out = out.astype(np.float64)
     limit = float(np.finfo(_DTYPES[precision]).max)
     ref_nan = np.isnan(ref)
@@ -329,6 +332,39 @@ def compare(
     bad = in_range & (error > allowed)
     if bad.any() or result.cosine < tol.min_cosine:
         return _fail(result, "tolerance", bad if bad.any() else in_range, ref, out)
+    return result
+
+
+def exact_dtype(dtype: np.dtype[Any]) -> bool:
+    """Are values of ``dtype`` compared exactly (integers and bools)?"""
+    return dtype.kind in "iub"
+
+
+def _compare_exact(result: Comparison, reference: np.ndarray, output: np.ndarray) -> Comparison:
+    """An integer or bool reference: every element must be equal, whatever the target's
+    precision (an id, an index or a count off by one is wrong, not imprecise). Integers
+    are compared as integers (2^24 + 1 is not 2^24); the first differing element
+    decides the message, with both values in full."""
+    integral = exact_dtype(output.dtype)
+    ref = reference.astype(np.int64)
+    out = output.astype(np.int64) if integral else output.astype(np.float64)
+    differs = out != ref  # NaN differs from everything
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+    worst = float(np.nan_to_num(error, nan=np.inf).max(initial=0.0))
+    result.max_abs_error = result.max_ulp_error = result.required_ulps = worst
+    result.cosine = _cosine(ref.astype(np.float64), out.astype(np.float64))
+    if not differs.any():
+        return result
+    flat = int(np.flatnonzero(differs)[0])
+    result.passed, result.kind = False, "integer"
+    result.worst_index = [int(i) for i in np.unravel_index(flat, ref.shape)] if ref.ndim else []
+    got, want = out.reshape(-1)[flat], int(ref.reshape(-1)[flat])
+    result.worst_reference, result.worst_output = float(want), float(got)
+    shown = int(got) if integral or float(got).is_integer() else float(got)
+    result.detail = (f"integer mismatch at {int(np.count_nonzero(differs))}/{ref.size} "
+                     f"elements, first {result.name}{result.worst_index}: output {shown} vs "
+                     f"reference {want}")
     return result
 
 

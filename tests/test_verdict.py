@@ -144,3 +144,19 @@ def test_error_metrics_are_typed_and_keep_the_verdict_json_unchanged() -> None:
     assert ErrorMetrics.from_dict(measured.to_dict()) == measured
     assert Comparison.from_dict(measured.comparisons[1].to_dict()) == measured.comparisons[1]
     assert Verdict("crash", "predict", "crash:SIGSEGV").error_metrics is None
+
+
+def test_integer_and_bool_outputs_are_compared_exactly() -> None:
+    """Issue #23: an int32 routed through float32 returns 2^24 for 2^24 + 1, one fp32 ULP
+    away — within any float tolerance, and wrong."""
+    reference = np.array([[3, 2**24 + 1, 7]], np.int32)
+    routed = reference.astype(np.float32).astype(np.int32)
+    compared = compare("y", reference, routed, "fp32")
+    assert (compared.passed, compared.kind, compared.worst_index) == (False, "integer", [0, 1])
+    assert compared.detail == ("integer mismatch at 1/3 elements, first y[0, 1]: "
+                               "output 16777216 vs reference 16777217")
+    assert judge({"y": reference}, {"y": routed}, "fp16").signature == "mismatch:integer"
+    assert compare("y", reference.astype(np.int64), reference, "fp16").passed
+    flags = np.array([True, False])
+    assert compare("m", flags, np.array([1.0, 0.0], np.float32), "fp16").passed
+    assert compare("m", flags, np.array([1.0, np.nan], np.float32), "fp16").kind == "integer"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from nebisect.bounds import MAX_JOBS, check_count, check_seed
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
@@ -54,6 +55,8 @@ SOURCE_HELP = (
     "See examples/meanpool.py."
 )
 EXPLORE_CHOICES = ("auto", "none")
+#: the devices ``--require`` makes placement fail closed on
+REQUIRE_CHOICES = ("ne", "gpu")
 
 
 def default_targets() -> list[str]:
@@ -154,6 +157,12 @@ def run(
         "next commands (bisect, corpus add).",
     ),
     cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
+    require: list[str] = typer.Option(
+        None, "--require", metavar="ne|gpu",
+        help="Fail closed on placement (repeatable): a target that places ops on this "
+        "device and ran every compute op elsewhere is 'unrouted', a failure. Without it "
+        "placement is information: a note per target, never a failure.",
+    ),
 ) -> None:
     """Run every prediction in a fresh process on each target and compare with a float64
     reference; say where a divergence enters (conversion, precision, device).
@@ -173,6 +182,10 @@ def run(
     cycle). A target whose outputs are not numeric arrays fails with an error of its
     own. A reference that fails is a row of its own ("reference failed"); the targets
     it should have judged are shown as not judged.
+
+    Placement is information: ops a target such as sim:ane or coreml:ne runs off its
+    device are a note per target (counted per op type, with the reason); with
+    --require ne a target that ran every compute op off the Neural Engine is 'unrouted'.
 
     Exit code: 0 all pass, 1 a failure was found (a failing reference included), 2 usage
     or input error.
@@ -205,6 +218,8 @@ def run(
     chosen_lengths = _lengths(lengths)
     ranges = parse_input_ranges(input_range)
     jobs = default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
+    required = tuple(dict.fromkeys(parse_choice("--require", device, REQUIRE_CHOICES)
+                                   for device in require or ()))
     for directory, option in ((report, "--report"), (save_triggers, "--save-triggers")):
         if directory:
             apart_from_inputs(directory, option, [
@@ -236,7 +251,7 @@ def run(
                 convert=_converter(converter_overrides, paths,
                                      deployment_target), plugins=plugins,
                 progress=progress, paths=paths, discovery=discovery,
-                jobs=jobs, crew=isolators,
+                jobs=jobs, crew=isolators, require=required,
                 # Locally the cells run one by one on the run's own warm isolator: a batch
                 # on the local executor would start a fork template per thread per batch.
                 executor=None if executor.name == LOCAL else executor,
@@ -338,6 +353,7 @@ def _print(result: RunReport, index: TriggerIndex | None) -> None:
     """One block per finding, most severe first (with the command that bisects its saved
     trigger, when ``index`` has them); then the matrix, one line per target and path;
     where the exploration's predictions went; margins."""
+    from nebisect.detect.placement_notes import placement_lines
     from nebisect.detect.summary import domain_lines, finding_lines, prediction_lines
 
     console = Console()
@@ -347,7 +363,8 @@ def _print(result: RunReport, index: TriggerIndex | None) -> None:
         for line in finding_lines(finding, next_command=command):
             console.print(line, highlight=False, soft_wrap=True)
     _print_matrix(console, result)
-    for line in [*prediction_lines(result.explorations), *domain_lines(result)]:
+    for line in [*prediction_lines(result.explorations), *domain_lines(result),
+                 *(escape(note) for note in placement_lines(result.rows))]:
         console.print(line, highlight=False, soft_wrap=True)
     if result.interrupted:
         console.print(f"[yellow]{result.interrupted}: only the rows above were evaluated[/]")

@@ -55,6 +55,8 @@ EXPLAINS_WITHIN = 2.0
 CauseKey = tuple[str, str, str, str]
 #: the cell value of a target and path the finding does not show on
 PASS = "pass"
+#: ... and of one that fails there for another reason (so nothing says it would pass)
+OTHER = "another failure"
 
 
 def symptom_of(signature: str) -> str:
@@ -186,10 +188,12 @@ def root_causes(groups: Sequence[FailureGroup], rows: Iterable[Row],
     findings = [RunFinding(0, op, symptom, members)
                 for (_, op, symptom, _), members in merged.items()]
     findings.sort(key=lambda f: (f.severity, distance(f.smallest.magnitude)))
-    cells = list(dict.fromkeys((r.target, r.path) for r in rows if r.role == "target"))
+    rows = [r for r in rows if r.role == "target"]
+    cells = list(dict.fromkeys((r.target, r.path) for r in rows))
+    failing = {(r.target, r.path) for r in rows if r.verdict.failed}
     for number, finding in enumerate(findings, start=1):
         finding.number = number
-        finding.shows = _shows(finding, cells)
+        finding.shows = _shows(finding, cells, failing)
         finding.title = title(finding)
     return findings
 
@@ -212,12 +216,15 @@ def _explaining(merged: dict[CauseKey, list[FailureGroup]],
     return None
 
 
-def _shows(finding: RunFinding, cells: Sequence[tuple[str, str]]) -> dict[str, dict[str, str]]:
-    """target → path → the smallest failing input set of the finding there, or pass."""
+def _shows(finding: RunFinding, cells: Sequence[tuple[str, str]],
+           failing: set[tuple[str, str]]) -> dict[str, dict[str, str]]:
+    """target → path → the smallest failing input set of the finding there, else
+    :data:`OTHER` where the cell fails otherwise, else pass."""
     shows: dict[str, dict[str, str]] = {}
     for target, path in cells:
-        failing = [g for g in finding.groups if (g.target, g.path) == (target, path)]
-        smallest = min((g.smallest for g in failing), default=None,
+        here = [g for g in finding.groups if (g.target, g.path) == (target, path)]
+        smallest = min((g.smallest for g in here), default=None,
                        key=lambda m: (m.magnitude, m.label))
-        shows.setdefault(target, {})[path] = smallest.label if smallest else PASS
+        shows.setdefault(target, {})[path] = smallest.label if smallest else (
+            OTHER if (target, path) in failing else PASS)
     return shows

@@ -52,7 +52,7 @@ from nebisect.isolation.timeouts import Timeouts
 from nebisect.search.cliff import Cliff
 from nebisect.search.explore import ExploreProgress
 from nebisect.search.records import CliffFinding, Exploration
-from nebisect.sources.convert import PATHS
+from nebisect.sources.convert import PATHS, one_path_failure
 from nebisect.sources.resolve import Source
 from nebisect.targets import spec_of
 from nebisect.targets.plugins import use_plugins
@@ -174,6 +174,9 @@ class MatrixRunner:
     isolator of its own (:func:`~nebisect.isolation.pool.map_isolated`): those of
     ``crew`` (:func:`~nebisect.isolation.pool.crew`, the run's own first) when given,
     whose templates start with the run, else isolators made for the exploration.
+    ``require``: the devices whose placement fails closed (``run --require``; None:
+    every device, as bisection's trigger search needs), see
+    :class:`~nebisect.evaluate.workbench.Workbench`.
     """
 
     source: Source
@@ -190,6 +193,7 @@ class MatrixRunner:
     jobs: int = 1
     executor: Executor | None = None
     crew: list[Isolator] = field(default_factory=list)
+    require: tuple[str, ...] | None = None
     report: RunReport = field(init=False)
     bench: Workbench = field(init=False)
     attributor: Attributor = field(init=False)
@@ -200,7 +204,8 @@ class MatrixRunner:
         self.plugins = use_plugins(self.plugins, timeout=self.timeouts.load,
                                    isolator=self.isolator)
         self.bench = Workbench(self.source, self.workdir, self.isolator, self.reference,
-                               self.timeouts, self.convert, self.plugins, self.paths)
+                               self.timeouts, self.convert, self.plugins, self.paths,
+                               self.require)
         self.attributor = Attributor(self.bench)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
@@ -269,17 +274,25 @@ class MatrixRunner:
 
     def _rows(self, target: str, input_set: InputSet, npz: str, *,
               finished_only: bool = False) -> list[Row]:
-        """One row per conversion path of ``target`` (one convert-error row if none);
-        ``finished_only`` (a run that was stopped): only the cells already evaluated, on
-        the conversions already made — nothing is converted or evaluated now."""
+        """One row per conversion path of ``target``, in path order: its verdict where
+        the path converted, a convert-error row where it failed and another converted
+        (a conversion failure of that path alone, with the other paths' verdicts in its
+        message); one convert-error row if no path converts. ``finished_only`` (a run
+        that was stopped): only the cells already evaluated, on the conversions already
+        made — nothing is converted or evaluated now."""
         member = input_set.member
         length = int(member.magnitude) if member.family == "length" else 0
         paths = self.bench.paths_of(target, convert=not finished_only)
         if isinstance(paths, Verdict):
             return [Row(target, length, paths, input_set=member)]
-        return [Row(target, length, self.bench.run(target, path, npz)[0], path=path,
+        rows = [Row(target, length, self.bench.run(target, path, npz)[0], path=path,
                     input_set=member) for path in paths
                 if not finished_only or self.bench.cached(CellKey(target, path, npz))]
+        beside = {row.path: row.verdict.signature for row in rows}
+        rows += [Row(target, length, replace(one_path_failure(attempt, beside), target=target),
+                     path=attempt.path, input_set=member)
+                 for attempt in self.bench.failed_paths(target, convert=not finished_only)]
+        return sorted(rows, key=lambda row: PATHS.index(row.path) if row.path in PATHS else -1)
 
     def _separate_reference(self, rows: list[Row], input_set: InputSet) -> list[Row]:
         """The reference's failure as its own row; the rows it left unjudged say so."""
@@ -334,9 +347,11 @@ class MatrixRunner:
                               f"{p.rate:.1f}/s · {p.failures} failing · {p.label}")
 
             def failed(_stats: Stats) -> str | None:
+                # A path that did not convert is no reason to stop exploring the others.
                 seen = [*report.rows, *rows]
                 return FIRST_FAILURE if any(r.target == target and r.role == "target"
-                                            and r.verdict.failed for r in seen) else None
+                                            and r.verdict.failed and r.verdict.stage != "convert"
+                                            for r in seen) else None
 
             attributor = self.attributor if self.jobs == 1 else replace(
                 self.attributor, bench=replace(self.bench, isolator=isolator))

@@ -71,7 +71,9 @@ def title(finding: RunFinding, run_paths: Sequence[str]) -> str:
         on = path_words(finding.paths, run_paths)
         if finding.stage == "convert":
             only = f" on {on}" if on and on != "both paths" else ""
-            return f"{head}conversion fails{only}: {message} ({_targets(finding.targets)})"
+            said = message if message.startswith("conversion fails") else (
+                f"conversion fails{only}: {message}")
+            return f"{head}{said} ({_targets(finding.targets)})"
         return (f"{head}{what} fails at {finding.stage}: {message} "
                 f"({_where(finding.targets, finding.paths, run_paths)})")
     phrase = PHRASES.get(finding.symptom, finding.symptom)

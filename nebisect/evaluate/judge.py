@@ -24,7 +24,7 @@ from nebisect.sources.domains import masked_positions
 from nebisect.sources.torch_module import held_preload
 from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.targets.base import TargetSkipped
-from nebisect.targets.placement import check_routing, required_devices
+from nebisect.targets.placement import check_routing, off_device, required_devices
 from nebisect.targets.sim import follow_semantics
 from nebisect.verdict import Stage, Status, Tolerance, Verdict, error_signature, judge
 
@@ -214,7 +214,9 @@ def _unpadded(masked_outputs: dict[str, str], inputs: dict[str, np.ndarray],
 
 
 def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
-    """The verdict after the placement check of :mod:`nebisect.targets.placement`."""
+    """The verdict after the placement check of :mod:`nebisect.targets.placement`: a
+    case that notes placement (``note_placement``, no op of interest) keeps its status
+    when every compute op ran off the device, and says so in ``placement_note``."""
     if prediction.notes:
         verdict.metrics["notes"] = list(prediction.notes)
     required = required_devices(case.target)
@@ -224,10 +226,18 @@ def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
                             case.options.op_of_interest,
                             prediction.placement_unknown)
     verdict.metrics["routed"] = routing.summary
+    away = off_device(required, prediction.placement, prediction.op_types,
+                      prediction.fallbacks)
+    if away:
+        verdict.metrics["off_device"] = away
+    noted = case.options.note_placement and not case.options.op_of_interest
     if routing.unknown and verdict.status == "pass":
         verdict.status, verdict.signature = Status.SKIPPED, "skipped"
         verdict.message = (f"not judged on {case.target}: {routing.summary} — a pass here "
                            "cannot be told from a CPU fallback")
+    elif routing.unrouted and noted:
+        # Placement is information here (run without --require): said, not failed.
+        verdict.metrics["placement_note"] = routing.unrouted
     elif routing.unrouted and verdict.status in ("pass", "mismatch"):
         if verdict.status == "mismatch":
             verdict.metrics["judged"] = verdict.signature

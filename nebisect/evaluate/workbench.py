@@ -29,8 +29,10 @@ from nebisect.evaluate.judge import SECONDS, evaluate, evaluation_preload
 from nebisect.evaluate.programs import ProgramOutline, outline
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
+from nebisect.sources.convert import ConversionAttempt, failed_attempts
 from nebisect.sources.resolve import Source
 from nebisect.targets import spec_of
+from nebisect.targets.placement import required_devices
 from nebisect.verdict import Stage, Verdict
 
 #: The stage a case's verdict names when its reference, not its target, failed.
@@ -68,6 +70,10 @@ class Workbench:
     ``plugins`` are named in every case (the child imports them); ``paths`` are the
     conversion paths asked for (``run --convert``). ``saved`` maps the label of every
     input set evaluated to its inputs file (what a failure group's trigger is read from).
+    ``require`` says where placement fails closed: None (bisection, fuzzing) on every
+    target that places ops on a device; a tuple of devices (``run --require``) only on
+    the targets that place on one of them — elsewhere placement off the device is a note
+    in the verdict (:attr:`~nebisect.case.CaseOptions.note_placement`).
     """
 
     source: Source
@@ -78,6 +84,7 @@ class Workbench:
     convert: Converter | None = None
     plugins: list[str] = field(default_factory=list)
     paths: tuple[str, ...] = ("export", "trace")
+    require: tuple[str, ...] | None = None
     packages: dict[str, dict[str, Path]] = field(default_factory=dict)
     conversions: dict[str, Verdict] = field(default_factory=dict)
     saved: dict[str, str] = field(default_factory=dict)
@@ -111,6 +118,15 @@ class Workbench:
             return []
         packages, verdict = self._converted(precision)
         return list(packages) if packages else verdict
+
+    def failed_paths(self, target: str, *, convert: bool = True) -> list[ConversionAttempt]:
+        """The conversion paths that failed for ``target`` while another converted (none
+        when ``target`` runs no conversion, or none converted); ``convert`` as for
+        :meth:`paths_of`."""
+        paths = self.paths_of(target, convert=convert)
+        if isinstance(paths, Verdict) or paths in ([""], []):
+            return []
+        return failed_attempts(self.conversions[_conversion_key(spec_of(target).precision)])
 
     def _converted(self, precision: str) -> tuple[dict[str, Path], Verdict]:
         """Convert once per conversion precision (fp16 → FLOAT16, else FLOAT32)."""
@@ -148,7 +164,8 @@ class Workbench:
     def case(self, target: str, path: str, npz: str) -> Case:
         """The case of one cell (``path`` must have converted for ``target``)."""
         options = CaseOptions(plugins=tuple(self.plugins),
-                              masked_outputs=dict(self.source.masked_outputs))
+                              masked_outputs=dict(self.source.masked_outputs),
+                              note_placement=self.notes_placement(target))
         kind, location = self.source.kind, self.source.location
         if self.source.kind == "torch":
             if path:
@@ -158,6 +175,13 @@ class Workbench:
         model_hash = sha256_path(location) if kind == "mlpackage" else ""
         return Case(location, kind, target, inputs_path=npz, model_sha256=model_hash,
                     inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
+
+    def notes_placement(self, target: str) -> bool:
+        """Is placement off ``target``'s device a note rather than ``unrouted`` (see
+        ``require``)?"""
+        devices = required_devices(target)
+        return self.require is not None and bool(devices) and not set(devices) & set(
+            self.require)
 
     def cached(self, key: CellKey) -> bool:
         """Has the cell been evaluated?"""

@@ -53,6 +53,8 @@ class SimResult:
     intermediates: dict[str, np.ndarray] = field(default_factory=dict)
     placement: dict[str, str] = field(default_factory=dict)
     op_types: dict[str, str] = field(default_factory=dict)
+    #: op key → why the device profile placed it on the CPU
+    fallbacks: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -79,7 +81,8 @@ class CompiledProgram:
                 if intermediates
                 else {}
             )
-        return SimResult(outputs, inter, dict(plan.placement), dict(plan.op_types))
+        return SimResult(outputs, inter, dict(plan.placement), dict(plan.op_types),
+                         dict(plan.fallbacks))
 
 
 def _logical(plan: ExecutionPlan, name: str, env: dict[str, Any]) -> Any:

@@ -107,6 +107,8 @@ class ExecutionPlan:
     emulated: dict[str, np.dtype] = field(default_factory=dict)
     produced: list[str] = field(default_factory=list)
     placement: dict[str, str] = field(default_factory=dict)
+    #: op key → why the profile placed it off its accelerator (``integer dtype``, …)
+    fallbacks: dict[str, str] = field(default_factory=dict)
     op_types: dict[str, str] = field(default_factory=dict)
     device_error: str | None = None
 
@@ -135,12 +137,13 @@ class _Compiler:
         self.converted: dict[tuple[str, Any], Any] = {}
         self.plan_produced: list[str] = []
         self.placement: dict[str, str] = {}
+        self.fallbacks: dict[str, str] = {}
         self.op_types: dict[str, str] = {}
 
     def mode_of(self, op: Any) -> Mode:
         if self.profile is None:
             return self.value_mode
-        return self.device_mode if self.profile.place(op) == self.profile.device else self.cpu
+        return self.cpu if self.profile.fallback(op) else self.device_mode
 
     def storage_of(self, name: str, mode: Mode, declared: np.dtype | None) -> Storage | None:
         """Record and return how the value ``name`` is held under ``mode``."""
@@ -237,6 +240,8 @@ class _Compiler:
         self.op_types[key] = op.op_type
         if self.profile is not None:
             self.placement[key] = mode.device or "cpu"
+            if mode.device is None:
+                self.fallbacks[key] = self.profile.fallback(op)
         return Step(
             op.name, op.op_type, fn, ctx, static, tuple(dynamic), tuple(tuples),
             tuple(outputs), blocks,
@@ -276,6 +281,7 @@ def compile_function(
         emulated=compiler.emulated,
         produced=compiler.plan_produced,
         placement=compiler.placement,
+        fallbacks=compiler.fallbacks,
         op_types=compiler.op_types,
     )
     if profile is not None:

@@ -64,8 +64,10 @@ def find_trigger(label: str, source: Source, options: BisectOptions, setup: tupl
     report = runner.run((options.length,))
     if not report.groups:
         raise NebisectError(f"{label} {_nothing(report, target)}; nothing to bisect")
-    group = report.groups[0]
-    trigger = trigger_of(1, group, report.rows)
+    # A path that does not convert while another does is a finding of its own; the
+    # trigger is a prediction that fails, when there is one.
+    found = [(group, trigger_of(1, group, report.rows)) for group in report.groups]
+    group, trigger = next(((g, t) for g, t in found if t.stage != "convert"), found[0])
     if trigger.stage == "convert":
         cure = overrides_hint(group.message, f"--fix {ConverterCompat.name}")
         raise NebisectError(f"{label} does not convert ({group.signature}); bisect the "

@@ -16,7 +16,13 @@ two paths emit different MIL for one module and a bug may live on one of them (`
 --convert both``). Precision
 follows the target: fp16 targets get a FLOAT16 program, everything else FLOAT32. Input
 and output names come from the torch source (``nebisect.sources.torch_module``), so the package
-and the eager module are compared name by name.
+and the eager module are compared name by name; an output that returns an input unchanged
+(``return x``) passes through a multiplication by one, since coremltools cannot name an
+output that is a program input (:func:`_convert_path`).
+
+A run reports a path that fails while another converts as a failure of its own
+(``nebisect.detect.matrix``): :func:`failed_attempts` reads those paths back from the
+convert verdict.
 """
 
 from __future__ import annotations
@@ -51,12 +57,15 @@ PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 
 @dataclass
 class ConversionAttempt:
-    """One conversion path's outcome: ``ok`` or ``failed`` with the converter's message."""
+    """One conversion path's outcome: ``ok`` or ``failed`` with the converter's message;
+    ``note`` says what nebisect did to make it convert (outputs kept apart from the
+    inputs they return unchanged)."""
 
     path: str
     status: str
     message: str = ""
     seconds: float = 0.0
+    note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,21 +98,44 @@ def convert_source(
         # load-time crash would be blamed on the converter.
         "skip_model_load": True,
     }
-    converters = {"export": _via_export, "trace": _via_trace}
     models: dict[str, Any] = {}
     attempts = []
     for path in paths:
         started = time.perf_counter()
         try:
-            with quiet():
-                converted = converters[path](ct, source, options)
+            converted, note = _convert_path(ct, path, source, options)
         except Exception as exc:
             attempts.append(ConversionAttempt(path, "failed", _converter_message(exc),
-                                    time.perf_counter() - started))
+                                              time.perf_counter() - started))
             continue
-        attempts.append(ConversionAttempt(path, "ok", "", time.perf_counter() - started))
+        attempts.append(ConversionAttempt(path, "ok", "", time.perf_counter() - started, note))
         models[path] = converted
     return models, attempts
+
+
+#: what coremltools asserts when an output it is asked to name is a program input
+#: (``forward`` returned an input unchanged: naming the output renames the input)
+RETURNED_INPUT = "Main block's input name"
+
+
+def _convert_path(ct: Any, path: str, source: TorchSource,
+                  options: dict[str, Any]) -> tuple[Any, str]:
+    """One path's model, and a note when it converted only with the outputs that return
+    an input unchanged kept apart (a multiplication by one, exact in every dtype): a
+    model whose ``forward`` is ``return x`` converts on both paths then, instead of
+    failing on nebisect's own output naming."""
+    converter = {"export": _via_export, "trace": _via_trace}[path]
+    try:
+        with quiet():
+            return converter(ct, source, options, _convertible(source)), ""
+    except AssertionError as exc:
+        kept = _returned_inputs(source)
+        if RETURNED_INPUT not in str(exc) or not kept:
+            raise
+    with quiet():
+        model = converter(ct, source, options, _convertible(source, kept))
+    return model, ("returned an input unchanged, so passed through a multiplication by one "
+                   f"to be named: {', '.join(kept)}")
 
 
 def _deployment(ct: Any, name: str) -> Any:
@@ -141,7 +173,7 @@ def _input_types(ct: Any, source: TorchSource, *, shapes: bool) -> list[Any]:
     return types
 
 
-def _via_export(ct: Any, source: TorchSource, options: dict[str, Any]) -> Any:
+def _via_export(ct: Any, source: TorchSource, options: dict[str, Any], module: Any) -> Any:
     import torch
 
     dims = {bounds: torch.export.Dim(name, min=bounds[0], max=bounds[1])
@@ -152,43 +184,99 @@ def _via_export(ct: Any, source: TorchSource, options: dict[str, Any]) -> Any:
         for name in source.example_inputs
     }
     program = torch.export.export(
-        source.module, tuple(source.example_inputs.values()),
+        module, tuple(source.example_inputs.values()),
         dynamic_shapes=dynamic if source.dynamic_dims else None,
     ).run_decompositions({})
     return ct.convert(program, inputs=_input_types(ct, source, shapes=False), **options)
 
 
-def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any]) -> Any:
+def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: Any) -> Any:
     import torch
 
-    traced = torch.jit.trace(_tuple_outputs(source), tuple(source.example_inputs.values()))
+    traced = torch.jit.trace(module, tuple(source.example_inputs.values()))
     return ct.convert(traced, inputs=_input_types(ct, source, shapes=True), **options)
 
 
-def _tuple_outputs(source: TorchSource) -> Any:
-    """The module, or — when ``forward`` returns a dict (the factory contract allows it,
-    and every Hugging Face wrapper does) — a wrapper returning its values as a tuple in
-    the order of :meth:`~TorchSource.output_names`: the tracer refuses dict outputs and
-    coremltools has no ``dictconstruct``, and the package's outputs are named by
-    position anyway (``outputs=`` of ``ct.convert``)."""
+def _returned(source: TorchSource) -> Any:
+    """What ``forward`` returns on the example inputs."""
     import torch
 
     with torch.no_grad():
-        returned = source.module(*source.example_inputs.values())
-    if not isinstance(returned, dict):
-        return source.module
-    names = [str(name) for name in returned]
+        return source.module(*source.example_inputs.values())
 
-    class TupleOutputs(torch.nn.Module):
+
+def _returned_inputs(source: TorchSource) -> list[str]:
+    """The outputs (by name) that equal an example input — dtype, shape and values —
+    as one that returns it unchanged (``return x``, ``x.clone()``) does."""
+    import torch
+
+    names = source.output_names()
+    values = _flat(_returned(source))
+    inputs = list(source.example_inputs.values())
+    return [name for name, value in zip(names, values, strict=True)
+            if any(value.dtype == given.dtype and value.shape == given.shape
+                   and bool(torch.equal(value, given)) for given in inputs)]
+
+
+def _flat(returned: Any) -> list[Any]:
+    """``forward``'s result as a list of tensors, in output-name order."""
+    if isinstance(returned, dict):
+        return list(returned.values())
+    return list(returned) if isinstance(returned, (tuple, list)) else [returned]
+
+
+def _convertible(source: TorchSource, kept: list[str] | None = None) -> Any:
+    """The module, or a wrapper when the converters need one: when ``forward`` returns
+    a dict (the factory contract allows it, and every Hugging Face wrapper does), its
+    values as a tuple in the order of :meth:`~TorchSource.output_names` — the tracer
+    refuses dict outputs and coremltools has no ``dictconstruct``, and the package's
+    outputs are named by position anyway (``outputs=`` of ``ct.convert``); the outputs
+    named in ``kept`` pass through a multiplication by one (a logical or with itself
+    for bool), so that no output is a program input."""
+    import torch
+
+    returned = _returned(source)
+    if not isinstance(returned, dict) and not kept:
+        return source.module
+    keep = [name in (kept or ()) for name in source.output_names()]
+    single = isinstance(returned, torch.Tensor)
+
+    def apart(value: torch.Tensor) -> torch.Tensor:
+        return torch.logical_or(value, value) if value.dtype == torch.bool else value * 1
+
+    class Convertible(torch.nn.Module):
         def __init__(self, module: torch.nn.Module) -> None:
             super().__init__()
             self.module = module
 
-        def forward(self, *args: Any) -> tuple[Any, ...]:
-            result = self.module(*args)
-            return tuple(result[name] for name in names)
+        def forward(self, *args: Any) -> Any:
+            values = [apart(v) if k else v
+                      for v, k in zip(_flat(self.module(*args)), keep, strict=True)]
+            return values[0] if single else tuple(values)
 
-    return TupleOutputs(source.module).eval()
+    return Convertible(source.module).eval()
+
+
+def failed_attempts(verdict: Verdict) -> list[ConversionAttempt]:
+    """The paths of a passing convert verdict that did not convert (another did)."""
+    if verdict.status != Status.PASS:
+        return []
+    attempts = [ConversionAttempt.from_dict(a) for a in verdict.metrics.get("attempts", ())]
+    return [a for a in attempts if a.status == "failed"]
+
+
+def one_path_failure(attempt: ConversionAttempt, beside: dict[str, str]) -> Verdict:
+    """The verdict of a path that failed to convert while another converted: an error at
+    stage ``convert`` whose signature is what converting on that path alone gives
+    (``error:convert:jit.trace: …``, so bisecting it keeps it), its message
+    ``conversion fails on jit.trace only: …`` with the other paths' verdicts beside it
+    (``beside``: path → signature)."""
+    others = "; ".join(f"{PATH_LABELS.get(path, path)}: {signature}"
+                       for path, signature in beside.items())
+    message = (f"conversion fails on {PATH_LABELS.get(attempt.path, attempt.path)} only: "
+               f"{attempt.message}" + (f"; {others}" if others else ""))
+    return Verdict(Status.ERROR, Stage.CONVERT,
+                   error_signature(Stage.CONVERT, summarize([attempt])), message=message)
 
 
 def summarize(attempts: list[ConversionAttempt]) -> str:

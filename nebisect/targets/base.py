@@ -28,6 +28,8 @@ class Prediction:
     ``placement_unknown`` says why the placement cannot be asserted (a compute plan
     that this OS does not offer, or one that describes another input shape); ``notes``
     are what the target did to the inputs on the way (a dtype cast), for the verdict.
+    ``fallbacks`` maps op name → why the op ran off the target's accelerator, where the
+    backend can tell (the simulator's device profile; Core ML's compute plan does not).
     """
 
     outputs: dict[str, np.ndarray]
@@ -36,6 +38,7 @@ class Prediction:
     intermediates: dict[str, np.ndarray] = field(default_factory=dict)
     placement_unknown: str = ""
     notes: list[str] = field(default_factory=list)
+    fallbacks: dict[str, str] = field(default_factory=dict)
 
 
 class TargetSkipped(NebisectError):

@@ -9,17 +9,22 @@ profile) is checked against the device its name asks for. The rules, in order:
 2. with an op of interest: it must be in the program, placed, and every instance on the
    requested device — otherwise ``unrouted``, whatever the numbers said;
 3. without one: at least one compute op must run on the requested device — when every
-   compute op ran elsewhere the case is ``unrouted``.
+   compute op ran elsewhere the case is ``unrouted``; unless the case notes placement
+   (``CaseOptions.note_placement``: ``run`` without ``--require``), where placement is
+   information: the verdict keeps its status and says why (``placement_note``).
 
 A ``mismatch`` whose op ran elsewhere is ``unrouted`` too (the mismatch is kept in the
 metrics): it is not a failure *of the requested device*, and a minimizer that kept it
 would slip from a Neural Engine bug to a CPU one. Crashes, errors and timeouts are
 kept as they are. Every checked row reports ``routed``: how many compute ops ran on the
-requested device out of how many were placed.
+requested device out of how many were placed, and ``off_device``: the compute ops placed
+elsewhere, counted per op type and, where the backend says, the reason
+(:func:`off_device`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 #: Devices each target must place ops on.
@@ -95,3 +100,18 @@ def check_routing(
     why = "" if on_device or not compute else (
         f"every compute op ({len(compute)}) ran elsewhere than {wanted}")
     return Routing(required, on_device, len(compute), unrouted=why)
+
+
+def off_device(required: tuple[str, ...], placement: dict[str, str], op_types: dict[str, str],
+               fallbacks: dict[str, str]) -> dict[str, int]:
+    """The compute ops placed off ``required``, counted per op type and reason, most
+    first: ``{"add (integer dtype)": 2, "softmax (fp32 dtype)": 1}`` — the op type alone
+    where the backend gives no reason (``fallbacks``: op name → reason)."""
+    counts: Counter[str] = Counter()
+    for name, device in placement.items():
+        kind = op_types.get(name) or "?"
+        if kind in NOT_COMPUTE or device in required:
+            continue
+        reason = fallbacks.get(name, "")
+        counts[f"{kind} ({reason})" if reason else kind] += 1
+    return dict(counts.most_common())

@@ -58,6 +58,7 @@ class _SimTarget(Target):
             placement=result.placement,
             op_types=result.op_types,
             intermediates=result.intermediates,
+            fallbacks=result.fallbacks,
         )
 
 

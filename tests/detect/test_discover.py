@@ -143,9 +143,10 @@ def test_seed_003_shape_error_once_per_group() -> None:
     done = _cli("run", "examples/meanpool.py:model", "-t", "sim:ane", "--budget", "12")
     assert done.returncode == 1, done.stderr
     failures = [line for line in done.stdout.splitlines() if line.startswith("✗")]
-    assert len(failures) == 1, failures
-    assert failures[0].startswith("✗ 1 device: the model fails at predict:")
-    assert "Data-dependent shapes were disabled" in failures[0]
+    # the shape error once, and jit.trace's conversion failure (--converter-overrides cures it)
+    assert len(failures) == 2, failures
+    (device,) = [line for line in failures if " device: the model fails at predict:" in line]
+    assert "Data-dependent shapes were disabled" in device
     code, report = _json("examples/meanpool.py:model", "-t", "sim:ane", "--budget", "12")
     assert code == 1
     (group,) = _groups(report, "sim:ane")

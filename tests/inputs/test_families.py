@@ -20,10 +20,11 @@ from nebisect.inputs.families import (
 )
 from nebisect.inputs.families.base import breadth_first
 from nebisect.registry import Registry
+from nebisect.sources.domains import RANGE, InputDomain
 from nebisect.sources.inputs import InputDescription
 
 ALL = {"const", "normal", "spike", "special", "zeros", "masks", "tokens", "signed", "tiny",
-       "integers", "lengths"}
+       "integers", "bigints", "lengths"}
 FLOAT_FAMILIES = {"const", "normal", "spike", "special", "zeros", "signed", "tiny", "integers"}
 FP16_TINY = float(np.finfo(np.float16).tiny)  # 2^-14, the smallest normal
 
@@ -206,6 +207,23 @@ def test_token_ids_stay_inside_the_vocabulary_and_other_ids_keep_their_values() 
     example = {"input_ids": np.array([[5, 17]], dtype=np.int32)}
     bounded = ModelInputs([InputDescription("input_ids", "int32", [(1, 1), (2, 2)])], example)
     assert bounded.token_bound() == 18
+
+
+def test_large_integers_reach_float32s_edge_where_the_declared_domain_allows() -> None:
+    """Issue #23: 2^24 + 1 is the first integer float32 cannot hold; an integer input
+    takes it only when its declared domain says so (undeclared ids stay ids)."""
+    desc = [InputDescription("x", "int32", [(1, 1), (4, 4)])]
+    example = {"x": np.array([[2, 3, 4, 5]], np.int32)}
+    assert family("bigints", ModelInputs(desc, example)).plan() == []
+    wide = ModelInputs(desc, example, domains={"x": InputDomain(RANGE, 0, 2**31 - 1)})
+    members = {m.label: m for m in family("bigints", wide).members()}
+    assert list(members) == ["bigints(x=16777216)", "bigints(x=16777217)",
+                             "bigints(x=2147483647)"]
+    edge = members["bigints(x=16777217)"]
+    assert edge.arrays["x"].dtype == np.int32 and np.all(edge.arrays["x"] == 2**24 + 1)
+    assert edge.member.magnitude == 2**24 + 1
+    narrow = ModelInputs(desc, example, domains={"x": InputDomain(RANGE, -(2**40), 2**20)})
+    assert family("bigints", narrow).plan() == ["bigints(x=-16777217)", "bigints(x=-2147483648)"]
 
 
 def test_lengths_cover_the_requested_lengths_and_both_range_ends() -> None:

@@ -33,20 +33,27 @@ class Profile:
     rejects_data_dependent_shapes: bool
 
     def place(self, op: Any) -> str:
-        """``device`` for ops the accelerator runs, ``cpu`` for fallback ops.
+        """``device`` for ops the accelerator runs, ``cpu`` for fallback ops
+        (:meth:`fallback` says why)."""
+        return "cpu" if self.fallback(op) else self.device
+
+    def fallback(self, op: Any) -> str:
+        """Why ``op`` falls back to the CPU, or ``""`` when the accelerator runs it.
 
         The accelerator runs an op that computes on floats of its own dtypes only: an op
-        falls back when its type is in ``cpu_op_types``, when it reads or writes a float
-        of another dtype (fp32 on the Neural Engine), or when it touches no float at all
-        (integer shape arithmetic, bool logic).
+        falls back when its type is in ``cpu_op_types`` (``unsupported op``), when it
+        reads or writes a float of another dtype (``fp32 dtype`` on the Neural Engine),
+        or when it touches no float at all (``integer dtype``: integer shape
+        arithmetic, bool logic).
         """
         if op.op_type in self.cpu_op_types:
-            return "cpu"
-        floats = [_float_dtype_name(v) for v in (*_input_vars(op), *op.outputs)]
-        floats = [name for name in floats if name is not None]
-        if floats and all(name in self.device_float_dtypes for name in floats):
-            return self.device
-        return "cpu"
+            return "unsupported op"
+        named = [_float_dtype_name(v) for v in (*_input_vars(op), *op.outputs)]
+        floats = [name for name in named if name is not None]
+        if not floats:
+            return "integer dtype"
+        foreign = sorted({name for name in floats if name not in self.device_float_dtypes})
+        return f"{'/'.join(foreign)} dtype" if foreign else ""
 
     def shape_error(self, function: Any, placement: dict[str, str]) -> str | None:
         """The device's message for an accelerator op whose output shape depends on data.

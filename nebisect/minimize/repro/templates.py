@@ -213,6 +213,16 @@ def plain_judge(reference, outputs):
         out = np.asarray(outputs[name], np.float64)
         if out.shape != ref.shape:
             return "mismatch:shape", f"{name}: shape {out.shape} vs {ref.shape}"
+        exact = np.asarray(reference[name])
+        if exact.dtype.kind in "iub":  # integers and bools: equal, or wrong
+            got = np.asarray(outputs[name])
+            got = got.astype(np.int64) if got.dtype.kind in "iub" else out
+            bad = got != exact.astype(np.int64)
+            if bad.any():
+                at = np.unravel_index(int(np.flatnonzero(bad)[0]), ref.shape)
+                return ("mismatch:integer", f"{name}{[int(i) for i in at]}: output {got[at]} "
+                        f"vs reference {exact[at]}")
+            continue
         in_range = np.isfinite(ref) & (np.abs(ref) <= np.finfo(dtype).max)
         scale = float(np.max(np.abs(ref[in_range]), initial=0.0))
         allowed = 16 * np.spacing(np.abs(ref).astype(dtype)).astype(np.float64) + (
