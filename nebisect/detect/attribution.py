@@ -4,7 +4,10 @@ Attribution answers "where does the divergence enter?" with two extra evaluation
 only when something fails, on the *same conversion path* as the failing cell:
 
 * ``conversion`` — the converted program, evaluated exactly (``sim:fp64``), already
-  disagrees with torch: the converter emitted different math;
+  disagrees with torch: the converter emitted different math. An integer result the
+  program returns as a float is the converter's too: it routed integer math through a
+  float, which ``sim:fp64`` hides only by being wide (an int32 off by one past 2^24 at
+  fp32 is the conversion's, not fp32's);
 * ``precision`` — exact evaluation agrees, a careful fp16 evaluation (``sim:fp16``)
   does not: a graph-level range hazard any fp16 device would hit;
 * ``device`` — both agree; only the device (or its simulated profile) disagrees.
@@ -23,7 +26,7 @@ from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.evaluate.workbench import CellKey, Workbench, reference_failure
 from nebisect.targets import spec_of
-from nebisect.verdict import Verdict
+from nebisect.verdict import Verdict, exact_dtype
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
 PRECISION_PROBE = "sim:fp16"
@@ -69,6 +72,8 @@ class Attributor:
         same = None if verdict.status == "mismatch" else verdict.signature
         exact_ok = (self._probe(EXACT_PROBE, key, same) if self.bench.source.kind == "torch"
                     else None)
+        if exact_ok and verdict.signature == "mismatch:integer" and self._floats_for_integers(key):
+            exact_ok = False
         fp16_ok = self._probe(PRECISION_PROBE, key, same)
         return attribute(key.target, verdict, exact_ok, fp16_ok)
 
@@ -96,6 +101,18 @@ class Attributor:
         if verdict.status == "skipped" or reference_failure(verdict):
             return None
         return not verdict.failed or (same is not None and verdict.signature != same)
+
+    def _floats_for_integers(self, key: CellKey) -> bool:
+        """Does the converted program, evaluated exactly, return a float output where
+        torch returns integers (or bools)?"""
+        probe_path = self.probe_path(EXACT_PROBE, key.path)
+        if probe_path is None:
+            return False
+        _, arrays = self.bench.run(EXACT_PROBE, probe_path, key.inputs)
+        outputs = split_arrays(arrays, "out:")
+        return any(exact_dtype(ref.dtype) and name in outputs
+                   and not exact_dtype(outputs[name].dtype)
+                   for name, ref in split_arrays(arrays, "ref:").items())
 
     def _culprit(self, key: CellKey, attribution: str) -> Culprit | None:
         bench, target, path, npz = self.bench, key.target, key.path, key.inputs

@@ -28,8 +28,9 @@ Sources (all reproduce with coremltools 9.0 / torch 2.13):
 * div_floor_int — apple/coremltools#2733 (integer div(rounding_mode="floor") computed in float)
 
 The two integer bugs are off by one past the float's exact-integer range (fp16: 2048), inside
-any float tolerance: ``test_integer_trigger_is_found`` expects ``mismatch:integer`` and is
-marked xfail until ``run`` compares integer outputs exactly (issue #23).
+any float tolerance: ``test_integer_trigger_is_found`` expects ``mismatch:integer``, which
+integer outputs compared exactly give, attributed ``conversion`` because the program returns
+the integers as floats.
 """
 
 from __future__ import annotations
@@ -152,8 +153,6 @@ def test_trigger_is_found(bug: Bug, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="needs integer-exact comparison (mismatch:integer), issue #23",
-                   strict=False)
 @pytest.mark.parametrize("bug", INTEGER_BUGS, ids=lambda bug: bug.name)
 @pytest.mark.parametrize("path", ["export", "trace"])
 def test_integer_trigger_is_found(bug: Bug, path: str, tmp_path: Path) -> None:

@@ -226,6 +226,20 @@ def test_large_integers_reach_float32s_edge_where_the_declared_domain_allows() -
     assert family("bigints", narrow).plan() == ["bigints(x=-16777217)", "bigints(x=-2147483648)"]
 
 
+def test_a_signed_integer_example_is_arithmetic_and_takes_large_integers() -> None:
+    """An undeclared integer input whose example holds a negative value is no token id
+    (ids, indices and counts are never negative): it takes every large integer its dtype
+    holds; a non-negative one beside it (a divisor of 2) takes none."""
+    desc = [InputDescription("x", "int32", [(1, 1), (4, 4)]),
+            InputDescription("y", "int32", [(1, 1), (4, 4)])]
+    example = {"x": np.array([[10, -10, 7, -7]], np.int32), "y": np.full((1, 4), 2, np.int32)}
+    members = {m.label: m.arrays for m in family("bigints", ModelInputs(desc, example)).members()}
+    assert list(members) == ["bigints(x=16777216)", "bigints(x=16777217)",
+                             "bigints(x=2147483647)", "bigints(x=-16777217)",
+                             "bigints(x=-2147483648)"]
+    assert all(np.array_equal(arrays["y"], example["y"]) for arrays in members.values())
+
+
 def test_lengths_cover_the_requested_lengths_and_both_range_ends() -> None:
     inputs = text_model()
     lengths = {m.label: m for m in family("lengths", inputs).members()}

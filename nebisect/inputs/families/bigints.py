@@ -7,10 +7,12 @@ silently returns 2^24 for 2^24 + 1, and only an exact comparison of an integer o
 sees it (``mismatch:integer``). 2^24 is the control just below that edge; 2^31 − 1 and
 −2^31 are int32's ends.
 
-Only integer inputs whose domain is declared (the factory's ``input_domains``,
-``--input-range``) take part: an undeclared integer input is a token id, and an id past
-the vocabulary is the user's error, not a finding. Each member fills every input that
-admits its value; its shrink key is the value's magnitude.
+Integer inputs take part where their domain is declared (the factory's
+``input_domains``, ``--input-range``), and where their example holds a negative value,
+across their dtype: a token id, an index or a count is never negative, so a signed
+example is arithmetic (a dividend, an offset). Any other integer input is a token id, and
+an id past the vocabulary is the user's error, not a finding. Each member fills every
+input that admits its value; its shrink key is the value's magnitude.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from nebisect.sources.domains import RANGE
 EXACT_LIMITS = (2**24, 2**24 + 1, 2**31 - 1, -(2**24 + 1), -(2**31))
 
 
-@value_family("bigints", "large exact integers for integer inputs with a declared domain: "
-              "2^24, 2^24+1, 2^31-1, -(2^24+1), -2^31", priority=46)
+@value_family("bigints", "large exact integers for integer inputs with a declared domain or "
+              "a negative example value: 2^24, 2^24+1, 2^31-1, -(2^24+1), -2^31", priority=46)
 class LargeIntegers(VariantFamily):
     def variants(self) -> dict[str, tuple[int, list[str]]]:
         """label → (the value, the inputs that take it), for each value some input takes."""
@@ -38,13 +40,17 @@ class LargeIntegers(VariantFamily):
         return found
 
     def _admits(self, name: str, value: int) -> bool:
-        """Does input ``name`` take ``value`` (its declared range and its dtype)?"""
+        """Does input ``name`` take ``value`` (its domain — declared, or its dtype's for
+        a signed example — and its dtype)?"""
         domain = self.inputs.domains.get(name)
         dtype = self.inputs.dtype(name)
-        if domain is None or domain.kind != RANGE or dtype.kind not in "iu":
+        if dtype.kind not in "iu":
             return False
         info = np.iinfo(dtype)
-        return domain.lo <= value <= domain.hi and info.min <= value <= info.max
+        if domain is None:
+            return bool(self.base[name].min(initial=0) < 0) and info.min <= value <= info.max
+        return domain.kind == RANGE and domain.lo <= value <= domain.hi and (
+            info.min <= value <= info.max)
 
     def values(self, spec: tuple[int, list[str]]) -> dict[str, np.ndarray]:
         value, names = spec
