@@ -14,14 +14,14 @@ import math
 import os
 import stat
 import zipfile
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from numpy.lib import format as npformat
 
+from nebisect.codec import Form, Record
 from nebisect.errors import NebisectError
 from nebisect.files import MAX_JSON_CHARS, open_regular, parse_untrusted_json, walk, write_bytes
 from nebisect.package import MANIFEST
@@ -340,7 +340,7 @@ ArtifactRef = tuple[str, str]
 
 
 @dataclass(frozen=True)
-class CaseOptions:
+class CaseOptions(Record):
     """The small knobs of one case, as read by :func:`nebisect.evaluate.judge.evaluate`.
 
     ``plugins``: modules registering extra targets, imported in the child (a corpus
@@ -358,10 +358,13 @@ class CaseOptions:
     ``unrouted`` (``run`` without ``--require``; corpus cases, bisection and fuzzing
     leave it off and fail closed).
 
-    :meth:`to_dict` leaves out every field at its default, as the string-keyed dict this
-    record replaced left out absent keys: the dict enters corpus case ids, so a stored
-    case keeps its id and its ``case.json`` bytes.
+    Its JSON form leaves out every field at its default (the form enters corpus case ids,
+    so a stored case keeps its id and its ``case.json`` bytes); an unknown key or a
+    wrongly typed value is an input error, never dropped (a dropped option would run
+    another case than the one recorded).
     """
+
+    json_form: ClassVar[Form] = Form(what="case option", omit_defaults=True)
 
     plugins: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
@@ -394,61 +397,6 @@ class CaseOptions:
         set, else the target's own."""
         return self.judge_precision or target_precision
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form: set fields only, lists for tuples."""
-        body: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value:
-                body[f.name] = list(value) if isinstance(value, tuple) else value
-        return body
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseOptions:
-        """Parse the JSON form; an unknown key or a wrongly typed value is an input
-        error, never dropped (a dropped option would run another case than the one
-        recorded)."""
-        if not isinstance(data, dict):
-            raise NebisectError(f"case options are not a JSON object ({data!r})")
-        known = [f.name for f in fields(cls)]
-        for key, value in data.items():
-            if key not in known:
-                raise NebisectError(f"unknown case option {key!r}: one of {', '.join(known)}")
-            if not _OPTION_CHECKS[key](value):
-                raise NebisectError(f"case option {key!r} has the wrong type ({value!r})")
-        reference = data.get("reference_source")
-        return cls(
-            plugins=tuple(data.get("plugins", ())),
-            params=dict(data.get("params", {})),
-            outputs=tuple(data.get("outputs", ())),
-            intermediates=data.get("intermediates", False),
-            judge_precision=data.get("judge_precision", ""),
-            op_of_interest=data.get("op_of_interest", ""),
-            reference_source=(reference[0], reference[1]) if reference else None,
-            convert_path=data.get("convert_path", ""),
-            masked_outputs=dict(data.get("masked_outputs", {})),
-            note_placement=data.get("note_placement", False),
-        )
-
-
-def _strings(value: Any) -> bool:
-    return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
-
-
-_OPTION_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "plugins": _strings,
-    "params": lambda value: isinstance(value, dict),
-    "outputs": _strings,
-    "intermediates": lambda value: isinstance(value, bool),
-    "judge_precision": lambda value: isinstance(value, str),
-    "op_of_interest": lambda value: isinstance(value, str),
-    "reference_source": lambda value: _strings(value) and len(value) == 2,
-    "convert_path": lambda value: isinstance(value, str),
-    "masked_outputs": lambda value: isinstance(value, dict) and _strings(list(value))
-    and _strings(list(value.values())),
-    "note_placement": lambda value: isinstance(value, bool),
-}
-
 
 def case_stage(name: str) -> Stage:
     """The stage a case may be asked to run to, by name; anything else is an input error."""
@@ -458,7 +406,7 @@ def case_stage(name: str) -> Stage:
 
 
 @dataclass
-class Case:
+class Case(Record):
     """One (source artifact, inputs, target, stage) tuple; JSON-serializable.
 
     ``source`` is a path (``.mlpackage``), ``file.py:factory`` for torch models, or a
@@ -491,14 +439,3 @@ class Case:
             sort_keys=True,
         )
         return sha256_bytes(key.encode())[:16]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Field → value, shallow (it is serialized at once; asdict's deep copy cost
-        ~0.1 ms per fuzz case)."""
-        body = {f.name: getattr(self, f.name) for f in fields(self)}
-        body["options"] = self.options.to_dict()
-        return body
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Case:
-        return cls(**{**data, "options": CaseOptions.from_dict(data.get("options", {}))})
