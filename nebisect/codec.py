@@ -79,7 +79,7 @@ class Record:
 
 def to_jsonable(value: Any) -> Any:
     """``value`` as strict-JSON data: non-finite floats become strings, numpy → Python,
-    dataclasses → objects, anything else unknown → its ``str``."""
+    anything else unknown → its ``str``."""
     if isinstance(value, bool | str) or value is None:
         return value
     if isinstance(value, np.generic | np.ndarray):
@@ -96,8 +96,6 @@ def to_jsonable(value: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [to_jsonable(v) for v in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return encode(value, strict=True)
     return str(value)
 
 
