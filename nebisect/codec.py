@@ -190,7 +190,7 @@ class _WrongType(Exception):
 def _decode_record(cls: type[T], data: Any) -> T:
     form = _form(cls)
     what = form.what or f"{cls.__name__} field"
-    if not isinstance(data, dict):
+    if not isinstance(data, collections.abc.Mapping):
         raise CodecError(f"{what}s are not a JSON object ({data!r})")
     body = dict(data)
     if form.schema is not None:
