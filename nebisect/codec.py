@@ -44,7 +44,10 @@ class Form:
     """How a record's JSON object differs from its fields in declaration order.
 
     ``what`` names a key in errors (``case option`` → "unknown case option 'x'");
-    ``omit_defaults`` leaves out every field equal to its default; ``derived`` are
+    ``omit_defaults`` leaves out every field equal to its default (True) or those named;
+    ``skipped`` fields are never written nor read (they keep their default: arrays that
+    travel beside the JSON, a start time); ``order`` puts the keys it names first, in
+    its order (a command's JSON output reads in that order); ``derived`` are
     properties written after the field each names (``""``: after every field) and
     skipped when read; ``schema`` is a (name, version) written first as ``schema`` and
     ``schema_version`` and checked when read; ``strict_floats`` writes the whole record
@@ -53,7 +56,9 @@ class Form:
     """
 
     what: str = ""
-    omit_defaults: bool = False
+    omit_defaults: bool | tuple[str, ...] = False
+    skipped: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
     derived: tuple[tuple[str, str], ...] = ()
     schema: tuple[str, int] | None = None
     strict_floats: bool = False
@@ -165,14 +170,19 @@ def _encode_record(record: Any, *, strict: bool) -> dict[str, Any]:
         body["schema"], body["schema_version"] = form.schema
     derived = dict(form.derived)
     for field in dataclasses.fields(record):
+        if field.name in form.skipped:
+            continue
         value = getattr(record, field.name)
-        if not (form.omit_defaults and value == _default(field)):
+        omitted = (form.omit_defaults is True or field.name in (form.omit_defaults or ()))
+        if not (omitted and value == _default(field)):
             if hints.get(field.name) is Any and not strict:
                 body[field.name] = value
             else:
                 body[field.name] = encode(value, strict=strict)
         _add_derived(body, record, derived, field.name, strict)
     _add_derived(body, record, derived, "", strict)
+    if form.order:
+        return {**{key: body[key] for key in form.order if key in body}, **body}
     return body
 
 
@@ -198,7 +208,8 @@ def _decode_record(cls: type[T], data: Any) -> T:
     for name, _ in form.derived:
         body.pop(name, None)
     hints = _hints(cls)
-    fields = [f for f in dataclasses.fields(typing.cast(Any, cls)) if f.init]
+    fields = [f for f in dataclasses.fields(typing.cast(Any, cls))
+              if f.init and f.name not in form.skipped]
     known = [f.name for f in fields]
     values: dict[str, Any] = {}
     for key, value in body.items():
@@ -246,6 +257,8 @@ def _checked(value: Any, ok: bool) -> Any:
 
 
 def _decode_union(arms: tuple[Any, ...], value: Any) -> Any:
+    if value is None and type(None) in arms:
+        return None
     for arm in arms:
         try:
             return _decode(arm, value)
@@ -274,11 +287,21 @@ def _decode_scalar(hint: Any, value: Any) -> Any:
     raise TypeError(f"the codec cannot read a field of type {hint!r}")
 
 
+def _decode_key(hint: Any, key: Any) -> Any:
+    """A JSON object's key (a string) as its declared type: an ``int`` key from digits."""
+    if hint is int and isinstance(key, str):
+        try:
+            return int(key)
+        except ValueError:
+            raise _WrongType from None
+    return _decode(hint, key)
+
+
 def _decode_container(origin: Any, args: tuple[Any, ...], value: Any) -> Any:
     if origin in (dict, collections.abc.Mapping):
         _checked(value, isinstance(value, dict))
         key, item = args or (str, Any)
-        return {_decode(key, k): _decode(item, v) for k, v in value.items()}
+        return {_decode_key(key, k): _decode(item, v) for k, v in value.items()}
     _checked(value, isinstance(value, list | tuple))
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:

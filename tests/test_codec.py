@@ -14,7 +14,7 @@ from support import REPO
 
 from nebisect.codec import CodecError, Form, Record, decode, encode
 from nebisect.corpus import CaseRecord
-from nebisect.verdict import Stage
+from nebisect.verdict import Stage, Verdict
 
 
 @dataclass(frozen=True)
@@ -109,3 +109,14 @@ def test_every_shipped_case_re_encodes_byte_for_byte_under_its_id(case: Any) -> 
     record = CaseRecord.from_json(text)
     assert record.to_json() == text
     assert record.identity() == record.case_id == case.parent.name
+
+
+@dataclass
+class Held(Record):
+    verdict: Verdict | None = None
+
+
+def test_a_nested_record_with_a_form_of_its_own_is_read_and_written_by_it() -> None:
+    held = Held(Verdict(status="pass"))
+    assert Held.from_dict(held.to_dict()).verdict == held.verdict
+    assert Held.from_dict({"verdict": None}).verdict is None

@@ -34,10 +34,10 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.files import merge_into, staged
 from nebisect.isolate import Isolator
@@ -47,7 +47,7 @@ from nebisect.sources.resolve import Source, resolve_source
 
 
 @dataclass
-class BisectResult:
+class BisectResult(Record):
     """What ``summary.json`` records. ``evaluations`` counts every isolated run
     (conversions, the original, a recording, candidates and their re-checks);
     ``candidate_evaluations`` the predicate calls of the search; ``divergence_checks``
@@ -78,9 +78,6 @@ class BisectResult:
     files: list[str] = field(default_factory=list)
     #: the trigger the reduction started from when no inputs were given (one line)
     trigger: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def default_reduction(options: BisectOptions) -> GraphReduction:
