@@ -22,6 +22,7 @@ import enum
 import math
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -113,13 +114,22 @@ def number(value: Any) -> float:
 
 def encode(value: Any, *, strict: bool = False) -> Any:
     """``value`` as JSON data, records by their form; ``strict``: as :func:`to_jsonable`."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        own = getattr(value, "to_dict", None)
-        if own is None or isinstance(value, Record):
-            return _encode_record(value, strict=strict)
-        return to_jsonable(own()) if strict else own()
+    kind = type(value)
+    if kind in _PLAIN_TYPES or (kind is float and not strict):
+        return value
+    if kind is dict:
+        return {(str(k) if strict else k): encode(v, strict=strict) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [encode(v, strict=strict) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
+    if isinstance(value, Record):
+        return _encode_record(value, strict=strict)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        own = getattr(value, "to_dict", None)
+        if own is None:
+            return _encode_record(value, strict=strict)
+        return to_jsonable(own()) if strict else own()
     if isinstance(value, np.generic):
         return encode(value.item(), strict=strict)
     if isinstance(value, dict):
@@ -127,6 +137,10 @@ def encode(value: Any, *, strict: bool = False) -> Any:
     if isinstance(value, list | tuple):
         return [encode(v, strict=strict) for v in value]
     return to_jsonable(value) if strict else value
+
+
+#: Values written as they are, whatever the form.
+_PLAIN_TYPES = frozenset({str, int, bool, type(None)})
 
 
 def decode(cls: type[T], data: Any) -> T:
@@ -160,46 +174,92 @@ def _default(field: dataclasses.Field[Any]) -> Any:
     return dataclasses.MISSING
 
 
+@dataclass(frozen=True)
+class _Writer:
+    """How one record class is written, worked out once from its fields and form:
+    per written field its name, whether it is typed ``Any`` (written as it is), the
+    default it is left out at (:data:`_KEPT`: never left out) and the derived keys
+    that follow it."""
+
+    form: Form
+    fields: tuple[tuple[str, bool, Any, tuple[str, ...]], ...]
+    last: tuple[str, ...]
+
+
+#: A field no default leaves out.
+_KEPT = object()
+_WRITERS: dict[type, _Writer] = {}
+
+
+def _writer(cls: type) -> _Writer:
+    if cls not in _WRITERS:
+        form, hints = _form(cls), _hints(cls)
+        omitted = (form.omit_defaults if isinstance(form.omit_defaults, tuple)
+                   else tuple(f.name for f in dataclasses.fields(cls)) if form.omit_defaults
+                   else ())
+
+        def after(anchor: str) -> tuple[str, ...]:
+            return tuple(name for name, at in form.derived if at == anchor)
+
+        _WRITERS[cls] = _Writer(form, tuple(
+            (f.name, hints.get(f.name) is Any,
+             _default(f) if f.name in omitted else _KEPT, after(f.name))
+            for f in dataclasses.fields(cls) if f.name not in form.skipped), after(""))
+    return _WRITERS[cls]
+
+
 def _encode_record(record: Any, *, strict: bool) -> dict[str, Any]:
-    cls = type(record)
-    form = _form(cls)
+    writer = _writer(type(record))
+    form = writer.form
     strict = strict or form.strict_floats
-    hints = _hints(cls)
     body: dict[str, Any] = {}
     if form.schema is not None:
         body["schema"], body["schema_version"] = form.schema
-    derived = dict(form.derived)
-    for field in dataclasses.fields(record):
-        if field.name in form.skipped:
-            continue
-        value = getattr(record, field.name)
-        omitted = (form.omit_defaults is True or field.name in (form.omit_defaults or ()))
-        if not (omitted and value == _default(field)):
-            if hints.get(field.name) is Any and not strict:
-                body[field.name] = value
-            else:
-                body[field.name] = encode(value, strict=strict)
-        _add_derived(body, record, derived, field.name, strict)
-    _add_derived(body, record, derived, "", strict)
+    for name, raw, default, derived in writer.fields:
+        value = getattr(record, name)
+        if default is _KEPT or value != default:
+            body[name] = value if raw and not strict else encode(value, strict=strict)
+        for key in derived:
+            body[key] = encode(getattr(record, key), strict=strict)
+    for key in writer.last:
+        body[key] = encode(getattr(record, key), strict=strict)
     if form.order:
         return {**{key: body[key] for key in form.order if key in body}, **body}
     return body
-
-
-def _add_derived(body: dict[str, Any], record: Any, derived: dict[str, str], after: str,
-                 strict: bool) -> None:
-    for name, anchor in derived.items():
-        if anchor == after:
-            body[name] = encode(getattr(record, name), strict=strict)
 
 
 class _WrongType(Exception):
     """A value that does not have its field's type (worded by the field's reader)."""
 
 
+@dataclass(frozen=True)
+class _Reader:
+    """How one record class is read, worked out once: the name errors give a key, the
+    reader of each field's type, and the fields that must be present."""
+
+    form: Form
+    what: str
+    fields: dict[str, Callable[[Any], Any]]
+    required: tuple[str, ...]
+
+
+_READERS: dict[type, _Reader] = {}
+
+
+def _reader(cls: type) -> _Reader:
+    if cls not in _READERS:
+        form, hints = _form(cls), _hints(cls)
+        fields = [f for f in dataclasses.fields(cls) if f.init and f.name not in form.skipped]
+        _READERS[cls] = _Reader(
+            form, form.what or f"{cls.__name__} field",
+            {f.name: _read(hints[f.name]) for f in fields},
+            tuple(f.name for f in fields if _default(f) is dataclasses.MISSING))
+    return _READERS[cls]
+
+
 def _decode_record(cls: type[T], data: Any) -> T:
-    form = _form(cls)
-    what = form.what or f"{cls.__name__} field"
+    reader = _reader(cls)
+    form, what = reader.form, reader.what
     if not isinstance(data, collections.abc.Mapping):
         raise CodecError(f"{what}s are not a JSON object ({data!r})")
     body = dict(data)
@@ -207,20 +267,16 @@ def _decode_record(cls: type[T], data: Any) -> T:
         _check_schema(cls, form.schema, body.pop("schema", None), body.pop("schema_version", None))
     for name, _ in form.derived:
         body.pop(name, None)
-    hints = _hints(cls)
-    fields = [f for f in dataclasses.fields(typing.cast(Any, cls))
-              if f.init and f.name not in form.skipped]
-    known = [f.name for f in fields]
     values: dict[str, Any] = {}
     for key, value in body.items():
-        if key not in known:
-            raise CodecError(f"unknown {what} {key!r}: one of {', '.join(known)}")
+        read = reader.fields.get(key)
+        if read is None:
+            raise CodecError(f"unknown {what} {key!r}: one of {', '.join(reader.fields)}")
         try:
-            values[key] = _decode(hints[key], value)
+            values[key] = read(value)
         except _WrongType:
             raise CodecError(f"{what} {key!r} has the wrong type ({value!r})") from None
-    missing = [f.name for f in fields
-               if f.name not in values and _default(f) is dataclasses.MISSING]
+    missing = [name for name in reader.required if name not in values]
     if missing:
         raise CodecError(f"{what} {missing[0]!r} is missing")
     return cls(**values)
@@ -232,81 +288,138 @@ def _check_schema(cls: type, schema: tuple[str, int], name: Any, version: Any) -
                          f"nebisect reads {schema[0]} version {schema[1]}")
 
 
-def _decode(hint: Any, value: Any) -> Any:
-    """``value`` as an instance of ``hint``, or :class:`_WrongType`."""
+_TYPE_READERS: dict[Any, Callable[[Any], Any]] = {}
+
+
+def _read(hint: Any) -> Callable[[Any], Any]:
+    """The function that reads a JSON value as ``hint`` (or raises :class:`_WrongType`),
+    built once per type."""
+    if hint not in _TYPE_READERS:
+        _TYPE_READERS[hint] = _build_reader(hint)
+    return _TYPE_READERS[hint]
+
+
+def _build_reader(hint: Any) -> Callable[[Any], Any]:
     if hint is Any:
-        return value
+        return _as_is
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Union or origin is types.UnionType:
-        return _decode_union(args, value)
+        return _union_reader(args)
     if hint is None or hint is type(None):
-        return _checked(value, value is None)
+        return _checking(lambda value: value is None)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return decode(hint, value)
+        record = hint
+        return lambda value: decode(record, value)
     if origin is typing.Literal:
-        return _checked(value, value in args)
-    if origin is not None:
-        return _decode_container(origin, args, value)
-    return _decode_scalar(hint, value)
+        return _checking(lambda value: value in args)
+    if origin in (dict, collections.abc.Mapping):
+        return _dict_reader(*(args or (str, Any)))
+    if origin is tuple:
+        return _tuple_reader(args)
+    if origin in (list, collections.abc.Sequence):
+        return _list_reader(args[0] if args else Any)
+    return _scalar_reader(hint)
 
 
-def _checked(value: Any, ok: bool) -> Any:
-    if not ok:
-        raise _WrongType
+def _as_is(value: Any) -> Any:
     return value
 
 
-def _decode_union(arms: tuple[Any, ...], value: Any) -> Any:
-    if value is None and type(None) in arms:
-        return None
-    for arm in arms:
-        try:
-            return _decode(arm, value)
-        except (_WrongType, CodecError):
-            continue
-    raise _WrongType
+def _checking(ok: Callable[[Any], bool]) -> Callable[[Any], Any]:
+    def read(value: Any) -> Any:
+        if not ok(value):
+            raise _WrongType
+        return value
+    return read
 
 
-def _decode_scalar(hint: Any, value: Any) -> Any:
+def _union_reader(arms: tuple[Any, ...]) -> Callable[[Any], Any]:
+    optional = type(None) in arms
+    readers = [_read(arm) for arm in arms if arm is not type(None)]
+
+    def read(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        for reader in readers:
+            try:
+                return reader(value)
+            except (_WrongType, CodecError):
+                continue
+        raise _WrongType
+    return read
+
+
+def _scalar_reader(hint: Any) -> Callable[[Any], Any]:
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        try:
-            return hint(value)
-        except ValueError:
-            raise _WrongType from None
+        members = hint
+
+        def read_enum(value: Any) -> Any:
+            try:
+                return members(value)
+            except ValueError:
+                raise _WrongType from None
+        return read_enum
     if hint is bool:
-        return _checked(value, isinstance(value, bool))
+        return _checking(lambda value: isinstance(value, bool))
     if hint is int:
-        return _checked(value, isinstance(value, int) and not isinstance(value, bool))
+        return _checking(lambda value: isinstance(value, int) and not isinstance(value, bool))
     if hint is float:
-        if isinstance(value, str) and value in NONFINITE:
-            return NONFINITE[value]
-        numeric = isinstance(value, int | float) and not isinstance(value, bool)
-        return float(_checked(value, numeric))
+        return _read_float
     if hint in (str, list, dict):
-        return _checked(value, isinstance(value, hint))
+        return _checking(lambda value: isinstance(value, hint))
     raise TypeError(f"the codec cannot read a field of type {hint!r}")
 
 
-def _decode_key(hint: Any, key: Any) -> Any:
-    """A JSON object's key (a string) as its declared type: an ``int`` key from digits."""
-    if hint is int and isinstance(key, str):
-        try:
-            return int(key)
-        except ValueError:
-            raise _WrongType from None
-    return _decode(hint, key)
+def _read_float(value: Any) -> float:
+    if isinstance(value, str) and value in NONFINITE:
+        return NONFINITE[value]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _WrongType
+    return float(value)
 
 
-def _decode_container(origin: Any, args: tuple[Any, ...], value: Any) -> Any:
-    if origin in (dict, collections.abc.Mapping):
-        _checked(value, isinstance(value, dict))
-        key, item = args or (str, Any)
-        return {_decode_key(key, k): _decode(item, v) for k, v in value.items()}
-    _checked(value, isinstance(value, list | tuple))
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], v) for v in value)
-        _checked(value, len(value) == len(args))
-        return tuple(_decode(arm, v) for arm, v in zip(args, value, strict=True))
-    item = args[0] if args else Any
-    return [_decode(item, v) for v in value]
+def _read_int_key(key: Any) -> int:
+    """A JSON object's key (a string of digits) as an ``int``."""
+    try:
+        return int(key)
+    except ValueError:
+        raise _WrongType from None
+
+
+def _dict_reader(key: Any, item: Any) -> Callable[[Any], Any]:
+    read_key = _read_int_key if key is int else _read(key)
+    read_item = _read(item)
+
+    def read(value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise _WrongType
+        return {read_key(k): read_item(v) for k, v in value.items()}
+    return read
+
+
+def _tuple_reader(args: tuple[Any, ...]) -> Callable[[Any], Any]:
+    if len(args) == 2 and args[1] is Ellipsis:
+        read_item = _read(args[0])
+
+        def read_any_length(value: Any) -> Any:
+            if not isinstance(value, list | tuple):
+                raise _WrongType
+            return tuple(read_item(v) for v in value)
+        return read_any_length
+    readers = [_read(arm) for arm in args]
+
+    def read(value: Any) -> Any:
+        if not isinstance(value, list | tuple) or len(value) != len(readers):
+            raise _WrongType
+        return tuple(reader(v) for reader, v in zip(readers, value, strict=True))
+    return read
+
+
+def _list_reader(item: Any) -> Callable[[Any], Any]:
+    read_item = _read(item)
+
+    def read(value: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            raise _WrongType
+        return [read_item(v) for v in value]
+    return read
