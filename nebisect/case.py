@@ -14,6 +14,7 @@ import math
 import os
 import stat
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -39,6 +40,8 @@ TORCH_DTYPES = ("fp32", "fp16", "bf16", "fp64")
 #: reference and the probe that tells a conversion bug from a precision one. One name,
 #: so a renamed simulator target cannot leave a stale copy behind.
 REFERENCE_TARGET = "sim:fp64"
+#: The oracle of a torch source: its module run eagerly in float64.
+TORCH_REFERENCE = "torch:cpu:fp64"
 
 
 class TargetSpecError(NebisectError, ValueError):
@@ -335,8 +338,77 @@ def check_target_grammar(spec: str) -> None:
             f"{', '.join(BACKENDS)} (e.g. sim:fp16, coreml:ne, torch:cpu:fp32)")
 
 
-#: A reference artifact ``(kind, location)``, e.g. ``("torch", "m.py:factory")``.
+#: A reference artifact ``(kind, location)``, e.g. ``("torch", "m.py:factory")``: the
+#: JSON shape of a :class:`SourceRef` inside :class:`CaseOptions`.
 ArtifactRef = tuple[str, str]
+
+#: The three shapes of a model a case names (:class:`SourceRef`).
+PACKAGE, TORCH, BUILDER = "mlpackage", "torch", "builder"
+SOURCE_KINDS = (PACKAGE, BUILDER, TORCH)
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """A model as a case names it — one of three shapes, told apart by ``kind``:
+
+    * ``mlpackage``: ``location`` is the package's path;
+    * ``torch``: ``location`` is ``path/file.py:factory``, a file and the factory in it;
+    * ``builder``: ``location`` is ``module:function`` building a MIL program in code
+      (no file: it is imported).
+
+    :meth:`files` are the files it names, :meth:`rebased` names them under another
+    folder (where an executor shipped them), :attr:`reference_target` is its oracle.
+    """
+
+    kind: str
+    location: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in SOURCE_KINDS:
+            raise NebisectError(f"unknown source kind {self.kind!r}: one of "
+                                f"{', '.join(SOURCE_KINDS)}")
+
+    @property
+    def is_package(self) -> bool:
+        return self.kind == PACKAGE
+
+    @property
+    def is_torch(self) -> bool:
+        return self.kind == TORCH
+
+    @property
+    def is_builder(self) -> bool:
+        return self.kind == BUILDER
+
+    @property
+    def file(self) -> str:
+        """The file it names: the package, the torch source's ``.py``; "" for a builder."""
+        if self.is_torch:
+            return self.location.rpartition(":")[0]
+        return self.location if self.is_package else ""
+
+    @property
+    def factory(self) -> str:
+        """A torch source's factory; "" for the other shapes."""
+        return self.location.rpartition(":")[2] if self.is_torch else ""
+
+    def files(self) -> tuple[str, ...]:
+        """The files a run of it needs shipped (none for a builder)."""
+        return (self.file,) if self.file else ()
+
+    def moved(self, move: Callable[[str], str]) -> SourceRef:
+        """The same model with its file renamed by ``move`` (a builder is unchanged)."""
+        file = self.file
+        return self if not file else replace(self, location=move(file) + self.location[len(file):])
+
+    def rebased(self, root: str | os.PathLike[str]) -> SourceRef:
+        """The same model with its (relative) file named under ``root``."""
+        return self.moved(lambda file: str(Path(root) / file))
+
+    @property
+    def reference_target(self) -> str:
+        """Its oracle: torch fp64 for a torch source, the fp64 simulator otherwise."""
+        return TORCH_REFERENCE if self.is_torch else REFERENCE_TARGET
 
 
 @dataclass(frozen=True)
@@ -377,20 +449,21 @@ class CaseOptions(Record):
     masked_outputs: dict[str, str] = field(default_factory=dict)
     note_placement: bool = False
 
-    def judged_against(self, reference: ArtifactRef, *, source_kind: str,
+    def judged_against(self, reference: SourceRef, *, source: SourceRef,
                        precision: str) -> CaseOptions:
         """These options with the reference run on ``reference``, and the precision
         the comparison then needs.
 
-        The one place of the rule: a converted package (``source_kind`` mlpackage)
+        The one place of the rule: a converted package (``source``, a package)
         judged against its torch module on an fp64 target (``precision``, the target's;
         the caller holds the registry a record must not need) is judged in fp32 ULPs.
         The converter stores weights and constants as fp32, so even a perfect
         conversion differs from torch fp64 by fp32 rounding.
         """
-        converted = source_kind == "mlpackage" and reference[0] == "torch"
+        converted = source.is_package and reference.is_torch
         judge = "fp32" if converted and precision == "fp64" else ""
-        return replace(self, reference_source=reference, judge_precision=judge)
+        return replace(self, reference_source=(reference.kind, reference.location),
+                       judge_precision=judge)
 
     def judging_precision(self, target_precision: str) -> str:
         """The precision whose ULPs a comparison counts: :attr:`judge_precision` when
@@ -429,10 +502,16 @@ class Case(Record):
         check_target_grammar(self.target)
 
     @property
+    def ref(self) -> SourceRef:
+        """The model this case runs, as a :class:`SourceRef` (its JSON keeps ``source``
+        and ``source_kind``: they enter corpus ids)."""
+        return SourceRef(self.source_kind, self.source)
+
+    @property
     def case_id(self) -> str:
         """Content address of the case: same bytes, same factory, same target, same stage
         → same id (two factories in one torch file are two cases)."""
-        factory = self.source.rpartition(":")[2] if self.source_kind == "torch" else ""
+        factory = self.ref.factory
         key = json.dumps(
             [self.model_sha256 or self.source, factory, self.inputs_sha256, self.target,
              self.stage, self.options.to_dict()],

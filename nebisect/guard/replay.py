@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nebisect.case import Case
+from nebisect.case import PACKAGE, Case, SourceRef
 from nebisect.codec import Form, Record
 from nebisect.corpus.record import CASE_FILE, CaseRecord, CorruptCaseError, Expected
 from nebisect.corpus.store import Corpus, CorpusCase
@@ -163,7 +163,7 @@ def run_case(
     reason = unavailable(case)
     if reason:
         return CaseRun(Verdict(Status.SKIPPED, record.stage, message=reason, target=record.target))
-    if record.source_kind == "mlpackage" and not fixes:
+    if SourceRef(record.source_kind, case.source).is_package and not fixes:
         outcome = evaluate(case.to_case(), reference=record.reference, isolator=isolator,
                            timeout=timeouts.predict)
         return CaseRun(outcome.verdict)
@@ -188,13 +188,13 @@ def on_package(
     ``reference_package`` when given (the fp64 equivalence check of a fix).
     """
     base = case.to_case()
-    reference = (("mlpackage", str(reference_package)) if reference_package is not None
-                 else (case.record.source_kind, case.source))
+    reference = (SourceRef(PACKAGE, str(reference_package)) if reference_package is not None
+                 else SourceRef(case.record.source_kind, case.source))
     target = target or base.target
     return Case(
         source=str(package), source_kind="mlpackage", target=target,
         stage=base.stage, inputs_path=base.inputs_path,
-        options=base.options.judged_against(reference, source_kind="mlpackage",
+        options=base.options.judged_against(reference, source=SourceRef(PACKAGE, str(package)),
                                             precision=spec_of(target).precision),
     )
 

@@ -105,10 +105,10 @@ class Bisector:
     def run(self) -> BisectResult:
         source = resolve_source(self.text, timeout=self.options.timeouts.load,
                                 isolator=self.isolator)
-        if self.options.reduced_graph == "fx" and source.kind != "torch":
+        if self.options.reduced_graph == "fx" and not source.ref.is_torch:
             raise NebisectError(f"--stage {self.options.stage} --graph fx needs a torch source "
                                 f"(path/file.py:factory); {self.text} is an {source.kind}")
-        if self.options.fixes and source.kind != "torch":
+        if self.options.fixes and not source.ref.is_torch:
             raise NebisectError("--fix applies to the conversion of a torch source; "
                                 f"{self.text} is an {source.kind}")
         setup = self.setup()
