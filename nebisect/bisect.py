@@ -33,8 +33,10 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
+
+from nebisect.codec import Form, Record
 
 U = TypeVar("U", bound=Hashable)
 
@@ -71,8 +73,11 @@ class PredicateCall:
 
 
 @dataclass
-class Stats:
-    """The cost of a reduction: real evaluations, cache hits, re-checks and why it stopped."""
+class Stats(Record):
+    """The cost of a reduction: real evaluations, cache hits, re-checks and why it stopped
+    (its JSON leaves out the start time, a monotonic clock reading)."""
+
+    json_form: ClassVar[Form] = Form(skipped=("started",))
 
     evaluations: int = 0
     cache_hits: int = 0
@@ -81,11 +86,6 @@ class Stats:
     stopped: str | None = None
     started: float = field(default_factory=time.monotonic)
     log: list[PredicateCall] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("started")
-        return data
 
 
 Stop = Callable[[Stats], str | None]
@@ -200,9 +200,12 @@ class Evaluator(Generic[U]):
 
 
 @dataclass
-class Reduction(Generic[U]):
+class Reduction(Record, Generic[U]):
     """The result of a pass: interesting units, and whether the pass ran to its end
-    (for ddmin, ``complete`` means the result is 1-minimal)."""
+    (for ddmin, ``complete`` means the result is 1-minimal); its JSON lists the stats
+    last."""
+
+    json_form: ClassVar[Form] = Form(order=("units", "signature", "complete", "strategy"))
 
     units: list[U]
     signature: str
@@ -213,11 +216,6 @@ class Reduction(Generic[U]):
     @property
     def stopped(self) -> str | None:
         return self.stats.stopped
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"units": list(self.units), "signature": self.signature,
-                "complete": self.complete, "strategy": self.strategy,
-                "stats": self.stats.to_dict()}
 
 
 def _split(atoms: list[list[U]], parts: int) -> list[list[list[U]]]:

@@ -15,13 +15,14 @@ import os
 import stat
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from numpy.lib import format as npformat
 
+from nebisect.codec import Form, Record
 from nebisect.errors import NebisectError
 from nebisect.files import MAX_JSON_CHARS, open_regular, parse_untrusted_json, walk, write_bytes
 from nebisect.package import MANIFEST
@@ -39,6 +40,8 @@ TORCH_DTYPES = ("fp32", "fp16", "bf16", "fp64")
 #: reference and the probe that tells a conversion bug from a precision one. One name,
 #: so a renamed simulator target cannot leave a stale copy behind.
 REFERENCE_TARGET = "sim:fp64"
+#: The oracle of a torch source: its module run eagerly in float64.
+TORCH_REFERENCE = "torch:cpu:fp64"
 
 
 class TargetSpecError(NebisectError, ValueError):
@@ -335,12 +338,81 @@ def check_target_grammar(spec: str) -> None:
             f"{', '.join(BACKENDS)} (e.g. sim:fp16, coreml:ne, torch:cpu:fp32)")
 
 
-#: A reference artifact ``(kind, location)``, e.g. ``("torch", "m.py:factory")``.
+#: A reference artifact ``(kind, location)``, e.g. ``("torch", "m.py:factory")``: the
+#: JSON shape of a :class:`SourceRef` inside :class:`CaseOptions`.
 ArtifactRef = tuple[str, str]
+
+#: The three shapes of a model a case names (:class:`SourceRef`).
+PACKAGE, TORCH, BUILDER = "mlpackage", "torch", "builder"
+SOURCE_KINDS = (PACKAGE, BUILDER, TORCH)
 
 
 @dataclass(frozen=True)
-class CaseOptions:
+class SourceRef:
+    """A model as a case names it — one of three shapes, told apart by ``kind``:
+
+    * ``mlpackage``: ``location`` is the package's path;
+    * ``torch``: ``location`` is ``path/file.py:factory``, a file and the factory in it;
+    * ``builder``: ``location`` is ``module:function`` building a MIL program in code
+      (no file: it is imported).
+
+    :meth:`files` are the files it names, :meth:`rebased` names them under another
+    folder (where an executor shipped them), :attr:`reference_target` is its oracle.
+    """
+
+    kind: str
+    location: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in SOURCE_KINDS:
+            raise NebisectError(f"unknown source kind {self.kind!r}: one of "
+                                f"{', '.join(SOURCE_KINDS)}")
+
+    @property
+    def is_package(self) -> bool:
+        return self.kind == PACKAGE
+
+    @property
+    def is_torch(self) -> bool:
+        return self.kind == TORCH
+
+    @property
+    def is_builder(self) -> bool:
+        return self.kind == BUILDER
+
+    @property
+    def file(self) -> str:
+        """The file it names: the package, the torch source's ``.py``; "" for a builder."""
+        if self.is_torch:
+            return self.location.rpartition(":")[0]
+        return self.location if self.is_package else ""
+
+    @property
+    def factory(self) -> str:
+        """A torch source's factory; "" for the other shapes."""
+        return self.location.rpartition(":")[2] if self.is_torch else ""
+
+    def files(self) -> tuple[str, ...]:
+        """The files a run of it needs shipped (none for a builder)."""
+        return (self.file,) if self.file else ()
+
+    def moved(self, move: Callable[[str], str]) -> SourceRef:
+        """The same model with its file renamed by ``move`` (a builder is unchanged)."""
+        file = self.file
+        return self if not file else replace(self, location=move(file) + self.location[len(file):])
+
+    def rebased(self, root: str | os.PathLike[str]) -> SourceRef:
+        """The same model with its (relative) file named under ``root``."""
+        return self.moved(lambda file: str(Path(root) / file))
+
+    @property
+    def reference_target(self) -> str:
+        """Its oracle: torch fp64 for a torch source, the fp64 simulator otherwise."""
+        return TORCH_REFERENCE if self.is_torch else REFERENCE_TARGET
+
+
+@dataclass(frozen=True)
+class CaseOptions(Record):
     """The small knobs of one case, as read by :func:`nebisect.evaluate.judge.evaluate`.
 
     ``plugins``: modules registering extra targets, imported in the child (a corpus
@@ -358,10 +430,13 @@ class CaseOptions:
     ``unrouted`` (``run`` without ``--require``; corpus cases, bisection and fuzzing
     leave it off and fail closed).
 
-    :meth:`to_dict` leaves out every field at its default, as the string-keyed dict this
-    record replaced left out absent keys: the dict enters corpus case ids, so a stored
-    case keeps its id and its ``case.json`` bytes.
+    Its JSON form leaves out every field at its default (the form enters corpus case ids,
+    so a stored case keeps its id and its ``case.json`` bytes); an unknown key or a
+    wrongly typed value is an input error, never dropped (a dropped option would run
+    another case than the one recorded).
     """
+
+    json_form: ClassVar[Form] = Form(what="case option", omit_defaults=True)
 
     plugins: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
@@ -374,80 +449,26 @@ class CaseOptions:
     masked_outputs: dict[str, str] = field(default_factory=dict)
     note_placement: bool = False
 
-    def judged_against(self, reference: ArtifactRef, *, source_kind: str,
+    def judged_against(self, reference: SourceRef, *, source: SourceRef,
                        precision: str) -> CaseOptions:
         """These options with the reference run on ``reference``, and the precision
         the comparison then needs.
 
-        The one place of the rule: a converted package (``source_kind`` mlpackage)
+        The one place of the rule: a converted package (``source``, a package)
         judged against its torch module on an fp64 target (``precision``, the target's;
         the caller holds the registry a record must not need) is judged in fp32 ULPs.
         The converter stores weights and constants as fp32, so even a perfect
         conversion differs from torch fp64 by fp32 rounding.
         """
-        converted = source_kind == "mlpackage" and reference[0] == "torch"
+        converted = source.is_package and reference.is_torch
         judge = "fp32" if converted and precision == "fp64" else ""
-        return replace(self, reference_source=reference, judge_precision=judge)
+        return replace(self, reference_source=(reference.kind, reference.location),
+                       judge_precision=judge)
 
     def judging_precision(self, target_precision: str) -> str:
         """The precision whose ULPs a comparison counts: :attr:`judge_precision` when
         set, else the target's own."""
         return self.judge_precision or target_precision
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form: set fields only, lists for tuples."""
-        body: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value:
-                body[f.name] = list(value) if isinstance(value, tuple) else value
-        return body
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseOptions:
-        """Parse the JSON form; an unknown key or a wrongly typed value is an input
-        error, never dropped (a dropped option would run another case than the one
-        recorded)."""
-        if not isinstance(data, dict):
-            raise NebisectError(f"case options are not a JSON object ({data!r})")
-        known = [f.name for f in fields(cls)]
-        for key, value in data.items():
-            if key not in known:
-                raise NebisectError(f"unknown case option {key!r}: one of {', '.join(known)}")
-            if not _OPTION_CHECKS[key](value):
-                raise NebisectError(f"case option {key!r} has the wrong type ({value!r})")
-        reference = data.get("reference_source")
-        return cls(
-            plugins=tuple(data.get("plugins", ())),
-            params=dict(data.get("params", {})),
-            outputs=tuple(data.get("outputs", ())),
-            intermediates=data.get("intermediates", False),
-            judge_precision=data.get("judge_precision", ""),
-            op_of_interest=data.get("op_of_interest", ""),
-            reference_source=(reference[0], reference[1]) if reference else None,
-            convert_path=data.get("convert_path", ""),
-            masked_outputs=dict(data.get("masked_outputs", {})),
-            note_placement=data.get("note_placement", False),
-        )
-
-
-def _strings(value: Any) -> bool:
-    return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
-
-
-_OPTION_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "plugins": _strings,
-    "params": lambda value: isinstance(value, dict),
-    "outputs": _strings,
-    "intermediates": lambda value: isinstance(value, bool),
-    "judge_precision": lambda value: isinstance(value, str),
-    "op_of_interest": lambda value: isinstance(value, str),
-    "reference_source": lambda value: _strings(value) and len(value) == 2,
-    "convert_path": lambda value: isinstance(value, str),
-    "masked_outputs": lambda value: isinstance(value, dict) and _strings(list(value))
-    and _strings(list(value.values())),
-    "note_placement": lambda value: isinstance(value, bool),
-}
 
 
 def case_stage(name: str) -> Stage:
@@ -458,7 +479,7 @@ def case_stage(name: str) -> Stage:
 
 
 @dataclass
-class Case:
+class Case(Record):
     """One (source artifact, inputs, target, stage) tuple; JSON-serializable.
 
     ``source`` is a path (``.mlpackage``), ``file.py:factory`` for torch models, or a
@@ -481,24 +502,19 @@ class Case:
         check_target_grammar(self.target)
 
     @property
+    def ref(self) -> SourceRef:
+        """The model this case runs, as a :class:`SourceRef` (its JSON keeps ``source``
+        and ``source_kind``: they enter corpus ids)."""
+        return SourceRef(self.source_kind, self.source)
+
+    @property
     def case_id(self) -> str:
         """Content address of the case: same bytes, same factory, same target, same stage
         → same id (two factories in one torch file are two cases)."""
-        factory = self.source.rpartition(":")[2] if self.source_kind == "torch" else ""
+        factory = self.ref.factory
         key = json.dumps(
             [self.model_sha256 or self.source, factory, self.inputs_sha256, self.target,
              self.stage, self.options.to_dict()],
             sort_keys=True,
         )
         return sha256_bytes(key.encode())[:16]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Field → value, shallow (it is serialized at once; asdict's deep copy cost
-        ~0.1 ms per fuzz case)."""
-        body = {f.name: getattr(self, f.name) for f in fields(self)}
-        body["options"] = self.options.to_dict()
-        return body
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Case:
-        return cls(**{**data, "options": CaseOptions.from_dict(data.get("options", {}))})

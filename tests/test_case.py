@@ -14,6 +14,7 @@ from nebisect.case import (
     MAX_INPUT_BYTES_VAR,
     Case,
     CaseOptions,
+    SourceRef,
     TargetSpec,
     TargetSpecError,
     load_npz,
@@ -228,3 +229,23 @@ def test_every_site_judging_a_package_against_torch_applies_one_precision_rule(
     assert {site: options.judge_precision for site, options in built.items()} == {
         "run": judged, "bisect": judged, "replay": judged}
     assert {options.reference_source[0] for options in built.values()} == {"torch"}
+
+
+@pytest.mark.parametrize(("ref", "files", "factory", "oracle"), [
+    (SourceRef("mlpackage", "m/model.mlpackage"), ("m/model.mlpackage",), "", "sim:fp64"),
+    (SourceRef("torch", "m/model.py:build"), ("m/model.py",), "build", "torch:cpu:fp64"),
+    (SourceRef("builder", "pkg.mod:program"), (), "", "sim:fp64"),
+])
+def test_a_source_ref_names_its_files_factory_and_oracle(
+        ref: SourceRef, files: tuple[str, ...], factory: str, oracle: str) -> None:
+    assert ref.files() == files and ref.factory == factory and ref.reference_target == oracle
+    rebased = ref.rebased("/ship")
+    assert rebased.files() == tuple(f"/ship/{f}" for f in files)
+    assert rebased.factory == factory and rebased.kind == ref.kind
+
+
+def test_a_case_hands_out_its_source_ref_and_an_unknown_kind_is_refused() -> None:
+    case = Case("m.py:build", "torch", "sim:fp16")
+    assert case.ref == SourceRef("torch", "m.py:build")
+    with pytest.raises(NebisectError, match="unknown source kind 'onnx'"):
+        SourceRef("onnx", "m.onnx")

@@ -36,8 +36,9 @@ STRUCTURE = _load_structure()
 #: Lowest first: records and pure algorithms, then the machinery that runs a case, the
 #: model-level layers, the pipeline stages and the commands (DESIGN.md §3).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("nebisect", "nebisect.errors", "nebisect.files", "nebisect.registry", "nebisect.case",
-     "nebisect.verdict", "nebisect.bisect", "nebisect.bounds", "nebisect.package"),
+    ("nebisect", "nebisect.errors", "nebisect.files", "nebisect.registry", "nebisect.codec",
+     "nebisect.case", "nebisect.verdict", "nebisect.bisect", "nebisect.bounds",
+     "nebisect.package"),
     ("nebisect.isolation", "nebisect.isolate"),
     ("nebisect.executors",),
     ("nebisect.mil",),

@@ -70,7 +70,7 @@ class Attributor:
         the graph does not explain a shape error).
         """
         same = None if verdict.status == "mismatch" else verdict.signature
-        exact_ok = (self._probe(EXACT_PROBE, key, same) if self.bench.source.kind == "torch"
+        exact_ok = (self._probe(EXACT_PROBE, key, same) if self.bench.source.ref.is_torch
                     else None)
         if exact_ok and verdict.signature == "mismatch:integer" and self._floats_for_integers(key):
             exact_ok = False
@@ -79,7 +79,7 @@ class Attributor:
 
     def probe_keys(self, path: str, npz: str) -> list[CellKey]:
         """The cells :meth:`attribution` may evaluate for a failing cell on ``path``."""
-        probes = [EXACT_PROBE, PRECISION_PROBE] if self.bench.source.kind == "torch" else [
+        probes = [EXACT_PROBE, PRECISION_PROBE] if self.bench.source.ref.is_torch else [
             PRECISION_PROBE]
         found = [(probe, self.probe_path(probe, path)) for probe in probes]
         return [CellKey(probe, p, npz) for probe, p in found if p is not None]
@@ -124,7 +124,7 @@ class Attributor:
             return by_outputs(bench.outline(EXACT_PROBE, path), split_arrays(arrays, "ref:"),
                               split_arrays(arrays, "out:"),
                               judged.judging_precision(spec_of(EXACT_PROBE).precision))
-        if bench.source.kind == "torch" and not path:
+        if bench.source.ref.is_torch and not path:
             return None  # a torch target: no program whose ops could be named
         cell = bench.case(target, path, npz)
         options = CaseOptions(plugins=tuple(bench.plugins), intermediates=True)

@@ -17,13 +17,14 @@ Parent side, no processes: the caller hands in the recorded arrays and the progr
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from nebisect.bisect import first_divergence
 from nebisect.case import REFERENCE_TARGET
+from nebisect.codec import Record
 from nebisect.report.payload import OpError
 from nebisect.verdict import compare, mismatch_signature, value_divergence
 
@@ -36,7 +37,7 @@ OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched 
 
 
 @dataclass(frozen=True)
-class Culprit:
+class Culprit(Record):
     """The op where a divergence enters: name, type, the mismatch kind it shows there,
     and what was compared to find it (``matched``: by intermediates, not only outputs).
 
@@ -56,15 +57,6 @@ class Culprit:
     def describe(self) -> str:
         """``reduce_log_sum_exp "var_12"`` (with ``(output)`` when only outputs matched)."""
         return f'{self.op_type} "{self.op}"' + ("" if self.matched else " (output)")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ops": [op.to_dict() for op in self.ops]}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Culprit:
-        return cls(str(data["op"]), str(data["op_type"]), str(data["signature"]),
-                   str(data["compared"]), bool(data.get("matched", True)),
-                   tuple(OpError.from_dict(op) for op in data.get("ops", ())))
 
 
 def by_intermediates(graph: Any, target: dict[str, np.ndarray],

@@ -22,12 +22,13 @@ import base64
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, load_npz, save_npz
+from nebisect.case import Case, SourceRef, load_npz, save_npz
 from nebisect.evaluate.judge import evaluate
 from nebisect.evaluate.workbench import CellKey, Workbench
 from nebisect.executors import Executor, Unit, UnitResult
@@ -40,33 +41,22 @@ from nebisect.verdict import Stage, Status, Verdict
 #: the unit kind (:data:`nebisect.executors.units.UNIT_KINDS`)
 CELL_KIND = "run-cell"
 
-def _file_of(kind: str, location: str) -> str:
-    """The file a source names: a package itself, a torch source's ``.py``; "" for
-    anything that is not a file (a builder reference)."""
-    if kind == "torch":
-        return location.rpartition(":")[0]
-    return location if kind == "mlpackage" else ""
+
+def _moved(case: Case, move: Callable[[str], str]) -> Case:
+    """``case`` with ``move`` applied to every file it names: its model
+    (:meth:`SourceRef.moved`), its reference's, its inputs and its plugin files."""
+    options = case.options
+    reference = options.reference_source
+    if reference is not None:
+        moved = SourceRef(*reference).moved(move)
+        reference = (moved.kind, moved.location)
+    plugins = tuple(move(p) if p.endswith(".py") else p for p in options.plugins)
+    return replace(case, source=case.ref.moved(move).location,
+                   inputs_path=move(case.inputs_path) if case.inputs_path else "",
+                   options=replace(options, reference_source=reference, plugins=plugins))
 
 
-def _rebase(case: dict[str, Any], move: Callable[[str], str]) -> dict[str, Any]:
-    """``case`` (a :meth:`Case.to_dict`) with ``move`` applied to every file it names."""
-
-    def moved(kind: str, location: str) -> str:
-        file = _file_of(kind, location)
-        return location if not file else move(file) + location[len(file):]
-
-    options = dict(case["options"])
-    if options.get("reference_source"):
-        kind, location = options["reference_source"]
-        options["reference_source"] = [kind, moved(kind, location)]
-    if options.get("plugins"):
-        options["plugins"] = [move(p) if p.endswith(".py") else p for p in options["plugins"]]
-    inputs = case["inputs_path"]
-    return {**case, "source": moved(case["source_kind"], case["source"]),
-            "inputs_path": move(inputs) if inputs else "", "options": options}
-
-
-def _named_files(case: dict[str, Any]) -> list[Path]:
+def _named_files(case: Case) -> list[Path]:
     """Every file ``case`` names, resolved."""
     found: list[Path] = []
 
@@ -74,18 +64,18 @@ def _named_files(case: dict[str, Any]) -> list[Path]:
         found.append(Path(path).resolve())
         return path
 
-    _rebase(case, collect)
+    _moved(case, collect)
     return found
 
 
 def cell_unit_of(case: Case, reference: str, timeout: float) -> Unit:
     """The ``run-cell`` unit of one cell: its files named relative to their common folder."""
-    files = _named_files(case.to_dict())
+    files = _named_files(case)
     root = Path(os.path.commonpath(files)) if files else Path.cwd()
     if root in files:
         root = root.parent
-    payload = {"case": _rebase(case.to_dict(),
-                               lambda p: Path(p).resolve().relative_to(root).as_posix()),
+    relative = _moved(case, lambda p: Path(p).resolve().relative_to(root).as_posix())
+    payload = {"case": relative.to_dict(),
                "reference": reference, "timeout": timeout}
     names = sorted({file.relative_to(root).as_posix() for file in files})
     return Unit(CELL_KIND, payload, paths=names, root=root,
@@ -96,11 +86,10 @@ def cell_unit(payload: dict[str, Any], root: Path, workdir: Path,
               isolator: Isolator) -> dict[str, Any]:
     """Handler of ``run-cell`` units: the cell evaluated as :meth:`Workbench.run` does, its
     verdict as JSON and its outputs as a base64 ``.npz``."""
-    body = _rebase(payload["case"], lambda name: str(root / name))
-    use_plugins(body["options"].get("plugins", ()), timeout=payload["timeout"],
-                isolator=isolator)
+    case = _moved(Case.from_dict(payload["case"]), lambda name: str(root / name))
+    use_plugins(case.options.plugins, timeout=payload["timeout"], isolator=isolator)
     started = time.perf_counter()
-    outcome = evaluate(Case.from_dict(body), reference=payload["reference"],
+    outcome = evaluate(case, reference=payload["reference"],
                        isolator=isolator, timeout=payload["timeout"])
     outcome.verdict.timings.setdefault("total", time.perf_counter() - started)
     workdir.mkdir(parents=True, exist_ok=True)

@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from nebisect.case import load_npz, save_npz
+from nebisect.codec import Form, Record
 from nebisect.detect.findings import FailureGroup, Row
 from nebisect.errors import NebisectError
 from nebisect.files import open_regular, write_text
@@ -44,7 +45,7 @@ MAX_JSON_BYTES = 256 << 20
 
 
 @dataclass
-class Trigger:
+class Trigger(Record):
     """One failure group's trigger: where it fails, how, and the commands that follow.
 
     ``inputs`` is the ``.npz`` file's name in the index's directory; ``fixes`` the
@@ -70,30 +71,16 @@ class Trigger:
         converted program agrees with itself), else what its stage implies."""
         return "fx" if self.attribution == "conversion" and self.stage != "convert" else "auto"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Trigger:
-        values = {name: data[name] for name in cls.__dataclass_fields__}
-        values["fixes"], values["commands"] = list(data["fixes"]), list(data["commands"])
-        return cls(**values)
-
 
 @dataclass
-class TriggerIndex:
-    """``triggers.json``: the run's source (absolute) and one :class:`Trigger` per group."""
+class TriggerIndex(Record):
+    """``triggers.json``: the run's source (absolute) and one :class:`Trigger` per group,
+    under the index's schema name and version."""
+
+    json_form: ClassVar[Form] = Form(schema=(SCHEMA, SCHEMA_VERSION))
 
     source: str
     triggers: list[Trigger] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "source": self.source,
-                "triggers": [t.to_dict() for t in self.triggers]}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TriggerIndex:
-        return cls(str(data["source"]), [Trigger.from_dict(t) for t in data["triggers"]])
 
 
 def save_triggers(directory: Path, groups: Sequence[FailureGroup], rows: Sequence[Row],

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, load_npz, save_npz, sha256_arrays
+from nebisect.case import REFERENCE_TARGET, Case, SourceRef, load_npz, save_npz, sha256_arrays
 from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
 from nebisect.isolation.job import is_out_of_memory
 from nebisect.sources.artifact import Artifact
@@ -271,9 +271,9 @@ def evaluation_preload(target: str, reference: str | None,
 def torch_source_of(case: Case) -> str:
     """The torch source a case's child runs — its own, or its reference's — or ""."""
     reference = case.options.reference_source
-    if reference is not None and reference[0] == "torch":
+    if reference is not None and SourceRef(*reference).is_torch:
         return reference[1]
-    return case.source if case.source_kind == "torch" else ""
+    return case.source if case.ref.is_torch else ""
 
 
 def build_job(

@@ -33,6 +33,8 @@ class ProgramOutline:
     op_types: dict[str, str]
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form, written by hand rather than by the codec: a ``Dag`` is an
+        algorithm's object, not a record, so its lists are laid out beside the op types."""
         dag = self.dag
         return {"order": list(dag.order),
                 "consumes": {u: list(v) for u, v in dag.consumes.items()},

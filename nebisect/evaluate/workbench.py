@@ -18,8 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from nebisect.case import (
+    PACKAGE,
     Case,
     CaseOptions,
+    SourceRef,
     load_npz,
     save_npz,
     sha256_arrays,
@@ -111,7 +113,7 @@ class Workbench:
         """The conversion paths ``target``'s cells run (``[""]``: no conversion), or the
         convert verdict when no path converts. Without ``convert`` nothing is converted
         now: a target whose conversion has not run has no paths (``[]``)."""
-        if self.source.kind != "torch" or not spec_of(target).runs_programs:
+        if not self.source.ref.is_torch or not spec_of(target).runs_programs:
             return [""]
         precision = spec_of(target).precision
         if not convert and _conversion_key(precision) not in self.conversions:
@@ -139,7 +141,7 @@ class Workbench:
 
     def program(self, target: str, path: str) -> Path:
         """The package ``target`` runs on ``path`` (the source itself for a package)."""
-        if self.source.kind != "torch":
+        if not self.source.ref.is_torch:
             return Path(self.source.location)
         return self._converted(spec_of(target).precision)[0][path]
 
@@ -156,7 +158,7 @@ class Workbench:
     def preload(self, target: str) -> tuple[str, ...]:
         """The preload of the template that evaluates ``target``'s cells: a torch
         source's reference runs there, so it holds the module built."""
-        held = self.source.location if self.source.kind == "torch" and self.reference else ""
+        held = self.source.location if self.source.ref.is_torch and self.reference else ""
         return evaluation_preload(target, self.reference, held)
 
     # -- running ---------------------------------------------------------------------------
@@ -166,14 +168,14 @@ class Workbench:
         options = CaseOptions(plugins=tuple(self.plugins),
                               masked_outputs=dict(self.source.masked_outputs),
                               note_placement=self.notes_placement(target))
-        kind, location = self.source.kind, self.source.location
-        if self.source.kind == "torch":
+        model = self.source.ref
+        if model.is_torch:
             if path:
-                kind, location = "mlpackage", str(self.program(target, path))
-            options = options.judged_against(("torch", self.source.location), source_kind=kind,
+                model = SourceRef(PACKAGE, str(self.program(target, path)))
+            options = options.judged_against(self.source.ref, source=model,
                                              precision=spec_of(target).precision)
-        model_hash = sha256_path(location) if kind == "mlpackage" else ""
-        return Case(location, kind, target, inputs_path=npz, model_sha256=model_hash,
+        model_hash = sha256_path(model.location) if model.is_package else ""
+        return Case(model.location, model.kind, target, inputs_path=npz, model_sha256=model_hash,
                     inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
 
     def notes_placement(self, target: str) -> bool:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from nebisect.codec import Record
 from nebisect.errors import NebisectError
 
 if TYPE_CHECKING:
@@ -159,15 +160,12 @@ def read_regular(path: Path) -> bytes | None:
 
 
 @dataclass
-class Attempt:
+class Attempt(Record):
     """One execution of a unit: where, and how it ended (``done``, ``lost``, ``error``)."""
 
     worker: str
     outcome: str
     detail: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {"worker": self.worker, "outcome": self.outcome, "detail": self.detail}
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import REFERENCE_TARGET
+from nebisect.case import REFERENCE_TARGET, SourceRef
 from nebisect.errors import NebisectError
 from nebisect.fixes import resolve_fixes
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
@@ -95,7 +95,8 @@ def fix_source(
     """
     graph, convert = split_levels(fixes)
     workdir.mkdir(parents=True, exist_ok=True)
-    if kind == "torch":
+    source = SourceRef(kind, location)
+    if source.is_torch:
         from nebisect.sources.convert import PATHS, convert_isolated
         from nebisect.sources.resolve import Source
 
@@ -107,7 +108,7 @@ def fix_source(
         applied = [f.name for f in convert]
         if converted is None:
             return FixedSource(verdict, converter_fixes=applied)
-    elif kind == "mlpackage":
+    elif source.is_package:
         converted, applied = Path(location), []
     else:
         raise NebisectError(f"fixes apply to .mlpackage and torch sources, not {kind!r}")

@@ -29,7 +29,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import hypothesis
@@ -37,6 +37,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
+from nebisect.codec import Record
 from nebisect.fuzz.hermetic import without_local_constants
 from nebisect.search.cliff import Boundary, Cliff, localize
 from nebisect.search.readout import Element, breaking_element, read
@@ -111,7 +112,7 @@ class CampaignConfig:
 
 
 @dataclass
-class Finding:
+class Finding(Record):
     """One deduplicated failure, shrunk, with its cliff when it has one."""
 
     subject: str
@@ -133,18 +134,6 @@ class Finding:
     def key(self) -> tuple[str, str]:
         return (self.signature, self.param_class)
 
-    def to_dict(self) -> dict[str, Any]:
-        body = asdict(self)
-        body["cliff"] = self.cliff.to_dict() if self.cliff else None
-        return body
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Finding:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        if known.get("cliff"):
-            known["cliff"] = Cliff.from_dict(known["cliff"])
-        return cls(**known)
-
 
 @dataclass
 class CampaignProgress:
@@ -163,7 +152,7 @@ class CampaignProgress:
 
 
 @dataclass
-class CampaignResult:
+class CampaignResult(Record):
     subject: str
     seed: int
     budget: int
@@ -177,17 +166,6 @@ class CampaignResult:
     #: The campaign was stopped (Ctrl-C, SIGTERM, a failing sibling) before its budget
     #: was spent: its findings are those found until then.
     interrupted: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        body = asdict(self)
-        body["findings"] = [f.to_dict() for f in self.findings]
-        return body
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CampaignResult:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        known["findings"] = [Finding.from_dict(f) for f in known.get("findings", [])]
-        return cls(**known)
 
 
 class _Found(Exception):

@@ -34,9 +34,10 @@ import fnmatch
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from nebisect.case import Case
+from nebisect.case import PACKAGE, Case, SourceRef
+from nebisect.codec import Form, Record
 from nebisect.corpus.record import CASE_FILE, CaseRecord, CorruptCaseError, Expected
 from nebisect.corpus.store import Corpus, CorpusCase
 from nebisect.errors import NebisectError
@@ -64,8 +65,12 @@ class CaseRun:
 
 
 @dataclass
-class ReplayResult:
-    """A case's verdict held against its expectation."""
+class ReplayResult(Record):
+    """A case's verdict held against its expectation; its JSON names a device only for
+    a device's replay."""
+
+    json_form: ClassVar[Form] = Form(omit_defaults=("device",), order=(
+        "case_id", "label", "target", "expected", "outcome", "reason", "selected"))
 
     case_id: str
     label: str
@@ -76,14 +81,6 @@ class ReplayResult:
     reason: str
     selected: bool = True
     device: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        body = {
-            "case_id": self.case_id, "label": self.label, "target": self.target,
-            "expected": vars(self.expected), "outcome": self.outcome, "reason": self.reason,
-            "selected": self.selected, "verdict": self.verdict.to_dict(),
-        }
-        return {**body, "device": self.device} if self.device else body
 
     def junit_verdict(self) -> Verdict:
         """The verdict CI should see: a known bug reproducing as recorded is a pass."""
@@ -166,7 +163,7 @@ def run_case(
     reason = unavailable(case)
     if reason:
         return CaseRun(Verdict(Status.SKIPPED, record.stage, message=reason, target=record.target))
-    if record.source_kind == "mlpackage" and not fixes:
+    if SourceRef(record.source_kind, case.source).is_package and not fixes:
         outcome = evaluate(case.to_case(), reference=record.reference, isolator=isolator,
                            timeout=timeouts.predict)
         return CaseRun(outcome.verdict)
@@ -191,13 +188,13 @@ def on_package(
     ``reference_package`` when given (the fp64 equivalence check of a fix).
     """
     base = case.to_case()
-    reference = (("mlpackage", str(reference_package)) if reference_package is not None
-                 else (case.record.source_kind, case.source))
+    reference = (SourceRef(PACKAGE, str(reference_package)) if reference_package is not None
+                 else SourceRef(case.record.source_kind, case.source))
     target = target or base.target
     return Case(
         source=str(package), source_kind="mlpackage", target=target,
         stage=base.stage, inputs_path=base.inputs_path,
-        options=base.options.judged_against(reference, source_kind="mlpackage",
+        options=base.options.judged_against(reference, source=SourceRef(PACKAGE, str(package)),
                                             precision=spec_of(target).precision),
     )
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from nebisect.case import REFERENCE_TARGET
+from nebisect.codec import Form, Record
 from nebisect.corpus.record import CaseRecord
 from nebisect.corpus.store import CorpusCase
 from nebisect.evaluate.judge import evaluate
@@ -45,8 +46,13 @@ CATEGORIES = ("fixed", "still failing", "regressed", "unaffected")
 
 
 @dataclass
-class CaseVerification:
-    """One case replayed without (``before``) and with (``after``) the fixes."""
+class CaseVerification(Record):
+    """One case replayed without (``before``) and with (``after``) the fixes; its JSON
+    lists the verdicts last."""
+
+    json_form: ClassVar[Form] = Form(order=(
+        "case_id", "label", "target", "claimed", "category", "detail", "rewrites",
+        "converter_fixes", "promise_broken"))
 
     case_id: str
     label: str
@@ -59,26 +65,6 @@ class CaseVerification:
     rewrites: dict[str, int] = field(default_factory=dict)
     converter_fixes: list[str] = field(default_factory=list)
     promise_broken: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "case_id": self.case_id, "label": self.label, "target": self.target,
-            "claimed": self.claimed, "category": self.category, "detail": self.detail,
-            "rewrites": self.rewrites, "converter_fixes": self.converter_fixes,
-            "promise_broken": self.promise_broken,
-            "before": self.before.to_dict(),
-            "after": self.after.to_dict() if self.after else None,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaseVerification:
-        after = data["after"]
-        return cls(
-            data["case_id"], data["label"], data["target"], list(data["claimed"]),
-            Verdict.from_dict(data["before"]), Verdict.from_dict(after) if after else None,
-            data["category"], data["detail"], dict(data["rewrites"]),
-            list(data["converter_fixes"]), data["promise_broken"],
-        )
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from nebisect.codec import Record
 from nebisect.evaluate.programs import read_program
 from nebisect.evaluate.workbench import Workbench
 from nebisect.inputs.probes import Probe
@@ -23,7 +24,7 @@ from nebisect.verdict import Verdict
 
 
 @dataclass(frozen=True)
-class Margin:
+class Margin(Record):
     """A hazard that lies only beyond an input's declared domain: not a failure, but how
     far the model is from one (lint's guided probe: ``op`` leaves fp16 once every
     element of ``input`` reaches ``magnitude``)."""
@@ -40,15 +41,6 @@ class Margin:
         return (f"{self.op_type} '{self.op_name}' overflows fp16 for |{self.input}| ≥ "
                 f"{self.magnitude:.3g}: {self.factor:,.0f}× beyond the declared range "
                 f"{self.domain}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"input": self.input, "op_type": self.op_type, "op_name": self.op_name,
-                "magnitude": self.magnitude, "domain": self.domain, "factor": self.factor}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Margin:
-        return cls(str(data["input"]), str(data["op_type"]), str(data["op_name"]),
-                   float(data["magnitude"]), str(data["domain"]), float(data["factor"]))
 
 
 def guided_job(payload: dict[str, Any]) -> Verdict:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from nebisect.codec import Record
 from nebisect.lint.graph import ProgramView, Range
 from nebisect.lint.interval import analyze
 from nebisect.lint.records import LintFinding, Rule
@@ -42,7 +43,7 @@ BISECTIONS = 40
 
 
 @dataclass(frozen=True)
-class Probe:
+class Probe(Record):
     """Where one hazard op overflows as one floating input grows.
 
     ``magnitude`` is the smallest |input| (every element at ±magnitude) at which lint's
@@ -71,16 +72,6 @@ class Probe:
         why = f"{self.op_type} '{self.op_name}' leaves fp16 once |{self.input}| > " \
               f"{self.magnitude:.6g}: {self.theory.why}"
         return Boundary(label, self.magnitude, why)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"input": self.input, "magnitude": self.magnitude, "op_name": self.op_name,
-                "op_type": self.op_type, "attained": self.attained,
-                "theory": self.theory.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Probe:
-        return cls(data["input"], float(data["magnitude"]), data["op_name"], data["op_type"],
-                   bool(data["attained"]), Boundary.from_dict(data["theory"]))
 
 
 def guided_probes(program: Any, *, assume_fp16: bool = True) -> list[Probe]:

@@ -42,6 +42,8 @@ class LintResult:
         return {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
 
     def to_dict(self) -> dict[str, Any]:
+        """``lint --json``'s document, written by hand rather than by the codec: it adds
+        the counts and every registered rule, and names ``assume_fp16`` ``fp16``."""
         return {
             "schema_version": LINT_SCHEMA_VERSION,
             "source": self.source,

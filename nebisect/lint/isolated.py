@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nebisect.case import REFERENCE_TARGET
+from nebisect.case import REFERENCE_TARGET, SourceRef
 from nebisect.errors import NebisectError
 from nebisect.lint.engine import LintResult, lint_program
 from nebisect.lint.graph import Range
@@ -47,7 +47,7 @@ def lint_job(payload: dict[str, Any]) -> Any:
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), location)) from None
         except Exception as exc:
-            if kind != "builder":
+            if not SourceRef(kind, location).is_builder:
                 raise
             raise NebisectError(f"building the program raised {type(exc).__name__}: "
                                 f"{first_line(str(exc))}") from None

@@ -8,8 +8,10 @@ nothing of rules or findings.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from nebisect.codec import Record
 
 if TYPE_CHECKING:
     from nebisect.lint.graph import ProgramView
@@ -21,7 +23,11 @@ Check = Callable[["ProgramView"], Iterable["LintFinding"]]
 
 @dataclass(frozen=True)
 class Rule:
-    """A registered hazard rule (metadata plus its check function)."""
+    """A registered hazard rule (metadata plus its check function).
+
+    Its JSON form (:meth:`to_dict`) is its metadata without the check, a function; it is
+    never read back (rules come from the registry).
+    """
 
     id: str
     severity: str
@@ -41,7 +47,7 @@ class Rule:
 
 
 @dataclass
-class LintFinding:
+class LintFinding(Record):
     """One hazard at one op: what, where, how bad, and what cures it.
 
     ``severity`` may differ from the rule's default (e.g. ``log(softmax)`` is an
@@ -61,10 +67,3 @@ class LintFinding:
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"unknown severity {self.severity!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> LintFinding:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})

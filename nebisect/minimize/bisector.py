@@ -34,10 +34,10 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.files import merge_into, staged
 from nebisect.isolate import Isolator
@@ -47,7 +47,7 @@ from nebisect.sources.resolve import Source, resolve_source
 
 
 @dataclass
-class BisectResult:
+class BisectResult(Record):
     """What ``summary.json`` records. ``evaluations`` counts every isolated run
     (conversions, the original, a recording, candidates and their re-checks);
     ``candidate_evaluations`` the predicate calls of the search; ``divergence_checks``
@@ -79,9 +79,6 @@ class BisectResult:
     #: the trigger the reduction started from when no inputs were given (one line)
     trigger: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def default_reduction(options: BisectOptions) -> GraphReduction:
     """The torch graph's nodes for ``--graph fx`` (and conversions), else the ML program's ops."""
@@ -108,10 +105,10 @@ class Bisector:
     def run(self) -> BisectResult:
         source = resolve_source(self.text, timeout=self.options.timeouts.load,
                                 isolator=self.isolator)
-        if self.options.reduced_graph == "fx" and source.kind != "torch":
+        if self.options.reduced_graph == "fx" and not source.ref.is_torch:
             raise NebisectError(f"--stage {self.options.stage} --graph fx needs a torch source "
                                 f"(path/file.py:factory); {self.text} is an {source.kind}")
-        if self.options.fixes and source.kind != "torch":
+        if self.options.fixes and not source.ref.is_torch:
             raise NebisectError("--fix applies to the conversion of a torch source; "
                                 f"{self.text} is an {source.kind}")
         setup = self.setup()

@@ -23,9 +23,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from nebisect.case import (
+    PACKAGE,
     REFERENCE_TARGET,
+    TORCH,
     Case,
     CaseOptions,
+    SourceRef,
     save_npz,
     sha256_arrays,
     sha256_bytes,
@@ -202,8 +205,9 @@ def run_torch_source(location: str, precision: str, setup: tuple[str, ...], dire
     save_npz(path, feeds)
     case = Case(str(package), "mlpackage", target, inputs_path=str(path),
                 model_sha256=sha256_path(package), inputs_sha256=sha256_arrays(feeds),
-                options=CaseOptions().judged_against(("torch", location), source_kind="mlpackage",
-                                                     precision=spec_of(target).precision))
+                options=CaseOptions().judged_against(
+                    SourceRef(TORCH, location), source=SourceRef(PACKAGE, str(package)),
+                    precision=spec_of(target).precision))
     outcome = evaluate(case, reference=TORCH_REFERENCE, isolator=isolator,
                        timeout=timeouts.predict)
     return outcome.verdict, 2

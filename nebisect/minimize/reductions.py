@@ -126,7 +126,7 @@ def _search_program(context: ReductionContext, graph: MilGraph, original: Verdic
 def _package(context: ReductionContext) -> Path:
     """The ML program to reduce: the source itself, or its conversion."""
     source = context.source
-    if source.kind == "mlpackage":
+    if source.ref.is_package:
         return Path(source.location)
     from nebisect.sources.convert import convert_isolated
 

@@ -18,6 +18,9 @@ from nebisect.errors import NebisectError
 from nebisect.report.payload import REPORT_KINDS, ReportPayload
 from nebisect.report.schema import REPORT_SCHEMA_VERSION, SCHEMA_NAME
 
+#: The keys report.json holds around its payload (:func:`report_document`).
+_ENVELOPE = ("schema", "schema_version", "kind", "created", "nebisect_version")
+
 
 def check_kind(kind: str) -> None:
     if kind not in REPORT_KINDS:
@@ -56,4 +59,5 @@ def read_report(path: str | os.PathLike[str]) -> tuple[str, ReportPayload]:
             f"{file}: report schema version {document.get('schema_version')} "
             f"(this nebisect reads {REPORT_SCHEMA_VERSION})"
         )
-    return document["kind"], ReportPayload.from_dict(document)
+    body = {key: value for key, value in document.items() if key not in _ENVELOPE}
+    return document["kind"], ReportPayload.from_dict(body)

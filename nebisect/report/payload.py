@@ -1,77 +1,32 @@
 """The records a report is made of; run, bisect, fuzz and replay fill them in.
 
-Every record is a dataclass with ``to_dict``/``from_dict``; floats may be NaN or ±inf
-(a collapsed output is exactly what a report must show) and are written to JSON as
-the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` so report.json stays strict
-JSON (:func:`to_jsonable`). The typed float fields read back as floats.
+Every record is a dataclass read and written by the codec (:mod:`nebisect.codec`) in
+its strict form: floats may be NaN or ±inf (a collapsed output is exactly what a report
+must show) and are written to JSON as the strings ``"NaN"``, ``"Infinity"``,
+``"-Infinity"`` so report.json stays strict JSON (:func:`to_jsonable`). The typed float
+fields read back as floats.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
-from typing import Any
-
-import numpy as np
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from nebisect.case import REFERENCE_TARGET
+from nebisect.codec import Form, Record, to_jsonable
 from nebisect.verdict import Verdict
 
 REPORT_KINDS = ("run", "bisect", "fuzz", "replay", "lint")
 
-_NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+__all__ = ["REPORT_KINDS", "CliffSweep", "Divergence", "MatrixCell", "NamedVerdict",
+           "OpError", "ReportFinding", "ReportPayload", "RunMatrix", "Table", "to_jsonable"]
 
 
-def to_jsonable(value: Any) -> Any:
-    """``value`` as strict-JSON data: non-finite floats become strings, numpy → Python."""
-    if isinstance(value, (bool, str)) or value is None:
-        return value
-    if isinstance(value, (np.generic, np.ndarray)):
-        return to_jsonable(value.tolist())
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    return str(value)
+class _Record(Record):
+    """A report record: the codec's strict form (non-finite floats as strings)."""
 
-
-def number(value: Any) -> float:
-    """The float a JSON number or non-finite string stands for."""
-    if isinstance(value, str):
-        return _NONFINITE[value]
-    return float(value)
-
-
-def _numbers(values: Iterable[Any]) -> list[float]:
-    return [number(v) for v in values]
-
-
-def _optional(value: Any) -> float | None:
-    return None if value is None else number(value)
-
-
-class _Record:
-    """``to_dict`` for the dataclasses below (nested records and verdicts included)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if isinstance(value, list):
-                value = [v.to_dict() if hasattr(v, "to_dict") else v for v in value]
-            elif hasattr(value, "to_dict"):
-                value = value.to_dict()
-            out[f.name] = to_jsonable(value)
-        return out
+    json_form: ClassVar[Form] = Form(strict_floats=True)
 
 
 @dataclass
@@ -81,10 +36,6 @@ class Table(_Record):
     title: str
     columns: list[str]
     rows: list[list[Any]]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Table:
-        return cls(data["title"], list(data["columns"]), [list(r) for r in data["rows"]])
 
 
 @dataclass
@@ -120,18 +71,6 @@ class CliffSweep(_Record):
         if self.bracket is not None and len(self.bracket) != 2:
             raise ValueError("a cliff bracket is two x values")
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CliffSweep:
-        values = dict(data)
-        for key in ("x", "output", "reference"):
-            values[key] = _numbers(values[key])
-        for key in ("bracket", "bracket_outputs"):
-            if values.get(key) is not None:
-                values[key] = _numbers(values[key])
-        values["predicted_boundary"] = _optional(values.get("predicted_boundary"))
-        values["series"] = {k: _numbers(v) for k, v in values.get("series", {}).items()}
-        return cls(**values)
-
 
 @dataclass
 class OpError(_Record):
@@ -142,11 +81,6 @@ class OpError(_Record):
     op_type: str
     error: float
     passed: bool
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> OpError:
-        return cls(int(data["index"]), data["name"], data["op_type"], number(data["error"]),
-                   bool(data["passed"]))
 
 
 @dataclass
@@ -161,13 +95,6 @@ class Divergence(_Record):
     threshold: float | None = None
     evaluations: int | None = None
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Divergence:
-        values = dict(data)
-        values["ops"] = [OpError.from_dict(o) for o in data["ops"]]
-        values["threshold"] = _optional(values.get("threshold"))
-        return cls(**values)
-
 
 @dataclass
 class MatrixCell(_Record):
@@ -176,10 +103,6 @@ class MatrixCell(_Record):
     status: str
     text: str = ""
     detail: str = ""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MatrixCell:
-        return cls(**data)
 
 
 @dataclass
@@ -212,12 +135,6 @@ class RunMatrix(_Record):
     def cell(self, row: str, column: str) -> MatrixCell | None:
         return next((c for c in self.cells if c.row == row and c.column == column), None)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunMatrix:
-        values = dict(data)
-        values["cells"] = [MatrixCell.from_dict(c) for c in data["cells"]]
-        return cls(**values)
-
 
 @dataclass
 class NamedVerdict(_Record):
@@ -226,10 +143,6 @@ class NamedVerdict(_Record):
     name: str
     verdict: Verdict
     group: str = ""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> NamedVerdict:
-        return cls(data["name"], Verdict.from_dict(data["verdict"]), data.get("group", ""))
 
 
 @dataclass
@@ -246,10 +159,6 @@ class ReportFinding(_Record):
     trigger: str
     shows: dict[str, dict[str, str]] = field(default_factory=dict)
     command: str = ""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ReportFinding:
-        return cls(**data)
 
 
 @dataclass
@@ -269,17 +178,3 @@ class ReportPayload(_Record):
     def junit_results(self) -> list[tuple[str, Verdict]]:
         """The verdicts as (name, Verdict) pairs, the input of the JUnit writer."""
         return [(v.name, v.verdict) for v in self.verdicts]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ReportPayload:
-        return cls(
-            title=data["title"],
-            summary=dict(data.get("summary", {})),
-            findings=[ReportFinding.from_dict(f) for f in data.get("findings", [])],
-            verdicts=[NamedVerdict.from_dict(v) for v in data.get("verdicts", [])],
-            tables=[Table.from_dict(t) for t in data.get("tables", [])],
-            sweeps=[CliffSweep.from_dict(s) for s in data.get("sweeps", [])],
-            divergences=[Divergence.from_dict(d) for d in data.get("divergences", [])],
-            matrices=[RunMatrix.from_dict(m) for m in data.get("matrices", [])],
-            notes=list(data.get("notes", [])),
-        )

@@ -24,11 +24,12 @@ import contextlib
 import itertools
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
+from nebisect.codec import Form, Record
 from nebisect.errors import NebisectError
 from nebisect.search.readout import Element
 
@@ -38,7 +39,7 @@ PREDICTION_WINDOW = 0.05
 
 
 @dataclass(frozen=True)
-class Boundary:
+class Boundary(Record):
     """A value of the varied input beyond which theory predicts an overflow.
 
     ``label`` is the value's formula for this case (``log(65504/32)``); ``law`` the
@@ -56,14 +57,6 @@ class Boundary:
     def formula(self) -> str:
         """The law, or the label of a boundary that has none."""
         return self.law or self.label
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Boundary:
-        return cls(str(data["label"]), float(data["value"]), str(data.get("why", "")),
-                   str(data.get("law", "")))
 
 
 @dataclass(frozen=True)
@@ -105,8 +98,11 @@ GRIDS = {
 
 
 @dataclass
-class Cliff:
-    """A located transition: ``lo`` and ``hi`` are adjacent values on ``grid``."""
+class Cliff(Record):
+    """A located transition: ``lo`` and ``hi`` are adjacent values on ``grid``; its JSON
+    also holds its :attr:`distance` to the predicted boundary."""
+
+    json_form: ClassVar[Form] = Form(derived=(("distance", ""),))
 
     lo: float
     hi: float
@@ -134,15 +130,8 @@ class Cliff:
         """|observed − predicted| (None without a prediction)."""
         return None if self.predicted is None else abs(self.midpoint - self.predicted["value"])
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "distance": self.distance}
-
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, default=float)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Cliff:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     @classmethod
     def from_json(cls, text: str) -> Cliff:

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from nebisect.codec import Record
 from nebisect.verdict import Verdict
 
 
 @dataclass(frozen=True)
-class Element:
+class Element(Record):
     """One element of one output: ``op_out[0, 3]``."""
 
     output: str
@@ -30,13 +30,6 @@ class Element:
 
     def __str__(self) -> str:
         return f"{self.output}[{', '.join(map(str, self.index))}]"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"output": self.output, "index": list(self.index)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Element:
-        return cls(str(data["output"]), tuple(int(i) for i in data.get("index", ())))
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
+from nebisect.codec import Form, Record
 from nebisect.search.cliff import Boundary, Cliff
 from nebisect.search.space import Member
 from nebisect.verdict import Verdict
@@ -63,7 +64,7 @@ class FamilyTally:
 
 
 @dataclass
-class Group:
+class Group(Record):
     """Failures with one (signature, culprit, path): one bug, however many inputs show it.
 
     ``smallest`` is the member nearest the benign start (smallest shrink key, see
@@ -86,18 +87,9 @@ class Group:
     def families(self) -> list[str]:
         return list(dict.fromkeys(m.family for m in self.members))
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Group:
-        return cls(data["signature"], data["culprit"], data["path"],
-                   Member.from_dict(data["smallest"]), data.get("message", ""),
-                   [Member.from_dict(m) for m in data.get("members", [])])
-
 
 @dataclass
-class CliffFinding:
+class CliffFinding(Record):
     """A model-level cliff: one family's parameter localized on the fp16 grid for one group.
 
     ``cliff`` carries the bracket (adjacent fp16 values when ``complete``), the output on
@@ -110,8 +102,10 @@ class CliffFinding:
     ``series`` is what the report's cliff plot draws: the first output of every target
     of the run (and of the reference, under ``reference``) at the probes nearest the
     bracket, ``chart_x``, on the same conversion path — charting predictions, not
-    counted in ``spent``.
+    counted in ``spent``. Its JSON also says whether it is :attr:`complete`.
     """
+
+    json_form: ClassVar[Form] = Form(derived=(("complete", "spent"),))
 
     family: str
     signature: str
@@ -127,23 +121,9 @@ class CliffFinding:
     def complete(self) -> bool:
         return self.cliff.ulps == 1
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "signature": self.signature, "culprit": self.culprit,
-                "path": self.path, "cliff": self.cliff.to_dict(), "spent": self.spent,
-                "complete": self.complete, "chart_x": self.chart_x, "series": self.series,
-                "stopped": self.stopped}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CliffFinding:
-        return cls(data["family"], data["signature"], data["culprit"], data["path"],
-                   Cliff.from_dict(data["cliff"]), int(data["spent"]),
-                   [float(x) for x in data.get("chart_x", [])],
-                   {k: list(v) for k, v in data.get("series", {}).items()},
-                   data.get("stopped"))
-
 
 @dataclass
-class GuidedOutcome:
+class GuidedOutcome(Record):
     """A guided probe evaluated just below and just above its boundary.
 
     ``confirmed`` is True when the member above fails in a way the one below does not
@@ -156,18 +136,9 @@ class GuidedOutcome:
     above: str
     confirmed: bool | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"boundary": self.boundary.to_dict(), "below": self.below, "above": self.above,
-                "confirmed": self.confirmed}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GuidedOutcome:
-        return cls(Boundary.from_dict(data["boundary"]), data["below"], data["above"],
-                   data.get("confirmed"))
-
 
 @dataclass
-class Exploration:
+class Exploration(Record):
     """The result of one exploration. ``stopped`` says why it ended before evaluating
     every planned member (None: every member was evaluated)."""
 
@@ -179,27 +150,8 @@ class Exploration:
     groups: list[Group] = field(default_factory=list)
     cliffs: list[CliffFinding] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "budget": self.budget, "spent": self.spent, "stopped": self.stopped,
-            "families": {name: asdict(t) for name, t in self.families.items()},
-            "guided": [g.to_dict() for g in self.guided],
-            "groups": [g.to_dict() for g in self.groups],
-            "cliffs": [c.to_dict() for c in self.cliffs],
-        }
-
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True, default=float)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Exploration:
-        return cls(
-            budget=int(data["budget"]), spent=int(data["spent"]), stopped=data.get("stopped"),
-            families={name: FamilyTally(**t) for name, t in data.get("families", {}).items()},
-            guided=[GuidedOutcome.from_dict(g) for g in data.get("guided", [])],
-            groups=[Group.from_dict(g) for g in data.get("groups", [])],
-            cliffs=[CliffFinding.from_dict(c) for c in data.get("cliffs", [])],
-        )
 
     @classmethod
     def from_json(cls, text: str) -> Exploration:

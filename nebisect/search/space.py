@@ -10,14 +10,16 @@ sees the model.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
+from nebisect.codec import Record
+
 
 @dataclass(frozen=True)
-class Member:
+class Member(Record):
     """One input set's identity, without its arrays.
 
     ``x`` is the parameter of a one-parameter family (None otherwise); ``magnitude`` is
@@ -32,15 +34,6 @@ class Member:
     label: str
     x: float | None = None
     magnitude: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Member:
-        x = data.get("x")
-        return cls(str(data["family"]), str(data["label"]), None if x is None else float(x),
-                   float(data.get("magnitude", 0.0)))
 
 
 @dataclass

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from nebisect.case import SourceRef
 from nebisect.errors import NebisectError
 
 ARTIFACT_KINDS = ("mlpackage", "builder", "torch")
@@ -28,14 +29,19 @@ class Artifact:
         if self.kind not in ARTIFACT_KINDS:
             raise NebisectError(f"unknown artifact kind {self.kind!r}")
 
+    @property
+    def ref(self) -> SourceRef:
+        """The model it names."""
+        return SourceRef(self.kind, self.location)
+
     @cached_property
     def program(self) -> Any:
         """The coremltools MIL Program of an mlpackage or builder artifact."""
-        if self.kind == "mlpackage":
+        if self.ref.is_package:
             from nebisect.mil.load import load_program
 
             return load_program(self.location)
-        if self.kind == "builder":
+        if self.ref.is_builder:
             module, _, function = self.location.partition(":")
             if not function:
                 raise NebisectError(f"builder {self.location!r} must be module:function")

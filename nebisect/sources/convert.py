@@ -32,10 +32,11 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.files import staged
 from nebisect.isolation.job import OOM_PATTERN
@@ -56,7 +57,7 @@ PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 
 
 @dataclass
-class ConversionAttempt:
+class ConversionAttempt(Record):
     """One conversion path's outcome: ``ok`` or ``failed`` with the converter's message;
     ``note`` says what nebisect did to make it convert (outputs kept apart from the
     inputs they return unchanged)."""
@@ -66,13 +67,6 @@ class ConversionAttempt:
     message: str = ""
     seconds: float = 0.0
     note: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ConversionAttempt:
-        return cls(**data)
 
 
 def conversion_precision(precision: str) -> str:

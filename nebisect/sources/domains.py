@@ -82,6 +82,9 @@ class InputDomain:
         return projected is not None and bool(np.array_equal(projected, np.asarray(array)))
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form, written by hand rather than by the codec: a mask is its kind
+        alone (its bounds mean nothing), and an unbounded range writes ``"inf"``, the
+        spelling a factory declares it with."""
         if self.kind == MASK:
             return {"kind": MASK}
         return {"kind": RANGE, "lo": _json_float(self.lo), "hi": _json_float(self.hi)}

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from nebisect.codec import Record
 from nebisect.errors import NebisectError
 
 DEFAULT_LENGTHS = (2, 8, 37, 128, 380)
@@ -31,7 +32,7 @@ _SPEC_DTYPES = {
 
 
 @dataclass
-class InputDescription:
+class InputDescription(Record):
     """One model input: dtype and per-dimension ``(lo, hi)`` bounds (lo == hi: fixed).
 
     ``hi`` of -1 means unbounded. ``enumerated`` lists the allowed shapes of an
@@ -68,15 +69,6 @@ class InputDescription:
         dims = ", ".join(str(lo) if lo == hi else f"{lo}..{hi if hi > 0 else '∞'}"
                          for lo, hi in self.dims)
         return f"{self.name}: {self.dtype}[{dims}]"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "dims": [list(d) for d in self.dims],
-                "enumerated": self.enumerated}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> InputDescription:
-        return cls(data["name"], data["dtype"], [tuple(d) for d in data["dims"]],  # type: ignore[misc]
-                   [list(s) for s in data.get("enumerated", [])])
 
 
 def describe_package(path: str | Path) -> list[InputDescription]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET
+from nebisect.case import SourceRef
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.mil.quiet import COREMLTOOLS_ONLY
@@ -74,9 +74,14 @@ class Source:
         return replace(self, domains={**self.domains, **given})
 
     @property
+    def ref(self) -> SourceRef:
+        """The model it names (a package or a torch file + factory)."""
+        return SourceRef(self.kind, self.location)
+
+    @property
     def reference(self) -> str:
         """The oracle: torch fp64 for torch sources, the fp64 simulator otherwise."""
-        return "torch:cpu:fp64" if self.kind == "torch" else REFERENCE_TARGET
+        return self.ref.reference_target
 
 
 def is_torch_location(text: str) -> bool:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from nebisect.case import sha256_path
+from nebisect.codec import Form, Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.sources.domains import InputDomain
@@ -37,13 +38,15 @@ Range = tuple[int, int]
 
 
 @dataclass
-class TorchDescription:
+class TorchDescription(Record):
     """What the parent knows of a torch source: a record, never the module itself.
 
     ``example`` holds the factory's example inputs as the package's inputs take them
     (float32 values, int32 ids); they cross the process boundary as ``.npz`` arrays
     beside this record, not inside its JSON.
     """
+
+    json_form: ClassVar[Form] = Form(skipped=("example",))
 
     location: str
     inputs: list[InputDescription]
@@ -55,31 +58,6 @@ class TorchDescription:
     masked_outputs: dict[str, str] = field(default_factory=dict)
     #: ``masked_outputs`` was inferred from the outputs' shapes, not declared
     masks_inferred: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "location": self.location,
-            "inputs": [d.to_dict() for d in self.inputs],
-            "dynamic_dims": {name: {str(axis): list(bounds) for axis, bounds in axes.items()}
-                             for name, axes in self.dynamic_dims.items()},
-            "domains": {name: d.to_dict() for name, d in self.domains.items()},
-            "masked_outputs": dict(self.masked_outputs),
-            "masks_inferred": self.masks_inferred,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TorchDescription:
-        return cls(
-            location=str(data["location"]),
-            inputs=[InputDescription.from_dict(d) for d in data["inputs"]],
-            dynamic_dims={str(name): {int(axis): (int(b[0]), int(b[1]))
-                                      for axis, b in axes.items()}
-                          for name, axes in data.get("dynamic_dims", {}).items()},
-            domains={str(name): InputDomain.from_dict(d)
-                     for name, d in data.get("domains", {}).items()},
-            masked_outputs={str(k): str(v) for k, v in data.get("masked_outputs", {}).items()},
-            masks_inferred=bool(data.get("masks_inferred", False)),
-        )
 
 
 def absolute_location(text: str) -> str:

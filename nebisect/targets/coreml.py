@@ -114,9 +114,9 @@ def inspected(package: Path) -> Iterator[tuple[Path, list[str]]]:
 
 def package_of(model: Any) -> Path:
     """The .mlpackage behind an artifact; builder programs are saved by content."""
-    if model.kind == "mlpackage":
+    if model.ref.is_package:
         return Path(model.location)
-    if model.kind != "builder":
+    if not model.ref.is_builder:
         raise NebisectError("a torch source must be converted before running on Core ML")
     from nebisect.mil.load import save_program
 

@@ -18,13 +18,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from nebisect.case import sha256_path
+from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.sources.loading import ChildSubject, describe_in_child, first_line, record_verdict
@@ -34,7 +35,7 @@ PLUGIN_SUBJECT = ChildSubject("the plugin", "registering its targets")
 
 
 @dataclass
-class PluginTarget:
+class PluginTarget(Record):
     """One target a plugin registers, as the parent needs to know it."""
 
     name: str
@@ -43,13 +44,6 @@ class PluginTarget:
     preload: tuple[str, ...] = ("numpy",)
     availability: str = ""
     description: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "preload": list(self.preload)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PluginTarget:
-        return cls(**{**data, "preload": tuple(str(m) for m in data.get("preload", ()))})
 
 
 class DescribedTarget(Target):

@@ -40,7 +40,7 @@ class TorchTarget(Target):
     ) -> Prediction:
         from nebisect.sources.torch_module import load_torch_source, run_module, to_torch_inputs
 
-        if model.kind != "torch":
+        if not model.ref.is_torch:
             raise NebisectError(
                 f"{self.name} runs torch sources (file.py:factory), not a {model.kind} artifact"
             )

@@ -23,13 +23,14 @@ cannot export is one line naming the source (:func:`nebisect.sources.loading.exp
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from nebisect.case import load_npz, sha256_path
+from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job
 from nebisect.mil.graph import ExtractionError
@@ -45,7 +46,7 @@ GRAPH_PRELOAD = ("numpy", "torch")
 
 
 @dataclass
-class GraphRecord:
+class GraphRecord(Record):
     """What the reduction needs of an exported graph: no module, no values."""
 
     units: list[str]
@@ -56,16 +57,6 @@ class GraphRecord:
     def levels(self) -> list[Callable[[str], str]]:
         """Group-of-unit functions, depth 1 … deepest (as :attr:`FxGraph.levels`)."""
         return [groups.__getitem__ for groups in self.groups]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GraphRecord:
-        return cls(units=[str(u) for u in data["units"]],
-                   groups=[{str(u): str(g) for u, g in level.items()}
-                           for level in data["groups"]],
-                   targets={str(u): str(t) for u, t in data["targets"].items()})
 
 
 # ---------------------------------------------------------------------------- child side
