@@ -55,7 +55,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any
         yield running
 
 
-def cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout: float = 900, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, **env}
     environment.pop("NEBISECT_CLUSTER", None)
     return subprocess.run([*NEBISECT, *args], capture_output=True, text=True, cwd=REPO,
