@@ -96,83 +96,83 @@ def _lengths(text: str) -> tuple[int, ...]:
     return tuple(check_count(f"--lengths {value}", value) for value in values)
 
 
-SOURCE_ARGUMENT = typer.Argument(None, help=SOURCE_HELP, show_default=False)
-TARGET_OPTION = typer.Option(
+RUN_SOURCE_ARGUMENT = typer.Argument(None, help=SOURCE_HELP, show_default=False)
+RUN_TARGET_OPTION = typer.Option(
     None, "--target", "-t",
     help="Target spec (repeatable), e.g. sim:ane, coreml:ne, torch:cpu:fp32. "
     "Default: coreml:cpu,gpu,ne,all on macOS; sim:fp32, sim:fp16, sim:ane elsewhere.",
 )
-INPUTS_OPTION = typer.Option(
+RUN_INPUTS_OPTION = typer.Option(
     None, "--inputs",
     help=f"An .npz of named inputs (loaded without pickle). {INPUTS_LIMIT_HELP}",
 )
-LENGTHS_OPTION = typer.Option(
+RUN_LENGTHS_OPTION = typer.Option(
     ",".join(map(str, DEFAULT_LENGTHS)), "--lengths",
     help="Lengths for every flexible dimension, clipped to its range.",
 )
-REFERENCE_OPTION = typer.Option(
+RUN_REFERENCE_OPTION = typer.Option(
     "", "--reference",
     help=f"Oracle target (default: {REFERENCE_TARGET}; torch:cpu:fp64 for torch).",
 )
-TIMEOUT_OPTION = typer.Option(None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP)
-MEMORY_OPTION = typer.Option(
+RUN_TIMEOUT_OPTION = typer.Option(None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP)
+RUN_MEMORY_OPTION = typer.Option(
     None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
-CONVERTER_OVERRIDES_OPTION = typer.Option(
+RUN_CONVERTER_OVERRIDES_OPTION = typer.Option(
     False, "--converter-overrides",
     help="Install nebisect's converter overrides (the converter-compat fix) before "
     "converting a torch source; without it you see what plain coremltools does.",
 )
-DEPLOYMENT_TARGET_OPTION = typer.Option(
+RUN_DEPLOYMENT_TARGET_OPTION = typer.Option(
     "", "--deployment-target", metavar="TARGET",
     help="Core ML deployment target to convert a torch source for (e.g. macOS14, iOS18). "
     "Default: the newest this macOS loads (iOS18 elsewhere).",
 )
-PLUGIN_OPTION = typer.Option(
+RUN_PLUGIN_OPTION = typer.Option(
     None, "--plugin",
     help="A module or .py file registering extra targets (repeatable); imported only in "
     "isolated children, never in nebisect's own process.",
 )
-EXPLORE_OPTION = typer.Option(
+RUN_EXPLORE_OPTION = typer.Option(
     "auto", "--explore",
     help="auto: also evaluate the factory's example inputs and search the value families "
     "(--list-families) within --budget predictions per target; none: only the lengths "
-    "(or --inputs), as run always did.",
+    "(or --inputs).",
 )
-BUDGET_OPTION = typer.Option(
+RUN_BUDGET_OPTION = typer.Option(
     str(DEFAULT_BUDGET), "--budget", metavar="N",
     help="Exploration predictions per target (each evaluates every conversion path).",
 )
-FAMILIES_OPTION = typer.Option(
+RUN_FAMILIES_OPTION = typer.Option(
     "", "--families", metavar="A,B", help="Explore only these value families (default: all).")
-LIST_FAMILIES_OPTION = typer.Option(
+RUN_LIST_FAMILIES_OPTION = typer.Option(
     False, "--list-families", help="List the value families and exit.")
-SEED_OPTION = typer.Option(0, "--seed", help="Seed of the value families' random draws.")
-INPUT_RANGE_OPTION = typer.Option(
+RUN_SEED_OPTION = typer.Option(0, "--seed", help="Seed of the value families' random draws.")
+RUN_INPUT_RANGE_OPTION = typer.Option(
     None, "--input-range", metavar="NAME=LO:HI", help=INPUT_RANGE_HELP)
-CONVERT_OPTION = typer.Option(
+RUN_CONVERT_OPTION = typer.Option(
     "both", "--convert", metavar="export|trace|both",
     help="Torch conversion paths: torch.export, jit.trace, or both (every path that "
     "converts is evaluated; a bug may live on one).",
 )
-JOBS_OPTION = typer.Option(
+RUN_JOBS_OPTION = typer.Option(
     None, "--jobs", "-j", show_default=False,
     help="Matrix cells and targets' explorations evaluated in parallel, each in "
     "isolated processes of its own (default: the cores this process may use).",
 )
-AS_JSON_OPTION = typer.Option(False, "--json", help="Print the matrix as JSON.")
-REPORT_OPTION = typer.Option(
+RUN_AS_JSON_OPTION = typer.Option(False, "--json", help="Print the matrix as JSON.")
+RUN_REPORT_OPTION = typer.Option(
     None, "--report",
     help="Write report.json/report.html here, and the findings' triggers as with "
     "--save-triggers into its triggers/ (bisect --finding DIR/report.json#N).",
 )
-SAVE_TRIGGERS_OPTION = typer.Option(
+RUN_SAVE_TRIGGERS_OPTION = typer.Option(
     None, "--save-triggers", metavar="DIR",
     help="Write each finding's smallest failing inputs as DIR/N.npz (N: the finding's "
     "number, as --inputs reads it) and DIR/triggers.json: where each fails and the "
     "next commands (bisect, corpus add).",
 )
-CLUSTER_OPTION = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP)
-REQUIRE_OPTION = typer.Option(
+RUN_CLUSTER_OPTION = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP)
+RUN_REQUIRE_OPTION = typer.Option(
     None, "--require", metavar="ne|gpu",
     help="Fail closed on placement (repeatable): a target that places ops on this "
     "device and ran every compute op elsewhere is 'unrouted', a failure. Without it "
@@ -181,29 +181,29 @@ REQUIRE_OPTION = typer.Option(
 
 
 def run(
-    source: str = SOURCE_ARGUMENT,
-    target: list[str] = TARGET_OPTION,
-    inputs: Path = INPUTS_OPTION,
-    lengths: str = LENGTHS_OPTION,
-    reference: str = REFERENCE_OPTION,
-    timeout: list[str] = TIMEOUT_OPTION,
-    memory: str = MEMORY_OPTION,
-    converter_overrides: bool = CONVERTER_OVERRIDES_OPTION,
-    deployment_target: str = DEPLOYMENT_TARGET_OPTION,
-    plugin: list[str] = PLUGIN_OPTION,
-    explore: str = EXPLORE_OPTION,
-    budget: str = BUDGET_OPTION,
-    families: str = FAMILIES_OPTION,
-    list_families: bool = LIST_FAMILIES_OPTION,
-    seed: int = SEED_OPTION,
-    input_range: list[str] = INPUT_RANGE_OPTION,
-    convert: str = CONVERT_OPTION,
-    jobs: int = JOBS_OPTION,
-    as_json: bool = AS_JSON_OPTION,
-    report: Path = REPORT_OPTION,
-    save_triggers: Path = SAVE_TRIGGERS_OPTION,
-    cluster: str = CLUSTER_OPTION,
-    require: list[str] = REQUIRE_OPTION,
+    source: str = RUN_SOURCE_ARGUMENT,
+    target: list[str] = RUN_TARGET_OPTION,
+    inputs: Path = RUN_INPUTS_OPTION,
+    lengths: str = RUN_LENGTHS_OPTION,
+    reference: str = RUN_REFERENCE_OPTION,
+    timeout: list[str] = RUN_TIMEOUT_OPTION,
+    memory: str = RUN_MEMORY_OPTION,
+    converter_overrides: bool = RUN_CONVERTER_OVERRIDES_OPTION,
+    deployment_target: str = RUN_DEPLOYMENT_TARGET_OPTION,
+    plugin: list[str] = RUN_PLUGIN_OPTION,
+    explore: str = RUN_EXPLORE_OPTION,
+    budget: str = RUN_BUDGET_OPTION,
+    families: str = RUN_FAMILIES_OPTION,
+    list_families: bool = RUN_LIST_FAMILIES_OPTION,
+    seed: int = RUN_SEED_OPTION,
+    input_range: list[str] = RUN_INPUT_RANGE_OPTION,
+    convert: str = RUN_CONVERT_OPTION,
+    jobs: int = RUN_JOBS_OPTION,
+    as_json: bool = RUN_AS_JSON_OPTION,
+    report: Path = RUN_REPORT_OPTION,
+    save_triggers: Path = RUN_SAVE_TRIGGERS_OPTION,
+    cluster: str = RUN_CLUSTER_OPTION,
+    require: list[str] = RUN_REQUIRE_OPTION,
 ) -> None:
     """``nebisect run`` (its help is :data:`RUN_HELP`): the options, checked, into a
     :class:`~nebisect.detect.run.RunOptions`; the run; its outputs and table or JSON."""
