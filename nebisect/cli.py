@@ -57,16 +57,19 @@ def _register_commands() -> None:
 
 
 def _reflow_docstrings(typer_app: typer.Typer) -> None:
-    """Join the hard-wrapped lines of every command's docstring into paragraphs.
+    """Join the hard-wrapped lines of every command's help into paragraphs.
 
-    Docstrings are wrapped at 100 columns for the source; rich keeps their line breaks
-    and wraps again at the terminal's width, which leaves one-word lines at 80 columns.
-    Blank lines (paragraphs) and lines that start a list item or are indented keep their
-    breaks, so lists and examples still read as such at any width.
+    A command's help is its ``help=`` text, else its docstring, both wrapped at 100
+    columns for the source; rich keeps their line breaks and wraps again at the
+    terminal's width, which leaves one-word lines at 80 columns. Blank lines (paragraphs)
+    and lines that start a list item or are indented keep their breaks, so lists and
+    examples still read as such at any width.
     """
     for info in typer_app.registered_commands:
         callback = info.callback
-        if callback is not None and callback.__doc__:
+        if info.help:
+            info.help = reflow(inspect.cleandoc(info.help))
+        elif callback is not None and callback.__doc__:
             callback.__doc__ = reflow(inspect.cleandoc(callback.__doc__))
     for group in typer_app.registered_groups:
         if group.typer_instance is not None:

@@ -95,45 +95,65 @@ def show(
     typer.echo(case.record.to_json().rstrip())
 
 
-@corpus_app.command("add")
-def add(
-    root: Path = typer.Argument(..., help="Corpus directory (created if missing)."),
-    source: str = typer.Argument(..., help="An .mlpackage or a torch source file.py:factory."),
-    target: str = typer.Option(..., "--target", "-t", help="Target spec the case runs on."),
-    inputs: list[Path] = typer.Option(
-        ..., "--inputs",
-        help=f"An .npz of named inputs; repeat to add one case per file. {INPUTS_LIMIT_HELP}"
-    ),
-    stage: str = typer.Option("predict", "--stage", help="convert | load | predict."),
-    expect: str = typer.Option(
-        "", "--expect",
-        help="failing | fixed | pass. Omitted: run the case in isolation and record its verdict.",
-    ),
-    signature: str = typer.Option("", "--signature", help="Signature of a failing case."),
-    expect_chip: list[str] = typer.Option(
-        None, "--expect-chip", metavar="FAMILY=STATUS",
-        help="With --expect: another expected status on one chip family, e.g. m4=fixed "
-        "(repeat; judged by `replay --devices`).",
-    ),
-    name: str = typer.Option("", "--name", help="A human name (unique names help `show`)."),
-    description: str = typer.Option("", "--description", help="What the case guards."),
-    fixes: list[str] = typer.Option(None, "--fix", help="Fix that claims to cure it (repeat)."),
-    op_of_interest: str = typer.Option(
-        "", "--op-of-interest", help="Op type that must run on the target's accelerator."
-    ),
-    timeout: list[str] = typer.Option(
-        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
-    ),
-    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
-                               show_default=False),
-) -> None:
-    """Store cases atomically (safe while other writers add to the same corpus).
+ADD_HELP = """\
+Store cases atomically (safe while other writers add to the same corpus).
 
-    Refused with exit 2, nothing stored: inputs that do not fit the model, a torch:*
-    target (a case runs its converted model; torch is the reference), a source package
-    holding a symlink or a special file, and a recording run that was skipped (target
-    unavailable here) or that nebisect itself refused.
-    """
+Refused with exit 2, nothing stored: inputs that do not fit the model, a torch:*
+target (a case runs its converted model; torch is the reference), a source package
+holding a symlink or a special file, and a recording run that was skipped (target
+unavailable here) or that nebisect itself refused.
+"""
+
+ADD_ROOT_ARGUMENT = typer.Argument(..., help="Corpus directory (created if missing).")
+ADD_SOURCE_ARGUMENT = typer.Argument(..., help="An .mlpackage or a torch source file.py:factory.")
+ADD_TARGET_OPTION = typer.Option(..., "--target", "-t", help="Target spec the case runs on.")
+ADD_INPUTS_OPTION = typer.Option(
+    ..., "--inputs",
+    help=f"An .npz of named inputs; repeat to add one case per file. {INPUTS_LIMIT_HELP}"
+)
+ADD_STAGE_OPTION = typer.Option("predict", "--stage", help="convert | load | predict.")
+ADD_EXPECT_OPTION = typer.Option(
+    "", "--expect",
+    help="failing | fixed | pass. Omitted: run the case in isolation and record its verdict.",
+)
+ADD_SIGNATURE_OPTION = typer.Option("", "--signature", help="Signature of a failing case.")
+ADD_EXPECT_CHIP_OPTION = typer.Option(
+    None, "--expect-chip", metavar="FAMILY=STATUS",
+    help="With --expect: another expected status on one chip family, e.g. m4=fixed "
+    "(repeat; judged by `replay --devices`).",
+)
+ADD_NAME_OPTION = typer.Option("", "--name", help="A human name (unique names help `show`).")
+ADD_DESCRIPTION_OPTION = typer.Option("", "--description", help="What the case guards.")
+ADD_FIXES_OPTION = typer.Option(None, "--fix", help="Fix that claims to cure it (repeat).")
+ADD_OP_OF_INTEREST_OPTION = typer.Option(
+    "", "--op-of-interest", help="Op type that must run on the target's accelerator."
+)
+ADD_TIMEOUT_OPTION = typer.Option(
+    None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
+)
+ADD_MEMORY_OPTION = typer.Option(
+    None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
+
+
+@corpus_app.command("add", help=ADD_HELP)
+def add(
+    root: Path = ADD_ROOT_ARGUMENT,
+    source: str = ADD_SOURCE_ARGUMENT,
+    target: str = ADD_TARGET_OPTION,
+    inputs: list[Path] = ADD_INPUTS_OPTION,
+    stage: str = ADD_STAGE_OPTION,
+    expect: str = ADD_EXPECT_OPTION,
+    signature: str = ADD_SIGNATURE_OPTION,
+    expect_chip: list[str] = ADD_EXPECT_CHIP_OPTION,
+    name: str = ADD_NAME_OPTION,
+    description: str = ADD_DESCRIPTION_OPTION,
+    fixes: list[str] = ADD_FIXES_OPTION,
+    op_of_interest: str = ADD_OP_OF_INTEREST_OPTION,
+    timeout: list[str] = ADD_TIMEOUT_OPTION,
+    memory: str = ADD_MEMORY_OPTION,
+) -> None:
+    """``nebisect corpus add`` (its help is :data:`ADD_HELP`): one case recorded per inputs
+    file, stored atomically."""
     from nebisect.corpus import Corpus, Expected, NewCase
     from nebisect.sources.inputs import check
     from nebisect.sources.resolve import resolve_source

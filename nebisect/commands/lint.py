@@ -25,53 +25,70 @@ FORMATS = ("text", "json", "sarif")
 _STYLE = {"error": "bold red", "warning": "yellow", "note": "cyan"}
 
 
-def lint(
-    source: str = typer.Argument(
-        None, help="An .mlpackage (ML program), a module:function returning a MIL Program, "
-        "or a torch model as path/to/file.py:factory (converted at fp16, as run converts it)."
-    ),
-    output_format: str = typer.Option(
-        "text", "--format", "-f", help="text | json | sarif (SARIF 2.1.0, for code scanning)."
-    ),
-    fp16: bool = typer.Option(
-        False, "--fp16",
-        help="Treat fp32 ops as fp16 too (the Neural Engine computes in fp16 whatever the "
-        "program declares).",
-    ),
-    input_range: list[str] = typer.Option(
-        None, "--input-range", metavar="NAME=LO:HI",
-        help="Declared range of an input (repeatable), e.g. x=-15:15: enables the interval "
-        "analysis that proves fp16 overflows.",
-    ),
-    output: Path = typer.Option(
-        None, "--output", "-o",
-        help="Write the json/sarif/text output to this file (new, unless --force).",
-    ),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --output."),
-    list_rules: bool = typer.Option(False, "--list-rules", help="List the rules and exit."),
-    convert: str = typer.Option(
-        "both", "--convert", metavar="export|trace|both",
-        help="A torch source's conversion paths: each program that converts is linted.",
-    ),
-    converter_overrides: bool = typer.Option(
-        False, "--converter-overrides",
-        help="Convert a torch source with nebisect's converter overrides (the "
-        "converter-compat fix), as run --converter-overrides does.",
-    ),
-    timeout: list[str] = typer.Option(
-        None, "--timeout", metavar=TIMEOUT_METAVAR,
-        help=f"{TIMEOUT_HELP} lint uses load (a module:function builder is built and "
-        "linted in an isolated child, a torch factory described in one) and convert.",
-    ),
-    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
-                               show_default=False),
-) -> None:
-    """Flag fp16 range hazards, log-domain patterns, data-dependent shapes and mask
-    constants in a Core ML ML program before anything runs. A torch source is converted
-    first, in an isolated child as run converts it, and each converted program linted.
+LINT_HELP = """\
+Flag fp16 range hazards, log-domain patterns, data-dependent shapes and mask
+constants in a Core ML ML program before anything runs. A torch source is converted
+first, in an isolated child as run converts it, and each converted program linted.
 
-    Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input.
-    """
+Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input.
+"""
+
+LINT_SOURCE_ARGUMENT = typer.Argument(
+    None, help="An .mlpackage (ML program), a module:function returning a MIL Program, "
+    "or a torch model as path/to/file.py:factory (converted at fp16, as run converts it)."
+)
+LINT_OUTPUT_FORMAT_OPTION = typer.Option(
+    "text", "--format", "-f", help="text | json | sarif (SARIF 2.1.0, for code scanning)."
+)
+FP16_OPTION = typer.Option(
+    False, "--fp16",
+    help="Treat fp32 ops as fp16 too (the Neural Engine computes in fp16 whatever the "
+    "program declares).",
+)
+LINT_INPUT_RANGE_OPTION = typer.Option(
+    None, "--input-range", metavar="NAME=LO:HI",
+    help="Declared range of an input (repeatable), e.g. x=-15:15: enables the interval "
+    "analysis that proves fp16 overflows.",
+)
+LINT_OUTPUT_OPTION = typer.Option(
+    None, "--output", "-o",
+    help="Write the json/sarif/text output to this file (new, unless --force).",
+)
+LINT_FORCE_OPTION = typer.Option(False, "--force", help="Replace an existing --output.")
+LINT_LIST_RULES_OPTION = typer.Option(False, "--list-rules", help="List the rules and exit.")
+LINT_CONVERT_OPTION = typer.Option(
+    "both", "--convert", metavar="export|trace|both",
+    help="A torch source's conversion paths: each program that converts is linted.",
+)
+LINT_CONVERTER_OVERRIDES_OPTION = typer.Option(
+    False, "--converter-overrides",
+    help="Convert a torch source with nebisect's converter overrides (the "
+    "converter-compat fix), as run --converter-overrides does.",
+)
+LINT_TIMEOUT_OPTION = typer.Option(
+    None, "--timeout", metavar=TIMEOUT_METAVAR,
+    help=f"{TIMEOUT_HELP} lint uses load (a module:function builder is built and "
+    "linted in an isolated child, a torch factory described in one) and convert.",
+)
+LINT_MEMORY_OPTION = typer.Option(
+    None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
+
+
+def lint(
+    source: str = LINT_SOURCE_ARGUMENT,
+    output_format: str = LINT_OUTPUT_FORMAT_OPTION,
+    fp16: bool = FP16_OPTION,
+    input_range: list[str] = LINT_INPUT_RANGE_OPTION,
+    output: Path = LINT_OUTPUT_OPTION,
+    force: bool = LINT_FORCE_OPTION,
+    list_rules: bool = LINT_LIST_RULES_OPTION,
+    convert: str = LINT_CONVERT_OPTION,
+    converter_overrides: bool = LINT_CONVERTER_OVERRIDES_OPTION,
+    timeout: list[str] = LINT_TIMEOUT_OPTION,
+    memory: str = LINT_MEMORY_OPTION,
+) -> None:
+    """``nebisect lint`` (its help is :data:`LINT_HELP`): the source linted, the findings
+    in the chosen format."""
     from nebisect.commands._options import source_path
     from nebisect.lint import lint_source, parse_input_range
     from nebisect.report.outputs import output_file
@@ -165,4 +182,4 @@ def _print_rules(output_format: str) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("lint")(lint)
+    app.command("lint", help=LINT_HELP)(lint)

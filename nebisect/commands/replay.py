@@ -30,46 +30,64 @@ ORDER = 50
 _STYLES = {"ok": "green", "regression": "bold red", "improved": "cyan", "skipped": "yellow"}
 
 
-def replay(
-    root: Path = typer.Argument(..., help="Corpus directory."),
-    target: list[str] = typer.Option(
-        None, "--target", "-t",
-        help="Only cases recorded for these targets (repeatable; globs like 'sim:*').",
-    ),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Cases evaluated in parallel."),
-    junit: Path = typer.Option(None, "--junit",
-                               help="Write JUnit XML here (a new file, unless --force)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --junit file."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
-    update: bool = typer.Option(
-        False, "--update", help="Re-record every case whose expectation no longer holds."
-    ),
-    timeout: list[str] = typer.Option(
-        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
-    ),
-    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
-                               show_default=False),
-    allow_empty: bool = typer.Option(
-        False, "--allow-empty",
-        help="Exit 0 when no case ran (an empty corpus, or every case skipped or filtered).",
-    ),
-    cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
-    devices: str = typer.Option(
-        None, "--devices",
-        help="With --cluster: run every case once per device (workers with the same "
-        "facts, advertised as Dask resources) matching KEY=GLOB[,KEY=GLOB] (keys: family, "
-        "chip, os, compute_units, coremltools, nebisect; 'all'), judged by the case's "
-        "expectation for that chip family; prints a case × device matrix.",
-    ),
-) -> None:
-    """Run every case in isolation and compare with its expected status.
+REPLAY_HELP = """\
+Run every case in isolation and compare with its expected status.
 
-    Exit 0 when every replayed case behaves as recorded. Exit 1 on a regression — a
-    fixed/pass case that fails, or a failing case whose signature changed — on a
-    damaged case (it no longer guards anything), and when no case ran at all (unless
-    --allow-empty): a guard that guarded nothing is not green. Exit 2 on usage errors.
-    Cases for targets unavailable here are skipped with the reason.
-    """
+Exit 0 when every replayed case behaves as recorded. Exit 1 on a regression — a
+fixed/pass case that fails, or a failing case whose signature changed — on a
+damaged case (it no longer guards anything), and when no case ran at all (unless
+--allow-empty): a guard that guarded nothing is not green. Exit 2 on usage errors.
+Cases for targets unavailable here are skipped with the reason.
+"""
+
+REPLAY_ROOT_ARGUMENT = typer.Argument(..., help="Corpus directory.")
+REPLAY_TARGET_OPTION = typer.Option(
+    None, "--target", "-t",
+    help="Only cases recorded for these targets (repeatable; globs like 'sim:*').",
+)
+REPLAY_JOBS_OPTION = typer.Option(1, "--jobs", "-j", help="Cases evaluated in parallel.")
+REPLAY_JUNIT_OPTION = typer.Option(
+    None, "--junit", help="Write JUnit XML here (a new file, unless --force).")
+REPLAY_FORCE_OPTION = typer.Option(False, "--force", help="Replace an existing --junit file.")
+REPLAY_AS_JSON_OPTION = typer.Option(False, "--json", help="Print the results as JSON.")
+REPLAY_UPDATE_OPTION = typer.Option(
+    False, "--update", help="Re-record every case whose expectation no longer holds."
+)
+REPLAY_TIMEOUT_OPTION = typer.Option(
+    None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
+)
+REPLAY_MEMORY_OPTION = typer.Option(
+    None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
+REPLAY_ALLOW_EMPTY_OPTION = typer.Option(
+    False, "--allow-empty",
+    help="Exit 0 when no case ran (an empty corpus, or every case skipped or filtered).",
+)
+REPLAY_CLUSTER_OPTION = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP)
+REPLAY_DEVICES_OPTION = typer.Option(
+    None, "--devices",
+    help="With --cluster: run every case once per device (workers with the same "
+    "facts, advertised as Dask resources) matching KEY=GLOB[,KEY=GLOB] (keys: family, "
+    "chip, os, compute_units, coremltools, nebisect; 'all'), judged by the case's "
+    "expectation for that chip family; prints a case × device matrix.",
+)
+
+
+def replay(
+    root: Path = REPLAY_ROOT_ARGUMENT,
+    target: list[str] = REPLAY_TARGET_OPTION,
+    jobs: int = REPLAY_JOBS_OPTION,
+    junit: Path = REPLAY_JUNIT_OPTION,
+    force: bool = REPLAY_FORCE_OPTION,
+    as_json: bool = REPLAY_AS_JSON_OPTION,
+    update: bool = REPLAY_UPDATE_OPTION,
+    timeout: list[str] = REPLAY_TIMEOUT_OPTION,
+    memory: str = REPLAY_MEMORY_OPTION,
+    allow_empty: bool = REPLAY_ALLOW_EMPTY_OPTION,
+    cluster: str = REPLAY_CLUSTER_OPTION,
+    devices: str = REPLAY_DEVICES_OPTION,
+) -> None:
+    """``nebisect replay`` (its help is :data:`REPLAY_HELP`): every case of the corpus at
+    ``root`` replayed, the results reported, the exit code by regressions and damage."""
     from nebisect.corpus import Corpus
     from nebisect.executors import open_executor
     from nebisect.guard.replay import record_updates, summarize
@@ -218,4 +236,4 @@ def _print(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("replay")(replay)
+    app.command("replay", help=REPLAY_HELP)(replay)

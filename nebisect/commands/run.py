@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import platform
 import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from nebisect.bounds import MAX_JOBS, check_count, check_seed
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
@@ -29,22 +24,19 @@ from nebisect.commands._options import (
     use_memory,
 )
 from nebisect.detect import DEFAULT_BUDGET
+from nebisect.detect.run import RunInterrupted, RunOptions, RunOutcome, RunOutputs
+from nebisect.detect.run import run as run_source
+from nebisect.detect.terminal import print_run
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
-from nebisect.executors.local import LOCAL
+from nebisect.isolation.pool import default_jobs
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.report.outputs import apart_from_inputs, output_directory
+from nebisect.report.progress import progress_line
+from nebisect.sources.deployment import check_deployment
 from nebisect.sources.inputs import DEFAULT_LENGTHS
 
-if TYPE_CHECKING:
-    from nebisect.detect.findings import Row
-    from nebisect.detect.matrix import RunReport
-    from nebisect.detect.triggers import TriggerIndex
-    from nebisect.verdict import Verdict
-
 ORDER = 10
-#: For torch sources the converted program is also run exactly: its row says whether
-#: conversion preserved the math (and feeds the ``conversion`` attribution).
-EXACT_ROW = REFERENCE_TARGET
 
 SOURCE_HELP = (
     "An .mlpackage (ML program), or a torch model as path/to/file.py:factory. The factory "
@@ -57,6 +49,34 @@ SOURCE_HELP = (
 EXPLORE_CHOICES = ("auto", "none")
 #: the devices ``--require`` makes placement fail closed on
 REQUIRE_CHOICES = ("ne", "gpu")
+
+RUN_HELP = """\
+Run every prediction in a fresh process on each target and compare with a float64
+reference; say where a divergence enters (conversion, precision, device).
+
+It goes looking: besides the lengths (or --inputs) it evaluates the factory's example
+inputs and value families (constant fills, scaled normals, spikes, special values,
+…), probing first the input magnitudes lint predicts overflow fp16, and localizes a
+cliff to two adjacent fp16 values. Each root cause is one finding — one culprit op,
+one symptom (crash, error, nonfinite, collapse, shape, integer, tolerance), however
+many targets, paths and input sets show it — most severe first, with where it shows,
+its smallest trigger and the command that bisects it; then the matrix, one line per
+target and path. --json has every row, the failure groups and a findings array.
+
+The torch source's factory and every --plugin are loaded in isolated children: one
+that raises, exits, crashes or hangs is a one-line error (exit 2), as is a package
+whose program cannot load (a missing or corrupt weight file, an unknown op, a
+cycle). A target whose outputs are not numeric arrays fails with an error of its
+own. A reference that fails is a row of its own ("reference failed"); the targets
+it should have judged are shown as not judged.
+
+Placement is information: ops a target such as sim:ane or coreml:ne runs off its
+device are a note per target (counted per op type, with the reason); with
+--require ne a target that ran every compute op off the Neural Engine is 'unrouted'.
+
+Exit code: 0 all pass, 1 a failure was found (a failing reference included), 2 usage
+or input error.
+"""
 
 
 def default_targets() -> list[str]:
@@ -76,133 +96,117 @@ def _lengths(text: str) -> tuple[int, ...]:
     return tuple(check_count(f"--lengths {value}", value) for value in values)
 
 
+RUN_SOURCE_ARGUMENT = typer.Argument(None, help=SOURCE_HELP, show_default=False)
+RUN_TARGET_OPTION = typer.Option(
+    None, "--target", "-t",
+    help="Target spec (repeatable), e.g. sim:ane, coreml:ne, torch:cpu:fp32. "
+    "Default: coreml:cpu,gpu,ne,all on macOS; sim:fp32, sim:fp16, sim:ane elsewhere.",
+)
+RUN_INPUTS_OPTION = typer.Option(
+    None, "--inputs",
+    help=f"An .npz of named inputs (loaded without pickle). {INPUTS_LIMIT_HELP}",
+)
+RUN_LENGTHS_OPTION = typer.Option(
+    ",".join(map(str, DEFAULT_LENGTHS)), "--lengths",
+    help="Lengths for every flexible dimension, clipped to its range.",
+)
+RUN_REFERENCE_OPTION = typer.Option(
+    "", "--reference",
+    help=f"Oracle target (default: {REFERENCE_TARGET}; torch:cpu:fp64 for torch).",
+)
+RUN_TIMEOUT_OPTION = typer.Option(None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP)
+RUN_MEMORY_OPTION = typer.Option(
+    None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
+RUN_CONVERTER_OVERRIDES_OPTION = typer.Option(
+    False, "--converter-overrides",
+    help="Install nebisect's converter overrides (the converter-compat fix) before "
+    "converting a torch source; without it you see what plain coremltools does.",
+)
+RUN_DEPLOYMENT_TARGET_OPTION = typer.Option(
+    "", "--deployment-target", metavar="TARGET",
+    help="Core ML deployment target to convert a torch source for (e.g. macOS14, iOS18). "
+    "Default: the newest this macOS loads (iOS18 elsewhere).",
+)
+RUN_PLUGIN_OPTION = typer.Option(
+    None, "--plugin",
+    help="A module or .py file registering extra targets (repeatable); imported only in "
+    "isolated children, never in nebisect's own process.",
+)
+RUN_EXPLORE_OPTION = typer.Option(
+    "auto", "--explore",
+    help="auto: also evaluate the factory's example inputs and search the value families "
+    "(--list-families) within --budget predictions per target; none: only the lengths "
+    "(or --inputs).",
+)
+RUN_BUDGET_OPTION = typer.Option(
+    str(DEFAULT_BUDGET), "--budget", metavar="N",
+    help="Exploration predictions per target (each evaluates every conversion path).",
+)
+RUN_FAMILIES_OPTION = typer.Option(
+    "", "--families", metavar="A,B", help="Explore only these value families (default: all).")
+RUN_LIST_FAMILIES_OPTION = typer.Option(
+    False, "--list-families", help="List the value families and exit.")
+RUN_SEED_OPTION = typer.Option(0, "--seed", help="Seed of the value families' random draws.")
+RUN_INPUT_RANGE_OPTION = typer.Option(
+    None, "--input-range", metavar="NAME=LO:HI", help=INPUT_RANGE_HELP)
+RUN_CONVERT_OPTION = typer.Option(
+    "both", "--convert", metavar="export|trace|both",
+    help="Torch conversion paths: torch.export, jit.trace, or both (every path that "
+    "converts is evaluated; a bug may live on one).",
+)
+RUN_JOBS_OPTION = typer.Option(
+    None, "--jobs", "-j", show_default=False,
+    help="Matrix cells and targets' explorations evaluated in parallel, each in "
+    "isolated processes of its own (default: the cores this process may use).",
+)
+RUN_AS_JSON_OPTION = typer.Option(False, "--json", help="Print the matrix as JSON.")
+RUN_REPORT_OPTION = typer.Option(
+    None, "--report",
+    help="Write report.json/report.html here, and the findings' triggers as with "
+    "--save-triggers into its triggers/ (bisect --finding DIR/report.json#N).",
+)
+RUN_SAVE_TRIGGERS_OPTION = typer.Option(
+    None, "--save-triggers", metavar="DIR",
+    help="Write each finding's smallest failing inputs as DIR/N.npz (N: the finding's "
+    "number, as --inputs reads it) and DIR/triggers.json: where each fails and the "
+    "next commands (bisect, corpus add).",
+)
+RUN_CLUSTER_OPTION = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP)
+RUN_REQUIRE_OPTION = typer.Option(
+    None, "--require", metavar="ne|gpu",
+    help="Fail closed on placement (repeatable): a target that places ops on this "
+    "device and ran every compute op elsewhere is 'unrouted', a failure. Without it "
+    "placement is information: a note per target, never a failure.",
+)
+
+
 def run(
-    source: str = typer.Argument(None, help=SOURCE_HELP, show_default=False),
-    target: list[str] = typer.Option(
-        None, "--target", "-t",
-        help="Target spec (repeatable), e.g. sim:ane, coreml:ne, torch:cpu:fp32. "
-        "Default: coreml:cpu,gpu,ne,all on macOS; sim:fp32, sim:fp16, sim:ane elsewhere.",
-    ),
-    inputs: Path = typer.Option(
-        None, "--inputs",
-        help=f"An .npz of named inputs (loaded without pickle). {INPUTS_LIMIT_HELP}",
-    ),
-    lengths: str = typer.Option(
-        ",".join(map(str, DEFAULT_LENGTHS)), "--lengths",
-        help="Lengths for every flexible dimension, clipped to its range.",
-    ),
-    reference: str = typer.Option(
-        "", "--reference",
-        help=f"Oracle target (default: {REFERENCE_TARGET}; torch:cpu:fp64 for torch).",
-    ),
-    timeout: list[str] = typer.Option(
-        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
-    ),
-    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
-                               show_default=False),
-    converter_overrides: bool = typer.Option(
-        False, "--converter-overrides",
-        help="Install nebisect's converter overrides (the converter-compat fix) before "
-        "converting a torch source; without it you see what plain coremltools does.",
-    ),
-    deployment_target: str = typer.Option(
-        "", "--deployment-target", metavar="TARGET",
-        help="Core ML deployment target to convert a torch source for (e.g. macOS14, iOS18). "
-        "Default: the newest this macOS loads (iOS18 elsewhere).",
-    ),
-    plugin: list[str] = typer.Option(
-        None, "--plugin",
-        help="A module or .py file registering extra targets (repeatable); imported only in "
-        "isolated children, never in nebisect's own process.",
-    ),
-    explore: str = typer.Option(
-        "auto", "--explore",
-        help="auto: also evaluate the factory's example inputs and search the value families "
-        "(--list-families) within --budget predictions per target; none: only the lengths "
-        "(or --inputs), as run always did.",
-    ),
-    budget: str = typer.Option(
-        str(DEFAULT_BUDGET), "--budget", metavar="N",
-        help="Exploration predictions per target (each evaluates every conversion path).",
-    ),
-    families: str = typer.Option(
-        "", "--families", metavar="A,B", help="Explore only these value families (default: all)."
-    ),
-    list_families: bool = typer.Option(
-        False, "--list-families", help="List the value families and exit."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the value families' random draws."),
-    input_range: list[str] = typer.Option(
-        None, "--input-range", metavar="NAME=LO:HI", help=INPUT_RANGE_HELP),
-    convert: str = typer.Option(
-        "both", "--convert", metavar="export|trace|both",
-        help="Torch conversion paths: torch.export, jit.trace, or both (every path that "
-        "converts is evaluated; a bug may live on one).",
-    ),
-    jobs: int = typer.Option(
-        None, "--jobs", "-j", show_default=False,
-        help="Matrix cells and targets' explorations evaluated in parallel, each in "
-        "isolated processes of its own (default: the cores this process may use).",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
-    report: Path = typer.Option(
-        None, "--report",
-        help="Write report.json/report.html here, and the findings' triggers as with "
-        "--save-triggers into its triggers/ (bisect --finding DIR/report.json#N).",
-    ),
-    save_triggers: Path = typer.Option(
-        None, "--save-triggers", metavar="DIR",
-        help="Write each finding's smallest failing inputs as DIR/N.npz (N: the finding's "
-        "number, as --inputs reads it) and DIR/triggers.json: where each fails and the "
-        "next commands (bisect, corpus add).",
-    ),
-    cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
-    require: list[str] = typer.Option(
-        None, "--require", metavar="ne|gpu",
-        help="Fail closed on placement (repeatable): a target that places ops on this "
-        "device and ran every compute op elsewhere is 'unrouted', a failure. Without it "
-        "placement is information: a note per target, never a failure.",
-    ),
+    source: str = RUN_SOURCE_ARGUMENT,
+    target: list[str] = RUN_TARGET_OPTION,
+    inputs: Path = RUN_INPUTS_OPTION,
+    lengths: str = RUN_LENGTHS_OPTION,
+    reference: str = RUN_REFERENCE_OPTION,
+    timeout: list[str] = RUN_TIMEOUT_OPTION,
+    memory: str = RUN_MEMORY_OPTION,
+    converter_overrides: bool = RUN_CONVERTER_OVERRIDES_OPTION,
+    deployment_target: str = RUN_DEPLOYMENT_TARGET_OPTION,
+    plugin: list[str] = RUN_PLUGIN_OPTION,
+    explore: str = RUN_EXPLORE_OPTION,
+    budget: str = RUN_BUDGET_OPTION,
+    families: str = RUN_FAMILIES_OPTION,
+    list_families: bool = RUN_LIST_FAMILIES_OPTION,
+    seed: int = RUN_SEED_OPTION,
+    input_range: list[str] = RUN_INPUT_RANGE_OPTION,
+    convert: str = RUN_CONVERT_OPTION,
+    jobs: int = RUN_JOBS_OPTION,
+    as_json: bool = RUN_AS_JSON_OPTION,
+    report: Path = RUN_REPORT_OPTION,
+    save_triggers: Path = RUN_SAVE_TRIGGERS_OPTION,
+    cluster: str = RUN_CLUSTER_OPTION,
+    require: list[str] = RUN_REQUIRE_OPTION,
 ) -> None:
-    """Run every prediction in a fresh process on each target and compare with a float64
-    reference; say where a divergence enters (conversion, precision, device).
-
-    It goes looking: besides the lengths (or --inputs) it evaluates the factory's example
-    inputs and value families (constant fills, scaled normals, spikes, special values,
-    …), probing first the input magnitudes lint predicts overflow fp16, and localizes a
-    cliff to two adjacent fp16 values. Each root cause is one finding — one culprit op,
-    one symptom (crash, error, nonfinite, collapse, shape, integer, tolerance), however
-    many targets, paths and input sets show it — most severe first, with where it shows,
-    its smallest trigger and the command that bisects it; then the matrix, one line per
-    target and path. --json has every row, the failure groups and a findings array.
-
-    The torch source's factory and every --plugin are loaded in isolated children: one
-    that raises, exits, crashes or hangs is a one-line error (exit 2), as is a package
-    whose program cannot load (a missing or corrupt weight file, an unknown op, a
-    cycle). A target whose outputs are not numeric arrays fails with an error of its
-    own. A reference that fails is a row of its own ("reference failed"); the targets
-    it should have judged are shown as not judged.
-
-    Placement is information: ops a target such as sim:ane or coreml:ne runs off its
-    device are a note per target (counted per op type, with the reason); with
-    --require ne a target that ran every compute op off the Neural Engine is 'unrouted'.
-
-    Exit code: 0 all pass, 1 a failure was found (a failing reference included), 2 usage
-    or input error.
-    """
-    from nebisect.detect.discover import Discovery
-    from nebisect.detect.matrix import MatrixRunner
-    from nebisect.executors import open_executor
-    from nebisect.isolate import Isolator
-    from nebisect.isolation.pool import crew, default_jobs
-    from nebisect.report.outputs import apart_from_inputs, output_directory
-    from nebisect.report.progress import progress_line
-    from nebisect.sources.deployment import check_deployment
-    from nebisect.sources.resolve import is_torch_location, resolve_source
-    from nebisect.sources.torch_module import CONVERSION_PRELOAD
-    from nebisect.targets import spec_of
-    from nebisect.targets.plugins import use_plugins
-
+    """``nebisect run`` (its help is :data:`RUN_HELP`): the options, checked, into a
+    :class:`~nebisect.detect.run.RunOptions`; the run; its outputs and table or JSON."""
     if list_families:
         _list_families()
         return
@@ -213,133 +217,48 @@ def run(
     check_deployment(deployment_target)
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
     check_seed(f"--seed {seed}", seed)
-    discovery = None if parse_choice("--explore", explore, EXPLORE_CHOICES) == "none" else (
-        Discovery(parse_budget(budget), parse_families(families), seed))
-    chosen_lengths = _lengths(lengths)
-    ranges = parse_input_ranges(input_range)
-    jobs = default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
-    required = tuple(dict.fromkeys(parse_choice("--require", device, REQUIRE_CHOICES)
-                                   for device in require or ()))
-    for directory, option in ((report, "--report"), (save_triggers, "--save-triggers")):
+    explores = parse_choice("--explore", explore, EXPLORE_CHOICES) != "none"
+    options = RunOptions(
+        source, tuple(target or default_targets()), reference, inputs, timeouts=timeouts,
+        paths=paths, converter_overrides=converter_overrides,
+        deployment_target=deployment_target, plugins=tuple(plugin or ()), explore=explores,
+        budget=parse_budget(budget) if explores else DEFAULT_BUDGET,
+        families=parse_families(families) if explores else None, seed=seed,
+        lengths=_lengths(lengths), input_ranges=parse_input_ranges(input_range),
+        jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
+        cluster=cluster, require=tuple(dict.fromkeys(
+            parse_choice("--require", device, REQUIRE_CHOICES) for device in require or ())))
+    outputs = RunOutputs(report, save_triggers, source, options.fixes)
+    _check_output_directories(outputs, inputs)
+    with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
+        with progress_line(Console(stderr=True), "running") as progress:
+            try:
+                outcome = run_source(options, Path(tmp), progress)
+            except RunInterrupted as stop:
+                progress.stop()
+                _emit(stop.outcome, outputs, as_json)
+                raise
+        _emit(outcome, outputs, as_json)
+    raise typer.Exit(1 if outcome.report.failed else 0)
+
+
+def _check_output_directories(outputs: RunOutputs, inputs: Path | None) -> None:
+    """``--report`` and ``--save-triggers`` are directories apart from what the run reads."""
+    for directory, option in ((outputs.report, "--report"), (outputs.triggers, "--save-triggers")):
         if directory:
             apart_from_inputs(directory, option, [
-                ("the source", source_path(source)), *([("--inputs", inputs)] if inputs else [])])
+                ("the source", source_path(outputs.source)),
+                *([("--inputs", inputs)] if inputs else [])])
             output_directory(directory, option)
-    outputs = _Outputs(report, save_triggers, source, _fixes(converter_overrides))
-    console = Console(stderr=True)
-    with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp, Isolator() as isolator, \
-            crew(isolator, jobs) as isolators, open_executor(cluster, jobs) as executor:
-        if is_torch_location(source):
-            # Describing the factory and converting it both fork from the warm conversion
-            # template: it starts importing now.
-            isolator.prestart(CONVERSION_PRELOAD)
-        plugins = use_plugins(plugin or [], timeout=timeouts.load, isolator=isolator)
-        asked = list(target or default_targets())
-        targets = list(asked)
-        for spec in [*targets, *([reference] if reference else [])]:
-            spec_of(spec)
-        resolved = resolve_source(source, timeout=timeouts.load,
-                                  isolator=isolator).with_domains(ranges)
-        if discovery is not None:
-            discovery.targets = list(targets)
-        if resolved.kind == "torch" and EXACT_ROW not in targets:
-            targets.insert(0, EXACT_ROW)
-        workdir = Path(tmp)
-        with progress_line(console, "running") as progress:
-            runner = MatrixRunner(
-                resolved, targets, workdir, isolator, reference=reference, timeouts=timeouts,
-                convert=_converter(converter_overrides, paths,
-                                     deployment_target), plugins=plugins,
-                progress=progress, paths=paths, discovery=discovery,
-                jobs=jobs, crew=isolators, require=required,
-                # Locally the cells run one by one on the run's own warm isolator: a batch
-                # on the local executor would start a fork template per thread per batch.
-                executor=None if executor.name == LOCAL else executor,
-            )
-            try:
-                result = runner.run(chosen_lengths, str(inputs) if inputs else "")
-            except KeyboardInterrupt as stop:
-                # Ctrl-C, SIGTERM, SIGHUP: every helper is killed now, then the rows
-                # evaluated so far are written, marked as such.
-                from nebisect.isolation.interrupt import describe
-
-                for each in isolators:
-                    each.abort()
-                progress.stop()
-                runner.report.interrupted = describe(stop)
-                runner.report.regroup()
-                _emit(runner.report, outputs, runner.bench.saved, as_json)
-                raise
-        _require_a_judged_target(result, asked)
-        _emit(result, outputs, runner.bench.saved, as_json)
-    raise typer.Exit(1 if result.failed else 0)
 
 
-def _require_a_judged_target(result: RunReport, asked: list[str]) -> None:
-    """A run whose asked-for targets all skipped (``coreml:*`` off a Mac) judged nothing:
-    that is an input error, never "all targets agree"."""
-    rows = [r for r in result.rows if r.target in asked and r.role == "target"]
-    if result.failed or any(r.verdict.status != "skipped" for r in rows):
-        return
-    reasons = {r.target: r.verdict.message.removeprefix("skipped: ") for r in rows}
-    raise NebisectError("nothing ran: " + "; ".join(
-        f"{name} cannot run here ({reasons.get(name) or 'skipped'})" for name in asked))
-
-
-@dataclass
-class _Outputs:
-    """Where a run's results go besides stdout: ``--report``, ``--save-triggers``; the
-    source as typed and the converter fixes, which the saved next commands repeat."""
-
-    report: Path | None
-    triggers: Path | None
-    source: str
-    fixes: tuple[str, ...]
-
-    def write(self, result: RunReport, saved: Mapping[str, str]) -> TriggerIndex | None:
-        """The triggers of ``result``'s groups (inputs files by input-set label in
-        ``saved``) and the report, which names the triggers saved beside it; the index
-        whose commands the table shows (``--save-triggers``'s first), None if none."""
-        from nebisect.detect.triggers import REPORT_DIRECTORY, save_triggers
-
-        def save(directory: Path) -> TriggerIndex:
-            return save_triggers(directory, [f.representative for f in result.findings],
-                                 result.rows, saved,
-                                 source=result.source, typed=self.source, fixes=self.fixes)
-
-        shown = save(self.triggers) if self.triggers else None
-        if self.report:
-            from nebisect.detect.report import write_run_report
-
-            beside = save(self.report / REPORT_DIRECTORY)
-            write_run_report(self.report, result, beside)
-            shown = shown or beside
-        return shown
-
-
-def _fixes(converter_overrides: bool) -> tuple[str, ...]:
-    """The converter fixes a run converts with (``--converter-overrides``)."""
-    from nebisect.fixes.converter_compat import ConverterCompat
-
-    return (ConverterCompat.name,) if converter_overrides else ()
-
-
-def _emit(result: RunReport, outputs: _Outputs, saved: Mapping[str, str],
-          as_json: bool) -> None:
+def _emit(outcome: RunOutcome, outputs: RunOutputs, as_json: bool) -> None:
     """The output files and the JSON or table (also of a run that was stopped)."""
-    index = outputs.write(result, saved)
+    index = outputs.write(outcome)
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        typer.echo(json.dumps(outcome.report.to_dict(), indent=2, default=str))
     else:
-        _print(result, index)
-
-
-def _converter(overrides: bool, paths: tuple[str, ...], deployment: str) -> Callable[..., Any]:
-    from nebisect.sources.convert import OVERRIDES_SETUP, convert_paths
-
-    setup = (OVERRIDES_SETUP,) if overrides else ()
-    return functools.partial(convert_paths, setup=setup, paths=paths,
-                             deployment=deployment)
+        print_run(outcome.report, index)
 
 
 def _list_families() -> None:
@@ -349,97 +268,5 @@ def _list_families() -> None:
         typer.echo(f"{name:<10} {description}")
 
 
-def _print(result: RunReport, index: TriggerIndex | None) -> None:
-    """One block per finding, most severe first (with the command that bisects its saved
-    trigger, when ``index`` has them); then the matrix, one line per target and path;
-    where the exploration's predictions went; margins."""
-    from nebisect.detect.placement_notes import placement_lines
-    from nebisect.detect.summary import domain_lines, finding_lines, prediction_lines
-
-    console = Console()
-    _print_reference_failures(console, result)
-    for finding in result.findings:
-        command = index.triggers[finding.number - 1].commands[0] if index is not None else ""
-        for line in finding_lines(finding, next_command=command):
-            console.print(line, highlight=False, soft_wrap=True)
-    _print_matrix(console, result)
-    for line in [*prediction_lines(result.explorations), *domain_lines(result),
-                 *(escape(note) for note in placement_lines(result.rows))]:
-        console.print(line, highlight=False, soft_wrap=True)
-    if result.interrupted:
-        console.print(f"[yellow]{result.interrupted}: only the rows above were evaluated[/]")
-    elif not result.failed:
-        console.print("[green]all targets agree with the reference[/]")
-
-
-def _print_matrix(console: Console, result: RunReport) -> None:
-    """The input sets every run evaluates (``example``, the lengths), one line per
-    target and conversion path: how many passed, the failures' signatures, the worst
-    metrics. Explored input sets are the findings' business."""
-    from nebisect.report.tables import Column, fitted_table
-    from nebisect.verdict import placement_summary
-
-    multipath = len({r.path for r in result.rows if r.path}) > 1
-    cells_of: dict[tuple[str, str, str], list[Row]] = {}
-    for row in result.rows:
-        if not row.explored:
-            cells_of.setdefault((row.role, row.target, row.path), []).append(row)
-    columns = [Column("target"), *([Column("path")] if multipath else []),
-               Column("input sets"), Column("verdict"), Column("max ULP", "right"),
-               Column("cosine", "right", optional=True), Column("placement"),
-               Column("max abs", "right", optional=True), Column("time s", "right", optional=True)]
-    table_rows = []
-    for (role, target, path), rows in cells_of.items():
-        failing = [r for r in rows if r.verdict.failed]
-        skipped = all(r.verdict.status == "skipped" for r in rows)
-        style = "red" if failing else "yellow" if skipped else "green"
-        verdicts = ", ".join(dict.fromkeys(_short(r.verdict, role) for r in failing or rows))
-        passed = f"{len(rows) - len(failing)} of {len(rows)} pass" if failing else (
-            f"{len(rows)}" if len(rows) > 1 else rows[0].input_set.label)
-        measured = [r.verdict.error_metrics for r in rows if r.verdict.error_metrics]
-        table_rows.append([
-            target, *([path] if multipath else []), passed, f"[{style}]{verdicts}[/]",
-            _fmt(max((m.max_ulp_error for m in measured), default=None)),
-            _fmt(min((m.min_cosine for m in measured), default=None), ".6f"),
-            placement_summary(rows[0].verdict.placement),
-            _fmt(max((m.max_abs_error for m in measured), default=None)),
-            _fmt(sum(r.verdict.timings.get("total", 0.0) for r in rows), ".2f"),
-        ])
-    table, dropped = fitted_table(
-        f"nebisect run {result.source}  (reference {result.reference})", columns, table_rows,
-        console.width,
-    )
-    console.print(table)
-    if dropped:
-        console.print(f"[dim]not shown at this terminal width: {', '.join(dropped)} "
-                      "(--json has every metric)[/]")
-
-
-def _print_reference_failures(console: Console, result: RunReport) -> None:
-    for row in result.rows:
-        if row.role == "reference":
-            v = row.verdict
-            console.print(
-                f"[red]✗[/] reference {row.target} @ {row.length or 'static'}: reference failed "
-                f"({v.status} at stage {v.stage}): {v.signature}; no target was judged against "
-                "it", highlight=False, soft_wrap=True,
-            )
-
-
-def _short(verdict: Verdict, role: str) -> str:
-    """The verdict as it fits a table cell: status, plus kind or signal where it has one."""
-    if role == "reference":
-        return f"reference failed: {verdict.signature}"
-    if verdict.status == "skipped":
-        return "not judged" if verdict.stage == "reference" else "skipped"
-    if verdict.status in ("mismatch", "crash"):
-        return verdict.signature
-    return verdict.status
-
-
-def _fmt(value: object, spec: str = ".3g") -> str:
-    return "" if value is None else format(float(value), spec)  # type: ignore[arg-type]
-
-
 def register(app: typer.Typer) -> None:
-    app.command("run")(run)
+    app.command("run", help=RUN_HELP)(run)

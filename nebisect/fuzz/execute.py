@@ -31,11 +31,11 @@ from nebisect.verdict import Status, Tolerance, Verdict
 WARM = "nebisect.fuzz.warm"
 
 
-class SubjectExecutor:
+class SubjectEvaluator:
     """Evaluates the full cases of one subject on one target, one isolated process each.
 
     ``isolator`` is shared by every case (persistent mode for throughput: the isolation
-    engine re-confirms every failure in a fresh process). Not thread-safe — one executor
+    engine re-confirms every failure in a fresh process). Not thread-safe — one evaluator
     per thread, like the isolator.
     """
 

@@ -37,7 +37,7 @@ from nebisect.sources.resolve import Source, resolve_source
 from nebisect.verdict import Verdict
 
 
-class ModelExecutor:
+class ModelEvaluator:
     """Evaluates a model subject's cases on one target, one isolated cell each."""
 
     def __init__(self, subject: ModelSubject, bench: Workbench, target: str) -> None:
@@ -104,7 +104,7 @@ class ModelSession:
             bench.packages, bench.conversions = dict(self.bench.packages), dict(
                 self.bench.conversions)
             report = functools.partial(on_progress, index) if on_progress else None
-            drive(self.subject, ModelExecutor(self.subject, bench, self.options.target),
+            drive(self.subject, ModelEvaluator(self.subject, bench, self.options.target),
                   budget, seed, self.options, report,
                   functools.partial(self._campaigns.__setitem__, index))
 

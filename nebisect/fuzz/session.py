@@ -37,7 +37,7 @@ from nebisect.fuzz.campaign import (
     Evaluation,
     Subject,
 )
-from nebisect.fuzz.execute import SubjectExecutor
+from nebisect.fuzz.execute import SubjectEvaluator
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
 from nebisect.isolation.pool import map_isolated
@@ -278,12 +278,12 @@ def run_campaign(
     """One shard's campaign; ``started`` gets its live result before it runs (what an
     interrupted session still reports)."""
     subject = OpSubject(unit.spec, dtype_for(options.target), options.wrap)
-    executor = SubjectExecutor(subject, options.target, isolator, reference=options.reference,
-                        plugins=options.plugins, timeout=options.timeouts.predict)
+    evaluator = SubjectEvaluator(subject, options.target, isolator, reference=options.reference,
+                                 plugins=options.plugins, timeout=options.timeouts.predict)
     try:
-        return drive(subject, executor, unit.budget, unit.seed, options, report, started)
+        return drive(subject, evaluator, unit.budget, unit.seed, options, report, started)
     finally:
-        executor.close()
+        evaluator.close()
 
 
 def drive(

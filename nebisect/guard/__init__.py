@@ -1,6 +1,7 @@
-"""Guarding against regressions with the corpus (DESIGN §3, §9): replays over devices.
+"""Guarding against regressions with the corpus (DESIGN §3, §9).
 
-Today's single-machine replay and fix verification still live in
-:mod:`nebisect.guard.replay` and :mod:`nebisect.guard.verify` (the re-layout moves them
-here later).
+:mod:`~nebisect.guard.replay` replays a corpus and holds every case to its recorded
+expectation, :mod:`~nebisect.guard.devices` does so on every selected device of a
+cluster, :mod:`~nebisect.guard.verify` replays it without and with fixes (``fix
+verify``), and :mod:`~nebisect.guard.pytest_plugin` makes each case a pytest item.
 """

@@ -42,7 +42,7 @@ from nebisect.errors import NebisectError
 from nebisect.files import merge_into, staged
 from nebisect.isolate import Isolator
 from nebisect.minimize.context import GraphReduction, ReductionContext, ReductionOutput
-from nebisect.minimize.options import BisectOptions, Progress, Tracker
+from nebisect.minimize.options import BisectOptions, Progress, SearchProgress
 from nebisect.sources.resolve import Source, resolve_source
 
 
@@ -100,7 +100,7 @@ class Bisector:
         self.isolator = isolator
         self.started = time.monotonic()
         self.reduction = reduction
-        self.tracker = Tracker(progress, "", options.max_evals)
+        self.search_progress = SearchProgress(progress, "", options.max_evals)
 
     def run(self) -> BisectResult:
         source = resolve_source(self.text, timeout=self.options.timeouts.load,
@@ -118,12 +118,12 @@ class Bisector:
                 from nebisect.minimize.trigger import find_trigger
 
                 found = find_trigger(self.text, source, options, setup, Path(tmp) / "trigger",
-                                     self.isolator, self.tracker)
+                                     self.isolator, self.search_progress)
                 options, trigger = found.applied(options), found.line
             reduction = self.reduction or default_reduction(options)
-            self.tracker.line.unit = reduction.unit
+            self.search_progress.line.unit = reduction.unit
             context = ReductionContext(self.text, source, options, self.isolator,
-                                       Path(tmp), self.out, setup, self.tracker)
+                                       Path(tmp), self.out, setup, self.search_progress)
             output = reduction.run(context)
         result = self.result(source, options, output, trigger)
         (self.out / "summary.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
@@ -147,12 +147,12 @@ class Bisector:
         stats = reduction.stats
         return BisectResult(
             source=source.location, target=options.target, stage=options.stage,
-            graph=options.reduced_graph, unit=self.tracker.line.unit,
+            graph=options.reduced_graph, unit=self.search_progress.line.unit,
             signature=original.signature, reduced_signature=reduction.signature,
             units_before=before, units_after=len(reduction.units), kept=list(reduction.units),
             kept_types=output.kept_types, strategy=reduction.strategy,
             complete=reduction.complete,
-            stopped=reduction.stopped, evaluations=self.tracker.runs,
+            stopped=reduction.stopped, evaluations=self.search_progress.runs,
             candidate_evaluations=stats.evaluations, cache_hits=stats.cache_hits,
             confirmations=stats.confirmations, flaky=stats.flaky,
             seconds=round(time.monotonic() - self.started, 3), message=output.message,

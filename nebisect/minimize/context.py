@@ -17,7 +17,7 @@ from nebisect.bisect import Budget, Evaluator, Reduction
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator
     from nebisect.minimize.candidates import CandidateSpace
-    from nebisect.minimize.options import BisectOptions, Tracker
+    from nebisect.minimize.options import BisectOptions, SearchProgress
     from nebisect.sources.resolve import Source
     from nebisect.verdict import Verdict
 
@@ -40,7 +40,7 @@ class ReductionContext:
     workdir: Path
     out: Path
     setup: tuple[str, ...]
-    progress: Tracker
+    progress: SearchProgress
     cache: MutableMapping[str, str | None] = field(default_factory=dict)
 
     def evaluator(self, space: CandidateSpace, signature: str) -> Evaluator[str]:

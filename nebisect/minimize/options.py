@@ -114,7 +114,7 @@ def thousands(n: int) -> str:
     return f"{n:,}".replace(",", " ")
 
 
-class Tracker:
+class SearchProgress:
     """Counts isolated runs and feeds the live line (from the evaluator's observer)."""
 
     def __init__(self, progress: Progress | None, unit: str, max_evals: int | None) -> None:

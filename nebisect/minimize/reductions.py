@@ -66,14 +66,14 @@ def reduce_program(context: ReductionContext) -> ReductionOutput:
     from nebisect.minimize.graphs.mil import MilGraph
     from nebisect.sources.resolve import prove_loadable
 
-    options, tracker, workdir = context.options, context.progress, context.workdir
+    options, progress, workdir = context.options, context.progress, context.workdir
     package = _package(context)
     prove_loadable(package, context.label, timeout=options.timeouts.load,
                    isolator=context.isolator)
     inputs_path = _program_inputs(context, package)
     graph = MilGraph(load_program(package))
-    tracker.units(len(graph.units))
-    tracker.phase("running the original")
+    progress.units(len(graph.units))
+    progress.phase("running the original")
     original, arrays = _evaluate(context, package, inputs_path, options.target, REFERENCE)
     if not original.failed:
         detail = f": {original.message}" if original.message else ""
@@ -83,7 +83,7 @@ def reduce_program(context: ReductionContext) -> ReductionOutput:
         )
     target_mid, reference_mid = split_arrays(arrays, "mid:"), split_arrays(arrays, "refmid:")
     if not reference_mid:
-        tracker.phase(f"recording intermediates on {REFERENCE}")
+        progress.phase(f"recording intermediates on {REFERENCE}")
         recording, recorded = _evaluate(context, package, inputs_path, REFERENCE, None)
         if recording.failed:
             raise NebisectError(f"{REFERENCE} cannot run {context.label} to record the values "
@@ -94,7 +94,7 @@ def reduce_program(context: ReductionContext) -> ReductionOutput:
     evaluator = context.evaluator(space, original.signature)
     reduction, checks = _search_program(context, graph, original, target_mid, reference_mid,
                                         evaluator)
-    tracker.phase("writing the repro")
+    progress.phase("writing the repro")
     _write_program(context, space.built(reduction.units), reduction, len(graph.units))
     return ReductionOutput(original, reduction, len(graph.units),
                            [graph.op_types[u] for u in reduction.units], original.message,
@@ -106,20 +106,20 @@ def _search_program(context: ReductionContext, graph: MilGraph, original: Verdic
                     evaluator: Evaluator[str]) -> tuple[Reduction[str], int]:
     """First divergence for a mismatch with intermediates, else ddmin; the reduction and
     the cheap intermediate checks spent."""
-    tracker = context.progress
+    progress = context.progress
     if original.status == "mismatch" and target_mid:
-        tracker.phase("first divergence")
+        progress.phase("first divergence")
         precision = spec_of(context.options.target).precision
         found = localize(graph.dag, value_divergence(target_mid, reference_mid, precision),
                          evaluator)
         if found.signature:
-            tracker.expected.add(found.signature)
+            progress.expected.add(found.signature)
         if found.reduction is not None:
             return found.reduction, found.checks
         if evaluator.stats.stopped:
             return Reduction(list(graph.units), original.signature, evaluator.stats, False,
                              "none"), found.checks
-    tracker.phase("ddmin over ops")
+    progress.phase("ddmin over ops")
     return ddmin(graph.units, evaluator, original.signature), 0
 
 
@@ -196,19 +196,19 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     from nebisect.minimize.graphs.fx_jobs import IsolatedFxGraph
     from nebisect.minimize.repro.script import write_torch_repro
 
-    options, tracker, workdir = context.options, context.progress, context.workdir
+    options, progress, workdir = context.options, context.progress, context.workdir
     source, setup = context.source, context.setup
     predict = options.stage == "predict"
     precision = spec_of(options.target).precision
     arrays = _torch_inputs(context) if predict else None
-    tracker.phase("converting the original" + (" and running it" if predict else ""))
+    progress.phase("converting the original" + (" and running it" if predict else ""))
     original, runs = run_torch_source(
         source.location, precision, setup, workdir, context.isolator, options.timeouts,
         target=options.target if predict else None, inputs=arrays, paths=options.paths,
     )
-    tracker.ran(runs)
+    progress.ran(runs)
     _require_failure(context, original)
-    tracker.phase("exporting and recording the graph")
+    progress.phase("exporting and recording the graph")
     recorded_inputs = None
     if arrays is not None:
         recorded_inputs = workdir / "graph-inputs.npz"
@@ -216,20 +216,20 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     with Isolator("persistent") as graph_isolator:
         graph = IsolatedFxGraph(source.location, recorded_inputs, label=context.label,
                                 isolator=graph_isolator, timeout=options.timeouts.load)
-        tracker.units(len(graph.units))
+        progress.units(len(graph.units))
         space = FxCandidates(graph, precision, setup, workdir / "candidates",
                              context.isolator, options.timeouts,
                              target=options.target if predict else None,
                              paths=options.paths)
         evaluator = context.evaluator(space, original.signature)
-        tracker.phase("hierarchical ddmin: submodules, then nodes")
+        progress.phase("hierarchical ddmin: submodules, then nodes")
         reduction = hierarchical_ddmin(graph.units, evaluator, graph.record.levels,
                                        original.signature)
         built = space.built(reduction.units)
-    note = "" if tracker.line.best < len(graph.units) else (
+    note = "" if progress.line.best < len(graph.units) else (
         "no smaller candidate reproduced the signature (the exported graph may convert "
         "differently from the module)")
-    tracker.phase("writing the repro")
+    progress.phase("writing the repro")
     header = (f"Minimized by nebisect bisect from {source.location}: {len(reduction.units)} "
               f"of {len(graph.units)} graph nodes still fail the same way at the "
               f"{options.stage} stage.")

@@ -29,7 +29,7 @@ from nebisect.sources.convert import PATH_LABELS, convert_paths
 from nebisect.sources.resolve import Source
 
 if TYPE_CHECKING:
-    from nebisect.minimize.options import BisectOptions, Tracker
+    from nebisect.minimize.options import BisectOptions, SearchProgress
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Found:
 
 
 def find_trigger(label: str, source: Source, options: BisectOptions, setup: tuple[str, ...],
-                 workdir: Path, isolator: Isolator, tracker: Tracker) -> Found:
+                 workdir: Path, isolator: Isolator, progress: SearchProgress) -> Found:
     """The first failure ``run``'s discovery finds on ``options.target`` (converting
     with ``setup`` on ``options.paths``); a one-line error when there is none."""
     target = options.target
@@ -58,7 +58,7 @@ def find_trigger(label: str, source: Source, options: BisectOptions, setup: tupl
     runner = MatrixRunner(
         source, [target], workdir, isolator, timeouts=options.timeouts,
         convert=functools.partial(convert_paths, setup=setup, paths=options.paths),
-        paths=options.paths, progress=tracker.phase,
+        paths=options.paths, progress=progress.phase,
         discovery=Discovery(options.budget, targets=[target], first_failure=True),
     )
     report = runner.run((options.length,))

@@ -11,7 +11,7 @@ import pytest
 from support import SUPPORT
 
 from nebisect.fuzz.campaign import CampaignResult, Finding, localize_finding
-from nebisect.fuzz.execute import SubjectExecutor
+from nebisect.fuzz.execute import SubjectEvaluator
 from nebisect.fuzz.session import FuzzOptions, run_session
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
@@ -58,11 +58,11 @@ def test_seed_000_cliff_for_32_delta_replicated_channels(isolator: Isolator) -> 
             "values": {"x": delta(8.0)}}
     finding = Finding("reduce_log_sum_exp", subject.param_class(case), "mismatch:collapse",
                       "mismatch", "", case, case)
-    executor = SubjectExecutor(subject, "sim:ane", isolator)
+    evaluator = SubjectEvaluator(subject, "sim:ane", isolator)
     try:
-        cliff = localize_finding(subject, executor, finding)
+        cliff = localize_finding(subject, evaluator, finding)
     finally:
-        executor.close()
+        evaluator.close()
     assert cliff is not None and adjacent(cliff.lo, cliff.hi)
     assert abs(cliff.lo - math.log(65504 / 32)) < 0.01, cliff.lo_output
     assert cliff.predictions <= 20
