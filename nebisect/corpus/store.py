@@ -42,8 +42,15 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, CaseOptions, save_npz, sha256_arrays, sha256_path
-from nebisect.errors import NebisectError
+from nebisect.case import (
+    REFERENCE_TARGET,
+    SOURCE_KINDS,
+    Case,
+    CaseOptions,
+    save_npz,
+    sha256_arrays,
+    sha256_path,
+)
 from nebisect.corpus.record import (
     CASE_FILE,
     INPUTS_FILE,
@@ -52,18 +59,18 @@ from nebisect.corpus.record import (
     CorruptCaseError,
     Expected,
 )
+from nebisect.errors import NebisectError
 from nebisect.files import WriteError, fsync_directory, walk, write_text
 from nebisect.isolation.provenance import provenance
+from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
 from nebisect.package import MANIFEST, PackageError, check_package
 from nebisect.targets.plugins import use_plugins
-from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
 from nebisect.verdict import Stage, Verdict
 
 LOCK_FILE = ".lock"
 MAX_RECORD_BYTES = 1 << 20
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".trash-"
-SOURCE_KINDS = ("mlpackage", "builder", "torch")
 
 
 @dataclass
@@ -541,8 +548,8 @@ def _store_model(new: NewCase, staging: Path, stamp: dict[str, str]) -> tuple[st
         check_package(source)
         _copy_regular(source.resolve(), destination, NebisectError)
         return "mlpackage", ""
-    from nebisect.sources.artifact import Artifact
     from nebisect.mil.load import save_program
+    from nebisect.sources.artifact import Artifact
 
     params = new.options.params
     save_program(Artifact("builder", new.source, params).program, destination)

@@ -26,6 +26,7 @@ from nebisect.case import (
     PACKAGE,
     REFERENCE_TARGET,
     TORCH,
+    TORCH_REFERENCE,
     Case,
     CaseOptions,
     SourceRef,
@@ -45,7 +46,6 @@ from nebisect.targets import spec_of
 from nebisect.verdict import Verdict
 
 REFERENCE = REFERENCE_TARGET
-TORCH_REFERENCE = "torch:cpu:fp64"
 
 
 def _units_key(units: Sequence[str]) -> str:
