@@ -25,7 +25,7 @@ from nebisect.case import (
     sha256_arrays,
     sha256_path,
 )
-from nebisect.evaluate.judge import SECONDS, evaluate, evaluation_preload
+from nebisect.evaluate.judge import evaluate, evaluation_preload
 from nebisect.evaluate.programs import ProgramOutline, outline
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
@@ -199,12 +199,11 @@ class Workbench:
             started = time.perf_counter()
             outcome = evaluate(self.case(target, path, npz), reference=self.reference,
                                isolator=self.isolator, timeout=self.timeouts.predict,
-                               timed=True, reference_cache=str(self.workdir / "references"))
+                               reference_cache=str(self.workdir / "references"))
             total = time.perf_counter() - started
             outcome.verdict.timings.setdefault("total", total)
-            seconds = outcome.verdict.metrics.pop(SECONDS, {})
             self._spent["predictions"] += total
-            self._spent["reference"] += seconds.get("reference", 0.0)
+            self._spent["reference"] += outcome.verdict.timings.get("reference", 0.0)
             self._runs[key] = outcome.verdict, outcome.arrays
         return self._runs[key]
 
