@@ -13,6 +13,7 @@ device bug — and is excluded from the comparison but counted.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections import Counter
@@ -64,14 +65,79 @@ _DTYPES: dict[str, type[np.floating[Any]]] = {
 
 
 @dataclass
+class TargetFacts:
+    """What the target reported beside its outputs, and what the placement check made of
+    it: the prediction's ``notes``, the elements each ``masked`` output left out of the
+    comparison, the ``routed`` summary, the ops placed ``off_device`` (op → count), a
+    ``placement_note`` (routing off the device as information, not a failure) and the
+    signature ``judged`` before routing made the verdict ``unrouted``. An empty fact
+    was not reported."""
+
+    notes: list[str] = field(default_factory=list)
+    masked: dict[str, int] = field(default_factory=dict)
+    routed: str = ""
+    off_device: dict[str, int] = field(default_factory=dict)
+    placement_note: str = ""
+    judged: str = ""
+
+
+@dataclass
+class ProcessFacts:
+    """What isolation saw of the process that ran the case: its ``exit_code`` (negative:
+    a signal) when it died without a result, the ``memory_limit`` an ``oom`` ran under,
+    the case number of a persistent ``worker_case``, how many ``stderr_bytes`` it wrote,
+    the OS ``crash_report`` (macOS), whether a fresh process ``reconfirmed`` a warm
+    worker's failure (and the worker's ``persistent_signature``), the conversion
+    ``template`` (``warm`` or why not) and the executor's ``worker_attempts`` when a
+    unit took more than one. None (or "") is a fact not seen."""
+
+    exit_code: int | None = None
+    memory_limit: str = ""
+    worker_case: int | None = None
+    stderr_bytes: int | None = None
+    crash_report: dict[str, Any] | None = None
+    reconfirmed: bool | None = None
+    persistent_signature: str = ""
+    template: str = ""
+    worker_attempts: list[dict[str, str]] | None = None
+
+
+@dataclass
+class ConversionFacts:
+    """What a torch → Core ML conversion did: every path's ``attempts`` (the JSON form of
+    :class:`nebisect.sources.convert.ConversionAttempt`), the program ``precision``, the
+    ``setup`` callables run first and, once a path converted, the first ``path``, the
+    ``paths`` saved and the first program's ``op_types`` (MIL op → count)."""
+
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    precision: str = ""
+    setup: list[str] = field(default_factory=list)
+    path: str | None = None
+    paths: list[str] | None = None
+    op_types: dict[str, int] | None = None
+
+
+@dataclass
 class Verdict:
-    """The outcome of one case, always produced — a crash included."""
+    """The outcome of one case, always produced — a crash included.
+
+    Beside status, stage, signature and message a verdict carries typed parts: the
+    oracle's :class:`ErrorMetrics` (None when nothing was compared), the
+    :class:`TargetFacts`, the :class:`ProcessFacts`, the :class:`ConversionFacts` of a
+    conversion, and ``job_result``: what a job hands back to its caller that is no fact
+    about the case (a loaded source's record, a fix's rewrite counts), keyed by the job.
+    The JSON form keeps them flat under ``"metrics"`` (:meth:`to_dict`).
+    """
 
     status: Status
     stage: str = Stage.PREDICT
     signature: str = ""
     message: str = ""
-    metrics: dict[str, Any] = field(default_factory=dict)
+    error_metrics: ErrorMetrics | None = None
+    target_facts: TargetFacts = field(default_factory=TargetFacts)
+    process: ProcessFacts = field(default_factory=ProcessFacts)
+    conversion: ConversionFacts | None = None
+    job_result: dict[str, Any] = field(default_factory=dict)
     stderr_tail: str = ""
     provenance: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
@@ -90,31 +156,77 @@ class Verdict:
     def failed(self) -> bool:
         return self.status not in (Status.PASS, Status.SKIPPED)
 
-    @property
-    def error_metrics(self) -> ErrorMetrics | None:
-        """What the oracle measured, typed; None for a verdict that was never compared
-        (a crash, an error, a conversion)."""
-        if "max_ulp_error" not in self.metrics:
-            return None
-        return ErrorMetrics.from_dict(self.metrics)
+    def metrics(self) -> dict[str, Any]:
+        """The typed parts as the flat ``"metrics"`` object of the JSON form: the facts
+        written in the case's child with every object's keys in order (as the child's
+        sorted JSON hands them over), then the process facts isolation adds, in field
+        order."""
+        written: dict[str, Any] = dict(self.job_result)
+        if self.error_metrics is not None:
+            written.update(self.error_metrics.to_dict())
+        written.update(_present(self.target_facts))
+        if self.conversion is not None:
+            written.update(_present(self.conversion, keep_empty=("attempts", "setup")))
+        return {**_keys_sorted(written),
+                **_present(self.process, keep_empty=("worker_attempts",))}
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"status": self.status, "stage": self.stage, "signature": self.signature,
+                "message": self.message, "metrics": copy.deepcopy(self.metrics()),
+                "stderr_tail": self.stderr_tail, "provenance": dict(self.provenance),
+                "timings": dict(self.timings), "placement": dict(self.placement),
+                "target": self.target}
 
     def to_json(self) -> str:
-        # Serialized straight from the fields: to_dict's deep copy is for callers that
-        # keep the dict, and it cost a persistent worker ~5 % of a fuzz case.
-        fields_ = {f.name: getattr(self, f.name) for f in fields(self)}
-        return json.dumps(fields_, sort_keys=True, default=_json_default)
+        # Serialized from the parts without to_dict's deep copy (for callers that keep
+        # the dict): it cost a persistent worker ~5 % of a fuzz case.
+        document = {**{f.name: getattr(self, f.name) for f in fields(self)
+                       if f.name not in _TYPED_PARTS}, "metrics": self.metrics()}
+        return json.dumps(document, sort_keys=True, default=_json_default)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        known = {k: v for k, v in data.items()
+                 if k in cls.__dataclass_fields__ and k not in _TYPED_PARTS}
+        metrics = dict(data.get("metrics") or {})
+        measured = ("max_ulp_error" in metrics
+                    and ErrorMetrics.from_dict(_take(metrics, ErrorMetrics)))
+        target_facts = TargetFacts(**_take(metrics, TargetFacts))
+        process = ProcessFacts(**_take(metrics, ProcessFacts))
+        conversion = ("attempts" in metrics
+                      and ConversionFacts(**_take(metrics, ConversionFacts)))
+        return cls(**known, error_metrics=measured or None, target_facts=target_facts,
+                   process=process, conversion=conversion or None, job_result=metrics)
 
     @classmethod
     def from_json(cls, text: str) -> Verdict:
         return cls.from_dict(json.loads(text))
+
+
+_TYPED_PARTS = frozenset(
+    {"error_metrics", "target_facts", "process", "conversion", "job_result"})
+
+
+def _present(part: Any, keep_empty: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The facts of one typed part that were seen: neither None nor empty (an empty
+    value is written only for the fields ``keep_empty`` names)."""
+    return {f.name: value for f in fields(part)
+            if (value := getattr(part, f.name)) is not None
+            and (value not in ("", [], {}) or f.name in keep_empty)}
+
+
+def _keys_sorted(value: Any) -> Any:
+    """``value`` with the keys of every object in it in order."""
+    if isinstance(value, dict):
+        return {key: _keys_sorted(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_keys_sorted(item) for item in value]
+    return value
+
+
+def _take(metrics: dict[str, Any], part: type) -> dict[str, Any]:
+    """Remove and return the keys of ``metrics`` that are fields of ``part``."""
+    return {f.name: metrics.pop(f.name) for f in fields(part) if f.name in metrics}
 
 
 def placement_summary(placement: dict[str, str]) -> str:
@@ -220,10 +332,8 @@ class ErrorMetrics:
     """What :func:`judge` measured over all outputs: the worst errors, the lowest cosine,
     the out-of-range count, and each output's :class:`Comparison`.
 
-    A verdict keeps them in :attr:`Verdict.metrics` as :meth:`to_dict` writes them,
-    flat beside the facts other layers add there (exit code, routing, notes), so
-    verdict JSON and reports read exactly as before the record was typed;
-    :attr:`Verdict.error_metrics` reads them back.
+    A verdict keeps them in :attr:`Verdict.error_metrics`; its JSON form writes them as
+    :meth:`to_dict` does, flat under ``"metrics"`` beside its other parts' facts.
     """
 
     max_abs_error: float = 0.0
@@ -252,8 +362,9 @@ class ErrorMetrics:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ErrorMetrics:
-        """Read the metrics back from a verdict's dict: other keys there are other
-        layers' facts; a metric it lacks (a hand-made verdict) keeps its default."""
+        """Read the metrics back from a verdict's ``"metrics"`` object: other keys there
+        are other parts' facts; a metric it lacks (a hand-made verdict) keeps its
+        default."""
         measured = {f.name: data[f.name] for f in fields(cls)
                     if f.name in data and f.name != "comparisons"}
         return cls(**measured,
@@ -415,13 +526,13 @@ def judge(
         compare(name, references[name], outputs[name], precision, tolerance)
         for name in sorted(references)
     ]
-    metrics = ErrorMetrics.over(comparisons).to_dict()
+    measured = ErrorMetrics.over(comparisons)
     failing = [c for c in comparisons if not c.passed]
     if not failing:
-        return Verdict(Status.PASS, stage, "pass", metrics=metrics)
+        return Verdict(Status.PASS, stage, "pass", error_metrics=measured)
     first = failing[0]
     return Verdict(Status.MISMATCH, stage, mismatch_signature(first.kind), message=first.detail,
-                   metrics=metrics)
+                   error_metrics=measured)
 
 
 def value_divergence(target: dict[str, np.ndarray], reference: dict[str, np.ndarray],

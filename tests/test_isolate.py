@@ -178,8 +178,8 @@ def test_crash_is_a_verdict_with_the_signal_name(
     assert f"Fatal Python error: {fatal}" in verdict.stderr_tail
     assert f"in {function}" in verdict.stderr_tail
     if isolator.mode == "persistent":
-        assert verdict.metrics["reconfirmed"] is True
-        assert verdict.metrics["persistent_signature"] == signature
+        assert verdict.process.reconfirmed is True
+        assert verdict.process.persistent_signature == signature
 
 
 NO_RESULT = [
@@ -195,7 +195,7 @@ def test_exit_without_result_is_an_error(
 ) -> None:
     verdict = isolator.run(job(function, payload)).verdict
     assert (verdict.status, verdict.signature) == ("error", signature)
-    assert verdict.metrics["exit_code"] == payload["code"]
+    assert verdict.process.exit_code == payload["code"]
 
 
 ERRORS = [
@@ -270,7 +270,7 @@ def test_stderr_flood_is_bounded_and_keeps_the_last_bytes(isolator: Isolator) ->
     outcome = isolator.run(job("stderr_flood"))
     verdict = outcome.verdict
     assert (verdict.status, verdict.signature) == ("pass", "pass")
-    assert verdict.metrics["stderr_bytes"] == fault_jobs.FLOOD_BYTES + len(
+    assert verdict.process.stderr_bytes == fault_jobs.FLOOD_BYTES + len(
         fault_jobs.FLOOD_LAST_LINE) + 1
     assert len(verdict.stderr_tail.encode()) <= TAIL_BYTES
     assert verdict.stderr_tail.rstrip().endswith(fault_jobs.FLOOD_LAST_LINE)
@@ -288,7 +288,7 @@ def test_junk_on_stdout_cannot_corrupt_the_result(isolator: Isolator) -> None:
 def test_pass_returns_arrays_provenance_and_timings(isolator: Isolator) -> None:
     outcome = isolator.run(job("passing", {"n": 6, "echo": "hello"}))
     verdict = outcome.verdict
-    assert (verdict.status, verdict.metrics["echo"]) == ("pass", "hello")
+    assert (verdict.status, verdict.job_result["echo"]) == ("pass", "hello")
     assert sorted(outcome.arrays) == ["flags", "scalar", "values"]
     assert outcome.arrays["values"].dtype == np.float16
     np.testing.assert_array_equal(outcome.arrays["values"], np.arange(6, dtype=np.float16) / 3)
@@ -305,13 +305,13 @@ def test_pass_returns_arrays_provenance_and_timings(isolator: Isolator) -> None:
 def test_persistent_worker_restarts_after_a_crash(make_isolator: Callable[[str], Isolator]) -> None:
     isolator = make_isolator("persistent")
     first, second = (isolator.run(job("passing")).verdict for _ in range(2))
-    assert (first.metrics["worker_case"], second.metrics["worker_case"]) == (1, 2)
-    assert first.metrics["reconfirmed"] is False
+    assert (first.process.worker_case, second.process.worker_case) == (1, 2)
+    assert first.process.reconfirmed is False
     crash = isolator.run(job("segfault")).verdict
-    assert (crash.signature, crash.metrics["reconfirmed"]) == ("crash:SIGSEGV", True)
+    assert (crash.signature, crash.process.reconfirmed) == ("crash:SIGSEGV", True)
     assert crash.provenance["isolation"] == "persistent, re-confirmed in fork"
     after = isolator.run(job("passing")).verdict
-    assert (after.status, after.metrics["worker_case"]) == ("pass", 1)
+    assert (after.status, after.process.worker_case) == ("pass", 1)
 
 
 def test_persistent_failure_is_reported_only_if_a_fresh_process_agrees(
@@ -320,8 +320,8 @@ def test_persistent_failure_is_reported_only_if_a_fresh_process_agrees(
     isolator = make_isolator("persistent")
     assert isolator.run(job("fails_when_warm")).verdict.status == "pass"
     verdict = isolator.run(job("fails_when_warm")).verdict
-    assert (verdict.status, verdict.metrics["reconfirmed"]) == ("pass", True)
-    assert verdict.metrics["persistent_signature"] == (
+    assert (verdict.status, verdict.process.reconfirmed) == ("pass", True)
+    assert verdict.process.persistent_signature == (
         "error:predict:RuntimeError: state leaked from a previous case"
     )
 

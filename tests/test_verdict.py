@@ -131,11 +131,11 @@ def test_error_metrics_are_typed_and_keep_the_verdict_json_unchanged() -> None:
     assert measured.comparisons[0].kind == "collapse"
     assert measured.comparisons[0].tolerance == Tolerance.for_precision("fp16")
     assert measured.max_abs_error == pytest.approx(11.1) and measured.out_of_range == 0
-    assert list(verdict.metrics) == ["max_abs_error", "max_ulp_error", "min_cosine",
-                                     "out_of_range", "comparisons"]
-    assert verdict.metrics["comparisons"][0]["tolerance"] == {
+    assert list(measured.to_dict()) == ["max_abs_error", "max_ulp_error", "min_cosine",
+                                        "out_of_range", "comparisons"]
+    assert measured.to_dict()["comparisons"][0]["tolerance"] == {
         "ulps": 16.0, "floor": 16.0, "min_cosine": 0.0}
-    assert list(verdict.metrics["comparisons"][0]) == [
+    assert list(measured.to_dict()["comparisons"][0]) == [
         "name", "passed", "kind", "max_abs_error", "max_ulp_error", "cosine", "out_of_range",
         "elements", "worst_index", "worst_reference", "worst_output", "tolerance",
         "required_ulps", "detail"]
@@ -144,6 +144,29 @@ def test_error_metrics_are_typed_and_keep_the_verdict_json_unchanged() -> None:
     assert ErrorMetrics.from_dict(measured.to_dict()) == measured
     assert Comparison.from_dict(measured.comparisons[1].to_dict()) == measured.comparisons[1]
     assert Verdict("crash", "predict", "crash:SIGSEGV").error_metrics is None
+
+
+def test_typed_parts_read_and_write_the_flat_metrics_object() -> None:
+    """A verdict's JSON keeps every part's facts flat under ``metrics``: the child's in
+    key order, then the process facts isolation adds, in the order it adds them."""
+    metrics = {"attempts": [{"path": "export", "status": "ok"}], "comparisons": [],
+               "masked": {"y": 2},
+               "max_abs_error": 1.0, "max_ulp_error": 2.0, "min_cosine": 1.0,
+               "op_types": {"add": 1}, "out_of_range": 0, "path": "export",
+               "paths": ["export"], "precision": "fp16", "record": {"a": 1},
+               "routed": "1/1 compute ops on ne", "setup": [],
+               "exit_code": 0, "worker_case": 2, "stderr_bytes": 0, "reconfirmed": False,
+               "template": "warm", "worker_attempts": []}
+    verdict = Verdict.from_dict({"status": "pass", "metrics": metrics})
+    assert verdict.error_metrics is not None and verdict.error_metrics.max_ulp_error == 2.0
+    assert (verdict.target_facts.masked, verdict.target_facts.routed) == (
+        {"y": 2}, "1/1 compute ops on ne")
+    assert verdict.conversion is not None and verdict.conversion.paths == ["export"]
+    assert (verdict.process.exit_code, verdict.process.worker_attempts) == (0, [])
+    assert verdict.job_result == {"record": {"a": 1}}
+    written = verdict.to_dict()["metrics"]
+    assert list(written) == list(metrics) and written == metrics
+    assert Verdict("crash").to_dict()["metrics"] == {}
 
 
 def test_integer_and_bool_outputs_are_compared_exactly() -> None:

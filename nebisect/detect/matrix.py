@@ -230,7 +230,7 @@ class MatrixRunner:
                 for target in self.targets:
                     report.rows += self._rows(target, input_set, npzs[input_set.label],
                                               finished_only=True)
-            report.conversions.update(self.bench.conversions)
+            report.conversions.update(self.bench.convert_verdicts())
             raise
         for input_set in sets:
             npz = npzs[input_set.label]
@@ -239,7 +239,7 @@ class MatrixRunner:
             for target in self.targets:
                 self.progress(f"{target} at {input_set.label}")
                 report.rows += self._rows(target, input_set, npz)
-            report.conversions.update(self.bench.conversions)
+            report.conversions.update(self.bench.convert_verdicts())
             report.rows[first:] = self._separate_reference(report.rows[first:], input_set)
         self._attribute(report, npzs)
         if discovery is not None and not report.reference_failed:

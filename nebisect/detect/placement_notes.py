@@ -11,7 +11,7 @@ target when its paths agree)::
     mul ×1 (integer dtype) — a note, not a failure (run --require ne fails closed)
 
 The suffix appears where the placement would have been ``unrouted`` had the run asked
-for the device (``placement_note`` in the verdict's metrics).
+for the device (``placement_note`` in the verdict's target facts).
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ def placement_lines(rows: Iterable[Row]) -> list[str]:
     device, in the order the rows first show them."""
     seen: dict[str, dict[str, tuple[str, dict[str, int], str]]] = {}
     for row in rows:
-        metrics = row.verdict.metrics
-        if row.role != "target" or "off_device" not in metrics:
+        reported = row.verdict.target_facts
+        if row.role != "target" or not reported.off_device:
             continue
-        facts = (str(metrics.get("routed", "")), dict(metrics["off_device"]),
-                 str(metrics.get("placement_note", "")))
+        facts = (reported.routed, dict(reported.off_device), reported.placement_note)
         seen.setdefault(row.target, {}).setdefault(row.path, facts)
     lines = []
     for target, by_path in seen.items():

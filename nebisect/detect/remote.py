@@ -104,13 +104,13 @@ def _received(result: UnitResult, target: str, folder: Path
     if result.value is None:
         verdict = Verdict(Status.ERROR, Stage.PREDICT, LOST_SIGNATURE, target=target,
                           message=f"no verdict: {result.error}")
-        verdict.metrics["worker_attempts"] = result.describe_attempts()
+        verdict.process.worker_attempts = result.describe_attempts()
         return verdict, {}
     verdict = Verdict.from_dict(result.value["verdict"])
     if result.worker and result.worker != LOCAL:
         verdict.provenance["worker"] = result.worker
     if len(result.attempts) > 1:
-        verdict.metrics["worker_attempts"] = result.describe_attempts()
+        verdict.process.worker_attempts = result.describe_attempts()
     folder.mkdir(parents=True, exist_ok=True)
     npz = folder / "arrays.npz"
     npz.write_bytes(base64.b64decode(result.value["arrays"]))

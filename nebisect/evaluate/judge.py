@@ -34,10 +34,6 @@ def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Arti
     return Artifact(kind, location, params)
 
 
-#: the metric of a ``timed`` job: {"predict": seconds, "reference": seconds}
-SECONDS = "seconds"
-
-
 def warm_up() -> None:
     """What every evaluation reads lazily — the targets, the simulator with its kernels,
     profiles and semantics, the program loader — loaded in a fork template, once
@@ -114,10 +110,8 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         # (Core ML's typed execution, which sim:fp32 follows): judge them in fp16 ULPs.
         precision = "fp16"
     verdict = _judge(case, precision, expected, prediction, payload, inputs)
-    if payload.get("timed"):
-        # What ``run``'s summary adds up; the caller takes it out of the verdict again.
-        verdict.metrics[SECONDS] = {"predict": predicted - started,
-                                    "reference": referenced - predicted}
+    # What ``run``'s summary adds up: the target's and the reference's share of the case.
+    verdict.timings.update(predict=predicted - started, reference=referenced - predicted)
     return verdict, arrays
 
 
@@ -188,7 +182,7 @@ def _judge(
     masked = _unpadded(case.options.masked_outputs, inputs, wanted, got)
     verdict = judge(wanted, got, precision, tolerance)
     if masked:
-        verdict.metrics["masked"] = masked
+        verdict.target_facts.masked = masked
     verdict.placement = prediction.placement
     verdict.target = case.target
     return _routed(case, prediction, verdict)
@@ -218,18 +212,18 @@ def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
     case that notes placement (``note_placement``, no op of interest) keeps its status
     when every compute op ran off the device, and says so in ``placement_note``."""
     if prediction.notes:
-        verdict.metrics["notes"] = list(prediction.notes)
+        verdict.target_facts.notes = list(prediction.notes)
     required = required_devices(case.target)
     if not required:
         return verdict
     routing = check_routing(required, prediction.placement, prediction.op_types,
                             case.options.op_of_interest,
                             prediction.placement_unknown)
-    verdict.metrics["routed"] = routing.summary
+    verdict.target_facts.routed = routing.summary
     away = off_device(required, prediction.placement, prediction.op_types,
                       prediction.fallbacks)
     if away:
-        verdict.metrics["off_device"] = away
+        verdict.target_facts.off_device = away
     noted = case.options.note_placement and not case.options.op_of_interest
     if routing.unknown and verdict.status == "pass":
         verdict.status, verdict.signature = Status.SKIPPED, "skipped"
@@ -237,10 +231,10 @@ def _routed(case: Case, prediction: Prediction, verdict: Verdict) -> Verdict:
                            "cannot be told from a CPU fallback")
     elif routing.unrouted and noted:
         # Placement is information here (run without --require): said, not failed.
-        verdict.metrics["placement_note"] = routing.unrouted
+        verdict.target_facts.placement_note = routing.unrouted
     elif routing.unrouted and verdict.status in ("pass", "mismatch"):
         if verdict.status == "mismatch":
-            verdict.metrics["judged"] = verdict.signature
+            verdict.target_facts.judged = verdict.signature
         op = case.options.op_of_interest
         verdict.status = Status.UNROUTED
         verdict.signature = f"unrouted:{op}" if op else "unrouted"
@@ -283,14 +277,13 @@ def build_job(
     tolerance: Tolerance | None = None,
     timeout: float = 60.0,
     memory_mb: int | None = None,
-    timed: bool = False,
     reference_cache: str = "",
 ) -> Job:
     """The isolation job for one case; the fork template preloads what the target needs.
 
-    ``timed``: the verdict's ``metrics[SECONDS]`` says how long the target's prediction
-    and the reference's took, in the child. ``reference_cache``: a directory where the
-    reference's outputs are kept per inputs (one run's cells share it).
+    ``reference_cache``: a directory where the reference's outputs are kept per inputs
+    (one run's cells share it). A judged verdict's timings say how long the target's
+    prediction (``predict``) and the reference's (``reference``) took, in the child.
     """
     preload = evaluation_preload(case.target, reference,
                                  torch_source_of(case) if reference else "")
@@ -299,8 +292,6 @@ def build_job(
         payload["reference_cache"] = reference_cache
     if tolerance is not None:
         payload["tolerance"] = tolerance.__dict__
-    if timed:
-        payload["timed"] = True
     return Job(
         function="nebisect.evaluate.judge:evaluate_job",
         payload=payload,
@@ -319,18 +310,16 @@ def evaluate(
     tolerance: Tolerance | None = None,
     timeout: float = 60.0,
     memory_mb: int | None = None,
-    timed: bool = False,
     reference_cache: str = "",
 ) -> Outcome:
     """Run one case in a fresh process and judge it against ``reference``.
 
     Every field of ``case.options`` (:class:`~nebisect.case.CaseOptions`) is honoured;
     with ``intermediates`` every intermediate value comes back as ``mid:``/``refmid:``
-    arrays. ``timed``: see
-    :func:`build_job`.
+    arrays. The verdict's timings: see :func:`build_job`.
     """
     job = build_job(case, reference=reference, tolerance=tolerance, timeout=timeout,
-                    memory_mb=memory_mb, timed=timed, reference_cache=reference_cache)
+                    memory_mb=memory_mb, reference_cache=reference_cache)
     outcome = isolator.run(job) if isolator is not None else run_isolated(job)
     outcome.verdict.target = outcome.verdict.target or case.target
     return outcome

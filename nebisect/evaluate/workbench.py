@@ -27,7 +27,7 @@ from nebisect.case import (
     sha256_arrays,
     sha256_path,
 )
-from nebisect.evaluate.judge import SECONDS, evaluate, evaluation_preload
+from nebisect.evaluate.judge import evaluate, evaluation_preload
 from nebisect.evaluate.programs import ProgramOutline, outline
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
@@ -65,6 +65,15 @@ class CellKey:
     inputs: str
 
 
+@dataclass(frozen=True)
+class Conversion:
+    """One conversion of a torch source: the package of every path that converted, by
+    path name (empty when none did), and the convert verdict."""
+
+    packages: dict[str, Path]
+    verdict: Verdict
+
+
 @dataclass
 class Workbench:
     """Runs the cells of one source with one isolator (see the module docstring).
@@ -87,8 +96,7 @@ class Workbench:
     plugins: list[str] = field(default_factory=list)
     paths: tuple[str, ...] = ("export", "trace")
     require: tuple[str, ...] | None = None
-    packages: dict[str, dict[str, Path]] = field(default_factory=dict)
-    conversions: dict[str, Verdict] = field(default_factory=dict)
+    conversions: dict[str, Conversion] = field(default_factory=dict)
     saved: dict[str, str] = field(default_factory=dict)
     _runs: dict[CellKey, tuple[Verdict, dict[str, np.ndarray]]] = field(
         default_factory=dict)
@@ -118,8 +126,8 @@ class Workbench:
         precision = spec_of(target).precision
         if not convert and _conversion_key(precision) not in self.conversions:
             return []
-        packages, verdict = self._converted(precision)
-        return list(packages) if packages else verdict
+        conversion = self._converted(precision)
+        return list(conversion.packages) or conversion.verdict
 
     def failed_paths(self, target: str, *, convert: bool = True) -> list[ConversionAttempt]:
         """The conversion paths that failed for ``target`` while another converted (none
@@ -128,22 +136,26 @@ class Workbench:
         paths = self.paths_of(target, convert=convert)
         if isinstance(paths, Verdict) or paths in ([""], []):
             return []
-        return failed_attempts(self.conversions[_conversion_key(spec_of(target).precision)])
+        return failed_attempts(self._converted(spec_of(target).precision).verdict)
 
-    def _converted(self, precision: str) -> tuple[dict[str, Path], Verdict]:
+    def convert_verdicts(self) -> dict[str, Verdict]:
+        """The verdict of every conversion made so far, by conversion precision."""
+        return {key: conversion.verdict for key, conversion in self.conversions.items()}
+
+    def _converted(self, precision: str) -> Conversion:
         """Convert once per conversion precision (fp16 → FLOAT16, else FLOAT32)."""
         key = _conversion_key(precision)
         if key not in self.conversions:
             assert self.convert is not None, "torch sources need a converter"
-            self.packages[key], self.conversions[key] = self.convert(
-                self.source, key, self.workdir, self.isolator, timeout=self.timeouts.convert)
-        return self.packages[key], self.conversions[key]
+            self.conversions[key] = Conversion(*self.convert(
+                self.source, key, self.workdir, self.isolator, timeout=self.timeouts.convert))
+        return self.conversions[key]
 
     def program(self, target: str, path: str) -> Path:
         """The package ``target`` runs on ``path`` (the source itself for a package)."""
         if not self.source.ref.is_torch:
             return Path(self.source.location)
-        return self._converted(spec_of(target).precision)[0][path]
+        return self._converted(spec_of(target).precision).packages[path]
 
     def outline(self, target: str, path: str) -> ProgramOutline:
         """The dependency view of that package (read once, in the template that
@@ -201,17 +213,16 @@ class Workbench:
             started = time.perf_counter()
             outcome = evaluate(self.case(target, path, npz), reference=self.reference,
                                isolator=self.isolator, timeout=self.timeouts.predict,
-                               timed=True, reference_cache=str(self.workdir / "references"))
+                               reference_cache=str(self.workdir / "references"))
             total = time.perf_counter() - started
             outcome.verdict.timings.setdefault("total", total)
-            seconds = outcome.verdict.metrics.pop(SECONDS, {})
             self._spent["predictions"] += total
-            self._spent["reference"] += seconds.get("reference", 0.0)
+            self._spent["reference"] += outcome.verdict.timings.get("reference", 0.0)
             self._runs[key] = outcome.verdict, outcome.arrays
         return self._runs[key]
 
     def seconds(self) -> dict[str, float]:
         """Wall seconds of the conversions and of the cells run so far, and the part of
         the cells spent computing the reference (what ``run``'s summary reports)."""
-        return {"conversion": sum(v.timings.get("wall", 0.0)
-                                  for v in self.conversions.values()), **self._spent}
+        return {"conversion": sum(c.verdict.timings.get("wall", 0.0)
+                                  for c in self.conversions.values()), **self._spent}

@@ -72,7 +72,7 @@ def fix_job(payload: dict[str, Any]) -> Verdict:
     rewrites = apply_graph_fixes(program, graph)
     if any(rewrites.values()):
         save_program(program, payload["output"])
-    return Verdict(Status.PASS, Stage.LOAD, metrics={"rewrites": rewrites})
+    return Verdict(Status.PASS, Stage.LOAD, job_result={"rewrites": rewrites})
 
 
 def fix_source(
@@ -128,6 +128,6 @@ def fix_source(
     ))
     if outcome.verdict.status != "pass":
         return FixedSource(outcome.verdict, converted, None, {}, applied)
-    rewrites = {str(k): int(v) for k, v in outcome.verdict.metrics["rewrites"].items()}
+    rewrites = {str(k): int(v) for k, v in outcome.verdict.job_result["rewrites"].items()}
     package = output if any(rewrites.values()) else converted
     return FixedSource(outcome.verdict, converted, package, rewrites, applied)

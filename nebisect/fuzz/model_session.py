@@ -101,8 +101,7 @@ class ModelSession:
             budget, seed = self.units[index]
             bench = self._bench(self.workdir / f"shard-{index}", isolator, self.bench.paths)
             bench.workdir.mkdir()
-            bench.packages, bench.conversions = dict(self.bench.packages), dict(
-                self.bench.conversions)
+            bench.conversions = dict(self.bench.conversions)
             report = functools.partial(on_progress, index) if on_progress else None
             drive(self.subject, ModelEvaluator(self.subject, bench, self.options.target),
                   budget, seed, self.options, report,

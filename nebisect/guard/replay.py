@@ -25,7 +25,7 @@ cancels the cases in flight at once), or the workers of a Dask cluster. The unit
 the scanned record and the case's files; the verdict comes back as JSON and is judged
 here, so a case judges the same whichever executor ran it. A unit that ended without a
 verdict (its workers died twice) is an ``error`` with :data:`LOST_SIGNATURE`; a verdict
-that took more than one attempt lists them in ``metrics["worker_attempts"]``.
+that took more than one attempt lists them in the verdict's ``process.worker_attempts``.
 """
 
 from __future__ import annotations
@@ -277,7 +277,7 @@ def unit_verdict(result: UnitResult, case: CorpusCase) -> Verdict:
     if result.worker and result.worker != LOCAL:
         verdict.provenance["worker"] = result.worker
     if len(result.attempts) > 1 or result.value is None:
-        verdict.metrics["worker_attempts"] = result.describe_attempts()
+        verdict.process.worker_attempts = result.describe_attempts()
     return verdict
 
 

@@ -40,7 +40,7 @@ from nebisect.guard.replay import LOST_SIGNATURE, on_package, replay_unit_of, ru
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.targets.placement import required_devices
-from nebisect.verdict import Status, Verdict
+from nebisect.verdict import ProcessFacts, Status, Verdict
 
 CATEGORIES = ("fixed", "still failing", "regressed", "unaffected")
 
@@ -119,7 +119,7 @@ def _lost(case: CorpusCase, result: UnitResult) -> CaseVerification:
     record = case.record
     lost = Verdict(Status.ERROR, record.stage, LOST_SIGNATURE, message=result.error,
                    target=record.target,
-                   metrics={"worker_attempts": result.describe_attempts()})
+                   process=ProcessFacts(worker_attempts=result.describe_attempts()))
     return CaseVerification(record.case_id, record.label, record.target, [], lost, None,
                             "regressed", f"no verification: {result.error}")
 

@@ -5,7 +5,7 @@ whose arrays load without pickle, and only from a process that ended cleanly (ex
 the fork child's "done"); otherwise the exit status speaks — a signal is a ``crash``
 named after it whatever the child wrote before dying, a timeout is ``timeout``, an exit
 without a result is an ``error``, and the usual fingerprints of memory exhaustion are
-``oom`` (its message and ``metrics["memory_limit"]`` name the job's limit). The stage is
+``oom`` (its message and the verdict's ``process.memory_limit`` name the job's limit). The stage is
 the last one the child declared through ``mark_stage``. On macOS a crash carries the
 native stack from the OS's crash report when one is found
 (:mod:`nebisect.isolation.crashreport`).
@@ -21,9 +21,8 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from nebisect.case import load_npz
 from nebisect.errors import NebisectError
@@ -32,7 +31,7 @@ from nebisect.isolation.crashreport import find_crash_report
 from nebisect.isolation.job import OOM_PATTERN, CaseFiles, Job, Outcome, read_stage_file
 from nebisect.isolation.memory import MIB, format_size
 from nebisect.isolation.watch import read_tail
-from nebisect.verdict import Status, Verdict, crash_signature, error_signature
+from nebisect.verdict import ProcessFacts, Status, Verdict, crash_signature, error_signature
 
 
 @dataclass
@@ -42,17 +41,17 @@ class RawExit:
     ``exit_code`` is negative for death by signal (like ``Popen.returncode``) and None
     when it was not awaited (a fork child that signalled its result was written).
     ``failure`` explains an isolation-side failure (a helper process that died), which
-    then becomes the case's ``error``. ``metrics`` are facts the isolation side adds to
-    the verdict (how many cases a persistent worker ran). ``pid`` and ``started`` (epoch
-    seconds) identify the case process, where the backend knows it, so that the crash
-    report the OS wrote for it can be found (macOS).
+    then becomes the case's ``error``. ``worker_case`` is how many cases the persistent
+    worker that ran it had run, this one included (None: no persistent worker). ``pid``
+    and ``started`` (epoch seconds) identify the case process, where the backend knows
+    it, so that the crash report the OS wrote for it can be found (macOS).
     """
 
     exit_code: int | None
     timed_out: bool = False
     stderr_bytes: int = 0
     failure: str = ""
-    metrics: dict[str, Any] = field(default_factory=dict)
+    worker_case: int | None = None
     pid: int | None = None
     started: float = 0.0
 
@@ -72,14 +71,15 @@ def collect(job: Job, case_dir: Path, raw: RawExit) -> Outcome:
     verdict = outcome.verdict
     if verdict.status == Status.OOM and job.memory_mb is not None:
         limit = format_size(job.memory_mb * MIB)
-        verdict.metrics["memory_limit"] = limit
+        verdict.process.memory_limit = limit
         verdict.message = f"{verdict.message} (memory limit {limit}, --memory)"
     verdict.stderr_tail = verdict.stderr_tail or tail
-    verdict.metrics.update(raw.metrics, stderr_bytes=raw.stderr_bytes)
+    verdict.process.worker_case = raw.worker_case
+    verdict.process.stderr_bytes = raw.stderr_bytes
     if verdict.status == "crash" and raw.pid and sys.platform == "darwin":
         report = find_crash_report(raw.pid, raw.started)
         if report is not None:
-            verdict.metrics["crash_report"] = report
+            verdict.process.crash_report = report
     return outcome
 
 
@@ -124,23 +124,23 @@ def _exit_verdict(job: Job, raw: RawExit, stage: str, tail: str) -> Verdict:
         message = raw.failure or "case process vanished without an exit status"
         return Verdict(Status.ERROR, stage, error_signature(stage, message), message=message)
     code = raw.exit_code
-    metrics: dict[str, object] = {"exit_code": code}
+    facts = ProcessFacts(exit_code=code)
     if code < 0:
         name = signal_name(-code)
         if -code == signal.SIGKILL:
             message = ("killed by SIGKILL, not by nebisect: most likely the kernel's "
                        "out-of-memory killer")
-            return Verdict(Status.OOM, stage, "oom", message=message, metrics=metrics)
+            return Verdict(Status.OOM, stage, "oom", message=message, process=facts)
         if -code == signal.SIGABRT and "std::bad_alloc" in tail:
             message = "aborted on std::bad_alloc (native allocation failed)"
-            return Verdict(Status.OOM, stage, "oom", message=message, metrics=metrics)
+            return Verdict(Status.OOM, stage, "oom", message=message, process=facts)
         return Verdict(Status.CRASH, stage, crash_signature(name),
-                       message=f"killed by {name} during {stage}", metrics=metrics)
+                       message=f"killed by {name} during {stage}", process=facts)
     last_line = next((ln for ln in reversed(tail.splitlines()) if ln.strip()), "")
     if OOM_PATTERN.search(last_line):
-        return Verdict(Status.OOM, stage, "oom", message=last_line.strip(), metrics=metrics)
+        return Verdict(Status.OOM, stage, "oom", message=last_line.strip(), process=facts)
     # Built by hand, not by error_signature(): the exit code is deterministic and tells
     # sys.exit(3) from an interpreter failure, so it stays in the signature.
     message = f"child exited with code {code} without a result"
     return Verdict(Status.ERROR, stage, f"error:{stage}:{message}", message=message,
-                   metrics=metrics)
+                   process=facts)

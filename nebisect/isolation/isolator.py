@@ -3,7 +3,7 @@
 Modes: ``fork`` (Linux default; a small template forks a child per case), ``spawn``
 (macOS default; a fresh interpreter per case — forking after Core ML initialisation
 is unsafe), ``persistent`` (one worker runs many cases; every failure it reports is
-re-confirmed in a fresh fork/spawn process, recorded as ``metrics["reconfirmed"]``).
+re-confirmed in a fresh fork/spawn process, recorded as the verdict's ``process.reconfirmed``).
 
 Whatever happens — a crash, a hang, Ctrl-C in the parent — the isolator leaves no
 process and no temporary directory behind: an interrupted ``run`` aborts the isolator
@@ -188,12 +188,11 @@ class Isolator:
         so that a failure that exists only in a warm process (leaked state) is visible.
         """
         if not outcome.verdict.failed:
-            outcome.verdict.metrics["reconfirmed"] = False
+            outcome.verdict.process.reconfirmed = False
             return outcome
         fresh = self._run_in(confirm, job)
-        fresh.verdict.metrics.update(
-            reconfirmed=True, persistent_signature=outcome.verdict.signature
-        )
+        fresh.verdict.process.reconfirmed = True
+        fresh.verdict.process.persistent_signature = outcome.verdict.signature
         fresh.verdict.provenance["isolation"] = f"persistent, re-confirmed in {confirm.mode}"
         return fresh
 

@@ -89,10 +89,10 @@ class PersistentBackend:
             if how == responses and worker.helper.receive(deadline) is not None:
                 worker.watch.drain(sink)
                 worker.cases += 1
-                return RawExit(0, stderr_bytes=sink.total, metrics={"worker_case": worker.cases})
+                return RawExit(0, stderr_bytes=sink.total, worker_case=worker.cases)
             code = self._discard(sink)
             return RawExit(code, how == TIMEOUT, sink.total,
-                           metrics={"worker_case": worker.cases + 1})
+                           worker_case=worker.cases + 1)
         except BaseException:
             if self._worker is not None:
                 self._discard(sink)

@@ -43,7 +43,7 @@ from nebisect.isolation.job import OOM_PATTERN
 from nebisect.mil.quiet import import_coremltools, quiet
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.sources.torch_module import CONVERSION_PRELOAD, TorchSource, load_torch_source
-from nebisect.verdict import Stage, Status, Verdict, error_signature
+from nebisect.verdict import ConversionFacts, Stage, Status, Verdict, error_signature
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator
@@ -255,7 +255,8 @@ def failed_attempts(verdict: Verdict) -> list[ConversionAttempt]:
     """The paths of a passing convert verdict that did not convert (another did)."""
     if verdict.status != Status.PASS:
         return []
-    attempts = [ConversionAttempt.from_dict(a) for a in verdict.metrics.get("attempts", ())]
+    facts = verdict.conversion
+    attempts = [ConversionAttempt.from_dict(a) for a in (facts.attempts if facts else ())]
     return [a for a in attempts if a.status == "failed"]
 
 
@@ -303,8 +304,8 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
     location}``: the paths tried, each saved where it says when it converts); optional
     ``setup`` (``module:function`` callables run first — e.g. :data:`OVERRIDES_SETUP`)
     and ``deployment_target`` (default: the newest target the running macOS loads,
-    :func:`nebisect.sources.deployment.running_deployment`). ``metrics["paths"]`` lists the
-    paths saved.
+    :func:`nebisect.sources.deployment.running_deployment`). The verdict's
+    :class:`~nebisect.verdict.ConversionFacts` list the paths saved.
     """
     from nebisect.isolate import mark_stage
 
@@ -320,25 +321,23 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
         deployment=payload.get("deployment_target") or running_deployment(),
         paths=tuple(wanted),
     )
-    metrics: dict[str, Any] = {
-        "attempts": [a.to_dict() for a in attempts],
-        "precision": conversion_precision(payload["precision"]),
-        "setup": list(payload.get("setup", ())),
-    }
+    facts = ConversionFacts([a.to_dict() for a in attempts],
+                            conversion_precision(payload["precision"]),
+                            list(payload.get("setup", ())))
     message = summarize(attempts)
     if not models and attempts and all(OOM_PATTERN.search(a.message) for a in attempts):
         # every path ran out of memory: the memory limit's verdict, not the converter's
-        return Verdict(Status.OOM, Stage.CONVERT, "oom", message=message, metrics=metrics)
+        return Verdict(Status.OOM, Stage.CONVERT, "oom", message=message, conversion=facts)
     if not models:
         return Verdict(Status.ERROR, Stage.CONVERT, error_signature("convert", message),
-                       message=message, metrics=metrics)
+                       message=message, conversion=facts)
     kept = models if "packages" in payload else dict(list(models.items())[:1])
-    metrics["path"] = next(iter(kept))
-    metrics["paths"] = list(kept)
-    metrics["op_types"] = op_type_counts(kept[metrics["path"]])
+    facts.path = next(iter(kept))
+    facts.paths = list(kept)
+    facts.op_types = op_type_counts(kept[facts.path])
     for path, model in kept.items():
         save_package(model, wanted[path])
-    return Verdict(Status.PASS, Stage.CONVERT, message=message, metrics=metrics)
+    return Verdict(Status.PASS, Stage.CONVERT, message=message, conversion=facts)
 
 
 def convert_isolated(
@@ -386,7 +385,8 @@ def convert_paths(
     verdict = _convert_in_child(source, precision,
                                 {"packages": {p: str(pkg) for p, pkg in packages.items()}},
                                 isolator, setup, timeout, deployment)
-    saved = verdict.metrics.get("paths", []) if verdict.status == "pass" else []
+    converted = verdict.conversion if verdict.status == "pass" else None
+    saved = (converted.paths or []) if converted else []
     return {path: packages[path] for path in saved if packages[path].is_dir()}, verdict
 
 
@@ -408,7 +408,7 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
         preload=CONVERSION_PRELOAD,
     )
     verdict = isolator.run(job).verdict
-    verdict.metrics["template"] = conversion_template(isolator.mode)
+    verdict.process.template = conversion_template(isolator.mode)
     return verdict
 
 

@@ -1,7 +1,7 @@
 """Run a describe job in isolation; return its record, or say in one line what went wrong.
 
 Both sides live here so the contract stays in one place: the child returns a ``pass``
-verdict carrying ``metrics["record"]`` (a JSON dict), or an ``error`` verdict flagged
+verdict whose ``job_result["record"]`` is a JSON dict, or an ``error`` verdict flagged
 ``user_error`` whose message is already the sentence to show. Anything else the
 isolation engine reports — a crash, a timeout, an exit without a result — is phrased
 here for the user, and never passes silently: a factory that calls ``sys.exit(0)``
@@ -64,7 +64,7 @@ def record_of(verdict: Verdict, *, label: str, subject: ChildSubject,
               timeout: float) -> dict[str, Any]:
     """The record a describe child returned, or NebisectError naming ``label`` and what
     happened to the child (for a caller that runs the job itself, e.g. to get arrays)."""
-    record = verdict.metrics.get("record") if verdict.status == "pass" else None
+    record = verdict.job_result.get("record") if verdict.status == "pass" else None
     if isinstance(record, dict):
         return record
     raise NebisectError(f"{label}: {explain(verdict, subject, timeout)}")
@@ -72,7 +72,7 @@ def record_of(verdict: Verdict, *, label: str, subject: ChildSubject,
 
 def explain(verdict: Verdict, subject: ChildSubject, timeout: float) -> str:
     """What happened to a describe child, as the rest of an error line."""
-    if verdict.metrics.get("user_error"):
+    if verdict.job_result.get("user_error"):
         return verdict.message
     if verdict.status == "timeout":
         return f"{subject.noun} did not finish within {timeout:g} s{subject.when}"
@@ -81,8 +81,8 @@ def explain(verdict: Verdict, subject: ChildSubject, timeout: float) -> str:
         return f"{subject.noun} crashed with {signal}{subject.when}"
     if verdict.status == "oom":
         return f"{subject.noun} ran out of memory{subject.when}"
-    code = verdict.metrics.get("exit_code")
-    if isinstance(code, int):
+    code = verdict.process.exit_code
+    if code is not None:
         return f"{subject.noun} exited with status {code} without {subject.purpose}"
     return f"{subject.noun} failed{subject.when}: {first_line(verdict.message)}"
 
@@ -102,8 +102,8 @@ def record_outcome(
     except NebisectError as exc:
         message = str(exc)
         return Verdict(Status.ERROR, STAGE, error_signature(STAGE, message), message=message,
-                       metrics={"user_error": True}), {}
-    return Verdict(Status.PASS, STAGE, metrics={"record": record}), arrays
+                       job_result={"user_error": True}), {}
+    return Verdict(Status.PASS, STAGE, job_result={"record": record}), arrays
 
 
 def unprefixed(message: str, location: str) -> str:

@@ -14,12 +14,12 @@ profile) is checked against the device its name asks for. The rules, in order:
    information: the verdict keeps its status and says why (``placement_note``).
 
 A ``mismatch`` whose op ran elsewhere is ``unrouted`` too (the mismatch is kept in the
-metrics): it is not a failure *of the requested device*, and a minimizer that kept it
-would slip from a Neural Engine bug to a CPU one. Crashes, errors and timeouts are
-kept as they are. Every checked row reports ``routed``: how many compute ops ran on the
-requested device out of how many were placed, and ``off_device``: the compute ops placed
-elsewhere, counted per op type and, where the backend says, the reason
-(:func:`off_device`).
+verdict's target facts, ``judged``): it is not a failure *of the requested device*, and
+a minimizer that kept it would slip from a Neural Engine bug to a CPU one. Crashes,
+errors and timeouts are kept as they are. Every checked row reports ``routed``: how many
+compute ops ran on the requested device out of how many were placed, and
+``off_device``: the compute ops placed elsewhere, counted per op type and, where the
+backend says, the reason (:func:`off_device`).
 """
 
 from __future__ import annotations

@@ -70,9 +70,9 @@ def test_a_forward_returning_its_input_converts_on_both_paths(
                           convert=convert_paths).run((2,))
     assert not report.failed, [r.verdict.message for r in report.rows]
     conversion = report.conversions["fp32"]
-    assert conversion.metrics["paths"] == ["export", "trace"]
+    assert conversion.conversion.paths == ["export", "trace"]
     assert all("returned an input unchanged" in a["note"]
-               for a in conversion.metrics["attempts"])
+               for a in conversion.conversion.attempts)
 
 
 def test_an_int32_routed_through_float32_is_an_integer_mismatch(

@@ -62,7 +62,7 @@ def test_seed_003_meanpool_data_dependent_shape_on_ane(tmp_path: Path, isolator:
         assert status == "error" and signature.startswith("error:predict:")
         assert "Data-dependent shapes were disabled" in signature
         assert attribution == "device"
-    assert report.conversions["fp16"].metrics["path"] == "export"
+    assert report.conversions["fp16"].conversion.path == "export"
 
 
 @pytest.mark.parametrize(("x", "ane_status"), [(7.7, "mismatch"), (7.5, "pass")])
@@ -236,7 +236,7 @@ def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isol
     for row in report.rows:
         assert row.verdict.status == "pass", (row.target, row.length, row.verdict.message)
         if row.target == "sim:fp32":
-            assert row.verdict.metrics["min_cosine"] >= 0.99999
+            assert row.verdict.error_metrics.min_cosine >= 0.99999
 
 
 UNSEEDED = """

@@ -63,7 +63,8 @@ def converted() -> Iterator[Callable[..., tuple[Path | None, Verdict]]]:
                                             isolator, setup=setup)
                 record.write_text(fresh.to_json())
             verdict = Verdict.from_json(record.read_text())
-            package = workdir / f"converted-{verdict.metrics.get('precision', precision)}.mlpackage"
+            converted = verdict.conversion.precision if verdict.conversion else precision
+            package = workdir / f"converted-{converted}.mlpackage"
             return (package if verdict.status == "pass" else None), verdict
 
         yield convert
@@ -94,7 +95,7 @@ def test_plain_coremltools_fails_on_both_paths(converted, source: str,
     package, verdict = converted(source, "fp32")
     assert package is None
     assert verdict.status == "error" and verdict.stage == "convert"
-    messages = {a["path"]: a["message"] for a in verdict.metrics["attempts"]}
+    messages = {a["path"]: a["message"] for a in verdict.conversion.attempts}
     assert messages == {
         "export": "NotImplementedError: Unsupported fx node new_ones, kind new_ones",
         "trace": trace_message,
@@ -117,7 +118,7 @@ def test_static_minilm_simulator_matches_torch(converted, precision: str,
                                                min_cosine: float) -> None:
     package, verdict = converted(STATIC, precision, (OVERRIDES_SETUP,))
     assert verdict.status == "pass", verdict.message
-    assert verdict.metrics["path"] == "export"
+    assert verdict.conversion.path == "export"
     program = load_program(package)
     for inputs in _static_inputs():
         expected = _torch(STATIC, inputs, torch.float32)
@@ -138,7 +139,7 @@ def test_static_fp32_simulation_passes_the_oracle(converted) -> None:
 def test_dynamic_minilm_with_overrides_matches_torch_at_every_length(converted) -> None:
     package, verdict = converted(DYNAMIC, "fp32", (OVERRIDES_SETUP,))
     assert verdict.status == "pass", verdict.message
-    assert [a["status"] for a in verdict.metrics["attempts"]] == ["ok", "ok"]
+    assert [a["status"] for a in verdict.conversion.attempts] == ["ok", "ok"]
     program = load_program(package)
     described = load_torch_source(DYNAMIC).descriptions()
     for length in (2, 8, 37, 128, 380):

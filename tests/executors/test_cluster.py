@@ -143,9 +143,9 @@ def test_a_worker_killed_mid_unit_costs_a_retry_not_a_verdict(
     assert not thread.is_alive()
     assert sorted(r.label for r in done) == ["x=1.0", "x=2.0", "x=3.0"]
     assert [r.outcome for r in done] == ["ok", "ok", "ok"]
-    retried = [r for r in done if "worker_attempts" in r.verdict.metrics]
+    retried = [r for r in done if r.verdict.process.worker_attempts is not None]
     assert len(retried) == 1
-    attempts = retried[0].verdict.metrics["worker_attempts"]
+    attempts = retried[0].verdict.process.worker_attempts
     assert [a["outcome"] for a in attempts] == ["lost", "done"]
     assert attempts[0]["worker"] == victim != attempts[1]["worker"]
     # The nanny restarts the victim under a new address: the tests after this one see
@@ -169,7 +169,7 @@ def test_a_segfault_on_a_worker_is_a_verdict_and_the_worker_stays_up(
         with_cluster.close()
     assert result.verdict.signature == "crash:SIGSEGV"
     assert result.verdict.status == "crash" and result.outcome == "regression"
-    assert "worker_attempts" not in result.verdict.metrics
+    assert result.verdict.process.worker_attempts is None
     assert worker_pids(client) == before
 
 

@@ -52,7 +52,7 @@ def served_by(isolator: Isolator, *preload: str) -> int:
     """The pid of the template that ran a job with ``preload``."""
     verdict = isolator.run(Job(WHERE, {}, preload=preload)).verdict
     assert verdict.status == "pass", verdict.message
-    return int(verdict.metrics["template"])
+    return int(verdict.job_result["template_pid"])
 
 
 def test_a_prestarted_template_serves_the_jobs_it_covers_and_no_other(
@@ -76,11 +76,11 @@ def test_a_template_nobody_used_is_stopped_on_close(tmp_path: Path) -> None:
 def test_the_warm_up_hook_runs_once_in_the_template_and_children_inherit_it(
         isolator: Isolator) -> None:
     runs = [isolator.run(Job(WHERE, {}, preload=("numpy",))).verdict for _ in range(3)]
-    templates = {v.metrics["template"] for v in runs}
+    templates = {v.job_result["template_pid"] for v in runs}
     assert len(templates) == 1
     # The spare forked before the template knew the job's module was retired: even the
     # first child was forked after the warm-up.
-    assert [v.metrics["warmed_in"] for v in runs] == [list(templates)] * 3
+    assert [v.job_result["warmed_in"] for v in runs] == [list(templates)] * 3
 
 
 #: Killing a template and reaping it takes milliseconds; waiting for it to finish

@@ -69,9 +69,9 @@ def test_an_isolator_gives_every_job_the_configured_limit(configured: None) -> N
         seen = isolator.run(Job("support.fault_jobs:memory_budget", {})).verdict
         own = isolator.run(Job("support.fault_jobs:memory_budget", {}, memory_mb=128)).verdict
     assert seen.status == "pass", seen.message
-    assert seen.metrics["budget"] == 256 * MIB
-    assert own.metrics["budget"] == 128 * MIB
-    assert seen.metrics["soft"] != resource.RLIM_INFINITY
+    assert seen.job_result["budget"] == 256 * MIB
+    assert own.job_result["budget"] == 128 * MIB
+    assert seen.job_result["soft"] != resource.RLIM_INFINITY
 
 
 @LINUX
@@ -85,7 +85,7 @@ def test_a_job_past_its_limit_is_oom_naming_the_limit(configured: None) -> None:
     assert (refused.status, refused.signature) == ("oom", "oom")
     assert refused.message.startswith("MemoryError: Unable to allocate 300. MiB")
     assert refused.message.endswith("(memory limit 128M, --memory)")
-    assert refused.metrics["memory_limit"] == "128M"
+    assert refused.process.memory_limit == "128M"
 
 
 @LINUX

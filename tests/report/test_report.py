@@ -28,7 +28,7 @@ from nebisect.report import (
     to_jsonable,
     write_report,
 )
-from nebisect.verdict import Verdict
+from nebisect.verdict import ErrorMetrics, Verdict
 
 
 @pytest.fixture(scope="module")
@@ -167,8 +167,8 @@ def test_run_matrix_from_verdicts():
 
 def test_run_report_adapter(tmp_path):
     failing = Verdict("mismatch", signature="mismatch:collapse", message="collapse at 1/16",
-                      metrics={"max_ulp_error": 1024.0, "max_abs_error": 11.1,
-                               "min_cosine": 0.0},
+                      error_metrics=ErrorMetrics(max_ulp_error=1024.0, max_abs_error=11.1,
+                                                  min_cosine=0.0),
                       placement={"lse": "ne", "conv": "ne", "head": "cpu"},
                       timings={"predict": 0.25})
     result = SimpleNamespace(

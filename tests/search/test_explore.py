@@ -214,7 +214,7 @@ def elementwise_collapse(threshold: float) -> Callable[[InputSet], Observation]:
         comparison = compare("y", reference, output, "fp16")
         verdict = Verdict("pass") if comparison.passed else Verdict(
             "mismatch", signature=f"mismatch:{comparison.kind}",
-            metrics=ErrorMetrics.over([comparison]).to_dict())
+            error_metrics=ErrorMetrics.over([comparison]))
         arrays = {"out:y": output, "ref:y": reference}
         return Observation(verdict, "reduce_log_sum_exp", "export",
                            float(output.reshape(-1)[0]), arrays)

@@ -95,11 +95,11 @@ def test_meanpool_converts_through_export_with_its_dynamic_range(converted) -> N
     result = converted(MEANPOOL, "fp32")
     verdict = result["verdict"]
     assert verdict.status == "pass" and verdict.stage == "convert"
-    attempts = {a["path"]: a for a in verdict.metrics["attempts"]}
+    attempts = {a["path"]: a for a in verdict.conversion.attempts}
     assert list(attempts) == ["export", "trace"]
     assert attempts["export"]["status"] == "ok"
-    assert verdict.metrics["path"] == "export"
-    assert verdict.metrics["op_types"]["reduce_sum"] == 2
+    assert verdict.conversion.path == "export"
+    assert verdict.conversion.op_types["reduce_sum"] == 2
     program = load_program(result["package"])
     main = program.functions["main"]
     assert list(main.inputs) == ["tokens", "attention_mask"]
@@ -147,8 +147,8 @@ def test_unconvertible_model_is_a_convert_error_with_both_messages(converted) ->
     assert verdict.signature.startswith(
         "error:convert:torch.export: NotImplementedError: Unsupported fx node lgamma"
     )
-    assert [a["status"] for a in verdict.metrics["attempts"]] == ["failed", "failed"]
-    assert "path" not in verdict.metrics
+    assert [a["status"] for a in verdict.conversion.attempts] == ["failed", "failed"]
+    assert verdict.conversion.path is None
 
 
 def test_overrides_are_opt_in_and_restore_the_registry(probe_source: str) -> None:
@@ -183,13 +183,13 @@ def test_overrides_are_opt_in_and_restore_the_registry(probe_source: str) -> Non
 
 
 def test_int_override_fixes_the_trace_path_of_seed_003(converted) -> None:
-    plain = {a["path"]: a for a in converted(MEANPOOL, "fp32")["verdict"].metrics["attempts"]}
+    plain = {a["path"]: a for a in converted(MEANPOOL, "fp32")["verdict"].conversion.attempts}
     assert plain["trace"]["message"] == (
         "TypeError: only 0-dimensional arrays can be converted to Python scalars"
     )
     fixed = converted(MEANPOOL, "fp32", (OVERRIDES_SETUP,))["verdict"]
-    assert [a["status"] for a in fixed.metrics["attempts"]] == ["ok", "ok"]
-    assert fixed.metrics["setup"] == [OVERRIDES_SETUP]
+    assert [a["status"] for a in fixed.conversion.attempts] == ["ok", "ok"]
+    assert fixed.conversion.setup == [OVERRIDES_SETUP]
     assert not converter_compat.installed()
 
 
@@ -200,7 +200,7 @@ def test_isolated_conversion_failure_leaves_the_parent_unharmed(
     assert package is None
     assert verdict.status == "error" and verdict.stage == "convert"
     assert "Unsupported fx node lgamma" in verdict.message
-    assert verdict.metrics["precision"] == "fp16"
+    assert verdict.conversion.precision == "fp16"
     assert not converter_compat.installed()
 
 
@@ -221,7 +221,7 @@ def test_isolated_conversion_on_one_path(isolator: Isolator, tmp_path: Path) -> 
         Source("torch", LOGSUMEXP), "fp32", tmp_path, isolator, paths=("trace",)
     )
     assert verdict.status == "pass" and package is not None and package.is_dir()
-    assert verdict.message == "jit.trace: ok" and verdict.metrics["path"] == "trace"
+    assert verdict.message == "jit.trace: ok" and verdict.conversion.path == "trace"
 
 
 def test_a_source_error_in_the_child_is_a_convert_error(

@@ -116,7 +116,7 @@ def test_a_factory_dying_mid_conversion_is_one_line_and_leaves_no_temp(
     assert packages == {}
     assert (verdict.status, verdict.stage) == (status, "convert"), verdict.message
     assert words in verdict.message and "\n" not in verdict.message
-    assert verdict.metrics["template"] == "warm"
+    assert verdict.process.template == "warm"
     # The case directory (where the child's tempfile pointed) is gone with its
     # tmp*.mlpackage; only the isolator's own workspace (template logs) remains.
     leftovers = [p for p in tmpdir_root.rglob("*") if not p.name.startswith("template-")]

@@ -40,7 +40,7 @@ def passing(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
         "flags": np.array([True, False]),
         "scalar": np.array(7, dtype=np.int64),
     }
-    return Verdict("pass", metrics={"echo": payload.get("echo")}), arrays
+    return Verdict("pass", job_result={"echo": payload.get("echo")}), arrays
 
 
 def segfault(payload: dict[str, Any]) -> Verdict:
@@ -105,7 +105,7 @@ def memory_budget(payload: dict[str, Any]) -> Verdict:
     from nebisect.isolation import memory
 
     soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
-    return Verdict("pass", metrics={"budget": memory.budget(), "soft": soft})
+    return Verdict("pass", job_result={"budget": memory.budget(), "soft": soft})
 
 
 def allocator_message(payload: dict[str, Any]) -> Verdict:

@@ -18,4 +18,4 @@ def warm_up() -> None:
 def where(payload: dict[str, Any]) -> Verdict:
     """This child's parent (its template) and where the hook ran."""
     return Verdict(Status.PASS, "predict",
-                   metrics={"template": os.getppid(), "warmed_in": list(WARMED_IN)})
+                   job_result={"template_pid": os.getppid(), "warmed_in": list(WARMED_IN)})

@@ -127,7 +127,7 @@ def test_op_of_interest_on_cpu_is_unrouted_not_pass() -> None:
     verdict = _route("coreml:ne", LSE_ON_CPU, "reduce_log_sum_exp")
     assert (verdict.status, verdict.signature) == ("unrouted", "unrouted:reduce_log_sum_exp")
     assert verdict.message == "lse_0 (reduce_log_sum_exp) ran on cpu, not on ne"
-    assert verdict.metrics["routed"] == "1/2 compute ops on ne"
+    assert verdict.target_facts.routed == "1/2 compute ops on ne"
 
 
 def test_missing_op_of_interest_is_unrouted_never_pass() -> None:
@@ -143,7 +143,7 @@ def test_every_compute_op_elsewhere_is_unrouted_without_op_of_interest() -> None
     assert (verdict.status, verdict.message) == (
         "unrouted", "every compute op (2) ran elsewhere than ne")
     mismatch = _route("coreml:gpu", ops, status="mismatch")
-    assert mismatch.status == "unrouted" and mismatch.metrics["judged"] == "mismatch:collapse"
+    assert mismatch.status == "unrouted" and mismatch.target_facts.judged == "mismatch:collapse"
 
 
 def test_routed_pass_reports_counts_and_consts_do_not_count() -> None:
@@ -151,9 +151,9 @@ def test_routed_pass_reports_counts_and_consts_do_not_count() -> None:
            op("ios18.reduce_log_sum_exp", "lse", "ne"), op("ios18.add", "a", "cpu")]
     verdict = _route("coreml:ne", ops, "reduce_log_sum_exp")
     assert verdict.status == "pass"
-    assert verdict.metrics["routed"] == "2/3 compute ops on ne"
+    assert verdict.target_facts.routed == "2/3 compute ops on ne"
     assert _route("coreml:all", [op("ios18.conv", "c", "gpu")]).status == "pass"
-    assert _route("coreml:cpu", [op("ios18.conv", "c", "cpu")]).metrics == {}
+    assert _route("coreml:cpu", [op("ios18.conv", "c", "cpu")]).metrics() == {}
 
 
 def test_unknown_placement_turns_a_pass_into_skipped_and_keeps_failures() -> None:
@@ -221,7 +221,7 @@ def test_integer_and_float64_inputs_cast_to_what_the_description_asks() -> None:
 def test_cast_notes_reach_the_verdict() -> None:
     prediction = Prediction({}, notes=["input mask: cast int64 → int32"])
     verdict = _routed(_case("coreml:cpu"), prediction, Verdict("pass"))
-    assert verdict.metrics["notes"] == ["input mask: cast int64 → int32"]
+    assert verdict.target_facts.notes == ["input mask: cast int64 → int32"]
 
 
 # ------------------------------------------------------------ 7. OS and deployment

@@ -110,7 +110,7 @@ def test_cache_key_and_float64_inputs_on_cpu(
                 model_sha256=sha256_path(package))
     verdict = evaluate(case).verdict
     assert verdict.status == "pass", verdict.message
-    assert verdict.metrics["notes"] == [
+    assert verdict.target_facts.notes == [
         "input x: cast float64 → float32 as the model's description asks"]
     compiled = list((tmp_path / "cache" / "compiled").iterdir())
     assert len(compiled) == 1 and compiled[0].name != f"{sha256_path(package)}.mlmodelc"
@@ -137,7 +137,7 @@ def test_real_segfault_in_a_child_is_a_crash_with_its_crash_report() -> None:
     verdict = outcome.verdict
     assert (verdict.status, verdict.signature, verdict.stage) == (
         "crash", "crash:SIGSEGV", "predict")
-    report = verdict.metrics.get("crash_report")
+    report = verdict.process.crash_report
     assert report is not None, "no .ips report found for the crashed child"
     assert "SIGSEGV" in report["exception"] and report["frames"]
 

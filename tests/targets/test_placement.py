@@ -49,8 +49,8 @@ def test_placement_off_the_device_is_a_note_only_where_the_case_notes_it(
     case = Case("m.mlpackage", "mlpackage", "sim:ane", options=options)
     verdict = _routed(case, integer_prediction, Verdict("pass"))
     assert verdict.status == status
-    assert verdict.metrics["off_device"] == {"add (integer dtype)": 1, "mul (integer dtype)": 1}
-    noted = verdict.metrics.get("placement_note")
+    assert verdict.target_facts.off_device == {"add (integer dtype)": 1, "mul (integer dtype)": 1}
+    noted = verdict.target_facts.placement_note or None
     assert noted == ("every compute op (2) ran elsewhere than ne" if status == "pass" else None)
 
 
