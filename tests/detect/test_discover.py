@@ -149,7 +149,8 @@ def test_seed_003_shape_error_once_per_group() -> None:
     assert "Data-dependent shapes were disabled" in device
     code, report = _json("examples/meanpool.py:model", "-t", "sim:ane", "--budget", "12")
     assert code == 1
-    (group,) = _groups(report, "sim:ane")
+    # beside jit.trace's conversion failure, the shape error is one group
+    (group,) = [g for g in _groups(report, "sim:ane") if g["signature"].startswith("error:predict")]
     labels = [m["label"] for m in group["members"]]
     assert {"example", *(f"length({n})" for n in (2, 8, 37, 128, 380))} <= set(labels)
     assert len(labels) == len(set(labels)) > 6
