@@ -46,8 +46,10 @@ from nebisect.executors.devices import fact_resources
 from nebisect.executors.units import Attempt, Unit, UnitResult
 
 #: seconds any wait on the scheduler may last (connecting, its handshake, each exchange)
-#: before the run ends with one line and exit 2; ``$NEBISECT_CLUSTER_TIMEOUT`` overrides it
-CONNECT_TIMEOUT = 10.0
+#: before the run ends with one line and exit 2; ``$NEBISECT_CLUSTER_TIMEOUT`` overrides it.
+#: Dask's own connect default: a scheduler on a loaded machine (its workers' cases sharing
+#: the cores) can leave a ping unanswered for several seconds and is still healthy
+CONNECT_TIMEOUT = 30.0
 TIMEOUT_ENV = "NEBISECT_CLUSTER_TIMEOUT"
 #: how much longer than Dask's own connect deadline the whole connection may take: Dask
 #: gives up a TCP connection at the timeout with a clearer reason (refused, …) than ours

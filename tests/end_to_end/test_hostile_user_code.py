@@ -160,14 +160,16 @@ def test_relative_source_survives_a_factory_and_forward_that_chdir(
 def test_forward_that_hangs_while_traced_is_a_convert_timeout(
     model: Path, sandbox: Sandbox
 ) -> None:
-    """Item 2: --timeout reaches the conversion child (a fixed 900 s before)."""
+    """Item 2: --timeout reaches the conversion child (a fixed 900 s before). Only the
+    conversion's limit is lowered: on a busy machine describing the source (torch's
+    import, the trace) may take longer than a conversion limit short enough to test."""
     done = sandbox.run("run", f"{model}:hangs_while_traced", "-t", "sim:fp32", "--lengths",
-                       "2", "--timeout", "5", "--json", timeout=90)
+                       "2", "--timeout", "convert=10", "--json", timeout=300)
     assert done.returncode == 1, done.stderr
     payload = json.loads(done.stdout)
     verdicts = [r["verdict"] for r in payload["rows"]]
     assert {(v["status"], v["stage"]) for v in verdicts} == {("timeout", "convert")}
-    assert "within 5 s" in verdicts[0]["message"]
+    assert "within 10 s" in verdicts[0]["message"]
     assert sandbox.leftovers() == []
 
 
