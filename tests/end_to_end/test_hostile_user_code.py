@@ -160,9 +160,9 @@ def test_relative_source_survives_a_factory_and_forward_that_chdir(
 def test_forward_that_hangs_while_traced_is_a_convert_timeout(
     model: Path, sandbox: Sandbox
 ) -> None:
-    """Item 2: --timeout reaches the conversion child (a fixed 900 s before). Only the
-    conversion's limit is lowered: on a busy machine describing the source (torch's
-    import, the trace) may take longer than a conversion limit short enough to test."""
+    """Item 2: --timeout reaches the conversion child. Only the conversion's limit is
+    lowered: on a busy machine describing the source (torch's import, the trace) may take
+    longer than a conversion limit short enough to test."""
     done = sandbox.run("run", f"{model}:hangs_while_traced", "-t", "sim:fp32", "--lengths",
                        "2", "--timeout", "convert=10", "--json", timeout=300)
     assert done.returncode == 1, done.stderr
