@@ -25,19 +25,19 @@ from distributed import LocalCluster
 from replay import build_corpus
 
 from nebisect.corpus import Corpus
-from nebisect.executors import Executor
 from nebisect.executors.cluster import ClusterExecutor
-from nebisect.executors.local import LocalExecutor
+from nebisect.executors.runner import Runner
 from nebisect.guard.replay import replay
 
 
-def timed(corpus: Corpus, executor: Executor) -> tuple[float, int]:
+def timed(corpus: Corpus, runner: Runner) -> tuple[float, int]:
     cases = corpus.scan().cases
     started = time.perf_counter()
-    summary = replay(cases, executor=executor)
+    summary = replay(cases, runner=runner)
     elapsed = time.perf_counter() - started
     if summary.count("ok") != len(cases):
-        raise SystemExit(f"replay on {executor.name}: {summary.count('ok')}/{len(cases)} ok")
+        raise SystemExit(f"replay on {runner.executor.name}: "
+                         f"{summary.count('ok')}/{len(cases)} ok")
     return elapsed, len(cases)
 
 
@@ -48,15 +48,16 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="nebisect-bench-cluster-"))
     try:
         corpus = build_corpus(tmp, args.cases)
-        local, count = timed(corpus, LocalExecutor(2))
+        with Runner(2) as here:
+            local, count = timed(corpus, here)
         with dask.config.set({"temporary-directory": str(tmp / "dask")}), LocalCluster(
                 n_workers=2, processes=True, threads_per_worker=1,
                           dashboard_address=None, local_directory=str(tmp / "dask"),
                           silence_logs=50) as cluster:
             executor = ClusterExecutor(cluster.scheduler_address)
             try:
-                cold, _ = timed(corpus, executor)
-                warm, _ = timed(corpus, executor)
+                cold, _ = timed(corpus, Runner(executor=executor))
+                warm, _ = timed(corpus, Runner(executor=executor))
             finally:
                 executor.close()
     finally:

@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Any
 
+from nebisect.executors.runner import Runner
 from nebisect.fuzz.campaign import Finding, localize_finding
 from nebisect.fuzz.execute import SubjectExecutor
 from nebisect.fuzz.session import FuzzOptions, run_session
@@ -80,10 +81,11 @@ def throughput(mode: str, workers: int, cases: list[dict[str, Any]]) -> float:
 
 def campaign_rate(budget: int) -> tuple[float, int]:
     with Isolator("persistent") as isolator:
-        run_session(["reduce_sum"], FuzzOptions(target="sim:fp16", budget=2), isolator=isolator)
+        runner = Runner(isolator=isolator)
+        run_session(["reduce_sum"], FuzzOptions(target="sim:fp16", budget=2), runner=runner)
         start = time.perf_counter()
         [result] = run_session(["reduce_sum"], FuzzOptions(target="sim:fp16", budget=budget),
-                               isolator=isolator)
+                               runner=runner)
         return result.evaluations / (time.perf_counter() - start), result.evaluations
 
 

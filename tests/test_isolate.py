@@ -26,7 +26,7 @@ import pytest
 from support import TERMINAL_SIGNALS, TESTS, fault_jobs
 
 from nebisect.errors import NebisectError
-from nebisect.isolate import Isolator, Job, combined_preload, mark_stage, run_isolated
+from nebisect.isolate import Isolator, Job, Needs, mark_stage, run_isolated
 from nebisect.isolation.collect import RawExit, collect
 from nebisect.isolation.job import CaseFiles, current_stage
 from nebisect.isolation.provenance import provenance
@@ -471,24 +471,24 @@ def test_temp_root_follows_tmpdir_else_prefers_tmpfs(monkeypatch: pytest.MonkeyP
     assert default_parent() in (None, "/dev/shm")
 
 
-def test_combined_preload_keeps_the_blocks_every_party_asks_for() -> None:
-    simulator = ("numpy", "!torch", "!transformers", "coremltools")
-    assert combined_preload(simulator, ("numpy", "torch")) == ("coremltools", "numpy", "torch")
-    assert combined_preload(simulator, ("numpy", "!transformers")) == (
-        "!transformers", "coremltools", "numpy")
-    assert combined_preload(simulator) == tuple(sorted(simulator))
+def test_serving_several_parties_keeps_the_blocks_every_party_asks_for() -> None:
+    simulator = Needs(("numpy", "coremltools"), blocks=("torch", "transformers"))
+    assert Needs.serving(simulator, Needs(("numpy", "torch"))) == Needs(
+        ("coremltools", "numpy", "torch"))
+    assert Needs.serving(simulator, Needs(("numpy",), blocks=("transformers",))) == Needs(
+        ("coremltools", "numpy"), blocks=("transformers",))
+    assert Needs.serving(simulator) == simulator
 
 
 @pytest.mark.parametrize("parties, status", [
-    ((("numpy", "!scipy"),), "error"),
-    ((("numpy", "!scipy"), ("numpy",)), "pass"),
+    ((Needs(("numpy",), blocks=("scipy",)),), "error"),
+    ((Needs(("numpy",), blocks=("scipy",)), Needs(("numpy",))), "pass"),
 ])
 def test_a_block_reaches_the_fork_child_only_if_every_party_asks_for_it(
-    parties: tuple[tuple[str, ...], ...], status: str, make_isolator: Callable[[str], Isolator]
+    parties: tuple[Needs, ...], status: str, make_isolator: Callable[[str], Isolator]
 ) -> None:
     isolator = make_isolator("fork")
-    preload = combined_preload(*parties)
-    outcome = isolator.run(job("importable", {"module": "scipy"}, preload=preload))
+    outcome = isolator.run(job("importable", {"module": "scipy"}, needs=Needs.serving(*parties)))
     assert outcome.verdict.status == status, outcome.verdict.message
 
 

@@ -134,7 +134,7 @@ def verify(
     unaffected per case. Exit 1 on a regression, when a case's claimed fix fails it, or
     when a case is damaged (it is not verified)."""
     from nebisect.corpus import Corpus
-    from nebisect.executors import open_executor
+    from nebisect.executors.runner import Runner
     from nebisect.fixes import resolve_fixes
     from nebisect.guard.replay import selected
     from nebisect.guard.verify import verify as verify_fixes
@@ -146,8 +146,8 @@ def verify(
     scan = Corpus(root).scan()
     cases = [c for c in scan.cases if selected(c, target or ())]
     status = f"verifying {len(fixes)} fix(es) on {len(cases)} case(s)"
-    with Console(stderr=True).status(status), open_executor(cluster, jobs) as executor:
-        report = verify_fixes(cases, fixes, timeouts=timeouts, executor=executor)
+    with Console(stderr=True).status(status), Runner(jobs, cluster=cluster) as runner:
+        report = verify_fixes(cases, fixes, timeouts=timeouts, runner=runner)
     if as_json:
         typer.echo(json.dumps({"fixes": report.fixes,
                                "cases": [c.to_dict() for c in report.cases]},

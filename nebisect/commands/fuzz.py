@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from collections.abc import Callable
@@ -53,7 +52,7 @@ def _store_model(results: list[CampaignResult], session: ModelSession, corpus: C
 
 
 #: what ``fuzz SOURCE`` rejects, with why: these shape ``--op`` campaigns only
-_OP_ONLY = {"--wrap": "wraps embed a single op", "--cluster": "a model campaign runs here"}
+_OP_ONLY = {"--wrap": "wraps embed a single op"}
 
 FUZZ_HELP = """\
 Fuzz MIL ops one at a time (--op), or a whole model (SOURCE), against the oracle;
@@ -191,11 +190,12 @@ def fuzz(
     )
     console = Console(stderr=as_json)
     if source:
-        chosen = {"--wrap": wrap != "none", "--cluster": bool(cluster)}
+        chosen = {"--wrap": wrap != "none"}
         for name, why in _OP_ONLY.items():
             if chosen[name]:
                 raise NebisectError(f"{name} is for --op campaigns ({why})")
-        _fuzz_model(source, options, convert, families, corpus, report, as_json, console)
+        _fuzz_model(source, options, cluster, convert, families, corpus, report, as_json,
+                    console)
         return
     names = [name.strip() for value in op for name in value.split(",") if name.strip()]
     _fuzz_ops(names, options, cluster, corpus, report, as_json, console)
@@ -207,7 +207,7 @@ def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None,
     """``fuzz --op``: check, fuzz every op's shards (on ``cluster`` when given), store,
     report."""
     from nebisect.corpus import Corpus
-    from nebisect.executors import open_executor
+    from nebisect.executors.runner import Runner
     from nebisect.fuzz.session import Session, check_target, resolve_ops
     from nebisect.fuzz.terminal import CampaignDisplay
     from nebisect.report.outputs import output_directory
@@ -224,11 +224,9 @@ def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None,
     session = Session(names, options)
     try:
         # Connect before the bar shows: a scheduler that cannot be reached is one line.
-        with contextlib.ExitStack() as stack:
-            executor = (stack.enter_context(open_executor(cluster, mode=options.isolation))
-                        if cluster else None)
-            with display.bar:
-                session.run(display, executor=executor)
+        with Runner(options.jobs, cluster=cluster, mode=options.isolation) as runner, \
+                display.bar:
+            session.run(runner, display)
     except KeyboardInterrupt:
         # Ctrl-C, SIGTERM, SIGHUP: keep and report what was found until then.
         _emit(session.results(), options, console, keep, report, as_json)
@@ -240,10 +238,11 @@ def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None,
     raise typer.Exit(1 if any(result.findings for result in results) else 0)
 
 
-def _fuzz_model(source: str, options: FuzzOptions, convert: str, families: str,
-                corpus: Path | None, report: Path | None, as_json: bool,
+def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert: str,
+                families: str, corpus: Path | None, report: Path | None, as_json: bool,
                 console: Console) -> None:
-    """``fuzz SOURCE``: set up (resolve, convert, probe), fuzz, store, report."""
+    """``fuzz SOURCE``: set up (resolve, convert, probe), fuzz (on ``cluster`` when
+    given), store, report."""
     from nebisect.commands._options import (
         CONVERT_CHOICES,
         parse_choice,
@@ -251,9 +250,9 @@ def _fuzz_model(source: str, options: FuzzOptions, convert: str, families: str,
         source_path,
     )
     from nebisect.corpus import Corpus
+    from nebisect.executors.runner import Runner
     from nebisect.fuzz.model_session import ModelSession
     from nebisect.fuzz.terminal import CampaignDisplay
-    from nebisect.isolate import Isolator
     from nebisect.report.outputs import apart_from_inputs, output_directory
 
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
@@ -261,10 +260,10 @@ def _fuzz_model(source: str, options: FuzzOptions, convert: str, families: str,
     if report is not None:
         apart_from_inputs(report, "--report", [("the source", source_path(source))])
         output_directory(report, "--report")
-    with Isolator() as isolator:
+    with Runner(options.jobs, cluster=cluster, mode=options.isolation) as runner:
         with console.status("resolving and converting the source"):
             session = ModelSession(source, options, convert=paths, families=chosen,
-                                   isolator=isolator)
+                                   runner=runner)
         try:
             store = Corpus(corpus, create=True) if corpus is not None else None
             keep = functools.partial(_store_model, session=session, corpus=store) if (
@@ -277,6 +276,8 @@ def _fuzz_model(source: str, options: FuzzOptions, convert: str, families: str,
                 _emit(session.results(), options, console, keep, report, as_json)
                 raise
             results = session.results()
+            for lost in session.lost:
+                console.print(f"[yellow]no result[/] {lost}", highlight=False)
             _emit(results, options, console, keep, report, as_json)
         finally:
             session.close()

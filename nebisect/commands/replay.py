@@ -89,7 +89,7 @@ def replay(
     """``nebisect replay`` (its help is :data:`REPLAY_HELP`): every case of the corpus at
     ``root`` replayed, the results reported, the exit code by regressions and damage."""
     from nebisect.corpus import Corpus
-    from nebisect.executors import open_executor
+    from nebisect.executors.runner import Runner
     from nebisect.guard.replay import record_updates, summarize
     from nebisect.guard.replay import replay as replay_cases
     from nebisect.isolation.interrupt import describe
@@ -109,14 +109,14 @@ def replay(
     done: list[ReplayResult] = []
     try:
         with console.status(f"replaying {len(scan.cases)} case(s)") as status, \
-                open_executor(cluster, jobs) as executor:
+                Runner(jobs, cluster=cluster) as runner:
 
             def progress(result: ReplayResult) -> None:
                 done.append(result)
                 status.update(f"replayed {len(done)}/{len(scan.cases)}")
 
             summary = replay_cases(scan.cases, targets=target or (), timeouts=timeouts,
-                                   on_result=progress, executor=executor)
+                                   on_result=progress, runner=runner)
     except KeyboardInterrupt as stop:
         # Ctrl-C, SIGTERM, SIGHUP: the cases done so far, the rest marked not run.
         stopped = summarize(scan.cases, list(done), target or (), describe(stop))
@@ -138,13 +138,14 @@ def _replay_devices(cases: Sequence[CorpusCase], problems: Sequence[Problem], cl
                     devices: str, targets: Sequence[str], timeouts: Timeouts, as_json: bool,
                     update: bool) -> None:
     """``--devices``: the case × device matrix; exit 1 on a regression in any cell."""
-    from nebisect.executors import open_executor
     from nebisect.executors.cluster import ClusterExecutor
+    from nebisect.executors.runner import Runner
     from nebisect.guard.devices import replay_devices
 
     if update:
         raise NebisectError("--devices cannot be combined with --update")
-    with open_executor(cluster) as executor:
+    with Runner(cluster=cluster) as runner:
+        executor = runner.executor
         if not isinstance(executor, ClusterExecutor):
             raise NebisectError(f"--devices needs --cluster ADDRESS (or ${CLUSTER_ENV})")
         with Console(stderr=True).status("replaying on every selected device"):

@@ -42,12 +42,11 @@ from nebisect.evaluate.workbench import (
     Workbench,
     reference_failure,
 )
-from nebisect.executors import Executor
+from nebisect.executors.runner import Runner
 from nebisect.inputs.families import Family, InputSet, ParametricFamily, build
 from nebisect.inputs.guided import Margin, guided_probes_of, within_domains
 from nebisect.inputs.inputsets import base_input_sets, model_inputs
 from nebisect.isolate import Isolator
-from nebisect.isolation.pool import map_isolated
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.search.cliff import Cliff
 from nebisect.search.explore import ExploreProgress
@@ -160,20 +159,19 @@ class RunReport:
 
 @dataclass
 class MatrixRunner:
-    """Runs a source over targets × paths × input sets with one isolator.
+    """Runs a source over targets × paths × input sets on the command's ``runner``.
 
     ``convert`` maps (source, precision, workdir, isolator, timeout=) → ({path:
     package}, verdict) (``nebisect.sources.convert.convert_paths``) for torch sources.
     ``plugins`` are described in isolated children (never imported here) and named in
     every case, whose child imports them. ``discovery`` None turns exploration off.
-    ``executor`` (:mod:`nebisect.executors`) evaluates the matrix's cells and the
-    attribution probes of its failing ones in batches (:mod:`nebisect.detect.remote`);
-    without one, and for exploration and culprits, cells run here one by one.
-    ``report`` is the report being filled: after an interruption, it holds the rows
-    evaluated until then. ``jobs`` targets are explored at once, each thread with an
-    isolator of its own (:func:`~nebisect.isolation.pool.map_isolated`): those of
-    ``crew`` (:func:`~nebisect.isolation.pool.crew`, the run's own first) when given,
-    whose templates start with the run, else isolators made for the exploration.
+    A runner on a cluster (:attr:`~nebisect.executors.runner.Runner.remote`) evaluates
+    the matrix's cells and the attribution probes of its failing ones there in batches
+    (:mod:`nebisect.detect.remote`); otherwise, and for exploration and culprits, cells
+    run on the runner's own isolator one by one, as the rows ask for them. ``report`` is
+    the report being filled: after an interruption, it holds the rows evaluated until
+    then. The runner's ``jobs`` targets are explored at once, each on one of its
+    isolators, whose templates start with the run.
     ``require``: the devices whose placement fails closed (``run --require``; None:
     every device, as bisection's trigger search needs), see
     :class:`~nebisect.evaluate.workbench.Workbench`.
@@ -182,7 +180,7 @@ class MatrixRunner:
     source: Source
     targets: list[str]
     workdir: Path
-    isolator: Isolator
+    runner: Runner
     reference: str = ""
     timeouts: Timeouts = field(default_factory=Timeouts)
     convert: Converter | None = None
@@ -190,9 +188,6 @@ class MatrixRunner:
     progress: Callable[[str], None] = lambda _msg: None
     paths: tuple[str, ...] = PATHS
     discovery: Discovery | None = None
-    jobs: int = 1
-    executor: Executor | None = None
-    crew: list[Isolator] = field(default_factory=list)
     require: tuple[str, ...] | None = None
     report: RunReport = field(init=False)
     bench: Workbench = field(init=False)
@@ -202,8 +197,8 @@ class MatrixRunner:
         self.reference = self.reference or self.source.reference
         self.report = RunReport(self.source.location, self.reference)
         self.plugins = use_plugins(self.plugins, timeout=self.timeouts.load,
-                                   isolator=self.isolator)
-        self.bench = Workbench(self.source, self.workdir, self.isolator, self.reference,
+                                   isolator=self.runner.isolator)
+        self.bench = Workbench(self.source, self.workdir, self.runner.isolator, self.reference,
                                self.timeouts, self.convert, self.plugins, self.paths,
                                self.require)
         self.attributor = Attributor(self.bench)
@@ -218,7 +213,7 @@ class MatrixRunner:
         report.masks_inferred = self.source.masks_inferred
         discovery = self.discovery
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
-        self._prestart()
+        self._expect_evaluations()
         npzs = {s.label: self.bench.save_inputs(s.arrays, s.label) for s in sets}
         try:
             self._on_executor([CellKey(target, path, npz) for npz in npzs.values()
@@ -250,16 +245,14 @@ class MatrixRunner:
         report.timings = {"total": time.perf_counter() - started, **self.bench.seconds()}
         return report
 
-    def _prestart(self) -> None:
-        """Start the templates that will evaluate cells now: they import while the
-        source converts (a torch source's conversion template covers the run's own)."""
+    def _expect_evaluations(self) -> None:
+        """Announce the evaluations to come: their templates import while the source
+        converts (a torch source's conversion template covers the run's own)."""
         if not self.targets:
             return
         program = next((t for t in self.targets if spec_of(t).runs_programs), self.targets[0])
-        preload = self.bench.preload(program)
-        explores = self.discovery is not None and self.jobs > 1
-        for isolator in [self.isolator, *(self.crew[1:self.jobs] if explores else [])]:
-            isolator.prestart(preload)
+        needs = self.bench.needs(program)
+        self.runner.expect(needs, threads=self.runner.jobs if self.discovery else 1)
 
     def _converted(self, target: str) -> list[str]:
         """The conversion paths ``target``'s cells run (none when none converts)."""
@@ -267,10 +260,11 @@ class MatrixRunner:
         return [] if isinstance(paths, Verdict) else paths
 
     def _on_executor(self, keys: list[CellKey]) -> None:
-        """Evaluate these cells on the executor, if the run has one (else, one by one
-        as the rows ask for them)."""
-        if self.executor is not None:
-            run_cells(self.bench, keys, self.executor, self.progress)
+        """Evaluate these cells on a cluster, if the run has one (else, one by one as
+        the rows ask for them: on this machine the run's own warm isolator is the
+        fastest place for a cell)."""
+        if self.runner.remote:
+            run_cells(self.bench, keys, self.runner, self.progress)
 
     def _rows(self, target: str, input_set: InputSet, npz: str, *,
               finished_only: bool = False) -> list[Row]:
@@ -353,14 +347,14 @@ class MatrixRunner:
                                             and r.verdict.failed and r.verdict.stage != "convert"
                                             for r in seen) else None
 
-            attributor = self.attributor if self.jobs == 1 else replace(
+            attributor = self.attributor if isolator is self.bench.isolator else replace(
                 self.attributor, bench=replace(self.bench, isolator=isolator))
             return explore_target(attributor, target, paths, families, budget=discovery.budget,
                                   guided=guided, rows=rows, progress=show,
                                   stop=failed if discovery.first_failure else None), rows
 
         # Rows join the report in target order, however the threads finished.
-        for (target, _), (exploration, rows) in zip(explored, self._map(explored, work),
+        for (target, _), (exploration, rows) in zip(explored, self.runner.map(explored, work),
                                                      strict=True):
             report.explorations[target] = exploration
             report.rows += rows
@@ -368,14 +362,6 @@ class MatrixRunner:
         for exploration in report.explorations.values():
             for finding in exploration.cliffs:
                 self._chart(finding, named.get(finding.family))
-
-    def _map(self, items: list[Any], work: Callable[[Any, Isolator], Any]) -> list[Any]:
-        """``work`` on every item: in this thread with the run's isolator (one job), else
-        on ``jobs`` threads of isolators sharing the workbench's caches."""
-        if self.jobs == 1 or len(items) <= 1:
-            return [work(item, self.isolator) for item in items]
-        return map_isolated(items, work, min(self.jobs, len(items)), mode=self.isolator.mode,
-                            isolators=self.crew)
 
     def _chart(self, finding: CliffFinding, family: Family | None) -> None:
         """The cliff plot's series: every target's output (and the reference's) at the

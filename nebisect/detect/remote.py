@@ -31,8 +31,9 @@ import numpy as np
 from nebisect.case import Case, SourceRef, load_npz, save_npz
 from nebisect.evaluate.judge import evaluate
 from nebisect.evaluate.workbench import CellKey, Workbench
-from nebisect.executors import Executor, Unit, UnitResult
+from nebisect.executors import Unit, UnitResult
 from nebisect.executors.local import LOCAL
+from nebisect.executors.runner import Runner
 from nebisect.executors.units import LOST_SIGNATURE
 from nebisect.isolate import Isolator
 from nebisect.targets.plugins import use_plugins
@@ -117,9 +118,10 @@ def _received(result: UnitResult, target: str, folder: Path
     return verdict, load_npz(npz)
 
 
-def run_cells(bench: Workbench, keys: Sequence[CellKey], executor: Executor,
+def run_cells(bench: Workbench, keys: Sequence[CellKey], runner: Runner,
               progress: Callable[[str], None] = lambda _msg: None) -> None:
-    """Evaluate the cells of ``keys`` not cached yet on ``executor``, into ``cells``' cache
+    """Evaluate the cells of ``keys`` not cached yet on ``runner``'s executor, into the
+    workbench's cache
     (each key's path must have converted for its target: :meth:`Workbench.paths_of`)."""
     pending = [key for key in dict.fromkeys(keys) if not bench.cached(key)]
     units = [cell_unit_of(bench.case(key.target, key.path, key.inputs), bench.reference,
@@ -132,6 +134,6 @@ def run_cells(bench: Workbench, keys: Sequence[CellKey], executor: Executor,
         key = pending[index]
         bench.store(key, *_received(result, key.target, received / str(index)))
         done.append(key)
-        progress(f"evaluated {len(done)}/{len(pending)} cells on {executor.name}")
+        progress(f"evaluated {len(done)}/{len(pending)} cells on {runner.executor.name}")
 
-    executor.map(units, store)
+    runner.map_units(units, store)

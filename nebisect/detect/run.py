@@ -91,22 +91,19 @@ def run(options: RunOptions, workdir: Path,
     which must outlive the outcome's use. Raises :class:`RunInterrupted` when stopped."""
     from nebisect.detect.discover import Discovery
     from nebisect.detect.matrix import MatrixRunner
-    from nebisect.executors import open_executor
-    from nebisect.executors.local import LOCAL
-    from nebisect.isolate import Isolator
-    from nebisect.isolation.pool import crew
+    from nebisect.executors.runner import Runner
+    from nebisect.sources.convert import CONVERSION
     from nebisect.sources.resolve import is_torch_location, resolve_source
-    from nebisect.sources.torch_module import CONVERSION_PRELOAD
     from nebisect.targets import spec_of
     from nebisect.targets.plugins import use_plugins
 
-    timeouts, jobs = options.timeouts, options.jobs
-    with Isolator() as isolator, crew(isolator, jobs) as isolators, \
-            open_executor(options.cluster, jobs) as executor:
+    timeouts = options.timeouts
+    with Runner(options.jobs, cluster=options.cluster) as runner:
+        isolator = runner.isolator
         if is_torch_location(options.source):
             # Describing the factory and converting it both fork from the warm conversion
             # template: it starts importing now.
-            isolator.prestart(CONVERSION_PRELOAD)
+            runner.expect(CONVERSION)
         plugins = use_plugins(options.plugins, timeout=timeouts.load, isolator=isolator)
         targets = list(options.targets)
         for spec in [*targets, *([options.reference] if options.reference else [])]:
@@ -117,29 +114,25 @@ def run(options: RunOptions, workdir: Path,
                               list(targets)) if options.explore else None
         if resolved.kind == "torch" and EXACT_ROW not in targets:
             targets.insert(0, EXACT_ROW)
-        runner = MatrixRunner(
-            resolved, targets, workdir, isolator, reference=options.reference,
+        matrix = MatrixRunner(
+            resolved, targets, workdir, runner, reference=options.reference,
             timeouts=timeouts, convert=_converter(options), plugins=plugins,
             progress=progress, paths=options.paths, discovery=discovery,
-            jobs=jobs, crew=isolators, require=options.require,
-            # Locally the cells run one by one on the run's own warm isolator: a batch
-            # on the local executor would start a fork template per thread per batch.
-            executor=None if executor.name == LOCAL else executor,
+            require=options.require,
         )
         try:
-            report = runner.run(options.lengths, str(options.inputs or ""))
+            report = matrix.run(options.lengths, str(options.inputs or ""))
         except KeyboardInterrupt as stop:
             # Ctrl-C, SIGTERM, SIGHUP: every helper is killed now, and the rows evaluated
             # so far go back, marked as such.
             from nebisect.isolation.interrupt import describe
 
-            for each in isolators:
-                each.abort()
-            runner.report.interrupted = describe(stop)
-            runner.report.regroup()
-            raise RunInterrupted(RunOutcome(runner.report, runner.bench.saved)) from stop
+            runner.abort()
+            matrix.report.interrupted = describe(stop)
+            matrix.report.regroup()
+            raise RunInterrupted(RunOutcome(matrix.report, matrix.bench.saved)) from stop
     _require_a_judged_target(report, list(options.targets))
-    return RunOutcome(report, runner.bench.saved)
+    return RunOutcome(report, matrix.bench.saved)
 
 
 def _converter(options: RunOptions) -> Callable[..., Any]:

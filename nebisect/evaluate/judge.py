@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import REFERENCE_TARGET, Case, SourceRef, load_npz, save_npz, sha256_arrays
-from nebisect.isolate import Isolator, Job, Outcome, combined_preload, mark_stage, run_isolated
+from nebisect.isolate import Isolator, Job, Needs, Outcome, mark_stage, run_isolated
 from nebisect.isolation.job import is_out_of_memory
 from nebisect.sources.artifact import Artifact
 from nebisect.sources.domains import masked_positions
-from nebisect.sources.torch_module import held_preload
+from nebisect.sources.torch_module import holding
 from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.targets.base import TargetSkipped
 from nebisect.targets.placement import check_routing, off_device, required_devices
@@ -34,10 +34,10 @@ def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Arti
     return Artifact(kind, location, params)
 
 
-def warm_up() -> None:
+def load_registries() -> None:
     """What every evaluation reads lazily — the targets, the simulator with its kernels,
     profiles and semantics, the program loader — loaded in a fork template, once
-    (:data:`nebisect.isolation.server.WARM_UP`), instead of once per forked child."""
+    (:data:`EVALUATION`), instead of once per forked child."""
     from nebisect.mil import interp, load  # noqa: F401  (imported for their side effect)
     from nebisect.mil.kernels import KERNELS
     from nebisect.mil.profiles import PROFILES
@@ -251,15 +251,18 @@ def split_arrays(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.nda
     return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
 
 
-def evaluation_preload(target: str, reference: str | None,
-                       torch_source: str = "") -> tuple[str, ...]:
-    """What the template of a case on ``target`` judged against ``reference`` preloads
-    (for :meth:`~nebisect.isolate.Isolator.prestart`); with ``torch_source`` (the
-    location of a torch source the case or its reference runs), the template holds
-    that module built (:func:`~nebisect.sources.torch_module.hold_source`)."""
+#: what every evaluation's child needs, whatever its target: the registries loaded once
+EVALUATION = Needs(warm=(f"{__name__}:load_registries",))
+
+
+def evaluation_needs(target: str, reference: str | None, torch_source: str = "") -> Needs:
+    """What the child of a case on ``target`` judged against ``reference`` needs (also
+    the hint for :meth:`~nebisect.isolate.Isolator.expect`); with ``torch_source`` (the
+    location of a torch source the case or its reference runs), it finds that module
+    built (:func:`~nebisect.sources.torch_module.hold_source`)."""
     parties = [get_target(target)] + ([get_target(reference)] if reference else [])
-    preload = combined_preload(*(party.preload for party in parties))
-    return (*preload, held_preload(torch_source)) if torch_source else preload
+    needs = Needs.serving(*(party.needs for party in parties)).adding(EVALUATION)
+    return needs.adding(holding(torch_source)) if torch_source else needs
 
 
 def torch_source_of(case: Case) -> str:
@@ -279,14 +282,14 @@ def build_job(
     memory_mb: int | None = None,
     reference_cache: str = "",
 ) -> Job:
-    """The isolation job for one case; the fork template preloads what the target needs.
+    """The isolation job for one case; its child has what the target needs.
 
     ``reference_cache``: a directory where the reference's outputs are kept per inputs
     (one run's cells share it). A judged verdict's timings say how long the target's
     prediction (``predict``) and the reference's (``reference``) took, in the child.
     """
-    preload = evaluation_preload(case.target, reference,
-                                 torch_source_of(case) if reference else "")
+    needs = evaluation_needs(case.target, reference,
+                             torch_source_of(case) if reference else "")
     payload: dict[str, Any] = {"case": case.to_dict(), "reference": reference}
     if reference_cache:
         payload["reference_cache"] = reference_cache
@@ -298,7 +301,7 @@ def build_job(
         stage="load",
         timeout=timeout,
         memory_mb=memory_mb,
-        preload=preload,
+        needs=needs,
     )
 
 

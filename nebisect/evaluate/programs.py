@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nebisect.bisect import Dag
-from nebisect.isolate import Isolator
+from nebisect.isolate import Isolator, Needs
 from nebisect.sources.loading import ChildSubject, describe_in_child, record_verdict
 from nebisect.verdict import Verdict
 
@@ -60,18 +60,18 @@ def outline_job(payload: dict[str, Any]) -> Verdict:
     return record_verdict(build)
 
 
-def outline(package: str, *, isolator: Isolator, preload: tuple[str, ...],
+def outline(package: str, *, isolator: Isolator, needs: Needs,
             timeout: float) -> ProgramOutline:
-    """The outline of the package at ``package``; ``preload`` should name the template
-    that evaluates it, so that no other template starts for this."""
+    """The outline of the package at ``package``; ``needs`` should be those of the
+    children that evaluate it, so that no other template starts for this."""
     return ProgramOutline.from_dict(
-        read_program(f"{__name__}:outline_job", package, isolator, preload, timeout))
+        read_program(f"{__name__}:outline_job", package, isolator, needs, timeout))
 
 
-def read_program(job: str, package: str, isolator: Isolator, preload: tuple[str, ...],
+def read_program(job: str, package: str, isolator: Isolator, needs: Needs,
                  timeout: float) -> dict[str, Any]:
     """The record ``job`` (``module:function`` of a child job taking ``{"package": …}``)
-    returns for the package at ``package``, read in the template ``preload`` names."""
+    returns for the package at ``package``, read in a child with ``needs``."""
     return describe_in_child(job, {"package": package}, label=package,
-                             subject=SUBJECT, timeout=timeout, preload=preload,
+                             subject=SUBJECT, timeout=timeout, needs=needs,
                              isolator=isolator)

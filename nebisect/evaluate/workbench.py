@@ -27,9 +27,9 @@ from nebisect.case import (
     sha256_arrays,
     sha256_path,
 )
-from nebisect.evaluate.judge import evaluate, evaluation_preload
+from nebisect.evaluate.judge import evaluate, evaluation_needs
 from nebisect.evaluate.programs import ProgramOutline, outline
-from nebisect.isolate import Isolator
+from nebisect.isolate import Isolator, Needs
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import ConversionAttempt, failed_attempts
 from nebisect.sources.resolve import Source
@@ -164,14 +164,14 @@ class Workbench:
         if package not in self._outlines:
             self._outlines[package] = outline(
                 str(package), isolator=self.isolator, timeout=self.timeouts.load,
-                preload=self.preload(target))
+                needs=self.needs(target))
         return self._outlines[package]
 
-    def preload(self, target: str) -> tuple[str, ...]:
-        """The preload of the template that evaluates ``target``'s cells: a torch
-        source's reference runs there, so it holds the module built."""
+    def needs(self, target: str) -> Needs:
+        """What the children that evaluate ``target``'s cells need: a torch source's
+        reference runs there, so they find the module built."""
         held = self.source.location if self.source.ref.is_torch and self.reference else ""
-        return evaluation_preload(target, self.reference, held)
+        return evaluation_needs(target, self.reference, held)
 
     # -- running ---------------------------------------------------------------------------
 

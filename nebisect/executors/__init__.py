@@ -3,13 +3,15 @@
 ``run``, ``replay``, ``fix verify`` and ``fuzz`` describe their work as :class:`Unit` records (a
 registered kind, a JSON payload, files by sha256) and hand them to an executor:
 
-* :class:`~nebisect.executors.local.LocalExecutor` (default) — a thread pool of
-  isolators on this machine (:func:`~nebisect.isolation.pool.map_isolated`);
+* :class:`~nebisect.executors.local.LocalExecutor` (default) — the runner's isolators
+  on this machine, one thread each (:func:`~nebisect.isolation.pool.map_isolated`);
 * :class:`~nebisect.executors.cluster.ClusterExecutor` — ``--cluster tcp://HOST:PORT``
   or ``$NEBISECT_CLUSTER``: the workers of a Dask scheduler, each unit still in
   nebisect's isolated child on the worker (:mod:`nebisect.executors.worker`).
 
-Both return one :class:`UnitResult` per unit, in unit order, holding the JSON the
+A command reaches either through its one :class:`~nebisect.executors.runner.Runner`
+(:meth:`~nebisect.executors.runner.Runner.map_units`). Both return one
+:class:`UnitResult` per unit, in unit order, holding the JSON the
 kind's handler returned (or an error, e.g. two workers died under it) and its
 attempts. Nothing but JSON and file bytes crosses the wire; Dask itself is imported
 only when ``--cluster`` is used (a missing Dask is a one-line error then).
@@ -23,8 +25,8 @@ Adopting it in another command (as ``run``'s matrix cells did,
    :data:`~nebisect.executors.units.UNIT_KINDS`;
 2. build ``Unit("cell", payload, paths=[files and folders relative to root], root=...)``
    per cell (the cluster executor hashes and ships them; models go once per worker);
-3. ``with open_executor(cluster, jobs) as executor: results = executor.map(units, cb)``
-   and parse ``result.value`` (or report ``result.error``) in the parent.
+3. ``results = runner.map_units(units, cb)`` on the command's runner and parse
+   ``result.value`` (or report ``result.error``) in the parent.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from nebisect.executors.units import Attempt, Unit, UnitResult
+
+if TYPE_CHECKING:
+    from nebisect.isolation.isolator import Isolator
 
 __all__ = ["CLUSTER_ENV", "CLUSTER_HELP", "Attempt", "Executor", "Unit", "UnitResult",
            "open_executor"]
@@ -57,9 +62,10 @@ class Executor(Protocol):
 
 
 @contextlib.contextmanager
-def open_executor(cluster: str | None, jobs: int = 1, *, mode: str = "auto"
+def open_executor(cluster: str | None, *, isolators: Sequence[Isolator], mode: str = "auto"
                   ) -> Iterator[Executor]:
-    """The cluster executor for ``cluster`` (or ``$NEBISECT_CLUSTER``), else the local one."""
+    """The cluster executor for ``cluster`` (or ``$NEBISECT_CLUSTER``; its workers isolate
+    in ``mode``), else the local one on ``isolators``."""
     address = cluster or os.environ.get(CLUSTER_ENV, "")
     executor: Executor
     if address:
@@ -69,7 +75,7 @@ def open_executor(cluster: str | None, jobs: int = 1, *, mode: str = "auto"
     else:
         from nebisect.executors.local import LocalExecutor
 
-        executor = LocalExecutor(jobs, mode=mode)
+        executor = LocalExecutor(isolators)
     try:
         yield executor
     finally:

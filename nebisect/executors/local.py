@@ -1,10 +1,11 @@
-"""The local executor: units on a thread pool of isolators on this machine (the default).
+"""The local executor: units on a runner's isolators on this machine (the default).
 
 A thin wrapper over :func:`~nebisect.isolation.pool.map_isolated`: each unit's handler
-runs in a worker thread with that thread's isolator, reading the unit's files where
-they are (``unit.root``) and writing under a private scratch directory removed at the
-end. Results go through the same JSON as on a cluster, so a kind's result parsing is
-one code path whichever executor ran it.
+runs in a worker thread with that thread's isolator (one of the
+:class:`~nebisect.executors.runner.Runner`'s, so their templates stay warm between
+maps), reading the unit's files where they are (``unit.root``) and writing under a
+private scratch directory removed at the end. Results go through the same JSON as on
+a cluster, so a kind's result parsing is one code path whichever executor ran it.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ LOCAL = "local"
 
 
 class LocalExecutor:
-    """Runs units on ``jobs`` threads here; isolators use ``mode``."""
+    """Runs units on one thread per isolator of ``isolators`` here (they stay open)."""
 
     name = LOCAL
 
-    def __init__(self, jobs: int = 1, *, mode: str = "auto") -> None:
-        self.jobs, self.mode = jobs, mode
+    def __init__(self, isolators: Sequence[Isolator]) -> None:
+        self.isolators = list(isolators)
 
     def map(
         self,
@@ -49,7 +50,7 @@ class LocalExecutor:
                     on_result(index, result)
                 return result
 
-            return map_isolated(indexed, work, self.jobs, mode=self.mode)
+            return map_isolated(indexed, work, len(self.isolators), isolators=self.isolators)
 
     def close(self) -> None:
-        """Nothing to release: the pool's isolators close with each :meth:`map`."""
+        """Nothing to release: the isolators belong to the runner."""

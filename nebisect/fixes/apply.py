@@ -122,9 +122,9 @@ def fix_source(
                  "output": str(output)},
         stage="load",
         timeout=timeouts.load,
-        # The job loads programs as the simulator does: sharing its preload set lets
-        # both fork from the same warm template.
-        preload=tuple(get_target(REFERENCE_TARGET).preload),
+        # The job loads programs as the simulator does: sharing its needs lets both
+        # fork from the same warm template.
+        needs=get_target(REFERENCE_TARGET).needs,
     ))
     if outcome.verdict.status != "pass":
         return FixedSource(outcome.verdict, converted, None, {}, applied)

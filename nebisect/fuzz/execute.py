@@ -24,7 +24,7 @@ from nebisect.case import REFERENCE_TARGET, Case, save_npz, sha256_arrays, sha25
 from nebisect.evaluate.judge import build_job, split_arrays
 from nebisect.fuzz.campaign import Evaluation
 from nebisect.fuzz.subject import BUILDER, OpSubject
-from nebisect.isolate import Isolator
+from nebisect.isolate import Isolator, Needs
 from nebisect.isolation.workspace import default_parent
 from nebisect.verdict import Status, Tolerance, Verdict
 
@@ -80,14 +80,14 @@ class SubjectEvaluator:
     def __call__(self, case: dict[str, Any]) -> Evaluation:
         """Evaluate one case in isolation (what :func:`nebisect.evaluate.judge.evaluate` does).
 
-        The job is built with the runner's :func:`~nebisect.evaluate.judge.build_job` and gets
-        :mod:`nebisect.fuzz.warm` added to its preload, so fork children start with
-        the op specs, kernels and builder already imported.
+        The job is built with the runner's :func:`~nebisect.evaluate.judge.build_job` and
+        also needs :mod:`nebisect.fuzz.warm` imported, so fork children start with the op
+        specs, kernels and builder already imported.
         """
         runner_case, _ = self.case(case)
         job = build_job(runner_case, reference=self.reference, tolerance=self.tolerance,
                         timeout=self.timeout)
-        job.preload = tuple(sorted({*job.preload, WARM}))
+        job.needs = job.needs.adding(Needs(imports=(WARM,)))
         outcome = self.isolator.run(job)
         outcome.verdict.target = outcome.verdict.target or runner_case.target
         names = list(runner_case.options.outputs) or None

@@ -10,6 +10,11 @@ its own isolator — and the shards' results merge like ``fuzz --op``'s
 (:func:`nebisect.fuzz.session.merge`), so a given ``--seed`` and ``--jobs`` always give
 the same findings.
 
+On a cluster each shard is one ``fuzz-model`` unit: the source's file (and ``.py``
+plugins) shipped, the options, the shard's budget and seed as JSON. The worker sets
+the session up as this process did — the same resolution, conversion and probes — and
+drives exactly the shard a local thread would, so the merged findings are the same.
+
 The campaign's target is ``fuzz``'s: the device's own (``coreml:ne``) on a Mac, its
 simulator (``sim:ane``) elsewhere; the oracle is the source's (torch fp64 for a torch
 source, the fp64 simulator for a package), as in ``run``.
@@ -25,13 +30,23 @@ from typing import Any
 
 from nebisect.evaluate.judge import split_arrays
 from nebisect.evaluate.workbench import Workbench
+from nebisect.executors import Unit, UnitResult
+from nebisect.executors.runner import Runner
 from nebisect.fuzz.campaign import CampaignProgress, CampaignResult, Evaluation
 from nebisect.fuzz.execute import judged_values, near_miss
 from nebisect.fuzz.model_subject import ModelSubject
-from nebisect.fuzz.session import FuzzOptions, check_target, drive, merge, shards
+from nebisect.fuzz.session import (
+    WIRE_ROOT,
+    FuzzOptions,
+    check_target,
+    drive,
+    merge,
+    options_from_wire,
+    shards,
+    wire_options,
+)
 from nebisect.inputs.guided import guided_probes_of, within_domains
 from nebisect.isolate import Isolator
-from nebisect.isolation.pool import map_isolated
 from nebisect.sources.convert import PATHS, convert_paths
 from nebisect.sources.resolve import Source, resolve_source
 from nebisect.verdict import Verdict
@@ -60,9 +75,10 @@ class ModelSession:
     """
 
     def __init__(self, text: str, options: FuzzOptions, *, convert: tuple[str, ...] = PATHS,
-                 families: list[str] | None = None, isolator: Isolator) -> None:
+                 families: list[str] | None = None, runner: Runner) -> None:
         check_target(options)
-        self.options = options
+        self.options, self.runner, self.families = options, runner, families
+        isolator = runner.isolator
         self.source: Source = resolve_source(text, timeout=options.timeouts.load,
                                              isolator=isolator)
         self._tmp = tempfile.TemporaryDirectory(prefix="nebisect-fuzz-model-")
@@ -81,6 +97,8 @@ class ModelSession:
             self.subject.family_set(length)  # built once, before worker threads share it
         self.units = [] if self.skipped else shards(options)
         self._campaigns: dict[int, CampaignResult] = {}
+        #: why a shard came back with nothing from a cluster (its workers died twice)
+        self.lost: list[str] = []
 
     @property
     def reference(self) -> str:
@@ -96,20 +114,50 @@ class ModelSession:
 
     def run(self, on_progress: Callable[[int, CampaignProgress], None] | None = None
             ) -> list[CampaignResult]:
-        """Fuzz the model on ``jobs`` threads (one shard each); the merged result."""
-        def work(index: int, isolator: Isolator) -> None:
-            budget, seed = self.units[index]
-            bench = self._bench(self.workdir / f"shard-{index}", isolator, self.bench.paths)
-            bench.workdir.mkdir()
-            bench.conversions = dict(self.bench.conversions)
-            report = functools.partial(on_progress, index) if on_progress else None
-            drive(self.subject, ModelEvaluator(self.subject, bench, self.options.target),
-                  budget, seed, self.options, report,
-                  functools.partial(self._campaigns.__setitem__, index))
+        """Fuzz the model, one shard per runner thread (or cluster unit); the merged
+        result."""
+        if self.runner.remote:
+            self._run_units(on_progress)
+            return self.results()
 
-        map_isolated(list(range(len(self.units))), work, self.options.jobs,
-                     mode=self.options.isolation)
+        def work(index: int, isolator: Isolator) -> None:
+            report = functools.partial(on_progress, index) if on_progress else None
+            self.shard(index, *self.units[index], isolator, report)
+
+        self.runner.map(list(range(len(self.units))), work)
         return self.results()
+
+    def shard(self, index: int, budget: int, seed: int, isolator: Isolator,
+              report: Callable[[CampaignProgress], None] | None = None) -> CampaignResult:
+        """Drive shard ``index`` (``budget`` cases from ``seed``) on ``isolator``, with a
+        workbench of its own sharing the converted packages."""
+        bench = self._bench(self.workdir / f"shard-{index}", isolator, self.bench.paths)
+        bench.workdir.mkdir()
+        bench.conversions = dict(self.bench.conversions)
+        return drive(self.subject, ModelEvaluator(self.subject, bench, self.options.target),
+                     budget, seed, self.options, report,
+                     functools.partial(self._campaigns.__setitem__, index))
+
+    def _run_units(self, on_progress: Callable[[int, CampaignProgress], None] | None) -> None:
+        files = [*self.source.ref.files(), *(p for p in self.options.plugins if p.endswith(".py"))]
+        payload = {"source": self.source.location, "options": wire_options(self.options),
+                   "convert": list(self.bench.paths), "families": self.families}
+        units = [Unit(MODEL_KIND, {**payload, "index": index, "budget": budget, "seed": seed},
+                      paths=[file.lstrip("/") for file in files], root=WIRE_ROOT,
+                      label=f"{self.subject.name}#{index}")
+                 for index, (budget, seed) in enumerate(self.units)]
+
+        def finished(index: int, result: UnitResult) -> None:
+            if result.value is None:
+                self.lost.append(f"{self.subject.name} shard {index}: {result.error}")
+                return
+            campaign = self._campaigns[index] = CampaignResult.from_dict(result.value)
+            if on_progress is not None:
+                on_progress(index, CampaignProgress(
+                    campaign.subject, "done", campaign.generated, campaign.evaluations,
+                    len(campaign.findings), campaign.elapsed))
+
+        self.runner.map_units(units, finished)
 
     def results(self) -> list[CampaignResult]:
         """The one merged result (what was found so far, after an interruption)."""
@@ -121,3 +169,25 @@ class ModelSession:
                        options.budget)
         merged.interrupted = merged.interrupted or len(parts) < len(self.units)
         return [merged]
+
+
+#: the unit kind (:data:`nebisect.executors.units.UNIT_KINDS`)
+MODEL_KIND = "fuzz-model"
+
+
+def model_shard_unit(payload: dict[str, Any], root: Path, workdir: Path,
+                     isolator: Isolator) -> dict[str, Any]:
+    """Handler of ``fuzz-model`` units: the session set up from the shipped source, one
+    shard driven as a local thread would drive it, its :class:`CampaignResult`."""
+    options = options_from_wire(payload["options"], root)
+    session = ModelSession(str(root / payload["source"].lstrip("/")), options,
+                           convert=tuple(payload["convert"]), families=payload["families"],
+                           runner=Runner(isolator=isolator))
+    try:
+        if session.skipped:
+            return CampaignResult(session.subject.name, options.seed, 0,
+                                  skipped=session.skipped).to_dict()
+        return session.shard(payload["index"], payload["budget"], payload["seed"],
+                             isolator).to_dict()
+    finally:
+        session.close()

@@ -7,7 +7,7 @@ the results in a fixed order and writes every finding to the corpus. With more w
 than ops, one op's budget is split into shards with derived seeds; the merge keeps the
 first shard's finding per key, so a given (seed, jobs) always gives the same findings.
 
-On a cluster (:meth:`Session.run` with an executor) each shard is one ``fuzz`` unit:
+On a cluster (:meth:`Session.run` on a remote runner) each shard is one ``fuzz`` unit:
 its op, budget, seed and options as JSON, its ``.py`` plugins as files. The worker
 runs exactly the campaign a local thread would (:func:`run_campaign`, same seed) and
 returns its :class:`CampaignResult` as JSON; the merge is the same, in unit order, so
@@ -28,7 +28,8 @@ from typing import Any
 from nebisect.bounds import MAX_JOBS, check_count, check_seed
 from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
-from nebisect.executors import Executor, Unit, UnitResult
+from nebisect.executors import Unit, UnitResult
+from nebisect.executors.runner import Runner, using
 from nebisect.fuzz.campaign import (
     Campaign,
     CampaignConfig,
@@ -40,7 +41,6 @@ from nebisect.fuzz.campaign import (
 from nebisect.fuzz.execute import SubjectEvaluator
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
-from nebisect.isolation.pool import map_isolated
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.opspecs.ops import OpSpec, get_op, registered_ops
 from nebisect.targets import get_target, spec_of
@@ -162,34 +162,22 @@ class Session:
         self._campaigns: dict[int, CampaignResult] = {}
         self.lost: list[str] = []
 
-    def run(
-        self,
-        on_progress: Callable[[int, CampaignProgress], None] | None = None,
-        isolator: Isolator | None = None,
-        executor: Executor | None = None,
-    ) -> list[CampaignResult]:
-        """Fuzz each op; one merged :class:`CampaignResult` per op, in the order given.
+    def run(self, runner: Runner,
+            on_progress: Callable[[int, CampaignProgress], None] | None = None,
+            ) -> list[CampaignResult]:
+        """Fuzz each op on the command's ``runner``; one merged :class:`CampaignResult`
+        per op, in the order given.
 
         ``on_progress(unit, progress)`` is called from worker threads; ``unit`` numbers
-        the campaigns (one per op and shard) so a display can sum them. An ``isolator``
-        given by the caller (warm, reused across sessions) serves a single-job session
-        in this thread; an ``executor`` (a cluster) runs each campaign as a unit, and
-        ``on_progress`` then sees each one as it ends; otherwise campaigns run on
-        ``jobs`` threads of a :func:`~nebisect.isolation.pool.map_isolated` pool (its
-        isolators are cancelled at once on an interruption).
+        the campaigns (one per op and shard) so a display can sum them. On a cluster
+        each campaign is a unit, and ``on_progress`` then sees each one as it ends;
+        here campaigns run on the runner's threads (cancelled at once on an
+        interruption).
         """
-        if executor is not None:
-            self._run_units(executor, on_progress)
-            return self.results()
-
-        def work(unit: _Unit, own: Isolator) -> None:
-            self._run_unit(unit, own, on_progress)
-
-        if isolator is not None and (self.options.jobs == 1 or len(self.units) <= 1):
-            for unit in self.units:
-                work(unit, isolator)
+        if runner.remote:
+            self._run_units(runner, on_progress)
         else:
-            map_isolated(self.units, work, self.options.jobs, mode=self.options.isolation)
+            runner.map(self.units, functools.partial(self._run_unit, on_progress=on_progress))
         return self.results()
 
     def results(self) -> list[CampaignResult]:
@@ -211,19 +199,19 @@ class Session:
         self,
         unit: _Unit,
         isolator: Isolator,
-        on_progress: Callable[[int, CampaignProgress], None] | None,
+        on_progress: Callable[[int, CampaignProgress], None] | None = None,
     ) -> None:
         report = functools.partial(on_progress, unit.index) if on_progress else None
         run_campaign(unit, self.options, isolator, report,
                      functools.partial(self._campaigns.__setitem__, unit.index))
 
-    def _run_units(self, executor: Executor,
+    def _run_units(self, runner: Runner,
                    on_progress: Callable[[int, CampaignProgress], None] | None) -> None:
-        payload = _wire_options(self.options)
+        payload = wire_options(self.options)
         units = [Unit("fuzz", {"op": u.spec.name, "index": u.index, "budget": u.budget,
                                "seed": u.seed, "options": payload},
                       paths=[p.lstrip("/") for p in self.options.plugins if p.endswith(".py")],
-                      root=_ROOT, label=f"{u.spec.name}#{u.index}")
+                      root=WIRE_ROOT, label=f"{u.spec.name}#{u.index}")
                  for u in self.units]
 
         def finished(index: int, result: UnitResult) -> None:
@@ -238,32 +226,39 @@ class Session:
                     campaign.subject, "done", campaign.generated, campaign.evaluations,
                     len(campaign.findings), campaign.elapsed))
 
-        executor.map(units, finished)
+        runner.map_units(units, finished)
 
 
-#: ``.py`` plugins travel as files named by their absolute path below this root
-_ROOT = Path("/")
+#: files a fuzz unit ships (``.py`` plugins, a model's source) travel named by their
+#: absolute path below this root
+WIRE_ROOT = Path("/")
 
 
-def _wire_options(options: FuzzOptions) -> dict[str, Any]:
+def wire_options(options: FuzzOptions) -> dict[str, Any]:
+    """``options`` as a unit's JSON (one job: a unit is one shard)."""
     body = asdict(replace(options, jobs=1))
     body["timeouts"] = asdict(options.timeouts)
     return body
 
 
-def fuzz_unit(payload: dict[str, Any], root: Path, workdir: Path,
-              isolator: Isolator) -> dict[str, Any]:
-    """Handler of ``fuzz`` units: one campaign shard, as a local thread would run it.
-
-    ``.py`` plugins are read from the unit's files under ``root`` (on a worker, the
-    copies shipped with the unit; locally, ``root`` is ``/`` and they are where they
-    were)."""
-    body = dict(payload["options"])
+def options_from_wire(wired: dict[str, Any], root: Path) -> FuzzOptions:
+    """The options a unit carries (:func:`wire_options`), its ``.py`` plugins read from
+    the unit's files under ``root`` (on a worker, the copies shipped with the unit;
+    locally, ``root`` is ``/`` and they are where they were); checked as the command
+    checks them."""
+    body = dict(wired)
     body["timeouts"] = Timeouts(**body["timeouts"])
     body["plugins"] = tuple(str(root / p.lstrip("/")) if p.endswith(".py") else p
                             for p in body["plugins"])
     options = FuzzOptions(**body)
     check_target(options)
+    return options
+
+
+def fuzz_unit(payload: dict[str, Any], root: Path, workdir: Path,
+              isolator: Isolator) -> dict[str, Any]:
+    """Handler of ``fuzz`` units: one campaign shard, as a local thread would run it."""
+    options = options_from_wire(payload["options"], root)
     unit = _Unit(payload["index"], get_op(payload["op"]), payload["budget"], payload["seed"])
     return run_campaign(unit, options, isolator).to_dict()
 
@@ -309,10 +304,13 @@ def run_session(
     names: list[str],
     options: FuzzOptions,
     on_progress: Callable[[int, CampaignProgress], None] | None = None,
-    isolator: Isolator | None = None,
+    runner: Runner | None = None,
 ) -> list[CampaignResult]:
-    """Fuzz each op (see :meth:`Session.run`)."""
-    return Session(names, options).run(on_progress, isolator)
+    """Fuzz each op (see :meth:`Session.run`) on ``runner`` (default: one of the
+    options' jobs and isolation mode, for this call)."""
+    session = Session(names, options)
+    with using(runner, options.jobs, options.isolation) as running:
+        return session.run(running, on_progress)
 
 
 def merge(parts: list[CampaignResult], seed: int, budget: int) -> CampaignResult:

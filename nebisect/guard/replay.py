@@ -42,8 +42,9 @@ from nebisect.corpus.record import CASE_FILE, CaseRecord, CorruptCaseError, Expe
 from nebisect.corpus.store import Corpus, CorpusCase
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate
-from nebisect.executors import Executor, Unit, UnitResult
-from nebisect.executors.local import LOCAL, LocalExecutor
+from nebisect.executors import Unit, UnitResult
+from nebisect.executors.local import LOCAL
+from nebisect.executors.runner import Runner, using
 from nebisect.executors.units import LOST_SIGNATURE
 from nebisect.fixes.apply import FixedSource, fix_source
 from nebisect.fixes.base import Fix
@@ -224,12 +225,11 @@ def replay(
     jobs: int = 1,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
     on_result: Callable[[ReplayResult], None] | None = None,
-    executor: Executor | None = None,
+    runner: Runner | None = None,
 ) -> ReplaySummary:
     """Replay ``cases`` (in corpus order in the summary, whatever order they finish) on
-    ``executor`` (default: ``jobs`` threads here)."""
+    the command's ``runner`` (default: one of ``jobs`` threads here, for this call)."""
     chosen = [c for c in cases if selected(c, targets)]
-    executor = executor or LocalExecutor(jobs)
 
     def judged(index: int, unit_result: UnitResult) -> None:
         case = chosen[index]
@@ -239,7 +239,9 @@ def replay(
             on_result(finished[-1])
 
     finished: list[ReplayResult] = []
-    executor.map([replay_unit_of(case, timeouts) for case in chosen], judged)
+    units = [replay_unit_of(case, timeouts) for case in chosen]
+    with using(runner, jobs) as running:
+        running.map_units(units, judged)
     return summarize(cases, finished, targets)
 
 

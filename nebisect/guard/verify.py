@@ -32,8 +32,8 @@ from nebisect.codec import Form, Record
 from nebisect.corpus.record import CaseRecord
 from nebisect.corpus.store import CorpusCase
 from nebisect.evaluate.judge import evaluate
-from nebisect.executors import Executor, UnitResult
-from nebisect.executors.local import LocalExecutor
+from nebisect.executors import UnitResult
+from nebisect.executors.runner import Runner, using
 from nebisect.fixes import registered_fixes, resolve_fixes
 from nebisect.fixes.base import Fix
 from nebisect.guard.replay import LOST_SIGNATURE, on_package, replay_unit_of, run_case
@@ -91,10 +91,10 @@ def verify(
     jobs: int = 1,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
     on_case: Callable[[CaseVerification], None] | None = None,
-    executor: Executor | None = None,
+    runner: Runner | None = None,
 ) -> VerifyReport:
-    """Verify ``fixes`` against every case on ``executor`` (default: ``jobs`` threads
-    here); results in corpus order."""
+    """Verify ``fixes`` against every case on the command's ``runner`` (default: one of
+    ``jobs`` threads here, for this call); results in corpus order."""
     names = [f.name for f in fixes]
     units = []
     for case in cases:
@@ -110,7 +110,8 @@ def verify(
         if on_case is not None:
             on_case(verifications[index])
 
-    (executor or LocalExecutor(jobs)).map(units, parsed)
+    with using(runner, jobs) as running:
+        running.map_units(units, parsed)
     return VerifyReport(names, [verifications[i] for i in range(len(cases))])
 
 

@@ -16,7 +16,7 @@ from nebisect.codec import Record
 from nebisect.evaluate.programs import read_program
 from nebisect.evaluate.workbench import Workbench
 from nebisect.inputs.probes import Probe
-from nebisect.isolate import Isolator
+from nebisect.isolate import Isolator, Needs
 from nebisect.search.cliff import Boundary
 from nebisect.sources.domains import InputDomain
 from nebisect.targets import spec_of
@@ -53,11 +53,11 @@ def guided_job(payload: dict[str, Any]) -> Verdict:
         probe.to_dict() for probe in guided_probes(load_program(payload["package"]))]})
 
 
-def guided(package: str, *, isolator: Isolator, preload: tuple[str, ...],
+def guided(package: str, *, isolator: Isolator, needs: Needs,
            timeout: float) -> list[Probe]:
     """Lint's guided probes of the package (:func:`~nebisect.inputs.probes.guided_probes`,
     fp32 values read as fp16), smallest magnitude first."""
-    record = read_program(f"{__name__}:guided_job", package, isolator, preload, timeout)
+    record = read_program(f"{__name__}:guided_job", package, isolator, needs, timeout)
     return [Probe.from_dict(probe) for probe in record["probes"]]
 
 
@@ -71,7 +71,7 @@ def guided_probes_of(bench: Workbench, targets: list[str]) -> list[Probe]:
     if isinstance(paths, Verdict) or not paths:
         return []
     return guided(str(bench.program(chosen[0], paths[0])), isolator=bench.isolator,
-                  preload=bench.preload(chosen[0]),
+                  needs=bench.needs(chosen[0]),
                   timeout=bench.timeouts.load)
 
 

@@ -1,8 +1,8 @@
-"""Fork mode (Linux default): one template per preload set forks one child per case.
+"""Fork mode (Linux default): one template per set of needs forks one child per case.
 
-A job runs in a template whose preload covers its own
-(:func:`~nebisect.isolation.job.covers`), started for it if none does. A caller that
-knows which template it will need first can :meth:`ForkBackend.prestart` it: the
+A job runs in a template whose needs cover its own
+(:meth:`~nebisect.isolation.needs.Needs.covers`), started for it if none does. A caller
+that knows which template it will need first can :meth:`ForkBackend.expect` it: the
 template then imports while the caller does other work.
 
 The template does the supervising (timeout, stderr capture, reaping) because only a
@@ -12,7 +12,7 @@ with a safety margin in case the template itself hangs.
 Closing the isolator asks each template to stop (its request pipe closes; an idle
 template exits at once). An interrupted or cancelled run aborts the isolator instead,
 which kills them (``close(kill=True)``), and a template still starting is always
-killed: a template may be importing (its preloads, the job's module), rehearsing a
+killed: a template may be importing (its needs, the job's module), rehearsing a
 conversion (a warm-up) or reaping its last case and forking the next child, and reads
 no request meanwhile — waiting for it would hold up a stopped command for seconds.
 Killing one leaves nothing behind: its children die with it (parent-death signal), what
@@ -31,14 +31,15 @@ from nebisect.errors import NebisectError
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit
 from nebisect.isolation.helper import STOP_GRACE, Helper
-from nebisect.isolation.job import Job, covers
+from nebisect.isolation.job import Job
+from nebisect.isolation.needs import Needs
 from nebisect.isolation.watch import read_tail
 from nebisect.isolation.workspace import Workspace
 
-#: Core modules every template imports before forking, whatever the job preloads.
-#: zipfile is what np.savez imports lazily; importing it in every child cost ~3 ms.
-CORE_PRELOAD = ("numpy", "zipfile", "nebisect.verdict", "nebisect.case",
-                "nebisect.isolation.child")
+#: What every helper imports before its first case, whatever the job needs. zipfile is
+#: what np.savez imports lazily; importing it in every child cost ~3 ms.
+CORE_NEEDS = Needs(imports=("numpy", "zipfile", "nebisect.verdict", "nebisect.case",
+                            "nebisect.isolation.child"))
 #: How long past the job's timeout the template may take to report before it is killed.
 REPORT_GRACE = 10.0
 
@@ -49,20 +50,21 @@ class ForkBackend:
     def __init__(self, workspace: Workspace, cancel: CancelToken) -> None:
         self._workspace = workspace
         self._cancel = cancel
-        self._templates: dict[tuple[str, ...], Helper] = {}
-        #: started, not yet known to be ready (see :meth:`prestart`)
-        self._starting: dict[tuple[str, ...], Helper] = {}
+        self._templates: dict[Needs, Helper] = {}
+        #: started, not yet known to be ready (see :meth:`expect`)
+        self._starting: dict[Needs, Helper] = {}
         self._started = itertools.count(1)
 
-    def prestart(self, preload: tuple[str, ...]) -> None:
-        """Start the template for ``preload`` now, unless one that covers it exists; the
+    def expect(self, needs: Needs) -> None:
+        """Start the template for ``needs`` now, unless one that covers it exists; the
         first job that needs it waits for it to be ready."""
-        key = _key(preload)
+        key = needs.template_key
         if self._covering(key) is None:
             self._starting[key] = self._start(key)
 
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
-        key = self._covering(_key(job.preload)) or _key(job.preload)
+        wanted = job.needs.template_key
+        key = self._covering(wanted) or wanted
         message = {"case_dir": str(case_dir), "request": request}
         template = self._template(key)
         if not template.send(message):
@@ -83,21 +85,21 @@ class ForkBackend:
         for key in list(self._starting):
             self._starting.pop(key).stop(grace=0)
 
-    def _covering(self, key: tuple[str, ...]) -> tuple[str, ...] | None:
+    def _covering(self, key: Needs) -> Needs | None:
         """The key of a running or starting template that covers ``key`` (its own
         first), or None."""
         candidates = [key, *self._templates, *self._starting]
         return next((k for k in candidates
-                     if (k in self._templates or k in self._starting) and covers(k, key)),
+                     if (k in self._templates or k in self._starting) and k.covers(key)),
                     None)
 
-    def _start(self, key: tuple[str, ...]) -> Helper:
+    def _start(self, key: Needs) -> Helper:
         log = self._workspace.root / f"template-{next(self._started)}.log"
         with log.open("ab") as stderr:
-            return Helper("nebisect.isolation.template", CORE_PRELOAD + key, stderr,
+            return Helper("nebisect.isolation.template", key.adding(CORE_NEEDS), stderr,
                           self._cancel, tmp_dir=self._workspace.helper_tmp(), log=log)
 
-    def _template(self, key: tuple[str, ...]) -> Helper:
+    def _template(self, key: Needs) -> Helper:
         template = self._templates.get(key)
         if template is not None:
             return template
@@ -114,11 +116,8 @@ class ForkBackend:
         self._templates[key] = template
         return template
 
-    def _discard(self, key: tuple[str, ...], grace: float = STOP_GRACE) -> int:
+    def _discard(self, key: Needs, grace: float = STOP_GRACE) -> int:
         """Stop the template serving ``key`` (its exit code): an idle one exits when its
         request pipe closes; one not gone after ``grace`` seconds is killed."""
         return self._templates.pop(key).stop(grace)
 
-
-def _key(preload: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(sorted(set(preload)))

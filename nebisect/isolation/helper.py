@@ -21,6 +21,7 @@ from typing import IO, Any, TypeVar
 
 from nebisect.isolation import memory, reaper
 from nebisect.isolation.cancel import CancelToken
+from nebisect.isolation.needs import Needs
 from nebisect.isolation.osproc import helper_command, helper_env, kill_group
 from nebisect.isolation.watch import LineReader
 
@@ -47,7 +48,7 @@ def launched(start: Callable[[], T], abandon: Callable[[T], object]) -> T:
     it (PR_SET_PDEATHSIG): a template started by a pool thread would be killed when the
     pool ends, under an isolator still in use by the thread that owns it. Started from
     the launcher, a helper dies with the process (or when its isolator stops it), so an
-    isolator made in one thread can serve threads that come and go (``run``'s crew).
+    isolator made in one thread can serve threads that come and go (a runner's pool).
     """
     global _launcher
     with _launcher_lock:
@@ -80,16 +81,17 @@ class Helper:
     """A helper started fresh with ``python -m module CONFIG`` in its own session.
 
     It receives the parent's pid (to die with it), the parent's ``sys.path`` (so a
-    job's module imports the same way it would in the parent), the modules to preload
-    and the memory limit (what a preload call that runs user code may use). ``stderr``
+    job's module imports the same way it would in the parent), what to provide before
+    its first case (:class:`~nebisect.isolation.needs.Needs`) and the memory limit (what
+    a held call that runs user code may use). ``stderr``
     is where its own diagnostics go (a log file, or a pipe the caller drains); ``log``
     names that file, if it is one, for error messages. ``tmp_dir`` is its ``TMPDIR``:
     the caller removes it, also after killing the helper in the middle of writing there.
     """
 
-    def __init__(self, module: str, preload: tuple[str, ...], stderr: int | IO[bytes],
+    def __init__(self, module: str, needs: Needs, stderr: int | IO[bytes],
                  cancel: CancelToken, *, tmp_dir: Path, log: Path | None = None) -> None:
-        config = {"parent": os.getpid(), "sys_path": list(sys.path), "preload": list(preload),
+        config = {"parent": os.getpid(), "sys_path": list(sys.path), "needs": needs.to_dict(),
                   "memory_mb": memory.limit_mb()}
         self.module = module
         self.log = log

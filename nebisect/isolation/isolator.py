@@ -34,6 +34,7 @@ from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit, collect
 from nebisect.isolation.fork import ForkBackend
 from nebisect.isolation.job import Job, Outcome
+from nebisect.isolation.needs import Needs
 from nebisect.isolation.persistent import PersistentBackend
 from nebisect.isolation.provenance import provenance
 from nebisect.isolation.spawn import SpawnBackend
@@ -45,7 +46,7 @@ MODES = ("auto", "fork", "spawn", "persistent")
 class Backend(Protocol):
     mode: str
 
-    def prestart(self, preload: tuple[str, ...]) -> None: ...
+    def expect(self, needs: Needs) -> None: ...
 
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit: ...
 
@@ -118,14 +119,14 @@ class Isolator:
     @property
     def cancel_token(self) -> CancelToken:
         """The token that stops this isolator's work; isolators made to share it stop
-        together (:func:`~nebisect.isolation.pool.crew`)."""
+        together (a :class:`~nebisect.executors.runner.Runner`'s)."""
         return self._cancel
 
-    def prestart(self, preload: tuple[str, ...]) -> None:
-        """Start the helper that jobs preloading ``preload`` will need, without waiting
-        for it: its imports overlap with whatever the caller does next (fork mode; the
-        other modes have nothing to start ahead)."""
-        self._backend.prestart(preload)
+    def expect(self, needs: Needs) -> None:
+        """A hint of the work to come: start the helper that jobs with ``needs`` will
+        run in, without waiting for it, so that its imports overlap with whatever the
+        caller does next (fork mode; the other modes have nothing to start ahead)."""
+        self._backend.expect(needs)
 
     def run(self, job: Job) -> Outcome:
         """One verdict for ``job``, stamped with provenance and wall time; a job that

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import numpy as np
 
 from nebisect.errors import NebisectError
 from nebisect.files import read_untrusted
+from nebisect.isolation.needs import NOTHING, Needs
 from nebisect.verdict import Verdict
 
 #: The stage file holds one fixed-width record, rewritten in place by a single pwrite,
@@ -35,9 +35,9 @@ class Job:
     group is killed). ``memory_mb`` is the memory the function may add to what the
     child holds when it starts (:mod:`~nebisect.isolation.memory`; exhausting it gives
     ``oom``); an isolator gives a job without one its process's limit.
-    ``preload`` names modules a fork-mode template imports once, before forking (it
-    also imports ``function``'s own module there on first use): the modules a job would
-    otherwise import in every child.
+    ``needs`` is what the child must have in its process
+    (:class:`~nebisect.isolation.needs.Needs`): a fork-mode template provides it once,
+    before forking (and imports ``function``'s own module there on first use).
     """
 
     function: str
@@ -45,7 +45,7 @@ class Job:
     stage: str = "predict"
     timeout: float = 60.0
     memory_mb: int | None = None
-    preload: tuple[str, ...] = ()
+    needs: Needs = NOTHING
 
     def __post_init__(self) -> None:
         module, sep, name = self.function.partition(":")
@@ -57,48 +57,15 @@ class Job:
             raise NebisectError(f"job timeout must be positive, got {self.timeout}")
         if self.memory_mb is not None and self.memory_mb <= 0:
             raise NebisectError(f"job memory_mb must be positive, got {self.memory_mb}")
-        self.preload = tuple(self.preload)
 
     def to_dict(self) -> dict[str, Any]:
-        """Field → value, shallow: the request is serialized at once."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Field → value, shallow but for the needs: the request is serialized at once."""
+        return {**{f.name: getattr(self, f.name) for f in fields(self)},
+                "needs": self.needs.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Job:
-        return cls(**{**data, "preload": tuple(data.get("preload", ()))})
-
-
-def combined_preload(*lists: Iterable[str]) -> tuple[str, ...]:
-    """One preload list for a job whose child serves several parties (target, reference).
-
-    Modules to import add up; a ``"!name"`` block survives only if every list blocks
-    it. A simulator target blocks torch and transformers, a torch reference runs user
-    code that may import both: their child must have neither blocked.
-    """
-    chosen = [set(entries) for entries in lists]
-    wanted = set().union(*({e for e in c if not e.startswith("!")} for c in chosen))
-    blocked = set.intersection(*({e for e in c if e.startswith("!")} for c in chosen))
-    return tuple(sorted(wanted | blocked))
-
-
-OWN_PACKAGE = "nebisect."
-
-
-def covers(template: Iterable[str], job: Iterable[str]) -> bool:
-    """Can a template started with preload ``template`` run a job asking for ``job``?
-
-    It can when it has imported every third-party module the job names and blocks
-    exactly what the job blocks: a module imported beyond the job's is harmless (the
-    job's child would import it anyway, or never touch it), a block beyond the job's is
-    not (the job may need that module), nor is a module the job blocks. nebisect's own
-    modules cost milliseconds and do not count: the template imports (and warms up) a
-    job's own module before its first child anyway. One warm template that has imported
-    torch and coremltools thus also serves the describe, evaluation and reference jobs.
-    """
-    offered, wanted = (
-        {e for e in entries if not e.startswith(OWN_PACKAGE)} for entries in (template, job))
-    blocks = {e for e in offered | wanted if e.startswith("!")}
-    return wanted <= offered and all(e in offered and e in wanted for e in blocks)
+        return cls(**{**data, "needs": Needs.from_dict(data.get("needs", {}))})
 
 
 @dataclass

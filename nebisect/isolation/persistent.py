@@ -18,9 +18,10 @@ from typing import Any
 from nebisect.errors import NebisectError
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit
-from nebisect.isolation.fork import CORE_PRELOAD
+from nebisect.isolation.fork import CORE_NEEDS
 from nebisect.isolation.helper import STARTUP_SECONDS, Helper
 from nebisect.isolation.job import CaseFiles, Job
+from nebisect.isolation.needs import Needs
 from nebisect.isolation.watch import TIMEOUT, StderrSink, Watch, read_tail
 from nebisect.isolation.workspace import Workspace
 
@@ -28,11 +29,11 @@ from nebisect.isolation.workspace import Workspace
 class _Worker:
     """A started worker: the helper process, its supervision, its case count."""
 
-    def __init__(self, preload: tuple[str, ...], log: Path, tmp_dir: Path,
+    def __init__(self, needs: Needs, log: Path, tmp_dir: Path,
                  cancel: CancelToken) -> None:
         read_end, write_end = os.pipe()
         try:
-            self.helper = Helper("nebisect.isolation.worker", CORE_PRELOAD + preload, write_end,
+            self.helper = Helper("nebisect.isolation.worker", needs.adding(CORE_NEEDS), write_end,
                                  cancel, tmp_dir=tmp_dir)
         except BaseException:
             os.close(read_end)
@@ -71,15 +72,15 @@ class PersistentBackend:
         self._worker: _Worker | None = None
         self._started = itertools.count(1)
 
-    def prestart(self, preload: tuple[str, ...]) -> None:
-        """Nothing to start ahead: the worker starts with its first case, whose preload it takes."""
+    def expect(self, needs: Needs) -> None:
+        """Nothing to start ahead: the worker starts with its first case, whose needs it takes."""
 
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
         message = {"case_dir": str(case_dir), "request": request}
-        worker = self._ensure(job.preload)
+        worker = self._ensure(job.needs)
         if not worker.helper.send(message):
             self._discard(None)
-            worker = self._ensure(job.preload)
+            worker = self._ensure(job.needs)
             worker.helper.send(message)
         deadline = time.monotonic() + job.timeout
         sink = StderrSink(case_dir / CaseFiles.STDERR)
@@ -105,10 +106,10 @@ class PersistentBackend:
         if self._worker is not None:
             self._discard(None)
 
-    def _ensure(self, preload: tuple[str, ...]) -> _Worker:
+    def _ensure(self, needs: Needs) -> _Worker:
         if self._worker is None:
             log = self._workspace.root / f"worker-{next(self._started)}.log"
-            self._worker = _Worker(tuple(sorted(set(preload))), log,
+            self._worker = _Worker(needs, log,
                                    self._workspace.helper_tmp(), self._cancel)
         return self._worker
 

@@ -17,12 +17,13 @@ import traceback
 from typing import Any
 
 from nebisect.isolation import memory
+from nebisect.isolation.needs import Hold, Needs
 from nebisect.isolation.osproc import orphaned, set_pdeathsig
 
 
 def start_helper() -> dict[str, Any]:
     """Common start-up: parent-death signal, SIGINT ignored, the parent's sys.path and
-    memory limit, preloads."""
+    memory limit, needs."""
     config: dict[str, Any] = json.loads(sys.argv[1])
     set_pdeathsig(signal.SIGKILL)
     if orphaned(int(config["parent"])):
@@ -31,63 +32,41 @@ def start_helper() -> dict[str, Any]:
     sys.path[:] = config["sys_path"]
     if config.get("memory_mb"):
         memory.configure(int(config["memory_mb"]) * memory.MIB)
-    preload(config["preload"])
+    provide(Needs.from_dict(config["needs"]))
     return config
 
 
-#: ``"!torch"`` in a preload list keeps these out of a helper unless some other entry of
-#: the same list asks for ``torch`` itself: importing coremltools otherwise drags in
-#: torch (about 400 MB, seconds of CPU), which a simulator-only child never touches and
-#: which makes every fork copy a far larger process. coremltools imports transformers
-#: and scipy only to note that they are installed; with torch blocked they are another
-#: 26 MB and 360 modules, which every fork copies (page tables) and every exit tears down:
-#: 7.0 → 3.6 ms per fork + exit of a simulator template on a 2-core VM.
-BLOCK_GROUPS: dict[str, tuple[str, ...]] = {
-    "torch": ("torch", "torchvision", "torchaudio", "torchao", "executorch"),
-    "sklearn": ("sklearn",),
-    "transformers": ("transformers",),
-    "scipy": ("scipy",),
-}
+def provide(needs: Needs) -> None:
+    """Give this process what ``needs`` asks for: the blocks, then the imports not made
+    yet, then the held calls. A failure is logged, not fatal: the case that needs a
+    module imports it again in its own process and reports the failure as its verdict,
+    at the right stage."""
+    for name in needs.blocked_modules():
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+    for module in needs.imports:
+        _import(module)
+    for hold in needs.holds:
+        _hold(hold)
 
 
-def preload(modules: list[str]) -> None:
-    """Import modules not imported yet; a failure is logged, not fatal.
-
-    Entries ``"@module:function=argument"`` are calls made after the imports
-    (:data:`CALL`). Entries ``"!name"`` block a heavy optional dependency (see :data:`BLOCK_GROUPS`)
-    unless the list also names it; blocked modules raise ImportError when imported,
-    and coremltools treats them as not installed. The case that needs a module imports
-    it again in its own process and reports the failure as its verdict, at the right
-    stage.
-    """
-    wanted = [m for m in modules if not m.startswith(("!", CALL))]
-    for blocked in (m[1:] for m in modules if m.startswith("!")):
-        if blocked not in wanted:
-            for name in BLOCK_GROUPS.get(blocked, (blocked,)):
-                sys.modules.setdefault(name, None)  # type: ignore[arg-type]
-    for module in wanted:
-        if module in sys.modules:
-            continue
-        try:
-            importlib.import_module(module)
-        except Exception:
-            traceback.print_exc()
-    for call in (m for m in modules if m.startswith(CALL)):
-        warm_call(call)
+def _import(module: str) -> None:
+    if module in sys.modules:
+        return
+    try:
+        importlib.import_module(module)
+    except Exception:
+        traceback.print_exc()
 
 
-#: ``"@package.module:function=argument"`` in a preload list: after the imports, the
-#: template calls ``function(argument)`` once, so that every child it forks inherits
-#: what the call built (a torch source's module, held by the warm reference template).
-CALL = "@"
-
-
-def warm_call(entry: str) -> None:
-    """Run one :data:`CALL` entry under the memory limit a job gets; a failure is logged,
-    not fatal (the child that needs the result builds it again and reports its own
-    failure — an ``oom`` included — as its verdict)."""
-    name, _, argument = entry[len(CALL):].partition("=")
+def _function(name: str) -> Any:
     module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def _hold(hold: Hold) -> None:
+    """Make one held call under the memory limit a job gets; a failure is logged, not
+    fatal (the child that needs the result builds it again and reports its own
+    failure — an ``oom`` included — as its verdict)."""
     # The call may run user code (a factory), whose prints must not reach the command's
     # stdout (its JSON) or stderr, which the template shares: fds 1 and 2 go to
     # /dev/null meanwhile, for native writes too.
@@ -99,7 +78,7 @@ def warm_call(entry: str) -> None:
         for fd in (1, 2):
             os.dup2(devnull, fd)
         with memory.limited(memory.limit_mb()):
-            getattr(importlib.import_module(module), function)(argument)
+            _function(hold.function)(hold.argument)
     except Exception:
         failure = traceback.format_exc()
     else:
@@ -115,27 +94,26 @@ def warm_call(entry: str) -> None:
         print(failure, file=sys.stderr)
 
 
-#: A job module may define this function; a fork template calls it once, after the
-#: module's import, to load what every job of the module reads lazily (registries), so
-#: that each forked child inherits it instead of importing it again.
-WARM_UP = "warm_up"
 _prepared: set[str] = set()
 
 
-def prepare_job_module(name: str) -> bool:
-    """Import a job's module and run its :data:`WARM_UP` hook, if it has one, once;
-    True the first time (a child forked before has neither)."""
-    if name in _prepared:
-        return False
-    _prepared.add(name)
-    preload([name])
-    warm_up = getattr(sys.modules.get(name), WARM_UP, None)
-    if callable(warm_up):
+def prepare_job(job: dict[str, Any]) -> bool:
+    """Import a job's module and run the warm-up hooks its needs name
+    (:attr:`~nebisect.isolation.needs.Needs.warm`), each once; True when something was
+    new (a child forked before has neither)."""
+    module = job["function"].partition(":")[0]
+    steps = [module, *Needs.from_dict(job.get("needs", {})).warm]
+    new = [step for step in steps if step not in _prepared]
+    _prepared.update(new)
+    for step in new:
+        if step == module:
+            _import(module)
+            continue
         try:
-            warm_up()
+            _function(step)()
         except Exception:
             traceback.print_exc()
-    return True
+    return bool(new)
 
 
 def send(fd: int, message: dict[str, Any]) -> None:

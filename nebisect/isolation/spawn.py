@@ -20,6 +20,7 @@ from nebisect.isolation import reaper
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit
 from nebisect.isolation.job import CaseFiles, Job
+from nebisect.isolation.needs import Needs
 from nebisect.isolation.osproc import helper_command, helper_env
 from nebisect.isolation.watch import TIMEOUT, StderrSink, Watch
 
@@ -30,7 +31,7 @@ class SpawnBackend:
     def __init__(self, cancel: CancelToken) -> None:
         self._cancel = cancel
 
-    def prestart(self, preload: tuple[str, ...]) -> None:
+    def expect(self, needs: Needs) -> None:
         """Nothing to start ahead: a fresh interpreter per case: nothing runs ahead of it."""
 
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:

@@ -1,8 +1,8 @@
 """The fork-mode template: a small long-lived process that forks one child per case.
 
 Started fresh (``python -m nebisect.isolation.template CONFIG``), it imports numpy,
-nebisect's core and the job's ``preload`` modules once (and each job's own module on
-first use, with its warm-up hook: :data:`~nebisect.isolation.server.WARM_UP`), then
+nebisect's core and what the jobs need once (and each job's own module on first use,
+with the warm-up hooks its needs name: :func:`~nebisect.isolation.server.prepare_job`), then
 forks: a numpy-only fork costs about a millisecond, where a fresh interpreter that
 imports coremltools costs seconds.
 
@@ -49,7 +49,7 @@ from nebisect.isolation.child import spare_child
 from nebisect.isolation.job import CaseFiles
 from nebisect.isolation.osproc import collapse_to_huge_pages, kill_group, reap
 from nebisect.isolation.reaper import become_subreaper, reap_strays
-from nebisect.isolation.server import prepare_job_module, send, start_helper
+from nebisect.isolation.server import prepare_job, send, start_helper
 from nebisect.isolation.watch import TIMEOUT, LineReader, StderrSink, Watch
 
 _REQUESTS, _RESPONSES = 0, 1
@@ -119,7 +119,7 @@ class Template:
         # conversion seconds. The spare forked before is retired: this case's child is
         # forked after the warm-up too.
         sys.path[:] = request["sys_path"]
-        if prepare_job_module(request["job"]["function"].partition(":")[0]) and self._spare:
+        if prepare_job(request["job"]) and self._spare:
             self._spare.retire()
             self._spare = None
         child = self._take(line)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from nebisect.case import REFERENCE_TARGET, SourceRef
 from nebisect.errors import NebisectError
+from nebisect.isolate import Needs
 from nebisect.lint.engine import LintResult, lint_program
 from nebisect.lint.graph import Range
 from nebisect.sources.loading import (
@@ -60,11 +61,11 @@ def lint_job(payload: dict[str, Any]) -> Any:
 
 def lint_isolated(kind: str, location: str, *, source: str, assume_fp16: bool,
                   input_ranges: dict[str, Range], timeout: float,
-                  preload: tuple[str, ...] = (), isolator: Isolator | None = None,
+                  needs: Needs | None = None, isolator: Isolator | None = None,
                   ) -> LintResult:
     """Parent side: the lint result of the ``builder`` or ``mlpackage`` at ``location``
     (``source``: as the user named it, for the result and the error line), or a one-line
-    NebisectError. ``preload``: the template to fork from (default: the simulator's,
+    NebisectError. ``needs``: what its child imports (default: the simulator's,
     coremltools without torch)."""
     record = describe_in_child(
         "nebisect.lint.isolated:lint_job",
@@ -73,6 +74,6 @@ def lint_isolated(kind: str, location: str, *, source: str, assume_fp16: bool,
         label=source, subject=SUBJECTS[kind], timeout=timeout,
         # Builders and packages are read with coremltools, as the simulator's cases
         # read them: the same warm template (torch kept out) serves them.
-        preload=preload or tuple(get_target(REFERENCE_TARGET).preload), isolator=isolator,
+        needs=needs or get_target(REFERENCE_TARGET).needs, isolator=isolator,
     )
     return LintResult.from_dict(record)

@@ -26,8 +26,9 @@ from nebisect.lint.engine import LintResult
 from nebisect.lint.graph import Range
 from nebisect.lint.isolated import lint_isolated
 from nebisect.lint.records import SEVERITIES
-from nebisect.sources.convert import CONVERSION_PRELOAD, PATH_LABELS, convert_paths
+from nebisect.sources.convert import PATH_LABELS, convert_paths
 from nebisect.sources.resolve import resolve_source
+from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS
 
 #: the precision torch sources are converted at for linting
 PRECISION = "fp16"
@@ -51,7 +52,7 @@ def lint_torch(source: str, *, assume_fp16: bool, input_ranges: dict[str, Range]
         for path, package in packages.items():
             found = lint_isolated("mlpackage", str(package), source=source,
                                   assume_fp16=assume_fp16, input_ranges=input_ranges,
-                                  timeout=timeouts.load, preload=CONVERSION_PRELOAD,
+                                  timeout=timeouts.load, needs=TORCH_AND_COREMLTOOLS,
                                   isolator=isolator).findings
             findings += found if len(packages) == 1 else [
                 replace(f, function=f"{PATH_LABELS[path]}:{f.function}") for f in found]

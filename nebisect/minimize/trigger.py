@@ -23,6 +23,7 @@ from nebisect.detect.matrix import MatrixRunner, RunReport
 from nebisect.detect.summary import where
 from nebisect.detect.triggers import trigger_of
 from nebisect.errors import NebisectError
+from nebisect.executors.runner import Runner
 from nebisect.fixes.converter_compat import ConverterCompat, overrides_hint
 from nebisect.isolate import Isolator
 from nebisect.sources.convert import PATH_LABELS, convert_paths
@@ -56,7 +57,7 @@ def find_trigger(label: str, source: Source, options: BisectOptions, setup: tupl
     target = options.target
     workdir.mkdir()
     runner = MatrixRunner(
-        source, [target], workdir, isolator, timeouts=options.timeouts,
+        source, [target], workdir, Runner(isolator=isolator), timeouts=options.timeouts,
         convert=functools.partial(convert_paths, setup=setup, paths=options.paths),
         paths=options.paths, progress=progress.phase,
         discovery=Discovery(options.budget, targets=[target], first_failure=True),

@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.files import staged
+from nebisect.isolate import Needs
 from nebisect.isolation.job import OOM_PATTERN
 from nebisect.mil.quiet import import_coremltools, quiet
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
-from nebisect.sources.torch_module import CONVERSION_PRELOAD, TorchSource, load_torch_source
+from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS, TorchSource, load_torch_source
 from nebisect.verdict import ConversionFacts, Stage, Status, Verdict, error_signature
 
 if TYPE_CHECKING:
@@ -396,7 +397,7 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
     from nebisect.isolate import Job
 
     # Fork mode: the template has imported torch and coremltools and rehearsed a
-    # conversion (warm_up) once; each conversion is a fork of it. Where
+    # conversion once (:data:`CONVERSION`); each conversion is a fork of it. Where
     # the isolator spawns (macOS: forking after Core ML loaded aborts the child), every
     # conversion is a fresh interpreter and the verdict says why.
     job = Job(
@@ -405,7 +406,7 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
                  **where, "setup": list(setup), "deployment_target": deployment},
         stage="convert",
         timeout=timeout,
-        preload=CONVERSION_PRELOAD,
+        needs=CONVERSION,
     )
     verdict = isolator.run(job).verdict
     verdict.process.template = conversion_template(isolator.mode)
@@ -416,9 +417,9 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
 REHEARSED_PRECISIONS = ("fp32", "fp16")
 
 
-def warm_up() -> None:
-    """The conversion template's warm-up (:data:`nebisect.isolation.server.WARM_UP`): one
-    rehearsed conversion per path and precision, before the first conversion child.
+def rehearse_conversions() -> None:
+    """The conversion template's warm-up (:data:`CONVERSION`): one rehearsed conversion
+    per path and precision, before the first conversion child.
 
     Importing torch and coremltools is most of a fresh interpreter's cost, but not all
     of it: the first conversion in a process also pays for torch.export's first use
@@ -451,7 +452,8 @@ def warm_up() -> None:
             return self.linear(torch.logsumexp(x, dim=1, keepdim=True).expand_as(x) * 0.5)
 
     torch.manual_seed(0)
-    source = TorchSource(f"{__name__}:warm_up", Rehearsal().eval(), {"x": torch.randn(1, 4)})
+    source = TorchSource(f"{__name__}:rehearse_conversions", Rehearsal().eval(),
+                         {"x": torch.randn(1, 4)})
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     cached = tempfile.tempdir
@@ -465,6 +467,11 @@ def warm_up() -> None:
     finally:
         tempfile.tempdir = cached
         torch.set_num_threads(threads)
+
+
+#: the conversion job's needs: torch and coremltools imported, and one conversion
+#: rehearsed (:func:`rehearse_conversions`) before the first conversion child
+CONVERSION = TORCH_AND_COREMLTOOLS.adding(Needs(warm=(f"{__name__}:rehearse_conversions",)))
 
 
 def conversion_template(mode: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.errors import NebisectError
-from nebisect.isolate import Isolator, Job, run_isolated
+from nebisect.isolate import NOTHING, Isolator, Job, Needs, run_isolated
 from nebisect.verdict import Status, Verdict, error_signature
 
 STAGE = "load"
@@ -36,7 +36,7 @@ class ChildSubject:
 def describe_in_child(function: str, payload: dict[str, Any], **options: Any) -> dict[str, Any]:
     """Run ``function(payload)`` at stage ``load``; its record, or NebisectError naming
     ``label`` (the source or plugin as the user typed it). ``options``: those of
-    :func:`describe_with_arrays` (``label``, ``subject``, ``timeout``, ``preload``,
+    :func:`describe_with_arrays` (``label``, ``subject``, ``timeout``, ``needs``,
     ``isolator``)."""
     return describe_with_arrays(function, payload, **options)[0]
 
@@ -48,13 +48,13 @@ def describe_with_arrays(
     label: str,
     subject: ChildSubject,
     timeout: float,
-    preload: tuple[str, ...] = (),
+    needs: Needs = NOTHING,
     isolator: Isolator | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """:func:`describe_in_child`, plus the arrays the child returned beside its record
     (e.g. a factory's example inputs: arrays travel as ``.npz``, never in the JSON)."""
     job = Job(function=function, payload=payload, stage=STAGE, timeout=timeout,
-              preload=preload)
+              needs=needs)
     outcome = isolator.run(job) if isolator is not None else run_isolated(job)
     return (record_of(outcome.verdict, label=label, subject=subject, timeout=timeout),
             outcome.arrays)

@@ -115,7 +115,7 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
     check_package(path, text)
     record = describe_in_child(f"{__name__}:package_job", {"package": str(path)}, label=text,
                                subject=PACKAGE_SUBJECT, timeout=timeout,
-                               preload=COREMLTOOLS_ONLY, isolator=isolator)
+                               needs=COREMLTOOLS_ONLY, isolator=isolator)
     return Source("mlpackage", os.path.abspath(path),
                   [InputDescription.from_dict(d) for d in record["inputs"]])
 
@@ -154,7 +154,7 @@ def prove_loadable(package: Path, label: str, *, timeout: float, isolator: Isola
     the size check cannot see. A package that does not load there is one line naming
     ``label``."""
     describe_in_child(f"{__name__}:program_job", {"package": str(package)}, label=label,
-                      subject=PROGRAM_SUBJECT, timeout=timeout, preload=COREMLTOOLS_ONLY,
+                      subject=PROGRAM_SUBJECT, timeout=timeout, needs=COREMLTOOLS_ONLY,
                       isolator=isolator)
 
 

@@ -27,11 +27,8 @@ from nebisect.isolate import Isolator
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import InputDescription
 from nebisect.sources.loading import ChildSubject, describe_with_arrays, record_outcome, unprefixed
-from nebisect.sources.torch_module import CONVERSION_PRELOAD
+from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS
 
-#: The conversion job's preload: a run that describes and then converts a source forks
-#: both children from one warm template.
-FACTORY_PRELOAD = CONVERSION_PRELOAD
 FACTORY_SUBJECT = ChildSubject("the factory", "describing the model")
 
 Range = tuple[int, int]
@@ -107,7 +104,10 @@ def describe_torch(text: str, *, timeout: float,
         if key not in _described:
             record, example = describe_with_arrays(
                 "nebisect.sources.torch:describe_job", {"source": location}, label=text,
-                subject=FACTORY_SUBJECT, timeout=timeout, preload=FACTORY_PRELOAD,
+                subject=FACTORY_SUBJECT, timeout=timeout,
+                # the conversion job's needs: a run that describes and then converts a
+                # source forks both children from one warm template
+                needs=TORCH_AND_COREMLTOOLS,
                 isolator=isolator,
             )
             described = TorchDescription.from_dict(record)

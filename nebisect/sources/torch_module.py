@@ -55,6 +55,7 @@ import numpy as np
 
 from nebisect.case import sha256_path
 from nebisect.errors import NebisectError
+from nebisect.isolate import Hold, Needs
 from nebisect.mil.quiet import quiet
 from nebisect.sources.domains import (
     MASK,
@@ -70,10 +71,10 @@ _loaded: dict[tuple[str, str, str], TorchSource] = {}
 #: the seed of torch, numpy and ``random`` whenever a factory is called
 FACTORY_SEED = 0
 
-#: what the conversion template imports once before forking (it rehearses a conversion
-#: before the first conversion child: ``nebisect.sources.convert.warm_up``); a factory's
-#: description forks from the same template
-CONVERSION_PRELOAD = ("numpy", "torch", "coremltools")
+#: what a child that builds or converts a torch source needs: a factory's description,
+#: the conversions (which also rehearse one: :data:`nebisect.sources.convert.CONVERSION`)
+#: and the torch-side lint fork from one template
+TORCH_AND_COREMLTOOLS = Needs(imports=("numpy", "torch", "coremltools"))
 
 
 @dataclass
@@ -177,8 +178,8 @@ def load_torch_source(text: str) -> TorchSource:
 
 def hold_source(text: str) -> None:
     """Build the source ``text`` and its fp64 copy in this process, torch held to one
-    thread meanwhile: a warm template's preload call (``"@…:hold_source=…"``, see
-    :func:`held_preload`), so the reference children it forks find the module built
+    thread meanwhile: a template's held call (:func:`holding`), so the reference
+    children it forks find the module built
     instead of importing the model's libraries and calling the factory each time (most
     of a real model's run). One thread: an intra-op pool started before ``fork`` is
     not usable in the child."""
@@ -192,9 +193,9 @@ def hold_source(text: str) -> None:
         torch.set_num_threads(threads)
 
 
-def held_preload(location: str) -> str:
-    """The preload entry of a template that holds the source at ``location``."""
-    return f"@{__name__}:hold_source={location}"
+def holding(location: str) -> Needs:
+    """The needs of a child that finds the source at ``location`` built."""
+    return Needs(holds=(Hold(f"{__name__}:hold_source", location),))
 
 
 def build_torch_source(text: str) -> TorchSource:

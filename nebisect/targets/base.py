@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from nebisect.case import TargetSpec
 from nebisect.errors import NebisectError
+from nebisect.isolate import Needs
 
 
 @dataclass
@@ -49,8 +50,8 @@ class TargetSkipped(NebisectError):
 class Target(ABC):
     """A place where programs execute; constructed from its parsed spec."""
 
-    #: Modules a fork-mode template should import before forking children for this target.
-    preload: tuple[str, ...] = ("numpy",)
+    #: What a child that runs this target's programs must have in its process.
+    needs: ClassVar[Needs] = Needs(imports=("numpy",))
 
     def __init__(self, spec: TargetSpec) -> None:
         self.spec = spec

@@ -41,6 +41,7 @@ import numpy as np
 from nebisect.case import sha256_path
 from nebisect.errors import NebisectError
 from nebisect.files import keep_existing, staged
+from nebisect.isolate import Needs
 from nebisect.isolation.job import mark_stage
 from nebisect.mil.load import read_spec
 from nebisect.mil.quiet import import_coremltools
@@ -159,7 +160,7 @@ class ReadyModel:
 class CoreMLTarget(Target):
     """Apple Core ML on this Mac with the named compute units (CPU_ONLY … ALL)."""
 
-    preload = ("numpy", "coremltools")
+    needs = Needs(imports=("numpy", "coremltools"))
 
     def availability(self) -> str | None:
         if platform.system() != "Darwin":

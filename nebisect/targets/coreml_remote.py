@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import COREML_VARIANTS
+from nebisect.isolate import Needs
 from nebisect.isolation.job import current_stage, mark_stage
 from nebisect.sources.deployment import SPEC_RELEASES, newer_os_needed, version_tuple
 from nebisect.targets import ANY_DEVICE, register_target
@@ -194,7 +195,7 @@ def _list_devices() -> list[RemoteDevice]:
 class CoreMLRemoteTarget(Target):
     """Core ML on a connected iPhone or iPad (coremltools' experimental remote device)."""
 
-    preload = ("numpy", "coremltools")
+    needs = Needs(imports=("numpy", "coremltools"))
 
     def availability(self) -> str | None:
         return remote_unavailable(platform.system(), shutil.which("devicectl"),

@@ -4,7 +4,7 @@ A plugin is a module name or a ``.py`` file that registers extra targets when im
 Importing it in nebisect's own process would let it crash, hang or ``sys.exit(0)`` the
 command; so :func:`use_plugins` imports each plugin in a child at stage ``load`` and
 gets back one :class:`PluginTarget` per target it registered — the attributes the
-parent consults (``base_spec`` for the spec grammar, ``preload`` for the fork template,
+parent consults (``base_spec`` for the spec grammar, ``needs`` for its children's process,
 ``availability`` for "cannot run here", the description for ``targets``). The parent
 registers a :class:`DescribedTarget` stand-in under each name; the cases themselves
 import the real plugin in their own child (``nebisect.evaluate.judge.evaluate_job``).
@@ -27,7 +27,7 @@ import numpy as np
 from nebisect.case import sha256_path
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
-from nebisect.isolate import Isolator
+from nebisect.isolate import Isolator, Needs
 from nebisect.sources.loading import ChildSubject, describe_in_child, first_line, record_verdict
 from nebisect.targets import Prediction, Target, register_target, registered_targets
 
@@ -41,7 +41,7 @@ class PluginTarget(Record):
     name: str
     plugin: str
     base_spec: str = ""
-    preload: tuple[str, ...] = ("numpy",)
+    needs: Needs = Target.needs
     availability: str = ""
     description: str = ""
 
@@ -91,7 +91,7 @@ def describe_plugin_job(payload: dict[str, Any]) -> Any:
             target = cls(spec_of(name))
             records.append(PluginTarget(
                 name, plugin, str(getattr(cls, "base_spec", "") or ""),
-                tuple(cls.preload), target.availability() or "",
+                cls.needs, target.availability() or "",
                 (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
             ).to_dict())
         return {"targets": records}
@@ -131,7 +131,7 @@ def _register(records: list[PluginTarget]) -> None:
         if record.name in known:
             continue
         stand_in = type(f"Described_{record.name}", (DescribedTarget,), {
-            "record": record, "base_spec": record.base_spec, "preload": record.preload,
+            "record": record, "base_spec": record.base_spec, "needs": record.needs,
             "__doc__": record.description or f"target from plugin {record.plugin}",
         })
         register_target(record.name)(stand_in)

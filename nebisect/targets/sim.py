@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import REFERENCE_TARGET
+from nebisect.isolate import Needs
 from nebisect.mil.quiet import COREMLTOOLS_ONLY
 from nebisect.mil.semantics import DEFAULT_SEMANTICS
 from nebisect.targets import register_target, spec_of
@@ -26,8 +27,8 @@ from nebisect.targets.base import Prediction, Target
 class _SimTarget(Target):
     """Shared load and predict: the interpreter with this target's precision and profile."""
 
-    #: "!name": heavy packages a simulator child never needs (see isolation.server).
-    preload = (*COREMLTOOLS_ONLY, "nebisect.mil.interp")
+    #: the heavy packages a simulator child never needs blocked (see isolation.needs)
+    needs = COREMLTOOLS_ONLY.adding(Needs(imports=("nebisect.mil.interp",)))
     sim_precision = "fp64"
     sim_profile: str | None = None
 

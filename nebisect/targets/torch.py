@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.errors import NebisectError
+from nebisect.isolate import Needs
 from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target
 
@@ -28,7 +29,7 @@ _DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64"
 class TorchTarget(Target):
     """Eager PyTorch on the CPU in the spec's dtype (fp64: the reference for torch sources)."""
 
-    preload = ("numpy", "torch")
+    needs = Needs(imports=("numpy", "torch"))
 
     def availability(self) -> str | None:
         if importlib.util.find_spec("torch") is None:

@@ -23,6 +23,7 @@ from support.one_path_override import REFUSAL
 from nebisect.detect.discover import Discovery
 from nebisect.detect.matrix import MatrixRunner
 from nebisect.detect.summary import finding_lines
+from nebisect.executors.runner import Runner
 from nebisect.isolate import Isolator
 from nebisect.sources.convert import convert_paths
 from nebisect.sources.resolve import resolve_source
@@ -41,7 +42,8 @@ def test_a_conversion_failing_on_one_path_is_a_conversion_failure_there(
         tmp_path: Path, isolator: Isolator) -> None:
     source = resolve_source(f"{SUPPORT / 'one_path_override.py'}:model", isolator=isolator)
     convert = functools.partial(convert_paths, setup=("support.one_path_override:refuse_trace",))
-    report = MatrixRunner(source, ["sim:fp32", "sim:fp16"], tmp_path, isolator,
+    report = MatrixRunner(source, ["sim:fp32", "sim:fp16"], tmp_path,
+                          Runner(isolator=isolator),
                           convert=convert).run((2,))
     assert report.failed  # what makes `run` exit 1
     (finding,) = report.findings  # one finding, though both conversions (fp32, fp16) show it
@@ -66,7 +68,7 @@ def test_a_conversion_failing_on_one_path_is_a_conversion_failure_there(
 def test_a_forward_returning_its_input_converts_on_both_paths(
         tmp_path: Path, isolator: Isolator) -> None:
     source = resolve_source(f"{SUPPORT / 'one_path_override.py'}:identity", isolator=isolator)
-    report = MatrixRunner(source, ["sim:fp32"], tmp_path, isolator,
+    report = MatrixRunner(source, ["sim:fp32"], tmp_path, Runner(isolator=isolator),
                           convert=convert_paths).run((2,))
     assert not report.failed, [r.verdict.message for r in report.rows]
     conversion = report.conversions["fp32"]
@@ -78,7 +80,8 @@ def test_a_forward_returning_its_input_converts_on_both_paths(
 def test_an_int32_routed_through_float32_is_an_integer_mismatch(
         tmp_path: Path, isolator: Isolator) -> None:
     source = resolve_source(ADD_ONE, isolator=isolator)
-    runner = MatrixRunner(source, ["sim:fp32", "sim:fp32-int-via-fp32"], tmp_path, isolator,
+    runner = MatrixRunner(source, ["sim:fp32", "sim:fp32-int-via-fp32"], tmp_path,
+                          Runner(isolator=isolator),
                           convert=functools.partial(convert_paths, paths=("export",)),
                           paths=("export",),
                           plugins=[str(SUPPORT / "plugins_integers.py")],

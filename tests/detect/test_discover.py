@@ -27,6 +27,7 @@ from support.corpus_helpers import lse_package
 
 from nebisect.detect.discover import Discovery
 from nebisect.detect.matrix import MatrixRunner, RunReport
+from nebisect.executors.runner import Runner
 from nebisect.isolate import Isolator
 from nebisect.sources.resolve import resolve_source
 
@@ -166,7 +167,8 @@ def test_converter_override_on_one_path_is_a_conversion_bug_there_only(
     source = resolve_source(f"{SUPPORT / 'one_path_override.py'}:model", isolator=isolator)
     assert list(source.example or {}) == ["x"]  # a tuple, named by forward()'s parameter
     convert = functools.partial(convert_paths, setup=("support.one_path_override:install",))
-    runner = MatrixRunner(source, ["sim:fp64", "sim:fp32"], tmp_path, isolator,
+    runner = MatrixRunner(source, ["sim:fp64", "sim:fp32"], tmp_path,
+                          Runner(isolator=isolator),
                           convert=convert, discovery=Discovery(budget=2, families=["const"]))
     report = runner.run((2,))
     cells = {(r.target, r.path, r.input_set.label): r for r in report.rows if not r.explored}
@@ -193,8 +195,9 @@ def test_variadic_forward_inputs_are_named_by_position(tmp_path: Path,
     source = resolve_source(f"{SUPPORT / 'one_path_override.py'}:variadic", isolator=isolator)
     assert [d.name for d in source.inputs] == ["x0", "x1"]
     assert source.example is not None and float(source.example["x1"][0, 0]) == 3.0
-    runner = MatrixRunner(source, ["sim:fp32"], tmp_path, isolator, convert=convert_paths,
-                          paths=("export",), discovery=Discovery(budget=1))
+    runner = MatrixRunner(source, ["sim:fp32"], tmp_path, Runner(isolator=isolator),
+                          convert=convert_paths, paths=("export",),
+                          discovery=Discovery(budget=1))
     report = runner.run((2,))
     assert not report.failed
     assert [r.input_set.label for r in report.rows if not r.explored] == ["example", "example",

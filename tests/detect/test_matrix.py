@@ -17,6 +17,7 @@ from support import REPO, SUPPORT
 from nebisect.case import save_npz
 from nebisect.detect.attribution import attribute
 from nebisect.detect.matrix import MatrixRunner, RunReport
+from nebisect.executors.runner import Runner
 from nebisect.isolate import Isolator
 from nebisect.sources.resolve import resolve_source
 from nebisect.verdict import Verdict
@@ -37,7 +38,8 @@ def _run(source: str, targets: list[str], tmp_path: Path, isolator: Isolator,
 
     inputs = str(kwargs.pop("inputs", ""))
     lengths = kwargs.pop("lengths", (2, 8, 37, 128, 380))
-    runner = MatrixRunner(resolve_source(source), ["sim:fp64", *targets], tmp_path, isolator,
+    runner = MatrixRunner(resolve_source(source), ["sim:fp64", *targets], tmp_path,
+                          Runner(isolator=isolator),
                           convert=functools.partial(convert_paths, paths=("export",)),
                           paths=("export",),
                           **kwargs)  # type: ignore[arg-type]
@@ -223,7 +225,7 @@ def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isol
 
     runner = MatrixRunner(
         resolve_source(f"{REPO}/examples/minilm_meanpool.py:model"), ["sim:fp64", "sim:fp32"],
-        tmp_path, isolator,
+        tmp_path, Runner(isolator=isolator),
         convert=functools.partial(convert_paths, setup=(OVERRIDES_SETUP,) if overrides else ()),
     )
     report = runner.run((2, 380))

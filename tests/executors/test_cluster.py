@@ -41,6 +41,7 @@ from nebisect.corpus import Corpus, Expected
 from nebisect.errors import NebisectError
 from nebisect.executors.cluster import ClusterExecutor
 from nebisect.executors.devices import FACT_KEYS, PRELOAD, group_devices, resource_name
+from nebisect.executors.runner import Runner
 from nebisect.guard.replay import ReplayResult, replay
 from nebisect.isolate import fresh_mode
 
@@ -94,6 +95,27 @@ def test_fuzz_seed_0_jobs_4_finds_the_same_over_the_cluster(cluster: Any) -> Non
     assert findings(here.stdout) and findings(there.stdout) == findings(here.stdout)
 
 
+def test_fuzz_source_jobs_2_finds_the_same_over_the_cluster(cluster: Any) -> None:
+    """A model campaign's shards go to the workers as ``fuzz-model`` units: each worker
+    sets the session up from the shipped factory file and drives the shard a local
+    thread would, so the merged findings are the same as here."""
+    local, _, _ = cluster
+    args = ("fuzz", f"{REPO}/examples/logsumexp_ne.py:model", "--target", "sim:ane",
+            "--budget", "4", "--seed", "0", "--shrink-budget", "2", "--jobs", "2",
+            "--isolation", fresh_mode(), "--json")
+    here = cli(*args)
+    there = cli(*args, "--cluster", local.scheduler_address)
+    assert here.returncode == there.returncode == 1, there.stderr
+
+    def findings(output: str) -> list[Any]:
+        [result] = json.loads(output)["results"]
+        return [(f["signature"], f["param_class"], f["case"], f["hits"], f["cliff"])
+                for f in result["findings"]]
+
+    assert findings(here.stdout) and findings(there.stdout) == findings(here.stdout)
+    assert "export/const/x/base" in {f[1] for f in findings(there.stdout)}
+
+
 def test_fix_verify_through_the_cluster_categorizes_as_locally(cluster: Any) -> None:
     local, _, _ = cluster
     args = ("fix", "verify", "corpus", "--target", "sim:ane", "--json")
@@ -131,7 +153,7 @@ def test_a_worker_killed_mid_unit_costs_a_retry_not_a_verdict(
     executor = ClusterExecutor(local.scheduler_address)
     done: list[ReplayResult] = []
     thread = threading.Thread(target=lambda: done.extend(
-        replay(cases, executor=executor).results))
+        replay(cases, runner=Runner(executor=executor)).results))
     thread.start()
     wait_for(signals / "ready")
     case_pid = int((signals / "ready").read_text())
@@ -164,7 +186,7 @@ def test_a_segfault_on_a_worker_is_a_verdict_and_the_worker_stays_up(
     before = worker_pids(client)
     with_cluster = ClusterExecutor(local.scheduler_address)
     try:
-        [result] = replay(corpus.scan().cases, executor=with_cluster).results
+        [result] = replay(corpus.scan().cases, runner=Runner(executor=with_cluster)).results
     finally:
         with_cluster.close()
     assert result.verdict.signature == "crash:SIGSEGV"
@@ -178,9 +200,9 @@ def test_models_are_shipped_once_per_worker(cluster: Any) -> None:
     cases = Corpus(REPO / "corpus").scan().cases[:4]
     executor = ClusterExecutor(local.scheduler_address)
     try:
-        replay(cases, executor=executor)
-        replay(cases, executor=executor)
-        replay(cases, executor=executor)
+        replay(cases, runner=Runner(executor=executor))
+        replay(cases, runner=Runner(executor=executor))
+        replay(cases, runner=Runner(executor=executor))
     finally:
         executor.close()
     assert executor.shipped and set(executor.shipped.values()) == {1}

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from support import SUPPORT
 
+from nebisect.executors.runner import Runner
 from nebisect.fuzz.campaign import CampaignResult, Finding, localize_finding
 from nebisect.fuzz.execute import SubjectEvaluator
 from nebisect.fuzz.session import FuzzOptions, run_session
@@ -29,7 +30,7 @@ def isolator() -> Iterator[Isolator]:
 
 def fuzz(isolator: Isolator, op: str, target: str, budget: int, **kw) -> CampaignResult:
     [result] = run_session([op], FuzzOptions(target=target, budget=budget, seed=0, **kw),
-                           isolator=isolator)
+                           runner=Runner(isolator=isolator))
     return result
 
 
@@ -116,7 +117,7 @@ def test_unsupported_ops_are_skipped_with_the_reason(isolator: Isolator,
 
     monkeypatch.setattr(kernels, "kernel_ops", lambda: ["relu"])
     [result] = run_session(["softplus"], FuzzOptions(target="sim:fp16", budget=5),
-                           isolator=isolator)
+                           runner=Runner(isolator=isolator))
     assert result.findings == [] and "no kernel for softplus" in result.skipped
 
 

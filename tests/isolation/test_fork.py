@@ -1,5 +1,5 @@
-"""Fork templates: which template serves a job (covering preloads), templates started
-ahead, the warm-up hook a job module may define, and templates stopped while busy — all
+"""Fork templates: which template serves a job (covering needs), templates started
+ahead, the warm-up hooks a job's needs name, and templates stopped while busy — all
 with real templates."""
 
 from __future__ import annotations
@@ -15,30 +15,33 @@ import pytest
 from support import warm_jobs
 from support.leftovers import TOKEN_VAR, processes_with_token
 
-from nebisect.isolate import Isolator, Job
+from nebisect.isolate import Isolator, Job, Needs
 from nebisect.isolation.cancel import Cancelled
-from nebisect.isolation.job import covers
 
 WHERE = f"{warm_jobs.__name__}:where"
+WARMED = Needs(imports=("numpy",), warm=(f"{warm_jobs.__name__}:warm_up",))
 #: never imported here: its import blocks (tests/support/slow_import.py)
 SLOW_IMPORT = "support.slow_import"
 
 
 @pytest.mark.parametrize(("template", "job", "served"), [
-    (("numpy", "torch", "coremltools"), ("numpy", "torch"), True),
-    (("numpy", "torch"), ("numpy", "torch"), True),
+    (Needs(("numpy", "torch", "coremltools")), Needs(("numpy", "torch")), True),
+    (Needs(("numpy", "torch")), Needs(("numpy", "torch")), True),
     # nebisect's own modules do not count: the job's module is imported before its child
-    (("numpy", "torch", "nebisect.fuzz.warm"), ("numpy", "nebisect.mil.interp"), True),
-    (("numpy",), ("numpy", "torch"), False),
+    (Needs(("numpy", "torch", "nebisect.fuzz.warm")), Needs(("numpy", "nebisect.mil.interp")),
+     True),
+    (Needs(("numpy",)), Needs(("numpy", "torch")), False),
     # the job blocks torch; a template that imported it cannot honour that
-    (("numpy", "torch"), ("numpy", "!torch"), False),
+    (Needs(("numpy", "torch")), Needs(("numpy",), blocks=("torch",)), False),
     # the template blocks scipy; the job may need it
-    (("numpy", "!scipy"), ("numpy",), False),
-    (("numpy", "!scipy", "coremltools"), ("numpy", "!scipy"), True),
+    (Needs(("numpy",), blocks=("scipy",)), Needs(("numpy",)), False),
+    (Needs(("numpy", "coremltools"), blocks=("scipy",)), Needs(("numpy",), blocks=("scipy",)),
+     True),
+    # warm-up hooks do not decide the template: it runs them when it first needs them
+    (Needs(("numpy",)), WARMED, True),
 ])
-def test_a_template_serves_a_job_it_covers(template: tuple[str, ...], job: tuple[str, ...],
-                                           served: bool) -> None:
-    assert covers(template, job) is served
+def test_a_template_serves_a_job_it_covers(template: Needs, job: Needs, served: bool) -> None:
+    assert template.covers(job.template_key) is served
 
 
 @pytest.fixture
@@ -48,34 +51,34 @@ def isolator(tmp_path: Path) -> Iterator[Isolator]:
     assert list(tmp_path.iterdir()) == []
 
 
-def served_by(isolator: Isolator, *preload: str) -> int:
-    """The pid of the template that ran a job with ``preload``."""
-    verdict = isolator.run(Job(WHERE, {}, preload=preload)).verdict
+def served_by(isolator: Isolator, needs: Needs) -> int:
+    """The pid of the template that ran a job with ``needs``."""
+    verdict = isolator.run(Job(WHERE, {}, needs=needs)).verdict
     assert verdict.status == "pass", verdict.message
     return int(verdict.job_result["template_pid"])
 
 
-def test_a_prestarted_template_serves_the_jobs_it_covers_and_no_other(
+def test_an_expected_template_serves_the_jobs_it_covers_and_no_other(
         isolator: Isolator) -> None:
-    isolator.prestart(("numpy", "json", "csv"))
-    first = served_by(isolator, "numpy", "json")
-    assert served_by(isolator, "numpy", "json", "csv") == first
-    assert served_by(isolator, "numpy") == first
-    blocked = served_by(isolator, "numpy", "!csv")
+    isolator.expect(Needs(("numpy", "json", "csv")))
+    first = served_by(isolator, Needs(("numpy", "json")))
+    assert served_by(isolator, Needs(("numpy", "json", "csv"))) == first
+    assert served_by(isolator, Needs(("numpy",))) == first
+    blocked = served_by(isolator, Needs(("numpy",), blocks=("csv",)))
     assert blocked != first
-    assert served_by(isolator, "numpy", "!csv") == blocked
+    assert served_by(isolator, Needs(("numpy",), blocks=("csv",))) == blocked
 
 
 def test_a_template_nobody_used_is_stopped_on_close(tmp_path: Path) -> None:
     isolator = Isolator("fork", tmp_dir=tmp_path)
-    isolator.prestart(("numpy",))
+    isolator.expect(Needs(("numpy",)))
     isolator.close()
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_warm_up_hook_runs_once_in_the_template_and_children_inherit_it(
+def test_a_warm_up_hook_runs_once_in_the_template_and_children_inherit_it(
         isolator: Isolator) -> None:
-    runs = [isolator.run(Job(WHERE, {}, preload=("numpy",))).verdict for _ in range(3)]
+    runs = [isolator.run(Job(WHERE, {}, needs=WARMED)).verdict for _ in range(3)]
     templates = {v.job_result["template_pid"] for v in runs}
     assert len(templates) == 1
     # The spare forked before the template knew the job's module was retired: even the
@@ -93,13 +96,13 @@ KILLED_WITHIN = 3.0
 @pytest.mark.parametrize("busy", ["starting", "importing the job's module"])
 def test_a_template_busy_when_its_work_is_cancelled_is_killed_at_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, busy: str) -> None:
-    """A template importing (a preload while it starts, or the job's module before its
+    """A template importing (a module it needs while it starts, or the job's module before its
     first fork) does not read its requests: asked to stop, it would not; it is killed."""
     importing, token = tmp_path / "importing", uuid.uuid4().hex
     monkeypatch.setenv("NEBISECT_TEST_IMPORTING", str(importing))
     monkeypatch.setenv(TOKEN_VAR, token)
-    preload = (SLOW_IMPORT,) if busy == "starting" else ()
-    job = Job(f"{SLOW_IMPORT}:never_runs", {}, preload=preload, timeout=600)
+    needs = Needs((SLOW_IMPORT,) if busy == "starting" else ())
+    job = Job(f"{SLOW_IMPORT}:never_runs", {}, needs=needs, timeout=600)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     isolator = Isolator("fork", tmp_dir=workspace)

@@ -1,5 +1,5 @@
 """A module whose import announces itself and then blocks: a fork template importing it
-(as a preload while it starts, or as a job's module before its first fork) is busy
+(as a module it needs while it starts, or as a job's module before its first fork) is busy
 and does not read its requests.
 
 The import creates ``$NEBISECT_TEST_IMPORTING`` (holding the importing process's pid)

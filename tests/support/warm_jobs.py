@@ -1,4 +1,4 @@
-"""Jobs of a module with a warm-up hook: they report which process ran the hook."""
+"""Jobs whose needs name a warm-up hook: they report which process ran the hook."""
 
 from __future__ import annotations
 

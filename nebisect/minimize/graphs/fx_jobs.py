@@ -32,7 +32,7 @@ import numpy as np
 from nebisect.case import load_npz, sha256_path
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
-from nebisect.isolate import Isolator, Job
+from nebisect.isolate import Isolator, Job, Needs
 from nebisect.mil.graph import ExtractionError
 from nebisect.minimize.graphs.fx import FxGraph, TorchCandidate
 from nebisect.sources.loading import STAGE, ChildSubject, record_of, record_verdict, unprefixed
@@ -42,7 +42,7 @@ from nebisect.sources.loading import STAGE, ChildSubject, record_of, record_verd
 EXPORTING = ChildSubject("exporting the graph", "returning it", when="")
 CUTTING = ChildSubject("cutting the graph", "returning the candidate", when="")
 #: The graph child imports torch, never coremltools (the conversions have their own).
-GRAPH_PRELOAD = ("numpy", "torch")
+GRAPH_NEEDS = Needs(imports=("numpy", "torch"))
 
 
 @dataclass
@@ -149,7 +149,7 @@ class IsolatedFxGraph:
              ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         outcome = self._isolator.run(Job(
             function=f"{__name__}:{job}", payload={**self._payload, **payload}, stage=STAGE,
-            timeout=self._timeout, preload=GRAPH_PRELOAD,
+            timeout=self._timeout, needs=GRAPH_NEEDS,
         ))
         record = record_of(outcome.verdict, label=self._label, subject=subject,
                            timeout=self._timeout)
