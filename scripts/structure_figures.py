@@ -13,7 +13,10 @@ two checkouts::
 * public target-spec parsers and their call sites, registry-blind parses (which reject
   plugin targets) outside ``targets/``, and prefix checks on target strings
   (``target.startswith("sim:")``);
-* mentions of preload / prestart / warm_up / crew outside ``isolation/``;
+* mentions of preload / prestart / warm_up / crew outside ``isolation/`` (Dask's own
+  worker ``--preload``, :mod:`nebisect.executors.preload`, is another thing and not
+  counted);
+* fan-out paths: modules that map work over threads of isolators themselves;
 * the longest command function (``nebisect/commands``), in lines;
 * nebisect modules reachable from ``nebisect.commands.run`` by imports.
 """
@@ -142,9 +145,13 @@ def main(root: Path) -> None:
                         if module not in ("nebisect.case", "nebisect.targets"))
     prefix_checks = len(re.findall(r"startswith\(\(?[\"'](?:sim|torch|coreml)[:\"'-]",
                                    everything))
-    plumbing = sum(len(re.findall(r"\b(?:preload|prestart|warm_up|crew)\w*", text))
+    plumbing = sum(len(re.findall(r"\b(?:preload|prestart|warm_up|crew)\w*", _without_dask(text)))
                    for module, text in texts.items()
-                   if not module.startswith("nebisect.isolation"))
+                   if not module.startswith("nebisect.isolation")
+                   and module != "nebisect.executors.preload")
+    fan_out = sorted(module for module, text in texts.items()
+                     if re.search(r"\b(?:map_isolated|ThreadPoolExecutor)\(", text)
+                     and module != "nebisect.isolation.pool")
     length, where = longest_function(sorted((package / "commands").glob("*.py")))
     traced = reachable(graph, "nebisect.commands.run")
 
@@ -161,8 +168,16 @@ def main(root: Path) -> None:
     print(f"registry-blind parses outside targets/    {grammar_calls}")
     print(f"prefix checks on target strings           {prefix_checks}")
     print(f"preload/prestart/warm_up/crew outside isolation/  {plumbing}")
+    print(f"fan-out paths                             {len(fan_out)} ({', '.join(fan_out)})")
     print(f"longest command function                  {length} lines ({where})")
     print(f"modules reachable from commands.run       {len(traced)}")
+
+
+def _without_dask(text: str) -> str:
+    """``text`` without the mentions of Dask's worker preload (``--preload``, the
+    :mod:`nebisect.executors.preload` module and its ``PRELOAD`` name)."""
+    return re.sub(r"--preload|executors\.preload|\bPRELOAD\b|worker preload|"
+                  r"Dask's preload|set by the preload|started without the preload", "", text)
 
 
 if __name__ == "__main__":

@@ -51,8 +51,19 @@ NUMERIC_SYMPTOMS = (*CLIFF_SYMPTOMS, "tolerance")
 #: how much larger a named op's smallest trigger may be than that of the unnamed
 #: tolerance failures it explains
 EXPLAINS_WITHIN = 2.0
-#: (attribution, op type, symptom, message) — see the module docstring
-CauseKey = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class CauseKey:
+    """What one root cause is (see the module docstring): where it enters (empty for a
+    numeric symptom, which any stage may show), the culprit op type, the symptom, and
+    for an error the ``stage:message`` it fails with."""
+
+    attribution: str
+    op: str
+    symptom: str
+    error: str
+
 #: the cell value of a target and path the finding does not show on
 PASS = "pass"
 #: ... and of one that fails there for another reason (so nothing says it would pass)
@@ -167,7 +178,7 @@ def cause_of(group: FailureGroup) -> CauseKey:
     message = _stage_and_message(group.signature)[1] if symptom == "error" and not op else ""
     stage = _stage_and_message(group.signature)[0] if symptom == "error" else ""
     attribution = "" if symptom in NUMERIC_SYMPTOMS else group.attribution
-    return (attribution, op, symptom, f"{stage}:{message}" if stage else "")
+    return CauseKey(attribution, op, symptom, f"{stage}:{message}" if stage else "")
 
 
 def root_causes(groups: Sequence[FailureGroup], rows: Iterable[Row],
@@ -179,14 +190,14 @@ def root_causes(groups: Sequence[FailureGroup], rows: Iterable[Row],
     merged: dict[CauseKey, list[FailureGroup]] = {}
     for group in groups:
         merged.setdefault(cause_of(group), []).append(group)
-    for key in [k for k in merged if k[2] == "tolerance"]:
-        cliff = next((k for k in merged if k[:2] == key[:2] and k[2] in CLIFF_SYMPTOMS), None)
-        if cliff is None and not key[1]:
+    for key in [k for k in merged if k.symptom == "tolerance"]:
+        cliff = next((k for k in merged if (k.attribution, k.op) == (key.attribution, key.op)
+                      and k.symptom in CLIFF_SYMPTOMS), None)
+        if cliff is None and not key.op:
             cliff = _explaining(merged, merged[key])
         if cliff is not None:
             merged[cliff] += merged.pop(key)
-    findings = [RunFinding(0, op, symptom, members)
-                for (_, op, symptom, _), members in merged.items()]
+    findings = [RunFinding(0, key.op, key.symptom, members) for key, members in merged.items()]
     findings.sort(key=lambda f: (f.severity, distance(f.smallest.magnitude)))
     rows = [r for r in rows if r.role == "target"]
     cells = list(dict.fromkeys((r.target, r.path) for r in rows))
@@ -209,7 +220,7 @@ def _explaining(merged: dict[CauseKey, list[FailureGroup]],
 
     targets = {g.target for g in unnamed}
     for key, groups in merged.items():
-        if key[1] and key[2] in NUMERIC_SYMPTOMS and all(
+        if key.op and key.symptom in NUMERIC_SYMPTOMS and all(
                 smallest(groups, t) <= EXPLAINS_WITHIN * smallest(unnamed, t)
                 for t in targets):
             return key

@@ -16,15 +16,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
+from nebisect.codec import Form, Record
 from nebisect.detect.culprit import Culprit
 from nebisect.inputs.families import Member
 from nebisect.search.records import CliffFinding
 from nebisect.verdict import Verdict
 
-#: (target, signature, culprit key, conversion path)
-GroupKey = tuple[str, str, str, str]
+
+@dataclass(frozen=True)
+class GroupKey:
+    """What tells one bug of a run from another: the target, the signature, the culprit
+    key (:func:`culprit_key`) and the conversion path. Rows, failure groups and the cliffs
+    exploration localized all name theirs by it."""
+
+    target: str
+    signature: str
+    culprit: str
+    path: str
+
+    @classmethod
+    def of_cliff(cls, target: str, cliff: CliffFinding) -> GroupKey:
+        """The key of the group a cliff localized on ``target`` belongs to."""
+        return cls(target, cliff.signature, cliff.culprit, cliff.path)
 
 
 def culprit_key(attribution: str, culprit: Culprit | None) -> str:
@@ -36,11 +51,14 @@ def culprit_key(attribution: str, culprit: Culprit | None) -> str:
 
 
 @dataclass
-class Row:
+class Row(Record):
     """One cell: a target on a conversion path at one input set, its verdict and, when
     it fails, where the divergence enters. ``role`` is ``reference`` for the row of a
     reference that failed at this input set; ``length`` is 0 unless the input set is a
-    generated length."""
+    generated length. Its JSON puts the identity first and the verdict last."""
+
+    json_form: ClassVar[Form] = Form(order=("target", "length", "role", "path", "input_set",
+                                            "explored", "attribution", "culprit", "verdict"))
 
     target: str
     length: int
@@ -54,28 +72,13 @@ class Row:
 
     @property
     def key(self) -> GroupKey:
-        return (self.target, self.verdict.signature, culprit_key(self.attribution, self.culprit),
-                self.path)
+        return GroupKey(self.target, self.verdict.signature,
+                        culprit_key(self.attribution, self.culprit), self.path)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "length": self.length, "role": self.role,
-                "path": self.path, "input_set": self.input_set.to_dict(),
-                "explored": self.explored, "attribution": self.attribution,
-                "culprit": None if self.culprit is None else self.culprit.to_dict(),
-                "verdict": self.verdict.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Row:
-        culprit = data.get("culprit")
-        return cls(data["target"], int(data["length"]), Verdict.from_dict(data["verdict"]),
-                   data.get("attribution", ""), data.get("role", "target"), data.get("path", ""),
-                   Member.from_dict(data["input_set"]),
-                   None if culprit is None else Culprit.from_dict(culprit),
-                   bool(data.get("explored", False)))
 
 
 @dataclass
-class FailureGroup:
+class FailureGroup(Record):
     """One bug on one target and path (see the module docstring)."""
 
     target: str
@@ -90,25 +93,9 @@ class FailureGroup:
 
     @property
     def key(self) -> GroupKey:
-        return (self.target, self.signature, culprit_key(self.attribution, self.culprit),
-                self.path)
+        return GroupKey(self.target, self.signature, culprit_key(self.attribution, self.culprit),
+                        self.path)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "path": self.path, "signature": self.signature,
-                "attribution": self.attribution,
-                "culprit": None if self.culprit is None else self.culprit.to_dict(),
-                "smallest": self.smallest.to_dict(), "message": self.message,
-                "members": [m.to_dict() for m in self.members],
-                "cliffs": [c.to_dict() for c in self.cliffs]}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> FailureGroup:
-        culprit = data.get("culprit")
-        return cls(data["target"], data["path"], data["signature"], data["attribution"],
-                   None if culprit is None else Culprit.from_dict(culprit),
-                   Member.from_dict(data["smallest"]), data.get("message", ""),
-                   [Member.from_dict(m) for m in data.get("members", [])],
-                   [CliffFinding.from_dict(c) for c in data.get("cliffs", [])])
 
 
 def group_failures(
@@ -131,7 +118,7 @@ def group_failures(
             group.smallest, group.message = row.input_set, row.verdict.message
     for target, found in cliffs.items():
         for cliff in found:
-            key = (target, cliff.signature, cliff.culprit, cliff.path)
+            key = GroupKey.of_cliff(target, cliff)
             if key in groups:
                 groups[key].cliffs.append(cliff)
     return list(groups.values())
