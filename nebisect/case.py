@@ -480,16 +480,16 @@ def case_stage(name: str) -> Stage:
 
 @dataclass
 class Case(Record):
-    """One (source artifact, inputs, target, stage) tuple; JSON-serializable.
+    """One (model, inputs, target, stage) tuple; JSON-serializable.
 
-    ``source`` is a path (``.mlpackage``), ``file.py:factory`` for torch models, or a
-    builder reference ``module:function`` for programs built in code (the fuzzer).
-    ``options`` carries small knobs (:class:`CaseOptions`) such as the op of interest
-    whose placement decides ``unrouted``.
+    ``ref`` is the model (:class:`SourceRef`: a package, a torch file and factory, or a
+    builder for programs built in code, as the fuzzer makes them). ``options`` carries
+    small knobs (:class:`CaseOptions`) such as the op of interest whose placement decides
+    ``unrouted``. Its JSON only crosses to a child or a worker; what a corpus stores is
+    a :class:`~nebisect.corpus.record.CaseRecord`.
     """
 
-    source: str
-    source_kind: str
+    ref: SourceRef
     target: str
     stage: Stage = Stage.PREDICT
     inputs_path: str = ""
@@ -502,18 +502,12 @@ class Case(Record):
         check_target_grammar(self.target)
 
     @property
-    def ref(self) -> SourceRef:
-        """The model this case runs, as a :class:`SourceRef` (its JSON keeps ``source``
-        and ``source_kind``: they enter corpus ids)."""
-        return SourceRef(self.source_kind, self.source)
-
-    @property
     def case_id(self) -> str:
         """Content address of the case: same bytes, same factory, same target, same stage
         → same id (two factories in one torch file are two cases)."""
         factory = self.ref.factory
         key = json.dumps(
-            [self.model_sha256 or self.source, factory, self.inputs_sha256, self.target,
+            [self.model_sha256 or self.ref.location, factory, self.inputs_sha256, self.target,
              self.stage, self.options.to_dict()],
             sort_keys=True,
         )

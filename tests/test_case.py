@@ -103,14 +103,14 @@ def test_npz_round_trip_and_corrupt_files(tmp_path) -> None:
 
 
 def test_case_round_trip_and_identity() -> None:
-    case = Case("m.mlpackage", "mlpackage", "sim:fp16", model_sha256="a" * 64,
+    case = Case(SourceRef("mlpackage", "m.mlpackage"), "sim:fp16", model_sha256="a" * 64,
                 inputs_sha256="b" * 64, options=CaseOptions(op_of_interest="softplus"))
     again = Case.from_dict(case.to_dict())
     assert again == case and again.case_id == case.case_id
     other = Case.from_dict({**case.to_dict(), "target": "sim:ane"})
     assert other.case_id != case.case_id
     with pytest.raises(NebisectError, match="unknown stage"):
-        Case("m", "mlpackage", "sim:fp16", stage="compile")
+        Case(SourceRef("mlpackage", "m"), "sim:fp16", stage="compile")
 
 
 def test_npz_members_are_checked_by_their_headers_before_loading(
@@ -167,7 +167,7 @@ def test_case_options_serialize_set_fields_only_and_round_trip() -> None:
         '"intermediates": true, "judge_precision": "fp32", "op_of_interest": "exp", '
         '"reference_source": ["torch", "m.py:f"], "convert_path": "trace"}')
     assert CaseOptions.from_dict(json.loads(json.dumps(body))) == full
-    case = Case("m.py:f", "torch", "sim:fp32", options=full)
+    case = Case(SourceRef("torch", "m.py:f"), "sim:fp32", options=full)
     assert Case.from_dict(json.loads(json.dumps(case.to_dict()))) == case
 
 
@@ -180,7 +180,7 @@ def test_case_options_serialize_set_fields_only_and_round_trip() -> None:
 ])
 def test_case_options_refuse_unknown_keys_and_wrong_types(options: object, message: str) -> None:
     with pytest.raises(NebisectError, match=message):
-        Case.from_dict({"source": "m", "source_kind": "mlpackage", "target": "sim:fp16",
+        Case.from_dict({"ref": {"kind": "mlpackage", "location": "m"}, "target": "sim:fp16",
                         "options": options})
 
 
@@ -245,7 +245,7 @@ def test_a_source_ref_names_its_files_factory_and_oracle(
 
 
 def test_a_case_hands_out_its_source_ref_and_an_unknown_kind_is_refused() -> None:
-    case = Case("m.py:build", "torch", "sim:fp16")
+    case = Case(SourceRef("torch", "m.py:build"), "sim:fp16")
     assert case.ref == SourceRef("torch", "m.py:build")
     with pytest.raises(NebisectError, match="unknown source kind 'onnx'"):
         SourceRef("onnx", "m.onnx")

@@ -211,7 +211,7 @@ _CASE_WITHOUT_REGISTRIES = textwrap.dedent("""
     import sys
     from nebisect.case import Case
 
-    case = Case("m.mlpackage", "mlpackage", "sim:fp16-nan-suppressing", stage="predict")
+    case = Case(SourceRef("mlpackage", "m.mlpackage"), "sim:fp16-nan-suppressing", stage="predict")
     assert Case.from_dict(case.to_dict()) == case
     print(sorted(name for name in sys.modules if name.startswith("nebisect")))
 """)

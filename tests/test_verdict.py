@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from nebisect.case import SourceRef
 from nebisect.verdict import (
     CASE_STAGES,
     Comparison,
@@ -118,7 +119,7 @@ def test_stage_names_have_one_definition() -> None:
     assert CASE_STAGES == (Stage.CONVERT, Stage.LOAD, Stage.PREDICT)
     assert set(TIMEOUT_STAGES) == set(CASE_STAGES) and set(REDUCIBLE_STAGES) < set(CASE_STAGES)
     assert all(isinstance(s, Stage) for s in (*TIMEOUT_STAGES, *REDUCIBLE_STAGES))
-    case = Case.from_dict(json.loads(json.dumps(Case("m", "mlpackage", "sim:fp16",
+    case = Case.from_dict(json.loads(json.dumps(Case(SourceRef("mlpackage", "m"), "sim:fp16",
                                                      stage="load").to_dict())))
     assert case.stage is Stage.LOAD
 

@@ -47,6 +47,7 @@ from nebisect.case import (
     SOURCE_KINDS,
     Case,
     CaseOptions,
+    SourceRef,
     save_npz,
     sha256_arrays,
     sha256_path,
@@ -104,8 +105,7 @@ class CorpusCase:
                                                      for name in self.record.plugins))
             use_plugins(list(options.plugins), timeout=DEFAULT_TIMEOUTS.load)
         return Case(
-            source=self.source,
-            source_kind=self.record.source_kind,
+            ref=SourceRef(self.record.source_kind, self.source),
             target=self.record.target,
             stage=self.record.stage,
             inputs_path=str(self.path / INPUTS_FILE),

@@ -128,7 +128,7 @@ class Attributor:
             return None  # a torch target: no program whose ops could be named
         cell = bench.case(target, path, npz)
         options = CaseOptions(plugins=tuple(bench.plugins), intermediates=True)
-        case = Case(cell.source, cell.source_kind, target, inputs_path=npz,
+        case = Case(cell.ref, target, inputs_path=npz,
                     model_sha256=cell.model_sha256, inputs_sha256=cell.inputs_sha256,
                     options=options)
         outcome = evaluate(case, reference=EXACT_PROBE, isolator=bench.isolator,

@@ -52,7 +52,7 @@ def _moved(case: Case, move: Callable[[str], str]) -> Case:
         moved = SourceRef(*reference).moved(move)
         reference = (moved.kind, moved.location)
     plugins = tuple(move(p) if p.endswith(".py") else p for p in options.plugins)
-    return replace(case, source=case.ref.moved(move).location,
+    return replace(case, ref=case.ref.moved(move),
                    inputs_path=move(case.inputs_path) if case.inputs_path else "",
                    options=replace(options, reference_source=reference, plugins=plugins))
 

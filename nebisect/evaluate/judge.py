@@ -57,7 +57,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     options = case.options
     want_intermediates = options.intermediates
     mark_stage(Stage.LOAD)
-    artifact = _artifact((case.source_kind, case.source), options.params)
+    artifact = _artifact((case.ref.kind, case.ref.location), options.params)
     inputs = load_npz(case.inputs_path) if case.inputs_path else {}
     target = get_target(case.target)
     unavailable = target.availability()
@@ -85,10 +85,11 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         return _routed(case, prediction, verdict), arrays
     predicted = time.perf_counter()
     mark_stage(Stage.REFERENCE)
-    reference_source = options.reference_source or (case.source_kind, case.source)
+    own = (case.ref.kind, case.ref.location)
+    reference_source = options.reference_source or own
     reference_artifact = (
         artifact
-        if reference_source == (case.source_kind, case.source)
+        if reference_source == own
         else _artifact(reference_source, options.params)
     )
     try:
@@ -270,7 +271,7 @@ def torch_source_of(case: Case) -> str:
     reference = case.options.reference_source
     if reference is not None and SourceRef(*reference).is_torch:
         return reference[1]
-    return case.source if case.ref.is_torch else ""
+    return case.ref.location if case.ref.is_torch else ""
 
 
 def build_job(

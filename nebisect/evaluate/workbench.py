@@ -187,7 +187,7 @@ class Workbench:
             options = options.judged_against(self.source.ref, source=model,
                                              precision=spec_of(target).precision)
         model_hash = sha256_path(model.location) if model.is_package else ""
-        return Case(model.location, model.kind, target, inputs_path=npz, model_sha256=model_hash,
+        return Case(model, target, inputs_path=npz, model_sha256=model_hash,
                     inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
 
     def notes_placement(self, target: str) -> bool:

@@ -20,7 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, save_npz, sha256_arrays, sha256_bytes
+from nebisect.case import BUILDER as BUILDER_KIND
+from nebisect.case import (
+    REFERENCE_TARGET,
+    Case,
+    SourceRef,
+    save_npz,
+    sha256_arrays,
+    sha256_bytes,
+)
 from nebisect.evaluate.judge import build_job, split_arrays
 from nebisect.fuzz.campaign import Evaluation
 from nebisect.fuzz.subject import BUILDER, OpSubject
@@ -71,7 +79,7 @@ class SubjectEvaluator:
                           plugins=tuple(self.plugins))
         program = json.dumps([BUILDER, case["program"]], sort_keys=True)
         runner_case = Case(
-            source=BUILDER, source_kind="builder", target=self.target,
+            ref=SourceRef(BUILDER_KIND, BUILDER), target=self.target,
             inputs_path=str(inputs), model_sha256=sha256_bytes(program.encode()),
             inputs_sha256=digest, options=options,
         )

@@ -22,7 +22,16 @@ from pathlib import Path
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, CaseOptions, save_npz, sha256_arrays, sha256_bytes
+from nebisect.case import BUILDER as BUILDER_KIND
+from nebisect.case import (
+    REFERENCE_TARGET,
+    Case,
+    CaseOptions,
+    SourceRef,
+    save_npz,
+    sha256_arrays,
+    sha256_bytes,
+)
 from nebisect.evaluate.judge import evaluate_job
 from nebisect.fuzz.subject import BUILDER
 from nebisect.mil.kernels import kernel_ops
@@ -43,7 +52,7 @@ def rehearse() -> None:
         save_npz(inputs, arrays)
         for target in REHEARSED_TARGETS:
             case = Case(
-                source=BUILDER, source_kind="builder", target=target,
+                ref=SourceRef(BUILDER_KIND, BUILDER), target=target,
                 inputs_path=str(inputs), model_sha256=sha256_bytes(repr(_PROGRAM).encode()),
                 inputs_sha256=sha256_arrays(arrays), options=CaseOptions(params=_PROGRAM),
             )

@@ -193,7 +193,7 @@ def on_package(
                  else SourceRef(case.record.source_kind, case.source))
     target = target or base.target
     return Case(
-        source=str(package), source_kind="mlpackage", target=target,
+        ref=SourceRef(PACKAGE, str(package)), target=target,
         stage=base.stage, inputs_path=base.inputs_path,
         options=base.options.judged_against(reference, source=SourceRef(PACKAGE, str(package)),
                                             precision=spec_of(target).precision),

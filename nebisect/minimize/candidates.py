@@ -133,7 +133,7 @@ class MilCandidates(CandidateSpace):
         except NebisectError as exc:
             return f"invalid:{exc}"
         save_npz(directory / "inputs.npz", made.feeds)
-        case = Case(str(directory / "model.mlpackage"), "mlpackage", self.target,
+        case = Case(SourceRef(PACKAGE, str(directory / "model.mlpackage")), self.target,
                     inputs_path=str(directory / "inputs.npz"),
                     model_sha256=made.digest(), inputs_sha256=sha256_arrays(made.feeds))
         self.runs += 1
@@ -203,7 +203,7 @@ def run_torch_source(location: str, precision: str, setup: tuple[str, ...], dire
     feeds = coreml_feeds(inputs)
     path = directory / "coreml-inputs.npz"
     save_npz(path, feeds)
-    case = Case(str(package), "mlpackage", target, inputs_path=str(path),
+    case = Case(SourceRef(PACKAGE, str(package)), target, inputs_path=str(path),
                 model_sha256=sha256_path(package), inputs_sha256=sha256_arrays(feeds),
                 options=CaseOptions().judged_against(
                     SourceRef(TORCH, location), source=SourceRef(PACKAGE, str(package)),

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from nebisect.bisect import Evaluator, Reduction, ddmin, hierarchical_ddmin, localize
-from nebisect.case import Case, CaseOptions, load_npz, save_npz, sha256_path
+from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef, load_npz, save_npz, sha256_path
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
@@ -161,7 +161,7 @@ def _program_inputs(context: ReductionContext, package: Path) -> Path:
 def _evaluate(context: ReductionContext, package: Path, inputs_path: Path, target: str,
               reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
     """One isolated run of the whole program, returning every intermediate."""
-    case = Case(str(package), "mlpackage", target, inputs_path=str(inputs_path),
+    case = Case(SourceRef(PACKAGE, str(package)), target, inputs_path=str(inputs_path),
                 model_sha256=sha256_path(package), options=CaseOptions(intermediates=True))
     outcome = evaluate(case, reference=reference, isolator=context.isolator,
                        timeout=context.options.timeouts.predict)

@@ -52,7 +52,7 @@ def test_add_is_content_addressed_and_round_trips(corpus: Corpus, package: Path)
     np.testing.assert_array_equal(load_npz(case.path / "inputs.npz")["x"], inputs["x"])
     as_case = case.to_case()
     assert record.identity() == case.case_id
-    assert as_case.source == str(case.path / "model.mlpackage")
+    assert as_case.ref.location == str(case.path / "model.mlpackage")
     assert CaseRecord.from_json(record.to_json()) == record
     assert sorted(c.case_id for c in corpus.scan().cases) == sorted(
         [first.case.case_id, other.case.case_id])

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from support.memory_bombs import fill_bomb, tile_bomb
 
-from nebisect.case import Case, sha256_path
+from nebisect.case import Case, SourceRef, sha256_path
 from nebisect.evaluate.judge import evaluate
 from nebisect.isolation import memory
 from nebisect.mil.interp import run_program
@@ -102,7 +102,7 @@ def test_a_case_on_the_bomb_is_an_error_at_load(bombs: dict[str, Path], op: str,
 
     inputs = tmp_path / "x.npz"
     save_npz(inputs, {"x": np.ones((1, 1), np.float32)})
-    case = Case(str(bombs[op]), "mlpackage", "sim:fp16", inputs_path=str(inputs),
+    case = Case(SourceRef("mlpackage", str(bombs[op])), "sim:fp16", inputs_path=str(inputs),
                 model_sha256=sha256_path(bombs[op]))
     verdict = evaluate(case, memory_mb=4096).verdict
     assert (verdict.status, verdict.stage) == ("error", "load"), verdict.message

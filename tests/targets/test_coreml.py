@@ -18,7 +18,7 @@ import pytest
 from support import SUPPORT
 from support.coreml_plans import CPU, GPU, NE, block, op, recorded_plan
 
-from nebisect.case import Case, CaseOptions, sha256_path
+from nebisect.case import Case, CaseOptions, SourceRef, sha256_path
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import _routed
 from nebisect.sources.deployment import (
@@ -107,7 +107,7 @@ def test_plan_skips_ops_without_device_and_walks_nested_blocks() -> None:
 
 # ------------------------------------------------------------- 2. fail-closed routing
 def _case(target: str, op_of_interest: str = "") -> Case:
-    return Case("m.mlpackage", "mlpackage", target,
+    return Case(SourceRef("mlpackage", "m.mlpackage"), target,
                 options=CaseOptions(op_of_interest=op_of_interest))
 
 
@@ -317,7 +317,7 @@ def test_model_needing_a_newer_os_is_a_skipped_verdict(tmp_path: Path) -> None:
     save_npz(inputs, {"x": np.ones((1, 8), np.float32)})
     plugin = str(SUPPORT / "plugins_crash.py")
     use_plugins([plugin], timeout=60)
-    case = Case(str(package), "mlpackage", "sim:needs-newer-os", inputs_path=str(inputs),
+    case = Case(SourceRef("mlpackage", str(package)), "sim:needs-newer-os", inputs_path=str(inputs),
                 options=CaseOptions(plugins=(plugin,)))
     verdict = evaluate(case).verdict
     assert (verdict.status, verdict.stage) == ("skipped", "predict")

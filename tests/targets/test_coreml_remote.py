@@ -23,7 +23,7 @@ from coremltools.models.ml_program.experimental.remote_device import (
 from support import REPO
 from support.bisect_programs import chain
 
-from nebisect.case import Case, TargetSpec, TargetSpecError
+from nebisect.case import Case, SourceRef, TargetSpec, TargetSpecError
 from nebisect.isolation.child import exception_verdict
 from nebisect.isolation.job import mark_stage
 from nebisect.targets import ANY_DEVICE, get_target
@@ -65,7 +65,8 @@ def test_remote_grammar_round_trips_and_keeps_other_names() -> None:
                 "coreml-remote:a:b:ne"):
         with pytest.raises(TargetSpecError, match="coreml-remote:<device>:"):
             TargetSpec.parse(bad)
-    assert Case("m.mlpackage", "mlpackage", "coreml-remote:ipad:ne").target.endswith(":ne")
+    case = Case(SourceRef("mlpackage", "m.mlpackage"), "coreml-remote:ipad:ne")
+    assert case.target.endswith(":ne")
 
 
 def test_any_device_name_reaches_the_one_registration() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nebisect.case import SourceRef
 from nebisect.targets import get_target
 
 ON_MAC = platform.system() == "Darwin"
@@ -106,7 +107,7 @@ def test_cache_key_and_float64_inputs_on_cpu(
     package = _logsumexp_package(tmp_path, 32)
     inputs = tmp_path / "x.npz"
     save_npz(inputs, {"x": np.full((1, 32, 8, 8), 2.5, dtype=np.float64)})
-    case = Case(str(package), "mlpackage", "coreml:cpu", inputs_path=str(inputs),
+    case = Case(SourceRef("mlpackage", str(package)), "coreml:cpu", inputs_path=str(inputs),
                 model_sha256=sha256_path(package))
     verdict = evaluate(case).verdict
     assert verdict.status == "pass", verdict.message
@@ -162,7 +163,7 @@ def test_fp32_logsumexp_on_the_neural_engine_is_unrouted(tmp_path: Path) -> None
     save_program(prog, package)
     inputs = tmp_path / "x.npz"
     save_npz(inputs, {"x": np.full((1, 32, 8, 8), 2.5, np.float32)})
-    case = Case(str(package), "mlpackage", "coreml:ne", inputs_path=str(inputs),
+    case = Case(SourceRef("mlpackage", str(package)), "coreml:ne", inputs_path=str(inputs),
                 options=CaseOptions(op_of_interest="reduce_log_sum_exp"))
     verdict = evaluate(case).verdict
     assert (verdict.status, verdict.signature) == ("unrouted", "unrouted:reduce_log_sum_exp")

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nebisect.case import Case, CaseOptions
+from nebisect.case import Case, CaseOptions, SourceRef
 from nebisect.evaluate.judge import _routed
 from nebisect.targets import get_target
 from nebisect.targets.base import Prediction
@@ -46,7 +46,7 @@ def test_the_ane_profile_says_why_each_op_runs_on_the_cpu(
 ])
 def test_placement_off_the_device_is_a_note_only_where_the_case_notes_it(
         integer_prediction: Prediction, options: CaseOptions, status: str) -> None:
-    case = Case("m.mlpackage", "mlpackage", "sim:ane", options=options)
+    case = Case(SourceRef("mlpackage", "m.mlpackage"), "sim:ane", options=options)
     verdict = _routed(case, integer_prediction, Verdict("pass"))
     assert verdict.status == status
     assert verdict.target_facts.off_device == {"add (integer dtype)": 1, "mul (integer dtype)": 1}
