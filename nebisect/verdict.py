@@ -18,11 +18,13 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+
+from nebisect.codec import Form, Record
 
 
 class Status(StrEnum):
@@ -118,6 +120,30 @@ class ConversionFacts:
 
 
 @dataclass
+class Timings(Record):
+    """How long one case took, in seconds, each by the layer that measured it: the
+    judge's ``predict`` and ``reference`` (in the child), the child's whole ``call``,
+    the parent's ``wall`` around the isolated run (fork, call, collect), and a cell's
+    ``total`` with the workbench's own work. None: not measured there."""
+
+    json_form: ClassVar[Form] = Form(omit_defaults=True)
+
+    predict: float | None = None
+    reference: float | None = None
+    call: float | None = None
+    wall: float | None = None
+    total: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        """The case's duration, from the outermost measure taken (0 when none was)."""
+        for outermost in (self.total, self.wall, self.call):
+            if outermost is not None:
+                return outermost
+        return (self.predict or 0.0) + (self.reference or 0.0)
+
+
+@dataclass
 class Verdict:
     """The outcome of one case, always produced — a crash included.
 
@@ -140,7 +166,7 @@ class Verdict:
     job_result: dict[str, Any] = field(default_factory=dict)
     stderr_tail: str = ""
     provenance: dict[str, str] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
     placement: dict[str, str] = field(default_factory=dict)
     target: str = ""
 
@@ -171,17 +197,22 @@ class Verdict:
                 **_present(self.process, keep_empty=("worker_attempts",))}
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the typed parts flat under ``"metrics"`` (:meth:`metrics`), a
+        custom form because every stored verdict — corpus expectations, run and replay
+        reports — reads them there, and a metric's key names the fact wherever it came
+        from."""
         return {"status": self.status, "stage": self.stage, "signature": self.signature,
                 "message": self.message, "metrics": copy.deepcopy(self.metrics()),
                 "stderr_tail": self.stderr_tail, "provenance": dict(self.provenance),
-                "timings": dict(self.timings), "placement": dict(self.placement),
+                "timings": self.timings.to_dict(), "placement": dict(self.placement),
                 "target": self.target}
 
     def to_json(self) -> str:
         # Serialized from the parts without to_dict's deep copy (for callers that keep
         # the dict): it cost a persistent worker ~5 % of a fuzz case.
         document = {**{f.name: getattr(self, f.name) for f in fields(self)
-                       if f.name not in _TYPED_PARTS}, "metrics": self.metrics()}
+                       if f.name not in _TYPED_PARTS}, "metrics": self.metrics(),
+                    "timings": self.timings.to_dict()}
         return json.dumps(document, sort_keys=True, default=_json_default)
 
     @classmethod
@@ -196,7 +227,8 @@ class Verdict:
         conversion = ("attempts" in metrics
                       and ConversionFacts(**_take(metrics, ConversionFacts)))
         return cls(**known, error_metrics=measured or None, target_facts=target_facts,
-                   process=process, conversion=conversion or None, job_result=metrics)
+                   process=process, conversion=conversion or None, job_result=metrics,
+                   timings=Timings.from_dict(data.get("timings") or {}))
 
     @classmethod
     def from_json(cls, text: str) -> Verdict:
@@ -204,7 +236,7 @@ class Verdict:
 
 
 _TYPED_PARTS = frozenset(
-    {"error_metrics", "target_facts", "process", "conversion", "job_result"})
+    {"error_metrics", "target_facts", "process", "conversion", "job_result", "timings"})
 
 
 def _present(part: Any, keep_empty: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -301,7 +333,7 @@ class Tolerance:
 
 
 @dataclass
-class Comparison:
+class Comparison(Record):
     """One output compared with its reference: pass/fail and what would have passed."""
 
     name: str
@@ -318,13 +350,6 @@ class Comparison:
     tolerance: Tolerance = field(default_factory=Tolerance)
     required_ulps: float = 0.0
     detail: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Comparison:
-        return cls(**{**data, "tolerance": Tolerance(**data["tolerance"])})
 
 
 @dataclass

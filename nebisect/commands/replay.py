@@ -221,7 +221,7 @@ def _print(
     for r in summary.results:
         table.add_row(markup(r.label), markup(r.target), f"[{_STYLES[r.outcome]}]{r.outcome}[/]",
                       markup(short_signature(r.verdict.signature)),
-                      f"{r.verdict.timings.get('wall', 0.0):.2f}")
+                      f"{r.verdict.timings.wall or 0.0:.2f}")
     console.print(table)
     for r in summary.results:
         if r.outcome != "ok" and r.selected:

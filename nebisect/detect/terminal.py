@@ -68,7 +68,7 @@ def _print_matrix(console: Console, result: RunReport) -> None:
             _fmt(min((m.min_cosine for m in measured), default=None), ".6f"),
             placement_summary(rows[0].verdict.placement),
             _fmt(max((m.max_abs_error for m in measured), default=None)),
-            _fmt(sum(r.verdict.timings.get("total", 0.0) for r in rows), ".2f"),
+            _fmt(sum(r.verdict.timings.total or 0.0 for r in rows), ".2f"),
         ])
     table, dropped = fitted_table(
         f"nebisect run {result.source}  (reference {result.reference})", columns, table_rows,

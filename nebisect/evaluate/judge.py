@@ -112,7 +112,8 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         precision = "fp16"
     verdict = _judge(case, precision, expected, prediction, payload, inputs)
     # What ``run``'s summary adds up: the target's and the reference's share of the case.
-    verdict.timings.update(predict=predicted - started, reference=referenced - predicted)
+    verdict.timings.predict, verdict.timings.reference = (predicted - started,
+                                                          referenced - predicted)
     return verdict, arrays
 
 

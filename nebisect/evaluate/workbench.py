@@ -215,14 +215,16 @@ class Workbench:
                                isolator=self.isolator, timeout=self.timeouts.predict,
                                reference_cache=str(self.workdir / "references"))
             total = time.perf_counter() - started
-            outcome.verdict.timings.setdefault("total", total)
+            timings = outcome.verdict.timings
+            if timings.total is None:
+                timings.total = total
             self._spent["predictions"] += total
-            self._spent["reference"] += outcome.verdict.timings.get("reference", 0.0)
+            self._spent["reference"] += timings.reference or 0.0
             self._runs[key] = outcome.verdict, outcome.arrays
         return self._runs[key]
 
     def seconds(self) -> dict[str, float]:
         """Wall seconds of the conversions and of the cells run so far, and the part of
         the cells spent computing the reference (what ``run``'s summary reports)."""
-        return {"conversion": sum(c.verdict.timings.get("wall", 0.0)
+        return {"conversion": sum(c.verdict.timings.wall or 0.0
                                   for c in self.conversions.values()), **self._spent}

@@ -162,7 +162,7 @@ def execute(request: dict[str, Any], case_dir: Path) -> None:
         verdict, arrays = _unpack(job.function, returned)
     except Exception as exc:
         verdict, arrays = exception_verdict(exc), {}
-    verdict.timings["call"] = time.perf_counter() - started
+    verdict.timings.call = time.perf_counter() - started
     try:
         write_result(case_dir, verdict, arrays)
     except (TypeError, ValueError) as exc:

@@ -142,7 +142,7 @@ class Isolator:
         except BaseException:
             self.abort()
             raise
-        outcome.verdict.timings["wall"] = time.perf_counter() - started
+        outcome.verdict.timings.wall = time.perf_counter() - started
         return outcome
 
     def close(self) -> None:

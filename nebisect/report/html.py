@@ -158,7 +158,7 @@ def _verdicts(verdicts: list[NamedVerdict]) -> str:
     for named in verdicts:
         v = named.verdict
         ulps = v.error_metrics.max_ulp_error if v.error_metrics else None
-        seconds = sum(t for t in v.timings.values() if isinstance(t, (int, float)))
+        seconds = v.timings.seconds
         rows.append(
             "<tr>" + _cell(named.name) + _cell(named.group) + _cell(v.target)
             + f"<td>{_badge(v.status)}</td>" + f"<td><code>{escape(v.signature)}</code></td>"

@@ -31,11 +31,6 @@ def _clean(text: str) -> str:
     return _XML_INVALID.sub("\N{REPLACEMENT CHARACTER}", text)
 
 
-def _seconds(verdict: Verdict) -> float:
-    timings = verdict.timings or {}
-    if "total" in timings:
-        return float(timings["total"])
-    return float(sum(v for v in timings.values() if isinstance(v, (int, float))))
 
 
 def junit_xml(suite: str, results: Sequence[tuple[str, Verdict]]) -> str:
@@ -46,7 +41,7 @@ def junit_xml(suite: str, results: Sequence[tuple[str, Verdict]]) -> str:
         case = ET.Element("testcase", {
             "classname": _clean(f"{suite}.{verdict.target}" if verdict.target else suite),
             "name": _clean(name),
-            "time": f"{_seconds(verdict):.3f}",
+            "time": f"{verdict.timings.seconds:.3f}",
         })
         message = _clean(verdict.message or verdict.signature)
         if verdict.status in FAILURE_STATUSES or verdict.status in ERROR_STATUSES:
@@ -65,7 +60,7 @@ def junit_xml(suite: str, results: Sequence[tuple[str, Verdict]]) -> str:
         if verdict.stderr_tail:
             ET.SubElement(case, "system-err").text = _clean(verdict.stderr_tail)
         cases.append(case)
-    total = sum(_seconds(v) for _, v in results)
+    total = sum(v.timings.seconds for _, v in results)
     attributes = {
         "name": _clean(suite), "tests": str(len(results)),
         **{k: str(v) for k, v in counts.items()}, "time": f"{total:.3f}",

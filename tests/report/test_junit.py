@@ -5,12 +5,12 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from nebisect.report import junit_xml, write_junit
-from nebisect.verdict import Verdict, crash_signature, error_signature
+from nebisect.verdict import Timings, Verdict, crash_signature, error_signature
 
 RESULTS = [
-    ("pass-case", Verdict("pass", target="sim:fp16", timings={"predict": 0.5, "load": 0.25})),
+    ("pass-case", Verdict("pass", target="sim:fp16", timings=Timings(predict=0.5, reference=0.25))),
     ("collapse", Verdict("mismatch", signature="mismatch:collapse", target="sim:ane",
-                         message="collapse at 1/16 elements", timings={"total": 1.0})),
+                         message="collapse at 1/16 elements", timings=Timings(total=1.0))),
     ("unrouted", Verdict("unrouted", target="coreml:ne", message="lse ran on cpu")),
     ("segv", Verdict("crash", signature=crash_signature("SIGSEGV"), target="coreml:all",
                      stderr_tail="Espresso exception\x00\x07 cast_kernel_cpu")),

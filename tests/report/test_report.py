@@ -28,7 +28,7 @@ from nebisect.report import (
     to_jsonable,
     write_report,
 )
-from nebisect.verdict import ErrorMetrics, Verdict
+from nebisect.verdict import ErrorMetrics, Timings, Verdict
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +170,7 @@ def test_run_report_adapter(tmp_path):
                       error_metrics=ErrorMetrics(max_ulp_error=1024.0, max_abs_error=11.1,
                                                   min_cosine=0.0),
                       placement={"lse": "ne", "conv": "ne", "head": "cpu"},
-                      timings={"predict": 0.25})
+                      timings=Timings(predict=0.25))
     result = SimpleNamespace(
         source="seed000.mlpackage", reference="sim:fp64",
         rows=[SimpleNamespace(target="sim:fp16", length=1, verdict=Verdict("pass"),
