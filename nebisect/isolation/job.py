@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.files import read_untrusted
 from nebisect.isolation.needs import NOTHING, Needs
@@ -26,7 +27,7 @@ _STAGE_WIDTH = 64
 
 
 @dataclass
-class Job:
+class Job(Record):
     """One unit of isolated work: ``function(payload)`` in a process of its own.
 
     ``function`` is ``"package.module:function"``; it returns a :class:`Verdict` or
@@ -58,14 +59,6 @@ class Job:
         if self.memory_mb is not None and self.memory_mb <= 0:
             raise NebisectError(f"job memory_mb must be positive, got {self.memory_mb}")
 
-    def to_dict(self) -> dict[str, Any]:
-        """Field → value, shallow but for the needs: the request is serialized at once."""
-        return {**{f.name: getattr(self, f.name) for f in fields(self)},
-                "needs": self.needs.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Job:
-        return cls(**{**data, "needs": Needs.from_dict(data.get("needs", {}))})
 
 
 @dataclass

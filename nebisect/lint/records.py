@@ -26,7 +26,8 @@ class Rule:
     """A registered hazard rule (metadata plus its check function).
 
     Its JSON form (:meth:`to_dict`) is its metadata without the check, a function; it is
-    never read back (rules come from the registry).
+    never read back (rules come from the registry). Written by hand: the check's type
+    names the lint graph, which the codec would have to import to read the fields.
     """
 
     id: str
