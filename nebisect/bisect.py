@@ -447,7 +447,7 @@ class Localization:
     reduction: Reduction[str] | None
 
 
-def localize(
+def locate_divergence(
     dag: Dag, divergence: Callable[[str], str | None], evaluator: Evaluator[str]
 ) -> Localization:
     """First divergence from recorded intermediates, confirmed by isolated cuts.

@@ -16,7 +16,7 @@ from nebisect.bisect import (
     ddmin,
     first_divergence,
     hierarchical_ddmin,
-    localize,
+    locate_divergence,
     signature_of,
 )
 
@@ -276,7 +276,7 @@ def chain(count: int) -> Dag:
     )
 
 
-def test_localize_single_bad_op_costs_one_isolated_evaluation() -> None:
+def test_locate_divergence_single_bad_op_costs_one_isolated_evaluation() -> None:
     dag = chain(1000)
     bad = 517
     compared: list[str] = []
@@ -292,7 +292,7 @@ def test_localize_single_bad_op_costs_one_isolated_evaluation() -> None:
         return "mismatch:collapse" if f"u{bad}" in units else None
 
     evaluator = Evaluator(test, confirm=0)
-    found = localize(dag, divergence, evaluator)
+    found = locate_divergence(dag, divergence, evaluator)
     assert found.unit == f"u{bad}" and found.index == bad
     assert found.signature == "mismatch:collapse"
     assert found.reduction is not None and found.reduction.units == [f"u{bad}"]
@@ -300,7 +300,7 @@ def test_localize_single_bad_op_costs_one_isolated_evaluation() -> None:
     assert found.checks <= 1 + math.ceil(math.log2(1000))
 
 
-def test_localize_grows_window_when_op_alone_does_not_reproduce() -> None:
+def test_locate_divergence_grows_window_when_op_alone_does_not_reproduce() -> None:
     dag = chain(200)
 
     def divergence(value: str) -> str | None:
@@ -310,17 +310,17 @@ def test_localize_grows_window_when_op_alone_does_not_reproduce() -> None:
         return "mismatch:nonfinite" if {"u117", "u120"} <= set(units) else None
 
     evaluator = Evaluator(test, confirm=0)
-    found = localize(dag, divergence, evaluator)
+    found = locate_divergence(dag, divergence, evaluator)
     assert found.unit == "u120"
     assert found.reduction is not None
     assert found.reduction.units == ["u117", "u120"]
     assert found.reduction.strategy == "first-divergence+ddmin"
 
 
-def test_localize_is_monotone_across_branches() -> None:
+def test_locate_divergence_is_monotone_across_branches() -> None:
     # Branch c never diverges; d's output diverges because b does.
     dag = diamond()
-    found = localize(
+    found = locate_divergence(
         dag,
         lambda v: "mismatch:collapse" if v in ("vb", "vd") else None,
         Evaluator(lambda units: "mismatch:collapse" if "b" in units else None, confirm=0),
@@ -329,11 +329,12 @@ def test_localize_is_monotone_across_branches() -> None:
     assert found.reduction is not None and found.reduction.units == ["b"]
 
 
-def test_localize_unreproducible_and_no_divergence() -> None:
+def test_locate_divergence_unreproducible_and_no_divergence() -> None:
     dag = chain(10)
-    found = localize(dag, lambda v: "mismatch:tolerance", Evaluator(lambda u: None, confirm=0))
+    found = locate_divergence(dag, lambda v: "mismatch:tolerance",
+                              Evaluator(lambda u: None, confirm=0))
     assert found.unit == "u0" and found.reduction is None
-    nothing = localize(dag, lambda v: None, Evaluator(lambda u: "x"))
+    nothing = locate_divergence(dag, lambda v: None, Evaluator(lambda u: "x"))
     assert nothing.index is None and nothing.reduction is None
 
 

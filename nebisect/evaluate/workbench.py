@@ -104,6 +104,14 @@ class Workbench:
     _spent: dict[str, float] = field(
         default_factory=lambda: {"predictions": 0.0, "reference": 0.0})
 
+    def shard(self, workdir: Path, isolator: Isolator) -> Workbench:
+        """A workbench of the same model for another thread: the conversions made so far
+        shared, its own ``workdir`` (made here), isolator and caches."""
+        workdir.mkdir()
+        return Workbench(self.source, workdir, isolator, self.reference, self.timeouts,
+                         self.convert, list(self.plugins), self.paths, self.require,
+                         dict(self.conversions))
+
     # -- inputs and programs -----------------------------------------------------------
 
     def save_inputs(self, arrays: dict[str, np.ndarray], label: str = "") -> str:

@@ -83,7 +83,9 @@ class ModelSession:
                                              isolator=isolator)
         self._tmp = tempfile.TemporaryDirectory(prefix="nebisect-fuzz-model-")
         self.workdir = Path(self._tmp.name)
-        self.bench = self._bench(self.workdir, isolator, convert)
+        self.bench = Workbench(self.source, self.workdir, isolator, self.source.reference,
+                               options.timeouts, functools.partial(convert_paths, paths=convert),
+                               list(options.plugins), convert)
         paths = self.bench.paths_of(options.target)
         self.skipped = (f"no conversion path converts: {paths.message}"
                         if isinstance(paths, Verdict) else "")
@@ -103,11 +105,6 @@ class ModelSession:
     @property
     def reference(self) -> str:
         return self.bench.reference
-
-    def _bench(self, workdir: Path, isolator: Isolator, convert: tuple[str, ...]) -> Workbench:
-        return Workbench(self.source, workdir, isolator, self.source.reference,
-                     self.options.timeouts, functools.partial(convert_paths, paths=convert),
-                     list(self.options.plugins), convert)
 
     def close(self) -> None:
         self._tmp.cleanup()
@@ -131,9 +128,7 @@ class ModelSession:
               report: Callable[[CampaignProgress], None] | None = None) -> CampaignResult:
         """Drive shard ``index`` (``budget`` cases from ``seed``) on ``isolator``, with a
         workbench of its own sharing the converted packages."""
-        bench = self._bench(self.workdir / f"shard-{index}", isolator, self.bench.paths)
-        bench.workdir.mkdir()
-        bench.conversions = dict(self.bench.conversions)
+        bench = self.bench.shard(self.workdir / f"shard-{index}", isolator)
         return drive(self.subject, ModelEvaluator(self.subject, bench, self.options.target),
                      budget, seed, self.options, report,
                      functools.partial(self._campaigns.__setitem__, index))

@@ -3,7 +3,7 @@
 * ``example`` — the torch factory's own example inputs (a benign start the user chose);
   a package has none, so it is skipped there;
 * ``length(N)`` (``static`` for a model without flexible dims) — the generated inputs
-  at each ``--lengths`` value, as ``run`` always did;
+  at each ``--lengths`` value;
 * ``inputs`` — the user's ``--inputs`` file, instead of the lengths.
 
 Each is a :class:`~nebisect.inputs.families.InputSet` whose member's family is

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nebisect.bisect import Evaluator, Reduction, ddmin, hierarchical_ddmin, localize
+from nebisect.bisect import Evaluator, Reduction, ddmin, hierarchical_ddmin, locate_divergence
 from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef, load_npz, save_npz, sha256_path
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate, split_arrays
@@ -110,7 +110,7 @@ def _search_program(context: ReductionContext, graph: MilGraph, original: Verdic
     if original.status == "mismatch" and target_mid:
         progress.phase("first divergence")
         precision = spec_of(context.options.target).precision
-        found = localize(graph.dag, value_divergence(target_mid, reference_mid, precision),
+        found = locate_divergence(graph.dag, value_divergence(target_mid, reference_mid, precision),
                          evaluator)
         if found.signature:
             progress.expected.add(found.signature)
