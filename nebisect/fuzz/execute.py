@@ -10,7 +10,6 @@ shows on each side).
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import tempfile
@@ -20,18 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import BUILDER as BUILDER_KIND
-from nebisect.case import (
-    REFERENCE_TARGET,
-    Case,
-    SourceRef,
-    save_npz,
-    sha256_arrays,
-    sha256_bytes,
-)
+from nebisect.case import REFERENCE_TARGET, Case, save_npz, sha256_arrays
 from nebisect.evaluate.judge import build_job, split_arrays
 from nebisect.fuzz.campaign import Evaluation
-from nebisect.fuzz.subject import BUILDER, OpSubject
+from nebisect.fuzz.subject import OpSubject, builder_case
 from nebisect.isolate import Isolator, Needs
 from nebisect.isolation.workspace import default_parent
 from nebisect.verdict import Status, Tolerance, Verdict
@@ -75,15 +66,8 @@ class SubjectEvaluator:
         inputs = self.workdir / f"{digest[:24]}.npz"
         if not inputs.exists():
             save_npz(inputs, arrays)
-        options = replace(self.subject.options(), params=case["program"],
-                          plugins=tuple(self.plugins))
-        program = json.dumps([BUILDER, case["program"]], sort_keys=True)
-        runner_case = Case(
-            ref=SourceRef(BUILDER_KIND, BUILDER), target=self.target,
-            inputs_path=str(inputs), model_sha256=sha256_bytes(program.encode()),
-            inputs_sha256=digest, options=options,
-        )
-        return runner_case, arrays
+        options = replace(self.subject.options(), plugins=tuple(self.plugins))
+        return builder_case(case["program"], self.target, inputs, digest, options), arrays
 
     def __call__(self, case: dict[str, Any]) -> Evaluation:
         """Evaluate one case in isolation (what :func:`nebisect.evaluate.judge.evaluate` does).

@@ -9,13 +9,16 @@ generic notions meet an op spec.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
 
-from nebisect.case import CaseOptions
+from nebisect.case import BUILDER as BUILDER_KIND
+from nebisect.case import Case, CaseOptions, SourceRef, sha256_bytes
 from nebisect.errors import NebisectError
 from nebisect.fuzz.builders import WRAPS, output_names
 from nebisect.opspecs import strategies
@@ -23,6 +26,18 @@ from nebisect.opspecs.ops import OpSpec
 from nebisect.search.cliff import Boundary
 
 BUILDER = "nebisect.fuzz.builders:build"
+#: the model every op case runs: a program built by :data:`BUILDER` from the case's params
+BUILT = SourceRef(BUILDER_KIND, BUILDER)
+
+
+def builder_case(program: dict[str, Any], target: str, inputs: Path, inputs_sha256: str,
+                 options: CaseOptions) -> Case:
+    """The isolated case that builds ``program`` and runs it on ``target`` with the
+    inputs at ``inputs``; its model hash is the program's."""
+    model = json.dumps([BUILDER, program], sort_keys=True)
+    return Case(BUILT, target, inputs_path=str(inputs),
+                model_sha256=sha256_bytes(model.encode()), inputs_sha256=inputs_sha256,
+                options=replace(options, params=program))
 
 
 def op_case(case: dict[str, Any]) -> dict[str, Any]:

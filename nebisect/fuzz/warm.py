@@ -22,18 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from nebisect.case import BUILDER as BUILDER_KIND
-from nebisect.case import (
-    REFERENCE_TARGET,
-    Case,
-    CaseOptions,
-    SourceRef,
-    save_npz,
-    sha256_arrays,
-    sha256_bytes,
-)
+from nebisect.case import REFERENCE_TARGET, CaseOptions, save_npz, sha256_arrays
 from nebisect.evaluate.judge import evaluate_job
-from nebisect.fuzz.subject import BUILDER
+from nebisect.fuzz.subject import builder_case
 from nebisect.mil.kernels import kernel_ops
 from nebisect.opspecs.ops import registered_ops
 
@@ -51,11 +42,7 @@ def rehearse() -> None:
         inputs = Path(scratch) / "inputs.npz"
         save_npz(inputs, arrays)
         for target in REHEARSED_TARGETS:
-            case = Case(
-                ref=SourceRef(BUILDER_KIND, BUILDER), target=target,
-                inputs_path=str(inputs), model_sha256=sha256_bytes(repr(_PROGRAM).encode()),
-                inputs_sha256=sha256_arrays(arrays), options=CaseOptions(params=_PROGRAM),
-            )
+            case = builder_case(_PROGRAM, target, inputs, sha256_arrays(arrays), CaseOptions())
             verdict, outputs = evaluate_job({"case": case.to_dict(), "reference": REFERENCE_TARGET})
             verdict.to_json()
             save_npz(Path(scratch) / "outputs.npz", outputs)
