@@ -122,15 +122,15 @@ class ConversionFacts:
 @dataclass
 class Timings(Record):
     """How long one case took, in seconds, each by the layer that measured it: the
-    judge's ``predict`` and ``reference`` (in the child), the child's whole ``call``,
+    child's whole ``call`` and, within it, the judge's ``predict`` and ``reference``;
     the parent's ``wall`` around the isolated run (fork, call, collect), and a cell's
     ``total`` with the workbench's own work. None: not measured there."""
 
     json_form: ClassVar[Form] = Form(omit_defaults=True)
 
+    call: float | None = None
     predict: float | None = None
     reference: float | None = None
-    call: float | None = None
     wall: float | None = None
     total: float | None = None
 

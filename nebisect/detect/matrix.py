@@ -26,9 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from nebisect.bisect import Stats
+from nebisect.codec import Form, Record
 from nebisect.detect.attribution import Attributor
 from nebisect.detect.causes import RunFinding, root_causes
 from nebisect.detect.discover import Discovery, explore_target, values_at
@@ -64,7 +65,18 @@ FIRST_FAILURE = "stopped at the first failure"
 
 
 @dataclass
-class RunReport:
+class RunReport(Record):
+    """What ``run`` found: every row, the conversions, the explorations, the failure
+    groups and the findings merged from them; ``run --json`` and ``report.json`` are its
+    JSON (the verdicts' outcome first, the rows before what was made of them)."""
+
+    json_form: ClassVar[Form] = Form(
+        omit_defaults=("interrupted",),
+        derived=(("failed", "reference"), ("reference_failed", "reference")),
+        order=("source", "reference", "failed", "reference_failed", "conversions", "rows",
+               "findings", "groups", "explorations", "discovery", "timings", "margins",
+               "undeclared", "masked_outputs", "masks_inferred", "paths", "interrupted"))
+
     source: str
     reference: str
     rows: list[Row] = field(default_factory=list)
@@ -119,43 +131,6 @@ class RunReport:
         first = next((r.input_set for r in self.rows if r.input_set.family == "example"),
                      next((r.input_set for r in self.rows), None))
         return first.magnitude if first is not None and first.magnitude > 0 else 1.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "reference": self.reference,
-            "failed": self.failed,
-            "reference_failed": self.reference_failed,
-            "conversions": {k: v.to_dict() for k, v in self.conversions.items()},
-            "rows": [r.to_dict() for r in self.rows],
-            "findings": [f.to_dict() for f in self.findings],
-            "groups": [g.to_dict() for g in self.groups],
-            "explorations": {t: e.to_dict() for t, e in self.explorations.items()},
-            "discovery": self.discovery,
-            "timings": self.timings,
-            "margins": [m.to_dict() for m in self.margins],
-            "undeclared": list(self.undeclared),
-            "masked_outputs": dict(self.masked_outputs),
-            "masks_inferred": self.masks_inferred,
-            "paths": list(self.paths),
-            **({"interrupted": self.interrupted} if self.interrupted else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunReport:
-        return cls(
-            data["source"], data["reference"], [Row.from_dict(r) for r in data["rows"]],
-            {k: Verdict.from_dict(v) for k, v in data.get("conversions", {}).items()},
-            data.get("interrupted", ""),
-            {t: Exploration.from_dict(e) for t, e in data.get("explorations", {}).items()},
-            [FailureGroup.from_dict(g) for g in data.get("groups", [])],
-            data.get("discovery"), dict(data.get("timings", {})),
-            [Margin.from_dict(m) for m in data.get("margins", [])],
-            list(data.get("undeclared", [])), dict(data.get("masked_outputs", {})),
-            bool(data.get("masks_inferred", False)), list(data.get("paths", [])),
-            [RunFinding.from_dict(f) for f in data.get("findings", [])],
-        )
-
 
 @dataclass
 class MatrixRunner:
