@@ -27,7 +27,7 @@ from typing import Any
 
 from nebisect.executors.runner import Runner
 from nebisect.fuzz.campaign import Finding, localize_finding
-from nebisect.fuzz.execute import SubjectExecutor
+from nebisect.fuzz.execute import SubjectEvaluator
 from nebisect.fuzz.session import FuzzOptions, run_session
 from nebisect.fuzz.subject import OpSubject
 from nebisect.isolate import Isolator
@@ -61,7 +61,7 @@ def throughput(mode: str, workers: int, cases: list[dict[str, Any]]) -> float:
 
     def work(share: list[dict[str, Any]]) -> None:
         with Isolator(mode) as isolator:
-            executor = SubjectExecutor(OpSubject(get_op(OPS[0])), "sim:fp16", isolator)
+            executor = SubjectEvaluator(OpSubject(get_op(OPS[0])), "sim:fp16", isolator)
             executor(share[0])
             ready.wait()
             for case in share[1:]:
@@ -98,7 +98,7 @@ def cliff() -> Any:
     finding = Finding(subject.name, subject.param_class(case), "mismatch:collapse",
                       "mismatch", "", case, case)
     with Isolator("persistent") as isolator:
-        executor = SubjectExecutor(subject, "sim:ane", isolator)
+        executor = SubjectEvaluator(subject, "sim:ane", isolator)
         try:
             return localize_finding(subject, executor, finding)
         finally:
