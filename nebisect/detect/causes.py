@@ -151,6 +151,10 @@ class RunFinding:
         return [(g.target, cliff) for g in self.groups for cliff in g.cliffs]
 
     def to_dict(self) -> dict[str, Any]:
+        """``run --json``'s finding, written by hand rather than by the codec: it adds
+        the facts derived from the groups (attribution, stage, targets…) where a reader
+        looks first, and each localized cliff as a short summary; reading it back keeps
+        only what it is built from."""
         return {"number": self.number, "title": self.title,
                 "attribution": self.attribution, "attributions": self.attributions,
                 "op_type": self.op_type,
