@@ -139,8 +139,8 @@ FUZZ_MEMORY_OPTION = typer.Option(
     None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
 FUZZ_CLUSTER_OPTION = typer.Option(
     None, "--cluster", envvar=CLUSTER_ENV,
-    help=f"{CLUSTER_HELP} Each shard (op × --jobs split) is one unit; same --seed and "
-    "--jobs, same findings as here.",
+    help=f"{CLUSTER_HELP} Each shard (an op's or the model's budget split by --jobs) is "
+    "one unit; same --seed and --jobs, same findings as here.",
 )
 
 
