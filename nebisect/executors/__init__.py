@@ -46,7 +46,7 @@ __all__ = ["CLUSTER_ENV", "CLUSTER_HELP", "Attempt", "Executor", "Unit", "UnitRe
 
 CLUSTER_ENV = "NEBISECT_CLUSTER"
 CLUSTER_HELP = ("Run on the Dask scheduler at tcp://HOST:PORT (default: $NEBISECT_CLUSTER; "
-                "needs nebisect[cluster]); each unit still runs isolated on a worker.")
+                "needs nebisect\\[cluster]); each unit still runs isolated on a worker.")
 
 
 class Executor(Protocol):
