@@ -209,7 +209,7 @@ def test_a_failed_registration_under_several_names_registers_none() -> None:
 
 _CASE_WITHOUT_REGISTRIES = textwrap.dedent("""
     import sys
-    from nebisect.case import Case
+    from nebisect.case import Case, SourceRef
 
     case = Case(SourceRef("mlpackage", "m.mlpackage"), "sim:fp16-nan-suppressing", stage="predict")
     assert Case.from_dict(case.to_dict()) == case
