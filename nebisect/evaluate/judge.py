@@ -10,6 +10,7 @@ and if it fails the verdict says so explicitly rather than blaming the target.
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -257,6 +258,7 @@ def split_arrays(arrays: dict[str, np.ndarray], prefix: str) -> dict[str, np.nda
 EVALUATION = Needs(warm=(f"{__name__}:load_registries",))
 
 
+@functools.cache
 def evaluation_needs(target: str, reference: str | None, torch_source: str = "") -> Needs:
     """What the child of a case on ``target`` judged against ``reference`` needs (also
     the hint for :meth:`~nebisect.isolate.Isolator.expect`); with ``torch_source`` (the

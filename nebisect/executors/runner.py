@@ -84,10 +84,8 @@ class Runner:
     def map(self, items: Sequence[Item], work: Callable[[Item, Isolator], Result]
             ) -> list[Result]:
         """``work(item, isolator)`` for every item, in item order, on up to ``jobs``
-        threads of this runner's isolators."""
-        if self.jobs == 1 or len(items) <= 1:
-            return [work(item, self.isolators[0]) for item in items]
-        return map_isolated(items, work, min(self.jobs, len(items)), isolators=self.isolators)
+        threads of this runner's isolators (one job, or one item: in this thread)."""
+        return map_isolated(items, work, self.jobs, isolators=self.isolators)
 
     def map_units(self, units: Sequence[Unit],
                   on_result: Callable[[int, UnitResult], None] | None = None

@@ -27,7 +27,8 @@ from nebisect.isolate import Isolator, Needs
 from nebisect.isolation.workspace import default_parent
 from nebisect.verdict import Status, Tolerance, Verdict
 
-WARM = "nebisect.fuzz.warm"
+#: what a fuzz case's child also needs: the op specs, kernels and builder rehearsed
+WARM = Needs(imports=("nebisect.fuzz.warm",))
 
 
 class SubjectEvaluator:
@@ -79,7 +80,7 @@ class SubjectEvaluator:
         runner_case, _ = self.case(case)
         job = build_job(runner_case, reference=self.reference, tolerance=self.tolerance,
                         timeout=self.timeout)
-        job.needs = job.needs.adding(Needs(imports=(WARM,)))
+        job.needs = job.needs.adding(WARM)
         outcome = self.isolator.run(job)
         outcome.verdict.target = outcome.verdict.target or runner_case.target
         names = list(runner_case.options.outputs) or None

@@ -42,6 +42,7 @@ from nebisect.fuzz.session import (
     drive,
     merge,
     options_from_wire,
+    received,
     shards,
     wire_options,
 )
@@ -143,14 +144,8 @@ class ModelSession:
                  for index, (budget, seed) in enumerate(self.units)]
 
         def finished(index: int, result: UnitResult) -> None:
-            if result.value is None:
-                self.lost.append(f"{self.subject.name} shard {index}: {result.error}")
-                return
-            campaign = self._campaigns[index] = CampaignResult.from_dict(result.value)
-            if on_progress is not None:
-                on_progress(index, CampaignProgress(
-                    campaign.subject, "done", campaign.generated, campaign.evaluations,
-                    len(campaign.findings), campaign.elapsed))
+            received(result, f"{self.subject.name} shard {index}", index, self._campaigns,
+                     self.lost, on_progress)
 
         self.runner.map_units(units, finished)
 

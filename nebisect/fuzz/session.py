@@ -216,17 +216,26 @@ class Session:
 
         def finished(index: int, result: UnitResult) -> None:
             unit = self.units[index]
-            if result.value is None:
-                self.lost.append(f"{unit.spec.name} shard {index}: {result.error}")
-                return
-            campaign = CampaignResult.from_dict(result.value)
-            self._campaigns[unit.index] = campaign
-            if on_progress is not None:
-                on_progress(unit.index, CampaignProgress(
-                    campaign.subject, "done", campaign.generated, campaign.evaluations,
-                    len(campaign.findings), campaign.elapsed))
+            received(result, f"{unit.spec.name} shard {index}", unit.index, self._campaigns,
+                     self.lost, on_progress)
 
         runner.map_units(units, finished)
+
+
+def received(result: UnitResult, label: str, index: int,
+             campaigns: dict[int, CampaignResult], lost: list[str],
+             on_progress: Callable[[int, CampaignProgress], None] | None) -> None:
+    """A campaign shard a unit returned, stored as ``campaigns[index]`` and shown done;
+    a unit no attempt finished leaves its reason in ``lost`` instead (its subject is
+    then ``interrupted``)."""
+    if result.value is None:
+        lost.append(f"{label}: {result.error}")
+        return
+    campaign = campaigns[index] = CampaignResult.from_dict(result.value)
+    if on_progress is not None:
+        on_progress(index, CampaignProgress(
+            campaign.subject, "done", campaign.generated, campaign.evaluations,
+            len(campaign.findings), campaign.elapsed))
 
 
 #: files a fuzz unit ships (``.py`` plugins, a model's source) travel named by their

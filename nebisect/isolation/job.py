@@ -18,7 +18,7 @@ import numpy as np
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.files import read_untrusted
-from nebisect.isolation.needs import NOTHING, Needs
+from nebisect.isolation.needs import NOTHING, Needs, check_function_name
 from nebisect.verdict import Verdict
 
 #: The stage file holds one fixed-width record, rewritten in place by a single pwrite,
@@ -49,11 +49,7 @@ class Job(Record):
     needs: Needs = NOTHING
 
     def __post_init__(self) -> None:
-        module, sep, name = self.function.partition(":")
-        if not (module and sep and name):
-            raise NebisectError(
-                f"job function {self.function!r} must look like 'package.module:function'"
-            )
+        check_function_name(self.function, "job function")
         if not self.timeout > 0:
             raise NebisectError(f"job timeout must be positive, got {self.timeout}")
         if self.memory_mb is not None and self.memory_mb <= 0:

@@ -36,11 +36,11 @@ BLOCK_GROUPS: dict[str, tuple[str, ...]] = {
 OWN_PACKAGE = "nebisect."
 
 
-def _function_name(text: str, what: str) -> str:
+def check_function_name(text: str, what: str) -> None:
+    """``text`` must name a function as ``package.module:function`` (a job's, a hook's)."""
     module, sep, name = text.partition(":")
     if not (module and sep and name):
         raise NebisectError(f"{what} {text!r} must look like 'package.module:function'")
-    return text
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Hold(Record):
     argument: str
 
     def __post_init__(self) -> None:
-        _function_name(self.function, "held call")
+        check_function_name(self.function, "held call")
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Needs(Record):
 
     def __post_init__(self) -> None:
         for text in self.warm:
-            _function_name(text, "warm-up hook")
+            check_function_name(text, "warm-up hook")
         for name in ("imports", "blocks", "warm"):
             object.__setattr__(self, name, tuple(sorted(set(getattr(self, name)))))
         object.__setattr__(self, "holds", tuple(sorted(
