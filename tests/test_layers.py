@@ -55,6 +55,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect.detect",),
     ("nebisect.minimize",),
     ("nebisect.fuzz",),
+    ("nebisect.atlas",),
     ("nebisect.guard",),
     ("nebisect.commands",),
     ("nebisect.cli", "nebisect.__main__"),

@@ -1,8 +1,9 @@
 """One run of a source over the target matrix: the work behind ``nebisect run``.
 
-:func:`run` takes a checked :class:`RunOptions`, opens the isolators and the executor,
-resolves the source, runs :class:`~nebisect.detect.matrix.MatrixRunner` and returns the
-report with the inputs files its rows were evaluated on. It prints nothing: progress
+:func:`run` takes a checked :class:`RunOptions`, opens the runner (isolators and executor;
+:func:`run_on` takes an open one), resolves the source, runs
+:class:`~nebisect.detect.matrix.MatrixRunner` and returns the report with the inputs
+files its rows were evaluated on. It prints nothing: progress
 goes to the callable it is handed, rendering to :mod:`nebisect.detect.terminal` and
 :class:`RunOutputs`.
 """
@@ -26,6 +27,7 @@ from nebisect.sources.inputs import DEFAULT_LENGTHS
 if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
     from nebisect.detect.triggers import TriggerIndex
+    from nebisect.executors.runner import Runner
 
 #: For torch sources the converted program is also run exactly: its row says whether
 #: conversion preserved the math (and feeds the ``conversion`` attribution).
@@ -89,48 +91,57 @@ def run(options: RunOptions, workdir: Path,
     """Evaluate ``options.source`` on every target × path × input set in isolated
     children, attribute and explore; inputs files and conversions go to ``workdir``,
     which must outlive the outcome's use. Raises :class:`RunInterrupted` when stopped."""
+    from nebisect.executors.runner import Runner
+
+    with Runner(options.jobs, cluster=options.cluster) as runner:
+        return run_on(runner, options, workdir, progress)
+
+
+def run_on(runner: Runner, options: RunOptions, workdir: Path,
+           progress: Callable[[str], None] = lambda _message: None) -> RunOutcome:
+    """:func:`run` on an open runner (``options.jobs`` and ``cluster`` are the runner's):
+    a sweep of many sources (the atlas) keeps one runner, so its warm templates serve
+    every source."""
     from nebisect.detect.discover import Discovery
     from nebisect.detect.matrix import MatrixRunner
-    from nebisect.executors.runner import Runner
     from nebisect.sources.convert import CONVERSION
     from nebisect.sources.resolve import is_torch_location, resolve_source
     from nebisect.targets import spec_of
     from nebisect.targets.plugins import use_plugins
 
     timeouts = options.timeouts
-    with Runner(options.jobs, cluster=options.cluster) as runner:
-        isolator = runner.isolator
-        if is_torch_location(options.source):
-            # Describing the factory and converting it both fork from the warm conversion
-            # template: it starts importing now.
-            runner.expect(CONVERSION)
-        plugins = use_plugins(options.plugins, timeout=timeouts.load, isolator=isolator)
-        targets = list(options.targets)
-        for spec in [*targets, *([options.reference] if options.reference else [])]:
-            spec_of(spec)
-        resolved = resolve_source(options.source, timeout=timeouts.load,
-                                  isolator=isolator).with_domains(dict(options.input_ranges))
-        discovery = Discovery(options.budget, options.families, options.seed,
-                              list(targets)) if options.explore else None
-        if resolved.kind == "torch" and EXACT_ROW not in targets:
-            targets.insert(0, EXACT_ROW)
-        matrix = MatrixRunner(
-            resolved, targets, workdir, runner, reference=options.reference,
-            timeouts=timeouts, convert=_converter(options), plugins=plugins,
-            progress=progress, paths=options.paths, discovery=discovery,
-            require=options.require,
-        )
-        try:
-            report = matrix.run(options.lengths, str(options.inputs or ""))
-        except KeyboardInterrupt as stop:
-            # Ctrl-C, SIGTERM, SIGHUP: every helper is killed now, and the rows evaluated
-            # so far go back, marked as such.
-            from nebisect.isolation.interrupt import describe
+    isolator = runner.isolator
+    if is_torch_location(options.source):
+        # Describing the factory and converting it both fork from the warm conversion
+        # template: it starts importing now.
+        runner.expect(CONVERSION)
+    plugins = use_plugins(options.plugins, timeout=timeouts.load, isolator=isolator)
+    targets = list(options.targets)
+    for spec in [*targets, *([options.reference] if options.reference else [])]:
+        spec_of(spec)
+    resolved = resolve_source(options.source, timeout=timeouts.load,
+                              isolator=isolator).with_domains(dict(options.input_ranges))
+    discovery = Discovery(options.budget, options.families, options.seed,
+                          list(targets)) if options.explore else None
+    if resolved.kind == "torch" and EXACT_ROW not in targets:
+        targets.insert(0, EXACT_ROW)
+    matrix = MatrixRunner(
+        resolved, targets, workdir, runner, reference=options.reference,
+        timeouts=timeouts, convert=_converter(options), plugins=plugins,
+        progress=progress, paths=options.paths, discovery=discovery,
+        require=options.require,
+    )
+    try:
+        report = matrix.run(options.lengths, str(options.inputs or ""))
+    except KeyboardInterrupt as stop:
+        # Ctrl-C, SIGTERM, SIGHUP: every helper is killed now, and the rows evaluated
+        # so far go back, marked as such.
+        from nebisect.isolation.interrupt import describe
 
-            runner.abort()
-            matrix.report.interrupted = describe(stop)
-            matrix.report.regroup()
-            raise RunInterrupted(RunOutcome(matrix.report, matrix.bench.saved)) from stop
+        runner.abort()
+        matrix.report.interrupted = describe(stop)
+        matrix.report.regroup()
+        raise RunInterrupted(RunOutcome(matrix.report, matrix.bench.saved)) from stop
     _require_a_judged_target(report, list(options.targets))
     return RunOutcome(report, matrix.bench.saved)
 

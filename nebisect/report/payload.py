@@ -17,7 +17,7 @@ from nebisect.case import REFERENCE_TARGET
 from nebisect.codec import Form, Record, to_jsonable
 from nebisect.verdict import Verdict
 
-REPORT_KINDS = ("run", "bisect", "fuzz", "replay", "lint")
+REPORT_KINDS = ("run", "bisect", "fuzz", "replay", "lint", "atlas")
 
 __all__ = ["REPORT_KINDS", "CliffSweep", "Divergence", "MatrixCell", "NamedVerdict",
            "OpError", "ReportFinding", "ReportPayload", "RunMatrix", "Table", "to_jsonable"]

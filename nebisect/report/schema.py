@@ -5,7 +5,7 @@ report.json, schema version 1 — one object:
 ``schema``            always ``"nebisect.report"``
 ``schema_version``    1; bumped on any incompatible change (fields are only added
                       within a version)
-``kind``              ``run`` | ``bisect`` | ``fuzz`` | ``replay`` | ``lint``
+``kind``              ``run`` | ``bisect`` | ``fuzz`` | ``replay`` | ``lint`` | ``atlas``
 ``created``           ISO-8601 UTC time the report was written
 ``nebisect_version``  the writing nebisect's version
 ``title``             one line
@@ -107,7 +107,7 @@ REPORT_SCHEMA: dict[str, Any] = {
         {
             "schema": {"const": SCHEMA_NAME},
             "schema_version": {"const": REPORT_SCHEMA_VERSION},
-            "kind": {"enum": ["run", "bisect", "fuzz", "replay", "lint"]},
+            "kind": {"enum": ["run", "bisect", "fuzz", "replay", "lint", "atlas"]},
             "created": {"type": "string"},
             "nebisect_version": {"type": "string"},
             "title": {"type": "string"},

@@ -1,0 +1,121 @@
+"""The atlas's records: one :class:`AtlasEntry` per op sample, the :class:`Atlas` of a sweep.
+
+An entry is what ``run`` found for one sample, read down to the atlas's grid: per
+conversion path, whether it converts and the verdict of each column (:data:`COLUMNS`),
+and the run's findings — one per root cause, with its title, symptom, attribution and
+culprit op exactly as ``run`` reports them. The atlas JSON is these records through the
+codec, with a schema name and version.
+
+A **failure** of an entry (:meth:`AtlasEntry.failures`) is read off its grid, column by
+column down the precisions: a conversion error, the exact program (``fp64``) disagreeing
+with torch — the converter's math —, or a column failing where the one before it passed
+or failed otherwise (fp32 rounding, fp16 range, the Neural Engine). A column that fails
+as the one before it inherits that failure. Each failure lists the paths it shows on:
+``var(correction=2)`` wrong in the exact program on ``trace`` only is one failure,
+``std(x)`` wrong on both paths another, whatever ``run``'s root-cause merging makes of
+the fp16 overflow beside them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from nebisect.codec import Form, Record
+
+SCHEMA = "nebisect.atlas"
+SCHEMA_VERSION = 1
+
+#: the atlas's columns and the target each reads (``converts`` reads the conversion)
+COLUMNS: dict[str, str] = {"converts": "", "fp64": "sim:fp64", "fp32": "sim:fp32",
+                           "fp16": "sim:fp16", "ane": "sim:ane"}
+#: a cell of a path that did not convert
+NOT_RUN = "-"
+#: cell values that are not failures
+PASSING = ("ok", "pass", "skipped", NOT_RUN)
+
+
+@dataclass
+class AtlasFinding(Record):
+    """One root cause ``run`` found for a sample: its title and classes, the conversion
+    paths it shows on and the message of its smallest trigger."""
+
+    title: str
+    symptom: str
+    attribution: str
+    op_type: str
+    paths: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass
+class AtlasEntry(Record):
+    """One sample judged: ``cells`` maps conversion path → column → verdict signature
+    (``pass``, ``mismatch:tolerance``, ``error:convert:…``, :data:`NOT_RUN`);
+    ``skipped`` says why the sample was not judged (its reference fails in torch, its
+    factory cannot be described); ``digest`` is its source's hash (the cache key's
+    part that is the sample)."""
+
+    json_form: ClassVar[Form] = Form(omit_defaults=("skipped",))
+
+    op: str
+    index: str
+    call: str
+    digest: str
+    cells: dict[str, dict[str, str]] = field(default_factory=dict)
+    findings: list[AtlasFinding] = field(default_factory=list)
+    seconds: float = 0.0
+    skipped: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.findings) or bool(self.failures())
+
+    def failures(self) -> dict[str, list[str]]:
+        """``column: signature`` → the paths it shows on (see the module docstring)."""
+        found: dict[str, list[str]] = {}
+        for path, row in self.cells.items():
+            before = ""
+            for column in COLUMNS:
+                value = row.get(column, NOT_RUN)
+                if value in PASSING:
+                    before = ""
+                    continue
+                if value != before:
+                    found.setdefault(f"{column}: {value}", []).append(path)
+                before = value
+        return found
+
+
+@dataclass
+class Atlas(Record):
+    """A sweep: the environment it ran in (the versions an atlas is diffed across), its
+    settings, every entry in sweep order, the samples each op could not make and why,
+    and how many entries were computed rather than read from the cache."""
+
+    json_form: ClassVar[Form] = Form(schema=(SCHEMA, SCHEMA_VERSION))
+
+    environment: dict[str, str]
+    settings: dict[str, str]
+    entries: list[AtlasEntry] = field(default_factory=list)
+    unsampled: dict[str, list[str]] = field(default_factory=dict)
+    computed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return any(e.failed for e in self.entries)
+
+    @property
+    def ops(self) -> list[str]:
+        return list(dict.fromkeys(e.op for e in self.entries))
+
+    def distinct_failures(self) -> dict[tuple[str, str, tuple[str, ...]], list[AtlasEntry]]:
+        """Failures by (op, ``column: signature``, paths), each with the entries that
+        show it, first first: what a maintainer would file one issue for."""
+        found: dict[tuple[str, str, tuple[str, ...]], list[AtlasEntry]] = {}
+        for entry in self.entries:
+            for failure, paths in entry.failures().items():
+                found.setdefault((entry.op, failure, tuple(paths)), []).append(entry)
+        return found

@@ -1,0 +1,120 @@
+"""The atlas as tables: op × conversion path × column, and its distinct failures.
+
+One row per op and path: each column says ``pass`` when every sample passed there, else
+the first failing sample's verdict and index; ``finding`` is that sample's first
+finding on the path. :func:`markdown` is the summary a maintainer pastes into an issue;
+:func:`payload` is the HTML report's content. Nothing here runs anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nebisect.atlas.records import COLUMNS, NOT_RUN, PASSING, Atlas, AtlasEntry
+
+TABLE_COLUMNS = ("op", "path", *COLUMNS, "samples", "first failing sample", "finding")
+FAILURE_COLUMNS = ("op", "failure", "paths", "samples", "first sample", "call")
+
+
+def op_rows(atlas: Atlas) -> list[list[str]]:
+    """A row per op and conversion path (:data:`TABLE_COLUMNS`)."""
+    rows = []
+    for op in atlas.ops:
+        entries = [e for e in atlas.entries if e.op == op]
+        judged = [e for e in entries if not e.skipped]
+        paths = list(dict.fromkeys(p for e in judged for p in e.cells))
+        if not paths:
+            reason = entries[0].skipped if entries else ""
+            rows.append([op, NOT_RUN, *(NOT_RUN for _ in COLUMNS), str(len(entries)),
+                         "", f"not judged: {reason}"[:160]])
+            continue
+        for path in paths:
+            here = [e for e in judged if path in e.cells]
+            first = next((e for e in here if _fails_on(e, path)), None)
+            cells = [_column(here, path, column) for column in COLUMNS]
+            finding = next((f.title for f in first.findings if path in f.paths), "") \
+                if first else ""
+            rows.append([op, path, *cells, str(len(here)),
+                         f"{first.index}: {first.call}" if first else "", finding])
+    return rows
+
+
+def _fails_on(entry: AtlasEntry, path: str) -> bool:
+    return any(path in paths for paths in entry.failures().values())
+
+
+def _column(entries: list[AtlasEntry], path: str, column: str) -> str:
+    """The first failing sample's value in ``column``, else how the samples passed."""
+    for entry in entries:
+        value = entry.cells[path].get(column, NOT_RUN)
+        if value not in PASSING:
+            return f"{value} ({entry.index})"
+    values = [entry.cells[path].get(column, NOT_RUN) for entry in entries]
+    return next((v for v in PASSING if v in values), NOT_RUN)
+
+
+def failure_rows(atlas: Atlas) -> list[list[str]]:
+    """A row per distinct failure (op × failure class × paths, :data:`FAILURE_COLUMNS`)."""
+    return [[op, failure, " ".join(paths) or NOT_RUN, str(len(entries)), entries[0].index,
+             entries[0].call]
+            for (op, failure, paths), entries in atlas.distinct_failures().items()]
+
+
+def failure_counts(atlas: Atlas) -> dict[str, int]:
+    """Distinct failures by class: the column and the verdict's status and kind
+    (``fp64 mismatch:tolerance``: the converter's math; ``converts error``)."""
+    counts: dict[str, int] = {}
+    for _, failure, _ in atlas.distinct_failures():
+        column, _, signature = failure.partition(": ")
+        kind = ":".join(signature.split(":")[:2]) if signature.startswith("mismatch") \
+            else signature.split(":")[0]
+        key = f"{column} {kind}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def markdown(atlas: Atlas) -> str:
+    """The sweep as Markdown: versions, counts, the distinct failures, the op table."""
+    env = ", ".join(f"{name} {value}" for name, value in atlas.environment.items())
+    counts = ", ".join(f"{n} {symptom}" for symptom, n in failure_counts(atlas).items())
+    lines = [
+        "## nebisect converter atlas",
+        "",
+        f"{env}; {len(atlas.ops)} ops, {len(atlas.entries)} samples, "
+        f"{len(atlas.distinct_failures())} distinct failures ({counts or 'none'}).",
+        "",
+        "### Distinct failures",
+        "",
+        *_markdown_table(FAILURE_COLUMNS, failure_rows(atlas)),
+        "",
+        "### Ops",
+        "",
+        *_markdown_table(TABLE_COLUMNS, op_rows(atlas)),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _markdown_table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    if not rows:
+        return ["(none)"]
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    return [f"| {' | '.join(columns)} |", f"|{'---|' * len(columns)}",
+            *(f"| {' | '.join(cell(c) for c in row)} |" for row in rows)]
+
+
+def payload(atlas: Atlas) -> Any:
+    """The :class:`nebisect.report.ReportPayload` of a sweep."""
+    from nebisect.report import ReportPayload, Table
+
+    return ReportPayload(
+        title="nebisect converter atlas",
+        summary={**atlas.environment, "ops": len(atlas.ops), "samples": len(atlas.entries),
+                 "distinct failures": len(atlas.distinct_failures()),
+                 "by class": failure_counts(atlas)},
+        tables=[Table("distinct failures", list(FAILURE_COLUMNS), failure_rows(atlas)),
+                Table("ops", list(TABLE_COLUMNS), op_rows(atlas))],
+    )

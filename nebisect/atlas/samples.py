@@ -1,0 +1,259 @@
+"""One-op modules from torch's own op database (OpInfo), written as torch sources.
+
+torch's ``op_db`` lists about 700 ops, each with ``sample_inputs`` that cover its keyword
+arguments (``var(correction=2)``, ``gelu(approximate='tanh')``, ``div(rounding_mode=…)``,
+pooling with ``ceil_mode``, padding modes, …). Each sample becomes an :class:`OpSample`:
+its tensors are the module's named inputs (``x0``, ``x1``, …); every other argument is
+baked in as a Python literal. :func:`source_text` writes it as an ordinary
+``file.py:model`` source — what ``run`` judges, what a corpus case stores and what a
+maintainer reads as the repro.
+
+Only what a Core ML program can take becomes a sample (:func:`sample_of` says why not
+otherwise): real tensors of the dtypes asked for, of rank ≥ 1 and with elements; other
+arguments that are literals (numbers, strings, booleans, None, dtypes, and tuples or
+lists of them). Samples that call an op the same way (the same argument kinds and
+literals, whatever the shapes) are one :attr:`OpSample.form`: a sweep keeps the first
+of each form, which is where converter bugs live (a keyword read as a bool, a mode
+dropped), not in shapes.
+
+``op_db`` is torch's internal API: :func:`op_database` checks the torch version it was
+written against and fails with one line when the database's shape is not what it
+reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nebisect.errors import NebisectError
+
+#: the torch release whose op database this module reads (internal API: see module doc)
+TORCH_VERSION = "2.13"
+#: tensor dtypes a sweep can ask for, by the name ``--dtypes`` takes
+DTYPES = ("float32", "int32", "int64", "bool")
+#: the largest tensor a sample may carry, in elements (OpInfo's are small; this keeps the
+#: written sources readable)
+MAX_ELEMENTS = 4096
+
+
+@dataclass(frozen=True)
+class OpSample:
+    """One call of one op: ``call`` is the expression the module's ``forward`` returns,
+    over its inputs ``x0``, ``x1``, … (``inputs``: name → array, in order). ``index`` is
+    ``dtype:n`` (OpInfo's n-th sample at that dtype), ``dtype:n:one`` for the sample with
+    its scalar constants set to 1 (:func:`samples_of`)."""
+
+    op: str
+    variant: str
+    index: str
+    call: str
+    inputs: dict[str, np.ndarray] = field(compare=False, hash=False)
+
+    @property
+    def op_name(self) -> str:
+        """The op as the atlas names it: OpInfo's name, ``.variant`` when it has one."""
+        return f"{self.op}.{self.variant}" if self.variant else self.op
+
+    @property
+    def name(self) -> str:
+        """A file-name-safe identity: op, variant and sample index."""
+        return f"{self.op_name}-{self.index}".replace(".", "_").replace(":", "-")
+
+    @property
+    def form(self) -> str:
+        """The call with every input's shape left out: samples of one form call the op
+        the same way."""
+        return self.call
+
+    def digest(self) -> str:
+        """What identifies the sample's content (its source text's hash)."""
+        return hashlib.sha256(source_text(self).encode()).hexdigest()
+
+
+def op_database() -> list[Any]:
+    """torch's OpInfo list (``op_db``), checked: the torch version this module reads, the
+    attributes it uses. Needs ``expecttest`` (the ``atlas`` extra)."""
+    import torch
+
+    if not torch.__version__.startswith(TORCH_VERSION):
+        raise NebisectError(f"the atlas reads torch {TORCH_VERSION}'s op database; this is "
+                            f"torch {torch.__version__} (its internal OpInfo API may differ)")
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db
+    except ImportError as error:
+        raise NebisectError(f"torch's op database does not import ({error}); the atlas "
+                            "needs the 'atlas' extra: pip install 'nebisect[atlas]'") from None
+    if not op_db or not all(hasattr(o, attr) for o in op_db
+                            for attr in ("name", "variant_test_name", "sample_inputs")):
+        raise NebisectError("torch's op database has changed shape (OpInfo without name, "
+                            "variant_test_name or sample_inputs)")
+    return list(op_db)
+
+
+def op_name(info: Any) -> str:
+    return f"{info.name}.{info.variant_test_name}" if info.variant_test_name else info.name
+
+
+def callable_name(info: Any) -> str | None:
+    """``torch.<name>`` when OpInfo's name is a public torch function (``var`` →
+    ``torch.var``, ``nn.functional.gelu`` → ``torch.nn.functional.gelu``), else None:
+    the written source must call the op by a name anyone can read."""
+    import torch
+
+    target: Any = torch
+    for part in info.name.split("."):
+        if part.startswith("_") or not hasattr(target, part):
+            return None
+        target = getattr(target, part)
+    return f"torch.{info.name}" if callable(target) else None
+
+
+def samples_of(info: Any, dtypes: Sequence[str]) -> Iterator[OpSample | str]:
+    """Each sample of one OpInfo at each dtype asked for the op supports: an
+    :class:`OpSample`, or the reason it is not one."""
+    import torch
+
+    function = callable_name(info)
+    if function is None:
+        yield f"{op_name(info)}: no public torch function of that name"
+        return
+    supported = info.supported_dtypes("cpu")
+    for dtype_name in dtypes:
+        dtype = getattr(torch, dtype_name)
+        if dtype not in supported:
+            continue
+        try:
+            samples = list(info.sample_inputs("cpu", dtype))
+        except Exception as error:  # torch's generator: any failure is a skip reason
+            yield f"{op_name(info)}: sample_inputs failed ({type(error).__name__})"
+            continue
+        for index, sample in enumerate(samples):
+            made = sample_of(info, function, f"{dtype_name}:{index}", sample)
+            yield made
+            if isinstance(made, OpSample) and _SCALAR in made.call:
+                yield sample_of(info, function, f"{dtype_name}:{index}:one", sample, one=True)
+
+
+def sample_of(info: Any, function: str, index: str, sample: Any, *,
+              one: bool = False) -> OpSample | str:
+    """One OpInfo ``SampleInput`` as an :class:`OpSample`, or why it cannot be one. Its
+    rank-0 tensors after the first argument are constants (a Core ML input has a
+    rank); ``one`` sets them to 1 — the divisor, exponent or factor a converter folds
+    (``x % 1``, ``x // 1``), which OpInfo's random scalars never are."""
+    inputs: dict[str, np.ndarray] = {}
+    try:
+        args = [_argument(sample.input, inputs),
+                *(_argument(a, inputs, scalars=True, one=one) for a in sample.args)]
+        kwargs = [f"{k}={_argument(v, inputs, scalars=True, one=one)}"
+                  for k, v in sample.kwargs.items()]
+    except _Unsupported as why:
+        return f"{op_name(info)} sample {index}: {why}"
+    if not inputs:
+        return f"{op_name(info)} sample {index}: no tensor input"
+    return OpSample(info.name, info.variant_test_name, index,
+                    f"{function}({', '.join([*args, *kwargs])})", inputs)
+
+
+#: how a rank-0 constant starts in a call's text
+_SCALAR = "torch.tensor("
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _argument(value: Any, inputs: dict[str, np.ndarray], *, scalars: bool = False,
+              one: bool = False) -> str:
+    """The source text of one argument: a tensor becomes the next named input (a rank-0
+    one, where ``scalars`` allows, a constant: 1 when ``one``), a literal its ``repr``;
+    anything else is :class:`_Unsupported`."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if value.is_complex() or value.layout != torch.strided:
+            raise _Unsupported("complex or sparse tensor")
+        if value.dim() == 0 and scalars:
+            scalar = 1 if one else value.item()
+            return f"{_SCALAR}{_nested(scalar)!r}, dtype={value.dtype})"
+        if value.dim() == 0 or value.numel() == 0:
+            raise _Unsupported("rank-0 or empty tensor")
+        if value.numel() > MAX_ELEMENTS:
+            raise _Unsupported(f"tensor of {value.numel()} elements")
+        name = f"x{len(inputs)}"
+        inputs[name] = value.detach().cpu().numpy().copy()
+        return name
+    if isinstance(value, (list, tuple)):
+        items = [_argument(v, inputs, scalars=scalars, one=one) for v in value]
+        if isinstance(value, tuple):
+            return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+        return f"[{', '.join(items)}]"
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    raise _Unsupported(f"argument of type {type(value).__name__}")
+
+
+def source_text(sample: OpSample) -> str:
+    """The sample as a torch source (``file.py:model``): a one-op module whose example
+    inputs are the sample's own values, written exactly."""
+    names = list(sample.inputs)
+    lines = [
+        f'"""{sample.op_name} sample {sample.index} from torch\'s op database (OpInfo):',
+        f"``{sample.call}``",
+        '"""',
+        "",
+        "import torch",
+        "",
+        "",
+        "class OneOp(torch.nn.Module):",
+        f"    def forward(self, {', '.join(names)}):",
+        f"        return {sample.call}",
+        "",
+        "",
+        "def model():",
+        '    return {"module": OneOp(), "example_inputs": {',
+        *(f"        {name!r}: {_tensor_literal(array)}," for name, array in sample.inputs.items()),
+        "    }}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _tensor_literal(array: np.ndarray) -> str:
+    """``torch.tensor(...)`` of exactly these values (float32 values are exact as
+    Python floats; non-finite ones are spelled out)."""
+    values = repr(_nested(array.tolist()))
+    return f"torch.tensor({values}, dtype=torch.{array.dtype.name})"
+
+
+def _nested(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_nested(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return _Literal(f"float({str(value)!r})")
+    return value
+
+
+class _Literal:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def first_of_each_form(samples: Iterable[OpSample]) -> list[OpSample]:
+    """The first sample of each :attr:`~OpSample.form`, in order."""
+    seen: dict[str, OpSample] = {}
+    for sample in samples:
+        seen.setdefault(sample.form, sample)
+    return list(seen.values())

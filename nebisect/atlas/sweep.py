@@ -1,0 +1,208 @@
+"""Sweep torch ops through coremltools: every sample judged as ``run`` judges a model.
+
+Each :class:`~nebisect.atlas.samples.OpSample` is written as a one-op torch source and
+run by :func:`nebisect.detect.run.run_on` on one :class:`~nebisect.executors.runner.Runner`
+for the whole sweep (its warm conversion template serves every sample): both conversion
+paths, the exact program (``sim:fp64``, the ``conversion`` attribution), ``sim:fp32``,
+``sim:fp16`` and ``sim:ane`` against torch in float64, at the sample's own values and
+at ``run``'s value families (special values, large magnitudes, zeros, negatives, exact
+integers, tiny values) within ``budget`` predictions per target. What the run reports
+is read down to an :class:`~nebisect.atlas.records.AtlasEntry`.
+
+Entries are cached by (sample source, settings, coremltools, torch and nebisect
+versions): a re-run computes only what changed. A cache file that does not read back
+is computed again and rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nebisect.atlas.records import COLUMNS, NOT_RUN, Atlas, AtlasEntry, AtlasFinding
+from nebisect.atlas.samples import OpSample, source_text
+from nebisect.codec import CodecError
+from nebisect.errors import NebisectError
+from nebisect.files import write_text
+
+if TYPE_CHECKING:
+    from nebisect.detect.matrix import RunReport
+    from nebisect.detect.run import RunOutcome
+    from nebisect.executors.runner import Runner
+
+#: the targets every sample is judged on (``sim:fp64`` is run's exact row, added by run)
+TARGETS = tuple(t for t in COLUMNS.values() if t and t != "sim:fp64")
+#: exploration predictions per target and sample: every value family at least once
+DEFAULT_BUDGET = 8
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """What a sweep judges with; part of every cache key. ``keep``: where each failing
+    sample's source and triggers go (None: nowhere)."""
+
+    budget: int = DEFAULT_BUDGET
+    seed: int = 0
+    converter_overrides: bool = False
+    keep: Path | None = field(default=None, compare=False)
+
+    def describe(self) -> dict[str, str]:
+        return {"budget": str(self.budget), "seed": str(self.seed),
+                "converter_overrides": str(self.converter_overrides).lower(),
+                "targets": ",".join(TARGETS)}
+
+
+def environment() -> dict[str, str]:
+    """The versions an entry depends on beyond its sample (and an atlas is diffed by)."""
+    from importlib.metadata import version
+
+    return {name: version(name) for name in ("coremltools", "torch", "nebisect")}
+
+
+class EntryCache:
+    """Entries by key, one JSON file each under ``directory`` (written atomically)."""
+
+    def __init__(self, directory: Path, settings: SweepSettings) -> None:
+        self.directory = directory
+        self._salt = json.dumps([settings.describe(), environment()], sort_keys=True)
+
+    def key(self, sample: OpSample) -> str:
+        return hashlib.sha256(f"{self._salt}\n{sample.digest()}".encode()).hexdigest()
+
+    def get(self, sample: OpSample) -> AtlasEntry | None:
+        path = self.directory / f"{self.key(sample)}.json"
+        try:
+            return AtlasEntry.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, CodecError):
+            return None
+
+    def put(self, sample: OpSample, entry: AtlasEntry) -> None:
+        write_text(self.directory / f"{self.key(sample)}.json",
+                   json.dumps(entry.to_dict(), sort_keys=True))
+
+
+Progress = Callable[[int, int, AtlasEntry, bool], None]
+
+
+def sweep(samples: Sequence[OpSample], settings: SweepSettings, runner: Runner,
+          cache: EntryCache | None = None, *, unsampled: dict[str, list[str]] | None = None,
+          progress: Progress = lambda _done, _total, _entry, _cached: None) -> Atlas:
+    """Judge every sample (or read it from ``cache``), in order; ``progress`` is told
+    after each (done, total, entry, whether it came from the cache)."""
+    atlas = Atlas(environment(), settings.describe(), unsampled=dict(unsampled or {}))
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="nebisect-atlas-") as scratch:
+        for done, sample in enumerate(samples, 1):
+            entry = cache.get(sample) if cache else None
+            cached = entry is not None
+            if entry is None:
+                entry = judge(sample, settings, runner, Path(scratch))
+                atlas.computed += 1
+                if cache:
+                    cache.put(sample, entry)
+            atlas.entries.append(entry)
+            progress(done, len(samples), entry, cached)
+    atlas.seconds = time.monotonic() - start
+    return atlas
+
+
+def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
+          scratch: Path) -> AtlasEntry:
+    """One sample through ``run`` on ``runner``: its entry (``skipped`` when the run
+    cannot judge it: the op fails in torch, nothing converts to run)."""
+    from nebisect.detect.run import RunOptions, run_on
+
+    here = scratch / sample.name
+    here.mkdir()
+    source = here / "model.py"
+    source.write_text(source_text(sample))
+    entry = AtlasEntry(sample.op_name, sample.index, sample.call, sample.digest())
+    start = time.monotonic()
+    options = RunOptions(source=f"{source}:model", targets=TARGETS, budget=settings.budget,
+                         seed=settings.seed, converter_overrides=settings.converter_overrides)
+    try:
+        outcome = run_on(runner, options, here)
+    except NebisectError as error:
+        entry.skipped = str(error)
+    else:
+        entry.cells = cells_of(outcome.report)
+        entry.findings = findings_of(outcome.report)
+        if settings.keep is not None and entry.findings:
+            keep(sample, outcome, settings.keep)
+    entry.seconds = round(time.monotonic() - start, 3)
+    return entry
+
+
+def cells_of(report: RunReport) -> dict[str, dict[str, str]]:
+    """Per conversion path: ``converts`` (``ok`` or the conversion's error) and each
+    target column's verdict — the first failing signature of its rows, else ``pass``
+    (``skipped`` when every row skipped; :data:`NOT_RUN` when the path did not
+    convert)."""
+    converted = _conversions(report)
+    cells: dict[str, dict[str, str]] = {}
+    for path, outcome in converted.items():
+        row = cells[path] = {"converts": outcome}
+        for column, target in COLUMNS.items():
+            if target:
+                row[column] = _column(report, target, path) if outcome == "ok" else NOT_RUN
+    return cells
+
+
+def _conversions(report: RunReport) -> dict[str, str]:
+    """Path → ``ok`` or the first failed attempt's message, over every precision."""
+    found: dict[str, str] = {}
+    for verdict in report.conversions.values():
+        attempts = verdict.conversion.attempts if verdict.conversion else []
+        for attempt in attempts:
+            path, status = str(attempt.get("path", "")), attempt.get("status")
+            if found.get(path, "ok") == "ok":
+                found[path] = "ok" if status == "ok" else (
+                    f"error: {str(attempt.get('message', '')).splitlines()[0][:200]}"
+                    if attempt.get("message") else "error")
+    return found
+
+
+def _column(report: RunReport, target: str, path: str) -> str:
+    rows = [r for r in report.rows if r.role == "target" and r.target == target
+            and r.path == path]
+    failing = [r for r in rows if r.verdict.failed]
+    if failing:
+        return failing[0].verdict.signature
+    if rows and all(r.verdict.status == "skipped" for r in rows):
+        return "skipped"
+    return "pass" if rows else NOT_RUN
+
+
+def findings_of(report: RunReport) -> list[AtlasFinding]:
+    """``run``'s findings of the sample, one per root cause."""
+    from nebisect.detect.causes import OTHER, PASS
+
+    found = []
+    for finding in report.findings:
+        shown = {(target, path) for target, paths in finding.shows.items()
+                 for path, label in paths.items() if label not in (PASS, OTHER)}
+        found.append(AtlasFinding(
+            finding.title, finding.symptom, finding.attribution, finding.op_type,
+            sorted({path for _, path in shown}), sorted({target for target, _ in shown}),
+            finding.representative.message))
+    return found
+
+
+def keep(sample: OpSample, outcome: RunOutcome, directory: Path) -> None:
+    """The failing sample as a torch source beside its findings' triggers (``N.npz`` and
+    ``triggers.json`` with the ``bisect`` and ``corpus add`` commands), under
+    ``directory/<sample name>/``."""
+    from nebisect.detect.triggers import save_triggers
+
+    here = directory / sample.name
+    source = here / "model.py"
+    write_text(source, source_text(sample))
+    report = outcome.report
+    save_triggers(here, [f.representative for f in report.findings], report.rows,
+                  outcome.inputs_files, source=f"{source}:model", typed=f"{source}:model")

@@ -1,0 +1,197 @@
+"""``nebisect atlas``: sweep torch ops through coremltools, judged as ``run`` judges."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from nebisect.bounds import MAX_JOBS, check_count
+from nebisect.errors import NebisectError
+
+if TYPE_CHECKING:
+    from nebisect.atlas.records import Atlas, AtlasEntry
+    from nebisect.atlas.sweep import Progress
+
+ORDER = 35
+
+ATLAS_HELP = """\
+The converter atlas: every sample of torch's own op database (OpInfo) for the ops
+asked for becomes a one-op torch source, converted on both paths (torch.export,
+jit.trace) and judged as run judges a model: the exact program (sim:fp64, where a
+conversion bug shows), sim:fp32, sim:fp16 and sim:ane against torch in float64, at
+the sample's values and at run's value families. Prints a table op × path ×
+{converts, fp64, fp32, fp16, ane} with the first failing sample, and the distinct
+failures (op × symptom × path), each one of run's findings.
+
+The default op list (the ops behind published converter bugs and what models
+convert through) takes minutes; --all sweeps every op. Entries are cached by sample,
+settings and coremltools/torch/nebisect versions: a re-run computes only what changed.
+--keep DIR writes each failing sample as DIR/NAME/model.py with its triggers and the
+bisect / corpus add commands. Needs the 'atlas' extra (expecttest).
+
+Exit code: 1 when a failure is found, 0 otherwise, 2 on bad input.
+"""
+
+OPS_OPTION = typer.Option(
+    None, "--ops", metavar="A,B",
+    help="Ops by their name in torch's op database (e.g. var,nn.functional.gelu,"
+    "div.floor_rounding; --list-ops lists them). Default: the curated list.")
+ALL_OPTION = typer.Option(False, "--all", help="Every op of the database (hours on 2 cores).")
+DTYPES_OPTION = typer.Option(
+    "float32,int32", "--dtypes", metavar="A,B",
+    help="Sample dtypes, of float32, int32, int64, bool (each op at those it supports).")
+BUDGET_OPTION = typer.Option(
+    8, "--budget", metavar="N",
+    help="Value-family predictions per target and sample, beyond the sample's own values.")
+SEED_OPTION = typer.Option(0, "--seed", help="Seed of the value families: same seed, same atlas.")
+JOBS_OPTION = typer.Option(
+    None, "--jobs", "-j", help="Cells of a sample evaluated in parallel (default: the cores).")
+JSON_OPTION = typer.Option(False, "--json", help="Print the atlas as JSON (schema nebisect.atlas).")
+MARKDOWN_OPTION = typer.Option(
+    None, "--markdown", metavar="FILE", help="Write the Markdown summary (to paste into an issue).")
+REPORT_OPTION = typer.Option(None, "--report", help="Write report.json/report.html here.")
+KEEP_OPTION = typer.Option(
+    None, "--keep", metavar="DIR",
+    help="Write each failing sample's source, triggers and next commands under DIR.")
+CACHE_OPTION = typer.Option(
+    None, "--cache", metavar="DIR",
+    help="Entry cache (default: $XDG_CACHE_HOME/nebisect/atlas or ~/.cache/nebisect/atlas).")
+NO_CACHE_OPTION = typer.Option(False, "--no-cache", help="Judge every sample afresh.")
+OVERRIDES_OPTION = typer.Option(
+    False, "--converter-overrides",
+    help="Convert with nebisect's converter overrides, as run --converter-overrides does.")
+LIST_OPS_OPTION = typer.Option(False, "--list-ops", help="List the database's ops and exit.")
+
+
+def atlas(
+    ops: str = OPS_OPTION,
+    every: bool = ALL_OPTION,
+    dtypes: str = DTYPES_OPTION,
+    budget: int = BUDGET_OPTION,
+    seed: int = SEED_OPTION,
+    jobs: int = JOBS_OPTION,
+    as_json: bool = JSON_OPTION,
+    markdown_file: Path = MARKDOWN_OPTION,
+    report: Path = REPORT_OPTION,
+    keep: Path = KEEP_OPTION,
+    cache: Path = CACHE_OPTION,
+    no_cache: bool = NO_CACHE_OPTION,
+    converter_overrides: bool = OVERRIDES_OPTION,
+    list_ops: bool = LIST_OPS_OPTION,
+) -> None:
+    """``nebisect atlas`` (its help is :data:`ATLAS_HELP`)."""
+    from nebisect.atlas.plan import op_names, parse_dtypes, plan
+    from nebisect.atlas.sweep import EntryCache, SweepSettings, sweep
+    from nebisect.executors.runner import Runner
+
+    if list_ops:
+        typer.echo("\n".join(op_names()))
+        return
+    if ops is not None and every:
+        raise NebisectError("--ops and --all: choose one")
+    names = [n.strip() for n in ops.split(",") if n.strip()] if ops is not None else None
+    if names is not None and not names:
+        raise NebisectError("--ops '': name at least one op")
+    check_count("--budget", budget)
+    settings = SweepSettings(budget=budget, seed=seed, converter_overrides=converter_overrides,
+                             keep=keep)
+    planned = plan(names, parse_dtypes(dtypes), every=every)
+    if not planned.samples:
+        raise NebisectError("no sample to judge: " + "; ".join(
+            reasons[0] for reasons in planned.unsampled.values()))
+    entries = None if no_cache else EntryCache(cache or _default_cache(), settings)
+    workers = check_count("--jobs", jobs, MAX_JOBS) if jobs is not None else os.cpu_count() or 1
+    _say(f"atlas: {len(planned.samples)} samples of {len({s.op_name for s in planned.samples})}"
+         " ops")
+    with Runner(workers) as runner:
+        result = sweep(planned.samples, settings, runner, entries,
+                       unsampled=planned.unsampled, progress=_progress(len(planned.samples)))
+    _write(result, as_json, markdown_file, report)
+    raise typer.Exit(1 if result.failed else 0)
+
+
+def _default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "nebisect" / "atlas"
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _progress(total: int) -> Progress:
+    """A line per sample on stderr (a terminal and a CI log alike): what it found,
+    whether it came from the cache and the samples judged per second."""
+    import time
+
+    start = time.monotonic()
+    computed = [0]
+
+    def show(done: int, _total: int, entry: AtlasEntry, cached: bool) -> None:
+        if not cached:
+            computed[0] += 1
+        elapsed = time.monotonic() - start
+        rate = computed[0] / elapsed if elapsed > 0 and computed[0] else 0.0
+        what = ("cached" if cached else f"{entry.seconds:.1f}s")
+        found = (f"skipped: {entry.skipped[:80]}" if entry.skipped
+                 else f"{len(entry.findings)} finding(s)" if entry.findings else "pass")
+        _say(f"[{done}/{total}] {entry.op} {entry.index} ({what}, {rate:.2f} samples/s): {found}")
+
+    return show
+
+
+def _write(result: Atlas, as_json: bool, markdown_file: Path | None,
+           report: Path | None) -> None:
+    from nebisect.atlas.render import TABLE_COLUMNS, failure_rows, markdown, op_rows, payload
+    from nebisect.files import write_text
+
+    if markdown_file is not None:
+        write_text(markdown_file, markdown(result))
+    if report is not None:
+        from nebisect.report import write_report
+
+        write_report(report, "atlas", payload(result))
+    if as_json:
+        from nebisect.report import to_jsonable
+
+        typer.echo(json.dumps(to_jsonable(result.to_dict()), indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    table = Table(title="nebisect atlas (first failing sample per cell; --markdown/--json: all)")
+    for column in TABLE_COLUMNS[:TERMINAL_COLUMNS]:
+        table.add_column(column, overflow="fold")
+    for row in op_rows(result):
+        table.add_row(*(_short(cell) for cell in row[:TERMINAL_COLUMNS]))
+    console.print(table)
+    failures = failure_rows(result)
+    console.print(f"{len(result.entries)} samples ({result.computed} judged, "
+                  f"{len(result.entries) - result.computed} cached) in {result.seconds:.0f} s; "
+                  f"{len(failures)} distinct failures", markup=False)
+    for op, failure, paths, count, index, call in failures:
+        console.print(f"  {op}: {failure} [{paths}] in {count} sample(s), first {index}: "
+                      f"{call}", markup=False)
+
+
+#: the table's columns a terminal shows (op, path, the verdict columns, samples)
+TERMINAL_COLUMNS = 8
+
+
+def _short(cell: str) -> str:
+    """A terminal cell: the verdict's class (``mismatch:tolerance``), its sample index,
+    no message (the JSON and Markdown have it)."""
+    verdict, _, index = cell.partition(" (")
+    if verdict.startswith("error:"):
+        verdict = ":".join(verdict.split(":")[:2])
+    return f"{verdict} ({index}" if index else verdict
+
+
+def register(app: typer.Typer) -> None:
+    app.command("atlas", help=ATLAS_HELP)(atlas)
