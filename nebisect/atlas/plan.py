@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nebisect.atlas.samples import (
-    DTYPES,
+    SAMPLE_DTYPES,
     OpSample,
     first_of_each_form,
     op_database,
@@ -49,9 +49,10 @@ class Plan:
 def parse_dtypes(text: str) -> tuple[str, ...]:
     """``--dtypes float32,int32`` → the dtype names, checked."""
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in DTYPES]
+    unknown = [n for n in names if n not in SAMPLE_DTYPES]
     if unknown or not names:
-        raise NebisectError(f"--dtypes {text!r}: a comma-separated list of {', '.join(DTYPES)}")
+        raise NebisectError(f"--dtypes {text!r}: a comma-separated list of "
+                            f"{', '.join(SAMPLE_DTYPES)}")
     return names
 
 

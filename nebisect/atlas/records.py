@@ -1,7 +1,7 @@
 """The atlas's records: one :class:`AtlasEntry` per op sample, the :class:`Atlas` of a sweep.
 
 An entry is what ``run`` found for one sample, read down to the atlas's grid: per
-conversion path, whether it converts and the verdict of each column (:data:`COLUMNS`),
+conversion path, whether it converts and the verdict of each column (:data:`ATLAS_COLUMNS`),
 and the run's findings — one per root cause, with its title, symptom, attribution and
 culprit op exactly as ``run`` reports them. The atlas JSON is these records through the
 codec, with a schema name and version.
@@ -23,11 +23,11 @@ from typing import ClassVar
 
 from nebisect.codec import Form, Record
 
-SCHEMA = "nebisect.atlas"
-SCHEMA_VERSION = 1
+ATLAS_SCHEMA = "nebisect.atlas"
+ATLAS_SCHEMA_VERSION = 1
 
 #: the atlas's columns and the target each reads (``converts`` reads the conversion)
-COLUMNS: dict[str, str] = {"converts": "", "fp64": "sim:fp64", "fp32": "sim:fp32",
+ATLAS_COLUMNS: dict[str, str] = {"converts": "", "fp64": "sim:fp64", "fp32": "sim:fp32",
                            "fp16": "sim:fp16", "ane": "sim:ane"}
 #: a cell of a path that did not convert
 NOT_RUN = "-"
@@ -77,7 +77,7 @@ class AtlasEntry(Record):
         found: dict[str, list[str]] = {}
         for path, row in self.cells.items():
             before = ""
-            for column in COLUMNS:
+            for column in ATLAS_COLUMNS:
                 value = row.get(column, NOT_RUN)
                 if value in PASSING:
                     before = ""
@@ -94,7 +94,7 @@ class Atlas(Record):
     settings, every entry in sweep order, the samples each op could not make and why,
     and how many entries were computed rather than read from the cache."""
 
-    json_form: ClassVar[Form] = Form(schema=(SCHEMA, SCHEMA_VERSION))
+    json_form: ClassVar[Form] = Form(schema=(ATLAS_SCHEMA, ATLAS_SCHEMA_VERSION))
 
     environment: dict[str, str]
     settings: dict[str, str]

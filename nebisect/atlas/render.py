@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nebisect.atlas.records import COLUMNS, NOT_RUN, PASSING, Atlas, AtlasEntry
+from nebisect.atlas.records import ATLAS_COLUMNS, NOT_RUN, PASSING, Atlas, AtlasEntry
 
-TABLE_COLUMNS = ("op", "path", *COLUMNS, "samples", "first failing sample", "finding")
+TABLE_COLUMNS = ("op", "path", *ATLAS_COLUMNS, "samples", "first failing sample", "finding")
 FAILURE_COLUMNS = ("op", "failure", "paths", "samples", "first sample", "call")
 
 
@@ -25,13 +25,13 @@ def op_rows(atlas: Atlas) -> list[list[str]]:
         paths = list(dict.fromkeys(p for e in judged for p in e.cells))
         if not paths:
             reason = entries[0].skipped if entries else ""
-            rows.append([op, NOT_RUN, *(NOT_RUN for _ in COLUMNS), str(len(entries)),
+            rows.append([op, NOT_RUN, *(NOT_RUN for _ in ATLAS_COLUMNS), str(len(entries)),
                          "", f"not judged: {reason}"[:160]])
             continue
         for path in paths:
             here = [e for e in judged if path in e.cells]
             first = next((e for e in here if _fails_on(e, path)), None)
-            cells = [_column(here, path, column) for column in COLUMNS]
+            cells = [_column(here, path, column) for column in ATLAS_COLUMNS]
             finding = next((f.title for f in first.findings if path in f.paths), "") \
                 if first else ""
             rows.append([op, path, *cells, str(len(here)),

@@ -36,7 +36,7 @@ from nebisect.errors import NebisectError
 #: the torch release whose op database this module reads (internal API: see module doc)
 TORCH_VERSION = "2.13"
 #: tensor dtypes a sweep can ask for, by the name ``--dtypes`` takes
-DTYPES = ("float32", "int32", "int64", "bool")
+SAMPLE_DTYPES = ("float32", "int32", "int64", "bool")
 #: the largest tensor a sample may carry, in elements (OpInfo's are small; this keeps the
 #: written sources readable)
 MAX_ELEMENTS = 4096

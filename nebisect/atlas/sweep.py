@@ -11,7 +11,8 @@ is read down to an :class:`~nebisect.atlas.records.AtlasEntry`.
 
 Entries are cached by (sample source, settings, coremltools, torch and nebisect
 versions): a re-run computes only what changed. A cache file that does not read back
-is computed again and rewritten.
+is computed again and rewritten. A skipped sample is not cached: its reason may be the
+machine's (a process that could not start), not the sample's.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nebisect.atlas.records import COLUMNS, NOT_RUN, Atlas, AtlasEntry, AtlasFinding
+from nebisect.atlas.records import ATLAS_COLUMNS, NOT_RUN, Atlas, AtlasEntry, AtlasFinding
 from nebisect.atlas.samples import OpSample, source_text
 from nebisect.codec import CodecError
 from nebisect.errors import NebisectError
@@ -37,25 +38,29 @@ if TYPE_CHECKING:
     from nebisect.executors.runner import Runner
 
 #: the targets every sample is judged on (``sim:fp64`` is run's exact row, added by run)
-TARGETS = tuple(t for t in COLUMNS.values() if t and t != "sim:fp64")
+SWEEP_TARGETS = tuple(t for t in ATLAS_COLUMNS.values() if t and t != "sim:fp64")
 #: exploration predictions per target and sample: every value family at least once
-DEFAULT_BUDGET = 8
+SAMPLE_BUDGET = 8
 
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """What a sweep judges with; part of every cache key. ``keep``: where each failing
-    sample's source and triggers go (None: nowhere)."""
+    """What a sweep judges with; part of every cache key. ``converter_setup``: the
+    ``module:function`` calls made before converting (one's own op converters, or a
+    broken one a test plants); ``keep``: where each failing sample's source and
+    triggers go (None: nowhere)."""
 
-    budget: int = DEFAULT_BUDGET
+    budget: int = SAMPLE_BUDGET
     seed: int = 0
     converter_overrides: bool = False
+    converter_setup: tuple[str, ...] = ()
     keep: Path | None = field(default=None, compare=False)
 
     def describe(self) -> dict[str, str]:
         return {"budget": str(self.budget), "seed": str(self.seed),
                 "converter_overrides": str(self.converter_overrides).lower(),
-                "targets": ",".join(TARGETS)}
+                "converter_setup": ",".join(self.converter_setup),
+                "targets": ",".join(SWEEP_TARGETS)}
 
 
 def environment() -> dict[str, str]:
@@ -104,7 +109,7 @@ def sweep(samples: Sequence[OpSample], settings: SweepSettings, runner: Runner,
             if entry is None:
                 entry = judge(sample, settings, runner, Path(scratch))
                 atlas.computed += 1
-                if cache:
+                if cache and not entry.skipped:
                     cache.put(sample, entry)
             atlas.entries.append(entry)
             progress(done, len(samples), entry, cached)
@@ -124,8 +129,9 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
     source.write_text(source_text(sample))
     entry = AtlasEntry(sample.op_name, sample.index, sample.call, sample.digest())
     start = time.monotonic()
-    options = RunOptions(source=f"{source}:model", targets=TARGETS, budget=settings.budget,
-                         seed=settings.seed, converter_overrides=settings.converter_overrides)
+    options = RunOptions(source=f"{source}:model", targets=SWEEP_TARGETS, budget=settings.budget,
+                         seed=settings.seed, converter_overrides=settings.converter_overrides,
+                         converter_setup=settings.converter_setup)
     try:
         outcome = run_on(runner, options, here)
     except NebisectError as error:
@@ -148,7 +154,7 @@ def cells_of(report: RunReport) -> dict[str, dict[str, str]]:
     cells: dict[str, dict[str, str]] = {}
     for path, outcome in converted.items():
         row = cells[path] = {"converts": outcome}
-        for column, target in COLUMNS.items():
+        for column, target in ATLAS_COLUMNS.items():
             if target:
                 row[column] = _column(report, target, path) if outcome == "ok" else NOT_RUN
     return cells
@@ -181,17 +187,8 @@ def _column(report: RunReport, target: str, path: str) -> str:
 
 def findings_of(report: RunReport) -> list[AtlasFinding]:
     """``run``'s findings of the sample, one per root cause."""
-    from nebisect.detect.causes import OTHER, PASS
-
-    found = []
-    for finding in report.findings:
-        shown = {(target, path) for target, paths in finding.shows.items()
-                 for path, label in paths.items() if label not in (PASS, OTHER)}
-        found.append(AtlasFinding(
-            finding.title, finding.symptom, finding.attribution, finding.op_type,
-            sorted({path for _, path in shown}), sorted({target for target, _ in shown}),
-            finding.representative.message))
-    return found
+    return [AtlasFinding(f.title, f.symptom, f.attribution, f.op_type, f.paths, f.targets,
+                         f.message) for f in report.findings]
 
 
 def keep(sample: OpSample, outcome: RunOutcome, directory: Path) -> None:

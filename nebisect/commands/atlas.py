@@ -65,6 +65,10 @@ NO_CACHE_OPTION = typer.Option(False, "--no-cache", help="Judge every sample afr
 OVERRIDES_OPTION = typer.Option(
     False, "--converter-overrides",
     help="Convert with nebisect's converter overrides, as run --converter-overrides does.")
+SETUP_OPTION = typer.Option(
+    None, "--converter-setup", metavar="MODULE:FUNCTION",
+    help="Call this before converting, in the conversion process (repeatable): your own "
+    "@register_torch_op converters, swept as the atlas sweeps coremltools' own.")
 LIST_OPS_OPTION = typer.Option(False, "--list-ops", help="List the database's ops and exit.")
 
 
@@ -82,12 +86,14 @@ def atlas(
     cache: Path = CACHE_OPTION,
     no_cache: bool = NO_CACHE_OPTION,
     converter_overrides: bool = OVERRIDES_OPTION,
+    converter_setup: list[str] = SETUP_OPTION,
     list_ops: bool = LIST_OPS_OPTION,
 ) -> None:
     """``nebisect atlas`` (its help is :data:`ATLAS_HELP`)."""
     from nebisect.atlas.plan import op_names, parse_dtypes, plan
     from nebisect.atlas.sweep import EntryCache, SweepSettings, sweep
     from nebisect.executors.runner import Runner
+    from nebisect.isolation.needs import check_function_name
 
     if list_ops:
         typer.echo("\n".join(op_names()))
@@ -98,8 +104,10 @@ def atlas(
     if names is not None and not names:
         raise NebisectError("--ops '': name at least one op")
     check_count("--budget", budget)
+    for call in converter_setup or []:
+        check_function_name(call, "--converter-setup")
     settings = SweepSettings(budget=budget, seed=seed, converter_overrides=converter_overrides,
-                             keep=keep)
+                             converter_setup=tuple(converter_setup or ()), keep=keep)
     planned = plan(names, parse_dtypes(dtypes), every=every)
     if not planned.samples:
         raise NebisectError("no sample to judge: " + "; ".join(

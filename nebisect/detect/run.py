@@ -50,6 +50,9 @@ class RunOptions:
     timeouts: Timeouts = field(default_factory=Timeouts)
     paths: tuple[str, ...] = PATHS
     converter_overrides: bool = False
+    #: ``module:function`` calls made in the conversion child before converting (a
+    #: user's own ``@register_torch_op`` converters), after nebisect's overrides
+    converter_setup: tuple[str, ...] = ()
     deployment_target: str = ""
     plugins: tuple[str, ...] = ()
     explore: bool = True
@@ -149,7 +152,8 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
 def _converter(options: RunOptions) -> Callable[..., Any]:
     from nebisect.sources.convert import OVERRIDES_SETUP, convert_paths
 
-    setup = (OVERRIDES_SETUP,) if options.converter_overrides else ()
+    setup = (*((OVERRIDES_SETUP,) if options.converter_overrides else ()),
+             *options.converter_setup)
     return functools.partial(convert_paths, setup=setup, paths=options.paths,
                              deployment=options.deployment_target)
 

@@ -9,6 +9,12 @@ The template does the supervising (timeout, stderr capture, reaping) because onl
 process's parent can reap it; this side sends the request and waits for the report,
 with a safety margin in case the template itself hangs.
 
+Templates are kept for reuse, at most :data:`MAX_TEMPLATES` of them: a command that
+judges many sources on one runner (the atlas: a template holds each torch source it
+builds, :class:`~nebisect.isolation.needs.Hold`) would otherwise keep one process per
+source alive. Starting one more stops the least recently used (an idle one: a backend
+runs one job at a time).
+
 Closing the isolator asks each template to stop (its request pipe closes; an idle
 template exits at once). An interrupted or cancelled run aborts the isolator instead,
 which kills them (``close(kill=True)``), and a template still starting is always
@@ -30,7 +36,7 @@ from typing import Any
 from nebisect.errors import NebisectError
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit
-from nebisect.isolation.helper import STOP_GRACE, Helper
+from nebisect.isolation.helper import STARTUP_SECONDS, STOP_GRACE, Helper
 from nebisect.isolation.job import Job
 from nebisect.isolation.needs import Needs
 from nebisect.isolation.watch import read_tail
@@ -42,6 +48,10 @@ CORE_NEEDS = Needs(imports=("numpy", "zipfile", "nebisect.verdict", "nebisect.ca
                             "nebisect.isolation.child"))
 #: How long past the job's timeout the template may take to report before it is killed.
 REPORT_GRACE = 10.0
+#: Templates a backend keeps: more than one command's kinds of job need (conversion,
+#: reference with its source held, evaluation, coremltools alone), few enough that a
+#: sweep of many sources does not hold a process (hundreds of MB) per source.
+MAX_TEMPLATES = 6
 
 
 class ForkBackend:
@@ -100,19 +110,26 @@ class ForkBackend:
                           self._cancel, tmp_dir=self._workspace.helper_tmp(), log=log)
 
     def _template(self, key: Needs) -> Helper:
-        template = self._templates.get(key)
+        template = self._templates.pop(key, None)
         if template is not None:
+            self._templates[key] = template  # the most recently used: last
             return template
+        while len(self._templates) >= MAX_TEMPLATES:
+            self._discard(next(iter(self._templates)))
         template = self._starting.pop(key, None) or self._start(key)
         ready = False
         try:
             ready = template.await_ready()
         finally:
             if not ready:
+                code = template.process.poll()
                 template.stop(grace=0)  # still importing: it would not read a stop
         if not ready:
+            why = (f"not ready after {STARTUP_SECONDS:.0f} s" if code is None
+                   else f"exited with code {code}")
             tail = read_tail(template.log, 2000).strip() if template.log else ""
-            raise NebisectError(f"isolation template failed to start: {tail}")
+            raise NebisectError(f"isolation template failed to start ({why})"
+                                + (f": {tail}" if tail else ""))
         self._templates[key] = template
         return template
 

@@ -4,6 +4,7 @@ with real templates."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -17,6 +18,7 @@ from support.leftovers import TOKEN_VAR, processes_with_token
 
 from nebisect.isolate import Isolator, Job, Needs
 from nebisect.isolation.cancel import Cancelled
+from nebisect.isolation.fork import MAX_TEMPLATES
 
 WHERE = f"{warm_jobs.__name__}:where"
 WARMED = Needs(imports=("numpy",), warm=(f"{warm_jobs.__name__}:warm_up",))
@@ -67,6 +69,30 @@ def test_an_expected_template_serves_the_jobs_it_covers_and_no_other(
     blocked = served_by(isolator, Needs(("numpy",), blocks=("csv",)))
     assert blocked != first
     assert served_by(isolator, Needs(("numpy",), blocks=("csv",))) == blocked
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_templates_are_bounded_the_least_recently_used_stopped_first(
+        isolator: Isolator) -> None:
+    """A sweep of many sources (each held by a template of its own) keeps at most
+    MAX_TEMPLATES processes: starting one more stops the one used longest ago."""
+    modules = ["json", "csv", "fractions", "decimal", "difflib", "textwrap", "heapq",
+               "statistics", "bisect", "shlex"][:MAX_TEMPLATES + 2]
+    pids = [served_by(isolator, Needs(("numpy", module))) for module in modules]
+    assert len(set(pids)) == len(modules)  # each needs a template of its own
+    assert [_alive(pid) for pid in pids] == [False, False] + [True] * MAX_TEMPLATES
+    # used again, the third becomes the most recent: the fourth is the next to go
+    assert served_by(isolator, Needs(("numpy", modules[2]))) == pids[2]
+    restarted = served_by(isolator, Needs(("numpy", modules[0])))
+    assert restarted not in pids
+    assert not _alive(pids[3]) and _alive(pids[2])
 
 
 def test_a_template_nobody_used_is_stopped_on_close(tmp_path: Path) -> None:

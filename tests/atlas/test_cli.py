@@ -1,0 +1,67 @@
+"""``nebisect atlas`` end to end: bad arguments, and a broken converter found and kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import TESTS
+
+NEBISECT = [sys.executable, "-m", "nebisect", "atlas"]
+
+
+def _atlas(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    return subprocess.run([*NEBISECT, *args], capture_output=True, text=True, env=env,
+                          timeout=900, check=False)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--ops", "tahn"], "nebisect: error: --ops: 'tahn' not in torch's op database (did you "
+                        "mean tan, tanh"),
+    (["--ops", ","], "nebisect: error: --ops '': name at least one op"),
+    (["--ops", "tanh", "--all"], "nebisect: error: --ops and --all: choose one"),
+    (["--dtypes", "float99"], "nebisect: error: --dtypes 'float99'"),
+    (["--converter-setup", "nocolon"], "nebisect: error: --converter-setup 'nocolon' must"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str,
+                                                tmp_path: Path) -> None:
+    done = _atlas(*args, tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(message), done.stderr
+    assert done.stderr.count("\n") == 1 and done.stdout == ""
+
+
+@pytest.mark.slow
+def test_a_converter_broken_on_one_path_is_found_kept_and_cached(tmp_path: Path) -> None:
+    """support.one_path_override lowers tanh to sigmoid under jit.trace only."""
+    keep = tmp_path / "found"
+    args = ("--ops", "tanh", "--dtypes", "float32", "--json", "--keep", str(keep),
+            "--converter-setup", "support.one_path_override:install")
+    done = _atlas(*args, tmp_path=tmp_path)
+    assert done.returncode == 1, done.stderr
+    atlas = json.loads(done.stdout)
+    (entry,) = atlas["entries"]
+    assert entry["call"] == "torch.tanh(x0)"
+    assert entry["cells"]["export"] == {"converts": "ok", "fp64": "pass", "fp32": "pass",
+                                        "fp16": "pass", "ane": "pass"}
+    assert entry["cells"]["trace"]["fp64"] == "mismatch:tolerance"
+    (finding,) = entry["findings"]
+    assert (finding["attribution"], finding["op_type"], finding["paths"]) == (
+        "conversion", "sigmoid", ["trace"])
+    kept = keep / "tanh-float32-0"
+    assert (kept / "model.py").read_text().count("torch.tanh(x0)") == 2  # docstring + forward
+    (trigger,) = json.loads((kept / "triggers.json").read_text())["triggers"]
+    assert (trigger["path"], trigger["attribution"]) == ("trace", "conversion")
+    assert (kept / trigger["inputs"]).is_file()
+    assert any("corpus add" in command for command in trigger["commands"])
+    assert "[1/1] tanh float32:0" in done.stderr
+
+    again = _atlas(*args, tmp_path=tmp_path)
+    assert again.returncode == 1
+    assert json.loads(again.stdout)["computed"] == 0  # read from the cache
+    assert "(cached," in again.stderr

@@ -1,0 +1,106 @@
+"""The atlas's records: failures read off the grid, the JSON codec, the cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nebisect.atlas.records import ATLAS_SCHEMA, Atlas, AtlasEntry, AtlasFinding
+from nebisect.atlas.render import failure_counts, failure_rows, markdown, op_rows
+from nebisect.atlas.samples import OpSample
+from nebisect.atlas.sweep import EntryCache, SweepSettings, sweep
+from nebisect.codec import CodecError
+
+PASS_ROW = {"converts": "ok", "fp64": "pass", "fp32": "pass", "fp16": "pass", "ane": "pass"}
+TOLERANCE = "mismatch:tolerance"
+
+
+def _entry(index: str, cells: dict[str, dict[str, str]], op: str = "var") -> AtlasEntry:
+    return AtlasEntry(op, index, f"torch.{op}(x0)", "digest", cells,
+                      [AtlasFinding("title", "tolerance", "conversion", "sqrt", ["trace"])])
+
+
+def test_a_column_failing_as_the_one_before_inherits_that_failure() -> None:
+    wrong_everywhere = {**PASS_ROW, "fp64": TOLERANCE, "fp32": TOLERANCE, "fp16": TOLERANCE,
+                        "ane": TOLERANCE}
+    entry = _entry("float32:6", {"export": PASS_ROW, "trace": wrong_everywhere})
+    assert entry.failures() == {f"fp64: {TOLERANCE}": ["trace"]}
+
+
+def test_a_new_failure_down_the_precisions_is_its_own() -> None:
+    row = {**PASS_ROW, "fp64": TOLERANCE, "fp32": TOLERANCE, "fp16": "mismatch:nonfinite",
+           "ane": "mismatch:nonfinite"}
+    entry = _entry("float32:0", {"export": row, "trace": row})
+    assert entry.failures() == {f"fp64: {TOLERANCE}": ["export", "trace"],
+                                "fp16: mismatch:nonfinite": ["export", "trace"]}
+
+
+def test_a_path_that_does_not_convert_is_a_converts_failure() -> None:
+    broken = {"converts": "error: NotImplementedError", "fp64": "-", "fp32": "-", "fp16": "-",
+              "ane": "-"}
+    entry = _entry("float32:0", {"export": PASS_ROW, "trace": broken})
+    assert entry.failures() == {"converts: error: NotImplementedError": ["trace"]}
+
+
+def test_distinct_failures_are_op_failure_and_paths() -> None:
+    trace_only = {**PASS_ROW, "fp64": TOLERANCE}
+    atlas = Atlas({"coremltools": "9.0"}, {}, [
+        _entry("float32:0", {"export": trace_only, "trace": trace_only}),
+        _entry("float32:6", {"export": PASS_ROW, "trace": trace_only}),
+        _entry("float32:7", {"export": PASS_ROW, "trace": trace_only}),
+        _entry("float32:0", {"export": PASS_ROW, "trace": PASS_ROW}, op="exp"),
+    ])
+    assert [(op, failure, paths, count, first) for op, failure, paths, count, first, _
+            in failure_rows(atlas)] == [
+        ("var", f"fp64: {TOLERANCE}", "export trace", "1", "float32:0"),
+        ("var", f"fp64: {TOLERANCE}", "trace", "2", "float32:6")]
+    assert failure_counts(atlas) == {"fp64 mismatch:tolerance": 2}
+    rows = {(r[0], r[1]): r for r in op_rows(atlas)}
+    assert rows[("var", "export")][3] == f"{TOLERANCE} (float32:0)"
+    assert rows[("exp", "trace")][2:7] == ["ok", "pass", "pass", "pass", "pass"]
+    assert "| var | fp64: mismatch:tolerance | trace | 2 | float32:6 |" in markdown(atlas)
+
+
+def test_the_atlas_json_has_a_schema_and_reads_back() -> None:
+    atlas = Atlas({"coremltools": "9.0"}, {"budget": "8"},
+                  [_entry("float32:0", {"export": PASS_ROW})], {"var": ["a reason"]}, 1, 2.5)
+    document = atlas.to_dict()
+    assert (document["schema"], document["schema_version"]) == (ATLAS_SCHEMA, 1)
+    assert Atlas.from_dict(json.loads(json.dumps(document))) == atlas
+    with pytest.raises(CodecError):
+        Atlas.from_dict({**document, "extra": 1})
+
+
+class _NoRunner:
+    """A runner a fully cached sweep must never touch."""
+
+    def __getattr__(self, name: str) -> None:
+        raise AssertionError(f"the sweep used the runner ({name}) for a cached sample")
+
+
+def _sample(index: str) -> OpSample:
+    return OpSample("exp", "", index, "torch.exp(x0)", {"x0": np.arange(3, dtype=np.float32)})
+
+
+def test_the_cache_skips_unchanged_samples_and_recomputes_a_changed_setting(
+        tmp_path: Path) -> None:
+    settings = SweepSettings()
+    cache = EntryCache(tmp_path, settings)
+    sample = _sample("float32:0")
+    stored = AtlasEntry("exp", "float32:0", sample.call, sample.digest(), {"export": PASS_ROW})
+    cache.put(sample, stored)
+    atlas = sweep([sample], settings, _NoRunner(), cache)  # type: ignore[arg-type]
+    assert (atlas.entries, atlas.computed) == ([stored], 0)
+    assert EntryCache(tmp_path, SweepSettings(seed=1)).get(sample) is None  # another key
+    assert EntryCache(tmp_path, settings).get(_sample("float32:1")) is None
+
+
+def test_a_cache_file_that_does_not_read_back_is_a_miss(tmp_path: Path) -> None:
+    cache = EntryCache(tmp_path, SweepSettings())
+    sample = _sample("float32:0")
+    cache.put(sample, AtlasEntry("exp", "float32:0", sample.call, sample.digest()))
+    (tmp_path / f"{cache.key(sample)}.json").write_text('{"op": "exp", "tampered": true}')
+    assert cache.get(sample) is None

@@ -1,0 +1,88 @@
+"""OpInfo samples as one-op torch sources, and the sweep's plan of them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from nebisect.atlas.plan import parse_dtypes, plan
+from nebisect.atlas.samples import OpSample, first_of_each_form, source_text
+from nebisect.errors import NebisectError
+
+
+@pytest.fixture(scope="module")
+def var_samples() -> list[OpSample]:
+    return plan(["var"], ["float32"]).samples
+
+
+def _module_of(sample: OpSample) -> dict:
+    namespace: dict = {}
+    exec(compile(source_text(sample), sample.name, "exec"), namespace)
+    return namespace["model"]()
+
+
+def test_every_call_form_of_var_is_one_sample_with_its_keywords_baked_in(
+        var_samples: list[OpSample]) -> None:
+    calls = [s.call for s in var_samples]
+    assert len(calls) == len(set(calls)) == 14  # 17 OpInfo samples: 2 rank-0, 1 repeated form
+    assert "torch.var(x0, dim=(1,), correction=2)" in calls  # coremltools PR #2718's form
+    assert "torch.var(x0)" in calls
+    assert all(list(s.inputs) == ["x0"] for s in var_samples)
+
+
+def test_the_written_source_computes_what_torch_computes_at_the_samples_values(
+        var_samples: list[OpSample]) -> None:
+    sample = next(s for s in var_samples if "correction=2" in s.call)
+    built = _module_of(sample)
+    x = built["example_inputs"]["x0"]
+    np.testing.assert_array_equal(x.numpy(), sample.inputs["x0"])  # exact values
+    expected = torch.var(torch.from_numpy(sample.inputs["x0"]), dim=(1,), correction=2)
+    assert torch.equal(built["module"](x), expected)
+
+
+def test_rank0_arguments_become_constants_and_a_variant_sets_them_to_one() -> None:
+    samples = plan(["remainder"], ["float32"]).samples
+    calls = [s.call for s in samples]
+    assert "torch.remainder(x0, torch.tensor(1, dtype=torch.float32))" in calls
+    one = next(s for s in samples if s.index.endswith(":one"))
+    assert one.name == "remainder-float32-1-one"
+    assert _module_of(one)["module"](torch.tensor([2.5, -0.25])).tolist() == [0.5, 0.75]
+
+
+def test_what_cannot_be_a_core_ml_input_is_a_reason_not_a_sample() -> None:
+    planned = plan(["reciprocal"], ["float32"])
+    assert [s.call for s in planned.samples] == ["torch.reciprocal(x0)"]
+    assert planned.unsampled["reciprocal"] == [
+        "reciprocal sample float32:1: rank-0 or empty tensor",
+        "reciprocal sample float32:2: rank-0 or empty tensor"]
+
+
+def test_integer_samples_exist_only_for_ops_that_support_the_dtype() -> None:
+    planned = plan(["floor_divide", "nn.functional.gelu"], ["int32"])
+    assert {s.op_name for s in planned.samples} == {"floor_divide"}
+    assert all(a.dtype == np.int32 for s in planned.samples for a in s.inputs.values())
+
+
+def test_first_of_each_form_keeps_order() -> None:
+    a = OpSample("op", "", "float32:0", "torch.op(x0)", {"x0": np.zeros(2)})
+    b = OpSample("op", "", "float32:1", "torch.op(x0)", {"x0": np.ones(3)})
+    c = OpSample("op", "", "float32:2", "torch.op(x0, 1)", {"x0": np.ones(3)})
+    assert first_of_each_form([a, b, c]) == [a, c]
+
+
+@pytest.mark.parametrize(("names", "message"), [
+    (["no_such_op"], "--ops: 'no_such_op' not in torch's op database"),
+    (["vra"], "(did you mean var"),
+])
+def test_an_unknown_op_is_one_line_naming_the_nearest(names: list[str], message: str) -> None:
+    with pytest.raises(NebisectError, match=None) as raised:
+        plan(names, ["float32"])
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_dtypes_are_checked() -> None:
+    assert parse_dtypes("float32, int32,float32") == ("float32", "int32")
+    with pytest.raises(NebisectError, match="--dtypes 'float99'"):
+        parse_dtypes("float99")
