@@ -34,7 +34,13 @@ settings and coremltools/torch/nebisect versions: a re-run computes only what ch
 --keep DIR writes each failing sample as DIR/NAME/model.py with its triggers and the
 bisect / corpus add commands. Needs the 'atlas' extra (expecttest).
 
-Exit code: 1 when a failure is found, 0 otherwise, 2 on bad input.
+Across versions: save one sweep's --json, run the next under the other coremltools
+(another environment) with --diff BEFORE.json; per op, failures fixed, regressed, new
+(samples the earlier sweep did not judge) and unchanged. --load ATLAS.json reads a
+saved sweep instead of sweeping (to render or diff two saved ones).
+
+Exit code: 1 when a failure is found (with --diff: a failure regressed or new), 0
+otherwise, 2 on bad input.
 """
 
 OPS_OPTION = typer.Option(
@@ -69,6 +75,11 @@ SETUP_OPTION = typer.Option(
     None, "--converter-setup", metavar="MODULE:FUNCTION",
     help="Call this before converting, in the conversion process (repeatable): your own "
     "@register_torch_op converters, swept as the atlas sweeps coremltools' own.")
+DIFF_OPTION = typer.Option(
+    None, "--diff", metavar="BEFORE.json",
+    help="Compare with an earlier sweep's --json (another coremltools or torch).")
+LOAD_OPTION = typer.Option(
+    None, "--load", metavar="ATLAS.json", help="Read a saved sweep instead of sweeping.")
 LIST_OPS_OPTION = typer.Option(False, "--list-ops", help="List the database's ops and exit.")
 
 
@@ -87,6 +98,8 @@ def atlas(
     no_cache: bool = NO_CACHE_OPTION,
     converter_overrides: bool = OVERRIDES_OPTION,
     converter_setup: list[str] = SETUP_OPTION,
+    diff_with: Path = DIFF_OPTION,
+    load: Path = LOAD_OPTION,
     list_ops: bool = LIST_OPS_OPTION,
 ) -> None:
     """``nebisect atlas`` (its help is :data:`ATLAS_HELP`)."""
@@ -98,6 +111,11 @@ def atlas(
     if list_ops:
         typer.echo("\n".join(op_names()))
         return
+    before = _read_atlas(diff_with, "--diff") if diff_with is not None else None
+    if load is not None:
+        result = _read_atlas(load, "--load")
+        _write(result, as_json, markdown_file, report)
+        raise typer.Exit(_finish(result, before))
     if ops is not None and every:
         raise NebisectError("--ops and --all: choose one")
     names = [n.strip() for n in ops.split(",") if n.strip()] if ops is not None else None
@@ -120,7 +138,38 @@ def atlas(
         result = sweep(planned.samples, settings, runner, entries,
                        unsampled=planned.unsampled, progress=_progress(len(planned.samples)))
     _write(result, as_json, markdown_file, report)
-    raise typer.Exit(1 if result.failed else 0)
+    raise typer.Exit(_finish(result, before))
+
+
+def _read_atlas(path: Path, option: str) -> Atlas:
+    """A saved sweep's ``--json``; a file that is not one is a one-line error."""
+    from nebisect.atlas.records import Atlas
+
+    try:
+        return Atlas.from_dict(json.loads(path.read_text()))
+    except OSError as error:
+        raise NebisectError(f"{option} {path}: {error.strerror or error}") from None
+    except ValueError as error:  # not JSON, or not an atlas (CodecError is one)
+        raise NebisectError(f"{option} {path}: not a nebisect atlas ({error})") from None
+
+
+def _finish(result: Atlas, before: Atlas | None) -> int:
+    """The exit code, after the diff with ``before`` is printed (to stderr when stdout
+    carries the JSON): a failure, or with a diff one regressed or new."""
+    if before is None:
+        return 1 if result.failed else 0
+    from nebisect.atlas.diff import CHANGES, diff, diff_rows, versions
+
+    changes = diff(before, result)
+    _say(f"atlas diff: {versions(before, result)}")
+    _say(f"  {'op':28} " + " ".join(f"{name:>9}" for name in CHANGES))
+    for op, *counts in diff_rows(changes):
+        _say(f"  {op:28} " + " ".join(f"{count:>9}" for count in counts))
+    for change in changes:
+        for name in ("fixed", "regressed", "new"):
+            for index, call, path, failure in change.changes[name]:
+                _say(f"  {name}: {change.op} {index} [{path}] {failure}: {call}")
+    return 1 if any(c.changes["regressed"] or c.changes["new"] for c in changes) else 0
 
 
 def _default_cache() -> Path:

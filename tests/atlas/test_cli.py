@@ -65,3 +65,13 @@ def test_a_converter_broken_on_one_path_is_found_kept_and_cached(tmp_path: Path)
     assert again.returncode == 1
     assert json.loads(again.stdout)["computed"] == 0  # read from the cache
     assert "(cached," in again.stderr
+
+
+def test_a_saved_atlas_that_is_not_one_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text('{"schema": "nebisect.atlas", "schema_version": 99}')
+    (tmp_path / "text.json").write_text("not json")
+    for name in ("bad.json", "text.json", "missing.json"):
+        done = _atlas("--load", str(tmp_path / name), tmp_path=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(f"nebisect: error: --load {tmp_path / name}: ")
+        assert done.stderr.count("\n") == 1

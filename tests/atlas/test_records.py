@@ -104,3 +104,30 @@ def test_a_cache_file_that_does_not_read_back_is_a_miss(tmp_path: Path) -> None:
     cache.put(sample, AtlasEntry("exp", "float32:0", sample.call, sample.digest()))
     (tmp_path / f"{cache.key(sample)}.json").write_text('{"op": "exp", "tampered": true}')
     assert cache.get(sample) is None
+
+
+def test_a_diff_sorts_each_ops_failures_into_fixed_regressed_new_and_unchanged() -> None:
+    from nebisect.atlas.diff import diff, diff_rows, versions
+
+    wrong = {**PASS_ROW, "fp64": TOLERANCE}
+    before = Atlas({"coremltools": "9.0", "torch": "2.13"}, {}, [
+        _entry("float32:0", {"export": wrong, "trace": wrong}),
+        _entry("float32:6", {"export": PASS_ROW, "trace": wrong}),
+        _entry("float32:0", {"export": PASS_ROW}, op="exp"),
+    ])
+    after = Atlas({"coremltools": "9.1.dev1", "torch": "2.13"}, {}, [
+        _entry("float32:0", {"export": wrong, "trace": wrong}),
+        _entry("float32:6", {"export": PASS_ROW, "trace": PASS_ROW}),
+        _entry("float32:0", {"export": wrong}, op="exp"),
+        _entry("float32:0", {"export": wrong}, op="log"),
+    ])
+    changes = {c.op: c.changes for c in diff(before, after)}
+    assert changes["var"]["fixed"] == [("float32:6", "torch.var(x0)", "trace",
+                                        f"fp64: {TOLERANCE}")]
+    assert len(changes["var"]["unchanged"]) == 2 and not changes["var"]["regressed"]
+    assert [f[2] for f in changes["exp"]["regressed"]] == ["export"]
+    assert [f[0] for f in changes["log"]["new"]] == ["float32:0"]
+    assert diff_rows(diff(before, after)) == [["var", "1", "0", "0", "2"],
+                                              ["exp", "0", "1", "0", "0"],
+                                              ["log", "0", "0", "1", "0"]]
+    assert versions(before, after) == "coremltools 9.0 → 9.1.dev1"
