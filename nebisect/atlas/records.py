@@ -66,6 +66,8 @@ class AtlasEntry(Record):
     cells: dict[str, dict[str, str]] = field(default_factory=dict)
     findings: list[AtlasFinding] = field(default_factory=list)
     seconds: float = 0.0
+    #: conversion attempts the judging made (each path at each precision it needs)
+    conversions: int = 0
     skipped: str = ""
 
     @property

@@ -138,6 +138,8 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
         entry.skipped = str(error)
     else:
         entry.cells = cells_of(outcome.report)
+        entry.conversions = sum(len(v.conversion.attempts) for v in
+                                outcome.report.conversions.values() if v.conversion)
         entry.findings = findings_of(outcome.report)
         if settings.keep is not None and entry.findings:
             keep(sample, outcome, settings.keep)
