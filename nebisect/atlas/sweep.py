@@ -11,7 +11,8 @@ is read down to an :class:`~nebisect.atlas.records.AtlasEntry`.
 
 Entries are cached by (sample source, settings, coremltools, torch and nebisect
 versions): a re-run computes only what changed. A cache file that does not read back
-is computed again and rewritten. A skipped sample is not cached: its reason may be the
+is computed again and rewritten; a failing one is judged again when failures are kept
+(``keep``, ``corpus``). A skipped sample is not cached: its reason may be the
 machine's (a process that could not start), not the sample's.
 """
 
@@ -28,13 +29,13 @@ from typing import TYPE_CHECKING
 
 from nebisect.atlas.records import ATLAS_COLUMNS, NOT_RUN, Atlas, AtlasEntry, AtlasFinding
 from nebisect.atlas.samples import OpSample, source_text
+from nebisect.atlas.store import keep, store
 from nebisect.codec import CodecError
 from nebisect.errors import NebisectError
 from nebisect.files import write_text
 
 if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
-    from nebisect.detect.run import RunOutcome
     from nebisect.executors.runner import Runner
 
 #: the targets every sample is judged on (``sim:fp64`` is run's exact row, added by run)
@@ -48,13 +49,21 @@ class SweepSettings:
     """What a sweep judges with; part of every cache key. ``converter_setup``: the
     ``module:function`` calls made before converting (one's own op converters, or a
     broken one a test plants); ``keep``: where each failing sample's source and
-    triggers go (None: nowhere)."""
+    triggers go, ``corpus``: the corpus its findings are stored in (None: nowhere;
+    :mod:`nebisect.atlas.store`)."""
 
     budget: int = SAMPLE_BUDGET
     seed: int = 0
     converter_overrides: bool = False
     converter_setup: tuple[str, ...] = ()
     keep: Path | None = field(default=None, compare=False)
+    corpus: Path | None = field(default=None, compare=False)
+
+    @property
+    def keeps(self) -> bool:
+        """Whether failures are kept (``keep``, ``corpus``): a cached failing entry is
+        then judged again, since what is kept comes from its run."""
+        return self.keep is not None or self.corpus is not None
 
     def describe(self) -> dict[str, str]:
         return {"budget": str(self.budget), "seed": str(self.seed),
@@ -105,6 +114,8 @@ def sweep(samples: Sequence[OpSample], settings: SweepSettings, runner: Runner,
     with tempfile.TemporaryDirectory(prefix="nebisect-atlas-") as scratch:
         for done, sample in enumerate(samples, 1):
             entry = cache.get(sample) if cache else None
+            if entry is not None and entry.failed and settings.keeps:
+                entry = None  # judged again: what is kept comes from the run itself
             cached = entry is not None
             if entry is None:
                 entry = judge(sample, settings, runner, Path(scratch))
@@ -143,6 +154,8 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
         entry.findings = findings_of(outcome.report)
         if settings.keep is not None and entry.findings:
             keep(sample, outcome, settings.keep)
+        if settings.corpus is not None and entry.findings:
+            store(sample, outcome, source, settings.corpus)
     entry.seconds = round(time.monotonic() - start, 3)
     return entry
 
@@ -191,17 +204,3 @@ def findings_of(report: RunReport) -> list[AtlasFinding]:
     """``run``'s findings of the sample, one per root cause."""
     return [AtlasFinding(f.title, f.symptom, f.attribution, f.op_type, f.paths, f.targets,
                          f.message) for f in report.findings]
-
-
-def keep(sample: OpSample, outcome: RunOutcome, directory: Path) -> None:
-    """The failing sample as a torch source beside its findings' triggers (``N.npz`` and
-    ``triggers.json`` with the ``bisect`` and ``corpus add`` commands), under
-    ``directory/<sample name>/``."""
-    from nebisect.detect.triggers import save_triggers
-
-    here = directory / sample.name
-    source = here / "model.py"
-    write_text(source, source_text(sample))
-    report = outcome.report
-    save_triggers(here, [f.representative for f in report.findings], report.rows,
-                  outcome.inputs_files, source=f"{source}:model", typed=f"{source}:model")

@@ -32,7 +32,8 @@ The default op list (the ops behind published converter bugs and what models
 convert through) takes minutes; --all sweeps every op. Entries are cached by sample,
 settings and coremltools/torch/nebisect versions: a re-run computes only what changed.
 --keep DIR writes each failing sample as DIR/NAME/model.py with its triggers and the
-bisect / corpus add commands. Needs the 'atlas' extra (expecttest).
+bisect / corpus add commands; --corpus DIR stores each finding as a corpus case that
+replay guards. Needs the 'atlas' extra (expecttest).
 
 Across versions: save one sweep's --json, run the next under the other coremltools
 (another environment) with --diff BEFORE.json; per op, failures fixed, regressed, new
@@ -64,6 +65,10 @@ REPORT_OPTION = typer.Option(None, "--report", help="Write report.json/report.ht
 KEEP_OPTION = typer.Option(
     None, "--keep", metavar="DIR",
     help="Write each failing sample's source, triggers and next commands under DIR.")
+CORPUS_OPTION = typer.Option(
+    None, "--corpus", metavar="DIR",
+    help="Store each finding's smallest trigger as a corpus case (the one-op source, its "
+    "inputs, target and conversion path) that replay guards.")
 CACHE_OPTION = typer.Option(
     None, "--cache", metavar="DIR",
     help="Entry cache (default: $XDG_CACHE_HOME/nebisect/atlas or ~/.cache/nebisect/atlas).")
@@ -94,6 +99,7 @@ def atlas(
     markdown_file: Path = MARKDOWN_OPTION,
     report: Path = REPORT_OPTION,
     keep: Path = KEEP_OPTION,
+    corpus: Path = CORPUS_OPTION,
     cache: Path = CACHE_OPTION,
     no_cache: bool = NO_CACHE_OPTION,
     converter_overrides: bool = OVERRIDES_OPTION,
@@ -124,8 +130,12 @@ def atlas(
     check_count("--budget", budget)
     for call in converter_setup or []:
         check_function_name(call, "--converter-setup")
+    if corpus is not None and (converter_setup or converter_overrides):
+        raise NebisectError("--corpus converts plainly on replay: it cannot keep what "
+                            "--converter-setup or --converter-overrides changed")
     settings = SweepSettings(budget=budget, seed=seed, converter_overrides=converter_overrides,
-                             converter_setup=tuple(converter_setup or ()), keep=keep)
+                             converter_setup=tuple(converter_setup or ()), keep=keep,
+                             corpus=corpus)
     planned = plan(names, parse_dtypes(dtypes), every=every)
     if not planned.samples:
         raise NebisectError("no sample to judge: " + "; ".join(

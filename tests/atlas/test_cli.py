@@ -27,6 +27,7 @@ def _atlas(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     (["--ops", "tanh", "--all"], "nebisect: error: --ops and --all: choose one"),
     (["--dtypes", "float99"], "nebisect: error: --dtypes 'float99'"),
     (["--converter-setup", "nocolon"], "nebisect: error: --converter-setup 'nocolon' must"),
+    (["--corpus", "c", "--converter-overrides"], "nebisect: error: --corpus converts plainly"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str,
                                                 tmp_path: Path) -> None:
@@ -75,3 +76,25 @@ def test_a_saved_atlas_that_is_not_one_is_one_line_and_exit_2(tmp_path: Path) ->
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith(f"nebisect: error: --load {tmp_path / name}: ")
         assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_a_published_converter_bug_is_stored_as_a_corpus_case_replay_guards(
+        tmp_path: Path) -> None:
+    """coremltools PR #2773: torch.reciprocal converts to inverse with epsilon 1e-4."""
+    corpus = tmp_path / "corpus"
+    done = _atlas("--ops", "reciprocal", "--dtypes", "float32", "--corpus", str(corpus),
+                  "--json", "--no-cache", tmp_path=tmp_path)
+    assert done.returncode == 1, done.stderr
+    (entry,) = json.loads(done.stdout)["entries"]
+    assert [f["op_type"] for f in entry["findings"]] == ["inverse"]
+    cases = sorted(corpus.glob("*/case.json"))
+    assert len(cases) == 1
+    record = json.loads(cases[0].read_text())
+    assert record["expected"]["status"] == "failing"
+    assert record["expected"]["signature"] == "mismatch:tolerance"
+    replayed = subprocess.run([sys.executable, "-m", "nebisect", "replay", str(corpus)],
+                              capture_output=True, text=True, timeout=900, check=False,
+                              env={**os.environ, "PYTHONPATH": str(TESTS)})
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "1 ok" in replayed.stdout + replayed.stderr
