@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,7 +130,9 @@ def samples_of(info: Any, dtypes: Sequence[str]) -> Iterator[OpSample | str]:
         if dtype not in supported:
             continue
         try:
-            samples = list(info.sample_inputs("cpu", dtype))
+            with warnings.catch_warnings():  # torch's deprecation and beta notices
+                warnings.simplefilter("ignore")
+                samples = list(info.sample_inputs("cpu", dtype))
         except Exception as error:  # torch's generator: any failure is a skip reason
             yield f"{op_name(info)}: sample_inputs failed ({type(error).__name__})"
             continue
