@@ -12,6 +12,7 @@ import typer
 
 from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.errors import NebisectError
+from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 
 if TYPE_CHECKING:
     from nebisect.atlas.records import Atlas, AtlasEntry
@@ -80,6 +81,9 @@ SETUP_OPTION = typer.Option(
     None, "--converter-setup", metavar="MODULE:FUNCTION",
     help="Call this before converting, in the conversion process (repeatable): your own "
     "@register_torch_op converters, swept as the atlas sweeps coremltools' own.")
+CLUSTER_OPTION = typer.Option(
+    None, "--cluster", envvar=CLUSTER_ENV,
+    help=f"{CLUSTER_HELP} Each sample's cells go to the workers, as run --cluster sends them.")
 DIFF_OPTION = typer.Option(
     None, "--diff", metavar="BEFORE.json",
     help="Compare with an earlier sweep's --json (another coremltools or torch).")
@@ -104,6 +108,7 @@ def atlas(
     no_cache: bool = NO_CACHE_OPTION,
     converter_overrides: bool = OVERRIDES_OPTION,
     converter_setup: list[str] = SETUP_OPTION,
+    cluster: str = CLUSTER_OPTION,
     diff_with: Path = DIFF_OPTION,
     load: Path = LOAD_OPTION,
     list_ops: bool = LIST_OPS_OPTION,
@@ -144,7 +149,7 @@ def atlas(
     workers = check_count("--jobs", jobs, MAX_JOBS) if jobs is not None else os.cpu_count() or 1
     _say(f"atlas: {len(planned.samples)} samples of {len({s.op_name for s in planned.samples})}"
          " ops")
-    with Runner(workers) as runner:
+    with Runner(workers, cluster=cluster) as runner:
         result = sweep(planned.samples, settings, runner, entries,
                        unsampled=planned.unsampled, progress=_progress(len(planned.samples)))
     _write(result, as_json, markdown_file, report)

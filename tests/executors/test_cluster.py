@@ -246,6 +246,24 @@ def test_run_through_the_cluster_finds_what_it_finds_locally(cluster: Any, tmp_p
     assert len(remote["rows"]) == 8
 
 
+@pytest.mark.slow
+def test_the_atlas_through_the_cluster_judges_as_it_does_locally(cluster: Any) -> None:
+    """Each sample's cells go to the workers; the entries are the local sweep's."""
+    local, _, _ = cluster
+    args = ("atlas", "--ops", "reciprocal", "--dtypes", "float32", "--json", "--no-cache")
+    here = cli(*args)
+    there = cli(*args, "--cluster", local.scheduler_address)
+    assert here.returncode == there.returncode == 1, there.stderr
+
+    def judged(output: str) -> list[tuple[Any, ...]]:
+        return [(e["call"], e["cells"], e["findings"]) for e in json.loads(output)["entries"]]
+
+    assert judged(there.stdout) == judged(here.stdout)
+    (_, cells, findings) = judged(there.stdout)[0]
+    assert cells["export"]["fp64"] == "mismatch:tolerance"
+    assert [f["op_type"] for f in findings] == ["inverse"]
+
+
 @pytest.mark.parametrize("command", [("replay", "corpus"),
                                      ("run", "examples/logsumexp_ne.py:model")])
 def test_an_unreachable_scheduler_is_one_line_and_exit_2(command: tuple[str, str]) -> None:
