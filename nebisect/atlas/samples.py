@@ -72,6 +72,11 @@ class OpSample:
         the same way."""
         return self.call
 
+    @property
+    def shapes(self) -> str:
+        """The inputs' shapes, ``5×5×5 10×5``."""
+        return " ".join("×".join(map(str, a.shape)) for a in self.inputs.values())
+
     def digest(self) -> str:
         """What identifies the sample's content (its source text's hash)."""
         return hashlib.sha256(source_text(self).encode()).hexdigest()
@@ -260,3 +265,24 @@ def first_of_each_form(samples: Iterable[OpSample]) -> list[OpSample]:
     for sample in samples:
         seen.setdefault(sample.form, sample)
     return list(seen.values())
+
+
+def smaller(sample: OpSample) -> Iterator[OpSample]:
+    """The sample with one input's axis cut, each way in turn: to length 1, then to half
+    its length (its first elements), largest inputs first — what a shrink tries. The
+    rank and the call stay: a cut that makes the call invalid fails in torch, and the
+    run judging it says so."""
+    names = sorted(sample.inputs, key=lambda n: -sample.inputs[n].size)
+    for name in names:
+        array = sample.inputs[name]
+        for axis, size in enumerate(array.shape):
+            for length in dict.fromkeys((1, (size + 1) // 2)):
+                if length >= size:
+                    continue
+                cut = np.take(array, np.arange(length), axis=axis)
+                yield OpSample(sample.op, sample.variant, _shrunk(sample.index), sample.call,
+                               {**sample.inputs, name: cut})
+
+
+def _shrunk(index: str) -> str:
+    return index if index.endswith(":shrunk") else f"{index}:shrunk"

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from nebisect.detect.run import RunOutcome
 
 
-def keep(sample: OpSample, outcome: RunOutcome, directory: Path) -> None:
+def keep(sample: OpSample, outcome: RunOutcome, directory: Path) -> Path:
     """The failing sample as a torch source beside its findings' triggers, under
-    ``directory/<sample name>/``."""
+    ``directory/<sample name>/`` (returned)."""
     from nebisect.detect.triggers import save_triggers
 
     here = directory / sample.name
@@ -34,6 +34,7 @@ def keep(sample: OpSample, outcome: RunOutcome, directory: Path) -> None:
     report = outcome.report
     save_triggers(here, [f.representative for f in report.findings], report.rows,
                   outcome.inputs_files, source=f"{source}:model", typed=f"{source}:model")
+    return here
 
 
 def store(sample: OpSample, outcome: RunOutcome, source: Path, corpus_root: Path) -> list[str]:

@@ -11,14 +11,14 @@ is read down to an :class:`~nebisect.atlas.records.AtlasEntry`.
 
 Entries are cached by (sample source, settings, coremltools, torch and nebisect
 versions): a re-run computes only what changed. A cache file that does not read back
-is computed again and rewritten; a failing one is judged again when failures are kept
-(``keep``, ``corpus``). A skipped sample is not cached: its reason may be the
+is computed again and rewritten. A skipped sample is not cached: its reason may be the
 machine's (a process that could not start), not the sample's.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import tempfile
 import time
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nebisect.atlas.records import ATLAS_COLUMNS, NOT_RUN, Atlas, AtlasEntry, AtlasFinding
-from nebisect.atlas.samples import OpSample, source_text
+from nebisect.atlas.samples import OpSample, smaller, source_text
 from nebisect.atlas.store import keep, store
 from nebisect.codec import CodecError
 from nebisect.errors import NebisectError
@@ -36,12 +36,15 @@ from nebisect.files import write_text
 
 if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
+    from nebisect.detect.run import RunOutcome
     from nebisect.executors.runner import Runner
 
 #: the targets every sample is judged on (``sim:fp64`` is run's exact row, added by run)
 SWEEP_TARGETS = tuple(t for t in ATLAS_COLUMNS.values() if t and t != "sim:fp64")
 #: exploration predictions per target and sample: every value family at least once
 SAMPLE_BUDGET = 8
+#: smaller samples tried per kept failure (each a judging: seconds)
+DEFAULT_SHRINK_BUDGET = 6
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,8 @@ class SweepSettings:
     ``module:function`` calls made before converting (one's own op converters, or a
     broken one a test plants); ``keep``: where each failing sample's source and
     triggers go, ``corpus``: the corpus its findings are stored in (None: nowhere;
-    :mod:`nebisect.atlas.store`)."""
+    :mod:`nebisect.atlas.store`); ``shrink_budget``: the smaller samples tried per
+    kept failure."""
 
     budget: int = SAMPLE_BUDGET
     seed: int = 0
@@ -58,11 +62,11 @@ class SweepSettings:
     converter_setup: tuple[str, ...] = ()
     keep: Path | None = field(default=None, compare=False)
     corpus: Path | None = field(default=None, compare=False)
+    shrink_budget: int = field(default=DEFAULT_SHRINK_BUDGET, compare=False)
 
     @property
     def keeps(self) -> bool:
-        """Whether failures are kept (``keep``, ``corpus``): a cached failing entry is
-        then judged again, since what is kept comes from its run."""
+        """Whether failures are kept (``keep``, ``corpus``)."""
         return self.keep is not None or self.corpus is not None
 
     def describe(self) -> dict[str, str]:
@@ -106,35 +110,39 @@ Progress = Callable[[int, int, AtlasEntry, bool], None]
 
 def sweep(samples: Sequence[OpSample], settings: SweepSettings, runner: Runner,
           cache: EntryCache | None = None, *, unsampled: dict[str, list[str]] | None = None,
-          progress: Progress = lambda _done, _total, _entry, _cached: None) -> Atlas:
+          progress: Progress = lambda _done, _total, _entry, _cached: None,
+          told: Callable[[str], None] = lambda _line: None) -> Atlas:
     """Judge every sample (or read it from ``cache``), in order; ``progress`` is told
-    after each (done, total, entry, whether it came from the cache)."""
+    after each (done, total, entry, whether it came from the cache). When failures are
+    kept (:attr:`SweepSettings.keeps`), each distinct failure is then shrunk and kept
+    (:func:`keep_failures`; ``told`` hears a line per failure)."""
     atlas = Atlas(environment(), settings.describe(), unsampled=dict(unsampled or {}))
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="nebisect-atlas-") as scratch:
         for done, sample in enumerate(samples, 1):
             entry = cache.get(sample) if cache else None
-            if entry is not None and entry.failed and settings.keeps:
-                entry = None  # judged again: what is kept comes from the run itself
             cached = entry is not None
             if entry is None:
-                entry = judge(sample, settings, runner, Path(scratch))
+                entry = judge(sample, settings, runner, Path(scratch))[0]
                 atlas.computed += 1
                 if cache and not entry.skipped:
                     cache.put(sample, entry)
             atlas.entries.append(entry)
             progress(done, len(samples), entry, cached)
+        if settings.keeps:
+            keep_failures(atlas, samples, settings, runner, Path(scratch), told)
     atlas.seconds = time.monotonic() - start
     return atlas
 
 
 def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
-          scratch: Path) -> AtlasEntry:
-    """One sample through ``run`` on ``runner``: its entry (``skipped`` when the run
-    cannot judge it: the op fails in torch, nothing converts to run)."""
+          scratch: Path) -> tuple[AtlasEntry, RunOutcome | None]:
+    """One sample through ``run`` on ``runner``, in a directory of its own under
+    ``scratch``: its entry (``skipped`` when the run cannot judge it: the op fails in
+    torch, nothing converts to run) and the run's outcome (None when skipped)."""
     from nebisect.detect.run import RunOptions, run_on
 
-    here = scratch / sample.name
+    here = scratch / f"{sample.name}-{next(_judged)}"
     here.mkdir()
     source = here / "model.py"
     source.write_text(source_text(sample))
@@ -143,6 +151,7 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
     options = RunOptions(source=f"{source}:model", targets=SWEEP_TARGETS, budget=settings.budget,
                          seed=settings.seed, converter_overrides=settings.converter_overrides,
                          converter_setup=settings.converter_setup)
+    outcome = None
     try:
         outcome = run_on(runner, options, here)
     except NebisectError as error:
@@ -152,12 +161,65 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
         entry.conversions = sum(len(v.conversion.attempts) for v in
                                 outcome.report.conversions.values() if v.conversion)
         entry.findings = findings_of(outcome.report)
-        if settings.keep is not None and entry.findings:
-            keep(sample, outcome, settings.keep)
-        if settings.corpus is not None and entry.findings:
-            store(sample, outcome, source, settings.corpus)
     entry.seconds = round(time.monotonic() - start, 3)
-    return entry
+    return entry, outcome
+
+
+#: numbers the directories of a sweep's judgings (a sample may be judged again)
+_judged = itertools.count(1)
+
+
+def keep_failures(atlas: Atlas, samples: Sequence[OpSample], settings: SweepSettings,
+                  runner: Runner, scratch: Path, told: Callable[[str], None]) -> None:
+    """Each distinct failure (:meth:`Atlas.distinct_failures`) once: the first sample
+    that shows it, shrunk while it still fails the same way on the same paths
+    (:func:`shrink`, within ``settings.shrink_budget`` judgings), judged again and
+    kept (:mod:`nebisect.atlas.store`: ``--keep``, ``--corpus``)."""
+    by_identity = {(s.op_name, s.index, s.call): s for s in samples}
+    kept: set[str] = set()
+    for (op, failure, paths), entries in atlas.distinct_failures().items():
+        first = by_identity[(op, entries[0].index, entries[0].call)]
+
+        def still_fails(candidate: OpSample, failure: str = failure,
+                        paths: tuple[str, ...] = paths) -> bool:
+            entry, _ = judge(candidate, settings, runner, scratch)
+            return entry.failures().get(failure) == list(paths)
+
+        sample = shrink(first, still_fails, settings.shrink_budget)
+        if sample.digest() in kept:
+            continue
+        kept.add(sample.digest())
+        entry, outcome = judge(sample, settings, runner, scratch)
+        if outcome is None or entry.failures().get(failure) != list(paths):
+            told(f"  {op} {failure} [{' '.join(paths)}]: not reproduced when judged again; "
+                 "not kept")
+            continue
+        where = []
+        if settings.keep is not None:
+            where.append(str(keep(sample, outcome, settings.keep)))
+        if settings.corpus is not None:
+            source = Path(outcome.report.source.rpartition(":")[0])
+            where.extend(store(sample, outcome, source, settings.corpus))
+        told(f"  kept {op} {failure} [{' '.join(paths)}] as {sample.index} "
+             f"({sample.shapes}): {', '.join(where)}")
+
+
+def shrink(sample: OpSample, still_fails: Callable[[OpSample], bool], budget: int) -> OpSample:
+    """The smallest sample :func:`~nebisect.atlas.samples.smaller` reaches from
+    ``sample`` that ``still_fails``, greedily (the first smaller candidate that fails is
+    taken, and shrunk again), trying at most ``budget`` candidates."""
+    tried = 0
+    while tried < budget:
+        for candidate in smaller(sample):
+            if tried >= budget:
+                break
+            tried += 1
+            if still_fails(candidate):
+                sample = candidate
+                break
+        else:
+            break
+    return sample
 
 
 def cells_of(report: RunReport) -> dict[str, dict[str, str]]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from nebisect.atlas.sweep import DEFAULT_SHRINK_BUDGET
 from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
@@ -32,9 +33,11 @@ failures (op × symptom × path), each one of run's findings.
 The default op list (the ops behind published converter bugs and what models
 convert through) takes minutes; --all sweeps every op. Entries are cached by sample,
 settings and coremltools/torch/nebisect versions: a re-run computes only what changed.
---keep DIR writes each failing sample as DIR/NAME/model.py with its triggers and the
-bisect / corpus add commands; --corpus DIR stores each finding as a corpus case that
-replay guards. Needs the 'atlas' extra (expecttest).
+--keep DIR and --corpus DIR keep each distinct failure once: its first sample, shrunk
+(an input's axis cut to 1 or halved while it fails the same way on the same paths,
+--shrink-budget tries), judged again and written as DIR/NAME/model.py with its triggers
+and the bisect / corpus add commands (--keep), or stored as corpus cases replay guards
+(--corpus). Needs the 'atlas' extra (expecttest).
 
 Across versions: save one sweep's --json, run the next under the other coremltools
 (another environment) with --diff BEFORE.json; per op, failures fixed, regressed, new
@@ -70,6 +73,9 @@ CORPUS_OPTION = typer.Option(
     None, "--corpus", metavar="DIR",
     help="Store each finding's smallest trigger as a corpus case (the one-op source, its "
     "inputs, target and conversion path) that replay guards.")
+SHRINK_OPTION = typer.Option(
+    DEFAULT_SHRINK_BUDGET, "--shrink-budget", metavar="N",
+    help="Smaller samples tried per kept failure (0: keep the sample as OpInfo gives it).")
 CACHE_OPTION = typer.Option(
     None, "--cache", metavar="DIR",
     help="Entry cache (default: $XDG_CACHE_HOME/nebisect/atlas or ~/.cache/nebisect/atlas).")
@@ -104,6 +110,7 @@ def atlas(
     report: Path = REPORT_OPTION,
     keep: Path = KEEP_OPTION,
     corpus: Path = CORPUS_OPTION,
+    shrink_budget: int = SHRINK_OPTION,
     cache: Path = CACHE_OPTION,
     no_cache: bool = NO_CACHE_OPTION,
     converter_overrides: bool = OVERRIDES_OPTION,
@@ -133,6 +140,7 @@ def atlas(
     if names is not None and not names:
         raise NebisectError("--ops '': name at least one op")
     check_count("--budget", budget)
+    check_count("--shrink-budget", shrink_budget, least=0)
     for call in converter_setup or []:
         check_function_name(call, "--converter-setup")
     if corpus is not None and (converter_setup or converter_overrides):
@@ -140,7 +148,7 @@ def atlas(
                             "--converter-setup or --converter-overrides changed")
     settings = SweepSettings(budget=budget, seed=seed, converter_overrides=converter_overrides,
                              converter_setup=tuple(converter_setup or ()), keep=keep,
-                             corpus=corpus)
+                             corpus=corpus, shrink_budget=shrink_budget)
     planned = plan(names, parse_dtypes(dtypes), every=every)
     if not planned.samples:
         raise NebisectError("no sample to judge: " + "; ".join(
@@ -151,7 +159,8 @@ def atlas(
          " ops")
     with Runner(workers, cluster=cluster) as runner:
         result = sweep(planned.samples, settings, runner, entries,
-                       unsampled=planned.unsampled, progress=_progress(len(planned.samples)))
+                       unsampled=planned.unsampled, progress=_progress(len(planned.samples)),
+                       told=_say)
     _write(result, as_json, markdown_file, report)
     raise typer.Exit(_finish(result, before))
 

@@ -41,8 +41,8 @@ def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str,
 def test_a_converter_broken_on_one_path_is_found_kept_and_cached(tmp_path: Path) -> None:
     """support.one_path_override lowers tanh to sigmoid under jit.trace only."""
     keep = tmp_path / "found"
-    args = ("--ops", "tanh", "--dtypes", "float32", "--json", "--keep", str(keep),
-            "--converter-setup", "support.one_path_override:install")
+    args = ("--ops", "tanh", "--dtypes", "float32", "--json",
+            "--converter-setup", "support.one_path_override:install", "--keep", str(keep))
     done = _atlas(*args, tmp_path=tmp_path)
     assert done.returncode == 1, done.stderr
     atlas = json.loads(done.stdout)
@@ -54,15 +54,18 @@ def test_a_converter_broken_on_one_path_is_found_kept_and_cached(tmp_path: Path)
     (finding,) = entry["findings"]
     assert (finding["attribution"], finding["op_type"], finding["paths"]) == (
         "conversion", "sigmoid", ["trace"])
-    kept = keep / "tanh-float32-0"
-    assert (kept / "model.py").read_text().count("torch.tanh(x0)") == 2  # docstring + forward
+    kept = keep / "tanh-float32-0-shrunk"  # shrunk: any shape shows it
+    model = (kept / "model.py").read_text()
+    assert model.count("torch.tanh(x0)") == 2  # docstring + forward
+    assert "'x0': torch.tensor([" in model and model.count(",") < 12  # one element left
+    assert "kept tanh fp64: mismatch:tolerance [trace] as float32:0:shrunk (1×1)" in done.stderr
     (trigger,) = json.loads((kept / "triggers.json").read_text())["triggers"]
     assert (trigger["path"], trigger["attribution"]) == ("trace", "conversion")
     assert (kept / trigger["inputs"]).is_file()
     assert any("corpus add" in command for command in trigger["commands"])
     assert "[1/1] tanh float32:0" in done.stderr
 
-    again = _atlas(*args, tmp_path=tmp_path)
+    again = _atlas(*args[:-2], tmp_path=tmp_path)  # no --keep: nothing is judged again
     assert again.returncode == 1
     assert json.loads(again.stdout)["computed"] == 0  # read from the cache
     assert "(cached," in again.stderr

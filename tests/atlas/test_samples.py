@@ -86,3 +86,31 @@ def test_dtypes_are_checked() -> None:
     assert parse_dtypes("float32, int32,float32") == ("float32", "int32")
     with pytest.raises(NebisectError, match="--dtypes 'float99'"):
         parse_dtypes("float99")
+
+
+def test_smaller_cuts_one_axis_of_one_input_at_a_time() -> None:
+    from nebisect.atlas.samples import smaller
+
+    sample = OpSample("add", "", "float32:0", "torch.add(x0, x1)",
+                      {"x0": np.zeros((4, 3)), "x1": np.zeros((3,))})
+    cuts = [(c.inputs["x0"].shape, c.inputs["x1"].shape, c.index) for c in smaller(sample)]
+    assert cuts == [((1, 3), (3,), "float32:0:shrunk"), ((2, 3), (3,), "float32:0:shrunk"),
+                    ((4, 1), (3,), "float32:0:shrunk"), ((4, 2), (3,), "float32:0:shrunk"),
+                    ((4, 3), (1,), "float32:0:shrunk"), ((4, 3), (2,), "float32:0:shrunk")]
+
+
+def test_shrink_takes_the_first_smaller_sample_that_still_fails_within_its_budget() -> None:
+    from nebisect.atlas.sweep import shrink
+
+    sample = OpSample("exp", "", "float32:0", "torch.exp(x0)", {"x0": np.zeros((4, 4))})
+    tried: list[tuple[int, ...]] = []
+
+    def still_fails(candidate: OpSample) -> bool:  # fails while the first axis is > 1
+        tried.append(candidate.inputs["x0"].shape)
+        return candidate.inputs["x0"].shape[0] > 1
+
+    assert shrink(sample, still_fails, 10).inputs["x0"].shape == (2, 1)
+    assert tried == [(1, 4), (2, 4), (1, 4), (2, 1), (1, 1)]
+    tried.clear()
+    assert shrink(sample, still_fails, 1).inputs["x0"].shape == (4, 4)  # (1, 4) passed
+    assert tried == [(1, 4)]
