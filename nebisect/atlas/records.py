@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from nebisect.codec import Form, Record
+from nebisect.verdict import normalize_message
 
 ATLAS_SCHEMA = "nebisect.atlas"
 ATLAS_SCHEMA_VERSION = 1
@@ -85,9 +86,18 @@ class AtlasEntry(Record):
                     before = ""
                     continue
                 if value != before:
-                    found.setdefault(f"{column}: {value}", []).append(path)
+                    found.setdefault(f"{column}: {_normalized(value)}", []).append(path)
                 before = value
         return found
+
+
+def _normalized(value: str) -> str:
+    """A cell's value as failures are keyed: a conversion error's message normalized
+    (:func:`~nebisect.verdict.normalize_message`: ``Op "10"`` and ``Op "9"`` are one
+    error), whatever the entry's cache kept."""
+    prefix = "error: "
+    return prefix + normalize_message(value[len(prefix):]) if value.startswith(prefix) \
+        else value
 
 
 @dataclass

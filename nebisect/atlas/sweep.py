@@ -33,6 +33,7 @@ from nebisect.atlas.store import keep, store
 from nebisect.codec import CodecError
 from nebisect.errors import NebisectError
 from nebisect.files import write_text
+from nebisect.verdict import normalize_message
 
 if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
@@ -238,7 +239,9 @@ def cells_of(report: RunReport) -> dict[str, dict[str, str]]:
 
 
 def _conversions(report: RunReport) -> dict[str, str]:
-    """Path → ``ok`` or the first failed attempt's message, over every precision."""
+    """Path → ``ok`` or ``error: <message>`` of its first failed attempt, over every
+    precision; the message normalized as error signatures are (numbers, names and
+    paths masked), so one converter error over many samples is one failure."""
     found: dict[str, str] = {}
     for verdict in report.conversions.values():
         attempts = verdict.conversion.attempts if verdict.conversion else []
@@ -246,8 +249,7 @@ def _conversions(report: RunReport) -> dict[str, str]:
             path, status = str(attempt.get("path", "")), attempt.get("status")
             if found.get(path, "ok") == "ok":
                 found[path] = "ok" if status == "ok" else (
-                    f"error: {str(attempt.get('message', '')).splitlines()[0][:200]}"
-                    if attempt.get("message") else "error")
+                    f"error: {normalize_message(str(attempt.get('message', '')))}")
     return found
 
 

@@ -131,3 +131,15 @@ def test_a_diff_sorts_each_ops_failures_into_fixed_regressed_new_and_unchanged()
                                               ["exp", "0", "1", "0", "0"],
                                               ["log", "0", "0", "1", "0"]]
     assert versions(before, after) == "coremltools 9.0 → 9.1.dev1"
+
+
+def test_conversion_errors_differing_in_numbers_only_are_one_failure() -> None:
+    def broken(op_name: str) -> dict[str, str]:
+        return {"converts": f'error: ValueError: Op "{op_name}" (op_type: layer_norm) gamma',
+                "fp64": "-", "fp32": "-", "fp16": "-", "ane": "-"}
+
+    atlas = Atlas({}, {}, [_entry("float32:0", {"trace": broken("10")}, op="layer_norm"),
+                           _entry("float32:1", {"trace": broken("9")}, op="layer_norm")])
+    assert list(atlas.distinct_failures()) == [
+        ("layer_norm", 'converts: error: ValueError: Op "N" (op_type: layer_norm) gamma',
+         ("trace",))]
