@@ -17,7 +17,7 @@ from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 
 if TYPE_CHECKING:
     from nebisect.atlas.records import Atlas, AtlasEntry
-    from nebisect.atlas.sweep import Progress
+    from nebisect.atlas.sweep import Progress, SweepSettings
 
 ORDER = 35
 
@@ -125,9 +125,8 @@ def atlas(
 ) -> None:
     """``nebisect atlas`` (its help is :data:`ATLAS_HELP`)."""
     from nebisect.atlas.plan import op_names, parse_dtypes, plan
-    from nebisect.atlas.sweep import EntryCache, SweepSettings, sweep
+    from nebisect.atlas.sweep import EntryCache, sweep
     from nebisect.executors.runner import Runner
-    from nebisect.isolation.needs import check_function_name
 
     if list_ops:
         typer.echo("\n".join(op_names()))
@@ -139,20 +138,9 @@ def atlas(
         raise typer.Exit(_finish(result, before))
     if ops is not None and every:
         raise NebisectError("--ops and --all: choose one")
-    names = [n.strip() for n in ops.split(",") if n.strip()] if ops is not None else None
-    if names is not None and not names:
-        raise NebisectError("--ops '': name at least one op")
-    check_count("--budget", budget)
-    check_count("--shrink-budget", shrink_budget, least=0)
-    for call in converter_setup or []:
-        check_function_name(call, "--converter-setup")
-    if corpus is not None and (converter_setup or converter_overrides):
-        raise NebisectError("--corpus converts plainly on replay: it cannot keep what "
-                            "--converter-setup or --converter-overrides changed")
-    settings = SweepSettings(budget=budget, seed=seed, converter_overrides=converter_overrides,
-                             converter_setup=tuple(converter_setup or ()), keep=keep,
-                             corpus=corpus, shrink_budget=shrink_budget)
-    planned = plan(names, parse_dtypes(dtypes), every=every)
+    settings = _settings(budget, seed, converter_overrides, tuple(converter_setup or ()), keep,
+                         corpus, shrink_budget)
+    planned = plan(_op_names(ops), parse_dtypes(dtypes), every=every)
     if not planned.samples:
         raise NebisectError("no sample to judge: " + "; ".join(
             reasons[0] for reasons in planned.unsampled.values()))
@@ -166,6 +154,35 @@ def atlas(
                        told=_say)
     _write(result, as_json, markdown_file, report)
     raise typer.Exit(_finish(result, before))
+
+
+def _op_names(ops: str | None) -> list[str] | None:
+    """``--ops A,B`` → the names (None: the default list)."""
+    if ops is None:
+        return None
+    names = [name.strip() for name in ops.split(",") if name.strip()]
+    if not names:
+        raise NebisectError("--ops '': name at least one op")
+    return names
+
+
+def _settings(budget: int, seed: int, converter_overrides: bool,
+              converter_setup: tuple[str, ...], keep: Path | None, corpus: Path | None,
+              shrink_budget: int) -> SweepSettings:
+    """The sweep's settings from its options, checked."""
+    from nebisect.atlas.sweep import SweepSettings
+    from nebisect.isolation.needs import check_function_name
+
+    check_count("--budget", budget)
+    check_count("--shrink-budget", shrink_budget, least=0)
+    for call in converter_setup:
+        check_function_name(call, "--converter-setup")
+    if corpus is not None and (converter_setup or converter_overrides):
+        raise NebisectError("--corpus converts plainly on replay: it cannot keep what "
+                            "--converter-setup or --converter-overrides changed")
+    return SweepSettings(budget=budget, seed=seed, converter_overrides=converter_overrides,
+                         converter_setup=converter_setup, keep=keep, corpus=corpus,
+                         shrink_budget=shrink_budget)
 
 
 def _read_atlas(path: Path, option: str) -> Atlas:
