@@ -47,7 +47,7 @@ def conversions(seconds_and_counts: list[tuple[float, int]]) -> tuple[float, flo
 def timed(sample: OpSample, settings: SweepSettings, runner: Runner,
           scratch: Path) -> tuple[float, int]:
     start = time.perf_counter()
-    entry = judge(sample, settings, runner, scratch)
+    entry, _ = judge(sample, settings, runner, scratch)
     seconds = time.perf_counter() - start
     assert not entry.skipped, entry.skipped
     return seconds, entry.conversions
