@@ -41,7 +41,7 @@ def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str,
 def test_a_converter_broken_on_one_path_is_found_kept_and_cached(tmp_path: Path) -> None:
     """support.one_path_override lowers tanh to sigmoid under jit.trace only."""
     keep = tmp_path / "found"
-    args = ("--ops", "tanh", "--dtypes", "float32", "--json",
+    args = ("--ops", "tanh", "--dtypes", "float32", "--json", "--budget", "1",
             "--converter-setup", "support.one_path_override:install", "--keep", str(keep))
     done = _atlas(*args, tmp_path=tmp_path)
     assert done.returncode == 1, done.stderr
@@ -87,7 +87,7 @@ def test_a_published_converter_bug_is_stored_as_a_corpus_case_replay_guards(
     """coremltools PR #2773: torch.reciprocal converts to inverse with epsilon 1e-4."""
     corpus = tmp_path / "corpus"
     done = _atlas("--ops", "reciprocal", "--dtypes", "float32", "--corpus", str(corpus),
-                  "--json", "--no-cache", tmp_path=tmp_path)
+                  "--json", "--no-cache", "--budget", "1", tmp_path=tmp_path)
     assert done.returncode == 1, done.stderr
     (entry,) = json.loads(done.stdout)["entries"]
     assert [f["op_type"] for f in entry["findings"]] == ["inverse"]

@@ -250,7 +250,8 @@ def test_run_through_the_cluster_finds_what_it_finds_locally(cluster: Any, tmp_p
 def test_the_atlas_through_the_cluster_judges_as_it_does_locally(cluster: Any) -> None:
     """Each sample's cells go to the workers; the entries are the local sweep's."""
     local, _, _ = cluster
-    args = ("atlas", "--ops", "reciprocal", "--dtypes", "float32", "--json", "--no-cache")
+    args = ("atlas", "--ops", "reciprocal", "--dtypes", "float32", "--json", "--no-cache",
+            "--budget", "1")
     here = cli(*args)
     there = cli(*args, "--cluster", local.scheduler_address)
     assert here.returncode == there.returncode == 1, there.stderr
