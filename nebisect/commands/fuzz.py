@@ -19,6 +19,7 @@ from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 if TYPE_CHECKING:
     from nebisect.corpus import Corpus
     from nebisect.fuzz.campaign import CampaignResult
+    from nebisect.fuzz.model_findings import ModelFindings
     from nebisect.fuzz.model_session import ModelSession
     from nebisect.fuzz.session import FuzzOptions
 
@@ -273,12 +274,16 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
                 with display.bar:
                     session.run(display)
             except KeyboardInterrupt:
-                _emit(session.results(), options, console, keep, report, as_json)
+                stopped = session.results()
+                _emit(stopped, options, console, keep, report, as_json,
+                      session.findings(stopped[0], explain=False))
                 raise
             results = session.results()
             for lost in session.lost:
                 console.print(f"[yellow]no result[/] {lost}", highlight=False)
-            _emit(results, options, console, keep, report, as_json)
+            with console.status("explaining the findings (where each enters, at which op)"):
+                explained = session.findings(results[0])
+            _emit(results, options, console, keep, report, as_json, explained)
         finally:
             session.close()
     failed = any(result.findings or result.skipped for result in results)
@@ -287,9 +292,9 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
 
 def _emit(results: list[CampaignResult], options: FuzzOptions, console: Console,
           keep: Callable[[list[CampaignResult]], None] | None, report: Path | None,
-          as_json: bool) -> None:
+          as_json: bool, model: ModelFindings | None = None) -> None:
     """Store the findings (``keep``), write the report, print the results (also of a
-    stopped run)."""
+    stopped run); ``model``: a model campaign's findings in ``run``'s form."""
     from nebisect.fuzz.terminal import print_summary, results_json
 
     if keep is not None:
@@ -299,12 +304,12 @@ def _emit(results: list[CampaignResult], options: FuzzOptions, console: Console,
         from nebisect.report import write_report
 
         files = write_report(report, "fuzz", payload(results, options.target, options.seed,
-                                                     options.budget))
+                                                     options.budget, model))
         console.print(f"report: {files.html}")
     if as_json:
-        typer.echo(json.dumps(results_json(results, options), indent=2))
+        typer.echo(json.dumps(results_json(results, options, model), indent=2))
         return
-    print_summary(console, results, options, stored=keep is not None)
+    print_summary(console, results, options, stored=keep is not None, model=model)
 
 
 def register(app: typer.Typer) -> None:

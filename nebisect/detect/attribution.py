@@ -22,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nebisect.case import REFERENCE_TARGET, Case, CaseOptions
-from nebisect.detect.culprit import Culprit, by_intermediates, by_outputs
+from nebisect.detect.culprit import by_intermediates, by_outputs
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.evaluate.workbench import CellKey, Workbench, reference_failure
+from nebisect.search.records import Culprit
 from nebisect.targets import spec_of
 from nebisect.verdict import Verdict, exact_dtype
 

@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nebisect.detect.findings import FailureGroup, Row
-from nebisect.search.records import CliffFinding
+from nebisect.detect.findings import Row
+from nebisect.search.records import CliffFinding, FailureGroup
 from nebisect.search.space import Member
 from nebisect.verdict import Status
 

@@ -17,15 +17,14 @@ Parent side, no processes: the caller hands in the recorded arrays and the progr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from nebisect.bisect import first_divergence
 from nebisect.case import REFERENCE_TARGET
-from nebisect.codec import Record
 from nebisect.report.payload import OpError
+from nebisect.search.records import Culprit
 from nebisect.verdict import compare, mismatch_signature, value_divergence
 
 #: what a culprit found by intermediates compared, and the words for a conversion one
@@ -34,29 +33,6 @@ BY_INTERMEDIATES = f"intermediates against {REFERENCE_TARGET}"
 CHART_BEFORE, CHART_AFTER = 24, 8
 OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched to MIL ops: "
                 "the op producing the first diverging output)")
-
-
-@dataclass(frozen=True)
-class Culprit(Record):
-    """The op where a divergence enters: name, type, the mismatch kind it shows there,
-    and what was compared to find it (``matched``: by intermediates, not only outputs).
-
-    ``ops`` is the divergence along the program: each op's error (max ULP at the
-    target's precision over the values it produces) from a few ops before the culprit
-    to a few past it — what the report's per-op divergence chart draws. Empty when only
-    outputs were compared.
-    """
-
-    op: str
-    op_type: str
-    signature: str
-    compared: str
-    matched: bool = True
-    ops: tuple[OpError, ...] = ()
-
-    def describe(self) -> str:
-        """``reduce_log_sum_exp "var_12"`` (with ``(output)`` when only outputs matched)."""
-        return f'{self.op_type} "{self.op}"' + ("" if self.matched else " (output)")
 
 
 def by_intermediates(graph: Any, target: dict[str, np.ndarray],

@@ -24,15 +24,14 @@ import numpy as np
 from nebisect.bisect import Stop
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.detect.attribution import Attributor
-from nebisect.detect.culprit import Culprit
-from nebisect.detect.findings import Row, culprit_key
+from nebisect.detect.findings import Row
 from nebisect.evaluate.judge import split_arrays
 from nebisect.evaluate.workbench import CellKey, reference_failure
 from nebisect.inputs.families import Family, InputSet
 from nebisect.search.cliff import Boundary
 from nebisect.search.explore import ExploreProgress, explore
 from nebisect.search.readout import Element, read
-from nebisect.search.records import Exploration, Observation
+from nebisect.search.records import Culprit, Exploration, Observation
 from nebisect.verdict import Status, Verdict
 
 
@@ -72,7 +71,7 @@ def explore_target(
                 row.verdict = Verdict(Status.SKIPPED, verdict.stage, target=target,
                                       message=f"not judged: the reference failed "
                                       f"({verdict.signature})")
-                observations.append(Observation(row.verdict, path=path))
+                observations.append(Observation(row.verdict, path=path, target=target))
                 continue
             if verdict.failed:
                 cell = CellKey(target, path, npz)
@@ -81,9 +80,8 @@ def explore_target(
                 if key not in located:
                     located[key] = attributor.explain(cell, verdict)[1]
                 row.culprit = located[key]
-            culprit = culprit_key(row.attribution, row.culprit)
-            observations.append(Observation(verdict, culprit, path, first_value(arrays),
-                                            arrays))
+            observations.append(Observation(verdict, row.culprit, path, first_value(arrays),
+                                            arrays, row.attribution, target))
         return observations
 
     return explore(evaluate, families, budget=budget, guided=guided, progress=progress,

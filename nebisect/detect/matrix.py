@@ -33,7 +33,7 @@ from nebisect.codec import Form, Record
 from nebisect.detect.attribution import Attributor
 from nebisect.detect.causes import RunFinding, root_causes
 from nebisect.detect.discover import Discovery, explore_target, values_at
-from nebisect.detect.findings import FailureGroup, Row, group_failures
+from nebisect.detect.findings import Row, group_failures
 from nebisect.detect.remote import run_cells
 from nebisect.detect.titles import title
 from nebisect.evaluate.workbench import (
@@ -51,7 +51,7 @@ from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.search.cliff import Cliff
 from nebisect.search.explore import ExploreProgress
-from nebisect.search.records import CliffFinding, Exploration
+from nebisect.search.records import CliffFinding, Exploration, FailureGroup
 from nebisect.sources.convert import PATHS, one_path_failure
 from nebisect.sources.resolve import Source
 from nebisect.targets import spec_of
@@ -119,12 +119,9 @@ class RunReport(Record):
         example inputs first: a finding at the example's own scale outranks one at 3e4,
         or at 6e-8 (how far, in orders of magnitude: :func:`distance`)."""
         self.paths = list(dict.fromkeys(r.path for r in self.rows if r.path))
-        groups = group_failures(self.rows, {t: e.cliffs for t, e in self.explorations.items()})
-        scale = self.example_scale()
-        self.groups = sorted(groups, key=lambda g: distance(g.smallest.magnitude, scale))
-        self.findings = root_causes(self.groups, self.rows,
-                                    lambda magnitude: distance(magnitude, scale),
-                                    lambda finding: title(finding, self.paths))
+        self.groups, self.findings = grouped(
+            self.rows, {t: e.cliffs for t, e in self.explorations.items()},
+            self.example_scale(), self.paths)
 
     def example_scale(self) -> float:
         """The largest |value| of the example (else of the first input set) the run saw."""
@@ -356,6 +353,18 @@ class MatrixRunner:
                     for npz in npzs]
             finding.series[target] = [output for output, _ in runs]
             finding.series.setdefault("reference", [reference for _, reference in runs])
+
+
+def grouped(rows: list[Row], cliffs: dict[str, list[CliffFinding]], scale: float,
+            paths: list[str]) -> tuple[list[FailureGroup], list[RunFinding]]:
+    """The failure groups of ``rows`` (``cliffs`` per target attached), nearest inputs of
+    ``scale`` first, and the findings merged from them, titled for a run on ``paths``:
+    what ``run`` reports, and ``fuzz SOURCE`` of its explained cases."""
+    groups = sorted(group_failures(rows, cliffs),
+                    key=lambda g: distance(g.smallest.magnitude, scale))
+    findings = root_causes(groups, rows, lambda magnitude: distance(magnitude, scale),
+                           lambda finding: title(finding, paths))
+    return groups, findings
 
 
 def distance(magnitude: float, scale: float) -> float:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from nebisect.detect.triggers import INDEX, REPORT_DIRECTORY, REPORT_KEY, TriggerIndex
 from nebisect.report.payload import (
@@ -28,6 +29,9 @@ from nebisect.report.payload import (
 )
 from nebisect.search.readout import Element
 from nebisect.verdict import placement_summary
+
+if TYPE_CHECKING:
+    from nebisect.detect.causes import RunFinding
 
 ROW_COLUMNS = ["target", "length", "status", "signature", "attribution", "max ULP", "max abs",
                "cosine", "placement", "time s"]
@@ -81,10 +85,9 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
                for part, seconds in getattr(result, "timings", {}).items()},
             **({REPORT_KEY: f"{REPORT_DIRECTORY}/{INDEX}"} if triggers is not None else {}),
         },
-        findings=[ReportFinding(
-            f.number, f.title, f.symptom, f.attribution, f.smallest.label, f.shows,
-            triggers.triggers[f.number - 1].commands[0] if triggers is not None else "")
-            for f in getattr(result, "findings", ())],
+        findings=report_findings(
+            getattr(result, "findings", ()),
+            [t.commands[0] for t in triggers.triggers] if triggers is not None else []),
         verdicts=[NamedVerdict(f"{_where(row)} {_column(row)}", row.verdict, group=row.target)
                   for row in rows],
         matrices=[matrix],
@@ -97,6 +100,15 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
                   conversions)] if conversions else [])
         + ([_findings(triggers)] if triggers is not None and triggers.triggers else []),
     )
+
+
+def report_findings(findings: Sequence[RunFinding], commands: Sequence[str] = ()
+                    ) -> list[ReportFinding]:
+    """The report's entry of each finding; ``commands[i]`` takes finding ``i + 1``
+    further (none: no command)."""
+    return [ReportFinding(f.number, f.title, f.symptom, f.attribution, f.smallest.label,
+                          f.shows, commands[f.number - 1] if commands else "")
+            for f in findings]
 
 
 def _findings(index: TriggerIndex) -> Table:

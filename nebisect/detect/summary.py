@@ -10,12 +10,11 @@ from __future__ import annotations
 from rich.markup import escape
 
 from nebisect.detect.causes import RunFinding
-from nebisect.detect.findings import FailureGroup
 from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.inputs.guided import Margin
 from nebisect.search.cliff import Cliff
 from nebisect.search.readout import Element
-from nebisect.search.records import CliffFinding, Exploration
+from nebisect.search.records import CliffFinding, Exploration, FailureGroup
 from nebisect.sources.convert import PATH_LABELS
 
 

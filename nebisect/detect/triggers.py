@@ -25,10 +25,11 @@ from typing import Any, ClassVar
 
 from nebisect.case import load_npz, save_npz
 from nebisect.codec import Form, Record
-from nebisect.detect.findings import FailureGroup, Row
+from nebisect.detect.findings import Row
 from nebisect.errors import NebisectError
 from nebisect.files import open_regular, write_text
 from nebisect.fixes.converter_compat import overrides_hint
+from nebisect.search.records import FailureGroup
 from nebisect.targets import spec_of
 
 SCHEMA = "nebisect.triggers"

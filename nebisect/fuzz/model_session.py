@@ -34,6 +34,7 @@ from nebisect.executors import Unit, UnitResult
 from nebisect.executors.runner import Runner
 from nebisect.fuzz.campaign import CampaignProgress, CampaignResult, Evaluation
 from nebisect.fuzz.execute import judged_values, near_miss
+from nebisect.fuzz.model_findings import ModelFindings, model_findings
 from nebisect.fuzz.model_subject import ModelSubject
 from nebisect.fuzz.session import (
     WIRE_ROOT,
@@ -148,6 +149,12 @@ class ModelSession:
                      self.lost, on_progress)
 
         self.runner.map_units(units, finished)
+
+    def findings(self, result: CampaignResult, *, explain: bool = True) -> ModelFindings:
+        """The merged result's findings in ``run``'s form: explained on the session's
+        workbench, grouped, merged by root cause (:mod:`nebisect.fuzz.model_findings`)."""
+        return model_findings(result, self.subject, self.bench, self.options.target,
+                              explain=explain and not self.skipped)
 
     def results(self) -> list[CampaignResult]:
         """The one merged result (what was found so far, after an interruption)."""

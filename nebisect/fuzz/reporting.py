@@ -12,7 +12,7 @@ with the bracket and the predicted boundary marked.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
@@ -22,6 +22,9 @@ from nebisect.fuzz.causes import RootCause, root_causes
 from nebisect.fuzz.model_subject import describe_case
 from nebisect.opspecs.strategies import describe
 from nebisect.verdict import Verdict
+
+if TYPE_CHECKING:
+    from nebisect.fuzz.model_findings import ModelFindings
 
 COLUMNS = ("op", "signature", "params", "minimal case", "cliff bracket", "predicted boundary",
            "predictions")
@@ -118,8 +121,11 @@ def legend(results: list[CampaignResult]) -> list[str]:
     return [f"{kind}: {KIND_HELP[kind]}" for kind in kinds if kind in KIND_HELP]
 
 
-def payload(results: list[CampaignResult], target: str, seed: int, budget: int) -> Any:
-    """The :class:`nebisect.report.ReportPayload` of a fuzz session."""
+def payload(results: list[CampaignResult], target: str, seed: int, budget: int,
+            model: ModelFindings | None = None) -> Any:
+    """The :class:`nebisect.report.ReportPayload` of a fuzz session; a model's findings
+    (``model``) are listed above the plots as ``run`` lists its own."""
+    from nebisect.detect.report import report_findings
     from nebisect.report import NamedVerdict, ReportPayload, Table
 
     findings = [f for r in results for f in r.findings]
@@ -130,10 +136,11 @@ def payload(results: list[CampaignResult], target: str, seed: int, budget: int) 
             "ops": [r.subject for r in results],
             "cases generated": sum(r.generated for r in results),
             "cases evaluated": sum(r.evaluations for r in results),
-            "findings": len(causes(results)),
+            "findings": len(model.findings) if model is not None else len(causes(results)),
             "failing cases": len(findings),
             "skipped": {r.subject: r.skipped for r in results if r.skipped},
         },
+        findings=report_findings(model.findings) if model is not None else [],
         verdicts=[NamedVerdict(f"{f.param_class} {f.signature}", Verdict.from_dict(f.verdict),
                                group=f.subject) for f in findings],
         tables=[Table("findings", list(COLUMNS), rows(results))],

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from nebisect.detect.summary import finding_lines
 from nebisect.fuzz import reporting
 from nebisect.fuzz.causes import root_causes
 from nebisect.opspecs.ops import registered_ops
@@ -20,6 +21,7 @@ from nebisect.report import to_jsonable
 
 if TYPE_CHECKING:
     from nebisect.fuzz.campaign import CampaignProgress, CampaignResult
+    from nebisect.fuzz.model_findings import ModelFindings
     from nebisect.fuzz.session import FuzzOptions
 
 
@@ -69,9 +71,10 @@ def print_ops(as_json: bool) -> None:
 
 
 def print_summary(console: Console, results: list[CampaignResult], options: FuzzOptions,
-                   stored: bool) -> None:
-    """Per subject what was run and found, then one block per root cause (law, brackets,
-    cases) and what the words mean."""
+                  stored: bool, model: ModelFindings | None = None) -> None:
+    """Per subject what was run and found, then the findings and what the words mean: for
+    an op, one block per root cause (law, brackets, cases); for a model (``model``: its
+    campaign's findings explained), ``run``'s findings."""
     for result in results:
         if result.skipped:
             console.print(f"[yellow]{result.subject}: skipped[/] — {result.skipped}")
@@ -79,7 +82,8 @@ def print_summary(console: Console, results: list[CampaignResult], options: Fuzz
         statuses = ", ".join(f"{n} {s}" for s, n in sorted(result.statuses.items()))
         stopped = " [yellow](interrupted before its budget was spent)[/]" if (
             result.interrupted) else ""
-        found, cases = len(root_causes(result.findings)), len(result.findings)
+        found = len(model.findings) if model is not None else len(root_causes(result.findings))
+        cases = len(result.findings)
         failing = f" ({cases} failing cases)" if cases != found else ""
         console.print(
             f"{result.subject}: {result.generated} cases generated, {result.evaluations} "
@@ -91,9 +95,14 @@ def print_summary(console: Console, results: list[CampaignResult], options: Fuzz
         console.print(f"[green]No findings on {options.target}[/] (seed {options.seed}).")
         return
     console.print(f"[bold]Findings on {options.target}[/] (seed {options.seed}):")
-    for cause in causes:
-        for line in reporting.cause_lines(cause):
-            console.print(line, highlight=False)
+    if model is not None:
+        for finding in model.findings:
+            for line in finding_lines(finding):
+                console.print(line, highlight=False)
+    else:
+        for cause in causes:
+            for line in reporting.cause_lines(cause):
+                console.print(line, highlight=False)
     for line in reporting.legend(results):
         console.print(f"  [dim]{line}[/]")
     console.print(
@@ -107,15 +116,20 @@ def print_summary(console: Console, results: list[CampaignResult], options: Fuzz
         console.print("  [dim]Pass --corpus DIR to keep every finding as a regression case.[/]")
 
 
-def results_json(results: list[CampaignResult], options: FuzzOptions) -> dict[str, Any]:
+def results_json(results: list[CampaignResult], options: FuzzOptions,
+                 model: ModelFindings | None = None) -> dict[str, Any]:
     """Every result as recorded, with its findings' root causes (``causes``: the law
-    and the positions of its findings in ``findings``)."""
+    and the positions of its findings in ``findings``); for a model, also ``run``'s
+    ``findings`` and ``groups`` of its explained cases (in ``run --json``'s forms)."""
     def body(result: CampaignResult) -> dict[str, Any]:
         index = {id(f): i for i, f in enumerate(result.findings)}
         return {**result.to_dict(),
                 "causes": [c.to_dict(index) for c in root_causes(result.findings)]}
 
+    explained = {} if model is None else {
+        "findings": [f.to_dict() for f in model.findings],
+        "groups": [g.to_dict() for g in model.groups]}
     return to_jsonable({
         "target": options.target, "seed": options.seed, "budget": options.budget,
-        "wrap": options.wrap, "results": [body(r) for r in results],
+        "wrap": options.wrap, "results": [body(r) for r in results], **explained,
     })

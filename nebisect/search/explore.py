@@ -59,10 +59,10 @@ from nebisect.search.readout import Element, breaking_element, read
 from nebisect.search.records import (
     CliffFinding,
     Exploration,
+    FailureGroup,
     FamilyTally,
-    Group,
+    GroupKey,
     GuidedOutcome,
-    Key,
     Observation,
 )
 from nebisect.search.space import InputSet, Member, ParametricSpace, Space
@@ -114,9 +114,9 @@ class _Explorer:
         self.result = Exploration(budget, families={name: FamilyTally() for name in self.families})
         self.seen: dict[tuple[str, str], list[Observation]] = {}
         #: one-parameter families: x → the group keys failing there
-        self.points: dict[str, dict[float, set[Key]]] = {name: {} for name in self.families}
-        self.groups: dict[Key, Group] = {}
-        self.localized: set[tuple[str, Key]] = set()
+        self.points: dict[str, dict[float, set[GroupKey]]] = {name: {} for name in self.families}
+        self.groups: dict[GroupKey, FailureGroup] = {}
+        self.localized: set[tuple[str, GroupKey]] = set()
         self.stats = Stats()
         self.failures = 0
         self.started = clock()
@@ -184,13 +184,14 @@ class _Explorer:
                                    len(self.groups), self.result.spent / elapsed, member.label))
         return observations
 
-    def _group(self, key: Key, member: Member, observation: Observation) -> None:
+    def _group(self, key: GroupKey, member: Member, observation: Observation) -> None:
+        message = observation.verdict.message
         group = self.groups.get(key)
         if group is None:
-            group = self.groups[key] = Group(*key, smallest=member)
-        group.members.append(member)
-        if (member.magnitude, member.label) <= (group.smallest.magnitude, group.smallest.label):
-            group.smallest, group.message = member, observation.verdict.message
+            self.groups[key] = FailureGroup.starting(key, observation.attribution,
+                                                     observation.culprit, member, message)
+        else:
+            group.add(member, message)
 
     # -- guided probes -----------------------------------------------------------------------
 
@@ -226,7 +227,7 @@ class _Explorer:
                 self.localized.add((family.name, key))
                 self._localize(family, key, *pair)
 
-    def _localize(self, family: ParametricSpace, key: Key, a: float, b: float) -> None:
+    def _localize(self, family: ParametricSpace, key: GroupKey, a: float, b: float) -> None:
         def predict(x: float) -> list[Observation]:
             label = family.label_at(x)
             if (family.name, label) in self.seen:
@@ -237,7 +238,7 @@ class _Explorer:
             return (family.name, family.label_at(x)) not in self.seen and not self._may_spend()
 
         def shown(observations: list[Observation]) -> Observation | None:
-            matching = [o for o in observations if o.key == key or o.path == key[2]]
+            matching = [o for o in observations if o.key == key or o.path == key.path]
             return next(iter(matching or observations), None)
 
         def describe(observations: list[Observation]) -> object:
@@ -259,15 +260,16 @@ class _Explorer:
                          element=element, describe_at=describe_at)
         if cliff is not None:
             self.result.cliffs.append(CliffFinding(
-                family.name, *key, cliff=cliff, spent=self.result.spent - spent,
+                family.name, key.signature, key.culprit, key.path, cliff=cliff,
+                spent=self.result.spent - spent,
                 stopped=None if cliff.ulps == 1 else self.result.stopped))
 
 
-def _keys(observations: list[Observation]) -> set[Key]:
+def _keys(observations: list[Observation]) -> set[GroupKey]:
     return {o.key for o in observations if o.key is not None}
 
 
-def _transition(points: dict[float, set[Key]], key: Key) -> tuple[float, float] | None:
+def _transition(points: dict[float, set[GroupKey]], key: GroupKey) -> tuple[float, float] | None:
     """The first x-neighbours (by |x|, one sign at a time, 0 on both sides) where
     ``key`` starts or stops failing."""
     for sign in (1.0, -1.0):

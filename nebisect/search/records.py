@@ -1,8 +1,13 @@
 """The records of an exploration (:mod:`nebisect.search.explore`): JSON round-trip, no arrays.
 
 * :class:`Observation` — what the injected ``evaluate`` returns for one input set on
-  one program: the verdict plus two opaque keys the engine groups by (the culprit op
-  type and the conversion path) and an optional JSON-able output summary;
+  one program: the verdict, where its failure enters (the attribution and the
+  :class:`Culprit` op, both opaque to the engine), the conversion path, and an optional
+  JSON-able output summary;
+* :class:`FailureGroup` — one bug: failures with one :class:`GroupKey` (target,
+  signature, culprit key, conversion path), however many input sets show it. The
+  engine fills one per key as it explores; ``run`` groups its rows (matrix and
+  exploration alike) into the same record and attaches the cliffs localized for each;
 * :class:`Exploration` — the result: predictions spent (in all and per family), the
   failure groups, the localized cliffs, the guided probes' outcomes, what was left
   unexplored and why the search stopped.
@@ -18,38 +23,89 @@ from typing import Any, ClassVar
 import numpy as np
 
 from nebisect.codec import Form, Record
+from nebisect.report.payload import OpError
 from nebisect.search.cliff import Boundary, Cliff
 from nebisect.search.space import Member
 from nebisect.verdict import Verdict
 
-#: what failures are grouped by: (signature, culprit op type, conversion path)
-Key = tuple[str, str, str]
+
+@dataclass(frozen=True)
+class Culprit(Record):
+    """The op where a divergence enters: name, type, the mismatch kind it shows there,
+    and what was compared to find it (``matched``: by intermediates, not only outputs).
+
+    ``ops`` is the divergence along the program: each op's error (max ULP at the
+    target's precision over the values it produces) from a few ops before the culprit
+    to a few past it — what the report's per-op divergence chart draws. Empty when only
+    outputs were compared. :mod:`nebisect.detect.culprit` finds it.
+    """
+
+    op: str
+    op_type: str
+    signature: str
+    compared: str
+    matched: bool = True
+    ops: tuple[OpError, ...] = ()
+
+    def describe(self) -> str:
+        """``reduce_log_sum_exp "var_12"`` (with ``(output)`` when only outputs matched)."""
+        return f'{self.op_type} "{self.op}"' + ("" if self.matched else " (output)")
+
+
+def culprit_key(attribution: str, culprit: Culprit | None) -> str:
+    """What a group's culprit is keyed by: the attribution and the op type
+    (``device at reduce_log_sum_exp``; ``?`` when no op could be named). The attribution
+    is part of it because one op can be a conversion bug at one input and a precision
+    hazard at another: two bugs."""
+    return f"{attribution} at {culprit.op_type if culprit else '?'}"
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """What tells one bug from another: the target, the signature, the culprit key
+    (:func:`culprit_key`) and the conversion path. Observations, rows, failure groups
+    and the cliffs localized for them all name theirs by it."""
+
+    target: str
+    signature: str
+    culprit: str
+    path: str
+
+    @classmethod
+    def of_cliff(cls, target: str, cliff: CliffFinding) -> GroupKey:
+        """The key of the group a cliff localized on ``target`` belongs to."""
+        return cls(target, cliff.signature, cliff.culprit, cliff.path)
 
 
 @dataclass
 class Observation:
-    """One verdict of one input set, with the keys failures are grouped by.
+    """One verdict of one input set, with what its failure is grouped by.
 
-    ``culprit`` (e.g. ``reduce_log_sum_exp``) and ``path`` (``export`` / ``trace``) are
-    opaque to the engine; ``output`` (any JSON-able summary, e.g. the first output
-    value) is what a probe of a localized cliff records. ``arrays`` — the outputs as a
+    ``culprit`` (the op where the failure enters), ``attribution`` (``conversion`` /
+    ``precision`` / ``device``) and ``path`` (``export`` / ``trace``) are opaque to the
+    engine: it groups by them and by ``target`` (:attr:`key`) and copies them into the
+    group. ``output`` (any JSON-able summary, e.g. the first output value) is
+    what a probe of a localized cliff records. ``arrays`` — the outputs as a
     judged case returns them (``out:NAME``, ``ref:NAME``), kept in memory only — let a
     cliff show both its sides at the element that breaks
     (:mod:`nebisect.search.readout`); without them each side shows its ``output``.
     """
 
     verdict: Verdict
-    culprit: str = ""
+    culprit: Culprit | None = None
     path: str = ""
     output: Any = None
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    attribution: str = ""
+    target: str = ""
 
     @property
-    def key(self) -> Key | None:
+    def key(self) -> GroupKey | None:
         """The group key of a failure; None for a pass (or a skip)."""
         if not self.verdict.failed:
             return None
-        return (self.verdict.signature, self.culprit, self.path)
+        return GroupKey(self.target, self.verdict.signature,
+                        culprit_key(self.attribution, self.culprit), self.path)
 
 
 @dataclass
@@ -61,31 +117,6 @@ class FamilyTally:
     failures: int = 0
     #: planned member labels never evaluated (the budget ran out first)
     unexplored: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Group(Record):
-    """Failures with one (signature, culprit, path): one bug, however many inputs show it.
-
-    ``smallest`` is the member nearest the benign start (smallest shrink key, see
-    :class:`~nebisect.inputs.families.base.Member`); ``members`` every input set it
-    covers, in evaluation order; ``message`` the smallest member's verdict message.
-    """
-
-    signature: str
-    culprit: str
-    path: str
-    smallest: Member
-    message: str = ""
-    members: list[Member] = field(default_factory=list)
-
-    @property
-    def key(self) -> Key:
-        return (self.signature, self.culprit, self.path)
-
-    @property
-    def families(self) -> list[str]:
-        return list(dict.fromkeys(m.family for m in self.members))
 
 
 @dataclass
@@ -123,6 +154,53 @@ class CliffFinding(Record):
 
 
 @dataclass
+class FailureGroup(Record):
+    """Failures with one :class:`GroupKey`: one bug on one target and path, however many
+    input sets show it.
+
+    ``smallest`` is the member nearest the benign start (smallest shrink key, see
+    :class:`~nebisect.search.space.Member`) and ``message`` its verdict's; ``members``
+    every input set it covers, in evaluation order; ``cliffs`` the cliffs localized for
+    it (``run`` attaches them; an exploration lists its own in
+    :attr:`Exploration.cliffs`).
+    """
+
+    target: str
+    path: str
+    signature: str
+    attribution: str
+    culprit: Culprit | None
+    smallest: Member
+    message: str = ""
+    members: list[Member] = field(default_factory=list)
+    cliffs: list[CliffFinding] = field(default_factory=list)
+
+    @classmethod
+    def starting(cls, key: GroupKey, attribution: str, culprit: Culprit | None,
+                 member: Member, message: str) -> FailureGroup:
+        """A group of one failure: ``member``, whose verdict said ``message``."""
+        return cls(key.target, key.path, key.signature, attribution, culprit, member,
+                   message, [member])
+
+    def add(self, member: Member, message: str) -> None:
+        """Count ``member`` in (once per label); it becomes the smallest when its shrink
+        key is smaller."""
+        if all(m.label != member.label for m in self.members):
+            self.members.append(member)
+        if (member.magnitude, member.label) < (self.smallest.magnitude, self.smallest.label):
+            self.smallest, self.message = member, message
+
+    @property
+    def key(self) -> GroupKey:
+        return GroupKey(self.target, self.signature, culprit_key(self.attribution, self.culprit),
+                        self.path)
+
+    @property
+    def families(self) -> list[str]:
+        return list(dict.fromkeys(m.family for m in self.members))
+
+
+@dataclass
 class GuidedOutcome(Record):
     """A guided probe evaluated just below and just above its boundary.
 
@@ -147,7 +225,7 @@ class Exploration(Record):
     stopped: str | None = None
     families: dict[str, FamilyTally] = field(default_factory=dict)
     guided: list[GuidedOutcome] = field(default_factory=list)
-    groups: list[Group] = field(default_factory=list)
+    groups: list[FailureGroup] = field(default_factory=list)
     cliffs: list[CliffFinding] = field(default_factory=list)
 
     def to_json(self) -> str:

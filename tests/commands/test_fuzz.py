@@ -149,6 +149,7 @@ def test_readme_model_command_pins_the_32_channel_cliff() -> None:
     done = readme_run(r"fuzz examples/logsumexp_ne\.py:model")
     assert done.returncode == 1, done.stderr
     lines = [line.strip() for line in done.stdout.splitlines()]
-    assert any(line.startswith("cliff in const: x 7.62109375 | 7.625 (output ") and
+    assert any(line.startswith("sim:ane [torch.export]: cliff in const: x 7.62109375 | 7.625 "
+                               "(output ") and
                line.endswith("theory log(65504/32) = 7.62413") for line in lines), done.stdout
     assert len([line for line in lines if line.startswith("✗")]) == 1

@@ -6,10 +6,10 @@ import jsonschema
 import pytest
 
 from nebisect.detect.causes import RunFinding, root_causes, symptom_of
-from nebisect.detect.culprit import Culprit
-from nebisect.detect.findings import FailureGroup, Row
+from nebisect.detect.findings import Row
 from nebisect.detect.titles import title
 from nebisect.report.schema import RUN_FINDINGS_SCHEMA
+from nebisect.search.records import Culprit, FailureGroup
 from nebisect.search.space import Member
 from nebisect.verdict import Verdict
 

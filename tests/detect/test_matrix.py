@@ -341,9 +341,9 @@ def test_a_declared_domain_keeps_a_far_trigger_out_of_the_failures(
 def test_a_known_converter_incompatibility_names_the_overrides(message: str,
                                                                named: bool) -> None:
     from nebisect.detect.causes import RunFinding
-    from nebisect.detect.findings import FailureGroup
     from nebisect.detect.summary import finding_lines
     from nebisect.inputs.families import Member
+    from nebisect.search.records import FailureGroup
 
     static = Member("length", "static")
     group = FailureGroup("sim:fp32", "", "error:convert:…", "conversion", None, static,

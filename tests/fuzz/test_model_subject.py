@@ -23,9 +23,12 @@ from support import REPO
 
 from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus
+from nebisect.detect.causes import RunFinding
 from nebisect.fuzz.campaign import Campaign, CampaignConfig, Evaluation
+from nebisect.fuzz.model_findings import model_findings
 from nebisect.fuzz.model_subject import ModelSubject, describe_case
 from nebisect.search.cliff import Boundary
+from nebisect.search.records import FailureGroup
 from nebisect.sources.inputs import InputDescription
 from nebisect.sources.resolve import Source
 from nebisect.verdict import Verdict
@@ -80,6 +83,25 @@ def test_same_seed_same_findings_and_the_guided_cliff() -> None:
     assert cliff["predicted"]["label"] == "log(65504/32)" and cliff["predictions"] <= 20
 
 
+def test_findings_group_as_run_groups_them_with_their_cliffs_attached() -> None:
+    subject = seed000_subject()
+    result = Campaign(subject, collapse_on_export(subject),
+                      CampaignConfig(budget=30, seed=0, shrink_budget=20)).run()
+    # explain=False evaluates nothing: the grouping alone, on no workbench
+    found = model_findings(result, subject, None, "sim:ane", explain=False)  # type: ignore[arg-type]
+    [group] = found.groups  # every case fails on export with one signature: one bug
+    assert (group.target, group.path, group.signature) == ("sim:ane", "export",
+                                                           "mismatch:collapse")
+    assert len(group.members) == len(result.findings) > 1
+    assert group.smallest == min(group.members, key=lambda m: (m.magnitude, m.label))
+    const = next(c for c in group.cliffs if c.family == "const")
+    assert (const.cliff.lo, const.cliff.hi) == (7.62109375, 7.625)
+    [finding] = found.findings
+    assert finding.symptom == "collapse" and finding.groups == [group]
+    assert finding.shows == {"sim:ane": {"export": group.smallest.label}}
+    assert FailureGroup.from_dict(group.to_dict()) == group
+
+
 def test_dedup_class_cliff_family_and_description() -> None:
     subject = seed000_subject()
     variant = {"path": "trace", "length": 0, "family": "zeros", "label": "zeros(row=first)"}
@@ -116,6 +138,15 @@ def test_seed000_collapse_is_found_localized_stored_and_replayed(tmp_path: Path)
     cliff = finding["cliff"]
     assert (cliff["lo"], cliff["hi"]) == (7.62109375, 7.625)
     assert cliff["predicted"]["label"] == "log(65504/32)"
+    # the findings as run reports them: where the collapse enters, at which op
+    body = json.loads(done.stdout)
+    [explained] = [RunFinding.from_dict(f) for f in body["findings"]]
+    assert (explained.attribution, explained.op_type, explained.symptom) == (
+        "device", "reduce_log_sum_exp", "collapse")
+    assert explained.title.startswith("device: reduce_log_sum_exp collapses its output")
+    assert {(g.path, g.culprit.op_type if g.culprit else "") for g in explained.groups} <= {
+        ("export", "reduce_log_sum_exp"), ("trace", "reduce_log_sum_exp")}
+    assert [FailureGroup.from_dict(g) for g in body["groups"]] == explained.groups
     case = Corpus(corpus).find(Path(finding["case_dir"]).name)
     assert case.record.source_kind == "torch"
     assert case.record.options == CaseOptions(convert_path="export")

@@ -13,7 +13,7 @@ import support.lint_programs as lp
 from nebisect.inputs.families import InputSet, ModelInputs, build
 from nebisect.inputs.probes import Probe, guided_probes
 from nebisect.search.explore import explore
-from nebisect.search.records import Observation
+from nebisect.search.records import Culprit, Observation
 from nebisect.sources.inputs import InputDescription
 from nebisect.verdict import Verdict
 
@@ -73,7 +73,7 @@ def test_probes_guide_the_explorer_to_a_cliff_beside_the_predicted_boundary() ->
     def device(input_set: InputSet) -> Observation:
         if float(np.max(input_set.arrays["x"])) > LSE_CLIFF:
             return Observation(Verdict("mismatch", signature="mismatch:collapse"),
-                               "reduce_log_sum_exp", "export", 0.0)
+                               Culprit("lse", "reduce_log_sum_exp", "", ""), "export", 0.0)
         return Observation(Verdict("pass"), output=1.0)
 
     inputs = ModelInputs([InputDescription("x", "float16", [(1, 1), (1, 1), (8, 8), (8, 8)])],

@@ -19,7 +19,7 @@ from nebisect.bisect import Budget
 from nebisect.inputs.families import InputSet, ModelInputs, build
 from nebisect.search.cliff import Boundary
 from nebisect.search.explore import ExploreProgress, explore
-from nebisect.search.records import Exploration, Observation
+from nebisect.search.records import Culprit, Exploration, Observation, culprit_key
 from nebisect.sources.inputs import InputDescription
 from nebisect.verdict import Verdict
 
@@ -34,6 +34,16 @@ def seed000(example: float = 2.5) -> ModelInputs:
                        example={"x": np.full(shape, example, dtype=np.float32)})
 
 
+def at(op_type: str) -> Culprit:
+    """The culprit an evaluate names: ``op_type`` (the engine only groups by it)."""
+    return Culprit(op_type.replace("_", ""), op_type, "", "")
+
+
+def key_of(op_type: str, attribution: str = "device") -> str:
+    """The culprit key groups and cliffs of :func:`at`'s culprit carry."""
+    return culprit_key(attribution, at(op_type))
+
+
 def collapsing_above(threshold: float, culprit: str = "reduce_log_sum_exp",
                      path: str = "export") -> Callable[[InputSet], Observation]:
     """A fake device: collapse (output 0.0) once max(x) > threshold, else the true value."""
@@ -42,7 +52,8 @@ def collapsing_above(threshold: float, culprit: str = "reduce_log_sum_exp",
         x = input_set.arrays["x"].astype(np.float64)
         peak = float(np.max(x)) if not np.isnan(x).any() else math.nan
         if peak > threshold:
-            return Observation(Verdict("mismatch", signature=COLLAPSE), culprit, path, 0.0)
+            return Observation(Verdict("mismatch", signature=COLLAPSE), at(culprit), path, 0.0,
+                               attribution="device")
         return Observation(Verdict("pass"), output=peak + math.log(32))
 
     return device
@@ -72,7 +83,8 @@ def test_seed000_collapse_found_from_a_benign_start_and_pinned_to_adjacent_fp16(
     assert const.spent <= 20
     assert const.cliff.lo_output == pytest.approx(7.62109375 + math.log(32))
     assert const.cliff.hi_output == 0.0
-    assert (const.signature, const.culprit, const.path) == (COLLAPSE, "reduce_log_sum_exp",
+    assert (const.signature, const.culprit, const.path) == (COLLAPSE,
+                                                            key_of("reduce_log_sum_exp"),
                                                             "export")
     [group] = result.groups
     assert group.smallest.label == "const(x=7.625)"  # shrunk within its family
@@ -83,7 +95,7 @@ def test_softplus_like_collapse_is_pinned_to_its_published_fp16_pair() -> None:
     result = run(collapsing_above(SOFTPLUS_CLIFF, culprit="softplus"))
     const = next(c for c in result.cliffs if c.family == "const")
     assert (const.cliff.lo, const.cliff.hi) == (10.390625, 10.3984375)
-    assert const.spent <= 20 and const.culprit == "softplus"
+    assert const.spent <= 20 and const.culprit == key_of("softplus")
 
 
 def test_guided_probe_is_evaluated_first_and_confirms_the_cliff_for_free() -> None:
@@ -153,7 +165,7 @@ def test_failures_with_one_key_form_one_group_listing_every_family() -> None:
     def device(input_set: InputSet) -> Observation:
         x = input_set.arrays["x"]
         if input_set.member.family in ("const", "spike") and np.max(x) > 100:
-            return Observation(Verdict("mismatch", signature=COLLAPSE), "reduce_log_sum_exp")
+            return Observation(Verdict("mismatch", signature=COLLAPSE), at("reduce_log_sum_exp"))
         return Observation(Verdict("pass"))
 
     result = run(device, budget=200)
@@ -173,12 +185,14 @@ def test_groups_are_split_by_conversion_path_and_culprit() -> None:
             Verdict("pass"))
         export = Verdict("error", signature="error:predict:boom") if peak > 20000 else (
             Verdict("pass"))
-        return [Observation(export, "gather", "export"), Observation(trace, "mul", "trace")]
+        return [Observation(export, at("gather"), "export", attribution="conversion"),
+                Observation(trace, at("mul"), "trace", attribution="precision")]
 
     result = run(two_paths, budget=200)
-    keys = {(g.signature, g.culprit, g.path) for g in result.groups}
-    assert keys == {("mismatch:tolerance", "mul", "trace"), ("error:predict:boom", "gather",
-                                                            "export")}
+    keys = {(g.signature, g.attribution, g.culprit and g.culprit.op_type, g.path)
+            for g in result.groups}
+    assert keys == {("mismatch:tolerance", "precision", "mul", "trace"),
+                    ("error:predict:boom", "conversion", "gather", "export")}
     trace = next(c for c in result.cliffs if c.family == "const" and c.path == "trace")
     assert trace.cliff.lo <= 1000 < trace.cliff.hi and trace.complete
 
@@ -216,7 +230,7 @@ def elementwise_collapse(threshold: float) -> Callable[[InputSet], Observation]:
             "mismatch", signature=f"mismatch:{comparison.kind}",
             error_metrics=ErrorMetrics.over([comparison]))
         arrays = {"out:y": output, "ref:y": reference}
-        return Observation(verdict, "reduce_log_sum_exp", "export",
+        return Observation(verdict, at("reduce_log_sum_exp"), "export",
                            float(output.reshape(-1)[0]), arrays)
 
     return device
