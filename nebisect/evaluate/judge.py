@@ -22,7 +22,7 @@ from nebisect.isolate import Isolator, Job, Needs, Outcome, mark_stage, run_isol
 from nebisect.isolation.job import is_out_of_memory
 from nebisect.sources.artifact import Artifact
 from nebisect.sources.domains import masked_positions
-from nebisect.sources.torch_module import holding
+from nebisect.sources.torch import held_needs
 from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.targets.base import TargetSkipped
 from nebisect.targets.placement import check_routing, off_device, required_devices
@@ -263,10 +263,11 @@ def evaluation_needs(target: str, reference: str | None, torch_source: str = "")
     """What the child of a case on ``target`` judged against ``reference`` needs (also
     the hint for :meth:`~nebisect.isolate.Isolator.expect`); with ``torch_source`` (the
     location of a torch source the case or its reference runs), it finds that module
-    built (:func:`~nebisect.sources.torch_module.hold_source`)."""
+    built when building it is worth a template of its own
+    (:func:`~nebisect.sources.torch.held_needs`)."""
     parties = [get_target(target)] + ([get_target(reference)] if reference else [])
     needs = Needs.serving(*(party.needs for party in parties)).adding(EVALUATION)
-    return needs.adding(holding(torch_source)) if torch_source else needs
+    return needs.adding(held_needs(torch_source)) if torch_source else needs
 
 
 def torch_source_of(case: Case) -> str:

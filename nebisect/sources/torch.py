@@ -6,6 +6,9 @@ declare and the dynamic dims. That is all ``run``, ``bisect`` and ``fix`` need b
 the conversion child takes over. ``forward`` is not called here: a forward that crashes
 is a finding of the cases that run it, not a source that cannot be loaded.
 
+The description also says how long building the module took (``build_seconds``):
+what holding it built in a template saves each child (:func:`held_needs`).
+
 The location is made absolute here, once: every later child (conversion, the eager
 reference) gets the same absolute path, so a factory or ``forward`` that changes the
 working directory cannot make the reference lose its own source.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -23,11 +27,11 @@ import numpy as np
 from nebisect.case import sha256_path
 from nebisect.codec import Form, Record
 from nebisect.errors import NebisectError
-from nebisect.isolate import Isolator
+from nebisect.isolate import Isolator, Needs
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import InputDescription
 from nebisect.sources.loading import ChildSubject, describe_with_arrays, record_outcome, unprefixed
-from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS
+from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS, holding
 
 FACTORY_SUBJECT = ChildSubject("the factory", "describing the model")
 
@@ -55,6 +59,8 @@ class TorchDescription(Record):
     masked_outputs: dict[str, str] = field(default_factory=dict)
     #: ``masked_outputs`` was inferred from the outputs' shapes, not declared
     masks_inferred: bool = False
+    #: wall seconds the child took to import the file and call the factory
+    build_seconds: float = 0.0
 
 
 def absolute_location(text: str) -> str:
@@ -75,7 +81,9 @@ def describe_job(payload: dict[str, Any]) -> Any:
 
         location = payload["source"]
         try:
+            started = time.perf_counter()
             loaded = load_torch_source(location)
+            build_seconds = time.perf_counter() - started
             check_rebuilds_identically(location, loaded)
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), location)) from None
@@ -85,7 +93,8 @@ def describe_job(payload: dict[str, Any]) -> Any:
         masked, inferred = loaded.output_masks()
         record = TorchDescription(payload["source"], described, loaded.dynamic_dims,
                                   domains=loaded.domains, masked_outputs=masked,
-                                  masks_inferred=inferred).to_dict()
+                                  masks_inferred=inferred,
+                                  build_seconds=build_seconds).to_dict()
         return record, example
 
     return record_outcome(build)
@@ -113,4 +122,25 @@ def describe_torch(text: str, *, timeout: float,
             described = TorchDescription.from_dict(record)
             described.example = example
             _described[key] = described
+            _build_seconds[location] = described.build_seconds
         return _described[key]
+
+
+#: A source that builds faster than this is not held in a template of its own: the
+#: template costs seconds to start (a fresh interpreter importing torch and
+#: coremltools) and its memory while it lives, to save each child the build. A one-op
+#: source builds in about a millisecond, and the atlas judges hundreds of them on one
+#: runner: held, each started its own template and the sweep ran 2.9× slower
+#: (bench/atlas.py). A real model builds in a second or more and is held.
+HOLD_FROM_SECONDS = 0.05
+#: location → the seconds its description took to build it (in this process)
+_build_seconds: dict[str, float] = {}
+
+
+def held_needs(location: str) -> Needs:
+    """What a child that runs the torch source at ``location`` should find in its
+    template: the module built (:func:`~nebisect.sources.torch_module.holding`), unless
+    this process described it and it built in under :data:`HOLD_FROM_SECONDS` — then
+    nothing: the child builds it itself, in a template other sources share."""
+    seconds = _build_seconds.get(location)
+    return Needs() if seconds is not None and seconds < HOLD_FROM_SECONDS else holding(location)
