@@ -28,7 +28,7 @@ from nebisect.evaluate.workbench import CellKey, Workbench
 from nebisect.fuzz.campaign import CampaignResult, Finding
 from nebisect.fuzz.model_subject import ModelSubject, cliff_family
 from nebisect.inputs.families.base import largest
-from nebisect.search.records import CliffFinding, FailureGroup, culprit_key
+from nebisect.search.records import CliffFinding, FailureGroup, GroupKey, culprit_key
 from nebisect.verdict import Verdict
 
 
@@ -48,17 +48,21 @@ def model_findings(result: CampaignResult, subject: ModelSubject, bench: Workben
     evaluated: the groups carry no attribution nor culprit."""
     attributor = Attributor(bench) if explain else None
     rows: list[Row] = []
-    cliffs: list[CliffFinding] = []
+    cliffs: dict[tuple[object, ...], CliffFinding] = {}
     for finding in result.findings:
         row = _row(finding, subject, bench, attributor, target)
         rows.append(row)
         if finding.cliff is not None:
-            cliffs.append(CliffFinding(
-                cliff_family(finding.case), row.verdict.signature,
-                culprit_key(row.attribution, row.culprit), row.path, finding.cliff,
-                spent=finding.cliff.predictions))
-    return ModelFindings(*grouped(rows, {target: cliffs}, _example_scale(subject),
-                                  subject.paths))
+            cliff = CliffFinding(cliff_family(finding.case), row.verdict.signature,
+                                 culprit_key(row.attribution, row.culprit), row.path,
+                                 finding.cliff, spent=finding.cliff.predictions)
+            # cases of several families localize in one (const, for a family without a
+            # parameter): one bracket of a group is shown once, the first found
+            cliffs.setdefault((GroupKey.of_cliff(target, cliff), cliff.family,
+                               cliff.cliff.lo, cliff.cliff.hi), cliff)
+    paths = [path for path in subject.paths if path]  # a package's one program: none
+    return ModelFindings(*grouped(rows, {target: list(cliffs.values())},
+                                  _example_scale(subject), paths))
 
 
 def _row(finding: Finding, subject: ModelSubject, bench: Workbench,

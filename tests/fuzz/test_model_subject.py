@@ -94,6 +94,8 @@ def test_findings_group_as_run_groups_them_with_their_cliffs_attached() -> None:
                                                            "mismatch:collapse")
     assert len(group.members) == len(result.findings) > 1
     assert group.smallest == min(group.members, key=lambda m: (m.magnitude, m.label))
+    brackets = [(c.family, c.cliff.lo, c.cliff.hi) for c in group.cliffs]
+    assert len(set(brackets)) == len(brackets)  # a bracket met by several cases: once
     const = next(c for c in group.cliffs if c.family == "const")
     assert (const.cliff.lo, const.cliff.hi) == (7.62109375, 7.625)
     [finding] = found.findings
