@@ -369,9 +369,12 @@ def grouped(rows: list[Row], cliffs: dict[str, list[CliffFinding]], scale: float
 
 def distance(magnitude: float, scale: float) -> float:
     """How far a trigger of ``magnitude`` lies from inputs of ``scale``: |log10| of their
-    ratio (0: the same scale; 4: ten thousand times larger or smaller)."""
+    ratio (0: the same scale; 4: ten thousand times larger or smaller). A scale that is
+    not a positive finite number (an example holding inf or NaN) counts as 1."""
     if magnitude <= 0 or not math.isfinite(magnitude):
         return 0.0 if magnitude == 0 else math.inf
+    if not 0 < scale < math.inf:
+        scale = 1.0
     return abs(math.log10(magnitude / scale))
 
 

@@ -376,3 +376,35 @@ def test_padded_positions_are_nobodys_bug(factory: str, code: int) -> None:
         assert report["masked_outputs"] == {}
         assert fp16["example"]["signature"] == "mismatch:nonfinite"
         assert fp16["mask(ones)"]["status"] == "pass"
+
+
+NONFINITE_EXAMPLE = """
+import torch
+from torch import nn
+
+
+class NaiveSoftmax(nn.Module):
+    def forward(self, x):
+        e = torch.exp(x)
+        return e / e.sum(-1, keepdim=True)
+
+
+def model():
+    x = torch.tensor([[1.0, 2.0, float("-inf"), 0.5]])
+    return {"module": NaiveSoftmax(), "example_inputs": (x,)}
+"""
+
+
+def test_an_example_holding_inf_ranks_its_findings_without_a_crash(tmp_path: Path) -> None:
+    """An additive mask's -inf in the example: the example's scale is infinite, and
+    ranking a finding the exploration found by its distance from it raised ``math
+    domain error`` (the atlas met it on ``masked.logsumexp``)."""
+    source = tmp_path / "exp_masked.py"
+    source.write_text(NONFINITE_EXAMPLE)
+    done = subprocess.run(
+        [*NEBISECT, "run", f"{source}:model", "-t", "sim:fp16", "--convert", "export",
+         "--budget", "8", "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr
+    [finding] = json.loads(done.stdout)["findings"]
+    assert (finding["attribution"], finding["symptom"]) == ("precision", "nonfinite")
+    assert finding["smallest"]["label"] != "example"  # found beyond it: exp overflows fp16
