@@ -21,6 +21,7 @@ import hashlib
 import itertools
 import json
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -113,27 +114,62 @@ def sweep(samples: Sequence[OpSample], settings: SweepSettings, runner: Runner,
           cache: EntryCache | None = None, *, unsampled: dict[str, list[str]] | None = None,
           progress: Progress = lambda _done, _total, _entry, _cached: None,
           told: Callable[[str], None] = lambda _line: None) -> Atlas:
-    """Judge every sample (or read it from ``cache``), in order; ``progress`` is told
-    after each (done, total, entry, whether it came from the cache). When failures are
-    kept (:attr:`SweepSettings.keeps`), each distinct failure is then shrunk and kept
-    (:func:`keep_failures`; ``told`` hears a line per failure)."""
+    """Judge every sample (or read it from ``cache``); the atlas lists them in sample
+    order. ``progress`` is told after each (done, total, entry, whether it came from the
+    cache). On this machine the runner's isolators judge one sample each at a time
+    (:func:`judge_all`); with a cluster, samples go one by one and their cells to the
+    cluster. When failures are kept (:attr:`SweepSettings.keeps`), each distinct failure
+    is then shrunk and kept (:func:`keep_failures`; ``told`` hears a line per failure)."""
     atlas = Atlas(environment(), settings.describe(), unsampled=dict(unsampled or {}))
     start = time.monotonic()
+    entries: dict[int, AtlasEntry] = {}
+    told_lock = threading.Lock()
+
+    def record(index: int, entry: AtlasEntry, cached: bool) -> None:
+        with told_lock:
+            entries[index] = entry
+            progress(len(entries), len(samples), entry, cached)
+
     with tempfile.TemporaryDirectory(prefix="nebisect-atlas-") as scratch:
-        for done, sample in enumerate(samples, 1):
+        todo = []
+        for index, sample in enumerate(samples):
             entry = cache.get(sample) if cache else None
-            cached = entry is not None
             if entry is None:
-                entry = judge(sample, settings, runner, Path(scratch))[0]
-                atlas.computed += 1
-                if cache and not entry.skipped:
-                    cache.put(sample, entry)
-            atlas.entries.append(entry)
-            progress(done, len(samples), entry, cached)
+                todo.append(index)
+            else:
+                record(index, entry, True)
+
+        def judged(index: int, here: Runner) -> None:
+            entry = judge(samples[index], settings, here, Path(scratch))[0]
+            if cache and not entry.skipped:
+                cache.put(samples[index], entry)
+            record(index, entry, False)
+
+        judge_all(todo, judged, runner)
+        atlas.computed = len(todo)
+        atlas.entries = [entries[index] for index in range(len(samples))]
         if settings.keeps:
             keep_failures(atlas, samples, settings, runner, Path(scratch), told)
     atlas.seconds = time.monotonic() - start
     return atlas
+
+
+def judge_all(items: list[int], judged: Callable[[int, Runner], None], runner: Runner) -> None:
+    """``judged(item, runner)`` for every item: on a cluster one after the other, on the
+    command's runner (the cluster judges a sample's cells in parallel); here on up to
+    ``runner.jobs`` threads, each on a runner of one of its isolators. A one-op
+    sample's run has few cells, most of them waiting on the one before (the
+    conversion, then the reference), so judging samples side by side keeps the cores
+    busier than spreading one sample's cells."""
+    if not items:
+        return
+    if runner.remote or runner.jobs == 1:
+        for item in items:
+            judged(item, runner)
+        return
+    from nebisect.executors.runner import Runner
+
+    runner.map(items, lambda item, isolator: judged(item, Runner(isolator=isolator)))
 
 
 def judge(sample: OpSample, settings: SweepSettings, runner: Runner,

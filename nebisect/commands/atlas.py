@@ -63,7 +63,7 @@ BUDGET_OPTION = typer.Option(
     help="Value-family predictions per target and sample, beyond the sample's own values.")
 SEED_OPTION = typer.Option(0, "--seed", help="Seed of the value families: same seed, same atlas.")
 JOBS_OPTION = typer.Option(
-    None, "--jobs", "-j", help="Cells of a sample evaluated in parallel (default: the cores).")
+    None, "--jobs", "-j", help="Samples judged side by side (default: the cores).")
 JSON_OPTION = typer.Option(False, "--json", help="Print the atlas as JSON (schema nebisect.atlas).")
 MARKDOWN_OPTION = typer.Option(
     None, "--markdown", metavar="FILE", help="Write the Markdown summary (to paste into an issue).")

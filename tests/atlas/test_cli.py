@@ -71,6 +71,21 @@ def test_a_converter_broken_on_one_path_is_found_kept_and_cached(tmp_path: Path)
     assert "(cached," in again.stderr
 
 
+@pytest.mark.slow
+def test_samples_judged_side_by_side_give_the_atlas_judged_one_by_one(tmp_path: Path) -> None:
+    def entries(jobs: str) -> list[dict[str, object]]:
+        done = _atlas("--ops", "reciprocal,exp,tanh,sigmoid", "--dtypes", "float32",
+                      "--budget", "1", "--no-cache", "--json", "--jobs", jobs,
+                      tmp_path=tmp_path)
+        assert done.returncode == 1, done.stderr  # reciprocal's epsilon (PR #2773)
+        return [{k: v for k, v in e.items() if k != "seconds"}
+                for e in json.loads(done.stdout)["entries"]]
+
+    one_by_one = entries("1")
+    assert len(one_by_one) > 2 and any(e["findings"] for e in one_by_one)
+    assert entries("2") == one_by_one  # the same entries, in sample order
+
+
 def test_a_saved_atlas_that_is_not_one_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"schema": "nebisect.atlas", "schema_version": 99}')
     (tmp_path / "text.json").write_text("not json")
