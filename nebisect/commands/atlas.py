@@ -33,7 +33,7 @@ inherits that failure); --json has every sample with run's findings for it.
 
 The default op list (the ops behind published converter bugs and what models
 convert through: 33 ops, 177 samples) takes about 7 minutes on 2 cores; --all
-sweeps every op (587 ops, 4389 samples: about an hour and a half). Entries are cached by sample,
+sweeps every op (587 ops, 4389 samples: about an hour). Entries are cached by sample,
 settings and coremltools/torch/nebisect versions: a re-run computes only what changed.
 --keep DIR and --corpus DIR keep each distinct failure once: its first sample, shrunk
 (an input's axis cut to 1 or halved while it fails the same way on the same paths,
