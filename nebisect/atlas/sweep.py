@@ -123,10 +123,10 @@ def sweep(samples: Sequence[OpSample], settings: SweepSettings, runner: Runner,
     atlas = Atlas(environment(), settings.describe(), unsampled=dict(unsampled or {}))
     start = time.monotonic()
     entries: dict[int, AtlasEntry] = {}
-    told_lock = threading.Lock()
+    lock = threading.Lock()
 
     def record(index: int, entry: AtlasEntry, cached: bool) -> None:
-        with told_lock:
+        with lock:
             entries[index] = entry
             progress(len(entries), len(samples), entry, cached)
 

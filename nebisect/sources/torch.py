@@ -122,7 +122,6 @@ def describe_torch(text: str, *, timeout: float,
             described = TorchDescription.from_dict(record)
             described.example = example
             _described[key] = described
-            _build_seconds[location] = described.build_seconds
         return _described[key]
 
 
@@ -133,8 +132,6 @@ def describe_torch(text: str, *, timeout: float,
 #: runner: held, each started its own template and the sweep ran 2.9× slower
 #: (bench/atlas.py). A real model builds in a second or more and is held.
 HOLD_FROM_SECONDS = 0.05
-#: location → the seconds its description took to build it (in this process)
-_build_seconds: dict[str, float] = {}
 
 
 def held_needs(location: str) -> Needs:
@@ -142,5 +139,6 @@ def held_needs(location: str) -> Needs:
     template: the module built (:func:`~nebisect.sources.torch_module.holding`), unless
     this process described it and it built in under :data:`HOLD_FROM_SECONDS` — then
     nothing: the child builds it itself, in a template other sources share."""
-    seconds = _build_seconds.get(location)
+    seconds = next((d.build_seconds for (where, _), d in _described.items()
+                    if where == location), None)
     return Needs() if seconds is not None and seconds < HOLD_FROM_SECONDS else holding(location)

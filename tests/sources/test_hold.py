@@ -15,7 +15,12 @@ import pytest
 
 from nebisect.isolate import Isolator, Needs
 from nebisect.sources import torch as torch_sources
-from nebisect.sources.torch import HOLD_FROM_SECONDS, describe_torch, held_needs
+from nebisect.sources.torch import (
+    HOLD_FROM_SECONDS,
+    TorchDescription,
+    describe_torch,
+    held_needs,
+)
 from nebisect.sources.torch_module import holding
 
 FACTORY = """
@@ -29,9 +34,10 @@ def model():
 
 
 def test_the_decision_follows_the_measured_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch_sources, "_build_seconds",
-                        {"/m/one_op.py:model": HOLD_FROM_SECONDS / 50,
-                         "/m/real.py:model": 1.5})
+    described = {(location, "sha"): TorchDescription(location, [], build_seconds=seconds)
+                 for location, seconds in (("/m/one_op.py:model", HOLD_FROM_SECONDS / 50),
+                                           ("/m/real.py:model", 1.5))}
+    monkeypatch.setattr(torch_sources, "_described", described)
     assert held_needs("/m/one_op.py:model") == Needs()
     assert held_needs("/m/real.py:model") == holding("/m/real.py:model")
     # never described here (a worker, a replayed case): held, as always
