@@ -269,6 +269,18 @@ def load_npz(path: str | os.PathLike[str], *,
         raise NebisectError(f"{file}: unreadable .npz ({type(exc).__name__}: {exc})") from None
 
 
+def load_npz_bytes(data: bytes, label: str) -> dict[str, np.ndarray]:
+    """:func:`load_npz` of an ``.npz`` held in memory (a saved program's extra file);
+    ``label`` names it in the one-line error."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return _read_members(archive, max_input_bytes())
+    except NebisectError as exc:
+        raise NebisectError(f"{label}: {exc}") from None
+    except (ValueError, zipfile.BadZipFile) as exc:
+        raise NebisectError(f"{label}: not a plain numeric .npz ({exc})") from None
+
+
 def _read_members(archive: zipfile.ZipFile, limit: int) -> dict[str, np.ndarray]:
     """Every member as an array, each checked by its header before its data is read:
     an npy array of a non-object dtype, all of them together within ``limit`` bytes."""
@@ -346,13 +358,30 @@ ArtifactRef = tuple[str, str]
 PACKAGE, TORCH, BUILDER = "mlpackage", "torch", "builder"
 SOURCE_KINDS = (PACKAGE, BUILDER, TORCH)
 
+#: The forms a torch source's location takes: Python code and a factory in it, or a
+#: saved program — an ``ExportedProgram`` (``torch.export.save``) or TorchScript
+#: (``torch.jit.save``), told apart by the file's suffix.
+FACTORY, EXPORTED, SCRIPTED = "factory", "exported", "scripted"
+SAVED_SUFFIXES = {".pt2": EXPORTED, ".pt": SCRIPTED, ".pth": SCRIPTED, ".ts": SCRIPTED}
+
+
+def torch_form(location: str) -> str:
+    """Which form of torch source ``location`` names — :data:`FACTORY`
+    (``path/file.py:factory``), :data:`EXPORTED` or :data:`SCRIPTED` (a saved program's
+    path) — or "" when it names none (a package, a builder)."""
+    path, sep, factory = location.rpartition(":")
+    if sep and path.endswith(".py") and factory:
+        return FACTORY
+    return SAVED_SUFFIXES.get(Path(location).suffix.lower(), "")
+
 
 @dataclass(frozen=True)
 class SourceRef:
     """A model as a case names it — one of three shapes, told apart by ``kind``:
 
     * ``mlpackage``: ``location`` is the package's path;
-    * ``torch``: ``location`` is ``path/file.py:factory``, a file and the factory in it;
+    * ``torch``: ``location`` is ``path/file.py:factory``, a file and the factory in it,
+      or the path of a saved program (``model.pt2``, ``model.pt``: :func:`torch_form`);
     * ``builder``: ``location`` is ``module:function`` building a MIL program in code
       (no file: it is imported).
 
@@ -382,15 +411,17 @@ class SourceRef:
 
     @property
     def file(self) -> str:
-        """The file it names: the package, the torch source's ``.py``; "" for a builder."""
-        if self.is_torch:
+        """The file it names: the package, the torch source's ``.py`` or saved program;
+        "" for a builder."""
+        if self.is_torch and torch_form(self.location) == FACTORY:
             return self.location.rpartition(":")[0]
-        return self.location if self.is_package else ""
+        return self.location if self.is_package or self.is_torch else ""
 
     @property
     def factory(self) -> str:
-        """A torch source's factory; "" for the other shapes."""
-        return self.location.rpartition(":")[2] if self.is_torch else ""
+        """A torch factory's name; "" for a saved program and the other shapes."""
+        factory = self.is_torch and torch_form(self.location) == FACTORY
+        return self.location.rpartition(":")[2] if factory else ""
 
     def files(self) -> tuple[str, ...]:
         """The files a run of it needs shipped (none for a builder)."""

@@ -49,7 +49,7 @@ def _register_commands() -> None:
     modules = [
         importlib.import_module(f"{commands.__name__}.{info.name}")
         for info in pkgutil.iter_modules(commands.__path__)
-        if not info.name.startswith("_")  # shared helpers (_options.py), not commands
+        if not info.name.startswith("_")  # a private helper module, not a command
     ]
     for module in sorted(modules, key=lambda m: (getattr(m, "ORDER", 100), m.__name__)):
         module.register(app)

@@ -36,8 +36,8 @@ STRUCTURE = _load_structure()
 #: Lowest first: records and pure algorithms, then the machinery that runs a case, the
 #: model-level layers, the pipeline stages and the commands (DESIGN.md §3).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("nebisect", "nebisect.errors", "nebisect.files", "nebisect.registry", "nebisect.codec",
-     "nebisect.case", "nebisect.verdict", "nebisect.bisect", "nebisect.bounds",
+    ("nebisect", "nebisect.version", "nebisect.errors", "nebisect.files", "nebisect.registry",
+     "nebisect.codec", "nebisect.case", "nebisect.verdict", "nebisect.bisect", "nebisect.bounds",
      "nebisect.package"),
     ("nebisect.isolation", "nebisect.isolate"),
     ("nebisect.executors",),
@@ -57,9 +57,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect.fuzz",),
     ("nebisect.atlas",),
     ("nebisect.guard",),
+    ("nebisect.options",),
+    ("nebisect.api",),
     ("nebisect.commands",),
     ("nebisect.cli", "nebisect.__main__"),
 )
+
+#: The package itself is the API's front door (``nebisect.run``): above everything, it
+#: imports only :mod:`nebisect.api` and the records below it; no module imports it.
+FACADE = "nebisect"
 
 
 MODULES = STRUCTURE.modules(PACKAGE)
@@ -93,7 +99,10 @@ GRAPH = {module: imports_of(module) for module in MODULES}
 
 
 def layer_of(module: str) -> int:
-    """Index in :data:`LAYERS` of the longest prefix naming ``module``."""
+    """Index in :data:`LAYERS` of the longest prefix naming ``module`` (the
+    :data:`FACADE` above them all)."""
+    if module == FACADE:
+        return len(LAYERS)
     best, best_length = -1, -1
     for index, prefixes in enumerate(LAYERS):
         for prefix in prefixes:

@@ -11,7 +11,10 @@ import typer
 from rich.console import Console
 
 from nebisect.case import INPUTS_LIMIT_HELP
-from nebisect.commands._options import (
+from nebisect.detect import DEFAULT_BUDGET
+from nebisect.errors import NebisectError
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.options import (
     CONVERT_CHOICES,
     MEMORY_HELP,
     parse_budget,
@@ -19,9 +22,6 @@ from nebisect.commands._options import (
     source_path,
     use_memory,
 )
-from nebisect.detect import DEFAULT_BUDGET
-from nebisect.errors import NebisectError
-from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 
 ORDER = 20
 #: ``--timeout`` is the whole search's budget here, so the per-step limits (the same

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.table import Table
 
 from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz
-from nebisect.commands._options import MEMORY_HELP, use_memory
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.options import MEMORY_HELP, use_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:

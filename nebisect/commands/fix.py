@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.table import Table
 
 from nebisect.bounds import MAX_JOBS, check_count
-from nebisect.commands._options import MEMORY_HELP, use_memory
 from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.options import MEMORY_HELP, use_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
@@ -77,11 +77,11 @@ def apply(
 ) -> None:
     """Apply fixes: torch sources are converted with the converter-level fixes, then every
     graph pass runs on the program, and the result is saved as an .mlpackage."""
-    from nebisect.commands._options import source_path
     from nebisect.files import copy_directory
     from nebisect.fixes import resolve_fixes
     from nebisect.fixes.apply import fix_source
     from nebisect.isolate import Isolator
+    from nebisect.options import source_path
     from nebisect.report.outputs import output_package
     from nebisect.sources.resolve import resolve_source
 

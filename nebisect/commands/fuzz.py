@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 import typer
 from rich.console import Console
 
-from nebisect.commands._options import MEMORY_HELP, use_memory
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.options import MEMORY_HELP, use_memory
 
 if TYPE_CHECKING:
     from nebisect.corpus import Corpus
@@ -244,16 +244,16 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
                 console: Console) -> None:
     """``fuzz SOURCE``: set up (resolve, convert, probe), fuzz (on ``cluster`` when
     given), store, report."""
-    from nebisect.commands._options import (
+    from nebisect.corpus import Corpus
+    from nebisect.executors.runner import Runner
+    from nebisect.fuzz.model_session import ModelSession
+    from nebisect.fuzz.terminal import CampaignDisplay
+    from nebisect.options import (
         CONVERT_CHOICES,
         parse_choice,
         parse_families,
         source_path,
     )
-    from nebisect.corpus import Corpus
-    from nebisect.executors.runner import Runner
-    from nebisect.fuzz.model_session import ModelSession
-    from nebisect.fuzz.terminal import CampaignDisplay
     from nebisect.report.outputs import apart_from_inputs, output_directory
 
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]

@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.commands._options import CONVERT_CHOICES, MEMORY_HELP, parse_choice, use_memory
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.options import CONVERT_CHOICES, MEMORY_HELP, parse_choice, use_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
@@ -89,8 +89,8 @@ def lint(
 ) -> None:
     """``nebisect lint`` (its help is :data:`LINT_HELP`): the source linted, the findings
     in the chosen format."""
-    from nebisect.commands._options import source_path
     from nebisect.lint import lint_source, parse_input_range
+    from nebisect.options import source_path
     from nebisect.report.outputs import output_file
     from nebisect.sources.convert import OVERRIDES_SETUP
 

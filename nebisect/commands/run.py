@@ -2,38 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import platform
-import tempfile
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
-from nebisect.bounds import MAX_JOBS, check_count, check_seed
+from nebisect import api
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
-from nebisect.commands._options import (
-    CONVERT_CHOICES,
+from nebisect.detect import DEFAULT_BUDGET
+from nebisect.detect.terminal import print_run
+from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
+from nebisect.options import (
     INPUT_RANGE_HELP,
     MEMORY_HELP,
-    parse_budget,
-    parse_choice,
-    parse_families,
-    parse_input_ranges,
-    source_path,
-    use_memory,
 )
-from nebisect.detect import DEFAULT_BUDGET
-from nebisect.detect.run import RunInterrupted, RunOptions, RunOutcome, RunOutputs
-from nebisect.detect.run import run as run_source
-from nebisect.detect.terminal import print_run
-from nebisect.errors import NebisectError
-from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
-from nebisect.isolation.pool import default_jobs
-from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.report.outputs import apart_from_inputs, output_directory
-from nebisect.report.progress import progress_line
-from nebisect.sources.deployment import check_deployment
 from nebisect.sources.inputs import DEFAULT_LENGTHS
 
 ORDER = 10
@@ -46,9 +28,6 @@ SOURCE_HELP = (
     "Core ML input names) and optionally 'dynamic_dims' ({input: {axis: (min, max)}}). "
     "See examples/meanpool.py."
 )
-EXPLORE_CHOICES = ("auto", "none")
-#: the devices ``--require`` makes placement fail closed on
-REQUIRE_CHOICES = ("ne", "gpu")
 
 RUN_HELP = """\
 Run every prediction in a fresh process on each target and compare with a float64
@@ -77,23 +56,6 @@ device are a note per target (counted per op type, with the reason); with
 Exit code: 0 all pass, 1 a failure was found (a failing reference included), 2 usage
 or input error.
 """
-
-
-def default_targets() -> list[str]:
-    """Real Core ML compute units on macOS; the simulator's fp32/fp16/ANE models elsewhere."""
-    if platform.system() == "Darwin":
-        return ["coreml:cpu", "coreml:gpu", "coreml:ne", "coreml:all"]
-    return ["sim:fp32", "sim:fp16", "sim:ane"]
-
-
-def _lengths(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise NebisectError(f"--lengths {text!r}: give comma-separated integers") from None
-    if not values:
-        raise NebisectError(f"--lengths {text!r}: give at least one length")
-    return tuple(check_count(f"--lengths {value}", value) for value in values)
 
 
 RUN_SOURCE_ARGUMENT = typer.Argument(None, help=SOURCE_HELP, show_default=False)
@@ -205,60 +167,32 @@ def run(
     cluster: str = RUN_CLUSTER_OPTION,
     require: list[str] = RUN_REQUIRE_OPTION,
 ) -> None:
-    """``nebisect run`` (its help is :data:`RUN_HELP`): the options, checked, into a
-    :class:`~nebisect.detect.run.RunOptions`; the run; its outputs and table or JSON."""
+    """``nebisect run`` (its help is :data:`RUN_HELP`): :func:`nebisect.api.run` on the
+    options as typed, then its table or JSON and the exit code."""
     if list_families:
         _list_families()
         return
-    if not source:
-        raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
-    timeouts = Timeouts.parse(timeout)
-    use_memory(memory)
-    check_deployment(deployment_target)
-    paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
-    check_seed(f"--seed {seed}", seed)
-    explores = parse_choice("--explore", explore, EXPLORE_CHOICES) != "none"
-    options = RunOptions(
-        source, tuple(target or default_targets()), reference, inputs, timeouts=timeouts,
-        paths=paths, converter_overrides=converter_overrides,
-        deployment_target=deployment_target, plugins=tuple(plugin or ()), explore=explores,
-        budget=parse_budget(budget) if explores else DEFAULT_BUDGET,
-        families=parse_families(families) if explores else None, seed=seed,
-        lengths=_lengths(lengths), input_ranges=parse_input_ranges(input_range),
-        jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
-        cluster=cluster, require=tuple(dict.fromkeys(
-            parse_choice("--require", device, REQUIRE_CHOICES) for device in require or ())))
-    outputs = RunOutputs(report, save_triggers, source, options.fixes)
-    _check_output_directories(outputs, inputs)
-    with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
-        with progress_line(Console(stderr=True), "running") as progress:
-            try:
-                outcome = run_source(options, Path(tmp), progress)
-            except RunInterrupted as stop:
-                progress.stop()
-                _emit(stop.outcome, outputs, as_json)
-                raise
-        _emit(outcome, outputs, as_json)
-    raise typer.Exit(1 if outcome.report.failed else 0)
+    try:
+        result = api.run(
+            source, target=target, inputs=inputs, lengths=lengths, reference=reference,
+            timeout=timeout, memory=memory, converter_overrides=converter_overrides,
+            deployment_target=deployment_target, plugin=plugin, explore=explore,
+            budget=budget, families=families or None, seed=seed,
+            input_range=input_range, convert=convert, jobs=jobs, report=report,
+            save_triggers=save_triggers, cluster=cluster, require=require)
+    except api.RunStopped as stop:
+        _emit(stop.result, as_json)
+        raise
+    _emit(result, as_json)
+    raise typer.Exit(0 if result.ok else 1)
 
 
-def _check_output_directories(outputs: RunOutputs, inputs: Path | None) -> None:
-    """``--report`` and ``--save-triggers`` are directories apart from what the run reads."""
-    for directory, option in ((outputs.report, "--report"), (outputs.triggers, "--save-triggers")):
-        if directory:
-            apart_from_inputs(directory, option, [
-                ("the source", source_path(outputs.source)),
-                *([("--inputs", inputs)] if inputs else [])])
-            output_directory(directory, option)
-
-
-def _emit(outcome: RunOutcome, outputs: RunOutputs, as_json: bool) -> None:
-    """The output files and the JSON or table (also of a run that was stopped)."""
-    index = outputs.write(outcome)
+def _emit(result: api.RunResult, as_json: bool) -> None:
+    """The JSON or the table (also of a run that was stopped)."""
     if as_json:
-        typer.echo(json.dumps(outcome.report.to_dict(), indent=2, default=str))
+        typer.echo(result.to_json())
     else:
-        print_run(outcome.report, index)
+        print_run(result.report, result.triggers)
 
 
 def _list_families() -> None:

@@ -143,9 +143,7 @@ def helper_env() -> dict[str, str]:
     ``python -m nebisect.isolation.…`` must import nebisect before the parent's
     ``sys.path`` (sent with every request) is applied, even from an uninstalled checkout.
     """
-    import nebisect
-
-    root = str(Path(nebisect.__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     return env

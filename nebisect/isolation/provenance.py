@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-import nebisect
+from nebisect.version import __version__
 
 _PACKAGES = ("coremltools", "torch", "numpy")
 
@@ -55,7 +55,7 @@ def _os_name() -> str:
 
 @functools.cache
 def _static() -> dict[str, str]:
-    stamp = {"nebisect": nebisect.__version__}
+    stamp = {"nebisect": __version__}
     stamp.update({name: package_version(name) for name in _PACKAGES})
     stamp.update(
         python=platform.python_version(),

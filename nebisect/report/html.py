@@ -10,6 +10,7 @@ Plots carry stable element ids (``cliff-sweep-0``, ``divergence-0``,
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from html import escape
 from typing import Any
@@ -190,8 +191,8 @@ def _section(section_id: str, title: str, body: str) -> str:
     return f'<section id="{section_id}"><h2>{escape(title)}</h2>{body}</section>'
 
 
-def render_html(document: dict[str, Any], payload: ReportPayload) -> str:
-    """The whole page for a report.json ``document`` and the payload it was made from."""
+def _parts(payload: ReportPayload) -> list[str]:
+    """The report's sections, in reading order: summary, findings, plots, tables."""
     parts = [_summary(payload)]
     if payload.findings:
         parts.append(_section("findings", "Findings", _findings(payload.findings)))
@@ -208,6 +209,12 @@ def render_html(document: dict[str, Any], payload: ReportPayload) -> str:
     if payload.notes:
         items = "".join(f"<li>{escape(n)}</li>" for n in payload.notes)
         parts.append(_section("notes", "Notes", f"<ul>{items}</ul>"))
+    return parts
+
+
+def render_html(document: dict[str, Any], payload: ReportPayload) -> str:
+    """The whole page for a report.json ``document`` and the payload it was made from."""
+    parts = _parts(payload)
     title = escape(payload.title)
     meta = escape(
         f"nebisect {document['kind']} report · {document['created']} · "
@@ -220,3 +227,20 @@ def render_html(document: dict[str, Any], payload: ReportPayload) -> str:
         f'<header><h1>{title}</h1><div class="meta">{meta}</div></header>'
         f"<main>{''.join(parts)}</main></body></html>\n"
     )
+
+
+#: the class of the element a notebook shows a report in; :func:`render_fragment`
+#: scopes the page's style to it, so it restyles nothing else in the notebook
+FRAGMENT = "nebisect-report"
+
+
+def render_fragment(payload: ReportPayload) -> str:
+    """The report's sections (findings, matrix, plots) as one ``<div>`` a notebook shows
+    inline (``_repr_html_``), its style scoped to the ``div``."""
+    rules = []
+    for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", _CSS):
+        scoped = ",".join(f".{FRAGMENT}" if s.strip() == "body" else f".{FRAGMENT} {s.strip()}"
+                          for s in selectors.split(","))
+        rules.append(f"{scoped}{{{body}}}")
+    return (f'<div class="{FRAGMENT}"><style>{"".join(rules)}</style>'
+            f"<h3>{escape(payload.title)}</h3>{''.join(_parts(payload))}</div>")

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from nebisect import __version__
 from nebisect.errors import NebisectError
 from nebisect.report.payload import REPORT_KINDS, ReportPayload
 from nebisect.report.schema import REPORT_SCHEMA_VERSION, SCHEMA_NAME
+from nebisect.version import __version__
 
 #: The keys report.json holds around its payload (:func:`report_document`).
 _ENVELOPE = ("schema", "schema_version", "kind", "created", "nebisect_version")

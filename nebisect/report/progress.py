@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 from rich.status import Status
@@ -85,3 +85,53 @@ def progress_line(console: Console, first: str) -> Iterator[LiveProgress | Plain
             yield LiveProgress(status)
         return
     yield PlainProgress(console.file, plain_interval())
+
+
+def in_notebook() -> bool:
+    """Is this process a Jupyter kernel (IPython with a kernel attached)?"""
+    import sys
+
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class NotebookProgress:
+    """The latest message as one output line of the running cell, replaced in place
+    (an IPython display handle): no terminal escapes in what the notebook keeps, at
+    most every ``interval`` seconds."""
+
+    def __init__(self, handle: Any, interval: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.handle, self.interval, self.clock = handle, interval, clock
+        self.started = self.last = clock()
+        self._lock = threading.Lock()
+
+    @classmethod
+    @contextmanager
+    def shown(cls, first: str) -> Iterator[NotebookProgress]:
+        """A progress line under the running cell, saying ``first`` until the next."""
+        from IPython.display import display
+
+        handle = display(_Line(f"nebisect: {first}"), display_id=True)
+        yield cls(handle)
+
+    def stop(self) -> None:
+        """The line stays as the last message; nothing to take down."""
+
+    def __call__(self, message: str) -> None:
+        with self._lock:
+            now = self.clock()
+            if now - self.last < self.interval:
+                return
+            self.last = now
+            self.handle.update(_Line(f"nebisect: [{now - self.started:.0f} s] {message}"))
+
+
+class _Line:
+    """One line of text, shown as text in a notebook (and in its saved outputs)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text

@@ -21,10 +21,10 @@ from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import quote
 
-from nebisect import __version__
 from nebisect.files import write_text
 from nebisect.lint import LintResult, Rule, registered_rules
 from nebisect.report.payload import to_jsonable
+from nebisect.version import __version__
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -43,14 +43,19 @@ from nebisect.isolate import Needs
 from nebisect.isolation.job import OOM_PATTERN
 from nebisect.mil.quiet import import_coremltools, quiet
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
-from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS, TorchSource, load_torch_source
+from nebisect.sources.torch_load import load_torch_source
+from nebisect.sources.torch_module import (
+    PATHS,
+    TORCH_AND_COREMLTOOLS,
+    TorchSource,
+    export_module,
+)
 from nebisect.verdict import ConversionFacts, Stage, Status, Verdict, error_signature
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator
     from nebisect.sources.resolve import Source
 
-PATHS = ("export", "trace")
 #: The ``setup`` entry that installs nebisect's converter overrides in the child.
 OVERRIDES_SETUP = "nebisect.fixes.converter_compat:install"
 #: the paths' names as messages say them ("conversion, jit.trace path only")
@@ -95,7 +100,7 @@ def convert_source(
     }
     models: dict[str, Any] = {}
     attempts = []
-    for path in paths:
+    for path in (path for path in paths if path in source.paths):
         started = time.perf_counter()
         try:
             converted, note = _convert_path(ct, path, source, options)
@@ -169,26 +174,16 @@ def _input_types(ct: Any, source: TorchSource, *, shapes: bool) -> list[Any]:
 
 
 def _via_export(ct: Any, source: TorchSource, options: dict[str, Any], module: Any) -> Any:
-    import torch
-
-    dims = {bounds: torch.export.Dim(name, min=bounds[0], max=bounds[1])
-            for bounds, name in source.symbols().items()}
-    dynamic = {
-        name: ({axis: dims[b] for axis, b in source.dynamic_dims[name].items()}
-               if name in source.dynamic_dims else None)
-        for name in source.example_inputs
-    }
-    program = torch.export.export(
-        module, tuple(source.example_inputs.values()),
-        dynamic_shapes=dynamic if source.dynamic_dims else None,
-    ).run_decompositions({})
+    program = export_module(source, module).run_decompositions({})
     return ct.convert(program, inputs=_input_types(ct, source, shapes=False), **options)
 
 
 def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: Any) -> Any:
+    """Trace ``module`` — a TorchScript program is converted as it is."""
     import torch
 
-    traced = torch.jit.trace(module, tuple(source.example_inputs.values()))
+    traced = (module if isinstance(module, torch.jit.ScriptModule)
+              else torch.jit.trace(module, tuple(source.example_inputs.values())))
     return ct.convert(traced, inputs=_input_types(ct, source, shapes=True), **options)
 
 

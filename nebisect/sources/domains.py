@@ -53,6 +53,11 @@ class InputDomain:
             raise NebisectError(f"input domain [{self.lo:g}, {self.hi:g}] is empty")
 
     @property
+    def declaration(self) -> Any:
+        """The domain as a factory declares it: ``"mask"`` or ``[lo, hi]``."""
+        return MASK if self.kind == MASK else [self.lo, self.hi]
+
+    @property
     def magnitude(self) -> float:
         """The largest |value| inside the domain (1 for a mask)."""
         return 1.0 if self.kind == MASK else max(abs(self.lo), abs(self.hi))

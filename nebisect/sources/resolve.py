@@ -1,4 +1,5 @@
-"""Resolve what the user handed to ``run``/``bisect``: an .mlpackage or ``file.py:factory``.
+"""Resolve what the user handed to ``run``/``bisect``: an .mlpackage, ``file.py:factory``
+or a saved torch program (``.pt2``, TorchScript).
 
 Everything that can be wrong with a source is found here, before any case runs, and
 reported as one line: a missing path, a neuralnetwork ``.mlmodel`` (the simulator and
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nebisect.case import SourceRef
+from nebisect.case import SourceRef, torch_form
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.mil.quiet import COREMLTOOLS_ONLY
@@ -85,9 +86,9 @@ class Source:
 
 
 def is_torch_location(text: str) -> bool:
-    """Does ``text`` name a torch factory (``path/file.py:factory``)?"""
-    path_part, _, factory = text.rpartition(":") if ".py:" in text else (text, "", "")
-    return bool(factory) and path_part.endswith(".py")
+    """Does ``text`` name a torch source: a factory (``path/file.py:factory``) or a saved
+    program (``model.pt2``, ``model.pt``)?"""
+    return bool(torch_form(text))
 
 
 def resolve_source(text: str, *, timeout: float = Timeouts.load,

@@ -24,14 +24,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from nebisect.case import sha256_path
+from nebisect.case import FACTORY, TORCH, SourceRef, sha256_path, torch_form
 from nebisect.codec import Form, Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import InputDescription
 from nebisect.sources.loading import ChildSubject, describe_with_arrays, record_outcome, unprefixed
-from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS, holding
+from nebisect.sources.torch_load import holding
+from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS
 
 FACTORY_SUBJECT = ChildSubject("the factory", "describing the model")
 
@@ -64,9 +65,14 @@ class TorchDescription(Record):
 
 
 def absolute_location(text: str) -> str:
-    """``rel/file.py:factory`` → ``/abs/rel/file.py:factory`` (checked, not resolved)."""
+    """``rel/file.py:factory`` → ``/abs/rel/file.py:factory``, ``rel/m.pt2`` →
+    ``/abs/rel/m.pt2`` (checked, not resolved)."""
     from nebisect.sources.torch_module import parse_location
 
+    if torch_form(text) != FACTORY:
+        if not os.path.isfile(text):
+            raise NebisectError(f"{text}: no such file")
+        return os.path.abspath(text)
     path, factory = parse_location(text)
     if not path.is_file():
         raise NebisectError(f"{path}: no such file")
@@ -77,14 +83,17 @@ def describe_job(payload: dict[str, Any]) -> Any:
     """Child side: import the source, call its factory, validate, return the record."""
 
     def build() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        from nebisect.sources.torch_module import check_rebuilds_identically, load_torch_source
+        from nebisect.sources.torch_load import load_torch_source
+        from nebisect.sources.torch_module import check_rebuilds_identically
 
         location = payload["source"]
         try:
             started = time.perf_counter()
             loaded = load_torch_source(location)
             build_seconds = time.perf_counter() - started
-            check_rebuilds_identically(location, loaded)
+            if torch_form(location) == FACTORY:
+                # a saved program loads the same weights every time
+                check_rebuilds_identically(location, loaded)
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), location)) from None
         described = loaded.descriptions()
@@ -108,7 +117,7 @@ def describe_torch(text: str, *, timeout: float,
                    isolator: Isolator | None = None) -> TorchDescription:
     """Describe ``text`` in an isolated child (once per process and file content)."""
     location = absolute_location(text)
-    key = (location, sha256_path(location.rpartition(":")[0]))
+    key = (location, sha256_path(SourceRef(TORCH, location).file))
     with _lock:
         if key not in _described:
             record, example = describe_with_arrays(
@@ -136,7 +145,7 @@ HOLD_FROM_SECONDS = 0.05
 
 def held_needs(location: str) -> Needs:
     """What a child that runs the torch source at ``location`` should find in its
-    template: the module built (:func:`~nebisect.sources.torch_module.holding`), unless
+    template: the module built (:func:`~nebisect.sources.torch_load.holding`), unless
     this process described it and it built in under :data:`HOLD_FROM_SECONDS` — then
     nothing: the child builds it itself, in a template other sources share."""
     seconds = next((d.build_seconds for (where, _), d in _described.items()

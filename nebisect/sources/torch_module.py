@@ -53,9 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import sha256_path
 from nebisect.errors import NebisectError
-from nebisect.isolate import Hold, Needs
+from nebisect.isolate import Needs
 from nebisect.mil.quiet import quiet
 from nebisect.sources.domains import (
     MASK,
@@ -67,7 +66,6 @@ from nebisect.sources.domains import (
 from nebisect.sources.inputs import InputDescription
 
 Range = tuple[int, int]
-_loaded: dict[tuple[str, str, str], TorchSource] = {}
 #: the seed of torch, numpy and ``random`` whenever a factory is called
 FACTORY_SEED = 0
 
@@ -75,6 +73,8 @@ FACTORY_SEED = 0
 #: the conversions (which also rehearse one: :data:`nebisect.sources.convert.CONVERSION`)
 #: and the torch-side lint fork from one template
 TORCH_AND_COREMLTOOLS = Needs(imports=("numpy", "torch", "coremltools"))
+#: coremltools' two torch conversion paths (:mod:`nebisect.sources.convert`)
+PATHS = ("export", "trace")
 
 
 @dataclass
@@ -88,6 +88,8 @@ class TorchSource:
     domains: dict[str, InputDomain] = field(default_factory=dict)
     #: declared ``masked_outputs`` (output → mask input); None: not declared
     masked_outputs: dict[str, str] | None = None
+    #: the conversion paths that apply (a TorchScript program is not exported)
+    paths: tuple[str, ...] = PATHS
     _cast: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def module_in(self, dtype: Any) -> Any:
@@ -148,6 +150,22 @@ class TorchSource:
         return inferred, bool(inferred)
 
 
+def export_module(source: TorchSource, module: Any) -> Any:
+    """``torch.export.export`` of ``module`` (the source's, or a wrapper of it) on the
+    example inputs, each distinct dynamic range one ``torch.export.Dim``."""
+    import torch
+
+    dims = {bounds: torch.export.Dim(name, min=bounds[0], max=bounds[1])
+            for bounds, name in source.symbols().items()}
+    dynamic = {
+        name: ({axis: dims[b] for axis, b in source.dynamic_dims[name].items()}
+               if name in source.dynamic_dims else None)
+        for name in source.example_inputs
+    }
+    return torch.export.export(module, tuple(source.example_inputs.values()),
+                               dynamic_shapes=dynamic if source.dynamic_dims else None)
+
+
 def coreml_dtype(tensor: Any) -> str:
     """The numpy dtype a Core ML input gets for this example tensor.
 
@@ -165,39 +183,6 @@ def parse_location(text: str) -> tuple[Path, str]:
     return Path(path), factory
 
 
-def load_torch_source(text: str) -> TorchSource:
-    """Load (once per process and file content) and validate a torch source."""
-    path, factory_name = parse_location(text)
-    if not path.is_file():
-        raise NebisectError(f"{path}: no such file")
-    key = (str(path.resolve()), factory_name, sha256_path(path))
-    if key not in _loaded:
-        _loaded[key] = build_torch_source(text)
-    return _loaded[key]
-
-
-def hold_source(text: str) -> None:
-    """Build the source ``text`` and its fp64 copy in this process, torch held to one
-    thread meanwhile: a template's held call (:func:`holding`), so the reference
-    children it forks find the module built
-    instead of importing the model's libraries and calling the factory each time (most
-    of a real model's run). One thread: an intra-op pool started before ``fork`` is
-    not usable in the child."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        load_torch_source(text).module_in(torch.float64)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def holding(location: str) -> Needs:
-    """The needs of a child that finds the source at ``location`` built."""
-    return Needs(holds=(Hold(f"{__name__}:hold_source", location),))
-
-
 def build_torch_source(text: str) -> TorchSource:
     """Import the file of ``text`` and call its factory, both from :data:`FACTORY_SEED`
     (a module may draw its weights at import time), and validate what it returns."""
@@ -210,7 +195,7 @@ def build_torch_source(text: str) -> TorchSource:
             produced = factory()
     except Exception as exc:
         raise NebisectError(
-            f"{text}: the factory raised {type(exc).__name__}: {_first_line(exc)}"
+            f"{text}: the factory raised {type(exc).__name__}: {first_line(exc)}"
         ) from None
     return _validate(text, produced)
 
@@ -260,7 +245,7 @@ def state_fingerprint(source: TorchSource) -> str:
     return digest.hexdigest()
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else "(no message)"
 
@@ -277,7 +262,7 @@ def _factory(path: Path, name: str) -> Any:
             spec.loader.exec_module(user_module)
     except Exception as exc:
         raise NebisectError(
-            f"{path}: importing it raised {type(exc).__name__}: {_first_line(exc)}"
+            f"{path}: importing it raised {type(exc).__name__}: {first_line(exc)}"
         ) from None
     finally:
         with contextlib.suppress(ValueError):
@@ -311,18 +296,29 @@ def _validate(text: str, produced: Any) -> TorchSource:
             f"'masked_outputs'; got {_describe(produced)}"
         )
     module.eval()
-    inputs = _named_inputs(text, module, _field(produced, "example_inputs"))
-    dynamic = _dynamic_dims(text, inputs, _field(produced, "dynamic_dims") or {})
-    domains = parse_domains(text, _field(produced, "input_domains"), inputs)
+    inputs = named_inputs(text, module, _field(produced, "example_inputs"))
+    declared = {name: _field(produced, name)
+                for name in ("dynamic_dims", "input_domains", "masked_outputs")}
+    return validated(text, module, inputs, declared)
+
+
+def validated(text: str, module: Any, inputs: dict[str, Any], declared: dict[str, Any],
+              paths: tuple[str, ...] = PATHS) -> TorchSource:
+    """The torch source of ``module`` (in eval mode) on its named example ``inputs``,
+    with what ``declared`` holds (``dynamic_dims``, ``input_domains``,
+    ``masked_outputs``, as a factory returns them) checked against them; ``paths`` are
+    the conversion paths that apply to it."""
+    dynamic = _dynamic_dims(text, inputs, declared.get("dynamic_dims") or {})
+    domains = parse_domains(text, declared.get("input_domains"), inputs)
     for name, domain in domains.items():
         if not domain.contains(inputs[name].detach().cpu().numpy()):
             raise NebisectError(f"{text}: example input {name!r} lies outside its declared "
                                 f"domain {domain.describe()}")
-    source = TorchSource(text, module, inputs, dynamic, domains)
-    declared = _field(produced, "masked_outputs")
-    if declared is not None:
+    source = TorchSource(text, module, inputs, dynamic, domains, paths=paths)
+    masked = declared.get("masked_outputs")
+    if masked is not None:
         source.masked_outputs = parse_masked_outputs(
-            text, declared, source.output_names(), source.mask_inputs())
+            text, masked, source.output_names(), source.mask_inputs())
     return source
 
 
@@ -332,7 +328,7 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _named_inputs(text: str, module: Any, given: Any) -> dict[str, Any]:
+def named_inputs(text: str, module: Any, given: Any) -> dict[str, Any]:
     """Example inputs keyed by name, in ``forward``'s parameter order.
 
     They must be ``forward``'s leading positional parameters, so both converters can
@@ -443,7 +439,7 @@ def run_module(module: Any, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
     """Call ``module(*inputs.values())`` without autograd; name and convert the outputs.
 
     Positionally: the inputs are ``forward``'s leading parameters in order (see
-    :func:`_named_inputs`), which also reaches a ``forward(*args)``.
+    :func:`named_inputs`), which also reaches a ``forward(*args)``.
     """
     import torch
 

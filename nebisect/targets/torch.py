@@ -39,7 +39,8 @@ class TorchTarget(Target):
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
-        from nebisect.sources.torch_module import load_torch_source, run_module, to_torch_inputs
+        from nebisect.sources.torch_load import load_torch_source
+        from nebisect.sources.torch_module import run_module, to_torch_inputs
 
         if not model.ref.is_torch:
             raise NebisectError(

@@ -30,7 +30,8 @@ from nebisect.mil.load import load_program
 from nebisect.sources.convert import OVERRIDES_SETUP, convert_isolated
 from nebisect.sources.inputs import generate
 from nebisect.sources.resolve import Source
-from nebisect.sources.torch_module import load_torch_source, run_module, to_torch_inputs
+from nebisect.sources.torch_load import load_torch_source
+from nebisect.sources.torch_module import run_module, to_torch_inputs
 from nebisect.targets.coreml import cache_dir
 from nebisect.verdict import Verdict, judge
 

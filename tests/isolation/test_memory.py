@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from nebisect.commands._options import parse_memory
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job
 from nebisect.isolation import memory
+from nebisect.options import parse_memory
 
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"),
                            reason="RLIMIT_DATA bounds mmap on Linux only")

@@ -29,7 +29,7 @@ from nebisect.sources.convert import (
     summarize,
 )
 from nebisect.sources.resolve import Source
-from nebisect.sources.torch_module import load_torch_source
+from nebisect.sources.torch_load import load_torch_source
 
 EXAMPLES = REPO / "examples"
 MEANPOOL = f"{EXAMPLES / 'meanpool.py'}:model"

@@ -21,7 +21,7 @@ from nebisect.sources.torch import (
     describe_torch,
     held_needs,
 )
-from nebisect.sources.torch_module import holding
+from nebisect.sources.torch_load import holding
 
 FACTORY = """
 import time

@@ -13,8 +13,8 @@ from support import REPO
 import nebisect.targets.torch  # noqa: F401  (registers the torch targets)
 from nebisect.errors import NebisectError
 from nebisect.sources.artifact import Artifact
+from nebisect.sources.torch_load import load_torch_source
 from nebisect.sources.torch_module import (
-    load_torch_source,
     output_arrays,
     parse_location,
     run_module,

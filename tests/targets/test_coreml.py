@@ -268,7 +268,7 @@ def test_conversion_never_loads_the_model_on_core_ml(monkeypatch: pytest.MonkeyP
     import coremltools as ct
 
     from nebisect.sources.convert import convert_source
-    from nebisect.sources.torch_module import load_torch_source
+    from nebisect.sources.torch_load import load_torch_source
 
     seen: list[dict] = []
 

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from support import REPO
 
-from nebisect.sources.torch_module import load_torch_source, run_module
+from nebisect.sources.torch_load import load_torch_source
+from nebisect.sources.torch_module import run_module
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import load_npz, sha256_path
+from nebisect.case import TORCH, SourceRef, load_npz, sha256_path
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job, Needs
@@ -67,10 +67,11 @@ def _graph(payload: dict[str, Any]) -> FxGraph:
     """The graph of ``payload``'s source and inputs, exported once per worker."""
     import torch
 
-    from nebisect.sources.torch_module import load_torch_source, to_torch_inputs
+    from nebisect.sources.torch_load import load_torch_source
+    from nebisect.sources.torch_module import to_torch_inputs
 
     location, inputs = payload["source"], payload["inputs"]
-    key = (location, sha256_path(location.rpartition(":")[0]),
+    key = (location, sha256_path(SourceRef(TORCH, location).file),
            sha256_path(inputs) if inputs else "")
     if key not in _graphs:
         try:

@@ -14,7 +14,8 @@ from support.bisect_programs import lgamma_net
 
 from nebisect.mil.graph import ExtractionError
 from nebisect.minimize.graphs.fx import FxGraph
-from nebisect.sources.torch_module import load_torch_source, run_module
+from nebisect.sources.torch_load import load_torch_source
+from nebisect.sources.torch_module import run_module
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from nebisect.isolate import Isolator
 from nebisect.mil.graph import ExtractionError
 from nebisect.minimize.graphs.fx import FxGraph
 from nebisect.minimize.graphs.fx_jobs import IsolatedFxGraph
-from nebisect.sources.torch_module import load_torch_source, to_torch_inputs
+from nebisect.sources.torch_load import load_torch_source
+from nebisect.sources.torch_module import to_torch_inputs
 
 SUBSETS = [["lgamma"], ["lgamma", "linear_1"], ["relu", "mul"]]
 

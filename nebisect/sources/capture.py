@@ -1,0 +1,190 @@
+"""A module that lives in the caller's process, saved as a torch program nebisect runs.
+
+A notebook's model is an object, often of a class defined in ``__main__``: no other
+process can import it, and nebisect's children never run the caller's classes. So the
+module is exported where it lives — ``torch.export.export`` to a ``.pt2``, else
+``torch.jit.trace`` to TorchScript — and the children load the saved program
+(:mod:`nebisect.sources.torch_saved`) for conversion and as the reference.
+
+Exporting or tracing runs ``forward`` (tracing on the real example inputs), and a
+``forward`` can crash the process: a C extension, a ``ctypes`` call, a torch bug. So
+each capture runs in a **fork of the caller** (:func:`_in_fork`): the fork has the
+module and its classes, and when it dies the caller — a notebook kernel — lives on, with
+the death as the verdict of that path (``crash:SIGSEGV`` at stage ``convert``), as
+converting a factory's module in a child gives. A fork that hangs is killed after the
+timeout. Torch is held to one thread in the fork: an intra-op pool started before the
+fork is not usable in it.
+
+Each path is tried in order and every failure recorded (:class:`Capture`); a bad
+declaration (example inputs that are not ``forward``'s parameters, a dynamic range the
+example lies outside) is the caller's error, raised as the factory's would be.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import re
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nebisect.errors import NebisectError
+from nebisect.isolation.collect import signal_name
+from nebisect.isolation.osproc import set_pdeathsig
+from nebisect.sources.convert import PATH_LABELS
+from nebisect.sources.torch_module import TorchSource, export_module, named_inputs, validated
+from nebisect.sources.torch_saved import save_exported, save_scripted
+from nebisect.verdict import Stage, Status, Verdict, crash_signature, error_signature
+
+#: the file each capture path saves, in the order they are tried
+ARTIFACTS = {"export": "module.pt2", "trace": "module.pt"}
+#: how often the caller looks whether the fork has finished
+POLL_SECONDS = 0.02
+
+
+@dataclass
+class Capture:
+    """The saved program (None when no path saved one) and each failed path's verdict."""
+
+    artifact: Path | None
+    failures: dict[str, Verdict] = field(default_factory=dict)
+
+
+def capture_module(module: Any, example_inputs: Any, declared: dict[str, Any],
+                   directory: Path, *, label: str, timeout: float) -> Capture:
+    """Save ``module`` into ``directory`` by the first path that saves it; ``declared``
+    holds what a factory would declare (``dynamic_dims``, ``input_domains``,
+    ``masked_outputs``), ``label`` names the module in errors."""
+    failures: dict[str, Verdict] = {}
+    for path, name in ARTIFACTS.items():
+        artifact = directory / name
+
+        def save(path: str = path, artifact: Path = artifact) -> None:
+            source = _source(module, example_inputs, declared, label)
+            if path == "export":
+                save_exported(export_module(source, source.module), source, artifact)
+            else:
+                import torch
+
+                traced = torch.jit.trace(source.module, tuple(source.example_inputs.values()))
+                save_scripted(traced, source, artifact)
+
+        verdict = _in_fork(save, directory / f"{path}.log", path, timeout)
+        if verdict is None and artifact.is_file():
+            return Capture(artifact, failures)
+        failures[path] = verdict or _failed(path, "saved no program")
+    return Capture(None, failures)
+
+
+def _source(module: Any, example_inputs: Any, declared: dict[str, Any],
+            label: str) -> TorchSource:
+    """The validated torch source of the caller's module (in the fork: ``eval()`` and
+    the checks touch only the fork's copy)."""
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise NebisectError(f"{label}: not a torch.nn.Module")
+    module.eval()
+    return validated(label, module, named_inputs(label, module, example_inputs), declared)
+
+
+def _in_fork(work: Callable[[], None], log: Path, path: str, timeout: float) -> Verdict | None:
+    """Run ``work`` in a fork of this process: None when it returned; the verdict of its
+    failure otherwise. A :class:`NebisectError` it raises is raised here."""
+    result = log.with_suffix(".json")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the fork's side; its outcome is read below
+        _fork_side(work, log, result)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return Verdict(Status.TIMEOUT, Stage.CONVERT, "timeout",
+                           message=f"{PATH_LABELS[path]} of the module did not finish within "
+                           f"{timeout:g} s; the fork was killed")
+        time.sleep(POLL_SECONDS)
+    if os.WIFSIGNALED(status):
+        name = signal_name(os.WTERMSIG(status))
+        return Verdict(Status.CRASH, Stage.CONVERT, crash_signature(name),
+                       message=f"killed by {name} while {_doing(path)} the module"
+                       f"{_innermost_frame(log)} (in a fork of this process, which lives on)")
+    try:
+        outcome = json.loads(result.read_text())
+    except (OSError, ValueError):
+        return _failed(path, f"exited with status {os.WEXITSTATUS(status)} without a result")
+    if outcome.get("user_error"):
+        raise NebisectError(outcome["message"])
+    return None if outcome.get("ok") else _failed(path, outcome["message"])
+
+
+def _fork_side(work: Callable[[], None], log: Path, result: Path) -> None:
+    """The fork: quiet, one torch thread, dies with the caller; writes its outcome and
+    leaves by ``os._exit`` (never the caller's exit handlers or buffered output)."""
+    code = 0
+    try:
+        set_pdeathsig()
+        descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(descriptor, 1)
+        os.dup2(descriptor, 2)
+        # a crash's Python stack goes to the log (the caller's faulthandler, if any,
+        # writes to the caller's stderr)
+        faulthandler.enable(file=descriptor)
+        import torch
+
+        torch.set_num_threads(1)
+        try:
+            work()
+            outcome: dict[str, Any] = {"ok": True}
+        except NebisectError as exc:
+            outcome = {"user_error": True, "message": str(exc)}
+        except Exception as exc:
+            traceback.print_exc()
+            lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+            outcome = {"message": f"{type(exc).__name__}: {lines[0] if lines else '(no message)'}"}
+        result.write_text(json.dumps(outcome))
+    except BaseException:
+        code = 70
+    os._exit(code)
+
+
+#: a frame of faulthandler's dump: ``  File "/x/model.py", line 12 in forward``
+FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<name>\S+)', re.M)
+
+
+def _innermost_frame(log: Path) -> str:
+    """`` at model.py:12 in forward``: where the caller's own code was when the fork
+    crashed — the innermost frame of faulthandler's dump in the fork's log outside the
+    installed libraries (torch, ctypes); "" when there is none."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    installed = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix})
+    for frame in FRAME.finditer(text):
+        file = frame["file"]
+        if not file.startswith(installed) and "site-packages" not in file:
+            return f" at {Path(file).name}:{frame['line']} in {frame['name']}"
+    return ""
+
+
+def _doing(path: str) -> str:
+    return "exporting (torch.export)" if path == "export" else "tracing (jit.trace)"
+
+
+def _failed(path: str, message: str) -> Verdict:
+    """An ``error`` at stage ``convert``: the path's converter message, as converting a
+    factory's module on that path would give it."""
+    text = f"{PATH_LABELS[path]}: {message}"
+    return Verdict(Status.ERROR, Stage.CONVERT, error_signature(Stage.CONVERT, text),
+                   message=text)
