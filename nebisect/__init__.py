@@ -13,15 +13,14 @@ from typing import Any
 from nebisect.errors import NebisectError
 from nebisect.version import __version__
 
-#: the names the API exports, each from :mod:`nebisect.api`
-API = ("run", "RunResult", "RunStopped", "save_torchscript")
-
-__all__ = ["NebisectError", "__version__", *API]
+__all__ = ["NebisectError", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in API:
-        from nebisect import api
+    """The API's names (``nebisect.run``, …: :data:`nebisect.api.__all__`), imported
+    on first use."""
+    import nebisect.api as api
 
+    if name in api.__all__:
         return getattr(api, name)
     raise AttributeError(f"module 'nebisect' has no attribute {name!r}")

@@ -192,3 +192,38 @@ def _npz(directory: Path, value: float) -> Path:
     path = directory / "x.npz"
     np.savez(path, x=np.full((1, 1, SPATIAL, SPATIAL), value, np.float32))
     return path
+
+
+def test_lint_from_the_api_is_the_cli_s_json_and_takes_a_module() -> None:
+    cli = _cli("lint", EXAMPLE, "--format", "json", "--input-range", "x=0:10")
+    report = nebisect.lint(EXAMPLE, input_range=["x=0:10"])
+    assert cli.returncode == (0 if report.ok else 1)
+    assert json.loads(cli.stdout) == json.loads(report.to_json())
+    rules = {f.rule_id for f in report.findings}
+    assert rules, "seed 000's logsumexp over 0..10 is a hazard lint knows"
+    from_module = nebisect.lint(Seed000(), example_inputs=SEED_INPUT, input_range=["x=0:10"])
+    assert {f.rule_id for f in from_module.findings} == rules
+    assert "nebisect-report" in from_module._repr_html_()
+
+
+def test_replay_from_the_api_is_the_cli_s_json(tmp_path: Path) -> None:
+    cli = _cli("replay", "corpus", "--target", "sim:fp16", "--json")
+    report = nebisect.replay(REPO / "corpus", target="sim:fp16", progress=False)
+    assert cli.returncode == (0 if report.ok else 1) == 0
+    from_cli, from_api = json.loads(cli.stdout), json.loads(report.to_json())
+    assert _comparable(from_cli) == _comparable(from_api)
+    assert sum(r["outcome"] == "ok" for r in from_api["results"]) >= 4
+    empty = nebisect.replay(tmp_path, progress=False)
+    assert not empty.ok and empty.empty
+    assert nebisect.replay(tmp_path, allow_empty=True, progress=False).ok
+
+
+@pytest.mark.slow
+def test_bisect_reduces_a_module_of_this_process_to_the_logsumexp(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    report = nebisect.bisect(Seed000(), example_inputs=SEED_INPUT, target="sim:ane",
+                             inputs=_npz(tmp_path, 7.7), out=out, progress=False)
+    assert report.ok
+    assert report.result.kept_types == ["reduce_log_sum_exp"]
+    assert report.repro is not None and report.repro.parent == out
+    assert json.loads(report.to_json())["reduced_signature"] == "mismatch:collapse"

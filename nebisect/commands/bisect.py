@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import typer
@@ -12,15 +9,9 @@ from rich.console import Console
 
 from nebisect.case import INPUTS_LIMIT_HELP
 from nebisect.detect import DEFAULT_BUDGET
-from nebisect.errors import NebisectError
-from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
 from nebisect.options import (
-    CONVERT_CHOICES,
     MEMORY_HELP,
-    parse_budget,
-    parse_choice,
-    source_path,
-    use_memory,
 )
 
 ORDER = 20
@@ -129,65 +120,20 @@ def bisect(
     force: bool = BISECT_FORCE_OPTION,
     as_json: bool = BISECT_AS_JSON_OPTION,
 ) -> None:
-    """``nebisect bisect`` (its help is :data:`BISECT_HELP`): what to bisect and how, checked,
-    into a :class:`~nebisect.minimize.options.BisectOptions`; the search; its result."""
-    from nebisect.minimize.bisector import bisect_source
-    from nebisect.minimize.options import BISECT_TIMEOUTS, BisectOptions
+    """``nebisect bisect`` (its help is :data:`BISECT_HELP`): :func:`nebisect.api.bisect`
+    on the options as typed, under a live progress bar; its result."""
+    from nebisect import api
     from nebisect.minimize.terminal import BisectDisplay, print_result
-    from nebisect.report.outputs import fresh_output_directory
 
-    subject = _Subject(source, target, inputs, stage, graph, tuple(fix or ()),
-                       CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)])
-    use_memory(memory)
-    if finding:
-        subject = subject.with_finding(finding)
-    elif not source or not target:
-        raise NebisectError("give a SOURCE and --target, or --finding FILE#N")
-    options = BisectOptions(
-        target=subject.target, stage=subject.stage,
-        inputs=os.path.abspath(subject.inputs) if subject.inputs else "", length=length,
-        max_evals=max_evals, timeout=timeout, fixes=subject.fixes, graph=subject.graph,
-        paths=subject.paths, budget=parse_budget(budget),
-        timeouts=Timeouts.parse(case_timeout, BISECT_TIMEOUTS, "--case-timeout"))
-    read = [("the source", source_path(subject.source)),
-            *([("--inputs", subject.inputs)] if subject.inputs else [])]
-    fresh_output_directory(out, "--out", force=force, inputs=read)
     with BisectDisplay(Console(stderr=True)) as display:
-        result = bisect_source(subject.source, options, out, progress=display)
+        report = api.bisect(source, target=target, finding=finding, stage=stage, graph=graph,
+                            inputs=inputs, convert=convert, budget=budget, length=length,
+                            max_evals=max_evals, timeout=timeout, case_timeout=case_timeout,
+                            memory=memory, fix=fix, out=out, force=force, progress=display)
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        typer.echo(report.to_json())
     else:
-        print_result(result, out)
-
-
-@dataclass(frozen=True)
-class _Subject:
-    """What to bisect — the source, target and inputs — and how its failure is reached:
-    the stage, the graph reduced, the converter fixes and the conversion paths."""
-
-    source: str
-    target: str
-    inputs: Path | None
-    stage: str
-    graph: str
-    fixes: tuple[str, ...]
-    paths: tuple[str, ...]
-
-    def with_finding(self, text: str) -> _Subject:
-        """The failure group ``FILE#N`` names (``--finding``): its source, target, inputs,
-        stage, graph (unless one was chosen), fixes (before the given ones) and path."""
-        if self.source or self.target or self.inputs:
-            raise NebisectError("--finding names the source, target and inputs; give "
-                                "no SOURCE, --target or --inputs with it")
-        from nebisect.detect.triggers import read_finding
-
-        found = read_finding(text)
-        trigger = found.trigger
-        return _Subject(
-            found.source, trigger.target, found.inputs,
-            "convert" if trigger.stage == "convert" else self.stage,
-            trigger.graph if self.graph == "auto" else self.graph,
-            (*trigger.fixes, *self.fixes), (trigger.path,) if trigger.path else self.paths)
+        print_result(report.result, out)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from nebisect.errors import NebisectError
-from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options import CONVERT_CHOICES, MEMORY_HELP, parse_choice, use_memory
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
+from nebisect.options import MEMORY_HELP
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
@@ -87,12 +87,11 @@ def lint(
     timeout: list[str] = LINT_TIMEOUT_OPTION,
     memory: str = LINT_MEMORY_OPTION,
 ) -> None:
-    """``nebisect lint`` (its help is :data:`LINT_HELP`): the source linted, the findings
-    in the chosen format."""
-    from nebisect.lint import lint_source, parse_input_range
+    """``nebisect lint`` (its help is :data:`LINT_HELP`): :func:`nebisect.api.lint` on
+    the options as typed, the findings in the chosen format."""
+    from nebisect import api
     from nebisect.options import source_path
     from nebisect.report.outputs import output_file
-    from nebisect.sources.convert import OVERRIDES_SETUP
 
     if output_format not in FORMATS:
         raise NebisectError(f"--format {output_format!r}: one of {', '.join(FORMATS)}")
@@ -102,23 +101,18 @@ def lint(
     if not source:
         raise NebisectError("lint needs a SOURCE (.mlpackage, module:function or "
                             "path/to/file.py:factory)")
-    paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
-    use_memory(memory)
-    ranges = dict(parse_input_range(text) for text in input_range or [])
     if output is not None:
         output_file(output, "--output", force=force,
                     inputs=[("the source", source_path(source))])
-    result = lint_source(source, assume_fp16=fp16, input_ranges=ranges,
-                         timeouts=Timeouts.parse(timeout), paths=paths,
-                         setup=(OVERRIDES_SETUP,) if converter_overrides else ())
+    report = api.lint(source, fp16=fp16, input_range=input_range, convert=convert,
+                      converter_overrides=converter_overrides, timeout=timeout, memory=memory)
+    result = report.result
     if output_format == "sarif":
         from nebisect.report.sarif import sarif_text
 
         _emit(sarif_text(result), output)
     elif output_format == "json":
-        from nebisect.report import to_jsonable
-
-        _emit(json.dumps(to_jsonable(result.to_dict()), indent=2) + "\n", output)
+        _emit(report.to_json() + "\n", output)
     else:
         _print_text(result, output)
     raise typer.Exit(result.exit_code)

@@ -12,7 +12,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
@@ -21,6 +20,7 @@ from nebisect.options import MEMORY_HELP, use_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
+    from nebisect.api import ReplayReport
     from nebisect.corpus.store import CorpusCase, Problem
     from nebisect.guard.devices import DeviceMatrix
     from nebisect.guard.replay import ReplayResult, ReplaySummary
@@ -86,52 +86,35 @@ def replay(
     cluster: str = REPLAY_CLUSTER_OPTION,
     devices: str = REPLAY_DEVICES_OPTION,
 ) -> None:
-    """``nebisect replay`` (its help is :data:`REPLAY_HELP`): every case of the corpus at
-    ``root`` replayed, the results reported, the exit code by regressions and damage."""
+    """``nebisect replay`` (its help is :data:`REPLAY_HELP`): :func:`nebisect.api.replay`
+    of the corpus at ``root``, the results reported, the exit code by regressions and
+    damage; ``--devices`` replays on each device of a cluster instead."""
+    from nebisect import api
     from nebisect.corpus import Corpus
-    from nebisect.executors.runner import Runner
-    from nebisect.guard.replay import record_updates, summarize
-    from nebisect.guard.replay import replay as replay_cases
-    from nebisect.isolation.interrupt import describe
     from nebisect.report.outputs import output_file
 
-    timeouts = Timeouts.parse(timeout)
-    use_memory(memory)
-    check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
-    corpus = Corpus(root)
     if junit:
         output_file(junit, "--junit", force=force, inputs=[("the corpus", root)])
-    scan = corpus.scan()
     if devices is not None:
+        timeouts = Timeouts.parse(timeout)
+        use_memory(memory)
+        scan = Corpus(root).scan()
         _replay_devices(scan.cases, scan.problems, cluster, devices, target or (), timeouts,
                         as_json, update)
-    console = Console(stderr=True)
-    done: list[ReplayResult] = []
     try:
-        with console.status(f"replaying {len(scan.cases)} case(s)") as status, \
-                Runner(jobs, cluster=cluster) as runner:
-
-            def progress(result: ReplayResult) -> None:
-                done.append(result)
-                status.update(f"replayed {len(done)}/{len(scan.cases)}")
-
-            summary = replay_cases(scan.cases, targets=target or (), timeouts=timeouts,
-                                   on_result=progress, runner=runner)
-    except KeyboardInterrupt as stop:
-        # Ctrl-C, SIGTERM, SIGHUP: the cases done so far, the rest marked not run.
-        stopped = summarize(scan.cases, list(done), target or (), describe(stop))
-        _emit(stopped, scan.problems, [], junit, as_json)
+        report = api.replay(root, target=target, jobs=jobs, timeout=timeout, memory=memory,
+                            update=update, allow_empty=allow_empty, cluster=cluster)
+    except api.Stopped as stop:
+        assert isinstance(stop.result, api.ReplayReport)
+        _emit(stop.result, junit, as_json)
         raise
-    updated = record_updates(corpus, summary) if update else []
-    damaged = [p for p in scan.problems if p.damaged]
-    _emit(summary, scan.problems, updated, junit, as_json)
-    regressions = [] if update else summary.regressions
-    empty = not summary.replayed and not allow_empty
-    if empty:
+    _emit(report, junit, as_json)
+    if report.empty:
         Console(stderr=True).print(
-            f"nebisect: no case was replayed ({len(summary.results)} case(s) in {markup(root)}, "
-            "all skipped or filtered out); exit 1 (--allow-empty accepts that)", highlight=False)
-    raise typer.Exit(1 if regressions or damaged or empty else 0)
+            f"nebisect: no case was replayed ({len(report.summary.results)} case(s) in "
+            f"{markup(root)}, all skipped or filtered out); exit 1 (--allow-empty accepts "
+            "that)", highlight=False)
+    raise typer.Exit(0 if report.ok else 1)
 
 
 def _replay_devices(cases: Sequence[CorpusCase], problems: Sequence[Problem], cluster: str | None,
@@ -183,29 +166,22 @@ def _print_matrix(matrix: DeviceMatrix, problems: Sequence[Problem]) -> None:
     print_problems(console, problems)
 
 
-def _emit(summary: ReplaySummary, problems: Sequence[Problem], updated: Sequence[ReplayResult],
-          junit: Path | None, as_json: bool) -> None:
+def _emit(report: ReplayReport, junit: Path | None, as_json: bool) -> None:
     """The JUnit file and the JSON or table (also of a replay that was stopped)."""
-    damaged = [p for p in problems if p.damaged]
     if junit:
         from nebisect.guard.replay import DAMAGED_SIGNATURE
         from nebisect.report.junit import write_junit
         from nebisect.verdict import Stage, Status, Verdict
 
-        entries = [(r.label, r.junit_verdict()) for r in summary.results]
+        entries = [(r.label, r.junit_verdict()) for r in report.summary.results]
         entries += [(p.path.name,
                      Verdict(Status.ERROR, Stage.LOAD, DAMAGED_SIGNATURE, message=p.reason))
-                    for p in damaged]
+                    for p in report.damaged]
         write_junit(junit, "nebisect.replay", entries)
     if as_json:
-        typer.echo(json.dumps({
-            "results": [r.to_dict() for r in summary.results],
-            "problems": [{"path": str(p.path), "reason": p.reason, "damaged": p.damaged}
-                         for p in problems],
-            "updated": [r.case_id for r in updated],
-        }, indent=2, default=str))
+        typer.echo(report.to_json())
     else:
-        _print(summary, problems, updated)
+        _print(report.summary, report.problems, report.updated)
 
 
 def _print(

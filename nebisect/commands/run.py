@@ -180,7 +180,8 @@ def run(
             budget=budget, families=families or None, seed=seed,
             input_range=input_range, convert=convert, jobs=jobs, report=report,
             save_triggers=save_triggers, cluster=cluster, require=require)
-    except api.RunStopped as stop:
+    except api.Stopped as stop:
+        assert isinstance(stop.result, api.RunResult)
         _emit(stop.result, as_json)
         raise
     _emit(result, as_json)

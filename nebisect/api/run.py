@@ -1,35 +1,17 @@
-"""nebisect's Python API: the commands as functions, for notebooks and scripts.
+"""``nebisect.run``: ``nebisect run`` as a function, returning the report it renders.
 
-``nebisect.run`` is what ``nebisect run`` does — the CLI is a thin layer over it (it
-parses the same options, calls this, prints the result) — so a notebook and a terminal
-get the same findings and the same JSON. Keyword arguments are named like the CLI's
-options (``target``, ``lengths``, ``budget``, ``input_range``, …) and take either the
-CLI's text (``lengths="1,8"``) or Python values (``lengths=[1, 8]``). A bad argument
-raises :class:`~nebisect.errors.NebisectError` with the CLI's one-line message; nothing
-here raises ``SystemExit``.
-
-**A crash is a verdict.** Every prediction and conversion runs in an isolated child, and
-a model that lives in the caller's process is exported or traced in a fork of it
-(:mod:`nebisect.sources.capture`): a SIGSEGV in Core ML, in a converter or in the
-module's own ``forward`` is a ``crash:SIGSEGV`` row of the result, and the notebook
-kernel lives on.
-
-The source may be what the CLI takes (a path: ``.mlpackage``, ``file.py:factory``,
-``.pt2``, TorchScript) or an object: an ``nn.Module`` (with ``example_inputs``, and
-optionally ``dynamic_dims``, ``input_domains``, ``masked_outputs`` as a factory declares
-them), a ``torch.export.ExportedProgram``, a TorchScript module or a coremltools
-``MLModel``. An object is saved first — into ``report`` when given (so the report's
-commands can be run later), else into a temporary directory removed after the run.
+The source is what the CLI takes, or an object of the caller's process
+(:func:`~nebisect.api.common.saved_source`); a module no path could save is reported
+as the failures of its paths (:func:`_capture_report`), as converting a factory's
+module that crashes is.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,12 +25,20 @@ if TYPE_CHECKING:
     from nebisect.detect.triggers import TriggerIndex
     from nebisect.sources.capture import Capture
 
-#: what ``lengths``, ``target`` and the other list-valued arguments accept
-Many = str | Sequence[Any] | None
+from nebisect.api.common import (
+    Many,
+    Progress,
+    Result,
+    Stopped,
+    declared_of,
+    items,
+    progress_to,
+    saved_source,
+)
 
 
 @dataclass
-class RunResult:
+class RunResult(Result):
     """What ``run`` found: the report (its rows, findings, explorations) and the index
     of the triggers saved for it (``report`` / ``save_triggers``; None: not saved).
 
@@ -90,15 +80,6 @@ class RunResult:
                                   for line in finding_lines(finding))])
 
 
-class RunStopped(KeyboardInterrupt):
-    """The run was interrupted (Ctrl-C, a kernel interrupt, SIGTERM): ``result`` holds
-    the rows evaluated until then, and its outputs were written."""
-
-    def __init__(self, result: RunResult) -> None:
-        super().__init__()
-        self.result = result
-
-
 def run(
     source: Any,
     *,
@@ -126,7 +107,7 @@ def run(
     save_triggers: str | os.PathLike[str] | None = None,
     cluster: str | None = None,
     require: Many = None,
-    progress: bool | Callable[[str], None] = True,
+    progress: Progress = True,
 ) -> RunResult:
     """``nebisect run`` (see ``nebisect run --help``) on ``source``; the options are the
     CLI's. ``progress``: True shows it (a line in a notebook, a live status in a
@@ -140,37 +121,27 @@ def run(
                  deployment_target=deployment_target, plugin=plugin, explore=explore,
                  budget=budget, families=families, seed=seed, input_range=input_range,
                  convert=convert, jobs=jobs, cluster=cluster, require=require)
-    declared = {"dynamic_dims": dynamic_dims, "input_domains": input_domains,
-                "masked_outputs": masked_outputs}
+    declared = declared_of(dynamic_dims, input_domains, masked_outputs)
     report_dir = Path(report) if report is not None else None
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
         workdir = Path(tmp)
-        saved, capture = _saved_source(source, example_inputs, declared,
-                                       report_dir or workdir / "source", given)
+        saved, capture = saved_source(source, example_inputs, declared,
+                                      report_dir or workdir / "source", timeout)
         options = run_options(saved, **given)
         outputs = RunOutputs(report_dir, Path(save_triggers) if save_triggers else None,
                              saved, options.fixes)
         check_outputs(outputs, options.inputs)
         if capture is not None and capture.artifact is None:
             return RunResult(_capture_report(saved, capture, options.targets))
-        with _progress(progress) as told:
+        with progress_to(progress) as told:
             try:
                 outcome = run_source(options, workdir, told)
             except RunInterrupted as stop:
                 _add_capture_failures(stop.outcome.report, capture)
-                raise RunStopped(RunResult(stop.outcome.report,
+                raise Stopped(RunResult(stop.outcome.report,
                                            outputs.write(stop.outcome))) from stop
         _add_capture_failures(outcome.report, capture)
         return RunResult(outcome.report, outputs.write(outcome))
-
-
-def save_torchscript(module: Any, example_inputs: Any, path: str | os.PathLike[str], *,
-                     dynamic_dims: dict[str, dict[int, tuple[int, int]]] | None = None,
-                     input_domains: dict[str, Any] | None = None) -> Path:
-    """Save a TorchScript module (``torch.jit.trace`` / ``script``) with the example
-    inputs ``nebisect run model.pt`` needs (TorchScript keeps none of its own)."""
-    declared = {"dynamic_dims": dynamic_dims, "input_domains": input_domains}
-    return _saved_script(module, example_inputs, declared, Path(path), str(path))
 
 
 def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths: Many = None,
@@ -200,27 +171,27 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
 
     if not source:
         raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
-    timeouts = Timeouts.parse(_items(timeout))
+    timeouts = Timeouts.parse(items(timeout))
     use_memory(memory)
     check_deployment(deployment_target)
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
     check_seed(f"--seed {seed}", seed)
     explores = parse_choice("--explore", explore, EXPLORE_CHOICES) != "none"
     return RunOptions(
-        source, tuple(_items(target) or default_targets()), reference,
+        source, tuple(items(target) or default_targets()), reference,
         Path(inputs) if inputs else None, timeouts=timeouts, paths=paths,
         converter_overrides=converter_overrides, deployment_target=deployment_target,
-        plugins=tuple(_items(plugin)), explore=explores,
+        plugins=tuple(items(plugin)), explore=explores,
         budget=parse_budget(str(DEFAULT_BUDGET if budget is None else budget))
         if explores else DEFAULT_BUDGET,
-        families=parse_families(",".join(_items(families))) if explores else None,
+        families=parse_families(",".join(items(families))) if explores else None,
         seed=seed,
         lengths=parse_lengths(DEFAULT_LENGTHS if lengths is None else lengths),
-        input_ranges=parse_input_ranges(_items(input_range)),
+        input_ranges=parse_input_ranges(items(input_range)),
         jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
         cluster=cluster, require=tuple(dict.fromkeys(
             parse_choice("--require", device, REQUIRE_CHOICES)
-            for device in _items(require))))
+            for device in items(require))))
 
 
 EXPLORE_CHOICES = ("auto", "none")
@@ -264,73 +235,6 @@ def check_outputs(outputs: Any, inputs: Path | None) -> None:
             output_directory(directory, option)
 
 
-def _items(given: Many) -> list[str]:
-    """A list-valued option as the CLI's list of strings (one string is one item)."""
-    if given is None:
-        return []
-    return [given] if isinstance(given, str) else [str(item) for item in given]
-
-
-def _saved_source(source: Any, example_inputs: Any, declared: dict[str, Any],
-                  directory: Path, given: dict[str, Any]) -> tuple[str, Capture | None]:
-    """The source as the CLI names it: a path as it is; an object saved into
-    ``directory`` (a module by :func:`~nebisect.sources.capture.capture_module`, whose
-    outcome comes back too)."""
-    if isinstance(source, (str, os.PathLike)):
-        if example_inputs is not None or any(v is not None for v in declared.values()):
-            raise NebisectError("example_inputs, dynamic_dims, input_domains and "
-                                "masked_outputs describe a module object; a saved source "
-                                "declares its own")
-        return os.fspath(source), None
-    directory.mkdir(parents=True, exist_ok=True)
-    label = f"the {type(source).__name__} module"
-    torch = sys.modules.get("torch")
-    coremltools = sys.modules.get("coremltools")
-    if coremltools is not None and isinstance(source, coremltools.models.MLModel):
-        package = directory / "model.mlpackage"
-        source.save(str(package))
-        return str(package), None
-    if torch is None:
-        raise NebisectError(f"{type(source).__name__}: not a source (give a path, an "
-                            "nn.Module, an ExportedProgram or an MLModel)")
-    if isinstance(source, torch.export.ExportedProgram):
-        program = directory / "program.pt2"
-        torch.export.save(source, str(program))
-        return str(program), None
-    if isinstance(source, torch.jit.ScriptModule):
-        return str(_saved_script(source, example_inputs, declared, directory / "module.pt",
-                                 label)), None
-    if not isinstance(source, torch.nn.Module):
-        raise NebisectError(f"{type(source).__name__}: not a source (give a path, an "
-                            "nn.Module, an ExportedProgram or an MLModel)")
-    if example_inputs is None:
-        raise NebisectError(f"{label}: give example_inputs (a tuple or a dict of tensors)")
-    from nebisect.isolation.timeouts import Timeouts
-    from nebisect.sources.capture import capture_module
-
-    timeouts = Timeouts.parse(_items(given["timeout"]))
-    captured = capture_module(source, example_inputs, declared, directory, label=label,
-                              timeout=timeouts.convert)
-    location = captured.artifact or directory / "module.pt2"
-    return str(location), captured
-
-
-def _saved_script(module: Any, example_inputs: Any, declared: dict[str, Any],
-                  destination: Path, label: str) -> Path:
-    """A TorchScript module saved with its example inputs (no code of the caller's runs:
-    a ScriptModule is already a program)."""
-    from nebisect.sources.torch_module import validated
-    from nebisect.sources.torch_saved import save_scripted
-
-    if example_inputs is None:
-        raise NebisectError(f"{label}: give example_inputs (a tuple or a dict of tensors)")
-    names = [argument.name for argument in module.forward.schema.arguments[1:]]
-    given = (example_inputs if isinstance(example_inputs, dict)
-             else dict(zip(names, example_inputs, strict=False)))
-    save_scripted(module, validated(label, module, given, declared), destination)
-    return destination
-
-
 def _capture_report(location: str, capture: Capture, targets: Sequence[str]) -> RunReport:
     """The report of a module no path could save: each path's failure on every target,
     grouped and ranked as a run's are (the reference cannot run either)."""
@@ -359,22 +263,3 @@ def _add_capture_failures(report: RunReport, capture: Capture | None,
     report.regroup()
 
 
-@contextmanager
-def _progress(given: bool | Callable[[str], None]) -> Iterator[Callable[[str], None]]:
-    """The progress callable ``given`` asks for (see :func:`run`)."""
-    if callable(given):
-        yield given
-        return
-    if not given:
-        yield lambda _message: None
-        return
-    from nebisect.report.progress import NotebookProgress, in_notebook, progress_line
-
-    if in_notebook():
-        with NotebookProgress.shown("running") as shown:
-            yield shown
-        return
-    from rich.console import Console
-
-    with progress_line(Console(stderr=True), "running") as line:
-        yield line

@@ -1,0 +1,157 @@
+"""``nebisect.bisect``: a failing model reduced to the smallest piece that fails alike."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nebisect.api.common import Many, Result, declared_of, items, progress_to, saved_path
+from nebisect.errors import NebisectError
+
+if TYPE_CHECKING:
+    from nebisect.minimize.bisector import BisectResult
+    from nebisect.minimize.options import ProgressLine
+
+#: what ``bisect``'s ``progress`` accepts: shown, hidden, or a callable of each line
+BisectProgress = bool | Callable[["ProgressLine"], None]
+
+
+@dataclass
+class BisectReport(Result):
+    """The reduction (``result``: ``summary.json``, what ``--json`` prints) and the
+    directory it was written to; ``repro`` is the standalone script there."""
+
+    result: BisectResult
+    out: Path
+
+    @property
+    def ok(self) -> bool:
+        """The reduction was written (``bisect`` exits 0)."""
+        return bool(self.result.files)
+
+    @property
+    def findings(self) -> list[BisectResult]:
+        """The one failure it reduced."""
+        return [self.result]
+
+    @property
+    def repro(self) -> Path | None:
+        """``repro.py``: the reduced failure on its own, without nebisect."""
+        script = self.out / "repro.py"
+        return script if script.is_file() else None
+
+    def to_json(self) -> str:
+        """``nebisect bisect --json`` (summary.json)."""
+        return json.dumps(self.result.to_dict(), indent=2)
+
+    def _repr_html_(self) -> str:
+        from nebisect.report.html import render_fragment
+        from nebisect.report.payload import ReportPayload, Table
+
+        r = self.result
+        rows: list[list[Any]] = [
+            ["target", r.target], ["signature", r.reduced_signature or r.signature],
+            [r.unit + "s", f"{r.units_before} → {r.units_after}"],
+            ["kept", ", ".join(r.kept_types)],
+            ["state", "complete (1-minimal)" if r.complete else f"stopped: {r.stopped}"],
+            ["repro", str(self.repro or "")]]
+        return render_fragment(ReportPayload(f"nebisect bisect {r.source}", tables=[
+            Table("reduced", ["", ""], rows)]))
+
+
+def bisect(source: Any = None, *, target: str | None = None, finding: str | None = None,
+           example_inputs: Any = None, dynamic_dims: Any = None, input_domains: Any = None,
+           stage: str = "predict", graph: str = "auto",
+           inputs: str | os.PathLike[str] | None = None, convert: str = "both",
+           budget: int | str | None = None, length: int = 8, max_evals: int | None = None,
+           timeout: float | None = None, case_timeout: Many = None, memory: str | None = None,
+           fix: Many = None, out: str | os.PathLike[str] = "nebisect-bisect",
+           force: bool = False, progress: BisectProgress = True) -> BisectReport:
+    """``nebisect bisect`` (see ``nebisect bisect --help``): reduce ``source``'s failure
+    on ``target`` (or the failure group ``finding`` names) and write it to ``out``.
+    ``source`` may be an object of this process, as :func:`nebisect.run` takes it."""
+    from nebisect.detect import DEFAULT_BUDGET
+    from nebisect.isolation.timeouts import Timeouts
+    from nebisect.minimize.bisector import bisect_source
+    from nebisect.minimize.options import BISECT_TIMEOUTS, BisectOptions
+    from nebisect.options import (
+        CONVERT_CHOICES,
+        parse_budget,
+        parse_choice,
+        source_path,
+        use_memory,
+    )
+    from nebisect.report.outputs import fresh_output_directory
+
+    destination = Path(out)
+    with tempfile.TemporaryDirectory(prefix="nebisect-bisect-") as tmp:
+        location = ("" if source is None else
+                    saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
+                               Path(tmp), case_timeout))
+        subject = Subject(location, target or "", Path(inputs) if inputs else None, stage,
+                          graph, tuple(items(fix)),
+                          CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)])
+        use_memory(memory)
+        if finding:
+            subject = subject.with_finding(finding)
+        elif not location or not target:
+            raise NebisectError("give a SOURCE and --target, or --finding FILE#N")
+        options = BisectOptions(
+            target=subject.target, stage=subject.stage,
+            inputs=os.path.abspath(subject.inputs) if subject.inputs else "", length=length,
+            max_evals=max_evals, timeout=timeout, fixes=subject.fixes, graph=subject.graph,
+            paths=subject.paths,
+            budget=parse_budget(str(DEFAULT_BUDGET if budget is None else budget)),
+            timeouts=Timeouts.parse(items(case_timeout), BISECT_TIMEOUTS, "--case-timeout"))
+        read = [("the source", source_path(subject.source)),
+                *([("--inputs", subject.inputs)] if subject.inputs else [])]
+        fresh_output_directory(destination, "--out", force=force, inputs=read)
+        with _lines(progress) as told:
+            result = bisect_source(subject.source, options, destination, progress=told)
+        return BisectReport(result, destination)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What to bisect — the source, target and inputs — and how its failure is reached:
+    the stage, the graph reduced, the converter fixes and the conversion paths."""
+
+    source: str
+    target: str
+    inputs: Path | None
+    stage: str
+    graph: str
+    fixes: tuple[str, ...]
+    paths: tuple[str, ...]
+
+    def with_finding(self, text: str) -> Subject:
+        """The failure group ``FILE#N`` names (``--finding``): its source, target, inputs,
+        stage, graph (unless one was chosen), fixes (before the given ones) and path."""
+        if self.source or self.target or self.inputs:
+            raise NebisectError("--finding names the source, target and inputs; give "
+                                "no SOURCE, --target or --inputs with it")
+        from nebisect.detect.triggers import read_finding
+
+        found = read_finding(text)
+        trigger = found.trigger
+        return Subject(
+            found.source, trigger.target, found.inputs,
+            "convert" if trigger.stage == "convert" else self.stage,
+            trigger.graph if self.graph == "auto" else self.graph,
+            (*trigger.fixes, *self.fixes), (trigger.path,) if trigger.path else self.paths)
+
+
+@contextmanager
+def _lines(given: BisectProgress) -> Iterator[Callable[[ProgressLine], None]]:
+    """``given`` as a callable of progress lines (True: their text, shown)."""
+    if callable(given):
+        yield given
+        return
+    with progress_to(given) as told:
+        yield lambda line: told(line.text())

@@ -1,0 +1,110 @@
+"""``nebisect.replay``: the corpus as a regression suite, as a function."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nebisect.api.common import Many, Progress, Result, Stopped, items, progress_to
+
+if TYPE_CHECKING:
+    from nebisect.corpus.store import Problem
+    from nebisect.guard.replay import ReplayResult, ReplaySummary
+
+
+@dataclass
+class ReplayReport(Result):
+    """Every case's outcome (``summary``), the directories that are not usable cases
+    (``problems``) and the cases re-recorded (``updated``, with ``update=True``).
+
+    ``ok`` is ``replay``'s exit code 0: no regression (unless updating), no damaged
+    case, and some case replayed (or ``allow_empty``); ``findings`` are the regressions.
+    """
+
+    summary: ReplaySummary
+    problems: list[Problem] = field(default_factory=list)
+    updated: list[ReplayResult] = field(default_factory=list)
+    allow_empty: bool = False
+
+    @property
+    def damaged(self) -> list[Problem]:
+        return [p for p in self.problems if p.damaged]
+
+    @property
+    def empty(self) -> bool:
+        """No case ran (all skipped or filtered out), which ``allow_empty`` accepts."""
+        return not self.summary.replayed and not self.allow_empty
+
+    @property
+    def ok(self) -> bool:
+        return not (self.findings or self.damaged or self.empty)
+
+    @property
+    def findings(self) -> list[ReplayResult]:
+        return [] if self.updated else self.summary.regressions
+
+    def to_json(self) -> str:
+        """``nebisect replay --json``."""
+        return json.dumps({
+            "results": [r.to_dict() for r in self.summary.results],
+            "problems": [{"path": str(p.path), "reason": p.reason, "damaged": p.damaged}
+                         for p in self.problems],
+            "updated": [r.case_id for r in self.updated],
+        }, indent=2, default=str)
+
+    def _repr_html_(self) -> str:
+        from nebisect.report.html import render_fragment
+        from nebisect.report.payload import ReportPayload, Table
+
+        rows: list[list[Any]] = [[r.label, r.target, r.outcome, r.verdict.signature, r.reason]
+                                 for r in self.summary.results]
+        rows += [[str(p.path), "", "damaged" if p.damaged else "skipped", "", p.reason]
+                 for p in self.problems]
+        return render_fragment(ReportPayload("nebisect replay", tables=[Table(
+            f"{len(self.summary.results)} case(s)",
+            ["case", "target", "outcome", "verdict", "why"], rows)]))
+
+
+def replay(root: str | os.PathLike[str], *, target: Many = None, jobs: int = 1,
+           timeout: Many = None, memory: str | None = None, update: bool = False,
+           allow_empty: bool = False, cluster: str | None = None,
+           progress: Progress = True) -> ReplayReport:
+    """``nebisect replay`` (see ``nebisect replay --help``) of the corpus at ``root``.
+
+    Interrupted, it raises :class:`~nebisect.api.common.Stopped` holding the cases
+    replayed until then, the rest marked not run."""
+    from nebisect.bounds import MAX_JOBS, check_count
+    from nebisect.corpus import Corpus
+    from nebisect.executors.runner import Runner
+    from nebisect.guard.replay import record_updates, summarize
+    from nebisect.guard.replay import replay as replay_cases
+    from nebisect.isolation.interrupt import describe
+    from nebisect.isolation.timeouts import Timeouts
+    from nebisect.options import use_memory
+
+    timeouts = Timeouts.parse(items(timeout))
+    use_memory(memory)
+    check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
+    targets = items(target)
+    corpus = Corpus(Path(root))
+    scan = corpus.scan()
+    done: list[ReplayResult] = []
+    with progress_to(progress) as told:
+        try:
+            with Runner(jobs, cluster=cluster) as runner:
+
+                def finished(result: ReplayResult) -> None:
+                    done.append(result)
+                    told(f"replayed {len(done)}/{len(scan.cases)}")
+
+                summary = replay_cases(scan.cases, targets=targets, timeouts=timeouts,
+                                       on_result=finished, runner=runner)
+        except KeyboardInterrupt as stop:
+            stopped = summarize(scan.cases, list(done), targets, describe(stop))
+            raise Stopped(ReplayReport(stopped, list(scan.problems),
+                                       allow_empty=allow_empty)) from stop
+    updated = record_updates(corpus, summary) if update else []
+    return ReplayReport(summary, list(scan.problems), updated, allow_empty)
