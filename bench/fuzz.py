@@ -26,10 +26,10 @@ import time
 from typing import Any
 
 from nebisect.executors.runner import Runner
-from nebisect.fuzz.campaign import Finding, localize_finding
-from nebisect.fuzz.execute import SubjectEvaluator
-from nebisect.fuzz.session import FuzzOptions, run_session
-from nebisect.fuzz.subject import OpSubject
+from nebisect.fuzzing.campaign import Finding, localize_finding
+from nebisect.fuzzing.execute import SubjectEvaluator
+from nebisect.fuzzing.session import FuzzOptions, run_session
+from nebisect.fuzzing.subject import OpSubject
 from nebisect.isolate import Isolator
 from nebisect.opspecs.ops import get_op
 from nebisect.opspecs.strategies import delta

@@ -81,7 +81,8 @@ def bench(args: argparse.Namespace) -> None:
     from nebisect.sources.convert import OVERRIDES_SETUP, convert_isolated
     from nebisect.sources.inputs import generate
     from nebisect.sources.resolve import Source
-    from nebisect.sources.torch_module import load_torch_source, run_module, to_torch_inputs
+    from nebisect.sources.torch_load import load_torch_source
+    from nebisect.sources.torch_module import run_module, to_torch_inputs
 
     torch.set_num_threads(args.threads)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="nebisect-bench-"))

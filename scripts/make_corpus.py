@@ -25,7 +25,8 @@ from nebisect.corpus import Corpus, NewCase
 from nebisect.guard.replay import run_case
 from nebisect.isolate import Isolator
 from nebisect.sources.convert import convert_source, save_package
-from nebisect.sources.torch_module import TorchSource, load_torch_source
+from nebisect.sources.torch_load import load_torch_source
+from nebisect.sources.torch_module import TorchSource
 
 ROOT = Path(__file__).resolve().parent.parent
 

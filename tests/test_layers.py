@@ -37,7 +37,7 @@ STRUCTURE = _load_structure()
 #: model-level layers, the pipeline stages and the commands (DESIGN.md §3).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect", "nebisect.version", "nebisect.errors", "nebisect.files", "nebisect.registry",
-     "nebisect.codec", "nebisect.case", "nebisect.verdict", "nebisect.bisect", "nebisect.bounds",
+     "nebisect.codec", "nebisect.case", "nebisect.verdict", "nebisect.ddmin", "nebisect.bounds",
      "nebisect.package"),
     ("nebisect.isolation", "nebisect.isolate"),
     ("nebisect.executors",),
@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect.targets",),
     ("nebisect.corpus",),
     ("nebisect.fixes",),
-    ("nebisect.lint",),
+    ("nebisect.hazards",),
     ("nebisect.report",),
     ("nebisect.evaluate",),
     ("nebisect.search",),
@@ -54,7 +54,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect.inputs",),
     ("nebisect.detect",),
     ("nebisect.minimize",),
-    ("nebisect.fuzz",),
+    ("nebisect.fuzzing",),
     ("nebisect.atlas",),
     ("nebisect.guard",),
     ("nebisect.options",),

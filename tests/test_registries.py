@@ -21,10 +21,10 @@ import pytest
 from nebisect.errors import NebisectError
 from nebisect.fixes import FIXES, get_fix, register_fix, registered_fixes
 from nebisect.fixes.logsumexp_max_shift import LogsumexpMaxShift
+from nebisect.hazards.interval import TRANSFERS, transfer
+from nebisect.hazards.registry import RULES, get_rule, lint_rule, registered_rules
 from nebisect.inputs.families import FAMILIES, listing, value_family
 from nebisect.inputs.families.base import ParametricFamily
-from nebisect.lint.interval import TRANSFERS, transfer
-from nebisect.lint.registry import RULES, get_rule, lint_rule, registered_rules
 from nebisect.mil.kernels import KERNELS, get_kernel, kernel, kernel_ops
 from nebisect.mil.precision import (
     PRECISIONS,

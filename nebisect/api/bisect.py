@@ -94,7 +94,7 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
         location = ("" if source is None else
                     saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                                Path(tmp), case_timeout))
-        subject = Subject(location, target or "", Path(inputs) if inputs else None, stage,
+        subject = BisectSubject(location, target or "", Path(inputs) if inputs else None, stage,
                           graph, tuple(items(fix)),
                           CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)])
         use_memory(memory)
@@ -118,7 +118,7 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
 
 
 @dataclass(frozen=True)
-class Subject:
+class BisectSubject:
     """What to bisect — the source, target and inputs — and how its failure is reached:
     the stage, the graph reduced, the converter fixes and the conversion paths."""
 
@@ -130,7 +130,7 @@ class Subject:
     fixes: tuple[str, ...]
     paths: tuple[str, ...]
 
-    def with_finding(self, text: str) -> Subject:
+    def with_finding(self, text: str) -> BisectSubject:
         """The failure group ``FILE#N`` names (``--finding``): its source, target, inputs,
         stage, graph (unless one was chosen), fixes (before the given ones) and path."""
         if self.source or self.target or self.inputs:
@@ -140,7 +140,7 @@ class Subject:
 
         found = read_finding(text)
         trigger = found.trigger
-        return Subject(
+        return BisectSubject(
             found.source, trigger.target, found.inputs,
             "convert" if trigger.stage == "convert" else self.stage,
             trigger.graph if self.graph == "auto" else self.graph,

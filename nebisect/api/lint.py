@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from nebisect.api.common import Many, Result, declared_of, items, saved_path
 
 if TYPE_CHECKING:
-    from nebisect.lint.engine import LintResult
-    from nebisect.lint.records import LintFinding
+    from nebisect.hazards.engine import LintResult
+    from nebisect.hazards.records import LintFinding
 
 
 @dataclass
@@ -54,8 +54,8 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
          memory: str | None = None) -> LintReport:
     """``nebisect lint`` (see ``nebisect lint --help``) on ``source``: a path, or an
     object of this process as :func:`nebisect.run` takes one."""
+    from nebisect.hazards import lint_source, parse_input_range
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.lint import lint_source, parse_input_range
     from nebisect.options import CONVERT_CHOICES, parse_choice, use_memory
     from nebisect.sources.convert import OVERRIDES_SETUP
 

@@ -18,18 +18,18 @@ from nebisect.options import MEMORY_HELP, use_memory
 
 if TYPE_CHECKING:
     from nebisect.corpus import Corpus
-    from nebisect.fuzz.campaign import CampaignResult
-    from nebisect.fuzz.model_findings import ModelFindings
-    from nebisect.fuzz.model_session import ModelSession
-    from nebisect.fuzz.session import FuzzOptions
+    from nebisect.fuzzing.campaign import CampaignResult
+    from nebisect.fuzzing.model_findings import ModelFindings
+    from nebisect.fuzzing.model_session import ModelSession
+    from nebisect.fuzzing.session import FuzzOptions
 
 ORDER = 30
 
 
 def _store(results: list[CampaignResult], options: FuzzOptions, corpus: Corpus) -> None:
-    from nebisect.fuzz.session import dtype_for
-    from nebisect.fuzz.store import record_finding
-    from nebisect.fuzz.subject import OpSubject
+    from nebisect.fuzzing.session import dtype_for
+    from nebisect.fuzzing.store import record_finding
+    from nebisect.fuzzing.subject import OpSubject
     from nebisect.opspecs.ops import get_op
 
     for result in results:
@@ -42,7 +42,7 @@ def _store(results: list[CampaignResult], options: FuzzOptions, corpus: Corpus) 
 
 
 def _store_model(results: list[CampaignResult], session: ModelSession, corpus: Corpus) -> None:
-    from nebisect.fuzz.store import record_model_finding
+    from nebisect.fuzzing.store import record_model_finding
 
     options = session.options
     for finding in (f for result in results for f in result.findings):
@@ -167,14 +167,14 @@ def fuzz(
     cluster: str = FUZZ_CLUSTER_OPTION,
 ) -> None:
     """``nebisect fuzz`` (its help is :data:`FUZZ_HELP`): the options, checked, into a
-    :class:`~nebisect.fuzz.session.FuzzOptions`; an op or a model campaign; its results."""
+    :class:`~nebisect.fuzzing.session.FuzzOptions`; an op or a model campaign; its results."""
     if list_ops:
-        from nebisect.fuzz.terminal import print_ops
+        from nebisect.fuzzing.terminal import print_ops
 
         print_ops(as_json)
         return
-    from nebisect.fuzz.builders import WRAPS
-    from nebisect.fuzz.session import FUZZ_TIMEOUTS, FuzzOptions, default_target
+    from nebisect.fuzzing.builders import WRAPS
+    from nebisect.fuzzing.session import FUZZ_TIMEOUTS, FuzzOptions, default_target
 
     use_memory(memory)
     if op and source:
@@ -209,8 +209,8 @@ def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None,
     report."""
     from nebisect.corpus import Corpus
     from nebisect.executors.runner import Runner
-    from nebisect.fuzz.session import Session, check_target, resolve_ops
-    from nebisect.fuzz.terminal import CampaignDisplay
+    from nebisect.fuzzing.session import Session, check_target, resolve_ops
+    from nebisect.fuzzing.terminal import CampaignDisplay
     from nebisect.report.outputs import output_directory
 
     # Bad ops, targets and corpus paths fail now, not after minutes of fuzzing.
@@ -246,8 +246,8 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
     given), store, report."""
     from nebisect.corpus import Corpus
     from nebisect.executors.runner import Runner
-    from nebisect.fuzz.model_session import ModelSession
-    from nebisect.fuzz.terminal import CampaignDisplay
+    from nebisect.fuzzing.model_session import ModelSession
+    from nebisect.fuzzing.terminal import CampaignDisplay
     from nebisect.options import (
         CONVERT_CHOICES,
         parse_choice,
@@ -295,12 +295,12 @@ def _emit(results: list[CampaignResult], options: FuzzOptions, console: Console,
           as_json: bool, model: ModelFindings | None = None) -> None:
     """Store the findings (``keep``), write the report, print the results (also of a
     stopped run); ``model``: a model campaign's findings in ``run``'s form."""
-    from nebisect.fuzz.terminal import print_summary, results_json
+    from nebisect.fuzzing.terminal import print_summary, results_json
 
     if keep is not None:
         keep(results)
     if report is not None:
-        from nebisect.fuzz.reporting import payload
+        from nebisect.fuzzing.reporting import payload
         from nebisect.report import write_report
 
         files = write_report(report, "fuzz", payload(results, options.target, options.seed,

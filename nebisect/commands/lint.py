@@ -18,7 +18,7 @@ from nebisect.options import MEMORY_HELP
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
-    from nebisect.lint import LintResult
+    from nebisect.hazards import LintResult
 
 ORDER = 40
 FORMATS = ("text", "json", "sarif")
@@ -153,13 +153,13 @@ def _print_text(result: LintResult, output: Path | None) -> None:
 
 
 def _remedy(rule_id: str) -> str:
-    from nebisect.lint import get_rule
+    from nebisect.hazards import get_rule
 
     return get_rule(rule_id).remedy
 
 
 def _print_rules(output_format: str) -> None:
-    from nebisect.lint import registered_rules
+    from nebisect.hazards import registered_rules
 
     rules = registered_rules().values()
     if output_format != "text":

@@ -5,8 +5,8 @@ reduce_log_sum_exp "var_12"``. Two comparisons, depending on the attribution:
 
 * ``precision`` and ``device`` — the target's intermediates against the exact
   evaluation (``sim:fp64``) of the same program, by first-divergence search over the
-  program's topological order (:func:`nebisect.bisect.first_divergence` with
-  :meth:`~nebisect.bisect.Dag.frontier`, each value judged as ``bisect`` judges it);
+  program's topological order (:func:`nebisect.ddmin.first_divergence` with
+  :meth:`~nebisect.ddmin.Dag.frontier`, each value judged as ``bisect`` judges it);
 * ``conversion`` — the divergence is between torch and the fp64 program, and torch's
   intermediates have no MIL names to be matched by. What *is* available are the
   outputs: the culprit is the op producing the first (in program order) output that
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.bisect import first_divergence
 from nebisect.case import REFERENCE_TARGET
+from nebisect.ddmin import first_divergence
 from nebisect.report.payload import OpError
 from nebisect.search.records import Culprit
 from nebisect.verdict import compare, mismatch_signature, value_divergence

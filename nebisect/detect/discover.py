@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.bisect import Stop
+from nebisect.ddmin import Stop
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.detect.attribution import Attributor
 from nebisect.detect.findings import Row

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nebisect.bisect import Stats
 from nebisect.codec import Form, Record
+from nebisect.ddmin import Stats
 from nebisect.detect.attribution import Attributor
 from nebisect.detect.causes import RunFinding, root_causes
 from nebisect.detect.discover import Discovery, explore_target, values_at

@@ -7,7 +7,7 @@ need lint's interval analysis over it. Both read the program with coremltools. D
 torch, transformers and scipy) on the critical path, for a few milliseconds of work.
 Here it runs as a job in the template that evaluates the program's cells, which has
 coremltools imported already, and only a plain record crosses back: the
-:class:`ProgramOutline` (a :class:`~nebisect.bisect.Dag` and the op types) here, the
+:class:`ProgramOutline` (a :class:`~nebisect.ddmin.Dag` and the op types) here, the
 probes as records in :mod:`nebisect.inputs.guided`.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nebisect.bisect import Dag
+from nebisect.ddmin import Dag
 from nebisect.isolate import Isolator, Needs
 from nebisect.sources.loading import ChildSubject, describe_in_child, record_verdict
 from nebisect.verdict import Verdict

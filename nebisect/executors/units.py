@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 UNIT_KINDS = {
     "replay": "nebisect.guard.replay:replay_unit",
     "verify": "nebisect.guard.verify:verify_unit",
-    "fuzz": "nebisect.fuzz.session:fuzz_unit",
-    "fuzz-model": "nebisect.fuzz.model_session:model_shard_unit",
+    "fuzz": "nebisect.fuzzing.session:fuzz_unit",
+    "fuzz-model": "nebisect.fuzzing.model_session:model_shard_unit",
     "run-cell": "nebisect.detect.remote:cell_unit",
 }
 #: the signature of a unit no attempt finished (its workers died, its handler raised)

@@ -10,7 +10,7 @@ evaluates those magnitudes first, so a static warning becomes a confirmed (or re
 finding, and a localized cliff is shown beside the boundary theory predicts.
 
 This module is thin over lint: each question is one run of the ``fp16-range-overflow``
-rule (:mod:`nebisect.lint.ranges`) with a symmetric range on one input, and the search
+rule (:mod:`nebisect.hazards.ranges`) with a symmetric range on one input, and the search
 is a scan over powers of two followed by a bisection. The op's own formula (the
 "log(65504/32)" label) comes from the fuzzer's op specs, which own those formulas.
 
@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from nebisect.codec import Record
-from nebisect.lint.graph import ProgramView, Range
-from nebisect.lint.interval import analyze
-from nebisect.lint.records import LintFinding, Rule
-from nebisect.lint.registry import get_rule
+from nebisect.hazards.graph import ProgramView, Range
+from nebisect.hazards.interval import analyze
+from nebisect.hazards.records import LintFinding, Rule
+from nebisect.hazards.registry import get_rule
 from nebisect.opspecs.ops import get_op, registered_ops
 from nebisect.search.cliff import PREDICTION_WINDOW, Boundary
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nebisect.bisect import Dag
+from nebisect.ddmin import Dag
 from nebisect.errors import NebisectError
 
 

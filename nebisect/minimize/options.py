@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nebisect.bisect import PredicateCall, Stats
 from nebisect.bounds import check_count, check_seconds
+from nebisect.ddmin import PredicateCall, Stats
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts

@@ -6,7 +6,7 @@ from such a case with coremltools' MIL builder, a parameter class for dedup
 (``reduce_log_sum_exp/axes=1/keep_dims``: two findings with the same signature in the
 same class are one bug) and the overflow boundaries theory predicts for a case (shown
 beside the cliff the fuzzer measures). The campaign engine sees none of this: it gets
-strategies and callables built from a spec (``nebisect.fuzz.subject``).
+strategies and callables built from a spec (``nebisect.fuzzing.subject``).
 
 Spec definitions live in ``nebisect/opspecs/specs/<family>.py`` and register on import;
 emitters receive ``mb`` as an argument, so nothing here imports coremltools.

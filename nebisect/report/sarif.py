@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from nebisect.files import write_text
-from nebisect.lint import LintResult, Rule, registered_rules
+from nebisect.hazards import LintResult, Rule, registered_rules
 from nebisect.report.payload import to_jsonable
 from nebisect.version import __version__
 

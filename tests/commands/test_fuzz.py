@@ -90,7 +90,7 @@ def test_main_job_logsumexp_on_the_default_simulated_target() -> None:
 def test_findings_table_never_breaks_a_cell(width: int) -> None:
     from rich.console import Console
 
-    from nebisect.fuzz.reporting import COLUMNS
+    from nebisect.fuzzing.reporting import COLUMNS
     from nebisect.report.tables import Column, fitted_table
 
     row = ["reduce_log_sum_exp", "mismatch:collapse", "axes=1/no_keep_dims",

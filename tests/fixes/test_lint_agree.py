@@ -10,7 +10,7 @@ import pytest
 from support.shift_programs import BODIES, build
 
 from nebisect.fixes import get_fix
-from nebisect.lint import lint_program
+from nebisect.hazards import lint_program
 
 
 @pytest.mark.parametrize("name", sorted(BODIES))

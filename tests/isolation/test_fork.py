@@ -30,7 +30,7 @@ SLOW_IMPORT = "support.slow_import"
     (Needs(("numpy", "torch", "coremltools")), Needs(("numpy", "torch")), True),
     (Needs(("numpy", "torch")), Needs(("numpy", "torch")), True),
     # nebisect's own modules do not count: the job's module is imported before its child
-    (Needs(("numpy", "torch", "nebisect.fuzz.warm")), Needs(("numpy", "nebisect.mil.interp")),
+    (Needs(("numpy", "torch", "nebisect.fuzzing.warm")), Needs(("numpy", "nebisect.mil.interp")),
      True),
     (Needs(("numpy",)), Needs(("numpy", "torch")), False),
     # the job blocks torch; a template that imported it cannot honour that

@@ -81,7 +81,7 @@ def test_lint_flags_ops_whose_fold_and_runtime_disagree():
                                         updates=np.ones((2, 3), np.float32), axis=1, mode="add")
         return shift, safe, power, cube, mb.add(x=m, y=scatter)
 
-    from nebisect.lint import lint_program
+    from nebisect.hazards import lint_program
 
     findings = lint_program(prog).findings
     found = {(f.rule_id, f.op_type) for f in findings}

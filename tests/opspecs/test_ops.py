@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from nebisect.errors import NebisectError
-from nebisect.fuzz.builders import HEAD, build, output_names
-from nebisect.fuzz.subject import OpSubject
+from nebisect.fuzzing.builders import HEAD, build, output_names
+from nebisect.fuzzing.subject import OpSubject
 from nebisect.opspecs.ops import default_class, get_op, registered_ops
 
 REQUIRED = {

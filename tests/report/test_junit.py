@@ -65,5 +65,5 @@ def test_write_junit_creates_parents(tmp_path):
 
 
 def test_empty_suite():
-    root = ET.fromstring(junit_xml("nebisect.fuzz", []).encode())
+    root = ET.fromstring(junit_xml("nebisect.fuzzing", []).encode())
     assert root.get("tests") == "0" and root.find("testsuite") is not None

@@ -17,7 +17,7 @@ from typing import Any
 
 import support.lint_programs as lp
 
-from nebisect.lint import Range, lint_program, registered_rules
+from nebisect.hazards import Range, lint_program, registered_rules
 from nebisect.report.sarif import artifact_uri, sarif_log, sarif_text
 
 LEVELS = {"none", "note", "warning", "error"}

@@ -82,7 +82,7 @@ def test_cliff_json_round_trip() -> None:
 
 
 def _sim_cliff(op: str, shape: list[int], params: dict, precision: str, profile: str | None):
-    from nebisect.fuzz.builders import build
+    from nebisect.fuzzing.builders import build
     from nebisect.mil.interp import run_program
 
     program = build(op, "fp16", {"x": shape}, params)

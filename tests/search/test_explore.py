@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from nebisect.bisect import Budget
+from nebisect.ddmin import Budget
 from nebisect.inputs.families import InputSet, ModelInputs, build
 from nebisect.search.cliff import Boundary
 from nebisect.search.explore import ExploreProgress, explore

@@ -14,7 +14,7 @@ import pytest
 from support import REPO
 from support.bisect_programs import chain, lse_chain
 
-from nebisect.bisect import first_divergence
+from nebisect.ddmin import first_divergence
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
 from nebisect.minimize.graphs.mil import MilGraph

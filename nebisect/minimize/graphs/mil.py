@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.bisect import Cut
 from nebisect.case import sha256_arrays, sha256_bytes
+from nebisect.ddmin import Cut
 from nebisect.mil.dtypes import numpy_dtype
 from nebisect.mil.graph import ExtractionError, ProgramGraph, flat_vars, is_constant
 from nebisect.mil.quiet import import_coremltools

@@ -19,7 +19,7 @@ compute op the reduction kept, where the failure enters (:func:`op_of_interest`)
 on the requested unit, as seed 000's repro does. A minimized graph whose only compute
 op is that op would stay on the CPU (seed 000: "smaller topologies compile but
 reduce_log_sum_exp routes to CPU"), so the script then keeps the ``ne-attract`` wrapper
-of :mod:`nebisect.fuzz.builders`: identity 1×1 conv on the inputs, a linear head on the
+of :mod:`nebisect.fuzzing.builders`: identity 1×1 conv on the inputs, a linear head on the
 op, neither judged. Simulator targets get neither (their repro is the graph as kept).
 """
 

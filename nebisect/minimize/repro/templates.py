@@ -82,7 +82,7 @@ OP_OF_INTEREST = {op_of_interest!r}
 
 NE_ATTRACT = '''
 
-#: ne-attract (seed 000's topology, nebisect.fuzz.builders): a graph whose only compute
+#: ne-attract (seed 000's topology, nebisect.fuzzing.builders): a graph whose only compute
 #: op is the op of interest stays on the CPU on a device; fed through an identity 1x1
 #: conv and read by a linear head it is routed to the Neural Engine. Both keep values
 #: exactly (weight 1, no bias); the head only gives the graph its shape: not judged.
