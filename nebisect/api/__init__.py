@@ -18,15 +18,16 @@ The source may be what the CLI takes (a path: ``.mlpackage``, ``file.py:factory`
 ``.pt2``, TorchScript) or an object: an ``nn.Module`` (with ``example_inputs``, and
 optionally ``dynamic_dims``, ``input_domains``, ``masked_outputs`` as a factory declares
 them), a ``torch.export.ExportedProgram``, a TorchScript module or a coremltools
-``MLModel``. An object is saved first — into ``report`` when given (so the report's
-commands can be run later), else into a temporary directory removed after the run.
+``MLModel``. An object is saved first, into a temporary directory removed after the
+run. An ExecuTorch program (``.pte``) runs each of its Core ML delegates.
 """
 
 from nebisect.api.bisect import BisectReport, bisect
 from nebisect.api.common import Result, Stopped, save_torchscript
 from nebisect.api.lint import LintReport, lint
 from nebisect.api.replay import ReplayReport, replay
-from nebisect.api.run import RunResult, run
+from nebisect.api.run import ProgramsResult, RunResult, run
 
-__all__ = ["BisectReport", "LintReport", "ReplayReport", "Result", "RunResult", "Stopped",
+__all__ = ["BisectReport", "LintReport", "ProgramsResult", "ReplayReport", "Result",
+           "RunResult", "Stopped",
            "bisect", "lint", "replay", "run", "save_torchscript"]

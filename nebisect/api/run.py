@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nebisect.errors import NebisectError
+from nebisect.sources.executorch import is_executorch_program
 
 if TYPE_CHECKING:
     from nebisect.detect.causes import RunFinding
@@ -108,27 +109,32 @@ def run(
     cluster: str | None = None,
     require: Many = None,
     progress: Progress = True,
-) -> RunResult:
+) -> RunResult | ProgramsResult:
     """``nebisect run`` (see ``nebisect run --help``) on ``source``; the options are the
-    CLI's. ``progress``: True shows it (a line in a notebook, a live status in a
-    terminal, plain lines in a log), False hides it, a callable receives each message.
+    CLI's. An ExecuTorch program (``.pte``) gives a :class:`ProgramsResult`: a run of
+    each of its Core ML delegates. ``progress``: True shows it (a line in a notebook, a
+    live status in a terminal, plain lines in a log), False hides it, a callable
+    receives each message.
     """
     from nebisect.detect.run import RunInterrupted, RunOutputs
     from nebisect.detect.run import run as run_source
 
-    given: dict[str, Any] = dict(target=target, inputs=inputs, lengths=lengths, reference=reference,
-                 timeout=timeout, memory=memory, converter_overrides=converter_overrides,
-                 deployment_target=deployment_target, plugin=plugin, explore=explore,
-                 budget=budget, families=families, seed=seed, input_range=input_range,
-                 convert=convert, jobs=jobs, cluster=cluster, require=require)
+    given: dict[str, Any] = dict(
+        target=target, inputs=inputs, lengths=lengths, reference=reference, timeout=timeout,
+        memory=memory, converter_overrides=converter_overrides,
+        deployment_target=deployment_target, plugin=plugin, explore=explore, budget=budget,
+        families=families, seed=seed, input_range=input_range, convert=convert, jobs=jobs,
+        cluster=cluster, require=require)
+    if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
+        return _run_programs(os.fspath(source), report, save_triggers, progress, given)
     declared = declared_of(dynamic_dims, input_domains, masked_outputs)
-    report_dir = Path(report) if report is not None else None
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
         workdir = Path(tmp)
-        saved, capture = saved_source(source, example_inputs, declared,
-                                      report_dir or workdir / "source", timeout)
+        saved, capture = saved_source(source, example_inputs, declared, workdir / "source",
+                                      timeout)
         options = run_options(saved, **given)
-        outputs = RunOutputs(report_dir, Path(save_triggers) if save_triggers else None,
+        outputs = RunOutputs(Path(report) if report is not None else None,
+                             Path(save_triggers) if save_triggers else None,
                              saved, options.fixes)
         check_outputs(outputs, options.inputs)
         if capture is not None and capture.artifact is None:
@@ -139,9 +145,59 @@ def run(
             except RunInterrupted as stop:
                 _add_capture_failures(stop.outcome.report, capture)
                 raise Stopped(RunResult(stop.outcome.report,
-                                           outputs.write(stop.outcome))) from stop
+                                        outputs.write(stop.outcome))) from stop
         _add_capture_failures(outcome.report, capture)
         return RunResult(outcome.report, outputs.write(outcome))
+
+
+@dataclass
+class ProgramsResult(Result):
+    """``run`` of an ExecuTorch program: one result per Core ML delegate, in the
+    program's order (:mod:`nebisect.sources.executorch`)."""
+
+    source: str
+    programs: list[RunResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(program.ok for program in self.programs)
+
+    @property
+    def findings(self) -> list[RunFinding]:
+        return [finding for program in self.programs for finding in program.findings]
+
+    def to_json(self) -> str:
+        """``{"source": the .pte, "programs": [each delegate's run --json]}``."""
+        return json.dumps({"source": self.source,
+                           "programs": [json.loads(p.to_json()) for p in self.programs]},
+                          indent=2)
+
+    def _repr_html_(self) -> str:
+        return "".join(f"<h3>Core ML delegate {i} of {len(self.programs)}</h3>"
+                       f"{program._repr_html_()}"
+                       for i, program in enumerate(self.programs, 1))
+
+
+def _run_programs(pte: str, report: Any, save_triggers: Any, progress: Progress,
+                  given: dict[str, Any]) -> ProgramsResult:
+    """Each Core ML delegate of the ExecuTorch program ``pte`` run as a package source;
+    ``report`` and ``save_triggers`` get a ``delegate-N`` directory each."""
+    from nebisect.isolation.timeouts import Timeouts
+    from nebisect.sources.executorch import extract_programs
+
+    def own(directory: Any, number: int) -> Path | None:
+        return Path(directory) / f"delegate-{number}" if directory is not None else None
+
+    with tempfile.TemporaryDirectory(prefix="nebisect-pte-") as tmp:
+        packages = extract_programs(pte, Path(tmp),
+                                    timeout=Timeouts.parse(items(given["timeout"])).load)
+        results = []
+        for number, package in enumerate(packages, 1):
+            result = run(str(package), report=own(report, number),
+                         save_triggers=own(save_triggers, number), progress=progress, **given)
+            assert isinstance(result, RunResult)
+            results.append(result)
+        return ProgramsResult(pte, results)
 
 
 def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths: Many = None,

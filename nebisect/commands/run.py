@@ -21,7 +21,10 @@ from nebisect.sources.inputs import DEFAULT_LENGTHS
 ORDER = 10
 
 SOURCE_HELP = (
-    "An .mlpackage (ML program), or a torch model as path/to/file.py:factory. The factory "
+    "An .mlpackage (ML program); a saved torch program: model.pt2 (torch.export.save) or "
+    "TorchScript model.pt (saved with nebisect.save_torchscript, which keeps its example "
+    "inputs); an ExecuTorch model.pte (each Core ML delegate runs as a package); or a "
+    "torch model as path/to/file.py:factory. The factory "
     "takes no arguments and returns a dict with 'module' (torch.nn.Module), "
     "'example_inputs' (dict name → tensor, or a tuple of tensors named by forward()'s "
     "parameters, else x0, x1, … by position as for forward(*args); the names become the "
@@ -188,10 +191,16 @@ def run(
     raise typer.Exit(0 if result.ok else 1)
 
 
-def _emit(result: api.RunResult, as_json: bool) -> None:
-    """The JSON or the table (also of a run that was stopped)."""
+def _emit(result: api.RunResult | api.ProgramsResult, as_json: bool) -> None:
+    """The JSON or the table (also of a run that was stopped); an ExecuTorch program's
+    delegates one after the other."""
     if as_json:
         typer.echo(result.to_json())
+    elif isinstance(result, api.ProgramsResult):
+        for number, program in enumerate(result.programs, 1):
+            typer.echo(f"Core ML delegate {number} of {len(result.programs)} of "
+                       f"{result.source}:")
+            print_run(program.report, program.triggers)
     else:
         print_run(result.report, result.triggers)
 

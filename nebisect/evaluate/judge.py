@@ -106,10 +106,13 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     arrays.update(_prefixed("ref:", expected.outputs))
     arrays.update(_prefixed("refmid:", expected.intermediates))
     precision = options.judging_precision(target.precision)
-    if precision in ("fp32", "fp64") and any(
-            np.asarray(value).dtype == np.float16 for value in prediction.outputs.values()):
-        # A program whose outputs are declared fp16 stores them at fp16 on every backend
-        # (Core ML's typed execution, which sim:fp32 follows): judge them in fp16 ULPs.
+    if precision in ("fp32", "fp64") and (any(
+            np.asarray(value).dtype == np.float16 for value in prediction.outputs.values())
+            or _computes_in_fp16(artifact)):
+        # A program whose values are declared fp16 — its outputs, or what it computes
+        # between casts, as coremltools' default FLOAT16 precision converts — stores
+        # them at fp16 on every backend (Core ML's typed execution, which sim:fp32
+        # follows): judge them in fp16 ULPs, not as an fp32 program's.
         precision = "fp16"
     verdict = _judge(case, precision, expected, prediction, payload, inputs)
     # What ``run``'s summary adds up: the target's and the reference's share of the case.
@@ -161,6 +164,18 @@ def _reference(name: str, artifact: Artifact, inputs: dict[str, np.ndarray],
         stored.parent.mkdir(parents=True, exist_ok=True)
         save_npz(stored, {k: np.asarray(v) for k, v in expected.outputs.items()})
     return expected
+
+
+def _computes_in_fp16(artifact: Artifact) -> bool:
+    """Does the ML program of ``artifact`` declare any op's output fp16 (False for a
+    torch source: each target gets a program converted at its own precision)?"""
+    if artifact.ref.is_torch:
+        return False
+    from nebisect.mil.dtypes import var_element_dtype
+
+    return any(var_element_dtype(output) == np.float16
+               for function in artifact.program.functions.values()
+               for op in function.operations for output in op.outputs)
 
 
 def _numeric(prediction: Prediction) -> Prediction:

@@ -18,24 +18,31 @@ if TYPE_CHECKING:
 
 class BisectDisplay:
     """The live line "1 000 ops → 3 ops, 21 evaluations" over a bar on stderr (the bar
-    fills towards --max-evals when given, and pulses otherwise)."""
+    fills towards --max-evals when given, and pulses otherwise). The bar appears with
+    the first line: a command that fails its checks first prints its one error line
+    alone."""
 
     def __init__(self, console: Console) -> None:
         self.bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                             TimeElapsedColumn(), console=console, transient=False)
         self.task = self.bar.add_task("starting", total=None)
+        self.started = False
 
     def __call__(self, line: ProgressLine) -> None:
+        if not self.started:
+            self.bar.start()
+            self.started = True
         self.bar.update(self.task, description=line.text(), completed=line.evaluations,
                         total=line.max_evals)
 
     def __enter__(self) -> BisectDisplay:
-        self.bar.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         """The last state stays on screen after a result; an error's one line replaces
         it (the line says what failed)."""
+        if not self.started:
+            return
         if kind is not None:
             self.bar.live.transient = True
         self.bar.stop()
