@@ -41,7 +41,8 @@ bisect (exploration found no failure either), or a failed write.
 
 BISECT_SOURCE_ARGUMENT = typer.Argument(
     None, show_default=False,
-    help="An .mlpackage (ML program), or a torch model as path/to/file.py:factory.",
+    help="An .mlpackage (ML program), a saved torch program (.pt2, TorchScript .pt) or a "
+    "torch model as path/to/file.py:factory.",
 )
 BISECT_TARGET_OPTION = typer.Option(
     None, "--target", "-t", show_default=False,

@@ -105,7 +105,9 @@ unavailable here) or that nebisect itself refused.
 """
 
 ADD_ROOT_ARGUMENT = typer.Argument(..., help="Corpus directory (created if missing).")
-ADD_SOURCE_ARGUMENT = typer.Argument(..., help="An .mlpackage or a torch source file.py:factory.")
+ADD_SOURCE_ARGUMENT = typer.Argument(
+    ..., help="An .mlpackage, a saved torch program (.pt2, TorchScript .pt) or a torch "
+    "source file.py:factory.")
 ADD_TARGET_OPTION = typer.Option(..., "--target", "-t", help="Target spec the case runs on.")
 ADD_INPUTS_OPTION = typer.Option(
     ..., "--inputs",

@@ -35,7 +35,8 @@ Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input
 
 LINT_SOURCE_ARGUMENT = typer.Argument(
     None, help="An .mlpackage (ML program), a module:function returning a MIL Program, "
-    "or a torch model as path/to/file.py:factory (converted at fp16, as run converts it)."
+    "a saved torch program (.pt2, TorchScript .pt) or a torch model as "
+    "path/to/file.py:factory (converted at fp16, as run converts it)."
 )
 LINT_OUTPUT_FORMAT_OPTION = typer.Option(
     "text", "--format", "-f", help="text | json | sarif (SARIF 2.1.0, for code scanning)."

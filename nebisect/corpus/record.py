@@ -36,7 +36,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from nebisect.case import REFERENCE_TARGET, CaseOptions, case_stage, sha256_bytes
+from nebisect.case import (
+    EXPORTED,
+    REFERENCE_TARGET,
+    SCRIPTED,
+    CaseOptions,
+    case_stage,
+    sha256_bytes,
+)
 from nebisect.errors import NebisectError
 from nebisect.files import parse_untrusted_json
 from nebisect.verdict import Stage
@@ -46,6 +53,8 @@ EXPECTED_STATUSES = ("failing", "fixed", "pass")
 CASE_FILE = "case.json"
 INPUTS_FILE = "inputs.npz"
 MODEL_FILES = {"mlpackage": "model.mlpackage", "torch": "model.py"}
+#: the file of a torch source stored as a saved program (no factory), by its form
+SAVED_MODEL_FILES = {EXPORTED: "model.pt2", SCRIPTED: "model.pt"}
 PLUGIN_DIR = "plugins"
 
 
@@ -126,6 +135,11 @@ class CaseRecord:
 
     @property
     def model_file(self) -> str:
+        """The stored model: the package, the torch source's ``model.py`` — or, for a
+        saved torch program (no factory), the ``model.pt2`` or ``model.pt`` it lists."""
+        if self.source_kind == "torch" and not self.factory:
+            return next((name for name in SAVED_MODEL_FILES.values() if name in self.files),
+                        SAVED_MODEL_FILES[EXPORTED])
         return MODEL_FILES[self.source_kind]
 
     @property

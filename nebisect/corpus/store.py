@@ -51,11 +51,13 @@ from nebisect.case import (
     save_npz,
     sha256_arrays,
     sha256_path,
+    torch_form,
 )
 from nebisect.corpus.record import (
     CASE_FILE,
     INPUTS_FILE,
     PLUGIN_DIR,
+    SAVED_MODEL_FILES,
     CaseRecord,
     CorruptCaseError,
     Expected,
@@ -91,8 +93,9 @@ class CorpusCase:
 
     @property
     def source(self) -> str:
-        """The source string a runner takes: the package path or ``model.py:factory``."""
-        if self.record.source_kind == "torch":
+        """The source string a runner takes: the package or saved program's path, or
+        ``model.py:factory``."""
+        if self.record.source_kind == "torch" and self.record.factory:
             return f"{self.model_path}:{self.record.factory}"
         return str(self.model_path)
 
@@ -532,6 +535,13 @@ def _store_plugins(plugins: list[str], staging: Path) -> list[str]:
 
 def _store_model(new: NewCase, staging: Path, stamp: dict[str, str]) -> tuple[str, str]:
     """Copy (or build) the model into ``staging``; the stored kind and torch factory."""
+    if new.source_kind == "torch" and torch_form(new.source) in SAVED_MODEL_FILES:
+        saved = Path(new.source)
+        if not saved.is_file():
+            raise NebisectError(f"{saved}: no such file")
+        _copy_regular(saved.resolve(), staging / SAVED_MODEL_FILES[torch_form(new.source)],
+                      NebisectError)
+        return "torch", ""
     if new.source_kind == "torch":
         from nebisect.sources.torch_module import parse_location
 
