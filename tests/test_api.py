@@ -227,3 +227,24 @@ def test_bisect_reduces_a_module_of_this_process_to_the_logsumexp(tmp_path: Path
     assert report.result.kept_types == ["reduce_log_sum_exp"]
     assert report.repro is not None and report.repro.parent == out
     assert json.loads(report.to_json())["reduced_signature"] == "mismatch:collapse"
+
+
+def test_fuzz_an_op_from_the_api_finds_the_logsumexp_collapse() -> None:
+    report = nebisect.fuzz(op="reduce_log_sum_exp", target="sim:ane", budget=40, seed=0,
+                           progress=False)
+    assert not report.ok
+    assert {f.signature for f in report.findings} >= {"mismatch:collapse"}
+    document = json.loads(report.to_json())
+    assert [r["subject"] for r in document["results"]] == ["reduce_log_sum_exp"]
+    with pytest.raises(NebisectError, match="not both"):
+        nebisect.fuzz(EXAMPLE, op="reduce_log_sum_exp", progress=False)
+
+
+def test_fix_from_the_api_rewrites_a_module_s_logsumexp(tmp_path: Path) -> None:
+    fixed = tmp_path / "fixed.mlpackage"
+    report = nebisect.fix(Seed000(), ["logsumexp-max-shift"], example_inputs=SEED_INPUT,
+                          output=fixed)
+    assert report.ok and report.applied == {"logsumexp-max-shift": "1 rewrite(s)"}
+    after = nebisect.run(str(fixed), inputs=_npz(tmp_path, 7.7), explore="none",
+                         progress=False)
+    assert after.ok, [r.verdict.signature for r in after.report.rows]

@@ -24,10 +24,12 @@ run. An ExecuTorch program (``.pte``) runs each of its Core ML delegates.
 
 from nebisect.api.bisect import BisectReport, bisect
 from nebisect.api.common import Result, Stopped, save_torchscript
+from nebisect.api.fix import FixReport, fix
+from nebisect.api.fuzz import FuzzReport, fuzz
 from nebisect.api.lint import LintReport, lint
 from nebisect.api.replay import ReplayReport, replay
 from nebisect.api.run import ProgramsResult, RunResult, run
 
-__all__ = ["BisectReport", "LintReport", "ProgramsResult", "ReplayReport", "Result",
-           "RunResult", "Stopped",
-           "bisect", "lint", "replay", "run", "save_torchscript"]
+__all__ = ["BisectReport", "FixReport", "FuzzReport", "LintReport", "ProgramsResult",
+           "ReplayReport", "Result", "RunResult", "Stopped",
+           "bisect", "fix", "fuzz", "lint", "replay", "run", "save_torchscript"]

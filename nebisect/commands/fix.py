@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -76,41 +75,18 @@ def apply(
                                show_default=False),
 ) -> None:
     """Apply fixes: torch sources are converted with the converter-level fixes, then every
-    graph pass runs on the program, and the result is saved as an .mlpackage."""
-    from nebisect.files import copy_directory
-    from nebisect.fixes import resolve_fixes
-    from nebisect.fixes.apply import fix_source
-    from nebisect.isolate import Isolator
-    from nebisect.options import source_path
-    from nebisect.report.outputs import output_package
-    from nebisect.sources.resolve import resolve_source
+    graph pass runs on the program, and the result is saved as an .mlpackage
+    (:func:`nebisect.api.fix`)."""
+    from nebisect import api
 
     if len(names_and_source) < 2:
         raise NebisectError("give at least one fix name and a source")
-    if precision not in ("fp16", "fp32"):
-        raise NebisectError(f"--precision {precision!r}: fp16 or fp32")
-    output_package(output, "--output", force=force,
-                   inputs=[("the source", source_path(names_and_source[-1]))])
-    fixes = resolve_fixes(names_and_source[:-1])
-    timeouts = Timeouts.parse(timeout)
-    use_memory(memory)
+    with Console(stderr=True).status("applying fixes"):
+        report = api.fix(names_and_source[-1], names_and_source[:-1], output=output,
+                         force=force, precision=precision, timeout=timeout, memory=memory)
     console = Console()
-    with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, Isolator() as isolator:
-        source = resolve_source(names_and_source[-1], timeout=timeouts.load, isolator=isolator)
-        with Console(stderr=True).status("applying fixes"):
-            result = fix_source(source.kind, source.location, fixes, Path(tmp), isolator,
-                                precision=precision, timeouts=timeouts)
-        if result.package is None:
-            raise NebisectError(f"{result.verdict.stage} failed: {result.verdict.message}")
-        copy_directory(result.package, output)
-    for fix in fixes:
-        if fix.level == "convert":
-            state = ("applied at conversion" if fix.name in result.converter_fixes
-                     else "not applicable (source is already converted)")
-        else:
-            count = result.rewrites.get(fix.name, 0)
-            state = f"{count} rewrite(s)" if count else "no match"
-        console.print(f"{fix.name}: {state}", highlight=False)
+    for name, state in report.applied.items():
+        console.print(f"{name}: {state}", highlight=False)
     console.print(f"wrote {output}")
 
 

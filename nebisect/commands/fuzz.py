@@ -2,54 +2,20 @@
 
 from __future__ import annotations
 
-import functools
-import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
-from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
-from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options import MEMORY_HELP, use_memory
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
+from nebisect.options import MEMORY_HELP
 
 if TYPE_CHECKING:
-    from nebisect.corpus import Corpus
-    from nebisect.fuzzing.campaign import CampaignResult
-    from nebisect.fuzzing.model_findings import ModelFindings
-    from nebisect.fuzzing.model_session import ModelSession
-    from nebisect.fuzzing.session import FuzzOptions
+    from nebisect.api import FuzzReport
 
 ORDER = 30
-
-
-def _store(results: list[CampaignResult], options: FuzzOptions, corpus: Corpus) -> None:
-    from nebisect.fuzzing.session import dtype_for
-    from nebisect.fuzzing.store import record_finding
-    from nebisect.fuzzing.subject import OpSubject
-    from nebisect.opspecs.ops import get_op
-
-    for result in results:
-        subject = OpSubject(get_op(result.subject), dtype_for(options.target), options.wrap)
-        for finding in result.findings:
-            finding.case_dir = record_finding(
-                corpus, finding, subject, options.target, reference=options.reference,
-                plugins=options.plugins, seed=options.seed,
-            )
-
-
-def _store_model(results: list[CampaignResult], session: ModelSession, corpus: Corpus) -> None:
-    from nebisect.fuzzing.store import record_model_finding
-
-    options = session.options
-    for finding in (f for result in results for f in result.findings):
-        finding.case_dir = record_model_finding(
-            corpus, finding, session.subject, options.target, reference=session.reference,
-            plugins=options.plugins, seed=options.seed,
-        )
 
 
 #: what ``fuzz SOURCE`` rejects, with why: these shape ``--op`` campaigns only
@@ -166,150 +132,44 @@ def fuzz(
     memory: str = FUZZ_MEMORY_OPTION,
     cluster: str = FUZZ_CLUSTER_OPTION,
 ) -> None:
-    """``nebisect fuzz`` (its help is :data:`FUZZ_HELP`): the options, checked, into a
-    :class:`~nebisect.fuzzing.session.FuzzOptions`; an op or a model campaign; its results."""
+    """``nebisect fuzz`` (its help is :data:`FUZZ_HELP`): :func:`nebisect.api.fuzz` on
+    the options as typed, under a live progress bar; its results."""
+    from nebisect import api
+
     if list_ops:
         from nebisect.fuzzing.terminal import print_ops
 
         print_ops(as_json)
         return
-    from nebisect.fuzzing.builders import WRAPS
-    from nebisect.fuzzing.session import FUZZ_TIMEOUTS, FuzzOptions, default_target
-
-    use_memory(memory)
-    if op and source:
-        raise NebisectError("give either SOURCE (a model) or --op (ops), not both")
-    if not op and not source:
-        raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory) or "
-                            "--op OP (--list-ops lists them)")
-    if wrap not in WRAPS:
-        raise NebisectError(f"unknown --wrap {wrap!r}: one of {', '.join(WRAPS)}")
-    options = FuzzOptions(
-        target=target or default_target(), budget=budget, seed=seed, jobs=jobs, wrap=wrap,
-        isolation=isolation, plugins=tuple(plugin or ()), shrink_budget=shrink_budget,
-        timeouts=Timeouts.parse(timeout, FUZZ_TIMEOUTS),
-    )
     console = Console(stderr=as_json)
-    if source:
-        chosen = {"--wrap": wrap != "none"}
-        for name, why in _OP_ONLY.items():
-            if chosen[name]:
-                raise NebisectError(f"{name} is for --op campaigns ({why})")
-        _fuzz_model(source, options, cluster, convert, families, corpus, report, as_json,
-                    console)
-        return
-    names = [name.strip() for value in op for name in value.split(",") if name.strip()]
-    _fuzz_ops(names, options, cluster, corpus, report, as_json, console)
-
-
-def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None,
-              corpus: Path | None, report: Path | None, as_json: bool,
-              console: Console) -> None:
-    """``fuzz --op``: check, fuzz every op's shards (on ``cluster`` when given), store,
-    report."""
-    from nebisect.corpus import Corpus
-    from nebisect.executors.runner import Runner
-    from nebisect.fuzzing.session import Session, check_target, resolve_ops
-    from nebisect.fuzzing.terminal import CampaignDisplay
-    from nebisect.report.outputs import output_directory
-
-    # Bad ops, targets and corpus paths fail now, not after minutes of fuzzing.
-    check_target(options)
-    ops = resolve_ops(names)
-    store = Corpus(corpus, create=True) if corpus is not None else None
-    if report is not None:
-        output_directory(report, "--report")
-    keep = functools.partial(_store, options=options, corpus=store) if (
-        store is not None) else None
-    display = CampaignDisplay(console, options.budget * len(ops))
-    session = Session(names, options)
     try:
-        # Connect before the bar shows: a scheduler that cannot be reached is one line.
-        with Runner(options.jobs, cluster=cluster, mode=options.isolation) as runner, \
-                display.bar:
-            session.run(runner, display)
-    except KeyboardInterrupt:
-        # Ctrl-C, SIGTERM, SIGHUP: keep and report what was found until then.
-        _emit(session.results(), options, console, keep, report, as_json)
+        result = api.fuzz(source, op=op, target=target, budget=budget, convert=convert,
+                          families=families, seed=seed, jobs=jobs, wrap=wrap, corpus=corpus,
+                          report=report, plugin=plugin, isolation=isolation,
+                          shrink_budget=shrink_budget, timeout=timeout, memory=memory,
+                          cluster=cluster, progress=console)
+    except api.Stopped as stop:
+        assert isinstance(stop.result, api.FuzzReport)
+        _emit(stop.result, console, as_json)
         raise
-    results = session.results()
-    for lost in session.lost:
+    _emit(result, console, as_json)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def _emit(result: FuzzReport, console: Console, as_json: bool) -> None:
+    """What was lost, where the report went, the JSON or the summary (also of a
+    campaign that was stopped)."""
+    from nebisect.fuzzing.terminal import print_summary
+
+    for lost in result.lost:
         console.print(f"[yellow]no result[/] {lost}", highlight=False)
-    _emit(results, options, console, keep, report, as_json)
-    raise typer.Exit(1 if any(result.findings for result in results) else 0)
-
-
-def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert: str,
-                families: str, corpus: Path | None, report: Path | None, as_json: bool,
-                console: Console) -> None:
-    """``fuzz SOURCE``: set up (resolve, convert, probe), fuzz (on ``cluster`` when
-    given), store, report."""
-    from nebisect.corpus import Corpus
-    from nebisect.executors.runner import Runner
-    from nebisect.fuzzing.model_session import ModelSession
-    from nebisect.fuzzing.terminal import CampaignDisplay
-    from nebisect.options import (
-        CONVERT_CHOICES,
-        parse_choice,
-        parse_families,
-        source_path,
-    )
-    from nebisect.report.outputs import apart_from_inputs, output_directory
-
-    paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
-    chosen = parse_families(families)
-    if report is not None:
-        apart_from_inputs(report, "--report", [("the source", source_path(source))])
-        output_directory(report, "--report")
-    with Runner(options.jobs, cluster=cluster, mode=options.isolation) as runner:
-        with console.status("resolving and converting the source"):
-            session = ModelSession(source, options, convert=paths, families=chosen,
-                                   runner=runner)
-        try:
-            store = Corpus(corpus, create=True) if corpus is not None else None
-            keep = functools.partial(_store_model, session=session, corpus=store) if (
-                store is not None) else None
-            display = CampaignDisplay(console, options.budget)
-            try:
-                with display.bar:
-                    session.run(display)
-            except KeyboardInterrupt:
-                stopped = session.results()
-                _emit(stopped, options, console, keep, report, as_json,
-                      session.findings(stopped[0], explain=False))
-                raise
-            results = session.results()
-            for lost in session.lost:
-                console.print(f"[yellow]no result[/] {lost}", highlight=False)
-            with console.status("explaining the findings (where each enters, at which op)"):
-                explained = session.findings(results[0])
-            _emit(results, options, console, keep, report, as_json, explained)
-        finally:
-            session.close()
-    failed = any(result.findings or result.skipped for result in results)
-    raise typer.Exit(1 if failed else 0)
-
-
-def _emit(results: list[CampaignResult], options: FuzzOptions, console: Console,
-          keep: Callable[[list[CampaignResult]], None] | None, report: Path | None,
-          as_json: bool, model: ModelFindings | None = None) -> None:
-    """Store the findings (``keep``), write the report, print the results (also of a
-    stopped run); ``model``: a model campaign's findings in ``run``'s form."""
-    from nebisect.fuzzing.terminal import print_summary, results_json
-
-    if keep is not None:
-        keep(results)
-    if report is not None:
-        from nebisect.fuzzing.reporting import payload
-        from nebisect.report import write_report
-
-        files = write_report(report, "fuzz", payload(results, options.target, options.seed,
-                                                     options.budget, model))
-        console.print(f"report: {files.html}")
+    if result.report_html is not None:
+        console.print(f"report: {result.report_html}")
     if as_json:
-        typer.echo(json.dumps(results_json(results, options, model), indent=2))
+        typer.echo(result.to_json())
         return
-    print_summary(console, results, options, stored=keep is not None, model=model)
+    print_summary(console, result.results, result.options, stored=result.stored,
+                  model=result.model)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,99 @@
+"""``nebisect.fix``: graph rewrites (and converter fixes) applied to a model, saved."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nebisect.api.common import Many, Result, declared_of, items, saved_path
+from nebisect.errors import NebisectError
+
+if TYPE_CHECKING:
+    from nebisect.fixes.base import Fix
+
+
+@dataclass
+class FixReport(Result):
+    """The package written (``output``) and what each fix did to it: ``applied`` maps a
+    fix to "applied at conversion", "N rewrite(s)", "no match" or why it does not apply.
+
+    ``ok``: some fix changed the model; ``findings``: the fixes that did."""
+
+    output: Path
+    applied: dict[str, str] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.changed)
+
+    @property
+    def findings(self) -> list[str]:
+        return list(self.changed)
+
+    def to_json(self) -> str:
+        return json.dumps({"output": str(self.output), "fixes": self.applied}, indent=2)
+
+    def _repr_html_(self) -> str:
+        from nebisect.report.html import render_fragment
+        from nebisect.report.payload import ReportPayload, Table
+
+        rows: list[list[Any]] = [[name, state] for name, state in self.applied.items()]
+        return render_fragment(ReportPayload(f"nebisect fix → {self.output}", tables=[
+            Table("fixes", ["fix", "what it did"], rows)]))
+
+
+def fix(source: Any, fixes: Many, *, output: str | os.PathLike[str],
+        example_inputs: Any = None, dynamic_dims: Any = None, input_domains: Any = None,
+        force: bool = False, precision: str = "fp16", timeout: Many = None,
+        memory: str | None = None) -> FixReport:
+    """``nebisect fix apply`` (see ``nebisect fix apply --help``): ``fixes`` (names, see
+    ``nebisect fix list``) applied to ``source`` — a torch source converted with the
+    converter-level ones first — and the program saved as ``output``. ``source`` may be
+    an object of this process, as :func:`nebisect.run` takes it."""
+    from nebisect.files import copy_directory
+    from nebisect.fixes import resolve_fixes
+    from nebisect.fixes.apply import fix_source
+    from nebisect.isolate import Isolator
+    from nebisect.isolation.timeouts import Timeouts
+    from nebisect.options import source_path, use_memory
+    from nebisect.report.outputs import output_package
+    from nebisect.sources.resolve import resolve_source
+
+    names = items(fixes)
+    if not names:
+        raise NebisectError("give at least one fix name and a source")
+    if precision not in ("fp16", "fp32"):
+        raise NebisectError(f"--precision {precision!r}: fp16 or fp32")
+    destination = Path(output)
+    timeouts = Timeouts.parse(items(timeout))
+    use_memory(memory)
+    with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, Isolator() as isolator:
+        location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
+                              Path(tmp) / "source", timeout)
+        output_package(destination, "--output", force=force,
+                       inputs=[("the source", source_path(location))])
+        chosen = resolve_fixes(names)
+        resolved = resolve_source(location, timeout=timeouts.load, isolator=isolator)
+        result = fix_source(resolved.kind, resolved.location, chosen, Path(tmp) / "work",
+                            isolator, precision=precision, timeouts=timeouts)
+        if result.package is None:
+            raise NebisectError(f"{result.verdict.stage} failed: {result.verdict.message}")
+        copy_directory(result.package, destination)
+    applied = {f.name: _state(f, result.converter_fixes, result.rewrites) for f in chosen}
+    changed = [f.name for f in chosen
+               if f.name in result.converter_fixes or result.rewrites.get(f.name, 0)]
+    return FixReport(destination, applied, changed)
+
+
+def _state(fix: Fix, converter_fixes: list[str], rewrites: dict[str, int]) -> str:
+    """What ``fix`` did: applied at conversion, its rewrites, or no match."""
+    if fix.level == "convert":
+        return ("applied at conversion" if fix.name in converter_fixes
+                else "not applicable (source is already converted)")
+    count = rewrites.get(fix.name, 0)
+    return f"{count} rewrite(s)" if count else "no match"
