@@ -40,7 +40,8 @@ def test_the_notebook_finds_the_cliff_and_outlives_two_segfaults() -> None:
     assert 'class="nebisect-report"' in outputs[1]
     assert "sim:segv-demo" in outputs[3] and "crash:SIGSEGV" in outputs[3]
     assert "sim:fp32       export  pass" in outputs[3]
-    assert "killed by SIGSEGV while exporting" in outputs[4]
+    assert "killed by SIGSEGV while exporting (torch.export)" in outputs[4]
+    assert "killed by SIGSEGV while tracing (jit.trace)" in outputs[4]
     assert "in forward" in outputs[4]
     assert outputs[3].count("kernel alive: True") == 1
     assert outputs[4].count("kernel alive: True") == 1

@@ -106,13 +106,17 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     arrays.update(_prefixed("ref:", expected.outputs))
     arrays.update(_prefixed("refmid:", expected.intermediates))
     precision = options.judging_precision(target.precision)
-    if precision in ("fp32", "fp64") and (any(
-            np.asarray(value).dtype == np.float16 for value in prediction.outputs.values())
-            or _computes_in_fp16(artifact)):
-        # A program whose values are declared fp16 — its outputs, or what it computes
-        # between casts, as coremltools' default FLOAT16 precision converts — stores
-        # them at fp16 on every backend (Core ML's typed execution, which sim:fp32
-        # follows): judge them in fp16 ULPs, not as an fp32 program's.
+    if precision in ("fp32", "fp64") and any(
+            np.asarray(value).dtype == np.float16 for value in prediction.outputs.values()):
+        # A program whose outputs are declared fp16 stores them at fp16 on every backend
+        # (Core ML's typed execution, which sim:fp32 follows): judge them in fp16 ULPs.
+        precision = "fp16"
+    elif precision == "fp32" and _computes_in_fp16(artifact):
+        # So does an fp32 target with what a program computes between casts, as
+        # coremltools' default FLOAT16 precision converts (fp32 in and out, fp16
+        # inside): judged as an fp32 program's, its fp16 rounding would be a failure.
+        # An fp64 target (the oracle's precision) computes through the casts, and is
+        # judged in fp64.
         precision = "fp16"
     verdict = _judge(case, precision, expected, prediction, payload, inputs)
     # What ``run``'s summary adds up: the target's and the reference's share of the case.

@@ -18,6 +18,7 @@ API::
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -59,8 +60,11 @@ class PlainProgress:
             if now - self.last < self.interval:
                 return
             self.last = now
-            print(f"nebisect: [{now - self.started:.0f} s] {message}", file=self.stream,
-                  flush=True)
+            self.show(f"nebisect: [{now - self.started:.0f} s] {message}")
+
+    def show(self, line: str) -> None:
+        """Write one progress line."""
+        print(line, file=self.stream, flush=True)
 
 
 class LiveProgress:
@@ -89,22 +93,19 @@ def progress_line(console: Console, first: str) -> Iterator[LiveProgress | Plain
 
 def in_notebook() -> bool:
     """Is this process a Jupyter kernel (IPython with a kernel attached)?"""
-    import sys
-
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
-class NotebookProgress:
+class NotebookProgress(PlainProgress):
     """The latest message as one output line of the running cell, replaced in place
     (an IPython display handle): no terminal escapes in what the notebook keeps, at
     most every ``interval`` seconds."""
 
     def __init__(self, handle: Any, interval: float = 0.5,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.handle, self.interval, self.clock = handle, interval, clock
-        self.started = self.last = clock()
-        self._lock = threading.Lock()
+        super().__init__(sys.stderr, interval, clock)
+        self.handle = handle
 
     @classmethod
     @contextmanager
@@ -112,19 +113,11 @@ class NotebookProgress:
         """A progress line under the running cell, saying ``first`` until the next."""
         from IPython.display import display
 
-        handle = display(_Line(f"nebisect: {first}"), display_id=True)
-        yield cls(handle)
+        yield cls(display(_Line(f"nebisect: {first}"), display_id=True))
 
-    def stop(self) -> None:
-        """The line stays as the last message; nothing to take down."""
-
-    def __call__(self, message: str) -> None:
-        with self._lock:
-            now = self.clock()
-            if now - self.last < self.interval:
-                return
-            self.last = now
-            self.handle.update(_Line(f"nebisect: [{now - self.started:.0f} s] {message}"))
+    def show(self, line: str) -> None:
+        """Replace the cell's progress line."""
+        self.handle.update(_Line(line))
 
 
 class _Line:

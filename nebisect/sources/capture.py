@@ -38,13 +38,13 @@ from typing import Any
 from nebisect.errors import NebisectError
 from nebisect.isolation.collect import signal_name
 from nebisect.isolation.osproc import set_pdeathsig
-from nebisect.sources.convert import PATH_LABELS
+from nebisect.sources.convert import PATH_LABELS, convertible
 from nebisect.sources.torch_module import TorchSource, export_module, named_inputs, validated
 from nebisect.sources.torch_saved import save_exported, save_scripted
 from nebisect.verdict import Stage, Status, Verdict, crash_signature, error_signature
 
-#: the file each capture path saves, in the order they are tried
-ARTIFACTS = {"export": "module.pt2", "trace": "module.pt"}
+#: the files capture saves: the exported program and the traced one
+EXPORTED_FILE, TRACED = "module.pt2", "module.pt"
 #: how often the caller looks whether the fork has finished
 POLL_SECONDS = 0.02
 
@@ -59,28 +59,36 @@ class Capture:
 
 def capture_module(module: Any, example_inputs: Any, declared: dict[str, Any],
                    directory: Path, *, label: str, timeout: float) -> Capture:
-    """Save ``module`` into ``directory`` by the first path that saves it; ``declared``
-    holds what a factory would declare (``dynamic_dims``, ``input_domains``,
-    ``masked_outputs``), ``label`` names the module in errors."""
+    """Save ``module`` into ``directory`` on both paths; ``declared`` holds what a
+    factory would declare (``dynamic_dims``, ``input_domains``, ``masked_outputs``),
+    ``label`` names the module in errors.
+
+    ``jit.trace`` runs first and saves TorchScript; ``torch.export`` then saves the
+    ``.pt2``, naming the TorchScript as its trace-path program
+    (:mod:`nebisect.sources.torch_saved`). The artifact is the ``.pt2`` when export
+    saved one, else the TorchScript alone (then only the trace path runs)."""
+    import torch
+
     failures: dict[str, Verdict] = {}
-    for path, name in ARTIFACTS.items():
-        artifact = directory / name
+    traced, exported = directory / TRACED, directory / EXPORTED_FILE
 
-        def save(path: str = path, artifact: Path = artifact) -> None:
-            source = _source(module, example_inputs, declared, label)
-            if path == "export":
-                save_exported(export_module(source, source.module), source, artifact)
-            else:
-                import torch
+    def trace() -> None:
+        source = _source(module, example_inputs, declared, label)
+        wrapper = convertible(source)
+        save_scripted(torch.jit.trace(wrapper, tuple(source.example_inputs.values())),
+                      source, traced)
 
-                traced = torch.jit.trace(source.module, tuple(source.example_inputs.values()))
-                save_scripted(traced, source, artifact)
+    def export() -> None:
+        source = _source(module, example_inputs, declared, label)
+        save_exported(export_module(source, source.module), source, exported,
+                      traced=traced.name if traced.is_file() else "")
 
-        verdict = _in_fork(save, directory / f"{path}.log", path, timeout)
-        if verdict is None and artifact.is_file():
-            return Capture(artifact, failures)
-        failures[path] = verdict or _failed(path, "saved no program")
-    return Capture(None, failures)
+    for path, work, saved in (("trace", trace, traced), ("export", export, exported)):
+        verdict = _in_fork(work, directory / f"{path}.log", path, timeout)
+        if verdict is not None or not saved.is_file():
+            failures[path] = verdict or _failed(path, "saved no program")
+    artifact = exported if exported.is_file() else traced if traced.is_file() else None
+    return Capture(artifact, failures)
 
 
 def _source(module: Any, example_inputs: Any, declared: dict[str, Any],

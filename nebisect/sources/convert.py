@@ -127,13 +127,13 @@ def _convert_path(ct: Any, path: str, source: TorchSource,
     converter = {"export": _via_export, "trace": _via_trace}[path]
     try:
         with quiet():
-            return converter(ct, source, options, _convertible(source)), ""
+            return converter(ct, source, options, convertible(source)), ""
     except AssertionError as exc:
         kept = _returned_inputs(source)
         if RETURNED_INPUT not in str(exc) or not kept:
             raise
     with quiet():
-        model = converter(ct, source, options, _convertible(source, kept))
+        model = converter(ct, source, options, convertible(source, kept))
     return model, ("returned an input unchanged, so passed through a multiplication by one "
                    f"to be named: {', '.join(kept)}")
 
@@ -179,10 +179,12 @@ def _via_export(ct: Any, source: TorchSource, options: dict[str, Any], module: A
 
 
 def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: Any) -> Any:
-    """Trace ``module`` — a TorchScript program is converted as it is."""
+    """Trace ``module`` — a TorchScript program (the source's own trace-path program,
+    or a loaded one) is converted as it is."""
     import torch
 
-    traced = (module if isinstance(module, torch.jit.ScriptModule)
+    traced = (source.traced if source.traced is not None
+              else module if isinstance(module, torch.jit.ScriptModule)
               else torch.jit.trace(module, tuple(source.example_inputs.values())))
     return ct.convert(traced, inputs=_input_types(ct, source, shapes=True), **options)
 
@@ -215,7 +217,7 @@ def _flat(returned: Any) -> list[Any]:
     return list(returned) if isinstance(returned, (tuple, list)) else [returned]
 
 
-def _convertible(source: TorchSource, kept: list[str] | None = None) -> Any:
+def convertible(source: TorchSource, kept: list[str] | None = None) -> Any:
     """The module, or a wrapper when the converters need one: when ``forward`` returns
     a dict (the factory contract allows it, and every Hugging Face wrapper does), its
     values as a tuple in the order of :meth:`~TorchSource.output_names` — the tracer
@@ -244,7 +246,12 @@ def _convertible(source: TorchSource, kept: list[str] | None = None) -> Any:
                       for v, k in zip(_flat(self.module(*args)), keep, strict=True)]
             return values[0] if single else tuple(values)
 
-    return Convertible(source.module).eval()
+    wrapper = Convertible(source.module)
+    # The wrapper's own flag only: ``eval()`` would recurse into the module, which is
+    # already in eval mode and, as an ExportedProgram's module (``.pt2``), refuses any
+    # change of mode.
+    wrapper.training = False
+    return wrapper
 
 
 def failed_attempts(verdict: Verdict) -> list[ConversionAttempt]:

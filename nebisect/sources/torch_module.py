@@ -90,6 +90,9 @@ class TorchSource:
     masked_outputs: dict[str, str] | None = None
     #: the conversion paths that apply (a TorchScript program is not exported)
     paths: tuple[str, ...] = PATHS
+    #: the TorchScript program the trace path converts, when the source carries one
+    #: (a module captured in the caller's process): None — trace ``module``
+    traced: Any = None
     _cast: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def module_in(self, dtype: Any) -> Any:
@@ -157,13 +160,25 @@ def export_module(source: TorchSource, module: Any) -> Any:
 
     dims = {bounds: torch.export.Dim(name, min=bounds[0], max=bounds[1])
             for bounds, name in source.symbols().items()}
-    dynamic = {
-        name: ({axis: dims[b] for axis, b in source.dynamic_dims[name].items()}
-               if name in source.dynamic_dims else None)
-        for name in source.example_inputs
-    }
+    specs = [({axis: dims[b] for axis, b in source.dynamic_dims[name].items()}
+              if name in source.dynamic_dims else None)
+             for name in source.example_inputs]
     return torch.export.export(module, tuple(source.example_inputs.values()),
-                               dynamic_shapes=dynamic if source.dynamic_dims else None)
+                               dynamic_shapes=_by_signature(module, specs)
+                               if source.dynamic_dims else None)
+
+
+def _by_signature(module: Any, specs: list[Any]) -> tuple[Any, ...]:
+    """The inputs' dynamic shapes in the structure ``torch.export`` binds them to
+    ``forward``'s parameters: one per named positional parameter, the rest as one tuple
+    for a ``*args`` (a wrapper's ``forward(*args)`` takes them all there)."""
+    shaped: list[Any] = []
+    for parameter in inspect.signature(module.forward).parameters.values():
+        if parameter.kind == parameter.VAR_POSITIONAL:
+            return (*shaped, tuple(specs[len(shaped):]))
+        if len(shaped) < len(specs):
+            shaped.append(specs[len(shaped)])
+    return tuple(shaped)
 
 
 def coreml_dtype(tensor: Any) -> str:

@@ -7,8 +7,10 @@ builds, so conversion, the fp64 reference and bisection treat all three alike:
 
 * ``.pt2`` — the module is ``program.module()``; its example inputs are the ones the
   program was exported with (``torch.export.save`` keeps them), its dynamic dims the
-  ranges of the program's symbolic input sizes. Both conversion paths apply: the module
-  is exported again for ``torch.export`` (the same graph) and traced for ``jit.trace``.
+  ranges of the program's symbolic input sizes. It converts on the ``torch.export``
+  path (the module exported again: the same graph); on ``jit.trace`` only when a
+  TorchScript program saved beside it is named in its :data:`RECORD`, as a module
+  captured from the caller's process has (:data:`EXPORTED_PATHS` says why).
 * TorchScript — the module is the loaded ``ScriptModule``, converted as it is on the
   ``jit.trace`` path (a ScriptModule cannot be exported). TorchScript keeps no example
   inputs, so the file must carry them: :func:`save_scripted` writes them beside the
@@ -47,6 +49,11 @@ EXAMPLE = "example_inputs.npz"
 UNBOUNDED_SIZE = 2048
 #: the paths that convert a TorchScript program (it cannot be exported again)
 SCRIPTED_PATHS = ("trace",)
+#: the path that converts an ExportedProgram: the program itself. Tracing its module
+#: would trace a graph whose sizes export already specialized or made symbolic — not
+#: what a user who traces the model gets — so the trace path runs only on a TorchScript
+#: program saved beside it (``traced`` in :data:`RECORD`).
+EXPORTED_PATHS = ("export",)
 
 
 def load_saved(location: str) -> TorchSource:
@@ -78,7 +85,25 @@ def _load_exported(location: str) -> TorchSource:
     module = program.module()
     inputs = named_inputs(location, module, tuple(args))
     dynamic = declared.get("dynamic_dims") or _symbolic_ranges(program, list(inputs))
-    return validated(location, module, inputs, {**declared, "dynamic_dims": dynamic}, PATHS)
+    traced = _companion(location, declared.get("traced") or "")
+    source = validated(location, module, inputs, {**declared, "dynamic_dims": dynamic},
+                       PATHS if traced is not None else EXPORTED_PATHS)
+    source.traced = traced
+    return source
+
+
+def _companion(location: str, name: str) -> Any:
+    """The TorchScript program a ``.pt2`` names for the trace path (saved beside it by
+    :mod:`nebisect.sources.capture`); None when it names none."""
+    if not name:
+        return None
+    import torch
+
+    path = Path(location).parent / Path(name).name
+    if not path.is_file():
+        raise NebisectError(f"{location}: names its trace-path program {name}, which is "
+                            "not beside it")
+    return torch.jit.load(str(path), map_location="cpu")
 
 
 def _symbolic_ranges(program: Any, names: list[str]) -> dict[str, dict[int, tuple[int, int]]]:
@@ -145,9 +170,11 @@ def _record(location: str, text: str | bytes) -> dict[str, Any]:
     return record
 
 
-def declarations(source: TorchSource) -> str:
-    """:data:`RECORD` for ``source``: what it declares besides module and inputs."""
+def declarations(source: TorchSource, traced: str = "") -> str:
+    """:data:`RECORD` for ``source``: what it declares besides module and inputs (and
+    the trace-path program saved beside it)."""
     return json.dumps({
+        **({"traced": traced} if traced else {}),
         "dynamic_dims": {name: {str(axis): list(bounds) for axis, bounds in axes.items()}
                          for name, axes in source.dynamic_dims.items()},
         "input_domains": {name: domain.declaration
@@ -156,11 +183,14 @@ def declarations(source: TorchSource) -> str:
     }, sort_keys=True)
 
 
-def save_exported(program: Any, source: TorchSource, destination: Path) -> None:
-    """Save ``program`` (exported from ``source``'s module) with its declarations."""
+def save_exported(program: Any, source: TorchSource, destination: Path, *,
+                  traced: str = "") -> None:
+    """Save ``program`` (exported from ``source``'s module) with its declarations and,
+    when given, the name of the TorchScript program beside it for the trace path."""
     import torch
 
-    torch.export.save(program, str(destination), extra_files={RECORD: declarations(source)})
+    torch.export.save(program, str(destination),
+                      extra_files={RECORD: declarations(source, traced)})
 
 
 def save_scripted(module: Any, source: TorchSource, destination: Path) -> None:
