@@ -38,6 +38,7 @@ def test_the_notebook_finds_the_cliff_and_outlives_two_segfaults() -> None:
     assert "(7.62109375, 7.625)" in outputs[2]
     assert "reduce_log_sum_exp collapses" in outputs[2]
     assert 'class="nebisect-report"' in outputs[1]
+    assert "nebisect: done in" in outputs[1]  # the progress line, replaced when done
     assert "sim:segv-demo" in outputs[3] and "crash:SIGSEGV" in outputs[3]
     assert "sim:fp32       export  pass" in outputs[3]
     assert "killed by SIGSEGV while exporting (torch.export)" in outputs[4]

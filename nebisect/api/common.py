@@ -98,8 +98,8 @@ def saved_source(source: Any, example_inputs: Any, declared: dict[str, Any],
     timeouts = Timeouts.parse(items(timeout))
     captured = capture_module(source, example_inputs, declared, directory, label=label,
                               timeout=timeouts.convert)
-    location = captured.artifact or directory / "module.pt2"
-    return str(location), captured
+    # a module no path saved is named as the caller knows it (the report's source)
+    return str(captured.artifact or label), captured
 
 
 def saved_script(module: Any, example_inputs: Any, declared: dict[str, Any],

@@ -310,12 +310,15 @@ def _add_capture_failures(report: RunReport, capture: Capture | None,
     if capture is None or not capture.failures:
         return
     from nebisect.detect.findings import Row
+    from nebisect.search.space import Member
 
     named = list(dict.fromkeys([*targets, *(r.target for r in report.rows
                                              if r.role == "target")]))
+    # exporting and tracing ran forward on the example inputs
+    example = Member("example", "example")
     for path, verdict in capture.failures.items():
-        report.rows += [Row(name, 0, verdict, attribution="conversion", path=path)
-                        for name in named]
+        report.rows += [Row(name, 0, verdict, attribution="conversion", path=path,
+                            input_set=example) for name in named]
     report.regroup()
 
 

@@ -110,10 +110,13 @@ class NotebookProgress(PlainProgress):
     @classmethod
     @contextmanager
     def shown(cls, first: str) -> Iterator[NotebookProgress]:
-        """A progress line under the running cell, saying ``first`` until the next."""
+        """A progress line under the running cell, saying ``first`` until the next
+        message, and how long the command took when it is done."""
         from IPython.display import display
 
-        yield cls(display(_Line(f"nebisect: {first}"), display_id=True))
+        shown = cls(display(_Line(f"nebisect: {first}"), display_id=True))
+        yield shown
+        shown.show(f"nebisect: done in {shown.clock() - shown.started:.0f} s")
 
     def show(self, line: str) -> None:
         """Replace the cell's progress line."""
