@@ -2,9 +2,10 @@
 
 A notebook's model is an object, often of a class defined in ``__main__``: no other
 process can import it, and nebisect's children never run the caller's classes. So the
-module is exported where it lives — ``torch.export.export`` to a ``.pt2``, else
-``torch.jit.trace`` to TorchScript — and the children load the saved program
-(:mod:`nebisect.sources.torch_saved`) for conversion and as the reference.
+module is saved where it lives, on both conversion paths — ``torch.jit.trace`` to
+TorchScript, ``torch.export.export`` to a ``.pt2`` that names the TorchScript beside it —
+and the children load the saved programs (:mod:`nebisect.sources.torch_saved`) for
+conversion and as the reference.
 
 Exporting or tracing runs ``forward`` (tracing on the real example inputs), and a
 ``forward`` can crash the process: a C extension, a ``ctypes`` call, a torch bug. So
@@ -15,7 +16,7 @@ converting a factory's module in a child gives. A fork that hangs is killed afte
 timeout. Torch is held to one thread in the fork: an intra-op pool started before the
 fork is not usable in it.
 
-Each path is tried in order and every failure recorded (:class:`Capture`); a bad
+Both paths are tried and every failure recorded (:class:`Capture`); a bad
 declaration (example inputs that are not ``forward``'s parameters, a dynamic range the
 example lies outside) is the caller's error, raised as the factory's would be.
 """
