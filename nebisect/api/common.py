@@ -77,7 +77,8 @@ def saved_source(source: Any, example_inputs: Any, declared: dict[str, Any],
         package = directory / "model.mlpackage"
         source.save(str(package))
         return str(package), None
-    if torch is None:
+    if torch is None or not isinstance(source, (torch.export.ExportedProgram,
+                                                 torch.nn.Module)):
         raise NebisectError(f"{type(source).__name__}: not a source (give a path, an "
                             "nn.Module, an ExportedProgram or an MLModel)")
     if isinstance(source, torch.export.ExportedProgram):
@@ -87,9 +88,6 @@ def saved_source(source: Any, example_inputs: Any, declared: dict[str, Any],
     if isinstance(source, torch.jit.ScriptModule):
         return str(saved_script(source, example_inputs, declared, directory / "module.pt",
                                  label)), None
-    if not isinstance(source, torch.nn.Module):
-        raise NebisectError(f"{type(source).__name__}: not a source (give a path, an "
-                            "nn.Module, an ExportedProgram or an MLModel)")
     if example_inputs is None:
         raise NebisectError(f"{label}: give example_inputs (a tuple or a dict of tensors)")
     from nebisect.isolation.timeouts import Timeouts
@@ -123,7 +121,7 @@ def save_torchscript(module: Any, example_inputs: Any, path: str | os.PathLike[s
                      input_domains: dict[str, Any] | None = None) -> Path:
     """Save a TorchScript module (``torch.jit.trace`` / ``script``) with the example
     inputs ``nebisect run model.pt`` needs (TorchScript keeps none of its own)."""
-    declared = {"dynamic_dims": dynamic_dims, "input_domains": input_domains}
+    declared = declared_of(dynamic_dims, input_domains)
     return saved_script(module, example_inputs, declared, Path(path), str(path))
 
 
@@ -146,7 +144,7 @@ def declared_of(dynamic_dims: Any = None, input_domains: Any = None,
 
 
 @contextmanager
-def progress_to(given: bool | Callable[[str], None]) -> Iterator[Callable[[str], None]]:
+def progress_to(given: Progress) -> Iterator[Callable[[str], None]]:
     """The progress callable ``given`` asks for (see :func:`run`)."""
     if callable(given):
         yield given

@@ -25,8 +25,6 @@ if TYPE_CHECKING:
     from nebisect.fuzzing.session import FuzzOptions
     from nebisect.fuzzing.terminal import CampaignDisplay
 
-#: what ``fuzz SOURCE`` rejects, with why: these shape ``--op`` campaigns only
-OP_ONLY = {"--wrap": "wraps embed a single op"}
 
 
 @dataclass
@@ -107,9 +105,8 @@ def fuzz(source: Any = None, *, op: Many = None, example_inputs: Any = None,
                    Path(report) if report is not None else None)
     if ops:
         return _fuzz_ops(ops, options, cluster, out, progress)
-    for name, why in OP_ONLY.items():
-        if name == "--wrap" and wrap != "none":
-            raise NebisectError(f"{name} is for --op campaigns ({why})")
+    if wrap != "none":
+        raise NebisectError("--wrap is for --op campaigns (wraps embed a single op)")
     with tempfile.TemporaryDirectory(prefix="nebisect-fuzz-") as tmp:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                               Path(tmp), timeout)

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 ORDER = 30
 
 
-#: what ``fuzz SOURCE`` rejects, with why: these shape ``--op`` campaigns only
-_OP_ONLY = {"--wrap": "wraps embed a single op"}
 
 FUZZ_HELP = """\
 Fuzz MIL ops one at a time (--op), or a whole model (SOURCE), against the oracle;

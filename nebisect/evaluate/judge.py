@@ -172,9 +172,15 @@ def _reference(name: str, artifact: Artifact, inputs: dict[str, np.ndarray],
 
 def _computes_in_fp16(artifact: Artifact) -> bool:
     """Does the ML program of ``artifact`` declare any op's output fp16 (False for a
-    torch source: each target gets a program converted at its own precision)?"""
+    torch source: each target gets a program converted at its own precision)? A
+    package's spec is read, not its program built: every case on an fp32 target asks."""
     if artifact.ref.is_torch:
         return False
+    if artifact.ref.is_package:
+        from nebisect.mil.dtypes import spec_declares_fp16
+        from nebisect.mil.load import read_spec
+
+        return spec_declares_fp16(read_spec(artifact.location))
     from nebisect.mil.dtypes import var_element_dtype
 
     return any(var_element_dtype(output) == np.float16

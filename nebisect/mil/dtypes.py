@@ -37,3 +37,15 @@ def var_element_dtype(var: Any) -> np.dtype | None:
     if types.is_scalar(sym_type):
         return numpy_dtype(sym_type)
     return None
+
+
+def spec_declares_fp16(spec: Any) -> bool:
+    """Does an ML program's spec declare any top-level op's output fp16? Read from the
+    protobuf, without building the program (a Core ML target never builds it)."""
+    from coremltools.proto import MIL_pb2
+
+    half = MIL_pb2.DataType.FLOAT16
+    return any(output.type.tensorType.dataType == half
+               for function in spec.mlProgram.functions.values()
+               for block in function.block_specializations.values()
+               for op in block.operations for output in op.outputs)

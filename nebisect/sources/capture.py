@@ -39,7 +39,13 @@ from typing import Any
 from nebisect.errors import NebisectError
 from nebisect.isolation.collect import signal_name
 from nebisect.isolation.osproc import set_pdeathsig
-from nebisect.sources.convert import PATH_LABELS, convertible
+from nebisect.sources.convert import (
+    PATH_LABELS,
+    ConversionAttempt,
+    converter_message,
+    convertible,
+    summarize,
+)
 from nebisect.sources.torch_module import TorchSource, export_module, named_inputs, validated
 from nebisect.sources.torch_saved import save_exported, save_scripted
 from nebisect.verdict import Stage, Status, Verdict, crash_signature, error_signature
@@ -159,8 +165,7 @@ def _fork_side(work: Callable[[], None], log: Path, result: Path) -> None:
             outcome = {"user_error": True, "message": str(exc)}
         except Exception as exc:
             traceback.print_exc()
-            lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-            outcome = {"message": f"{type(exc).__name__}: {lines[0] if lines else '(no message)'}"}
+            outcome = {"message": converter_message(exc)}
         result.write_text(json.dumps(outcome))
     except BaseException:
         code = 70
@@ -194,6 +199,6 @@ def _doing(path: str) -> str:
 def _failed(path: str, message: str) -> Verdict:
     """An ``error`` at stage ``convert``: the path's converter message, as converting a
     factory's module on that path would give it."""
-    text = f"{PATH_LABELS[path]}: {message}"
+    text = summarize([ConversionAttempt(path, "failed", message)])
     return Verdict(Status.ERROR, Stage.CONVERT, error_signature(Stage.CONVERT, text),
                    message=text)

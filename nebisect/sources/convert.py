@@ -105,7 +105,7 @@ def convert_source(
         try:
             converted, note = _convert_path(ct, path, source, options)
         except Exception as exc:
-            attempts.append(ConversionAttempt(path, "failed", _converter_message(exc),
+            attempts.append(ConversionAttempt(path, "failed", converter_message(exc),
                                               time.perf_counter() - started))
             continue
         attempts.append(ConversionAttempt(path, "ok", "", time.perf_counter() - started, note))
@@ -145,7 +145,8 @@ def _deployment(ct: Any, name: str) -> Any:
     return target
 
 
-def _converter_message(exc: BaseException) -> str:
+def converter_message(exc: BaseException) -> str:
+    """``TypeError: first line of the message``: a converter's failure in one line."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     return f"{type(exc).__name__}: {lines[0] if lines else '(no message)'}"
 
