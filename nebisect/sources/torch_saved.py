@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import EXPORTED, SCRIPTED, load_npz_bytes, torch_form
+from nebisect.case import EXPORTED, load_npz_bytes, torch_form
 from nebisect.errors import NebisectError
 from nebisect.sources.torch_module import (
     PATHS,
@@ -57,15 +57,10 @@ EXPORTED_PATHS = ("export",)
 
 
 def load_saved(location: str) -> TorchSource:
-    """The torch source saved at ``location`` (a ``.pt2`` or TorchScript file)."""
-    path = Path(location)
-    if not path.is_file():
-        raise NebisectError(f"{location}: no such file")
-    if torch_form(location) == EXPORTED:
-        return _load_exported(location)
-    if torch_form(location) == SCRIPTED:
-        return _load_scripted(location)
-    raise NebisectError(f"{location}: not a saved torch program (.pt2, .pt, .pth, .ts)")
+    """The torch source saved at ``location``, an existing ``.pt2`` or TorchScript file
+    (:func:`~nebisect.sources.torch_load.load_torch_source` checks both)."""
+    return _load_exported(location) if torch_form(location) == EXPORTED else (
+        _load_scripted(location))
 
 
 def _load_exported(location: str) -> TorchSource:
@@ -128,7 +123,7 @@ def _symbolic_ranges(program: Any, names: list[str]) -> dict[str, dict[int, tupl
 def _load_scripted(location: str) -> TorchSource:
     import torch
 
-    extra = {RECORD: "", EXAMPLE: ""}
+    extra: dict[str, Any] = {RECORD: "", EXAMPLE: ""}  # torch.jit.load fills in bytes
     try:
         module = torch.jit.load(location, map_location="cpu", _extra_files=extra)
     except Exception as exc:
@@ -140,9 +135,7 @@ def _load_scripted(location: str) -> TorchSource:
             f"{location}: TorchScript keeps no example inputs; save it with "
             "nebisect.save_torchscript(module, example_inputs, path), or run the module "
             "from Python: nebisect.run(module, example_inputs=...)")
-    raw = extra[EXAMPLE]
-    arrays = load_npz_bytes(raw.encode("latin-1") if isinstance(raw, str) else raw,
-                            f"{location}:{EXAMPLE}")
+    arrays = load_npz_bytes(extra[EXAMPLE], f"{location}:{EXAMPLE}")
     names = [argument.name for argument in module.forward.schema.arguments[1:]]
     if set(arrays) - set(names):
         raise NebisectError(f"{location}: its example inputs {', '.join(sorted(arrays))} are "
