@@ -10,7 +10,9 @@ only when something fails, on the *same conversion path* as the failing cell:
   fp32 is the conversion's, not fp32's);
 * ``precision`` — exact evaluation agrees, a careful fp16 evaluation (``sim:fp16``)
   does not: a graph-level range hazard any fp16 device would hit;
-* ``device`` — both agree; only the device (or its simulated profile) disagrees.
+* ``device`` — both agree; only the device (or its simulated profile) disagrees. A
+  program the exact evaluation runs but a target refuses to load is the device's too:
+  the runtime's rules (:mod:`nebisect.mil.semantics.rules`) are not precision.
 
 The culprit (:mod:`nebisect.detect.culprit`) costs one more evaluation, recording
 intermediates. Every probe is a cell of the workbench, so it is cached across targets and
@@ -38,6 +40,8 @@ def attribute(target: str, verdict: Verdict, exact_ok: bool | None, fp16_ok: boo
     """Where a failing cell's divergence enters (see the module docstring)."""
     if verdict.stage == "convert" or exact_ok is False:
         return "conversion"
+    if verdict.status == "error" and verdict.stage == "load":
+        return "device"
     if target in (PRECISION_PROBE, "sim:fp16-naive", "sim:fp32"):
         return "precision"
     if fp16_ok is False and spec_of(target).precision == "fp16":

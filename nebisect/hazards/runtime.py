@@ -8,7 +8,9 @@ index happened to be static (coremltools PR #2778: ``torch.roll`` by a negative 
 is right with a static dim, wrong with a dynamic one). ``fold-runtime`` reports every
 such op that survives to run time; ``fold-deviation`` reports constant subgraphs that
 coremltools' own fold gets wrong (:data:`nebisect.mil.fold.FOLD_DEVIATIONS`, found by
-the differential test in ``tests/mil/test_fold.py``).
+the differential test in ``tests/mil/test_fold.py``); ``runtime-rule`` reports every op
+that breaks one of the runtime's published rules (:mod:`nebisect.mil.semantics.rules`):
+a program Core ML refuses to load, or computes otherwise than the op definition.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from nebisect.hazards.records import LintFinding
 from nebisect.hazards.registry import finding, lint_rule
 from nebisect.mil.fold import FOLD_DEVIATIONS
 from nebisect.mil.semantics.coreml import RUNTIME_DIFFERENCES
+from nebisect.mil.semantics.rules import runtime_rules
 
 
 def _constant(var: Any) -> np.ndarray | None:
@@ -61,7 +64,7 @@ def fold_runtime(view: ProgramView) -> Iterator[LintFinding]:
         if _runtime_hazard(op):
             difference = RUNTIME_DIFFERENCES[op.op_type]
             yield finding(
-            view,     "fold-runtime", op, f"{op.op_type} '{op.name}': {difference.summary}",
+                view, "fold-runtime", op, f"{op.op_type} '{op.name}': {difference.summary}",
                 source=difference.source,
             )
 
@@ -100,6 +103,32 @@ def fold_deviation(view: ProgramView) -> Iterator[LintFinding]:
     for op in view.ops(*FOLD_DEVIATIONS):
         if _folded_wrong(view, op):
             yield finding(
-            view, "fold-deviation", op,
-            f"{op.op_type} '{op.name}': {FOLD_DEVIATIONS[op.op_type]}"
+                view, "fold-deviation", op,
+                f"{op.op_type} '{op.name}': {FOLD_DEVIATIONS[op.op_type]}",
             )
+
+
+@lint_rule(
+    "runtime-rule",
+    severity="error",
+    title="op the Core ML runtime refuses to load, or computes otherwise than defined",
+    rationale=(
+        "coremltools converts and saves programs that Core ML then refuses when it loads "
+        "or plans them, or computes differently from the op definition; each case is a "
+        "public report, registered as a runtime rule with its error text and units."
+    ),
+    source="the runtime rules' reports (nebisect.mil.semantics.published)",
+    remedy="the rule's remedy, quoted in the finding",
+)
+def runtime_rule_broken(view: ProgramView) -> Iterator[LintFinding]:
+    for rule in runtime_rules():
+        for op in view.ops(rule.op_type):
+            if rule.applies(op):
+                effect = (f"refused at {rule.stage}" if rule.refuses
+                          else f"computed otherwise at {rule.stage}")
+                yield finding(
+                    view, "runtime-rule", op,
+                    f"{op.op_type} '{op.name}': {effect} on {', '.join(sorted(rule.units))}: "
+                    f"{rule.message} ({rule.trigger}; rule {rule.name}). Remedy: {rule.remedy}",
+                    severity="error" if rule.refuses else "warning", source=rule.source,
+                )

@@ -34,13 +34,18 @@ from nebisect.mil.profiles import get_profile
 from nebisect.mil.semantics import DEFAULT_SEMANTICS, get_semantics
 from nebisect.mil.validate import bind_inputs, input_specs
 
-__all__ = ["SimError", "SimPredictError", "SimResult", "compile_program", "run_program"]
+__all__ = ["SimError", "SimPredictError", "SimRefusal", "SimResult", "compile_program",
+           "run_program"]
 
 MAX_LOOP_ITERATIONS = 1_000_000
 
 
 class SimPredictError(RuntimeError):
     """A failure the simulated device reports at predict time (same wording as the device)."""
+
+
+class SimRefusal(RuntimeError):
+    """A program the simulated runtime refuses to load (a published runtime rule)."""
 
 
 class SimError(NebisectError):
@@ -64,11 +69,23 @@ class CompiledProgram:
     plan: ExecutionPlan
     specs: list[Any]
 
+    def refuse(self, stages: tuple[str, ...] = ("load", "plan")) -> None:
+        """Raise the program's refusal if its rule's stage is among ``stages``: a load or
+        plan refusal as :class:`SimRefusal` (Core ML builds the plan when it loads the
+        model), a predict-time one as :class:`SimPredictError`."""
+        refusal = self.plan.refusal
+        if refusal is None or refusal.rule.stage not in stages:
+            return
+        if refusal.rule.stage == "predict":
+            raise SimPredictError(refusal.text)
+        raise SimRefusal(refusal.text)
+
     def run(self, inputs: dict[str, Any], *, intermediates: bool = False) -> SimResult:
         arrays = bind_inputs(self.specs, inputs)
         plan = self.plan
         if plan.device_error is not None:
             raise SimPredictError(plan.device_error)
+        self.refuse(stages=("load", "plan", "predict"))
         env: dict[str, Any] = dict(plan.constants)
         with np.errstate(all="ignore"):
             for name, value in arrays.items():
@@ -95,9 +112,8 @@ def _logical(plan: ExecutionPlan, name: str, env: dict[str, Any]) -> Any:
 
 
 _Entry = tuple[tuple[Any, ...], CompiledProgram]
-_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[str, str | None, str], _Entry]] = (
-    weakref.WeakKeyDictionary()
-)
+_Key = tuple[str, str | None, str, str | None]
+_CACHE: weakref.WeakKeyDictionary[Any, dict[_Key, _Entry]] = weakref.WeakKeyDictionary()
 
 
 def compile_program(
@@ -106,17 +122,21 @@ def compile_program(
     *,
     profile: str | None = None,
     semantics: str = DEFAULT_SEMANTICS,
+    unit: str | None = None,
 ) -> CompiledProgram:
-    """Compile ``program``'s main function (cached while the program is unchanged)."""
+    """Compile ``program``'s main function (cached while the program is unchanged).
+
+    ``unit`` names the compute unit for the runtime's refusals (:func:`compile_function`);
+    a refusal is raised by :meth:`CompiledProgram.run`, or by the caller at load time."""
     function = _main_function(program)
     fingerprint = _fingerprint(function)
-    key = (precision, profile, semantics)
+    key = (precision, profile, semantics, unit)
     per_program = _CACHE.setdefault(program, {})
     cached = per_program.get(key)
     if cached is not None and cached[0] == fingerprint:
         return cached[1]
     device = get_profile(profile) if profile is not None else None
-    plan = compile_function(function, precision, device, get_semantics(semantics))
+    plan = compile_function(function, precision, device, get_semantics(semantics), unit)
     compiled = CompiledProgram(plan, input_specs(function))
     per_program[key] = (fingerprint, compiled)
     return compiled

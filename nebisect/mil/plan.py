@@ -29,6 +29,7 @@ from nebisect.mil.kernels import Kernel, KernelContext, get_kernel
 from nebisect.mil.precision import PrecisionModel, get_precision, round_to_fp16
 from nebisect.mil.profiles import Profile
 from nebisect.mil.semantics import Semantics
+from nebisect.mil.semantics.rules import Refusal, first_refusal
 from nebisect.mil.sizes import check_shape
 
 
@@ -111,6 +112,8 @@ class ExecutionPlan:
     fallbacks: dict[str, str] = field(default_factory=dict)
     op_types: dict[str, str] = field(default_factory=dict)
     device_error: str | None = None
+    #: the first published runtime rule the program breaks on the units it runs on
+    refusal: Refusal | None = None
 
 
 class _Compiler:
@@ -265,10 +268,15 @@ def _declared_shape(var: Any) -> tuple[int | None, ...] | None:
 
 
 def compile_function(
-    function: Any, precision: str, profile: Profile | None, semantics: Semantics
+    function: Any, precision: str, profile: Profile | None, semantics: Semantics,
+    unit: str | None = None,
 ) -> ExecutionPlan:
     """Build the execution plan of ``function`` under a precision model, a profile and
-    an op semantics (the definition, or the Core ML runtime's)."""
+    an op semantics (the definition, or the Core ML runtime's).
+
+    ``unit`` is the compute unit every op runs on (``cpu``, ``gpu``, ``ne``) for the
+    runtime's refusals; a profile places each op itself. Without either, or under a
+    semantics without refusals, no rule applies (the float64 oracle)."""
     model = get_precision(profile.precision if profile is not None else precision)
     compiler = _Compiler(model, profile, semantics)
     inputs = tuple(function.inputs.values())
@@ -286,4 +294,8 @@ def compile_function(
     )
     if profile is not None:
         plan.device_error = profile.shape_error(function, plan.placement)
+    if semantics.refusals and (unit is not None or profile is not None):
+        placement = plan.placement
+        plan.refusal = first_refusal(
+            function, lambda op: placement.get(op_key(op)) if profile is not None else unit)
     return plan

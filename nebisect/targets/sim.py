@@ -8,6 +8,12 @@ Every sim target computes what the Core ML runtime computes where that differs f
 op definition and is published (``coreml`` semantics, :mod:`nebisect.mil.semantics`);
 naming ``spec`` after the variant (``sim:fp16:spec``) gives the definition instead. The
 semantics is part of the target name, hence of a case's identity.
+
+Under the ``coreml`` semantics the targets also refuse what the runtime refuses
+(:mod:`nebisect.mil.semantics.rules`), on the compute unit each models: ``sim:fp32``
+Core ML's CPU, ``sim:fp16`` and ``sim:fp16-naive`` its GPU, ``sim:ane`` the Neural
+Engine with the CPU for the ops it falls back on. The float64 oracle models no unit and
+refuses nothing: it is the reference every other target is judged against.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ class _SimTarget(Target):
     needs = COREMLTOOLS_ONLY.adding(Needs(imports=("nebisect.mil.interp",)))
     sim_precision = "fp64"
     sim_profile: str | None = None
+    #: the compute unit the runtime's refusals are checked for (a profile places each op)
+    sim_unit: str | None = None
 
     @property
     def semantics(self) -> str:
@@ -43,12 +51,13 @@ class _SimTarget(Target):
 
         program = model.program if hasattr(model, "program") else model
         return compile_program(program, self.sim_precision, profile=self.sim_profile,
-                               semantics=self.semantics)
+                               semantics=self.semantics, unit=self.sim_unit)
 
     def load(self, model: Any) -> None:
         """Read the program and compile its plan (cached for :meth:`predict`): a program
-        that does not load, or declares a tensor over the memory limit, fails here."""
-        self._compiled(model)
+        that does not load, declares a tensor over the memory limit, or breaks a rule the
+        runtime applies when it loads or plans a model, fails here."""
+        self._compiled(model).refuse()
 
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
@@ -75,6 +84,7 @@ class SimFP32(_SimTarget):
     """MIL simulator, float32 compute, values stored as declared (Core ML's CPU)."""
 
     sim_precision = "fp32"
+    sim_unit = "cpu"
 
 
 @register_target("sim:fp16")
@@ -82,6 +92,7 @@ class SimFP16(_SimTarget):
     """MIL simulator, fp16 storage with each op computed in fp32 (a careful fp16 device)."""
 
     sim_precision = "fp16"
+    sim_unit = "gpu"
 
 
 @register_target("sim:fp16-naive")
@@ -89,6 +100,7 @@ class SimFP16Naive(_SimTarget):
     """MIL simulator, fp16 arithmetic by textbook formulas (no max-shift, fp16 sums)."""
 
     sim_precision = "fp16-naive"
+    sim_unit = "gpu"
 
 
 @register_target("sim:ane")

@@ -2,8 +2,10 @@
 and ``l2_pool`` over 1-3 spatial dims, every pad type and ``ceil_mode``.
 
 Windows are reduced tap by tap over strided views. With ``ceil_mode`` the last window may
-hang past the padded input; like PyTorch, that overhang is not counted in an average's
-divisor (padding is, unless excluded) and never wins a max.
+hang past the padded input; as the definition has it (``ceil_mode`` is PyTorch's), that
+overhang is not counted in an average's divisor (padding is, unless excluded) and never
+wins a max. The Core ML runtime divides such a window by the whole kernel instead
+(``avg_pool``'s runtime variant in :mod:`nebisect.mil.semantics.coreml`).
 """
 
 from __future__ import annotations
@@ -30,27 +32,44 @@ def _out_dim(size: int, before: int, after: int, k: int, s: int, ceil: bool) -> 
     return out
 
 
+def _geometry(
+    sizes: tuple[int, ...], kernel_sizes: Any, strides: Any, pad_type: Any, pad: Any,
+    ceil_mode: Any,
+) -> tuple[list[int], list[int], list[tuple[int, int]], list[int], list[int]]:
+    """Per spatial dim of an input of spatial ``sizes``: taps, stride, (before, after)
+    padding, output size, and how far the last window hangs past the padded input."""
+    spatial = len(sizes)
+    taps = ints(kernel_sizes)
+    stride = ints(strides) or [1] * spatial
+    pads = resolve_pads(
+        text(pad_type, "valid"), sizes, taps, stride, [1] * spatial,
+        ints(pad) or [0] * 2 * spatial,
+    )
+    ceil = flag(ceil_mode)
+    outs = [_out_dim(sizes[i], *pads[i], taps[i], stride[i], ceil) for i in range(spatial)]
+    extra = [
+        max(0, (o - 1) * s + k - (size + b + a))
+        for o, s, k, size, (b, a) in zip(outs, stride, taps, sizes, pads, strict=True)
+    ]
+    return taps, stride, pads, outs, extra
+
+
+def ceil_overhang(
+    sizes: tuple[int, ...], kernel_sizes: Any, strides: Any, pad_type: Any, pad: Any
+) -> list[int]:
+    """How far ``ceil_mode``'s last window hangs past the padded input, per spatial dim
+    (all zero: no window divides differently under the runtime's rule)."""
+    return _geometry(sizes, kernel_sizes, strides, pad_type, pad, True)[4]
+
+
 def _windows(
     x: np.ndarray, kernel_sizes: Any, strides: Any, pad_type: Any, pad: Any, ceil_mode: Any,
     fill: float,
 ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """Per-tap strided views of the padded input, plus the per-tap masks of real input
     positions and of input-or-padding positions (for average divisors)."""
-    spatial = x.ndim - 2
-    taps = ints(kernel_sizes)
-    stride = ints(strides) or [1] * spatial
-    pads = resolve_pads(
-        text(pad_type, "valid"), x.shape[2:], taps, stride, [1] * spatial,
-        ints(pad) or [0] * 2 * spatial,
-    )
-    ceil = flag(ceil_mode)
-    outs = [
-        _out_dim(x.shape[2 + i], *pads[i], taps[i], stride[i], ceil) for i in range(spatial)
-    ]
-    extra = [
-        max(0, (o - 1) * s + k - (size + b + a))
-        for o, s, k, size, (b, a) in zip(outs, stride, taps, x.shape[2:], pads, strict=True)
-    ]
+    taps, stride, pads, outs, extra = _geometry(
+        x.shape[2:], kernel_sizes, strides, pad_type, pad, ceil_mode)
     widths = [(b, a + e) for (b, a), e in zip(pads, extra, strict=True)]
     xp = np.pad(x, [(0, 0), (0, 0), *widths], constant_values=fill)
     real = np.pad(np.ones(x.shape[2:], dtype=bool), widths)
@@ -74,6 +93,20 @@ def _reduce(views: list[np.ndarray], op: Callable[[Any, Any], Any]) -> np.ndarra
     return acc
 
 
+def window_sums(
+    x: np.ndarray, kernel_sizes: Any, strides: Any, pad_type: Any, pad: Any, ceil_mode: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each window's sum, and per window the count of real input positions and of
+    input-or-padding positions it covers (the two divisors the definition knows)."""
+    views, real, padded = _windows(x, kernel_sizes, strides, pad_type, pad, ceil_mode, 0.0)
+    return _reduce(views, np.add), real, padded
+
+
+def average(sums: np.ndarray, divisor: Any, dtype: np.dtype) -> np.ndarray:
+    """``sums / divisor`` in ``dtype`` (a window covering nothing divides by one)."""
+    return (sums / np.maximum(divisor, 1).astype(dtype)).astype(dtype)
+
+
 @kernel("avg_pool")
 def avg_pool(
     ctx: KernelContext,
@@ -86,9 +119,8 @@ def avg_pool(
     exclude_padding_from_average: Any = False,
 ) -> np.ndarray:
     x = np.asarray(x)
-    views, real, padded = _windows(x, kernel_sizes, strides, pad_type, pad, ceil_mode, 0.0)
-    divisor = real if flag(exclude_padding_from_average) else padded
-    return (_reduce(views, np.add) / np.maximum(divisor, 1).astype(x.dtype)).astype(x.dtype)
+    sums, real, padded = window_sums(x, kernel_sizes, strides, pad_type, pad, ceil_mode)
+    return average(sums, real if flag(exclude_padding_from_average) else padded, x.dtype)
 
 
 @kernel("max_pool")

@@ -8,7 +8,8 @@ wrong output comes from the runtime's semantics fails on ``sim:*`` as it does on
 
 A :class:`Semantics` is data: the kernel variants it puts in front of the default
 kernels. ``coreml`` (the default) selects the runtime variants registered in
-:mod:`nebisect.mil.semantics.coreml`, each citing its source; ``spec`` selects none, i.e.
+:mod:`nebisect.mil.semantics.coreml`, each citing its source; it also applies the runtime's
+published refusals (:mod:`nebisect.mil.semantics.rules`). ``spec`` selects none, i.e.
 the op definition, which is also what coremltools' constant folding computes — so the
 simulator's two settings reproduce both sides of a fold-versus-runtime disagreement.
 Kernels never test the setting: the plan looks kernels up through the variants.
@@ -31,6 +32,8 @@ class Semantics:
     name: str
     variants: tuple[str, ...]
     description: str
+    #: whether the runtime's published refusals apply (:mod:`nebisect.mil.semantics.rules`)
+    refusals: bool = False
 
 
 #: The semantics by name; loading imports the modules registering the kernel variants.
@@ -53,5 +56,6 @@ register_semantics(
     Semantics("spec", (), "the MIL op definitions (= coremltools' constant folding)")
 )
 register_semantics(
-    Semantics("coreml", ("coreml",), "what the Core ML runtime computes, where published")
+    Semantics("coreml", ("coreml",),
+              "what the Core ML runtime computes and refuses, where published", refusals=True)
 )
