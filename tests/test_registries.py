@@ -35,6 +35,7 @@ from nebisect.mil.precision import (
 )
 from nebisect.mil.profiles import PROFILES, Profile, get_profile, register_profile
 from nebisect.mil.semantics import SEMANTICS, Semantics, get_semantics, register_semantics
+from nebisect.mil.semantics.rules import RUNTIME_RULES, runtime_rule, runtime_rules
 from nebisect.opspecs.ops import OP_SPECS, get_op, op_spec, registered_ops
 from nebisect.opspecs.shapes import unary_with
 from nebisect.registry import Registry
@@ -128,6 +129,17 @@ FAMILIES_UNDER_TEST = {
         {"coreml", "spec"},
         lambda: get_semantics("x"),
         r"unknown semantics 'x'; known: coreml, spec",
+    ),
+    "runtime rules": Family(
+        RUNTIME_RULES,
+        lambda: runtime_rule("avg-pool-ceil-overhang", op_type="avg_pool", trigger="t",
+                             stage="predict", units=frozenset({"cpu"}), message="m",
+                             source="s", remedy="r")(_unused),
+        "avg-pool-ceil-overhang",
+        lambda: [rule.name for rule in runtime_rules()],
+        {"avg-pool-ceil-overhang"},
+        lambda: RUNTIME_RULES.get("avg-pool-ceil"),
+        r"unknown runtime rule 'avg-pool-ceil' \(did you mean avg-pool-ceil-overhang",
     ),
     "fixes": Family(
         FIXES,

@@ -9,8 +9,8 @@ Each factory's example input is benign; its ``TRIGGER`` shows the bug. Three kin
   guided probes, both conversion paths) and finds each bug that standard-normal inputs
   miss: a failure group on each expected target with that attribution. Before issue 12
   these all passed (``run`` evaluated one standard-normal input on the first program that
-  converted). The other three (gelu_tanh_export, remainder_one, reciprocal_eps) standard
-  normal inputs already reach; they are not re-run here to keep the file fast.
+  converted). The others (gelu_tanh_export, remainder_one, reciprocal_eps, avg_pool_ceil)
+  standard normal inputs already reach; they are not re-run here to keep the file fast.
 * ``test_one_path_bugs`` — ``run --convert both`` with the trigger: the bug is a
   ``conversion`` failure on exactly one path and a pass on the other.
 
@@ -22,6 +22,7 @@ Sources (all reproduce with coremltools 9.0 / torch 2.13):
 * gelu_tanh_export — apple/coremltools#2863 (approximate="tanh" ignored on torch.export)
 * remainder_one — apple/coremltools#2836 (x % 1 converts to zeros)
 * reciprocal_eps — apple/coremltools#2773 (reciprocal converted with inverse's epsilon 1e-4)
+* avg_pool_ceil — apple/coremltools#2772, PR #2844 (ceil_mode overhang divided by the kernel)
 * std_correction_trace — apple/coremltools#2718 (var/std correction ≥ 2 lost under jit.trace)
 * index_put_trace — apple/coremltools#2188 (in-place index_put on a slice dropped under jit.trace)
 * floor_divide_int — apple/coremltools#2570 (integer floor_divide computed in float, float out)
@@ -83,6 +84,9 @@ BUGS = [
         {"sim:fp32": ("mismatch", "mismatch:tolerance", "conversion")}, missed_by_normals=False),
     Bug("reciprocal_eps", "apple/coremltools#2773", ("sim:fp32",),
         {"sim:fp32": ("mismatch", "mismatch:tolerance", "conversion")}, missed_by_normals=False),
+    Bug("avg_pool_ceil", "apple/coremltools#2772", ("sim:fp32", "sim:fp32:spec"),
+        {"sim:fp32": ("mismatch", "mismatch:tolerance", "conversion"),
+         "sim:fp32:spec": ("pass", "pass", "")}, missed_by_normals=False),
     # Found at any input (the write is dropped), so standard normals reach it.
     Bug("index_put_trace", "apple/coremltools#2188", ("sim:fp32",),
         {"sim:fp32": ("mismatch", "mismatch:tolerance", "conversion")}, missed_by_normals=False,
