@@ -140,7 +140,8 @@ def _print_text(result: LintResult, output: Path | None) -> None:
         console.print(f"  {markup(finding.message)}")
         cure = (
             f"fix: {shlex.join(['nebisect', 'fix', 'apply', finding.fix, result.source])} "
-            "-o FIXED.mlpackage" if finding.fix else f"remedy: {_remedy(finding.rule_id)}"
+            "-o FIXED.mlpackage" if finding.fix
+            else f"remedy: {finding.details.get('remedy') or _remedy(finding.rule_id)}"
         )
         console.print(f"  [dim]{markup(cure)}[/]")
     counts = result.counts()

@@ -12,6 +12,7 @@ from rich.markup import escape
 from nebisect.detect.causes import RunFinding
 from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.inputs.guided import Margin
+from nebisect.mil.semantics.rules import rule_named_in
 from nebisect.search.cliff import Cliff
 from nebisect.search.readout import Element
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
@@ -27,7 +28,8 @@ def where(attribution: str, group: FailureGroup) -> str:
 def finding_lines(finding: RunFinding, *, next_command: str = "") -> list[str]:
     """One finding: its title, where it shows (target × path: the smallest failing input
     set, or pass), its smallest trigger, the converter overrides when they cure its
-    conversion failure, its cliffs, and the command that bisects it."""
+    conversion failure, the runtime rule and its remedy when the device refuses the
+    program, its cliffs, and the command that bisects it."""
     lines = [f"[red]✗ {finding.number}[/] [bold]{escape(finding.title)}[/]"]
     width = max((len(target) for target in finding.shows), default=0)
     for target, paths in finding.shows.items():
@@ -45,6 +47,10 @@ def finding_lines(finding: RunFinding, *, next_command: str = "") -> list[str]:
     hint = overrides_hint(finding.message) if finding.attribution == "conversion" else ""
     if hint:
         lines.append(escape(f"    {hint}"))
+    rule = rule_named_in(finding.message) if finding.symptom == "error" else None
+    if rule is not None:
+        lines.append(escape(f"    the runtime's rule {rule.name} ({rule.trigger}); "
+                            f"remedy: {rule.remedy}"))
     shown = dict.fromkeys(
         f"    {target}{f' [{PATH_LABELS.get(c.path, c.path)}]' if c.path else ''}: "
         f"{cliff_line(c)}" for target, c in finding.cliffs)

@@ -118,7 +118,7 @@ def fold_deviation(view: ProgramView) -> Iterator[LintFinding]:
         "public report, registered as a runtime rule with its error text and units."
     ),
     source="the runtime rules' reports (nebisect.mil.semantics.published)",
-    remedy="the rule's remedy, quoted in the finding",
+    remedy="the broken rule's own (each finding carries it: details['remedy'])",
 )
 def runtime_rule_broken(view: ProgramView) -> Iterator[LintFinding]:
     for rule in runtime_rules():
@@ -129,6 +129,7 @@ def runtime_rule_broken(view: ProgramView) -> Iterator[LintFinding]:
                 yield finding(
                     view, "runtime-rule", op,
                     f"{op.op_type} '{op.name}': {effect} on {', '.join(sorted(rule.units))}: "
-                    f"{rule.message} ({rule.trigger}; rule {rule.name}). Remedy: {rule.remedy}",
+                    f"{rule.message} ({rule.trigger}; rule {rule.name})",
                     severity="error" if rule.refuses else "warning", source=rule.source,
+                    remedy=rule.remedy,
                 )

@@ -100,6 +100,10 @@ class Mismatch(AssertionError):
     """Simulated outputs outside the test's tolerance; the message gives the numbers."""
 
 
+#: the unit whose runtime rules apply, per the compute units a test converts for
+UNIT_OF_COMPUTE_UNITS = {"CPU_ONLY": "cpu", "CPU_AND_GPU": "gpu", "CPU_AND_NE": "ne", "ALL": "ne"}
+
+
 def _predict_and_compare(
     mlmodel: Any, inputs: dict[str, Any], expected: dict[str, Any], check: _Check,
     precision: str, semantics: str = "coreml",
@@ -108,8 +112,9 @@ def _predict_and_compare(
     from nebisect.mil.load import load_program
 
     program = load_program(mlmodel)
+    unit = UNIT_OF_COMPUTE_UNITS.get(mlmodel.compute_unit.name, "cpu")
     result = run_program(
-        program, _model_inputs(program, inputs), precision, semantics=semantics
+        program, _model_inputs(program, inputs), precision, semantics=semantics, unit=unit
     )
     for name, value in expected.items():
         got = _output(result.outputs, name)
@@ -160,6 +165,10 @@ def failure_cause(
     expected value). The fp16 backend's expected values are device-verified (coremltools'
     CI runs it on macOS), the fp32 backend's are not.
     """
+    from nebisect.mil.interp import SimRefusal
+
+    if isinstance(exc, SimRefusal):
+        return f"runtime rule: the simulator refuses the program: {_first_line(exc)}"
     if not isinstance(exc, AssertionError):
         return f"simulator error: {_first_line(exc)}"
     verified = "device-verified" if precision == "fp16" else "not device-verified"

@@ -149,6 +149,7 @@ def run_program(
     *,
     profile: str | None = None,
     semantics: str = DEFAULT_SEMANTICS,
+    unit: str | None = None,
     intermediates: bool = False,
 ) -> SimResult:
     """Execute ``program`` on ``inputs``; see the module docstring for the semantics.
@@ -156,11 +157,12 @@ def run_program(
     With a ``profile`` the profile's own precision model applies to the ops it places on
     its accelerator (fp32 semantics to CPU fallback ops) and ``precision`` is not used.
     ``semantics`` is ``coreml`` (the Core ML runtime's published behaviour, the default)
-    or ``spec`` (the op definitions; :mod:`nebisect.mil.semantics`).
+    or ``spec`` (the op definitions; :mod:`nebisect.mil.semantics`). With a ``unit``
+    (``cpu``, ``gpu``, ``ne``) the runtime's refusals for it apply, raised before any op
+    runs (:class:`SimRefusal`, or :class:`SimPredictError` for a predict-time rule).
     """
-    return compile_program(program, precision, profile=profile, semantics=semantics).run(
-        inputs, intermediates=intermediates
-    )
+    return compile_program(program, precision, profile=profile, semantics=semantics,
+                           unit=unit).run(inputs, intermediates=intermediates)
 
 
 def _main_function(program: Any) -> Any:

@@ -23,6 +23,13 @@ Sources (all reproduce with coremltools 9.0 / torch 2.13):
 * remainder_one — apple/coremltools#2836 (x % 1 converts to zeros)
 * reciprocal_eps — apple/coremltools#2773 (reciprocal converted with inverse's epsilon 1e-4)
 * avg_pool_ceil — apple/coremltools#2772, PR #2844 (ceil_mode overhang divided by the kernel)
+
+Two more convert and save, then Core ML refuses to load them (``test_refused_at_load``):
+
+* linear_int32 — apple/coremltools#2575, pytorch/executorch#11691 (int32 ``linear``: "Failed
+  to build the model execution plan ... error code: -14.")
+* reflection_pad_3d — apple/coremltools#2576, #2571, PR #2701 (reflect ``pad`` outside the
+  last two dims: "Padding for more than two dimensions only supports `constant` mode")
 * std_correction_trace — apple/coremltools#2718 (var/std correction ≥ 2 lost under jit.trace)
 * index_put_trace — apple/coremltools#2188 (in-place index_put on a slice dropped under jit.trace)
 * floor_divide_int — apple/coremltools#2570 (integer floor_divide computed in float, float out)
@@ -201,3 +208,39 @@ def test_one_path_bugs(name: str, broken: str, tmp_path: Path) -> None:
     for target in ("sim:fp64", "sim:fp32"):
         assert matrix[target, broken][::2] == ("mismatch", "conversion"), matrix
         assert matrix[target, fine][0] == "pass", matrix
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "rule", "text"), [
+    ("linear_int32", "linear-integer", "Failed to build the model execution plan using a "
+     "model architecture file '<path>/model.mil' with error code: -14."),
+    ("reflection_pad_3d", "pad-outer-dims-non-constant",
+     "Padding for more than two dimensions only supports `constant` mode"),
+])
+def test_refused_at_load(name: str, rule: str, text: str) -> None:
+    """``run`` on the report's torch model: ``error:load`` with the published text on the
+    three unit-modelling targets, on both conversion paths, attributed ``device`` and
+    found once; the exact evaluation runs it; the finding names the rule's remedy."""
+    targets = ("sim:fp32", "sim:fp16", "sim:ane")
+    bug = Bug(name, "", targets, {})
+    code, report = _run(bug, "--explore", "none", "--convert", "both")
+    assert code == 1
+    for row in report["rows"]:
+        verdict = row["verdict"]
+        if row["target"] == "sim:fp64":
+            assert verdict["status"] == "pass", row
+            continue
+        assert (verdict["status"], verdict["stage"], row["attribution"]) == (
+            "error", "load", "device"), row
+        assert text in verdict["message"] and verdict["signature"].startswith(
+            "error:load:SimRefusal:"), row
+    assert {(r["target"], r["path"]) for r in report["rows"] if r["target"] != "sim:fp64"} == {
+        (t, p) for t in targets for p in ("export", "trace")}
+    (finding,) = report["findings"]
+    assert (finding["attribution"], finding["stage"]) == ("device", "load")
+    lint = subprocess.run([sys.executable, "-m", "nebisect", "lint",
+                           f"examples/published/{name}.py:model", "--format", "json"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert lint.returncode == 1, lint.stderr
+    flagged = [f for f in json.loads(lint.stdout)["findings"] if f["rule_id"] == "runtime-rule"]
+    assert len(flagged) == 2 and all(f"rule {rule})" in f["message"] for f in flagged)

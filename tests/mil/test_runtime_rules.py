@@ -19,6 +19,7 @@ from nebisect.targets import get_target
 
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
+from coremltools.converters.mil.mil import types  # noqa: E402
 
 OPSET = ct.target.iOS17
 #: the sim targets and the unit each models (sim:ane places each op itself)
@@ -80,6 +81,127 @@ def test_avg_pool_ceil_mode_is_the_definition_where_the_rule_does_not_apply():
                                   run_program(tiling, x8, "fp32", semantics="spec").outputs["out"])
     assert _rule_findings(excluded, "avg-pool-ceil-overhang") == []
     assert _rule_findings(tiling, "avg-pool-ceil-overhang") == []
+
+
+# --- refusals: the sim targets fail at load with the device's text ---------------------------
+
+def _refusal_on_targets(program):
+    """sim target → the text its load raises (None: it loads), over every sim target."""
+    texts = {}
+    for name in ("sim:fp64", "sim:fp32", "sim:fp16", "sim:fp16-naive", "sim:ane",
+                 "sim:fp32:spec", "sim:ane:spec"):
+        try:
+            get_target(name).load(program)
+            texts[name] = None
+        except SimRefusal as refusal:
+            texts[name] = str(refusal)
+    return texts
+
+
+def _assert_refused(program, rule_name, text, op_name="out"):
+    """Every unit-modelling target refuses with ``text`` at ``op_name``; the oracle and
+    ``:spec`` load; lint flags the op once, as an error."""
+    texts = _refusal_on_targets(program)
+    refused = {name for name, got in texts.items() if got is not None}
+    assert refused == {"sim:fp32", "sim:fp16", "sim:fp16-naive", "sim:ane"}, texts
+    first, where = texts["sim:fp32"].split("\n")
+    assert first.startswith(text), first
+    assert where == f"at {RUNTIME_RULES.get(rule_name).op_type} '{op_name}' on cpu"
+    assert len({t.split(chr(10))[0] for t in texts.values() if t}) == 1  # one signature
+    (finding,) = _rule_findings(program, rule_name)
+    assert (finding.severity, finding.op_name) == ("error", op_name)
+    assert finding.details["remedy"] == RUNTIME_RULES.get(rule_name).remedy
+
+
+def _pad(shape, pad, mode):
+    @mb.program(input_specs=[mb.TensorSpec(shape)], opset_version=OPSET)
+    def prog(x):
+        return mb.pad(x=x, pad=np.array(pad, np.int32), mode=mode, name="out")
+
+    return prog
+
+
+PAD_REFUSED = ('Error compiling model: "Failed to parse the model specification. Error: '
+               "Unable to parse ML Program: in operation <op>: Padding for more than two "
+               'dimensions only supports `constant` mode".')
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_pad_outside_the_last_two_dims_is_refused_issue_2576_2571(mode):
+    """#2576 / #2571: ReflectionPad3d(2) / ReplicationPad3d(2) on (1, 6, 6, 6, 6) "fails at
+    runtime": "in operation pad_cast_fp16: Padding for more than two dimensions only
+    supports `constant` mode"."""
+    _assert_refused(_pad((1, 6, 6, 6, 6), [2] * 6, mode), "pad-outer-dims-non-constant",
+                    PAD_REFUSED)
+
+
+@pytest.mark.parametrize(("pad", "refused"), [
+    ([0, 0, 0, 0, 0, 0, 0, 0, 1, 1], False),   # axis 4
+    ([0, 0, 0, 0, 0, 0, 1, 1, 1, 1], False),   # axes 3, 4
+    ([0, 0, 0, 0, 1, 1, 0, 0, 0, 0], True),    # axis 2
+    ([0, 0, 0, 0, 1, 1, 1, 1, 0, 0], True),    # axes 2, 3
+    ([0, 0, 1, 1, 0, 0, 0, 0, 0, 0], True),    # axis 1
+])
+def test_pad_rule_is_pr_2701s_table(pad, refused):
+    """PR #2701 enumerates the runtime against a rank-5 input ("identical for reflect and
+    replicate"): only non-zero padding outside the last two axes is rejected."""
+    program = _pad((2, 3, 4, 5, 6), pad, "reflect")
+    assert (compile_program(program, "fp32", unit="cpu").plan.refusal is not None) is refused
+    assert bool(_rule_findings(program, "pad-outer-dims-non-constant")) is refused
+
+
+def test_pad_rule_counts_padded_axes_not_their_number_pr_2701():
+    """PR #2701: 'a rank-4 F.pad(x, (0,0,1,2,2,1), mode="replicate") pads only two axes
+    and is still rejected'; constant padding of the same axes loads."""
+    pad = [2, 1, 1, 2, 0, 0]  # MIL order: dims -3, -2, -1
+    assert compile_program(_pad((1, 3, 8, 8), pad, "replicate"), "fp32",
+                           unit="cpu").plan.refusal is not None
+    assert compile_program(_pad((1, 3, 8, 8), pad, "constant"), "fp32",
+                           unit="cpu").plan.refusal is None
+
+
+def _linear(dtype):
+    np_dtype = np.int32 if dtype is types.int32 else np.float32
+
+    @mb.program(input_specs=[mb.TensorSpec((8, 8), dtype)], opset_version=OPSET)
+    def prog(x):
+        return mb.linear(x=x, weight=np.arange(64, dtype=np_dtype).reshape(8, 8), name="out")
+
+    return prog
+
+
+def test_integer_linear_is_refused_when_planned_issue_2575():
+    """#2575 (executorch #11691): torch.mm by a constant int32 (8, 8) matrix converts to an
+    int32 ``linear`` that fails with "Failed to build the model execution plan using a
+    model architecture file '…/model.mil' with error code: -14."; the float one loads,
+    and the oracle computes the integer product exactly."""
+    program = _linear(types.int32)
+    _assert_refused(program, "linear-integer",
+                    "Failed to build the model execution plan using a model architecture "
+                    "file '<path>/model.mil' with error code: -14.")
+    x = np.arange(64, dtype=np.int32).reshape(8, 8)
+    exact = run_program(program, {"x": x}, "fp64").outputs["out"]
+    np.testing.assert_array_equal(exact, x @ np.arange(64, dtype=np.int64).reshape(8, 8).T)
+    assert compile_program(_linear(types.fp32), "fp32", unit="cpu").plan.refusal is None
+    assert _rule_findings(_linear(types.fp32), "linear-integer") == []
+
+
+def test_the_first_refusal_in_program_order_at_the_earliest_stage_is_reported():
+    """A program breaking a load rule after a plan rule reports the load rule: Core ML
+    parses a program before it plans it."""
+
+    @mb.program(input_specs=[mb.TensorSpec((8, 8), types.int32),
+                             mb.TensorSpec((1, 6, 6, 6, 6))], opset_version=OPSET)
+    def prog(x, v):
+        product = mb.linear(x=x, weight=np.ones((8, 8), np.int32), name="product")
+        padded = mb.pad(x=v, pad=np.array([2] * 6, np.int32), mode="reflect", name="padded")
+        return product, padded
+
+    refusal = compile_program(prog, "fp32", unit="cpu").plan.refusal
+    assert (refusal.rule.name, refusal.op_name) == ("pad-outer-dims-non-constant", "padded")
+    with pytest.raises(SimRefusal, match="Padding for more than two dimensions"):
+        run_program(prog, {"x": np.ones((8, 8), np.int32),
+                           "v": np.ones((1, 6, 6, 6, 6), np.float32)}, "fp32", unit="cpu")
 
 
 # --- the registry and its one validator ------------------------------------------------------

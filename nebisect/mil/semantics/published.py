@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from nebisect.mil.dtypes import var_element_dtype
 from nebisect.mil.kernels.pool import ceil_overhang
 from nebisect.mil.semantics.rules import UNITS, runtime_rule
 
@@ -28,6 +31,48 @@ def _static_shape(var: Any) -> tuple[int, ...] | None:
     if shape is None or not all(isinstance(d, int) for d in shape):
         return None
     return tuple(shape)
+
+
+@runtime_rule(
+    "pad-outer-dims-non-constant",
+    op_type="pad",
+    trigger="mode 'reflect' or 'replicate' with non-zero padding outside the last two dims",
+    stage="load",
+    units=UNITS,
+    message='Error compiling model: "Failed to parse the model specification. Error: Unable '
+    "to parse ML Program: in operation {op}: Padding for more than two dimensions only "
+    'supports `constant` mode".',
+    source="coremltools issues #2576, #2571, PR #2701; executorch #11708, #11709",
+    remedy="pad the outer dims one at a time with the dim moved last (transpose, pad, "
+    "transpose back: PR #2701's lowering), or use constant padding there",
+)
+def pad_outer_dims_non_constant(op: Any) -> bool:
+    """PR #2701 enumerates the runtime's rule on a rank-5 input: padding axes 3 and 4 loads,
+    any non-zero pad on axis 0-2 is rejected, "identical for reflect and replicate"."""
+    if _value(op, "mode") not in ("reflect", "replicate"):
+        return False
+    pad = _value(op, "pad")
+    if pad is None:
+        return True  # padding known only at run time: nothing keeps it to the last two dims
+    return bool(np.any(np.asarray(pad)[:-4]))
+
+
+@runtime_rule(
+    "linear-integer",
+    op_type="linear",
+    trigger="an integer (int32) input x, as coremltools 9.0 lowers torch.mm / torch.bmm by a "
+    "constant integer matrix",
+    stage="plan",
+    units=UNITS,
+    message="Failed to build the model execution plan using a model architecture file "
+    "'<path>/model.mil' with error code: -14.",
+    source="coremltools issue #2575, PR #2673; executorch #11691",
+    remedy="compute the product with matmul (PR #2673 lowers integer torch.mm that way), or "
+    "in floating point and round",
+)
+def linear_integer(op: Any) -> bool:
+    dtype = var_element_dtype(op.inputs["x"])
+    return dtype is not None and dtype.kind in "iu"
 
 
 @runtime_rule(

@@ -41,7 +41,8 @@ class RuntimeRule:
     trigger: str
     stage: str
     units: frozenset[str]
-    #: a refusal's exact published error text; for a rule that computes, what it computes
+    #: a refusal's published error text (``{op}`` where the runtime names the op);
+    #: for a rule that computes, what it computes
     message: str
     #: the public report(s): "coremltools #2772, PR #2844"
     source: str
@@ -50,6 +51,11 @@ class RuntimeRule:
     #: True: the runtime refuses (an error at ``stage``); False: it computes otherwise
     refuses: bool
     applies: Callable[[Any], bool] = field(compare=False, repr=False)
+
+    @property
+    def tag(self) -> str:
+        """``[linear; coremltools issue #2575]``: how a refusal's text names its rule."""
+        return f"[{self.op_type}; {self.source}]"
 
 
 @dataclass(frozen=True)
@@ -62,9 +68,15 @@ class Refusal:
 
     @property
     def text(self) -> str:
-        """The device's error text, then which op and report (one line). The unit is left
-        out so that every target refusing the op reports one signature, one root cause."""
-        return f"{self.rule.message} [{self.rule.op_type} '{self.op_name}'; {self.rule.source}]"
+        """The device's error text and the report, then a line naming the op and unit.
+
+        The first line is what identifies the bug (a verdict's signature reads only it):
+        the runtime's wording with what varies between conversions masked — the op's name
+        (``<op>``), as the path is — so that both conversion paths and every target
+        refusing the op report one signature, one root cause."""
+        rule = self.rule
+        first = f"{rule.message.replace('{op}', '<op>')} {rule.tag}"
+        return f"{first}\nat {rule.op_type} '{self.op_name}' on {self.unit}"
 
 
 #: Rules by name; loading imports the module registering the published ones.
@@ -97,6 +109,12 @@ def runtime_rule(
 def runtime_rules() -> list[RuntimeRule]:
     """Every registered rule, in name order."""
     return [rule for _, rule in sorted(RUNTIME_RULES.items())]
+
+
+def rule_named_in(message: str) -> RuntimeRule | None:
+    """The refusing rule whose tag ``message`` carries (a verdict's text), if any."""
+    return next((rule for rule in runtime_rules() if rule.refuses and rule.tag in message),
+                None)
 
 
 def program_ops(block: Any) -> Iterator[Any]:
