@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.mil.kernels import KernelContext, kernel
+from nebisect.mil.kernels import Kernel, KernelContext, kernel
 from nebisect.mil.kernels._args import flag, ints, text
 from nebisect.mil.kernels._spatial import resolve_pads
 
@@ -93,34 +93,34 @@ def _reduce(views: list[np.ndarray], op: Callable[[Any, Any], Any]) -> np.ndarra
     return acc
 
 
-def window_sums(
-    x: np.ndarray, kernel_sizes: Any, strides: Any, pad_type: Any, pad: Any, ceil_mode: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each window's sum, and per window the count of real input positions and of
-    input-or-padding positions it covers (the two divisors the definition knows)."""
-    views, real, padded = _windows(x, kernel_sizes, strides, pad_type, pad, ceil_mode, 0.0)
-    return _reduce(views, np.add), real, padded
+def average_pool(*, overhang_as_padding: bool) -> Kernel:
+    """The ``avg_pool`` kernel dividing each window by the positions it covers — input,
+    and padding unless excluded — or, ``overhang_as_padding``, by the whole kernel
+    wherever padding is included (a ``ceil_mode`` overhang counted as padding: the Core
+    ML runtime's variant, :mod:`nebisect.mil.semantics.coreml`)."""
+
+    def avg_pool(
+        ctx: KernelContext,
+        x: np.ndarray,
+        kernel_sizes: Any,
+        strides: Any = None,
+        pad_type: Any = "valid",
+        pad: Any = None,
+        ceil_mode: Any = False,
+        exclude_padding_from_average: Any = False,
+    ) -> np.ndarray:
+        x = np.asarray(x)
+        views, real, padded = _windows(x, kernel_sizes, strides, pad_type, pad, ceil_mode, 0.0)
+        if flag(exclude_padding_from_average):
+            divisor: Any = real
+        else:
+            divisor = math.prod(ints(kernel_sizes)) if overhang_as_padding else padded
+        return (_reduce(views, np.add) / np.maximum(divisor, 1).astype(x.dtype)).astype(x.dtype)
+
+    return avg_pool
 
 
-def average(sums: np.ndarray, divisor: Any, dtype: np.dtype) -> np.ndarray:
-    """``sums / divisor`` in ``dtype`` (a window covering nothing divides by one)."""
-    return (sums / np.maximum(divisor, 1).astype(dtype)).astype(dtype)
-
-
-@kernel("avg_pool")
-def avg_pool(
-    ctx: KernelContext,
-    x: np.ndarray,
-    kernel_sizes: Any,
-    strides: Any = None,
-    pad_type: Any = "valid",
-    pad: Any = None,
-    ceil_mode: Any = False,
-    exclude_padding_from_average: Any = False,
-) -> np.ndarray:
-    x = np.asarray(x)
-    sums, real, padded = window_sums(x, kernel_sizes, strides, pad_type, pad, ceil_mode)
-    return average(sums, real if flag(exclude_padding_from_average) else padded, x.dtype)
+kernel("avg_pool")(average_pool(overhang_as_padding=False))
 
 
 @kernel("max_pool")

@@ -16,16 +16,14 @@ Reported but not modelled, for lack of published numbers:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from nebisect.mil.kernels import KernelContext, kernel
-from nebisect.mil.kernels._args import flag, ints
 from nebisect.mil.kernels.elementwise import power, promote
-from nebisect.mil.kernels.pool import average, window_sums
+from nebisect.mil.kernels.pool import average_pool
 
 
 @dataclass(frozen=True)
@@ -87,30 +85,14 @@ def pow_square_fast_path(ctx: KernelContext, x: Any, y: Any) -> Any:
     return power(a, b)
 
 
-@kernel("avg_pool", variant="coreml")
-def avg_pool_overhang_as_padding(
-    ctx: KernelContext,
-    x: np.ndarray,
-    kernel_sizes: Any,
-    strides: Any = None,
-    pad_type: Any = "valid",
-    pad: Any = None,
-    ceil_mode: Any = False,
-    exclude_padding_from_average: Any = False,
-) -> np.ndarray:
-    """``avg_pool`` counting the ``ceil_mode`` overhang as padding, as the runtime does.
-
-    coremltools issue #2772: "MIL counts the ceil-mode overflow region as padding, and
-    PyTorch never does ... every ceil-extended window ends up divided by the full kernel
-    size instead of the number of real elements in it"; PR #2844, for
-    ``AvgPool2d(2, stride=3, ceil_mode=True)`` on ``arange(49).reshape(1, 1, 7, 7)``:
-    torch ``[[4, 7, 9.5], [25, 28, 30.5], [42.5, 45.5, 48]]``, Core ML
-    ``[[4, 7, 4.75], [25, 28, 15.25], [21.25, 22.75, 12]]`` ("AvgPool1d is affected the
-    same way: [0.5, 3.5, 6.0] becomes [0.5, 3.5, 3.0]"). Excluding padding excludes the
-    overhang too: that is the PR's fix, so that case keeps the definition.
-    """
-    x = np.asarray(x)
-    sums, real, _ = window_sums(x, kernel_sizes, strides, pad_type, pad, ceil_mode)
-    if flag(exclude_padding_from_average):
-        return average(sums, real, x.dtype)
-    return average(sums, math.prod(ints(kernel_sizes)), x.dtype)
+#: ``avg_pool`` counting the ``ceil_mode`` overhang as padding, as the runtime does.
+#: coremltools issue #2772: "MIL counts the ceil-mode overflow region as padding, and
+#: PyTorch never does ... every ceil-extended window ends up divided by the full kernel
+#: size instead of the number of real elements in it"; PR #2844, for
+#: ``AvgPool2d(2, stride=3, ceil_mode=True)`` on ``arange(49).reshape(1, 1, 7, 7)``:
+#: torch ``[[4, 7, 9.5], [25, 28, 30.5], [42.5, 45.5, 48]]``, Core ML
+#: ``[[4, 7, 4.75], [25, 28, 15.25], [21.25, 22.75, 12]]`` ("AvgPool1d is affected the
+#: same way: [0.5, 3.5, 6.0] becomes [0.5, 3.5, 3.0]"). Excluding padding excludes the
+#: overhang too: that is the PR's fix, so that case keeps the definition.
+avg_pool_overhang_as_padding = kernel("avg_pool", variant="coreml")(
+    average_pool(overhang_as_padding=True))
