@@ -50,7 +50,8 @@ def by_intermediates(graph: Any, target: dict[str, np.ndarray],
                    min(len(dag.order), found.index + CHART_AFTER + 1))
     ops = tuple(chart for i in window
                 if (chart := _op_error(i, dag, graph.op_types, target, reference, precision)))
-    return Culprit(op, graph.op_types[op], signature, BY_INTERMEDIATES, ops=ops)
+    return Culprit(op, graph.op_types[op], signature, BY_INTERMEDIATES, ops=ops,
+                   rules=_rules_at(graph, op))
 
 
 def _op_error(index: int, dag: Any, op_types: dict[str, str], target: dict[str, np.ndarray],
@@ -80,4 +81,11 @@ def by_outputs(graph: Any, torch_outputs: dict[str, np.ndarray],
         return None
     _, name, kind = min(diverging)
     op = dag.producer[name]
-    return Culprit(op, graph.op_types[op], mismatch_signature(kind), OUTPUTS_ONLY, matched=False)
+    return Culprit(op, graph.op_types[op], mismatch_signature(kind), OUTPUTS_ONLY, matched=False,
+                   rules=_rules_at(graph, op))
+
+
+def _rules_at(graph: Any, op: str) -> tuple[str, ...]:
+    """The runtime rules ``op`` breaks, as the graph records them (none for a graph that
+    does not)."""
+    return tuple(getattr(graph, "rules", {}).get(op, ()))

@@ -12,7 +12,7 @@ from rich.markup import escape
 from nebisect.detect.causes import RunFinding
 from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.inputs.guided import Margin
-from nebisect.mil.semantics.rules import rule_named_in
+from nebisect.mil.semantics.rules import RUNTIME_RULES, rule_named_in
 from nebisect.search.cliff import Cliff
 from nebisect.search.readout import Element
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
@@ -51,6 +51,10 @@ def finding_lines(finding: RunFinding, *, next_command: str = "") -> list[str]:
     if rule is not None:
         lines.append(escape(f"    the runtime's rule {rule.name} ({rule.trigger}); "
                             f"remedy: {rule.remedy}"))
+    for name in group.culprit.rules if group.culprit else ():
+        known = RUNTIME_RULES.get(name)
+        lines.append(escape(f"    at this op the runtime's rule {name} applies: {known.message} "
+                            f"({known.source}); remedy: {known.remedy}"))
     shown = dict.fromkeys(
         f"    {target}{f' [{PATH_LABELS.get(c.path, c.path)}]' if c.path else ''}: "
         f"{cliff_line(c)}" for target, c in finding.cliffs)

@@ -13,7 +13,7 @@ probes as records in :mod:`nebisect.inputs.guided`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nebisect.ddmin import Dag
@@ -26,11 +26,13 @@ SUBJECT = ChildSubject("reading the converted program", "its description")
 
 @dataclass(frozen=True)
 class ProgramOutline:
-    """The dependency view of a program's ``main`` function and the type of each op:
+    """The dependency view of a program's ``main`` function, the type of each op and the
+    runtime rules an op breaks (:func:`~nebisect.mil.semantics.rules.broken_rules`):
     what a culprit search reads of a :class:`~nebisect.mil.graph.ProgramGraph`."""
 
     dag: Dag
     op_types: dict[str, str]
+    rules: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, written by hand rather than by the codec: a ``Dag`` is an
@@ -40,22 +42,26 @@ class ProgramOutline:
                 "consumes": {u: list(v) for u, v in dag.consumes.items()},
                 "produces": {u: list(v) for u, v in dag.produces.items()},
                 "inputs": list(dag.inputs), "outputs": list(dag.outputs),
-                "op_types": self.op_types}
+                "op_types": self.op_types,
+                "rules": {op: list(names) for op, names in self.rules.items()}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProgramOutline:
         return cls(Dag(data["order"], data["consumes"], data["produces"], data["inputs"],
-                       data["outputs"]), dict(data["op_types"]))
+                       data["outputs"]), dict(data["op_types"]),
+                   {op: tuple(names) for op, names in data.get("rules", {}).items()})
 
 
 def outline_job(payload: dict[str, Any]) -> Verdict:
     """Child side of :func:`outline`."""
     from nebisect.mil.graph import ProgramGraph
     from nebisect.mil.load import load_program
+    from nebisect.mil.semantics.rules import broken_rules
 
     def build() -> dict[str, Any]:
         graph = ProgramGraph(load_program(payload["package"]))
-        return ProgramOutline(graph.dag, dict(graph.op_types)).to_dict()
+        return ProgramOutline(graph.dag, dict(graph.op_types),
+                              broken_rules(graph.function)).to_dict()
 
     return record_verdict(build)
 

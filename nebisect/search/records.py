@@ -37,7 +37,9 @@ class Culprit(Record):
     ``ops`` is the divergence along the program: each op's error (max ULP at the
     target's precision over the values it produces) from a few ops before the culprit
     to a few past it — what the report's per-op divergence chart draws. Empty when only
-    outputs were compared. :mod:`nebisect.detect.culprit` finds it.
+    outputs were compared. ``rules`` names the Core ML runtime rules the op breaks (a
+    published difference that may be the divergence's cause). :mod:`nebisect.detect.culprit`
+    finds it.
     """
 
     op: str
@@ -46,6 +48,7 @@ class Culprit(Record):
     compared: str
     matched: bool = True
     ops: tuple[OpError, ...] = ()
+    rules: tuple[str, ...] = ()
 
     def describe(self) -> str:
         """``reduce_log_sum_exp "var_12"`` (with ``(output)`` when only outputs matched)."""

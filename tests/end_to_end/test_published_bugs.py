@@ -244,3 +244,18 @@ def test_refused_at_load(name: str, rule: str, text: str) -> None:
     assert lint.returncode == 1, lint.stderr
     flagged = [f for f in json.loads(lint.stdout)["findings"] if f["rule_id"] == "runtime-rule"]
     assert len(flagged) == 2 and all(f"rule {rule})" in f["message"] for f in flagged)
+
+
+@pytest.mark.slow
+def test_avg_pool_ceil_names_the_runtime_rule(tmp_path: Path) -> None:
+    """The conversion mismatch's culprit op is the ``avg_pool`` breaking the runtime rule of
+    coremltools #2772: the row's culprit names it, and ``:spec`` (the definition) passes."""
+    bug = next(b for b in BUGS if b.name == "avg_pool_ceil")
+    code, report = _run(bug, "--inputs", str(_trigger(bug, tmp_path)), "--explore", "none",
+                        "--convert", "export")
+    assert code == 1
+    rows = {row["target"]: row for row in report["rows"]
+            if row["input_set"]["label"] == "inputs"}
+    culprit = rows["sim:fp32"]["culprit"]
+    assert (culprit["op_type"], culprit["rules"]) == ("avg_pool", ["avg-pool-ceil-overhang"])
+    assert rows["sim:fp32:spec"]["verdict"]["status"] == "pass"

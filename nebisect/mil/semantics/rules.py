@@ -117,6 +117,19 @@ def rule_named_in(message: str) -> RuntimeRule | None:
                 None)
 
 
+def broken_rules(block: Any) -> dict[str, tuple[str, ...]]:
+    """Op name → the names of the rules it breaks (on some unit), for every op of
+    ``block`` breaking one: what a failure's culprit op is checked against."""
+    found: dict[str, tuple[str, ...]] = {}
+    rules = runtime_rules()
+    for op in program_ops(block):
+        names = tuple(rule.name for rule in rules if rule.op_type == op.op_type
+                      and rule.applies(op))
+        if names:
+            found[op.name] = names
+    return found
+
+
 def program_ops(block: Any) -> Iterator[Any]:
     """Every non-const op of ``block``, nested blocks included, in program order."""
     for op in block.operations:
