@@ -117,7 +117,8 @@ def fold_deviation(view: ProgramView) -> Iterator[LintFinding]:
         "or plans them, or computes differently from the op definition; each case is a "
         "public report, registered as a runtime rule with its error text and units."
     ),
-    source="the runtime rules' reports (nebisect.mil.semantics.published)",
+    source="each rule's own reports (coremltools #2575, #2576, #2772 and the others cited "
+    "in nebisect.mil.semantics.published)",
     remedy="the broken rule's own (each finding carries it: details['remedy'])",
 )
 def runtime_rule_broken(view: ProgramView) -> Iterator[LintFinding]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from nebisect.mil.dtypes import var_element_dtype
 from nebisect.mil.kernels.pool import ceil_overhang
-from nebisect.mil.semantics.rules import UNITS, runtime_rule
+from nebisect.mil.semantics.rules import COMPUTE_UNITS, runtime_rule
 
 
 def _value(op: Any, name: str) -> Any:
@@ -38,7 +38,7 @@ def _static_shape(var: Any) -> tuple[int, ...] | None:
     op_type="pad",
     trigger="mode 'reflect' or 'replicate' with non-zero padding outside the last two dims",
     stage="load",
-    units=UNITS,
+    units=COMPUTE_UNITS,
     message='Error compiling model: "Failed to parse the model specification. Error: Unable '
     "to parse ML Program: in operation {op}: Padding for more than two dimensions only "
     'supports `constant` mode".',
@@ -63,7 +63,7 @@ def pad_outer_dims_non_constant(op: Any) -> bool:
     trigger="an integer (int32) input x, as coremltools 9.0 lowers torch.mm / torch.bmm by a "
     "constant integer matrix",
     stage="plan",
-    units=UNITS,
+    units=COMPUTE_UNITS,
     message="Failed to build the model execution plan using a model architecture file "
     "'<path>/model.mil' with error code: -14.",
     source="coremltools issue #2575, PR #2673; executorch #11691",
@@ -81,7 +81,7 @@ def linear_integer(op: Any) -> bool:
     trigger="ceil_mode=True with a last window hanging past the padded input, padding "
     "included in the average",
     stage="predict",
-    units=UNITS,
+    units=COMPUTE_UNITS,
     message="the runtime divides a ceil_mode window hanging past the input by the whole "
     "kernel size, the definition (and PyTorch) by the positions it covers",
     source="coremltools issue #2772, PR #2844",

@@ -26,7 +26,7 @@ from typing import Any
 from nebisect.registry import ImportOnce, Registry
 
 #: The compute units a rule can name: Core ML's CPU, GPU and Neural Engine.
-UNITS = frozenset({"cpu", "gpu", "ne"})
+COMPUTE_UNITS = frozenset({"cpu", "gpu", "ne"})
 #: Stages in the order the runtime reaches them (Core ML reports the first refusal).
 STAGES = ("load", "plan", "predict")
 
@@ -93,8 +93,9 @@ def runtime_rule(
     unknown stage or unit, or a rule without its source is an error."""
     if stage not in STAGES:
         raise ValueError(f"runtime rule {name!r}: unknown stage {stage!r}")
-    if not units or not units <= UNITS:
-        raise ValueError(f"runtime rule {name!r}: units must be a subset of {sorted(UNITS)}")
+    if not units or not units <= COMPUTE_UNITS:
+        raise ValueError(
+            f"runtime rule {name!r}: units must be a subset of {sorted(COMPUTE_UNITS)}")
     if not source or not message:
         raise ValueError(f"runtime rule {name!r}: a rule cites its report and its message")
 
