@@ -35,9 +35,12 @@ def fill_like(ctx: KernelContext, ref_tensor: np.ndarray, value: Any = 0.0) -> n
 
 @kernel("range_1d")
 def range_1d(ctx: KernelContext, end: Any, start: Any, step: Any) -> np.ndarray:
+    """The length and values come from the operands as given, then round to the result
+    dtype: an fp16 range past 65504 holds ``inf`` there rather than failing to size."""
     dtype = output_dtype(ctx, fallback=np.asarray(start).dtype)
-    return np.arange(np.asarray(start).item(), np.asarray(end).item(), np.asarray(step).item(),
-                     dtype=dtype)
+    values = np.arange(np.asarray(start).item(), np.asarray(end).item(), np.asarray(step).item())
+    with np.errstate(over="ignore"):
+        return values.astype(dtype)
 
 
 @kernel("shape")
