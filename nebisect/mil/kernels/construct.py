@@ -35,11 +35,18 @@ def fill_like(ctx: KernelContext, ref_tensor: np.ndarray, value: Any = 0.0) -> n
 
 @kernel("range_1d")
 def range_1d(ctx: KernelContext, end: Any, start: Any, step: Any) -> np.ndarray:
-    """The length and values come from the operands as given, then round to the result
-    dtype: an fp16 range past 65504 holds ``inf`` there rather than failing to size."""
+    """``start + step * i`` rounded to the result dtype, as many values as the op declares
+    when its length is static: coremltools keeps a range past 65504 in fp32 while an fp16
+    simulation holds its ``end`` as ``inf``, so the declared length sizes it (the tail
+    rounds to ``inf`` in fp16) where the operands cannot."""
     dtype = output_dtype(ctx, fallback=np.asarray(start).dtype)
-    values = np.arange(np.asarray(start).item(), np.asarray(end).item(), np.asarray(step).item())
-    with np.errstate(over="ignore"):
+    first, last, stride = (np.asarray(v).item() for v in (start, end, step))
+    declared = ctx.op.outputs[0].shape if ctx.op is not None else ()
+    if len(declared) == 1 and isinstance(declared[0], int):
+        values = first + stride * np.arange(declared[0], dtype=np.float64)
+    else:
+        values = np.arange(first, last, stride)
+    with np.errstate(over="ignore", invalid="ignore"):
         return values.astype(dtype)
 
 

@@ -176,3 +176,13 @@ def test_space_to_batch_round_trip_and_layout():
                        crops=np.array([[1, 1], [0, 0]], np.int32))
     (back,) = run_kernel(back_op)
     np.testing.assert_array_equal(back, x)
+
+
+def test_fp16_range_past_the_fp16_maximum_rounds_to_inf():
+    """coremltools' ``TestRange1d::test_large_array`` (0 to 2e6): sized from the operands,
+    each value rounded to fp16, so the tail past 65504 is inf rather than an error."""
+    op = build_op("range_1d", "iOS15", start=0.0, end=2000000.0, step=1.0)
+    (got,) = run_kernel(op, dtype=np.float16)
+    assert got.shape == (2000000,) and got.dtype == np.float16
+    assert got[2048] == 2048 and got[65504] == 65504 and np.isinf(got[-1])
+    assert np.isinf(got).sum() == 2000000 - 65520  # 65520 rounds to inf, 65519 to 65504
