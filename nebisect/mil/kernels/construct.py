@@ -41,7 +41,7 @@ def range_1d(ctx: KernelContext, end: Any, start: Any, step: Any) -> np.ndarray:
     rounds to ``inf`` in fp16) where the operands cannot."""
     dtype = output_dtype(ctx, fallback=np.asarray(start).dtype)
     first, last, stride = (np.asarray(v).item() for v in (start, end, step))
-    declared = ctx.op.outputs[0].shape if ctx.op is not None else ()
+    declared: tuple[Any, ...] = tuple(ctx.op.outputs[0].shape) if ctx.op is not None else ()
     if len(declared) == 1 and isinstance(declared[0], int):
         values = first + stride * np.arange(declared[0], dtype=np.float64)
     else:
