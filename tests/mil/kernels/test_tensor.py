@@ -179,8 +179,8 @@ def test_space_to_batch_round_trip_and_layout():
 
 
 def test_fp16_range_past_the_fp16_maximum_rounds_to_inf():
-    """coremltools' ``TestRange1d::test_large_array`` (0 to 2e6): sized from the operands,
-    each value rounded to fp16, so the tail past 65504 is inf rather than an error."""
+    """coremltools' ``TestRange1d::test_large_array`` (0 to 2e6): sized by the op's declared
+    length, each value rounded to fp16, so the tail past 65504 is inf rather than an error."""
     op = build_op("range_1d", "iOS15", start=0.0, end=2000000.0, step=1.0)
     (got,) = run_kernel(op, dtype=np.float16)
     assert got.shape == (2000000,) and got.dtype == np.float16
