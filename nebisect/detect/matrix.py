@@ -49,6 +49,7 @@ from nebisect.inputs.guided import Margin, guided_probes_of, within_domains
 from nebisect.inputs.inputsets import base_input_sets, model_inputs
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
+from nebisect.mil.roles import InputRole
 from nebisect.search.cliff import Cliff
 from nebisect.search.explore import ExploreProgress
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
@@ -75,7 +76,8 @@ class RunReport(Record):
         derived=(("failed", "reference"), ("reference_failed", "reference")),
         order=("source", "reference", "failed", "reference_failed", "conversions", "rows",
                "findings", "groups", "explorations", "discovery", "timings", "margins",
-               "undeclared", "masked_outputs", "masks_inferred", "paths", "interrupted"))
+               "undeclared", "input_roles", "masked_outputs", "masks_inferred", "paths",
+               "interrupted"))
 
     source: str
     reference: str
@@ -97,6 +99,9 @@ class RunReport(Record):
     #: the floating inputs without a declared domain (findings may lie beyond what the
     #: model ever sees: the report says how to declare one)
     undeclared: list[str] = field(default_factory=list)
+    #: what the graph says the inputs nobody declared are for, and the domain that
+    #: gives them (token ids inside the table they index, …)
+    input_roles: list[InputRole] = field(default_factory=list)
     #: outputs compared only where their mask is 1 (output → mask input), and whether
     #: that was inferred from the shapes
     masked_outputs: dict[str, str] = field(default_factory=dict)
@@ -181,6 +186,7 @@ class MatrixRunner:
         described = model_inputs(self.source, lengths)
         report.undeclared = [name for name in described.names("float")
                              if name not in self.source.domains]
+        report.input_roles = list(self.source.roles)
         report.masked_outputs = dict(self.source.masked_outputs)
         report.masks_inferred = self.source.masks_inferred
         discovery = self.discovery

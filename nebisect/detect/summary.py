@@ -120,10 +120,13 @@ def prediction_lines(explorations: dict[str, Exploration]) -> list[str]:
 
 
 def domain_lines(result: object) -> list[str]:
-    """Margins beyond the declared domains, which outputs followed a mask, and — when
+    """The roles read off the graph, margins beyond the declared domains, which outputs
+    followed a mask, and — when
     something failed on inputs without a declared domain — how to declare one."""
     margins: list[Margin] = getattr(result, "margins", [])
-    lines = [escape(f"margin: {margin.describe()}") for margin in margins]
+    lines = [escape(f"input read off the graph: {role.describe()}")
+             for role in getattr(result, "input_roles", [])]
+    lines += [escape(f"margin: {margin.describe()}") for margin in margins]
     masked: dict[str, str] = getattr(result, "masked_outputs", {})
     if masked:
         how = "inferred from their [batch, seq, …] shapes" if getattr(

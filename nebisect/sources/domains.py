@@ -15,6 +15,9 @@ breaks only beyond it is a margin, not a failure.
   mask).
 * :func:`parse_domains` — the factory's ``input_domains`` dict, checked against the
   inputs; :func:`parse_input_range` — one ``--input-range`` option.
+* :func:`role_domains` — the domains the graph implies (:mod:`nebisect.mil.roles`): an
+  index takes the rows of its table, an integer for arithmetic its whole dtype, a mask
+  is a mask.
 * :func:`masked_positions` — the elements of an output that a mask leaves padded: for
   the usual ``[batch, seq, …]`` hidden states the mask's ``[batch, seq]`` is the
   output's leading axes, and those positions are not compared.
@@ -27,11 +30,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nebisect.errors import NebisectError
+from nebisect.mil.roles import ARITHMETIC, INDICES, InputRole
+
+if TYPE_CHECKING:
+    from nebisect.sources.inputs import InputDescription
 
 RANGE, MASK = "range", "mask"
 #: how ``--input-range`` is written (also in its --help)
@@ -150,6 +157,22 @@ def parse_input_range(text: str) -> tuple[str, InputDomain]:
     if bounds is None:
         raise NebisectError(f"{where}: write {INPUT_RANGE_FORMAT}")
     return name.strip(), parse_domain(where, name.strip(), bounds)
+
+
+def role_domains(roles: Iterable[InputRole],
+                 inputs: Iterable[InputDescription]) -> dict[str, InputDomain]:
+    """The domain each inferred role implies for its input."""
+    dtypes = {desc.name: np.dtype(desc.dtype) for desc in inputs}
+    domains = {}
+    for role in roles:
+        if role.role == INDICES:
+            domains[role.name] = InputDomain(RANGE, role.lo, role.hi)
+        elif role.role == ARITHMETIC:
+            info = np.iinfo(dtypes[role.name])
+            domains[role.name] = InputDomain(RANGE, float(info.min), float(info.max))
+        else:
+            domains[role.name] = InputDomain(MASK)
+    return domains
 
 
 def parse_masked_outputs(where: str, given: Any, outputs: Iterable[str],

@@ -27,8 +27,9 @@ from nebisect.case import SourceRef, torch_form
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.mil.quiet import COREMLTOOLS_ONLY
+from nebisect.mil.roles import InputRole
 from nebisect.package import MANIFEST, check_package
-from nebisect.sources.domains import InputDomain
+from nebisect.sources.domains import InputDomain, role_domains
 from nebisect.sources.inputs import InputDescription, describe_spec
 from nebisect.sources.loading import (
     ChildSubject,
@@ -63,16 +64,21 @@ class Source:
     masked_outputs: dict[str, str] = field(default_factory=dict)
     #: ``masked_outputs`` was inferred from the outputs' shapes (the report says so)
     masks_inferred: bool = False
+    #: what the graph says each input is for (:mod:`nebisect.mil.roles`), for the inputs
+    #: whose domain nobody declared; ``domains`` holds the domains they imply
+    roles: list[InputRole] = field(default_factory=list)
 
     def with_domains(self, given: dict[str, InputDomain]) -> Source:
         """This source with ``given`` domains added (``--input-range``: they win over the
-        factory's); an input the model does not take is an input error."""
+        factory's and over the roles inferred from the graph); an input the model does
+        not take is an input error."""
         names = [d.name for d in self.inputs]
         unknown = sorted(set(given) - set(names))
         if unknown:
             raise NebisectError(f"--input-range names {', '.join(unknown)}, not an input of "
                                 f"{self.location} ({', '.join(names)})")
-        return replace(self, domains={**self.domains, **given})
+        return replace(self, domains={**self.domains, **given},
+                       roles=[role for role in self.roles if role.name not in given])
 
     @property
     def ref(self) -> SourceRef:
@@ -117,13 +123,15 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
     record = describe_in_child(f"{__name__}:package_job", {"package": str(path)}, label=text,
                                subject=PACKAGE_SUBJECT, timeout=timeout,
                                needs=COREMLTOOLS_ONLY, isolator=isolator)
-    return Source("mlpackage", os.path.abspath(path),
-                  [InputDescription.from_dict(d) for d in record["inputs"]])
+    inputs = [InputDescription.from_dict(d) for d in record["inputs"]]
+    roles = [InputRole.from_dict(r) for r in record["roles"]]
+    return Source("mlpackage", os.path.abspath(path), inputs,
+                  domains=role_domains(roles, inputs), roles=roles)
 
 
 def package_job(payload: dict[str, Any]) -> Verdict:
-    """Child side of resolving a package: is it an ML program that loads, and what are
-    its inputs?
+    """Child side of resolving a package: is it an ML program that loads, what are its
+    inputs, and what does its graph say each input is for?
 
     Reading the spec needs coremltools, whose import in ``run``'s own process would
     cost seconds; the child is forked from the template that simulates the package
@@ -140,10 +148,13 @@ def package_job(payload: dict[str, Any]) -> Verdict:
             # op coremltools does not know, a use before its definition) is bad input,
             # found here once, before any case: every case would fail the same way,
             # blamed on its target.
-            load_program(Path(package))
+            program = load_program(Path(package))
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), package)) from None
-        return {"inputs": [d.to_dict() for d in described]}
+        from nebisect.mil.roles import infer_roles
+
+        return {"inputs": [d.to_dict() for d in described],
+                "roles": [role.to_dict() for role in infer_roles(program)]}
 
     return record_verdict(build)
 

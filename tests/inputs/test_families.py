@@ -206,7 +206,7 @@ def test_token_ids_stay_inside_the_vocabulary_and_other_ids_keep_their_values() 
     assert np.all(members["tokens(first)"]["input_ids"] == 0)
     example = {"input_ids": np.array([[5, 17]], dtype=np.int32)}
     bounded = ModelInputs([InputDescription("input_ids", "int32", [(1, 1), (2, 2)])], example)
-    assert bounded.token_bound() == 18
+    assert bounded.token_range()[1] == 18
 
 
 def test_large_integers_reach_float32s_edge_where_the_declared_domain_allows() -> None:

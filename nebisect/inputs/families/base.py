@@ -104,10 +104,12 @@ class ModelInputs:
         """The generated inputs at ``length`` (``nebisect.sources.inputs.generate``),
         moved inside the input domains where they can be."""
         arrays = generate(self.descriptions, length, seed)
-        bound = self.token_bound()
         for name in self.names("tokens"):
-            if name not in self.domains:  # ids the example vouches for, as the tokens family
-                arrays[name] = np.minimum(arrays[name], bound - 1).astype(arrays[name].dtype)
+            # ids spread over the valid ones (a clip would pile them on the last id)
+            lo, bound = self.token_range(name)
+            if bound - lo < 2**31:
+                arrays[name] = (lo + (arrays[name] - lo) % (bound - lo)).astype(
+                    arrays[name].dtype)
         return self.into_domains(arrays) or arrays
 
     def domain(self, name: str) -> InputDomain | None:
@@ -134,18 +136,21 @@ class ModelInputs:
         """Does any input have a domain (declared, or a mask's)?"""
         return any(self.domain(d.name) is not None for d in self.descriptions)
 
-    def token_bound(self) -> int:
-        """Token ids are drawn below this: the vocabulary size if known, else one past
-        the largest id in the example (ids it uses are valid), else a safe bound."""
+    def token_range(self, name: str | None = None) -> tuple[int, int]:
+        """``[lo, bound)``: the token ids drawn for input ``name``. The vocabulary size
+        bounds them if known, else the top of the input's domain (declared, or the table
+        its graph indexes; without ``name``, the smallest over the token inputs), else
+        one past the largest id in the example (ids it uses are valid), else a safe
+        bound."""
         if self.vocab_size is not None:
-            return self.vocab_size
-        tokens = self.names("tokens")
-        ranged = [self.domains[name].hi for name in tokens if name in self.domains]
-        if ranged and all(math.isfinite(hi) for hi in ranged):
-            return int(min(ranged)) + 1
+            return 0, self.vocab_size
+        tokens = [name] if name is not None else self.names("tokens")
+        ranged = [self.domains[token] for token in tokens if token in self.domains]
+        if ranged and all(math.isfinite(d.hi) for d in ranged):
+            return max(0, int(max(d.lo for d in ranged))), int(min(d.hi for d in ranged)) + 1
         if self.example is not None and tokens:
-            return max(int(self.example[name].max(initial=0)) for name in tokens) + 1
-        return SAFE_TOKEN_BOUND
+            return 0, max(int(self.example[token].max(initial=0)) for token in tokens) + 1
+        return 0, SAFE_TOKEN_BOUND
 
 
 def largest(arrays: Mapping[str, np.ndarray], names: Sequence[str]) -> float:

@@ -26,15 +26,15 @@ class TokenIds(VariantFamily):
         return {f"tokens({kind})": kind for kind in TOKEN_KINDS}
 
     def values(self, spec: str) -> dict[str, np.ndarray]:
-        bound = self.inputs.token_bound()
         rng = self.rng()
         found = {}
         for name in self.inputs.names("tokens"):
+            lo, bound = self.inputs.token_range(name)
             shape = self.base[name].shape
             if spec == "random":
-                found[name] = rng.integers(0, bound, size=shape)
+                found[name] = rng.integers(lo, bound, size=shape)
             elif spec == "ascending":
-                found[name] = np.arange(int(np.prod(shape))).reshape(shape) % bound
+                found[name] = lo + np.arange(int(np.prod(shape))).reshape(shape) % (bound - lo)
             else:
-                found[name] = np.full(shape, 0 if spec == "first" else bound - 1)
+                found[name] = np.full(shape, lo if spec == "first" else bound - 1)
         return found
