@@ -9,3 +9,12 @@ from __future__ import annotations
 
 class NebisectError(Exception):
     """A user-facing error: the CLI prints its message on one line and exits 2."""
+
+
+class CannotJudge(NebisectError):
+    """What nebisect cannot model (an op the simulator has no kernel for, a spec feature
+    it does not support): the case is not judged, and no verdict blames the model, its
+    conversion or its device for it. Its message is the gap, as the report prints it
+    after ``cannot judge:``."""
+
+    PREFIX = "cannot judge: "

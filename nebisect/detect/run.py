@@ -159,11 +159,17 @@ def _converter(options: RunOptions) -> Callable[..., Any]:
 
 
 def _require_a_judged_target(result: RunReport, asked: list[str]) -> None:
-    """A run whose asked-for targets all skipped (``coreml:*`` off a Mac) judged nothing:
-    that is an input error, never "all targets agree"."""
+    """A run whose asked-for targets all skipped (``coreml:*`` off a Mac, a program the
+    simulator cannot judge) judged nothing: that is an input error, never "all targets
+    agree"."""
     rows = [r for r in result.rows if r.target in asked and r.role == "target"]
     if result.failed or any(r.verdict.status != "skipped" for r in rows):
         return
+    from nebisect.detect.summary import gap_lines, gaps
+
+    if gaps(rows):
+        # What nebisect cannot model: said once, with the targets it kept from judging.
+        raise NebisectError("; ".join(gap_lines(rows)))
     reasons = {r.target: r.verdict.message.removeprefix("skipped: ") for r in rows}
     raise NebisectError("nothing ran: " + "; ".join(
         f"{name} cannot run here ({reasons.get(name) or 'skipped'})" for name in asked))

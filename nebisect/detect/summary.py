@@ -7,9 +7,13 @@ line per target saying where it shows — not 240 lines, nor six groups.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.markup import escape
 
 from nebisect.detect.causes import RunFinding
+from nebisect.detect.findings import Row
+from nebisect.errors import CannotJudge
 from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.inputs.guided import Margin
 from nebisect.mil.semantics.rules import RUNTIME_RULES, rule_named_in
@@ -154,3 +158,21 @@ def _number(value: object) -> float | None:
 
 def _value(value: float | None) -> str:
     return "-" if value is None else format(value, ".6g")
+
+
+def gaps(rows: Iterable[Row]) -> dict[str, list[str]]:
+    """What nebisect could not judge (:class:`~nebisect.errors.CannotJudge`), each gap
+    once with the targets it kept from judging, in the rows' order."""
+    found: dict[str, list[str]] = {}
+    for row in rows:
+        message = row.verdict.message
+        if row.verdict.status == "skipped" and message.startswith(CannotJudge.PREFIX):
+            targets = found.setdefault(message, [])
+            if row.target not in targets:
+                targets.append(row.target)
+    return found
+
+
+def gap_lines(rows: Iterable[Row]) -> list[str]:
+    """One line per gap (plain text): never a finding, said beside them."""
+    return [f"{message} ({', '.join(targets)})" for message, targets in gaps(rows).items()]

@@ -9,7 +9,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from nebisect.detect.placement_notes import placement_lines
-from nebisect.detect.summary import domain_lines, finding_lines, prediction_lines
+from nebisect.detect.summary import (
+    domain_lines,
+    finding_lines,
+    gap_lines,
+    gaps,
+    prediction_lines,
+)
 from nebisect.report.tables import Column, fitted_table
 from nebisect.verdict import placement_summary
 
@@ -23,7 +29,7 @@ if TYPE_CHECKING:
 def print_run(result: RunReport, index: TriggerIndex | None) -> None:
     """One block per finding, most severe first (with the command that bisects its saved
     trigger, when ``index`` has them); then the matrix, one line per target and path;
-    where the exploration's predictions went; margins."""
+    what nebisect could not judge; where the exploration's predictions went; margins."""
     console = Console()
     _print_reference_failures(console, result)
     for finding in result.findings:
@@ -31,11 +37,14 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
         for line in finding_lines(finding, next_command=command):
             console.print(line, highlight=False, soft_wrap=True)
     _print_matrix(console, result)
-    for line in [*prediction_lines(result.explorations), *domain_lines(result),
+    for line in [*map(escape, gap_lines(result.rows)), *prediction_lines(result.explorations),
+                 *domain_lines(result),
                  *(escape(note) for note in placement_lines(result.rows))]:
         console.print(line, highlight=False, soft_wrap=True)
     if result.interrupted:
         console.print(f"[yellow]{result.interrupted}: only the rows above were evaluated[/]")
+    elif not result.failed and gaps(result.rows):
+        console.print("[green]the targets nebisect could judge agree with the reference[/]")
     elif not result.failed:
         console.print("[green]all targets agree with the reference[/]")
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import REFERENCE_TARGET, Case, SourceRef, load_npz, save_npz, sha256_arrays
+from nebisect.errors import CannotJudge
 from nebisect.isolate import Isolator, Job, Needs, Outcome, mark_stage, run_isolated
 from nebisect.isolation.job import is_out_of_memory
 from nebisect.sources.artifact import Artifact
@@ -64,13 +65,17 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     unavailable = target.availability()
     if unavailable:
         return Verdict(Status.SKIPPED, case.stage, "skipped", message=unavailable), {}
-    target.load(artifact)
-    mark_stage(Stage.PREDICT)
-    started = time.perf_counter()
     try:
+        target.load(artifact)
+        mark_stage(Stage.PREDICT)
+        started = time.perf_counter()
         prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
     except TargetSkipped as skip:
         return Verdict(Status.SKIPPED, case.stage, "skipped", message=str(skip)), {}
+    except CannotJudge as gap:
+        # nebisect's gap, never the model's failure: the case is not judged.
+        return Verdict(Status.SKIPPED, case.stage, "skipped",
+                       message=f"{CannotJudge.PREFIX}{gap}", target=case.target), {}
     unusable = unusable_outputs(prediction)
     if unusable:
         # The target's own fault, its verdict: judged (or shipped to the parent) these

@@ -23,14 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.errors import NebisectError
+from nebisect.errors import CannotJudge
 from nebisect.registry import ImportOnce, Registry, package_modules
 
 Kernel = Callable[..., Any]
 
 
-class MissingKernelError(NebisectError):
-    """The simulator has no kernel for an op type."""
+class MissingKernelError(CannotJudge):
+    """The simulator has no kernel for an op type: a gap of nebisect's, not the model's."""
 
 
 @dataclass
