@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nebisect.case import REFERENCE_TARGET, Case, CaseOptions
-from nebisect.detect.culprit import by_intermediates, by_outputs
+from nebisect.detect.culprit import by_intermediates, by_outputs, first_nonfinite
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.evaluate.workbench import CellKey, Workbench, reference_failure
 from nebisect.search.records import Culprit
@@ -63,7 +63,7 @@ class Attributor:
             attribution = self.attribution(key, verdict)
             culprit = None
             if verdict.status == "mismatch":
-                culprit = self._culprit(key, attribution)
+                culprit = self._culprit(key, attribution, verdict)
             self._explained[key] = attribution, culprit
         return self._explained[key]
 
@@ -119,7 +119,7 @@ class Attributor:
                    and not exact_dtype(outputs[name].dtype)
                    for name, ref in split_arrays(arrays, "ref:").items())
 
-    def _culprit(self, key: CellKey, attribution: str) -> Culprit | None:
+    def _culprit(self, key: CellKey, attribution: str, verdict: Verdict) -> Culprit | None:
         bench, target, path, npz = self.bench, key.target, key.path, key.inputs
         if attribution == "conversion":
             verdict, arrays = bench.run(EXACT_PROBE, path, npz)
@@ -141,6 +141,10 @@ class Attributor:
         target_mid = split_arrays(outcome.arrays, "mid:")
         if not target_mid:
             return None
-        return by_intermediates(bench.outline(target, path), target_mid,
-                                split_arrays(outcome.arrays, "refmid:"),
-                                spec_of(target).precision)
+        graph, reference = bench.outline(target, path), split_arrays(outcome.arrays, "refmid:")
+        found = by_intermediates(graph, target_mid, reference, spec_of(target).precision)
+        if found is None and verdict.signature == "mismatch:nonfinite":
+            # The reference computes the same inf/NaN (a package's own program): the
+            # culprit is where the program's own values stop being finite.
+            return first_nonfinite(graph, reference)
+        return found

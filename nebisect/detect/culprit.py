@@ -31,6 +31,9 @@ from nebisect.verdict import compare, mismatch_signature, value_divergence
 BY_INTERMEDIATES = f"intermediates against {REFERENCE_TARGET}"
 #: the ops a culprit's divergence chart shows before and after it, in program order
 CHART_BEFORE, CHART_AFTER = 24, 8
+#: what a culprit found in the program's own values compared
+OWN_NONFINITE = (f"the program's own values ({REFERENCE_TARGET}): the first op computing "
+                 "inf/NaN from finite values")
 OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched to MIL ops: "
                 "the op producing the first diverging output)")
 
@@ -83,6 +86,26 @@ def by_outputs(graph: Any, torch_outputs: dict[str, np.ndarray],
     op = dag.producer[name]
     return Culprit(op, graph.op_types[op], mismatch_signature(kind), OUTPUTS_ONLY, matched=False,
                    rules=_rules_at(graph, op))
+
+
+def first_nonfinite(graph: Any, reference: dict[str, np.ndarray]) -> Culprit | None:
+    """The first op of ``graph`` whose exact value holds inf/NaN while every value it
+    reads is finite: where a program that computes inf/NaN by itself (its reference
+    "agrees") starts to. None when no recorded value is non-finite."""
+    dag = graph.dag
+    for op in dag.order:
+        made = [reference[v] for v in dag.produces[op] if v in reference]
+        read = [reference[v] for v in dag.consumes[op] if v in reference]
+        if any(_has_nonfinite(v) for v in made) and not any(_has_nonfinite(v) for v in read):
+            return Culprit(op, graph.op_types[op], mismatch_signature("nonfinite"),
+                           OWN_NONFINITE, rules=_rules_at(graph, op),
+                           constants=tuple(getattr(graph, "constants", {}).get(op, ())))
+    return None
+
+
+def _has_nonfinite(value: np.ndarray) -> bool:
+    array = np.asarray(value)
+    return array.dtype.kind == "f" and not bool(np.isfinite(array).all())
 
 
 def _rules_at(graph: Any, op: str) -> tuple[str, ...]:

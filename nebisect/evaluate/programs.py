@@ -26,13 +26,15 @@ SUBJECT = ChildSubject("reading the converted program", "its description")
 
 @dataclass(frozen=True)
 class ProgramOutline:
-    """The dependency view of a program's ``main`` function, the type of each op and the
-    runtime rules an op breaks (:func:`~nebisect.mil.semantics.rules.broken_rules`):
+    """The dependency view of a program's ``main`` function, the type of each op, the
+    runtime rules an op breaks (:func:`~nebisect.mil.semantics.rules.broken_rules`) and
+    the inf/NaN constants an op reads (:func:`~nebisect.mil.graph.nonfinite_constants`):
     what a culprit search reads of a :class:`~nebisect.mil.graph.ProgramGraph`."""
 
     dag: Dag
     op_types: dict[str, str]
     rules: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    constants: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, written by hand rather than by the codec: a ``Dag`` is an
@@ -43,25 +45,27 @@ class ProgramOutline:
                 "produces": {u: list(v) for u, v in dag.produces.items()},
                 "inputs": list(dag.inputs), "outputs": list(dag.outputs),
                 "op_types": self.op_types,
-                "rules": {op: list(names) for op, names in self.rules.items()}}
+                "rules": {op: list(names) for op, names in self.rules.items()},
+                "constants": {op: list(names) for op, names in self.constants.items()}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProgramOutline:
         return cls(Dag(data["order"], data["consumes"], data["produces"], data["inputs"],
                        data["outputs"]), dict(data["op_types"]),
-                   {op: tuple(names) for op, names in data.get("rules", {}).items()})
+                   {op: tuple(names) for op, names in data.get("rules", {}).items()},
+                   {op: tuple(names) for op, names in data.get("constants", {}).items()})
 
 
 def outline_job(payload: dict[str, Any]) -> Verdict:
     """Child side of :func:`outline`."""
-    from nebisect.mil.graph import ProgramGraph
+    from nebisect.mil.graph import ProgramGraph, nonfinite_constants
     from nebisect.mil.load import load_program
     from nebisect.mil.semantics.rules import broken_rules
 
     def build() -> dict[str, Any]:
         graph = ProgramGraph(load_program(payload["package"]))
-        return ProgramOutline(graph.dag, dict(graph.op_types),
-                              broken_rules(graph.function)).to_dict()
+        return ProgramOutline(graph.dag, dict(graph.op_types), broken_rules(graph.function),
+                              nonfinite_constants(graph)).to_dict()
 
     return record_verdict(build)
 

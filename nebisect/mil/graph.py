@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from nebisect.ddmin import Dag
 from nebisect.errors import NebisectError
 
@@ -69,3 +71,32 @@ class ProgramGraph:
                 if var.op is None or not is_constant(var.op):
                     names.setdefault(var.name)
         return list(names)
+
+
+def nonfinite_constants(graph: ProgramGraph) -> dict[str, tuple[str, ...]]:
+    """Per op, the constants it reads that hold inf or NaN (``'var_37' = -inf``): an fp16
+    program stores a float32 constant past ±65504 (``finfo(float32).min`` in a mask) as
+    ``-inf``, and the op that reads it is where the program's own NaN begins."""
+    found = {}
+    for name in graph.units:
+        op = graph.ops[name]
+        read = [f"{var.name!r} = {_extreme(var.val)}" for argument in op.inputs.values()
+                for var in flat_vars(argument)
+                if var.op is not None and is_constant(var.op) and _nonfinite(var.val)]
+        if read:
+            found[name] = tuple(read)
+    return found
+
+
+def _nonfinite(value: Any) -> bool:
+    array = np.asarray(value) if value is not None else np.zeros(0)
+    return array.dtype.kind == "f" and not bool(np.isfinite(array).all())
+
+
+def _extreme(value: Any) -> str:
+    """The non-finite values a constant holds, as the report names them."""
+    array = np.asarray(value)
+    kinds = [word for word, hit in (("-inf", np.isneginf(array).any()),
+                                    ("inf", np.isposinf(array).any()),
+                                    ("NaN", np.isnan(array).any())) if hit]
+    return "/".join(kinds) + ("" if array.size == 1 else f" (in {array.size} values)")

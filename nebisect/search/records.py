@@ -49,10 +49,15 @@ class Culprit(Record):
     matched: bool = True
     ops: tuple[OpError, ...] = ()
     rules: tuple[str, ...] = ()
+    #: the inf/NaN constants the op reads (``'var_37' = -inf``): where a program's own
+    #: non-finite values come from
+    constants: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """``reduce_log_sum_exp "var_12"`` (with ``(output)`` when only outputs matched)."""
-        return f'{self.op_type} "{self.op}"' + ("" if self.matched else " (output)")
+        """``reduce_log_sum_exp "var_12"`` (with ``(output)`` when only outputs matched,
+        and the inf/NaN constants it reads)."""
+        read = f" reading constant {', '.join(self.constants)}" if self.constants else ""
+        return f'{self.op_type} "{self.op}"' + ("" if self.matched else " (output)") + read
 
 
 def culprit_key(attribution: str, culprit: Culprit | None) -> str:

@@ -110,3 +110,38 @@ def int_arithmetic(out: Path) -> Path:
     return _convert(Clamp(), (example,),
                     [ct.TensorType(name="x", shape=(1, 4), dtype=np.int32)],
                     out / "int_arithmetic.mlpackage")
+
+
+@recipe
+def bert_finfo_mask(out: Path) -> Path:
+    """A BERT-style encoder layer whose additive mask is ``(1 - mask) × finfo(float32).min``,
+    as BERT's ``get_extended_attention_mask`` writes it: at coremltools' default FLOAT16
+    precision the constant is stored as fp16 ``-inf``, and ``0 × -inf`` makes every
+    output NaN (torch computes finite values)."""
+    import coremltools as ct
+    import numpy as np
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(100, 32)
+            self.qkv = torch.nn.Linear(32, 96)
+            self.out = torch.nn.Linear(32, 32)
+            self.norm = torch.nn.LayerNorm(32)
+
+        def forward(self, input_ids: Any, attention_mask: Any) -> Any:
+            hidden = self.embed(input_ids)
+            q, k, v = self.qkv(hidden).chunk(3, dim=-1)
+            extended = (1.0 - attention_mask[:, None, :].to(hidden.dtype)) * torch.finfo(
+                torch.float32).min
+            scores = q @ k.transpose(-1, -2) / 32 ** 0.5 + extended
+            return self.norm(hidden + self.out(scores.softmax(-1) @ v))
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 100, (1, 8), dtype=torch.int32)
+    mask = torch.ones(1, 8, dtype=torch.int32)
+    return _convert(Encoder(), (ids, mask),
+                    [ct.TensorType(name="input_ids", shape=(1, 8), dtype=np.int32),
+                     ct.TensorType(name="attention_mask", shape=(1, 8), dtype=np.int32)],
+                    out / "bert_finfo_mask.mlpackage")
