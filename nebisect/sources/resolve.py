@@ -63,6 +63,8 @@ class Source:
     masked_outputs: dict[str, str] = field(default_factory=dict)
     #: ``masked_outputs`` was inferred from the outputs' shapes (the report says so)
     masks_inferred: bool = False
+    #: the function of a multifunction package it is ("" for any other source)
+    function: str = ""
 
     def with_domains(self, given: dict[str, InputDomain]) -> Source:
         """This source with ``given`` domains added (``--input-range``: they win over the
@@ -76,8 +78,9 @@ class Source:
 
     @property
     def ref(self) -> SourceRef:
-        """The model it names (a package or a torch file + factory)."""
-        return SourceRef(self.kind, self.location)
+        """The model it names (a package, one function of one, or a torch file +
+        factory)."""
+        return SourceRef(self.kind, self.location, self.function)
 
     @property
     def reference(self) -> str:
@@ -91,11 +94,16 @@ def is_torch_location(text: str) -> bool:
     return bool(torch_form(text))
 
 
-def resolve_source(text: str, *, timeout: float = Timeouts.load,
+def resolve_source(text: str, *, function: str = "", timeout: float = Timeouts.load,
                    isolator: Isolator | None = None) -> Source:
     """Classify and validate a source string; ``timeout`` bounds describing a torch
-    source (in a child of ``isolator``, or of a throw-away one)."""
+    source (in a child of ``isolator``, or of a throw-away one). ``function``: the
+    function of a multifunction package (its default when ""); a function the package
+    does not have, or one named for a torch source, is a one-line error."""
     if is_torch_location(text):
+        if function:
+            raise NebisectError(f"{text}: --function {function} names a function of a "
+                                "multifunction .mlpackage; a torch source has none")
         from nebisect.sources.torch import describe_torch
 
         described = describe_torch(text, timeout=timeout, isolator=isolator)
@@ -114,36 +122,69 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
     if not (path.is_dir() and (path / MANIFEST).is_file()):
         raise NebisectError(f"{text}: not an .mlpackage (no {MANIFEST})")
     check_package(path, text)
-    record = describe_in_child(f"{__name__}:package_job", {"package": str(path)}, label=text,
+    record = describe_in_child(f"{__name__}:package_job",
+                               {"package": str(path), "function": function}, label=text,
                                subject=PACKAGE_SUBJECT, timeout=timeout,
                                needs=COREMLTOOLS_ONLY, isolator=isolator)
     return Source("mlpackage", os.path.abspath(path),
-                  [InputDescription.from_dict(d) for d in record["inputs"]])
+                  [InputDescription.from_dict(d) for d in record["inputs"]],
+                  function=record["function"])
+
+
+def package_functions(text: str, *, timeout: float = Timeouts.load,
+                      isolator: Isolator | None = None) -> tuple[str, ...]:
+    """The functions of the multifunction package ``text``, its default first; () for
+    any other source (a package without ``description.functions``, a torch source).
+    Only the spec is read (in a child): the programs load when each is resolved."""
+    path = Path(text)
+    if is_torch_location(text) or not (path.is_dir() and (path / MANIFEST).is_file()):
+        return ()
+    check_package(path, text)
+    record = describe_in_child(f"{__name__}:functions_job", {"package": str(path)},
+                               label=text, subject=PACKAGE_SUBJECT, timeout=timeout,
+                               needs=COREMLTOOLS_ONLY, isolator=isolator)
+    return tuple(record["functions"])
+
+
+def functions_job(payload: dict[str, Any]) -> Verdict:
+    """Child side of :func:`package_functions`."""
+    package = payload["package"]
+
+    def build() -> dict[str, Any]:
+        from nebisect.mil.load import function_names
+
+        return {"functions": list(function_names(_require_ml_program(Path(package))))}
+
+    return record_verdict(build)
 
 
 def package_job(payload: dict[str, Any]) -> Verdict:
     """Child side of resolving a package: is it an ML program that loads, and what are
-    its inputs?
+    the inputs of its (chosen) function? The function comes back by name: "" for a
+    package without functions, the default one's when none was asked.
 
     Reading the spec needs coremltools, whose import in ``run``'s own process would
     cost seconds; the child is forked from the template that simulates the package
     next, so it costs that template nothing it would not import anyway.
     """
-    package = payload["package"]
+    package, function = payload["package"], payload["function"]
 
     def build() -> dict[str, Any]:
-        from nebisect.mil.load import load_program
+        from nebisect.mil.load import function_description, function_names, load_program
 
         try:
-            described = describe_spec(_require_ml_program(Path(package)), package)
+            spec = _require_ml_program(Path(package))
+            description = function_description(spec, function, package)
+            described = describe_spec(description, package)
+            chosen = description.name if function_names(spec) else ""
             # A package whose program cannot load (a missing or corrupt weight file, an
             # op coremltools does not know, a use before its definition) is bad input,
             # found here once, before any case: every case would fail the same way,
             # blamed on its target.
-            load_program(Path(package))
+            load_program(Path(package), chosen)
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), package)) from None
-        return {"inputs": [d.to_dict() for d in described]}
+        return {"inputs": [d.to_dict() for d in described], "function": chosen}
 
     return record_verdict(build)
 
