@@ -147,10 +147,10 @@ RUN_REQUIRE_OPTION = typer.Option(
     "device and ran every compute op elsewhere is 'unrouted', a failure. Without it "
     "placement is information: a note per target, never a failure.",
 )
-FUNCTION_OPTION = typer.Option(
+RUN_FUNCTION_OPTION = typer.Option(
     "", "--function", metavar="NAME",
-    help="The function of a multifunction .mlpackage to judge (default: every function; "
-    "for bisect, lint, fuzz and corpus add: the package's default function).",
+    help="The function of a multifunction .mlpackage to judge (default: every function, "
+    "each a run of its own).",
 )
 
 
@@ -178,7 +178,7 @@ def run(
     save_triggers: Path = RUN_SAVE_TRIGGERS_OPTION,
     cluster: str = RUN_CLUSTER_OPTION,
     require: list[str] = RUN_REQUIRE_OPTION,
-    function: str = FUNCTION_OPTION,
+    function: str = RUN_FUNCTION_OPTION,
 ) -> None:
     """``nebisect run`` (its help is :data:`RUN_HELP`): :func:`nebisect.api.run` on the
     options as typed, then its table or JSON and the exit code."""
