@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-from html import escape
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,9 +115,9 @@ def run(
     """``nebisect run`` (see ``nebisect run --help``) on ``source``; the options are the
     CLI's. An ExecuTorch program (``.pte``) gives a :class:`ProgramsResult`: a run of
     each of its Core ML delegates; so does a multifunction package, a run of each
-    function (``function``: that one alone, a :class:`RunResult`). ``progress``: True shows it (a line in a notebook, a
-    live status in a terminal, plain lines in a log), False hides it, a callable
-    receives each message.
+    function (``function``: that one alone, a :class:`RunResult`). ``progress``: True
+    shows it (a line in a notebook, a live status in a terminal, plain lines in a log),
+    False hides it, a callable receives each message.
     """
     from nebisect.detect.run import RunInterrupted, RunOutputs
     from nebisect.detect.run import run as run_source

@@ -73,7 +73,8 @@ class RunReport(Record):
     json_form: ClassVar[Form] = Form(
         omit_defaults=("interrupted", "function"),
         derived=(("failed", "reference"), ("reference_failed", "reference")),
-        order=("source", "function", "reference", "failed", "reference_failed", "conversions", "rows",
+        order=("source", "function", "reference", "failed", "reference_failed", "conversions",
+               "rows",
                "findings", "groups", "explorations", "discovery", "timings", "margins",
                "undeclared", "masked_outputs", "masks_inferred", "paths", "interrupted"))
 

@@ -144,7 +144,8 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
     for spec in [*targets, *([options.reference] if options.reference else [])]:
         spec_of(spec)
     resolved = resolve_source(options.source, function=options.function,
-                              timeout=timeouts.load, isolator=isolator).with_domains(dict(options.input_ranges))
+                              timeout=timeouts.load, isolator=isolator
+                              ).with_domains(dict(options.input_ranges))
     discovery = Discovery(options.budget, options.families, options.seed,
                           list(targets)) if options.explore else None
     if resolved.kind == "torch" and EXACT_ROW not in targets:

@@ -118,9 +118,10 @@ def trigger_of(number: int, group: FailureGroup, rows: Sequence[Row],
 def next_commands(trigger: Trigger, typed: str, directory: Path, message: str,
                   function: str = "") -> list[str]:
     """The shell commands that take ``trigger`` further — on ``function`` of a
-    multifunction package when set — its inputs read from ``directory``: bisect it (into ``directory/bisect-N``), store it in a corpus (not
-    for a torch target, nor a conversion nebisect's fixes changed: a corpus case
-    converts plainly), and rerun with the converter overrides when they cure it."""
+    multifunction package when set — its inputs read from ``directory``: bisect it (into
+    ``directory/bisect-N``), store it in a corpus (not for a torch target, nor a
+    conversion nebisect's fixes changed: a corpus case converts plainly), and rerun with
+    the converter overrides when they cure it."""
     inputs = str(directory / trigger.inputs)
     chosen = ["--function", function] if function else []
     bisect = ["nebisect", "bisect", typed, *chosen, "-t", trigger.target]

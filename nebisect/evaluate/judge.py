@@ -154,7 +154,8 @@ def _reference(name: str, artifact: Artifact, inputs: dict[str, np.ndarray],
                                                  intermediates=intermediates))
     key = sha256_arrays({f"in:{k}": v for k, v in inputs.items()}
                         | {"who": np.frombuffer(
-                            f"{name}|{artifact.kind}|{artifact.location}|{artifact.function}".encode(), np.uint8)})
+                            f"{name}|{artifact.kind}|{artifact.location}|{artifact.function}"
+                            .encode(), np.uint8)})
     stored = Path(cache) / f"{key[:32]}.npz"
     if stored.is_file():
         return Prediction(load_npz(stored))

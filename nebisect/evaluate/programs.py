@@ -69,8 +69,9 @@ def outline_job(payload: dict[str, Any]) -> Verdict:
 
 def outline(package: SourceRef, *, isolator: Isolator, needs: Needs,
             timeout: float) -> ProgramOutline:
-    """The outline of the package ``package`` names (of its function); ``needs`` should be those of the
-    children that evaluate it, so that no other template starts for this."""
+    """The outline of the package ``package`` names (of its function); ``needs`` should
+    be those of the children that evaluate it, so that no other template starts for
+    this."""
     return ProgramOutline.from_dict(
         read_program(f"{__name__}:outline_job", package, isolator, needs, timeout))
 

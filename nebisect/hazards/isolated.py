@@ -65,9 +65,9 @@ def lint_isolated(model: SourceRef, *, source: str, assume_fp16: bool,
                   needs: Needs | None = None, isolator: Isolator | None = None,
                   ) -> LintResult:
     """Parent side: the lint result of the ``builder`` or ``mlpackage`` ``model`` names
-    (of its function, for a multifunction package; ``source``: as the user named it, for the result and the error line), or a one-line
-    NebisectError. ``needs``: what its child imports (default: the simulator's,
-    coremltools without torch)."""
+    (of its function, for a multifunction package; ``source``: as the user named it, for
+    the result and the error line), or a one-line NebisectError. ``needs``: what its
+    child imports (default: the simulator's, coremltools without torch)."""
     record = describe_in_child(
         "nebisect.hazards.isolated:lint_job",
         {"kind": model.kind, "location": model.location, "function": model.function,

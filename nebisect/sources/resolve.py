@@ -189,13 +189,15 @@ def package_job(payload: dict[str, Any]) -> Verdict:
     return record_verdict(build)
 
 
-def prove_loadable(package: Path, label: str, *, timeout: float, isolator: Isolator) -> None:
-    """Read ``package``'s program in a child, under the memory limit, before this process
-    reads it (the reducer cuts the program here): coremltools computes some ops while it
-    loads them, and a package may declare smaller shapes than the ones it computes, which
-    the size check cannot see. A package that does not load there is one line naming
+def prove_loadable(package: SourceRef, label: str, *, timeout: float,
+                   isolator: Isolator) -> None:
+    """Read the program ``package`` names (of its function) in a child, under the memory
+    limit, before this process reads it (the reducer cuts the program here): coremltools
+    computes some ops while it loads them, and a package may declare smaller shapes than
+    the ones it computes, which the size check cannot see. A package that does not load there is one line naming
     ``label``."""
-    describe_in_child(f"{__name__}:program_job", {"package": str(package)}, label=label,
+    describe_in_child(f"{__name__}:program_job",
+                      {"package": package.location, "function": package.function}, label=label,
                       subject=PROGRAM_SUBJECT, timeout=timeout, needs=COREMLTOOLS_ONLY,
                       isolator=isolator)
 
@@ -208,7 +210,7 @@ def program_job(payload: dict[str, Any]) -> Verdict:
         from nebisect.mil.load import load_program
 
         try:
-            load_program(package)
+            load_program(package, payload["function"])
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), package)) from None
         return {}
