@@ -194,8 +194,8 @@ def prove_loadable(package: SourceRef, label: str, *, timeout: float,
     """Read the program ``package`` names (of its function) in a child, under the memory
     limit, before this process reads it (the reducer cuts the program here): coremltools
     computes some ops while it loads them, and a package may declare smaller shapes than
-    the ones it computes, which the size check cannot see. A package that does not load there is one line naming
-    ``label``."""
+    the ones it computes, which the size check cannot see. A package that does not load
+    there is one line naming ``label``."""
     describe_in_child(f"{__name__}:program_job",
                       {"package": package.location, "function": package.function}, label=label,
                       subject=PROGRAM_SUBJECT, timeout=timeout, needs=COREMLTOOLS_ONLY,
