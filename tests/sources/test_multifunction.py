@@ -57,7 +57,7 @@ def test_the_function_is_part_of_a_case_identity_and_travels_in_its_json(multi):
     assert Case.from_dict(cases[1].to_dict()).ref.function == "decode"
     plain = Case(SourceRef("mlpackage", str(multi)), "sim:fp16").to_dict()
     assert "function" not in plain["ref"]
-    with pytest.raises(NebisectError, match="only an .mlpackage has functions"):
+    with pytest.raises(NebisectError, match=r"only an \.mlpackage has functions"):
         SourceRef("torch", "m.py:factory", "decode")
 
 
@@ -96,7 +96,7 @@ def test_an_unknown_function_is_one_line_exit_2(multi, monkeypatch, capsys, tmp_
                                                 command):
     extra = {"run": ["--explore", "none"], "lint": [],
              "bisect": ["-t", "sim:fp16", "--out", str(tmp_path / "out")]}[command]
-    code, out, err = cli(monkeypatch, capsys, command, str(multi), "--function", "nope",
+    code, _, err = cli(monkeypatch, capsys, command, str(multi), "--function", "nope",
                          *extra)
     assert code == 2
     assert err.strip().splitlines() == [
