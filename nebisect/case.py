@@ -385,17 +385,29 @@ class SourceRef:
     * ``builder``: ``location`` is ``module:function`` building a MIL program in code
       (no file: it is imported).
 
+    ``function`` names one function of a multifunction package (``ct.utils.
+    save_multifunction``: a prefill/decode pair, LoRA adapters): each is a program of its
+    own, with inputs of its own, so it is part of the model's identity; "" for a package
+    without ``description.functions``, whose one function is ``main``. Its JSON leaves it
+    out when "".
+
     :meth:`files` are the files it names, :meth:`rebased` names them under another
     folder (where an executor shipped them), :attr:`reference_target` is its oracle.
     """
 
+    json_form: ClassVar[Form] = Form(omit_defaults=("function",))
+
     kind: str
     location: str
+    function: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in SOURCE_KINDS:
             raise NebisectError(f"unknown source kind {self.kind!r}: one of "
                                 f"{', '.join(SOURCE_KINDS)}")
+        if self.function and not self.is_package:
+            raise NebisectError(f"{self.location}: only an .mlpackage has functions to pick "
+                                f"(--function {self.function})")
 
     @property
     def is_package(self) -> bool:
@@ -534,9 +546,10 @@ class Case(Record):
 
     @property
     def case_id(self) -> str:
-        """Content address of the case: same bytes, same factory, same target, same stage
-        → same id (two factories in one torch file are two cases)."""
-        factory = self.ref.factory
+        """Content address of the case: same bytes, same factory or function, same target,
+        same stage → same id (two factories in one torch file, two functions of one
+        package are two cases)."""
+        factory = self.ref.factory or self.ref.function
         key = json.dumps(
             [self.model_sha256 or self.ref.location, factory, self.inputs_sha256, self.target,
              self.stage, self.options.to_dict()],

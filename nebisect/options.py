@@ -28,6 +28,10 @@ MEMORY_HELP = (
     "it is an 'oom' verdict; a program declaring a tensor it cannot hold (8 bytes an "
     "element) is refused before anything is allocated."
 )
+#: ``--function NAME``, for every command that takes a package (``run`` judges every
+#: function without it: its help says so)
+FUNCTION_HELP = ("The function of a multifunction .mlpackage (ct.utils.save_multifunction) "
+                 "to take (default: the package's default function).")
 _SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[KMGT])(?:I?B)?", re.IGNORECASE)
 
 #: ``--convert`` → the conversion paths it evaluates, in order

@@ -72,10 +72,13 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
            budget: int | str | None = None, length: int = 8, max_evals: int | None = None,
            timeout: float | None = None, case_timeout: Many = None, memory: str | None = None,
            fix: Many = None, out: str | os.PathLike[str] = "nebisect-bisect",
-           force: bool = False, progress: BisectProgress = True) -> BisectReport:
+           force: bool = False, progress: BisectProgress = True,
+           function: str = "") -> BisectReport:
     """``nebisect bisect`` (see ``nebisect bisect --help``): reduce ``source``'s failure
     on ``target`` (or the failure group ``finding`` names) and write it to ``out``.
-    ``source`` may be an object of this process, as :func:`nebisect.run` takes it."""
+    ``source`` may be an object of this process, as :func:`nebisect.run` takes it;
+    ``function``: the function of a multifunction package that fails (else its
+    default)."""
     from nebisect.detect import DEFAULT_BUDGET
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.minimize.bisector import bisect_source
@@ -106,7 +109,7 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
             target=subject.target, stage=subject.stage,
             inputs=os.path.abspath(subject.inputs) if subject.inputs else "", length=length,
             max_evals=max_evals, timeout=timeout, fixes=subject.fixes, graph=subject.graph,
-            paths=subject.paths,
+            paths=subject.paths, function=function,
             budget=parse_budget(str(DEFAULT_BUDGET if budget is None else budget)),
             timeouts=Timeouts.parse(items(case_timeout), BISECT_TIMEOUTS, "--case-timeout"))
         read = [("the source", source_path(subject.source)),

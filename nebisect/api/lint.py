@@ -51,9 +51,10 @@ class LintReport(Result):
 def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
          input_domains: Any = None, fp16: bool = False, input_range: Many = None,
          convert: str = "both", converter_overrides: bool = False, timeout: Many = None,
-         memory: str | None = None) -> LintReport:
+         memory: str | None = None, function: str = "") -> LintReport:
     """``nebisect lint`` (see ``nebisect lint --help``) on ``source``: a path, or an
-    object of this process as :func:`nebisect.run` takes one."""
+    object of this process as :func:`nebisect.run` takes one; ``function``: that
+    function of a multifunction package (else its default)."""
     from nebisect.hazards import lint_source, parse_input_range
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.options import CONVERT_CHOICES, parse_choice, use_memory
@@ -68,4 +69,4 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
                               Path(tmp), timeout)
         return LintReport(lint_source(
             location, assume_fp16=fp16, input_ranges=ranges, timeouts=timeouts, paths=paths,
-            setup=(OVERRIDES_SETUP,) if converter_overrides else ()))
+            setup=(OVERRIDES_SETUP,) if converter_overrides else (), function=function))

@@ -13,6 +13,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from nebisect.sources.executorch import is_executorch_program
 if TYPE_CHECKING:
     from nebisect.detect.causes import RunFinding
     from nebisect.detect.matrix import RunReport
-    from nebisect.detect.run import RunOptions
+    from nebisect.detect.run import RunOptions, RunOutcome, RunOutputs
     from nebisect.detect.triggers import TriggerIndex
     from nebisect.sources.capture import Capture
 
@@ -108,13 +109,15 @@ def run(
     save_triggers: str | os.PathLike[str] | None = None,
     cluster: str | None = None,
     require: Many = None,
+    function: str = "",
     progress: Progress = True,
 ) -> RunResult | ProgramsResult:
     """``nebisect run`` (see ``nebisect run --help``) on ``source``; the options are the
     CLI's. An ExecuTorch program (``.pte``) gives a :class:`ProgramsResult`: a run of
-    each of its Core ML delegates. ``progress``: True shows it (a line in a notebook, a
-    live status in a terminal, plain lines in a log), False hides it, a callable
-    receives each message.
+    each of its Core ML delegates; so does a multifunction package, a run of each
+    function (``function``: that one alone, a :class:`RunResult`). ``progress``: True
+    shows it (a line in a notebook, a live status in a terminal, plain lines in a log),
+    False hides it, a callable receives each message.
     """
     from nebisect.detect.run import RunInterrupted, RunOutputs
     from nebisect.detect.run import run as run_source
@@ -124,7 +127,7 @@ def run(
         memory=memory, converter_overrides=converter_overrides,
         deployment_target=deployment_target, plugin=plugin, explore=explore, budget=budget,
         families=families, seed=seed, input_range=input_range, convert=convert, jobs=jobs,
-        cluster=cluster, require=require)
+        cluster=cluster, require=require, function=function)
     if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
         return _run_programs(os.fspath(source), report, save_triggers, progress, given)
     declared = declared_of(dynamic_dims, input_domains, masked_outputs)
@@ -141,22 +144,36 @@ def run(
             return RunResult(_capture_report(saved, capture, options.targets))
         with progress_to(progress) as told:
             try:
-                outcome = run_source(options, workdir, told)
+                outcomes = run_source(options, workdir, told)
             except RunInterrupted as stop:
                 _add_capture_failures(stop.outcome.report, capture)
-                raise Stopped(RunResult(stop.outcome.report,
-                                        outputs.write(stop.outcome))) from stop
-        _add_capture_failures(outcome.report, capture)
-        return RunResult(outcome.report, outputs.write(outcome))
+                raise Stopped(_results(saved, [*stop.earlier, stop.outcome], outputs)
+                              ) from stop
+        _add_capture_failures(outcomes[0].report, capture)
+        return _results(saved, outcomes, outputs)
+
+
+def _results(source: str, outcomes: Sequence[RunOutcome],
+             outputs: RunOutputs) -> RunResult | ProgramsResult:
+    """The result of one outcome, or of one per function of a multifunction package
+    (``outputs``' directories get a ``function-N`` directory each)."""
+    if len(outcomes) == 1:
+        return RunResult(outcomes[0].report, outputs.write(outcomes[0]))
+    results = [RunResult(outcome.report, outputs.numbered(number).write(outcome))
+               for number, outcome in enumerate(outcomes, 1)]
+    return ProgramsResult(source, results, [f"function {r.report.function}" for r in results])
 
 
 @dataclass
 class ProgramsResult(Result):
-    """``run`` of an ExecuTorch program: one result per Core ML delegate, in the
-    program's order (:mod:`nebisect.sources.executorch`)."""
+    """``run`` of a source holding several programs: one result per Core ML delegate of
+    an ExecuTorch program, in the program's order (:mod:`nebisect.sources.executorch`),
+    or per function of a multifunction package, its default first; ``headers`` name each
+    program ("Core ML delegate 1 of 2", "function decode")."""
 
     source: str
     programs: list[RunResult]
+    headers: list[str]
 
     @property
     def ok(self) -> bool:
@@ -173,9 +190,8 @@ class ProgramsResult(Result):
                           indent=2)
 
     def _repr_html_(self) -> str:
-        return "".join(f"<h3>Core ML delegate {i} of {len(self.programs)}</h3>"
-                       f"{program._repr_html_()}"
-                       for i, program in enumerate(self.programs, 1))
+        return "".join(f"<h3>{escape(header)}</h3>{program._repr_html_()}"
+                       for header, program in zip(self.headers, self.programs, strict=True))
 
 
 def _run_programs(pte: str, report: Any, save_triggers: Any, progress: Progress,
@@ -197,7 +213,8 @@ def _run_programs(pte: str, report: Any, save_triggers: Any, progress: Progress,
                          save_triggers=own(save_triggers, number), progress=progress, **given)
             assert isinstance(result, RunResult)
             results.append(result)
-        return ProgramsResult(pte, results)
+        return ProgramsResult(pte, results, [f"Core ML delegate {number} of {len(results)}"
+                                             for number in range(1, len(results) + 1)])
 
 
 def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths: Many = None,
@@ -206,7 +223,7 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
                 plugin: Many = None, explore: str = "auto", budget: int | str | None = None,
                 families: Many = None, seed: int = 0, input_range: Many = None,
                 convert: str = "both", jobs: int | None = None, cluster: str | None = None,
-                require: Many = None) -> RunOptions:
+                require: Many = None, function: str = "") -> RunOptions:
     """The CLI's checks of ``run``'s options, each error the CLI's one line; the checked
     :class:`~nebisect.detect.run.RunOptions`."""
     from nebisect.bounds import MAX_JOBS, check_count, check_seed
@@ -247,7 +264,7 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
         cluster=cluster, require=tuple(dict.fromkeys(
             parse_choice("--require", device, REQUIRE_CHOICES)
-            for device in items(require))))
+            for device in items(require))), function=function)
 
 
 EXPLORE_CHOICES = ("auto", "none")

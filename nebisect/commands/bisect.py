@@ -11,6 +11,7 @@ from nebisect.case import INPUTS_LIMIT_HELP
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
 from nebisect.options import (
+    FUNCTION_HELP,
     MEMORY_HELP,
 )
 
@@ -90,6 +91,7 @@ BISECT_CASE_TIMEOUT_OPTION = typer.Option(
 )
 BISECT_MEMORY_OPTION = typer.Option(
     None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
+BISECT_FUNCTION_OPTION = typer.Option("", "--function", metavar="NAME", help=FUNCTION_HELP)
 BISECT_FIX_OPTION = typer.Option(
     None, "--fix", help="Converter fix to convert a torch source with (repeatable), "
     "e.g. converter-compat.",
@@ -120,6 +122,7 @@ def bisect(
     out: Path = BISECT_OUT_OPTION,
     force: bool = BISECT_FORCE_OPTION,
     as_json: bool = BISECT_AS_JSON_OPTION,
+    function: str = BISECT_FUNCTION_OPTION,
 ) -> None:
     """``nebisect bisect`` (its help is :data:`BISECT_HELP`): :func:`nebisect.api.bisect`
     on the options as typed, under a live progress bar; its result."""
@@ -130,7 +133,8 @@ def bisect(
         report = api.bisect(source, target=target, finding=finding, stage=stage, graph=graph,
                             inputs=inputs, convert=convert, budget=budget, length=length,
                             max_evals=max_evals, timeout=timeout, case_timeout=case_timeout,
-                            memory=memory, fix=fix, out=out, force=force, progress=display)
+                            memory=memory, fix=fix, out=out, force=force, progress=display,
+                            function=function)
     if as_json:
         typer.echo(report.to_json())
     else:

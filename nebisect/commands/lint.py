@@ -14,7 +14,7 @@ from rich.table import Table
 
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
-from nebisect.options import MEMORY_HELP
+from nebisect.options import FUNCTION_HELP, MEMORY_HELP
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ LINT_TIMEOUT_OPTION = typer.Option(
 )
 LINT_MEMORY_OPTION = typer.Option(
     None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
+LINT_FUNCTION_OPTION = typer.Option("", "--function", metavar="NAME", help=FUNCTION_HELP)
 
 
 def lint(
@@ -87,6 +88,7 @@ def lint(
     converter_overrides: bool = LINT_CONVERTER_OVERRIDES_OPTION,
     timeout: list[str] = LINT_TIMEOUT_OPTION,
     memory: str = LINT_MEMORY_OPTION,
+    function: str = LINT_FUNCTION_OPTION,
 ) -> None:
     """``nebisect lint`` (its help is :data:`LINT_HELP`): :func:`nebisect.api.lint` on
     the options as typed, the findings in the chosen format."""
@@ -106,7 +108,8 @@ def lint(
         output_file(output, "--output", force=force,
                     inputs=[("the source", source_path(source))])
     report = api.lint(source, fp16=fp16, input_range=input_range, convert=convert,
-                      converter_overrides=converter_overrides, timeout=timeout, memory=memory)
+                      converter_overrides=converter_overrides, timeout=timeout, memory=memory,
+                      function=function)
     result = report.result
     if output_format == "sarif":
         from nebisect.report.sarif import sarif_text

@@ -56,6 +56,10 @@ Placement is information: ops a target such as sim:ane or coreml:ne runs off its
 device are a note per target (counted per op type, with the reason); with
 --require ne a target that ran every compute op off the Neural Engine is 'unrouted'.
 
+A multifunction package (ct.utils.save_multifunction: a prefill/decode pair, LoRA
+adapters) is judged function by function, each with its own inputs, the default
+first; --function NAME judges that one alone.
+
 Exit code: 0 all pass, 1 a failure was found (a failing reference included), 2 usage
 or input error.
 """
@@ -143,6 +147,11 @@ RUN_REQUIRE_OPTION = typer.Option(
     "device and ran every compute op elsewhere is 'unrouted', a failure. Without it "
     "placement is information: a note per target, never a failure.",
 )
+RUN_FUNCTION_OPTION = typer.Option(
+    "", "--function", metavar="NAME",
+    help="The function of a multifunction .mlpackage to judge (default: every function, "
+    "each a run of its own).",
+)
 
 
 def run(
@@ -169,6 +178,7 @@ def run(
     save_triggers: Path = RUN_SAVE_TRIGGERS_OPTION,
     cluster: str = RUN_CLUSTER_OPTION,
     require: list[str] = RUN_REQUIRE_OPTION,
+    function: str = RUN_FUNCTION_OPTION,
 ) -> None:
     """``nebisect run`` (its help is :data:`RUN_HELP`): :func:`nebisect.api.run` on the
     options as typed, then its table or JSON and the exit code."""
@@ -182,7 +192,7 @@ def run(
             deployment_target=deployment_target, plugin=plugin, explore=explore,
             budget=budget, families=families or None, seed=seed,
             input_range=input_range, convert=convert, jobs=jobs, report=report,
-            save_triggers=save_triggers, cluster=cluster, require=require)
+            save_triggers=save_triggers, cluster=cluster, require=require, function=function)
     except api.Stopped as stop:
         assert isinstance(stop.result, api.RunResult)
         _emit(stop.result, as_json)
@@ -193,13 +203,12 @@ def run(
 
 def _emit(result: api.RunResult | api.ProgramsResult, as_json: bool) -> None:
     """The JSON or the table (also of a run that was stopped); an ExecuTorch program's
-    delegates one after the other."""
+    delegates, a multifunction package's functions, one after the other."""
     if as_json:
         typer.echo(result.to_json())
     elif isinstance(result, api.ProgramsResult):
-        for number, program in enumerate(result.programs, 1):
-            typer.echo(f"Core ML delegate {number} of {len(result.programs)} of "
-                       f"{result.source}:")
+        for header, program in zip(result.headers, result.programs, strict=True):
+            typer.echo(f"{header} of {result.source}:")
             print_run(program.report, program.triggers)
     else:
         print_run(result.report, result.triggers)

@@ -72,9 +72,10 @@ class RunReport(Record):
     JSON (the verdicts' outcome first, the rows before what was made of them)."""
 
     json_form: ClassVar[Form] = Form(
-        omit_defaults=("interrupted",),
+        omit_defaults=("interrupted", "function"),
         derived=(("failed", "reference"), ("reference_failed", "reference")),
-        order=("source", "reference", "failed", "reference_failed", "conversions", "rows",
+        order=("source", "function", "reference", "failed", "reference_failed", "conversions",
+               "rows",
                "findings", "groups", "explorations", "discovery", "timings", "margins",
                "undeclared", "input_roles", "masked_outputs", "masks_inferred", "paths",
                "interrupted"))
@@ -110,6 +111,8 @@ class RunReport(Record):
     paths: list[str] = field(default_factory=list)
     #: the groups merged by root cause (:mod:`nebisect.detect.causes`), most severe first
     findings: list[RunFinding] = field(default_factory=list)
+    #: the function of a multifunction package the rows judged ("" for another source)
+    function: str = ""
 
     @property
     def failed(self) -> bool:
@@ -172,7 +175,8 @@ class MatrixRunner:
 
     def __post_init__(self) -> None:
         self.reference = self.reference or self.source.reference
-        self.report = RunReport(self.source.location, self.reference)
+        self.report = RunReport(self.source.location, self.reference,
+                                function=self.source.function)
         self.plugins = use_plugins(self.plugins, timeout=self.timeouts.load,
                                    isolator=self.runner.isolator)
         self.bench = Workbench(self.source, self.workdir, self.runner.isolator, self.reference,
@@ -182,7 +186,8 @@ class MatrixRunner:
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         started = time.perf_counter()
-        report = self.report = RunReport(self.source.location, self.reference)
+        report = self.report = RunReport(self.source.location, self.reference,
+                                         function=self.source.function)
         described = model_inputs(self.source, lengths)
         report.undeclared = [name for name in described.names("float")
                              if name not in self.source.domains]

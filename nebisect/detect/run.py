@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,8 @@ class RunOptions:
     oracle (``""``: the source's own), the inputs (an ``.npz``, else the ``lengths``),
     the conversion paths and how to convert, the plugins, the exploration (``explore``
     False: only the lengths or inputs), the process limits and the placement devices
-    that fail closed (``require``)."""
+    that fail closed (``require``). ``function``: the one function of a multifunction
+    package judged (``""``: every function, each a run of its own)."""
 
     source: str
     targets: tuple[str, ...]
@@ -63,6 +64,7 @@ class RunOptions:
     jobs: int = 1
     cluster: str | None = None
     require: tuple[str, ...] = ()
+    function: str = ""
 
     @property
     def fixes(self) -> tuple[str, ...]:
@@ -82,22 +84,41 @@ class RunOutcome:
 
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C, SIGTERM or SIGHUP stopped a run: ``outcome`` holds the rows evaluated so
-    far, its report marked as interrupted; the signal that stopped it is the cause."""
+    far, its report marked as interrupted; ``earlier`` the outcomes of the functions of a
+    multifunction package judged before it; the signal that stopped it is the cause."""
 
-    def __init__(self, outcome: RunOutcome) -> None:
+    def __init__(self, outcome: RunOutcome, earlier: tuple[RunOutcome, ...] = ()) -> None:
         super().__init__()
         self.outcome = outcome
+        self.earlier = earlier
 
 
 def run(options: RunOptions, workdir: Path,
-        progress: Callable[[str], None] = lambda _message: None) -> RunOutcome:
+        progress: Callable[[str], None] = lambda _message: None) -> list[RunOutcome]:
     """Evaluate ``options.source`` on every target × path × input set in isolated
     children, attribute and explore; inputs files and conversions go to ``workdir``,
-    which must outlive the outcome's use. Raises :class:`RunInterrupted` when stopped."""
+    which must outlive the outcomes' use. One outcome, or one per function of a
+    multifunction package (``options.function`` unset: each function is a program with
+    inputs of its own, judged in a ``workdir`` folder of its own), on one runner.
+    Raises :class:`RunInterrupted` when stopped."""
     from nebisect.executors.runner import Runner
+    from nebisect.sources.resolve import package_functions
 
     with Runner(options.jobs, cluster=options.cluster) as runner:
-        return run_on(runner, options, workdir, progress)
+        functions = () if options.function else package_functions(
+            options.source, timeout=options.timeouts.load, isolator=runner.isolator)
+        if not functions:
+            return [run_on(runner, options, workdir, progress)]
+        outcomes: list[RunOutcome] = []
+        for number, function in enumerate(functions, 1):
+            folder = workdir / f"function-{number}"
+            folder.mkdir()
+            try:
+                outcomes.append(run_on(runner, replace(options, function=function), folder,
+                                       progress))
+            except RunInterrupted as stop:
+                raise RunInterrupted(stop.outcome, tuple(outcomes)) from stop.__cause__
+        return outcomes
 
 
 def run_on(runner: Runner, options: RunOptions, workdir: Path,
@@ -122,8 +143,9 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
     targets = list(options.targets)
     for spec in [*targets, *([options.reference] if options.reference else [])]:
         spec_of(spec)
-    resolved = resolve_source(options.source, timeout=timeouts.load,
-                              isolator=isolator).with_domains(dict(options.input_ranges))
+    resolved = resolve_source(options.source, function=options.function,
+                              timeout=timeouts.load, isolator=isolator
+                              ).with_domains(dict(options.input_ranges))
     discovery = Discovery(options.budget, options.families, options.seed,
                           list(targets)) if options.explore else None
     if resolved.kind == "torch" and EXACT_ROW not in targets:
@@ -185,6 +207,15 @@ class RunOutputs:
     source: str
     fixes: tuple[str, ...]
 
+    def numbered(self, number: int) -> RunOutputs:
+        """Where the run of a multifunction package's ``number``-th function writes: a
+        ``function-N`` directory in each (numbered: a function's name is the package's
+        to choose, a directory's is not)."""
+        def own(directory: Path | None) -> Path | None:
+            return directory / f"function-{number}" if directory is not None else None
+
+        return replace(self, report=own(self.report), triggers=own(self.triggers))
+
     def write(self, outcome: RunOutcome) -> TriggerIndex | None:
         """The triggers of the outcome's groups and the report, which names the triggers
         saved beside it; the index whose commands the table shows (``--save-triggers``'s
@@ -196,7 +227,8 @@ class RunOutputs:
         def save(directory: Path) -> TriggerIndex:
             return save_triggers(directory, [f.representative for f in result.findings],
                                  result.rows, outcome.inputs_files,
-                                 source=result.source, typed=self.source, fixes=self.fixes)
+                                 source=result.source, typed=self.source, fixes=self.fixes,
+                                 function=result.function)
 
         shown = save(self.triggers) if self.triggers else None
         if self.report:

@@ -49,6 +49,11 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
         console.print("[green]all targets agree with the reference[/]")
 
 
+def _function(result: RunReport) -> str:
+    """The function of a multifunction package the matrix judged, as the title names it."""
+    return f" --function {result.function}" if result.function else ""
+
+
 def _print_matrix(console: Console, result: RunReport) -> None:
     """The input sets every run evaluates (``example``, the lengths), one line per
     target and conversion path: how many passed, the failures' signatures, the worst
@@ -80,7 +85,8 @@ def _print_matrix(console: Console, result: RunReport) -> None:
             _fmt(sum(r.verdict.timings.total or 0.0 for r in rows), ".2f"),
         ])
     table, dropped = fitted_table(
-        f"nebisect run {result.source}  (reference {result.reference})", columns, table_rows,
+        f"nebisect run {result.source}{_function(result)}  (reference {result.reference})",
+        columns, table_rows,
         console.width,
     )
     console.print(table)

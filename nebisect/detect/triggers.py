@@ -86,18 +86,19 @@ class TriggerIndex(Record):
 
 def save_triggers(directory: Path, groups: Sequence[FailureGroup], rows: Sequence[Row],
                   saved: Mapping[str, str], *, source: str, typed: str,
-                  fixes: Sequence[str] = ()) -> TriggerIndex:
+                  fixes: Sequence[str] = (), function: str = "") -> TriggerIndex:
     """Write ``N.npz`` per group and ``triggers.json`` into ``directory``.
 
     ``saved`` maps input-set labels to the run's inputs files; ``source`` is the
     resolved location, ``typed`` the source as the user typed it (what the printed
-    commands say, beside ``directory`` as given).
+    commands say, beside ``directory`` as given), ``function`` the function of a
+    multifunction package the groups failed in (the commands name it).
     """
     index = TriggerIndex(source)
     for number, group in enumerate(groups, 1):
         trigger = trigger_of(number, group, rows, fixes)
         save_npz(directory / trigger.inputs, load_npz(saved[group.smallest.label]))
-        trigger.commands = next_commands(trigger, typed, directory, group.message)
+        trigger.commands = next_commands(trigger, typed, directory, group.message, function)
         index.triggers.append(trigger)
     write_text(directory / INDEX, json.dumps(index.to_dict(), indent=2) + "\n")
     return index
@@ -114,13 +115,16 @@ def trigger_of(number: int, group: FailureGroup, rows: Sequence[Row],
                    group.smallest.label, f"{number}.npz", list(fixes))
 
 
-def next_commands(trigger: Trigger, typed: str, directory: Path, message: str) -> list[str]:
-    """The shell commands that take ``trigger`` further, its inputs read from
-    ``directory``: bisect it (into ``directory/bisect-N``), store it in a corpus (not
-    for a torch target, nor a conversion nebisect's fixes changed: a corpus case
-    converts plainly), and rerun with the converter overrides when they cure it."""
+def next_commands(trigger: Trigger, typed: str, directory: Path, message: str,
+                  function: str = "") -> list[str]:
+    """The shell commands that take ``trigger`` further — on ``function`` of a
+    multifunction package when set — its inputs read from ``directory``: bisect it (into
+    ``directory/bisect-N``), store it in a corpus (not for a torch target, nor a
+    conversion nebisect's fixes changed: a corpus case converts plainly), and rerun with
+    the converter overrides when they cure it."""
     inputs = str(directory / trigger.inputs)
-    bisect = ["nebisect", "bisect", typed, "-t", trigger.target]
+    chosen = ["--function", function] if function else []
+    bisect = ["nebisect", "bisect", typed, *chosen, "-t", trigger.target]
     if trigger.stage == "convert":
         bisect += ["--stage", "convert"]
     if trigger.path:
@@ -132,7 +136,8 @@ def next_commands(trigger: Trigger, typed: str, directory: Path, message: str) -
     for fix in trigger.fixes:
         bisect += ["--fix", fix]
     commands = [shlex.join([*bisect, "--out", str(directory / f"bisect-{trigger.number}")])]
-    if spec_of(trigger.target).runs_programs and not trigger.fixes:
+    # ``corpus add`` takes no function yet: a function's trigger gets no corpus command.
+    if spec_of(trigger.target).runs_programs and not trigger.fixes and not function:
         stage = ["--stage", trigger.stage] if trigger.stage == "convert" else []
         commands.append(shlex.join(["nebisect", "corpus", "add", CORPUS, typed, "-t",
                                     trigger.target, "--inputs", inputs, *stage]))

@@ -39,11 +39,6 @@ from nebisect.verdict import (
 )
 
 
-def _artifact(spec: list[Any] | tuple[Any, ...], params: dict[str, Any]) -> Artifact:
-    kind, location = spec[0], spec[1]
-    return Artifact(kind, location, params)
-
-
 def load_registries() -> None:
     """What every evaluation reads lazily — the targets, the simulator with its kernels,
     profiles and semantics, the program loader — loaded in a fork template, once
@@ -67,7 +62,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     options = case.options
     want_intermediates = options.intermediates
     mark_stage(Stage.LOAD)
-    artifact = _artifact((case.ref.kind, case.ref.location), options.params)
+    artifact = Artifact.of(case.ref, options.params)
     inputs = load_npz(case.inputs_path) if case.inputs_path else {}
     target = get_target(case.target)
     unavailable = target.availability()
@@ -99,12 +94,12 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         return _routed(case, prediction, verdict), arrays
     predicted = time.perf_counter()
     mark_stage(Stage.REFERENCE)
-    own = (case.ref.kind, case.ref.location)
-    reference_source = options.reference_source or own
+    reference_source = options.reference_source
     reference_artifact = (
-        artifact
-        if reference_source == own
-        else _artifact(reference_source, options.params)
+        Artifact.of(SourceRef(*reference_source), options.params)
+        if reference_source is not None and reference_source != (case.ref.kind,
+                                                                  case.ref.location)
+        else artifact
     )
     try:
         expected = _reference(reference_name, reference_artifact, inputs, want_intermediates,
@@ -172,7 +167,8 @@ def _reference(name: str, artifact: Artifact, inputs: dict[str, np.ndarray],
                                                  intermediates=intermediates))
     key = sha256_arrays({f"in:{k}": v for k, v in inputs.items()}
                         | {"who": np.frombuffer(
-                            f"{name}|{artifact.kind}|{artifact.location}".encode(), np.uint8)})
+                            f"{name}|{artifact.kind}|{artifact.location}|{artifact.function}"
+                            .encode(), np.uint8)})
     stored = Path(cache) / f"{key[:32]}.npz"
     if stored.is_file():
         return Prediction(load_npz(stored))
@@ -193,7 +189,7 @@ def _computes_in_fp16(artifact: Artifact) -> bool:
         from nebisect.mil.dtypes import spec_declares_fp16
         from nebisect.mil.load import read_spec
 
-        return spec_declares_fp16(read_spec(artifact.location))
+        return spec_declares_fp16(read_spec(artifact.location), artifact.function)
     from nebisect.mil.dtypes import var_element_dtype
 
     return any(var_element_dtype(output) == np.float16

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from nebisect.case import SourceRef
 from nebisect.ddmin import Dag
 from nebisect.isolate import Isolator, Needs
 from nebisect.sources.loading import ChildSubject, describe_in_child, record_verdict
@@ -63,25 +64,28 @@ def outline_job(payload: dict[str, Any]) -> Verdict:
     from nebisect.mil.semantics.rules import broken_rules
 
     def build() -> dict[str, Any]:
-        graph = ProgramGraph(load_program(payload["package"]))
+        graph = ProgramGraph(load_program(payload["package"], payload["function"]))
         return ProgramOutline(graph.dag, dict(graph.op_types), broken_rules(graph.function),
                               nonfinite_constants(graph)).to_dict()
 
     return record_verdict(build)
 
 
-def outline(package: str, *, isolator: Isolator, needs: Needs,
+def outline(package: SourceRef, *, isolator: Isolator, needs: Needs,
             timeout: float) -> ProgramOutline:
-    """The outline of the package at ``package``; ``needs`` should be those of the
-    children that evaluate it, so that no other template starts for this."""
+    """The outline of the package ``package`` names (of its function); ``needs`` should
+    be those of the children that evaluate it, so that no other template starts for
+    this."""
     return ProgramOutline.from_dict(
         read_program(f"{__name__}:outline_job", package, isolator, needs, timeout))
 
 
-def read_program(job: str, package: str, isolator: Isolator, needs: Needs,
+def read_program(job: str, package: SourceRef, isolator: Isolator, needs: Needs,
                  timeout: float) -> dict[str, Any]:
-    """The record ``job`` (``module:function`` of a child job taking ``{"package": …}``)
-    returns for the package at ``package``, read in a child with ``needs``."""
-    return describe_in_child(job, {"package": package}, label=package,
+    """The record ``job`` (``module:function`` of a child job taking ``{"package": …,
+    "function": …}``) returns for the package ``package`` names (of its function), read
+    in a child with ``needs``."""
+    return describe_in_child(job, {"package": package.location,
+                                   "function": package.function}, label=package.location,
                              subject=SUBJECT, timeout=timeout, needs=needs,
                              isolator=isolator)

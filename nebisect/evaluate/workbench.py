@@ -100,7 +100,7 @@ class Workbench:
     saved: dict[str, str] = field(default_factory=dict)
     _runs: dict[CellKey, tuple[Verdict, dict[str, np.ndarray]]] = field(
         default_factory=dict)
-    _outlines: dict[Path, ProgramOutline] = field(default_factory=dict)
+    _outlines: dict[SourceRef, ProgramOutline] = field(default_factory=dict)
     _spent: dict[str, float] = field(
         default_factory=lambda: {"predictions": 0.0, "reference": 0.0})
 
@@ -159,11 +159,12 @@ class Workbench:
                 self.source, key, self.workdir, self.isolator, timeout=self.timeouts.convert))
         return self.conversions[key]
 
-    def program(self, target: str, path: str) -> Path:
-        """The package ``target`` runs on ``path`` (the source itself for a package)."""
+    def program(self, target: str, path: str) -> SourceRef:
+        """The package ``target`` runs on ``path`` (the source itself for a package, with
+        its function)."""
         if not self.source.ref.is_torch:
-            return Path(self.source.location)
-        return self._converted(spec_of(target).precision).packages[path]
+            return self.source.ref
+        return SourceRef(PACKAGE, str(self._converted(spec_of(target).precision).packages[path]))
 
     def outline(self, target: str, path: str) -> ProgramOutline:
         """The dependency view of that package (read once, in the template that
@@ -171,7 +172,7 @@ class Workbench:
         package = self.program(target, path)
         if package not in self._outlines:
             self._outlines[package] = outline(
-                str(package), isolator=self.isolator, timeout=self.timeouts.load,
+                package, isolator=self.isolator, timeout=self.timeouts.load,
                 needs=self.needs(target))
         return self._outlines[package]
 
@@ -191,7 +192,7 @@ class Workbench:
         model = self.source.ref
         if model.is_torch:
             if path:
-                model = SourceRef(PACKAGE, str(self.program(target, path)))
+                model = self.program(target, path)
             options = options.judged_against(self.source.ref, source=model,
                                              precision=spec_of(target).precision)
         model_hash = sha256_path(model.location) if model.is_package else ""

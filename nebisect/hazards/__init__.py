@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nebisect.case import SourceRef
 from nebisect.errors import NebisectError
 from nebisect.hazards.engine import LintResult, lint_program, parse_input_range
 from nebisect.hazards.graph import Range
@@ -66,24 +67,29 @@ def lint_source(
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
     paths: tuple[str, ...] = PATHS,
     setup: tuple[str, ...] = (),
+    function: str = "",
 ) -> LintResult:
-    """Load ``source`` and lint it, in isolated children bounded by ``timeouts.load``:
+    """Load ``source`` (of a multifunction package: ``function``, else its default) and
+    lint it, in isolated children bounded by ``timeouts.load``:
     a builder is built there, a package read there, a torch source described and
     converted (on ``paths``, after ``setup``) there: neither user code nor the model's
     loader runs here."""
     from nebisect.hazards.isolated import lint_isolated
 
     ranges = input_ranges or {}
+    if function and (is_torch_location(source) or is_builder(source)):
+        raise NebisectError(f"{source}: --function {function} names a function of a "
+                            "multifunction .mlpackage")
     if is_torch_location(source):
         from nebisect.hazards.torch import lint_torch
 
         return lint_torch(source, assume_fp16=assume_fp16, input_ranges=ranges,
                           timeouts=timeouts, paths=paths, setup=setup)
     if is_builder(source):
-        kind, location = "builder", source
+        model = SourceRef("builder", source)
     elif Path(source).exists():
-        kind, location = "mlpackage", os.path.abspath(source)
+        model = SourceRef("mlpackage", os.path.abspath(source), function)
     else:
         raise NebisectError(f"{source}: no such .mlpackage")
-    return lint_isolated(kind, location, source=source, assume_fp16=assume_fp16,
+    return lint_isolated(model, source=source, assume_fp16=assume_fp16,
                          input_ranges=ranges, timeout=timeouts.load)

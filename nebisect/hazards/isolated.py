@@ -42,13 +42,14 @@ def lint_job(payload: dict[str, Any]) -> Any:
     def build() -> dict[str, Any]:
         from nebisect.sources.artifact import Artifact
 
-        kind, location = payload["kind"], payload["location"]
+        model = SourceRef(payload["kind"], payload["location"], payload["function"])
+        location = model.location
         try:
-            program = Artifact(kind, location).program
+            program = Artifact.of(model).program
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), location)) from None
         except Exception as exc:
-            if not SourceRef(kind, location).is_builder:
+            if not model.is_builder:
                 raise
             raise NebisectError(f"building the program raised {type(exc).__name__}: "
                                 f"{first_line(str(exc))}") from None
@@ -59,19 +60,20 @@ def lint_job(payload: dict[str, Any]) -> Any:
     return record_verdict(build)
 
 
-def lint_isolated(kind: str, location: str, *, source: str, assume_fp16: bool,
+def lint_isolated(model: SourceRef, *, source: str, assume_fp16: bool,
                   input_ranges: dict[str, Range], timeout: float,
                   needs: Needs | None = None, isolator: Isolator | None = None,
                   ) -> LintResult:
-    """Parent side: the lint result of the ``builder`` or ``mlpackage`` at ``location``
-    (``source``: as the user named it, for the result and the error line), or a one-line
-    NebisectError. ``needs``: what its child imports (default: the simulator's,
-    coremltools without torch)."""
+    """Parent side: the lint result of the ``builder`` or ``mlpackage`` ``model`` names
+    (of its function, for a multifunction package; ``source``: as the user named it, for
+    the result and the error line), or a one-line NebisectError. ``needs``: what its
+    child imports (default: the simulator's, coremltools without torch)."""
     record = describe_in_child(
         "nebisect.hazards.isolated:lint_job",
-        {"kind": kind, "location": location, "source": source, "fp16": assume_fp16,
+        {"kind": model.kind, "location": model.location, "function": model.function,
+         "source": source, "fp16": assume_fp16,
          "input_ranges": {n: [r.lo, r.hi] for n, r in input_ranges.items()}},
-        label=source, subject=SUBJECTS[kind], timeout=timeout,
+        label=source, subject=SUBJECTS[model.kind], timeout=timeout,
         # Builders and packages are read with coremltools, as the simulator's cases
         # read them: the same warm template (torch kept out) serves them.
         needs=needs or get_target(REFERENCE_TARGET).needs, isolator=isolator,

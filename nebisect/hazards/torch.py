@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from nebisect.case import PACKAGE, SourceRef
 from nebisect.errors import NebisectError
 from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.hazards.engine import LintResult
@@ -50,7 +51,7 @@ def lint_torch(source: str, *, assume_fp16: bool, input_ranges: dict[str, Range]
                                 + (f"; {cure}" if cure else ""))
         findings = []
         for path, package in packages.items():
-            found = lint_isolated("mlpackage", str(package), source=source,
+            found = lint_isolated(SourceRef(PACKAGE, str(package)), source=source,
                                   assume_fp16=assume_fp16, input_ranges=input_ranges,
                                   timeout=timeouts.load, needs=TORCH_AND_COREMLTOOLS,
                                   isolator=isolator).findings

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from nebisect.case import SourceRef
 from nebisect.codec import Record
 from nebisect.evaluate.programs import read_program
 from nebisect.evaluate.workbench import Workbench
@@ -50,10 +51,11 @@ def guided_job(payload: dict[str, Any]) -> Verdict:
     from nebisect.sources.loading import record_verdict
 
     return record_verdict(lambda: {"probes": [
-        probe.to_dict() for probe in guided_probes(load_program(payload["package"]))]})
+        probe.to_dict() for probe in guided_probes(load_program(payload["package"],
+                                                                 payload["function"]))]})
 
 
-def guided(package: str, *, isolator: Isolator, needs: Needs,
+def guided(package: SourceRef, *, isolator: Isolator, needs: Needs,
            timeout: float) -> list[Probe]:
     """Lint's guided probes of the package (:func:`~nebisect.inputs.probes.guided_probes`,
     fp32 values read as fp16), smallest magnitude first."""
@@ -70,7 +72,7 @@ def guided_probes_of(bench: Workbench, targets: list[str]) -> list[Probe]:
     paths = bench.paths_of(chosen[0]) if chosen else []
     if isinstance(paths, Verdict) or not paths:
         return []
-    return guided(str(bench.program(chosen[0], paths[0])), isolator=bench.isolator,
+    return guided(bench.program(chosen[0], paths[0]), isolator=bench.isolator,
                   needs=bench.needs(chosen[0]),
                   timeout=bench.timeouts.load)
 

@@ -39,13 +39,15 @@ def var_element_dtype(var: Any) -> np.dtype | None:
     return None
 
 
-def spec_declares_fp16(spec: Any) -> bool:
-    """Does an ML program's spec declare any top-level op's output fp16? Read from the
-    protobuf, without building the program (a Core ML target never builds it)."""
+def spec_declares_fp16(spec: Any, function: str = "") -> bool:
+    """Does an ML program's spec declare any top-level op's output fp16 (in ``function``
+    alone when named: the functions of a multifunction package may differ)? Read from
+    the protobuf, without building the program (a Core ML target never builds it)."""
     from coremltools.proto import MIL_pb2
 
     half = MIL_pb2.DataType.FLOAT16
+    functions = spec.mlProgram.functions
     return any(output.type.tensorType.dataType == half
-               for function in spec.mlProgram.functions.values()
+               for function in ([functions[function]] if function else functions.values())
                for block in function.block_specializations.values()
                for op in block.operations for output in op.outputs)

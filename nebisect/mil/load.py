@@ -9,6 +9,12 @@ The package's model description carries the flexible input shapes (``shapeRange`
 main function's ``input_types`` so inputs can be checked against their ranges and a
 re-saved program keeps them.
 
+A multifunction package (``ct.utils.save_multifunction``) holds several functions, each
+described in ``description.functions`` with inputs of its own. Loading one names it
+(else the package's ``defaultFunctionName``) and gives a program whose ``main`` is that
+function alone: the simulator, the dependency view, the reducer and the saver then
+treat it as the single-function program it is (functions never call each other).
+
 Saving serializes with coremltools' ML-program backend directly instead of
 ``ct.convert``: ``ct.convert`` runs its backend pass pipeline (constant folding,
 ``cast_optimization``, silu fusion, ...) on the program *in place*, which would change
@@ -38,6 +44,9 @@ from nebisect.package import MANIFEST, Manifest, check_package, item_path
 #: the manifest entry of a package's weights directory (coremltools' _WEIGHTS_DIR_NAME,
 #: _MLPACKAGE_AUTHOR_NAME)
 WEIGHTS_ITEM, COREML_AUTHOR = "weights", "com.apple.CoreML"
+#: the one function of a package without ``description.functions``; the name a loaded
+#: program gives the function it holds
+MAIN = "main"
 _SAVE_PASSES = ("mil_backend::adjust_io_to_supported_types", "mil_backend::sanitize_name_strings")
 
 
@@ -109,8 +118,9 @@ def _parse_spec(location: Path) -> Any:
     return spec
 
 
-def load_program(source: Any) -> Any:
-    """A MIL Program from a path (``.mlpackage`` / ``.mlmodel``), an MLModel or a Program."""
+def load_program(source: Any, function: str = "") -> Any:
+    """A MIL Program from a path (``.mlpackage`` / ``.mlmodel``), an MLModel or a Program;
+    of a multifunction package, the program of ``function`` (its default when "")."""
     if hasattr(source, "functions"):
         return source
     ct = import_coremltools()
@@ -118,13 +128,36 @@ def load_program(source: Any) -> Any:
         program = getattr(source, "_mil_program", None)
         if program is not None:
             return program
-        return _from_spec(source.get_spec(), source.weights_dir, "the MLModel")
+        return _from_spec(source.get_spec(), source.weights_dir, "the MLModel", function)
     if not isinstance(source, (str, os.PathLike)):
         raise ProgramLoadError(f"cannot load a program from a {type(source).__name__}")
-    return _load_path(Path(source))
+    return _load_path(Path(source), function)
 
 
-def _load_path(path: Path) -> Any:
+def function_names(spec: Any) -> tuple[str, ...]:
+    """The functions a multifunction spec describes, the default first; () for a spec
+    without ``description.functions`` (its one function is ``main``)."""
+    names = [f.name for f in spec.description.functions]
+    default = spec.description.defaultFunctionName
+    return tuple(sorted(names, key=lambda name: name != default))
+
+
+def function_description(spec: Any, function: str, where: str) -> Any:
+    """The description (inputs, outputs) of ``function`` of ``spec`` — the model's own
+    for a spec without functions and ``function`` "" — or a one-line error naming the
+    functions there are."""
+    names = function_names(spec)
+    if not names and function in ("", MAIN):
+        return spec.description
+    chosen = function or names[0]
+    for described in spec.description.functions:
+        if described.name == chosen:
+            return described
+    there = ", ".join(names) if names else "only main, not a multifunction package"
+    raise ProgramLoadError(f"{where}: no function {chosen!r} (its functions: {there})")
+
+
+def _load_path(path: Path, function: str) -> Any:
     if not path.exists():
         raise ProgramLoadError(f"{path}: no such file or directory")
     if path.is_dir() and not (path / MANIFEST).is_file():
@@ -134,10 +167,11 @@ def _load_path(path: Path) -> Any:
         spec = _package_spec(path, manifest) if manifest else _parse_spec(path)
     except Exception as exc:
         raise ProgramLoadError(f"{path}: corrupt model package ({_first_line(exc)})") from exc
-    return _from_spec(spec, _weights_dir(path, manifest) if manifest else None, str(path))
+    return _from_spec(spec, _weights_dir(path, manifest) if manifest else None, str(path),
+                      function)
 
 
-def _from_spec(spec: Any, weights_dir: str | None, where: str) -> Any:
+def _from_spec(spec: Any, weights_dir: str | None, where: str, function: str = "") -> Any:
     kind = spec.WhichOneof("Type")
     if kind == "neuralNetwork":
         raise ProgramLoadError(
@@ -146,6 +180,7 @@ def _from_spec(spec: Any, weights_dir: str | None, where: str) -> Any:
         )
     if kind != "mlProgram":
         raise ProgramLoadError(f"{where} is a {kind or 'empty'} model, not an ML program")
+    description = function_description(spec, function, where)
     # Before coremltools builds any op: it computes a constant-shaped fill as it loads it.
     check_spec(spec, where)
     _check_weight_files(spec.mlProgram, weights_dir, where)
@@ -159,8 +194,19 @@ def _from_spec(spec: Any, weights_dir: str | None, where: str) -> Any:
     except Exception as exc:
         raise ProgramLoadError(f"{where}: cannot load the ML program ({_load_failure(exc)})"
                                ) from exc
-    _restore_input_types(program, spec.description)
+    if function_names(spec):
+        program = _only(program, description.name)
+    _restore_input_types(program, description)
     return program
+
+
+def _only(program: Any, function: str) -> Any:
+    """A program whose ``main`` is ``program``'s ``function`` alone."""
+    from coremltools.converters.mil.mil import Program
+
+    single = Program()
+    single.add_function(MAIN, program.functions[function])
+    return single
 
 
 def _load_failure(exc: Exception) -> str:
@@ -202,7 +248,7 @@ def _blob_files(message: Any) -> set[str]:
 
 def _restore_input_types(program: Any, description: Any) -> None:
     ct = import_coremltools()
-    function = program.functions[getattr(program, "default_function_name", "main")]
+    function = program.functions[MAIN]
     types = []
     for feature in description.input:
         var = function.inputs.get(feature.name)

@@ -27,7 +27,7 @@ import numpy as np
 from nebisect.mil.dtypes import var_element_dtype
 from nebisect.mil.kernels import Kernel, KernelContext, get_kernel
 from nebisect.mil.precision import PrecisionModel, get_precision, round_to_fp16
-from nebisect.mil.profiles import Profile
+from nebisect.mil.profiles import Profile, bound_symbols
 from nebisect.mil.semantics import Semantics
 from nebisect.mil.semantics.rules import Refusal, first_refusal
 from nebisect.mil.sizes import check_shape
@@ -120,9 +120,12 @@ class _Compiler:
     """Walks a function once, deciding each op's mode, kernel, arguments and storage."""
 
     def __init__(
-        self, model: PrecisionModel, profile: Profile | None, semantics: Semantics
+        self, model: PrecisionModel, profile: Profile | None, semantics: Semantics,
+        bound: frozenset[str] = frozenset(),
     ) -> None:
         self.profile = profile
+        #: the symbols the function's input shapes bind (a profile's placement reads them)
+        self.bound = bound
         runtime = semantics.variants  # looked up after the precision and profile variants
         self.cpu = Mode(np.float32, None, runtime)
         if profile is None:
@@ -146,7 +149,7 @@ class _Compiler:
     def mode_of(self, op: Any) -> Mode:
         if self.profile is None:
             return self.value_mode
-        return self.cpu if self.profile.fallback(op) else self.device_mode
+        return self.cpu if self.profile.fallback(op, self.bound) else self.device_mode
 
     def storage_of(self, name: str, mode: Mode, declared: np.dtype | None) -> Storage | None:
         """Record and return how the value ``name`` is held under ``mode``."""
@@ -244,7 +247,7 @@ class _Compiler:
         if self.profile is not None:
             self.placement[key] = mode.device or "cpu"
             if mode.device is None:
-                self.fallbacks[key] = self.profile.fallback(op)
+                self.fallbacks[key] = self.profile.fallback(op, self.bound)
         return Step(
             op.name, op.op_type, fn, ctx, static, tuple(dynamic), tuple(tuples),
             tuple(outputs), blocks,
@@ -278,7 +281,7 @@ def compile_function(
     runtime's refusals; a profile places each op itself. Without either, or under a
     semantics without refusals, no rule applies (the float64 oracle)."""
     model = get_precision(profile.precision if profile is not None else precision)
-    compiler = _Compiler(model, profile, semantics)
+    compiler = _Compiler(model, profile, semantics, bound_symbols(function))
     inputs = tuple(function.inputs.values())
     main = compiler.block(function, inputs, False)
     plan = ExecutionPlan(

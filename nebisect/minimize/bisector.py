@@ -103,8 +103,8 @@ class Bisector:
         self.search_progress = SearchProgress(progress, "", options.max_evals)
 
     def run(self) -> BisectResult:
-        source = resolve_source(self.text, timeout=self.options.timeouts.load,
-                                isolator=self.isolator)
+        source = resolve_source(self.text, function=self.options.function,
+                                timeout=self.options.timeouts.load, isolator=self.isolator)
         if self.options.reduced_graph == "fx" and not source.ref.is_torch:
             raise NebisectError(f"--stage {self.options.stage} --graph fx needs a torch source "
                                 f"(path/file.py:factory); {self.text} is an {source.kind}")

@@ -49,6 +49,8 @@ class BisectOptions:
     graph: str = "auto"
     paths: tuple[str, ...] = PATHS
     budget: int = DEFAULT_BUDGET
+    #: the function of a multifunction package to reduce ("": its default)
+    function: str = ""
 
     def __post_init__(self) -> None:
         spec_of(self.target)

@@ -71,7 +71,7 @@ def reduce_program(context: ReductionContext) -> ReductionOutput:
     prove_loadable(package, context.label, timeout=options.timeouts.load,
                    isolator=context.isolator)
     inputs_path = _program_inputs(context, package)
-    graph = MilGraph(load_program(package))
+    graph = MilGraph(load_program(package.location, package.function))
     progress.units(len(graph.units))
     progress.phase("running the original")
     original, arrays = _evaluate(context, package, inputs_path, options.target, REFERENCE)
@@ -123,11 +123,12 @@ def _search_program(context: ReductionContext, graph: MilGraph, original: Verdic
     return ddmin(graph.units, evaluator, original.signature), 0
 
 
-def _package(context: ReductionContext) -> Path:
-    """The ML program to reduce: the source itself, or its conversion."""
+def _package(context: ReductionContext) -> SourceRef:
+    """The ML program to reduce: the source itself (of a multifunction package, its
+    function), or its conversion."""
     source = context.source
     if source.ref.is_package:
-        return Path(source.location)
+        return source.ref
     from nebisect.sources.convert import convert_isolated
 
     options = context.options
@@ -142,13 +143,13 @@ def _package(context: ReductionContext) -> Path:
             f"{context.label} does not convert ({verdict.signature}); bisect the conversion "
             "with --stage convert, or convert it with --fix converter-compat"
         )
-    return package
+    return SourceRef(PACKAGE, str(package))
 
 
-def _program_inputs(context: ReductionContext, package: Path) -> Path:
+def _program_inputs(context: ReductionContext, package: SourceRef) -> Path:
     from nebisect.sources.inputs import check, describe_package, generate
 
-    described = describe_package(package)
+    described = describe_package(package.location, package.function)
     options = context.options
     if options.inputs:
         check(described, load_npz(options.inputs))
@@ -158,11 +159,12 @@ def _program_inputs(context: ReductionContext, package: Path) -> Path:
     return path
 
 
-def _evaluate(context: ReductionContext, package: Path, inputs_path: Path, target: str,
+def _evaluate(context: ReductionContext, package: SourceRef, inputs_path: Path, target: str,
               reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
     """One isolated run of the whole program, returning every intermediate."""
-    case = Case(SourceRef(PACKAGE, str(package)), target, inputs_path=str(inputs_path),
-                model_sha256=sha256_path(package), options=CaseOptions(intermediates=True))
+    case = Case(package, target, inputs_path=str(inputs_path),
+                model_sha256=sha256_path(package.location),
+                options=CaseOptions(intermediates=True))
     outcome = evaluate(case, reference=reference, isolator=context.isolator,
                        timeout=context.options.timeouts.predict)
     context.progress.ran()

@@ -1,6 +1,7 @@
 """Artifacts: the model a case runs, resolved lazily so a child imports only what it needs.
 
-``mlpackage`` — a path to an ML program package; ``builder`` — ``module:function``
+``mlpackage`` — a path to an ML program package (``function``: which one of a
+multifunction package's); ``builder`` — ``module:function``
 called with the JSON ``params`` and returning a coremltools MIL ``Program`` (the
 fuzzer's one-op programs, minimized repros); ``torch`` — ``path/file.py:factory``
 (see ``nebisect.sources.torch_module``).
@@ -24,6 +25,12 @@ class Artifact:
     kind: str
     location: str
     params: dict[str, Any] = field(default_factory=dict)
+    function: str = ""
+
+    @classmethod
+    def of(cls, ref: SourceRef, params: dict[str, Any] | None = None) -> Artifact:
+        """The artifact of the model ``ref`` names."""
+        return cls(ref.kind, ref.location, dict(params or {}), ref.function)
 
     def __post_init__(self) -> None:
         if self.kind not in ARTIFACT_KINDS:
@@ -32,7 +39,7 @@ class Artifact:
     @property
     def ref(self) -> SourceRef:
         """The model it names."""
-        return SourceRef(self.kind, self.location)
+        return SourceRef(self.kind, self.location, self.function)
 
     @cached_property
     def program(self) -> Any:
@@ -40,7 +47,7 @@ class Artifact:
         if self.ref.is_package:
             from nebisect.mil.load import load_program
 
-            return load_program(self.location)
+            return load_program(self.location, self.function)
         if self.ref.is_builder:
             module, _, function = self.location.partition(":")
             if not function:

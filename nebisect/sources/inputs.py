@@ -71,21 +71,23 @@ class InputDescription(Record):
         return f"{self.name}: {self.dtype}[{dims}]"
 
 
-def describe_package(path: str | Path) -> list[InputDescription]:
-    """Input descriptions from an ``.mlpackage``'s model spec (ranges included)."""
-    from nebisect.mil.load import read_spec
+def describe_package(path: str | Path, function: str = "") -> list[InputDescription]:
+    """Input descriptions from an ``.mlpackage``'s model spec (ranges included), of
+    ``function`` for a multifunction package (its default when "")."""
+    from nebisect.mil.load import function_description, read_spec
 
     try:
         spec = read_spec(path)
     except Exception as exc:
         raise NebisectError(f"{path}: cannot read the model spec ({exc})") from None
-    return describe_spec(spec, path)
+    return describe_spec(function_description(spec, function, str(path)), path)
 
 
-def describe_spec(spec: Any, path: str | Path) -> list[InputDescription]:
-    """Input descriptions from a model spec already read (``path`` names it in errors)."""
+def describe_spec(description: Any, path: str | Path) -> list[InputDescription]:
+    """Input descriptions from a model's (or one function's) description already read
+    (``path`` names it in errors)."""
     described = []
-    for feature in spec.description.input:
+    for feature in description.input:
         array = feature.type.multiArrayType
         if feature.type.WhichOneof("Type") != "multiArrayType":
             raise NebisectError(f"{path}: input {feature.name!r} is not a tensor (image inputs "

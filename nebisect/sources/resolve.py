@@ -67,6 +67,8 @@ class Source:
     #: what the graph says each input is for (:mod:`nebisect.mil.roles`), for the inputs
     #: whose domain nobody declared; ``domains`` holds the domains they imply
     roles: list[InputRole] = field(default_factory=list)
+    #: the function of a multifunction package it is ("" for any other source)
+    function: str = ""
 
     def with_domains(self, given: dict[str, InputDomain]) -> Source:
         """This source with ``given`` domains added (``--input-range``: they win over the
@@ -82,8 +84,9 @@ class Source:
 
     @property
     def ref(self) -> SourceRef:
-        """The model it names (a package or a torch file + factory)."""
-        return SourceRef(self.kind, self.location)
+        """The model it names (a package, one function of one, or a torch file +
+        factory)."""
+        return SourceRef(self.kind, self.location, self.function)
 
     @property
     def reference(self) -> str:
@@ -97,11 +100,16 @@ def is_torch_location(text: str) -> bool:
     return bool(torch_form(text))
 
 
-def resolve_source(text: str, *, timeout: float = Timeouts.load,
+def resolve_source(text: str, *, function: str = "", timeout: float = Timeouts.load,
                    isolator: Isolator | None = None) -> Source:
     """Classify and validate a source string; ``timeout`` bounds describing a torch
-    source (in a child of ``isolator``, or of a throw-away one)."""
+    source (in a child of ``isolator``, or of a throw-away one). ``function``: the
+    function of a multifunction package (its default when ""); a function the package
+    does not have, or one named for a torch source, is a one-line error."""
     if is_torch_location(text):
+        if function:
+            raise NebisectError(f"{text}: --function {function} names a function of a "
+                                "multifunction .mlpackage; a torch source has none")
         from nebisect.sources.torch import describe_torch
 
         described = describe_torch(text, timeout=timeout, isolator=isolator)
@@ -120,52 +128,88 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
     if not (path.is_dir() and (path / MANIFEST).is_file()):
         raise NebisectError(f"{text}: not an .mlpackage (no {MANIFEST})")
     check_package(path, text)
-    record = describe_in_child(f"{__name__}:package_job", {"package": str(path)}, label=text,
+    record = describe_in_child(f"{__name__}:package_job",
+                               {"package": str(path), "function": function}, label=text,
                                subject=PACKAGE_SUBJECT, timeout=timeout,
                                needs=COREMLTOOLS_ONLY, isolator=isolator)
     inputs = [InputDescription.from_dict(d) for d in record["inputs"]]
     roles = [InputRole.from_dict(r) for r in record["roles"]]
     return Source("mlpackage", os.path.abspath(path), inputs,
-                  domains=role_domains(roles, inputs), roles=roles)
+                  domains=role_domains(roles, inputs), roles=roles,
+                  function=record["function"])
+
+
+def package_functions(text: str, *, timeout: float = Timeouts.load,
+                      isolator: Isolator | None = None) -> tuple[str, ...]:
+    """The functions of the multifunction package ``text``, its default first; () for
+    any other source (a package without ``description.functions``, a torch source).
+    Only the spec is read (in a child): the programs load when each is resolved."""
+    path = Path(text)
+    if is_torch_location(text) or not (path.is_dir() and (path / MANIFEST).is_file()):
+        return ()
+    check_package(path, text)
+    record = describe_in_child(f"{__name__}:functions_job", {"package": str(path)},
+                               label=text, subject=PACKAGE_SUBJECT, timeout=timeout,
+                               needs=COREMLTOOLS_ONLY, isolator=isolator)
+    return tuple(record["functions"])
+
+
+def functions_job(payload: dict[str, Any]) -> Verdict:
+    """Child side of :func:`package_functions`."""
+    package = payload["package"]
+
+    def build() -> dict[str, Any]:
+        from nebisect.mil.load import function_names
+
+        return {"functions": list(function_names(_require_ml_program(Path(package))))}
+
+    return record_verdict(build)
 
 
 def package_job(payload: dict[str, Any]) -> Verdict:
-    """Child side of resolving a package: is it an ML program that loads, what are its
-    inputs, and what does its graph say each input is for?
+    """Child side of resolving a package: is it an ML program that loads, what are the
+    inputs of its (chosen) function, and what does its graph say each input is for? The
+    function comes back by name: "" for a package without functions, the default one's
+    when none was asked.
 
     Reading the spec needs coremltools, whose import in ``run``'s own process would
     cost seconds; the child is forked from the template that simulates the package
     next, so it costs that template nothing it would not import anyway.
     """
-    package = payload["package"]
+    package, function = payload["package"], payload["function"]
 
     def build() -> dict[str, Any]:
-        from nebisect.mil.load import load_program
+        from nebisect.mil.load import function_description, function_names, load_program
 
         try:
-            described = describe_spec(_require_ml_program(Path(package)), package)
+            spec = _require_ml_program(Path(package))
+            description = function_description(spec, function, package)
+            described = describe_spec(description, package)
+            chosen = description.name if function_names(spec) else ""
             # A package whose program cannot load (a missing or corrupt weight file, an
             # op coremltools does not know, a use before its definition) is bad input,
             # found here once, before any case: every case would fail the same way,
             # blamed on its target.
-            program = load_program(Path(package))
+            program = load_program(Path(package), chosen)
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), package)) from None
         from nebisect.mil.roles import infer_roles
 
-        return {"inputs": [d.to_dict() for d in described],
+        return {"inputs": [d.to_dict() for d in described], "function": chosen,
                 "roles": [role.to_dict() for role in infer_roles(program)]}
 
     return record_verdict(build)
 
 
-def prove_loadable(package: Path, label: str, *, timeout: float, isolator: Isolator) -> None:
-    """Read ``package``'s program in a child, under the memory limit, before this process
-    reads it (the reducer cuts the program here): coremltools computes some ops while it
-    loads them, and a package may declare smaller shapes than the ones it computes, which
-    the size check cannot see. A package that does not load there is one line naming
-    ``label``."""
-    describe_in_child(f"{__name__}:program_job", {"package": str(package)}, label=label,
+def prove_loadable(package: SourceRef, label: str, *, timeout: float,
+                   isolator: Isolator) -> None:
+    """Read the program ``package`` names (of its function) in a child, under the memory
+    limit, before this process reads it (the reducer cuts the program here): coremltools
+    computes some ops while it loads them, and a package may declare smaller shapes than
+    the ones it computes, which the size check cannot see. A package that does not load
+    there is one line naming ``label``."""
+    describe_in_child(f"{__name__}:program_job",
+                      {"package": package.location, "function": package.function}, label=label,
                       subject=PROGRAM_SUBJECT, timeout=timeout, needs=COREMLTOOLS_ONLY,
                       isolator=isolator)
 
@@ -178,7 +222,7 @@ def program_job(payload: dict[str, Any]) -> Verdict:
         from nebisect.mil.load import load_program
 
         try:
-            load_program(package)
+            load_program(package, payload["function"])
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), package)) from None
         return {}

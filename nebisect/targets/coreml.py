@@ -114,10 +114,12 @@ def inspected(package: Path) -> Iterator[tuple[Path, list[str]]]:
 
 
 def package_of(model: Any) -> Path:
-    """The .mlpackage behind an artifact; builder programs are saved by content."""
-    if model.ref.is_package:
+    """The .mlpackage behind an artifact; builder programs, and a function of a
+    multifunction package, are saved by content (a function as the one-function program
+    it is)."""
+    if model.ref.is_package and not model.ref.function:
         return Path(model.location)
-    if not model.ref.is_builder:
+    if model.ref.is_torch:
         raise NebisectError("a torch source must be converted before running on Core ML")
     from nebisect.mil.load import save_program
 

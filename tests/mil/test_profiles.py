@@ -153,3 +153,49 @@ def test_profile_is_labelled():
     ane = get_profile("ane")
     assert "published behaviour, not of the silicon" in ane.label
     assert (ane.precision, ane.device, ane.variant) == ("fp16", "ne", "ane")
+
+
+class TwoConv(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = torch.nn.Conv1d(4, 8, 3), torch.nn.Conv1d(8, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+@pytest.fixture(scope="module", params=["trace", "export"])
+def flexible_conv(request, tmp_path_factory):
+    """The two-conv model with a RangeDim(8, 128) time axis, converted at coremltools'
+    defaults on either path and read back from its package (the loader gives each conv's
+    output length a symbol of its own)."""
+    module, example = TwoConv().eval(), torch.randn(1, 4, 16)
+    if request.param == "trace":
+        model = ct.convert(torch.jit.trace(module, example),
+                           inputs=[ct.TensorType(name="x", shape=(1, 4, ct.RangeDim(8, 128)))])
+    else:
+        time = torch.export.Dim("time", min=8, max=128)
+        exported = torch.export.export(module, (example,), dynamic_shapes={"x": {2: time}})
+        model = ct.convert(exported.run_decompositions({}))
+    path = tmp_path_factory.mktemp("flexible") / f"{request.param}.mlpackage"
+    model.save(str(path))
+    return Artifact("mlpackage", str(path)).program
+
+
+@pytest.mark.parametrize("length", [8, 37, 128])
+def test_a_flexible_input_length_runs_off_the_neural_engine(flexible_conv, length):
+    """coremltools #2370: a RangeDim conv model runs at any length in range, on CPU —
+    no "Data-dependent shapes" refusal, a placement reason instead."""
+    (name,) = flexible_conv.functions["main"].inputs
+    inputs = {name: np.random.default_rng(length).standard_normal((1, 4, length))
+              .astype(np.float32)}
+    on_ane = run_program(flexible_conv, inputs, profile="ane")
+    (output,) = on_ane.outputs.values()
+    assert output.shape == (1, 4, length - 4)
+    computing = {key: why for key, why in on_ane.fallbacks.items()
+                 if on_ane.op_types[key] in ("conv", "relu")}
+    assert sorted(on_ane.op_types[key] for key in computing) == ["conv", "conv", "relu"]
+    assert set(computing.values()) == {"flexible shape"}
+    (exact,) = run_program(flexible_conv, inputs, "fp64").outputs.values()
+    np.testing.assert_allclose(output, exact, rtol=1e-2, atol=1e-2)

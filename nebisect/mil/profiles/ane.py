@@ -23,7 +23,18 @@ source. Nothing is inferred from hardware documentation Apple does not publish.
 * A tensor whose shape depends on data (a symbolic dimension no input binds) is
   rejected at predict time with "Invalid blob shape: Data-dependent shapes were
   disabled: <var> - [?, N]" on non-CPU compute units (seed 003, masked mean-pool with
-  a dynamic sequence length; CPU_ONLY runs it correctly).
+  a dynamic sequence length; CPU_ONLY runs it correctly; the same message from a
+  DiT's ``[2, ?, 1152]`` in eai-lab/On-device-Sora issue #6).
+* A tensor whose shape follows a flexible input dimension (``RangeDim``: every symbol
+  in it is an input's, e.g. a conv's ``is0 - 2``) is not data dependent: Core ML runs
+  the model at any length in range, off the Neural Engine — "a model with RangeDim
+  input runs on the Neural Engine only with the default shape", a two-conv model at
+  other lengths runs on CPU (coremltools issue #2370, 2024); "I've exported a model
+  that requires a flexible input shape ... This model doesn't use the ANE at all, and
+  only runs on CPU" (coremltools issue #1764); "with only default shape ... of the
+  input, the model runs on ANE" (coremltools issue #835). Such ops are placed on the
+  CPU (placement reason ``flexible shape``), never failed. The default-shape exception
+  is not modelled: the simulator places a flexible program the same at every length.
 * CPU fallback op types: control flow and list ops, whose trip counts and lengths are
   data dependent, and ``non_zero``, whose output shape is data dependent (the class of
   tensor seed 003 shows the accelerator refusing). This list is an assumption drawn
@@ -66,6 +77,7 @@ ANE = register_profile(
             }
         ),
         rejects_data_dependent_shapes=True,
+        flexible_shapes_on_cpu=True,
     )
 )
 
