@@ -36,6 +36,7 @@ from nebisect.detect.discover import Discovery, explore_target, values_at
 from nebisect.detect.findings import Row, group_failures
 from nebisect.detect.remote import run_cells
 from nebisect.detect.titles import title
+from nebisect.evaluate.compression import CompressionCheck
 from nebisect.evaluate.workbench import (
     REFERENCE_STAGE,
     CellKey,
@@ -71,11 +72,12 @@ class RunReport(Record):
     JSON (the verdicts' outcome first, the rows before what was made of them)."""
 
     json_form: ClassVar[Form] = Form(
-        omit_defaults=("interrupted",),
+        omit_defaults=("interrupted", "compression"),
         derived=(("failed", "reference"), ("reference_failed", "reference")),
         order=("source", "reference", "failed", "reference_failed", "conversions", "rows",
                "findings", "groups", "explorations", "discovery", "timings", "margins",
-               "undeclared", "masked_outputs", "masks_inferred", "paths", "interrupted"))
+               "undeclared", "masked_outputs", "masks_inferred", "paths", "compression",
+               "interrupted"))
 
     source: str
     reference: str
@@ -105,6 +107,8 @@ class RunReport(Record):
     paths: list[str] = field(default_factory=list)
     #: the groups merged by root cause (:mod:`nebisect.detect.causes`), most severe first
     findings: list[RunFinding] = field(default_factory=list)
+    #: the comparison with the uncompressed baseline (``run --baseline``; None: none)
+    compression: CompressionCheck | None = None
 
     @property
     def failed(self) -> bool:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from nebisect.case import REFERENCE_TARGET
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
+from nebisect.evaluate.compression import DEFAULT_TOLERANCE
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
 from nebisect.sources.domains import InputDomain
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
     from nebisect.detect.triggers import TriggerIndex
     from nebisect.executors.runner import Runner
+    from nebisect.isolate import Isolator
 
 #: For torch sources the converted program is also run exactly: its row says whether
 #: conversion preserved the math (and feeds the ``conversion`` attribution).
@@ -39,8 +41,9 @@ class RunOptions:
     """What a run evaluates, checked: the source as typed, the targets asked for, the
     oracle (``""``: the source's own), the inputs (an ``.npz``, else the ``lengths``),
     the conversion paths and how to convert, the plugins, the exploration (``explore``
-    False: only the lengths or inputs), the process limits and the placement devices
-    that fail closed (``require``)."""
+    False: only the lengths or inputs), the process limits, the placement devices
+    that fail closed (``require``) and the uncompressed package a compressed one is
+    compared with (``baseline``, within ``compression_tolerance``)."""
 
     source: str
     targets: tuple[str, ...]
@@ -63,6 +66,8 @@ class RunOptions:
     jobs: int = 1
     cluster: str | None = None
     require: tuple[str, ...] = ()
+    baseline: Path | None = None
+    compression_tolerance: float = DEFAULT_TOLERANCE
 
     @property
     def fixes(self) -> tuple[str, ...]:
@@ -124,6 +129,7 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
         spec_of(spec)
     resolved = resolve_source(options.source, timeout=timeouts.load,
                               isolator=isolator).with_domains(dict(options.input_ranges))
+    compared = _baseline_checked(options, resolved.kind, isolator)
     discovery = Discovery(options.budget, options.families, options.seed,
                           list(targets)) if options.explore else None
     if resolved.kind == "torch" and EXACT_ROW not in targets:
@@ -145,8 +151,46 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
         matrix.report.interrupted = describe(stop)
         matrix.report.regroup()
         raise RunInterrupted(RunOutcome(matrix.report, matrix.bench.saved)) from stop
+    if compared:
+        progress(f"comparing with the baseline {options.baseline}")
+        _add_compression(report, options, matrix.bench.saved, isolator)
     _require_a_judged_target(report, list(options.targets))
     return RunOutcome(report, matrix.bench.saved)
+
+
+def _baseline_checked(options: RunOptions, kind: str, isolator: Isolator) -> bool:
+    """Is there a baseline to compare with? Checked before anything runs: the source
+    a package, the baseline one whose inputs and outputs match it, and something
+    compressed (else a one-line error)."""
+    if options.baseline is None:
+        return False
+    if kind != "mlpackage":
+        raise NebisectError(f"--baseline {options.baseline}: the source must be a compressed "
+                            ".mlpackage")
+    from nebisect.evaluate.compression import check_baseline
+
+    check_baseline(options.source, str(options.baseline),
+                   tolerance=options.compression_tolerance, isolator=isolator,
+                   timeout=options.timeouts.load)
+    return True
+
+
+def _add_compression(report: RunReport, options: RunOptions, saved: Mapping[str, str],
+                     isolator: Isolator) -> None:
+    """The comparison with the baseline on the input sets every run evaluates (not the
+    explored ones), its failures as rows attributed ``compression``; the report
+    regrouped with them."""
+    from nebisect.detect.compression import compression_rows
+    from nebisect.evaluate.compression import check_compression
+
+    members = {r.input_set.label: r.input_set for r in report.rows
+               if not r.explored and r.input_set.label in saved}
+    report.compression = check_compression(
+        options.source, str(options.baseline), {label: saved[label] for label in members},
+        tolerance=options.compression_tolerance, isolator=isolator,
+        timeout=options.timeouts.predict)
+    report.rows += compression_rows(report.compression, members)
+    report.regroup()
 
 
 def _converter(options: RunOptions) -> Callable[..., Any]:

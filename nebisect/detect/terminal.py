@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from nebisect.detect.compression import check_lines
 from nebisect.detect.placement_notes import placement_lines
 from nebisect.detect.summary import domain_lines, finding_lines, prediction_lines
 from nebisect.report.tables import Column, fitted_table
@@ -31,7 +32,8 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
         for line in finding_lines(finding, next_command=command):
             console.print(line, highlight=False, soft_wrap=True)
     _print_matrix(console, result)
-    for line in [*prediction_lines(result.explorations), *domain_lines(result),
+    for line in [*(escape(line) for line in check_lines(result.compression)),
+                 *prediction_lines(result.explorations), *domain_lines(result),
                  *(escape(note) for note in placement_lines(result.rows))]:
         console.print(line, highlight=False, soft_wrap=True)
     if result.interrupted:

@@ -45,7 +45,7 @@ DEFAULT_TOLERANCE = 0.05
 MAX_EVALUATIONS = 500
 #: what the reduction's test returns for a candidate that passes (its "signature")
 PASSES = "passes"
-SUBJECT = ChildSubject("comparing with the baseline", "its comparison")
+BASELINE_SUBJECT = ChildSubject("comparing with the baseline", "its comparison")
 
 
 @dataclass
@@ -214,6 +214,6 @@ def _run(package: str, baseline: str, inputs: dict[str, str], tolerance: float,
     record = describe_in_child(
         f"{__name__}:check_job", {"package": package, "baseline": baseline,
                                   "inputs": inputs, "tolerance": tolerance},
-        label=f"--baseline {baseline}", subject=SUBJECT, timeout=timeout, needs=COREMLTOOLS_ONLY,
+        label=f"--baseline {baseline}", subject=BASELINE_SUBJECT, timeout=timeout, needs=COREMLTOOLS_ONLY,
         isolator=isolator)
     return CompressionCheck.from_dict(record)

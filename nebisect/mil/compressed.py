@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from nebisect.codec import Record
-from nebisect.mil.interp import CompiledProgram
-from nebisect.mil.plan import BlockPlan
+
+if TYPE_CHECKING:
+    from nebisect.mil.interp import CompiledProgram
 
 #: what each constexpr op does to a weight, in a user's words
 COMPRESSION_WORDS = {
@@ -61,7 +62,7 @@ def compressed_weights(function: Any) -> list[CompressedWeight]:
         if op.op_type.startswith("constexpr_") or op.op_type == "const":
             continue
         for key, value in op.inputs.items():
-            name = getattr(value, "name", None)
+            name = str(getattr(value, "name", ""))
             if name in producers and name not in found:
                 found[name] = CompressedWeight(
                     name, op.name, op.op_type, key, _how(producers[name], producers),
@@ -116,6 +117,9 @@ def restored(compiled: CompiledProgram, values: dict[str, Any]) -> CompiledProgr
     """``compiled`` with the values ``values`` names fixed (the steps that produce them
     dropped, each value held as the dropped step would have stored it); the same plan
     when ``values`` is empty."""
+    from nebisect.mil.interp import CompiledProgram
+    from nebisect.mil.plan import BlockPlan
+
     plan = compiled.plan
     kept, constants = [], dict(plan.constants)
     for step in plan.main.steps:
