@@ -214,6 +214,6 @@ def _run(package: str, baseline: str, inputs: dict[str, str], tolerance: float,
     record = describe_in_child(
         f"{__name__}:check_job", {"package": package, "baseline": baseline,
                                   "inputs": inputs, "tolerance": tolerance},
-        label=f"--baseline {baseline}", subject=BASELINE_SUBJECT, timeout=timeout, needs=COREMLTOOLS_ONLY,
-        isolator=isolator)
+        label=f"--baseline {baseline}", subject=BASELINE_SUBJECT, timeout=timeout,
+        needs=COREMLTOOLS_ONLY, isolator=isolator)
     return CompressionCheck.from_dict(record)
