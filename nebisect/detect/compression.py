@@ -25,12 +25,6 @@ from nebisect.verdict import Status, Verdict, mismatch_signature
 
 #: what a compression culprit compared
 BY_RESTORING = "outputs against the baseline's, weights restored one set at a time (ddmin)"
-#: what else passes, by the compression the culprit's weights carry
-ALTERNATIVES = {
-    "palettized": "palettize them with more bits or per-grouped-channel LUTs",
-    "linear-quantized": "quantize them with more bits or per-block scales",
-    "pruned": "prune them less",
-}
 
 
 def compression_rows(check: CompressionCheck, members: Mapping[str, Member]) -> list[Row]:
@@ -66,8 +60,8 @@ def failure_words(check: CompressionCheck, members: Mapping[str, Member]) -> str
     after = max(e.restored for e in check.failing)
     evaluations = check.stats.evaluations if check.stats else 0
     partial = "" if check.complete else " (the search stopped early: not minimal)"
-    fixes = [ALTERNATIVES[word] for word in ALTERNATIVES if word in hows]
-    alternative = f"; or {fixes[0]} (not measured)" if fixes else ""
+    alternative = (f"; so does: {check.milder} (≈{_percent(check.milder_error)})"
+                   if check.milder else "; no milder compression tried passes")
     them = "it" if len(check.restore) == 1 else "them"
     return (f"{hows} weights of {ops} {measured}; keeping {them} uncompressed passes "
             f"({_percent(after)}, {evaluations} evaluations){partial}{alternative}")

@@ -17,6 +17,8 @@ input set then passes. All restored is the baseline itself, so the reduction sta
 from a pass and ends at a 1-minimal set: the ops whose compression the divergence
 enters, and the least change that passes (keep these uncompressed). If restoring every
 weight still fails, the packages differ beyond their weights and nothing is blamed.
+The milder compressions of the weights found (:mod:`nebisect.evaluate.recompress`: a
+LUT or scale per group of channels, more bits) are then measured the same way.
 
 Both programs are read and run in one isolated child (:func:`check_job`): packages
 are data, and the reduction's many evaluations are milliseconds each in process.
@@ -32,6 +34,7 @@ import numpy as np
 from nebisect.codec import Record
 from nebisect.ddmin import Budget, Evaluator, ReductionError, Stats, ddmin
 from nebisect.errors import NebisectError
+from nebisect.evaluate.recompress import alternatives
 from nebisect.isolate import Isolator
 from nebisect.mil.compressed import CompressedWeight
 from nebisect.mil.quiet import COREMLTOOLS_ONLY
@@ -66,8 +69,10 @@ class CompressionCheck(Record):
     """The comparison of a compressed package with its ``baseline`` at ``tolerance``:
     its compressed ``weights``, each input set's errors, and — when one fails — the
     weights whose restoring makes every input set pass (``restore``, in program order),
-    the reduction's cost (``stats``) and whether it ran to its end (``complete``).
-    ``note`` says why no weight could be named."""
+    the reduction's cost (``stats``), whether it ran to its end (``complete``) and the
+    first milder compression of those weights that passes too (``milder``, its worst
+    relative error ``milder_error``; :mod:`nebisect.evaluate.recompress`) — empty when
+    none tried does. ``note`` says why no weight could be named."""
 
     baseline: str
     tolerance: float
@@ -76,6 +81,8 @@ class CompressionCheck(Record):
     restore: list[CompressedWeight] = field(default_factory=list)
     stats: Stats | None = None
     complete: bool = True
+    milder: str = ""
+    milder_error: float = -1.0
     note: str = ""
 
     @property
@@ -164,16 +171,18 @@ def _io(specs: list[tuple[str, str]]) -> str:
 def _localize(check: CompressionCheck, exact: Any,
               values: dict[str, Any],
               failing: dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]]) -> None:
-    """Fill ``check.restore``: ddmin over the restorable weights (module docstring)."""
+    """Fill ``check.restore``: ddmin over the restorable weights (module docstring);
+    then ``check.milder``."""
     from nebisect.mil.compressed import restored
 
-    def worst(units: list[str]) -> dict[str, float]:
-        program = restored(exact, {var: values[var] for var in units})
+    def worst(replaced: dict[str, Any]) -> dict[str, float]:
+        program = restored(exact, replaced)
         return {label: relative_error(program.run(inputs).outputs, expected)[0]
                 for label, (inputs, expected) in failing.items()}
 
     def test(units: list[str]) -> str | None:
-        return PASSES if max(worst(units).values()) <= check.tolerance else None
+        errors = worst({var: values[var] for var in units})
+        return PASSES if max(errors.values()) <= check.tolerance else None
 
     units = [w.var for w in check.weights if w.var in values]
     evaluator: Evaluator[str] = Evaluator(test, key=lambda u: ",".join(sorted(u)),
@@ -188,9 +197,15 @@ def _localize(check: CompressionCheck, exact: Any,
     kept = set(reduction.units)
     check.restore = [w for w in check.weights if w.var in kept]
     check.stats, check.complete = reduction.stats, reduction.complete
-    after = worst(reduction.units)
+    after = worst({var: values[var] for var in reduction.units})
     for error in check.errors:
         error.restored = after.get(error.label, -1.0)
+    for alternative in alternatives(check.restore[0].how):
+        errors = worst({var: alternative.apply(np.asarray(values[var], dtype=np.float64))
+                        for var in reduction.units})
+        if max(errors.values()) <= check.tolerance:
+            check.milder, check.milder_error = alternative.words, max(errors.values())
+            return
 
 
 def check_baseline(package: str, baseline: str, *, tolerance: float, isolator: Isolator,
