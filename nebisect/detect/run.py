@@ -234,7 +234,9 @@ class RunOutputs:
         def save(directory: Path) -> TriggerIndex:
             return save_triggers(directory, [f.representative for f in result.findings],
                                  result.rows, outcome.inputs_files,
-                                 source=result.source, typed=self.source, fixes=self.fixes)
+                                 source=result.source, typed=self.source, fixes=self.fixes,
+                                 baseline=result.compression.baseline if result.compression
+                                 else "")
 
         shown = save(self.triggers) if self.triggers else None
         if self.report:

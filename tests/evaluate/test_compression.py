@@ -66,8 +66,8 @@ def test_relative_error_is_on_the_scale_of_each_output() -> None:
 
 
 def test_two_bit_palettization_is_one_compression_finding_naming_the_layers(
-        mlps: dict[str, Path]) -> None:
-    result = _run(mlps["pal2"], mlps["base"])
+        mlps: dict[str, Path], tmp_path: Path) -> None:
+    result = _run(mlps["pal2"], mlps["base"], save_triggers=tmp_path)
     assert not result.ok
     [finding] = result.findings
     assert finding.attribution == "compression"
@@ -88,6 +88,11 @@ def test_two_bit_palettization_is_one_compression_finding_naming_the_layers(
     assert check.milder == "palettize them at 8 bits" and check.milder_error < 0.01
     # the devices agree with the compressed program's own exact evaluation
     assert [r.target for r in result.report.rows if r.verdict.failed] == ["sim:fp64"]
+    # its next step reruns the comparison (there is no program failure to bisect)
+    assert result.triggers is not None
+    assert result.triggers.triggers[0].commands == [
+        f"nebisect run {mlps['pal2']} --baseline {mlps['base']} --inputs {tmp_path}/1.npz "
+        "--explore none"]
 
 
 def test_int8_quantization_passes_with_its_error_measured(mlps: dict[str, Path]) -> None:
