@@ -60,9 +60,9 @@ def failure_words(check: CompressionCheck, members: Mapping[str, Member]) -> str
     after = max(e.restored for e in check.failing)
     evaluations = check.stats.evaluations if check.stats else 0
     partial = "" if check.complete else " (the search stopped early: not minimal)"
-    alternative = (f"; so does: {check.milder} (≈{_percent(check.milder_error)})"
-                   if check.milder else "; no milder compression tried passes")
     them = "it" if len(check.restore) == 1 else "them"
+    alternative = (f"; so does {check.milder} of {them} (≈{_percent(check.milder_error)})"
+                   if check.milder else "; no milder compression tried passes")
     return (f"{hows} weights of {ops} {measured}; keeping {them} uncompressed passes "
             f"({_percent(after)}, {evaluations} evaluations){partial}{alternative}")
 

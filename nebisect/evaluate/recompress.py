@@ -89,21 +89,21 @@ def _nearest(values: np.ndarray, sorted_centroids: np.ndarray) -> np.ndarray:
 
 
 def _palettize_alternatives(nbits: int) -> list[Alternative]:
-    found = [Alternative(f"palettize them at {nbits} bits with a LUT per {GROUP_SIZE} "
-                         "channels (granularity='per_grouped_channel', iOS18)",
+    found = [Alternative(f"{nbits}-bit palettization with a LUT per {GROUP_SIZE} channels "
+                         "(granularity='per_grouped_channel', iOS18)",
                          lambda w: palettized(w, nbits, GROUP_SIZE))]
-    found += [Alternative(f"palettize them at {more} bits",
+    found += [Alternative(f"{more}-bit palettization",
                           functools.partial(palettized, nbits=more))
               for more in (nbits + 2, 8) if nbits < more <= 8]
     return found
 
 
 def _quantize_alternatives(nbits: int) -> list[Alternative]:
-    found = [Alternative(f"quantize them at int{nbits} with a scale per {GROUP_SIZE * 2} "
-                         "inputs (granularity='per_block', iOS18)",
+    found = [Alternative(f"int{nbits} quantization with a scale per {GROUP_SIZE * 2} inputs "
+                         "(granularity='per_block', iOS18)",
                          lambda w: quantized(w, nbits, GROUP_SIZE * 2))]
     if nbits < 8:
-        found.append(Alternative("quantize them at int8", lambda w: quantized(w, 8)))
+        found.append(Alternative("int8 quantization", lambda w: quantized(w, 8)))
     return found
 
 

@@ -85,7 +85,8 @@ def test_two_bit_palettization_is_one_compression_finding_naming_the_layers(
         f'linear "{LAYERS[2]}" move the outputs by 35% of their scale')
     assert "keeping them uncompressed passes (0%, 7 evaluations)" in finding.title
     # neither 2 bits per 16 channels nor 4 bits pass here; 8 bits does
-    assert check.milder == "palettize them at 8 bits" and check.milder_error < 0.01
+    assert check.milder == "8-bit palettization" and check.milder_error < 0.01
+    assert finding.title.endswith("; so does 8-bit palettization of them (≈0.549%)")
     # the devices agree with the compressed program's own exact evaluation
     assert [r.target for r in result.report.rows if r.verdict.failed] == ["sim:fp64"]
     # its next step reruns the comparison (there is no program failure to bisect)
@@ -93,6 +94,22 @@ def test_two_bit_palettization_is_one_compression_finding_naming_the_layers(
     assert result.triggers.triggers[0].commands == [
         f"nebisect run {mlps['pal2']} --baseline {mlps['base']} --inputs {tmp_path}/1.npz "
         "--explore none"]
+
+
+def test_ddmin_names_only_the_layer_whose_compression_the_divergence_enters(
+        mlps: dict[str, Path]) -> None:
+    result = _run(mlps["mixed"], mlps["base"])
+    [finding] = result.findings
+    check = result.report.compression
+    assert check is not None and check.stats is not None
+    assert [w.how for w in check.weights] == [
+        "8-bit palettized", "2-bit palettized", "8-bit palettized"]
+    assert [w.op for w in check.restore] == [LAYERS[1]] and check.stats.evaluations == 4
+    [error] = check.errors
+    assert error.compression > 0.3 and error.restored < 0.005
+    assert finding.title.startswith(
+        f'compression: 2-bit palettized weights of linear "{LAYERS[1]}" move the outputs')
+    assert "keeping it uncompressed passes" in finding.title
 
 
 def test_int8_quantization_passes_with_its_error_measured(mlps: dict[str, Path]) -> None:

@@ -28,8 +28,9 @@ def test_symmetric_quantization_keeps_each_channels_extreme() -> None:
 
 def test_alternatives_follow_the_compression_mildest_first() -> None:
     assert [a.words.split(" (")[0] for a in alternatives("2-bit palettized")] == [
-        "palettize them at 2 bits with a LUT per 16 channels", "palettize them at 4 bits",
-        "palettize them at 8 bits"]
-    assert [a.words.split(" (")[0] for a in alternatives("int8 linear-quantized")] == [
-        "quantize them at int8 with a scale per 32 inputs"]
+        "2-bit palettization with a LUT per 16 channels", "4-bit palettization",
+        "8-bit palettization"]
+    assert [a.words.split(" (")[0] for a in alternatives("int4 linear-quantized")] == [
+        "int4 quantization with a scale per 32 inputs", "int8 quantization"]
+    assert len(alternatives("int8 linear-quantized")) == 1
     assert alternatives("pruned") == []

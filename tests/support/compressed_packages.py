@@ -4,15 +4,14 @@
 Linear(64,8) (seeded) to an ML program and saves it as ``base.mlpackage``, its 2-bit
 k-means palettization as ``pal2.mlpackage`` and its int8 symmetric linear quantization
 as ``q8.mlpackage`` (``weight_threshold=0``: these layers are below coremltools' default
-size threshold); ``other.mlpackage`` is a Linear(16,4) whose outputs do not match.
+size threshold), and ``mixed.mlpackage`` palettizes the middle layer at 2 bits, the others
+at 8; ``other.mlpackage`` is a Linear(16,4) whose outputs do not match.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-#: the compressed packages and the coremltools config of each
-COMPRESSED = ("pal2", "q8")
 LAYERS = ("linear_0_cast_fp16", "linear_1_cast_fp16", "linear_2_cast_fp16")
 
 
@@ -38,6 +37,10 @@ def save_mlps(directory: Path) -> dict[str, Path]:
         "q8": cto.linear_quantize_weights(base, cto.OptimizationConfig(
             global_config=cto.OpLinearQuantizerConfig(mode="linear_symmetric", dtype="int8",
                                                       weight_threshold=0))),
+        "mixed": cto.palettize_weights(base, cto.OptimizationConfig(
+            global_config=cto.OpPalettizerConfig(mode="kmeans", nbits=8, weight_threshold=0),
+            op_name_configs={"op_2_weight_to_fp16": cto.OpPalettizerConfig(
+                mode="kmeans", nbits=2, weight_threshold=0)})),
         "other": converted(torch.nn.Linear(16, 4)),
     }
     paths = {}
