@@ -7,6 +7,7 @@ exit 2.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -84,6 +85,18 @@ def parse_budget(text: str) -> int:
     except ValueError:
         raise NebisectError(f"--budget {text!r}: give a whole number of predictions") from None
     return check_count(f"--budget {text}", value)
+
+
+def parse_compression_tolerance(text: str) -> float:
+    """``--compression-tolerance``: a positive, finite fraction of an output's scale."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise NebisectError(f"--compression-tolerance {text!r}: give a positive fraction of "
+                            "an output's scale, e.g. 0.05")
+    return value
 
 
 def parse_memory(text: str | None) -> int | None:

@@ -110,6 +110,8 @@ def run(
     cluster: str | None = None,
     require: Many = None,
     function: str = "",
+    baseline: str | os.PathLike[str] | None = None,
+    compression_tolerance: float | str | None = None,
     progress: Progress = True,
 ) -> RunResult | ProgramsResult:
     """``nebisect run`` (see ``nebisect run --help``) on ``source``; the options are the
@@ -127,7 +129,8 @@ def run(
         memory=memory, converter_overrides=converter_overrides,
         deployment_target=deployment_target, plugin=plugin, explore=explore, budget=budget,
         families=families, seed=seed, input_range=input_range, convert=convert, jobs=jobs,
-        cluster=cluster, require=require, function=function)
+        cluster=cluster, require=require, function=function, baseline=baseline,
+        compression_tolerance=compression_tolerance)
     if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
         return _run_programs(os.fspath(source), report, save_triggers, progress, given)
     declared = declared_of(dynamic_dims, input_domains, masked_outputs)
@@ -223,18 +226,21 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
                 plugin: Many = None, explore: str = "auto", budget: int | str | None = None,
                 families: Many = None, seed: int = 0, input_range: Many = None,
                 convert: str = "both", jobs: int | None = None, cluster: str | None = None,
-                require: Many = None, function: str = "") -> RunOptions:
+                require: Many = None, function: str = "", baseline: Any = None,
+                compression_tolerance: float | str | None = None) -> RunOptions:
     """The CLI's checks of ``run``'s options, each error the CLI's one line; the checked
     :class:`~nebisect.detect.run.RunOptions`."""
     from nebisect.bounds import MAX_JOBS, check_count, check_seed
     from nebisect.detect import DEFAULT_BUDGET
     from nebisect.detect.run import RunOptions
+    from nebisect.evaluate.compression import DEFAULT_TOLERANCE
     from nebisect.isolation.pool import default_jobs
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.options import (
         CONVERT_CHOICES,
         parse_budget,
         parse_choice,
+        parse_compression_tolerance,
         parse_families,
         parse_input_ranges,
         use_memory,
@@ -264,7 +270,10 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
         cluster=cluster, require=tuple(dict.fromkeys(
             parse_choice("--require", device, REQUIRE_CHOICES)
-            for device in items(require))), function=function)
+            for device in items(require))), function=function,
+        baseline=Path(baseline) if baseline else None,
+        compression_tolerance=parse_compression_tolerance(
+            str(DEFAULT_TOLERANCE if compression_tolerance is None else compression_tolerance)))
 
 
 EXPLORE_CHOICES = ("auto", "none")

@@ -10,6 +10,7 @@ from nebisect import api
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.detect.terminal import print_run
+from nebisect.evaluate.compression import DEFAULT_TOLERANCE
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
 from nebisect.options import (
@@ -34,7 +35,8 @@ SOURCE_HELP = (
 
 RUN_HELP = """\
 Run every prediction in a fresh process on each target and compare with a float64
-reference; say where a divergence enters (conversion, precision, device).
+reference; say where a divergence enters (conversion, precision, device; with
+--baseline, compression).
 
 It goes looking: besides the lengths (or --inputs) it evaluates the factory's example
 inputs and value families (constant fills, scaled normals, spikes, special values,
@@ -152,6 +154,22 @@ RUN_FUNCTION_OPTION = typer.Option(
     help="The function of a multifunction .mlpackage to judge (default: every function, "
     "each a run of its own).",
 )
+RUN_BASELINE_OPTION = typer.Option(
+    None, "--baseline", metavar="ORIGINAL.mlpackage",
+    help="The uncompressed package a compressed SOURCE was made from (same inputs and "
+    "outputs). Both are also evaluated exactly (sim:fp64) on the lengths (or --inputs) and "
+    "the example; an input set whose compressed outputs move past --compression-tolerance "
+    "is a 'compression' finding at the ops whose weights must stay uncompressed for it to "
+    "pass (found by restoring weights from the baseline, ddmin). fp16's own error is shown "
+    "beside compression's.",
+)
+RUN_COMPRESSION_TOLERANCE_OPTION = typer.Option(
+    str(DEFAULT_TOLERANCE), "--compression-tolerance", metavar="FRACTION",
+    help="With --baseline: how far compression may move an output, as a fraction of the "
+    "output's largest |value| in the baseline (max |compressed - baseline| / max "
+    "|baseline|). The default passes int8 linear quantization of an ordinary MLP (under 1%) "
+    "and fails 2-bit palettization (20-40%).",
+)
 
 
 def run(
@@ -179,6 +197,8 @@ def run(
     cluster: str = RUN_CLUSTER_OPTION,
     require: list[str] = RUN_REQUIRE_OPTION,
     function: str = RUN_FUNCTION_OPTION,
+    baseline: Path = RUN_BASELINE_OPTION,
+    compression_tolerance: str = RUN_COMPRESSION_TOLERANCE_OPTION,
 ) -> None:
     """``nebisect run`` (its help is :data:`RUN_HELP`): :func:`nebisect.api.run` on the
     options as typed, then its table or JSON and the exit code."""
@@ -192,7 +212,8 @@ def run(
             deployment_target=deployment_target, plugin=plugin, explore=explore,
             budget=budget, families=families or None, seed=seed,
             input_range=input_range, convert=convert, jobs=jobs, report=report,
-            save_triggers=save_triggers, cluster=cluster, require=require, function=function)
+            save_triggers=save_triggers, cluster=cluster, require=require, function=function,
+            baseline=baseline, compression_tolerance=compression_tolerance)
     except api.Stopped as stop:
         assert isinstance(stop.result, api.RunResult)
         _emit(stop.result, as_json)

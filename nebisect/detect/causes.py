@@ -7,8 +7,8 @@ failure groups with one **culprit op type** (the MIL op where the failure enters
 error with no op is told apart by its normalized message), one **symptom class**
 (:func:`symptom_of`: crash, timeout, oom, an error at a stage, nonfinite, collapse,
 shape, integer, tolerance, unrouted) and, for every symptom but a numeric one, one
-**attribution** (``conversion`` / ``precision`` / ``device``). Two culprits or two
-symptoms stay two findings.
+**attribution** (``conversion`` / ``precision`` / ``device``); a ``compression`` failure keeps
+its attribution whatever its symptom. Two culprits or two symptoms stay two findings.
 
 A numeric failure at one op is one bug wherever the probes place it: the same lowering
 that overflows fp16 at |x| ≈ 5 makes the exact program diverge from torch at |x| ≈ 30,
@@ -48,6 +48,9 @@ SEVERITY = ("crash", "timeout", "oom", "error", "nonfinite", "collapse", "shape"
 CLIFF_SYMPTOMS = ("nonfinite", "collapse")
 #: numeric symptoms: one finding per op, whatever the attribution
 NUMERIC_SYMPTOMS = (*CLIFF_SYMPTOMS, "tolerance")
+#: the attribution a numeric symptom keeps: compression is a cause of its own, never the
+#: same bug as an fp16 overflow at the same op type
+COMPRESSION = "compression"
 #: how much larger a named op's smallest trigger may be than that of the unnamed
 #: tolerance failures it explains
 EXPLAINS_WITHIN = 2.0
@@ -181,7 +184,8 @@ def cause_of(group: FailureGroup) -> CauseKey:
     op = group.culprit.op_type if group.culprit is not None else ""
     message = _stage_and_message(group.signature)[1] if symptom == "error" and not op else ""
     stage = _stage_and_message(group.signature)[0] if symptom == "error" else ""
-    attribution = "" if symptom in NUMERIC_SYMPTOMS else group.attribution
+    attribution = "" if symptom in NUMERIC_SYMPTOMS and group.attribution != COMPRESSION else (
+        group.attribution)
     return CauseKey(attribution, op, symptom, f"{stage}:{message}" if stage else "")
 
 
@@ -224,7 +228,7 @@ def _explaining(merged: dict[CauseKey, list[FailureGroup]],
 
     targets = {g.target for g in unnamed}
     for key, groups in merged.items():
-        if key.op and key.symptom in NUMERIC_SYMPTOMS and all(
+        if key.op and not key.attribution and key.symptom in NUMERIC_SYMPTOMS and all(
                 smallest(groups, t) <= EXPLAINS_WITHIN * smallest(unnamed, t)
                 for t in targets):
             return key

@@ -36,6 +36,7 @@ from nebisect.detect.discover import Discovery, explore_target, values_at
 from nebisect.detect.findings import Row, group_failures
 from nebisect.detect.remote import run_cells
 from nebisect.detect.titles import title
+from nebisect.evaluate.compression import CompressionCheck
 from nebisect.evaluate.workbench import (
     REFERENCE_STAGE,
     CellKey,
@@ -72,12 +73,13 @@ class RunReport(Record):
     JSON (the verdicts' outcome first, the rows before what was made of them)."""
 
     json_form: ClassVar[Form] = Form(
-        omit_defaults=("interrupted", "function"),
+        omit_defaults=("interrupted", "function", "compression"),
         derived=(("failed", "reference"), ("reference_failed", "reference")),
         order=("source", "function", "reference", "failed", "reference_failed", "conversions",
                "rows",
                "findings", "groups", "explorations", "discovery", "timings", "margins",
                "undeclared", "input_roles", "masked_outputs", "masks_inferred", "paths",
+               "compression",
                "interrupted"))
 
     source: str
@@ -113,6 +115,8 @@ class RunReport(Record):
     findings: list[RunFinding] = field(default_factory=list)
     #: the function of a multifunction package the rows judged ("" for another source)
     function: str = ""
+    #: the comparison with the uncompressed baseline (``run --baseline``; None: none)
+    compression: CompressionCheck | None = None
 
     @property
     def failed(self) -> bool:

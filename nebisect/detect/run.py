@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from nebisect.case import REFERENCE_TARGET
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
+from nebisect.evaluate.compression import DEFAULT_TOLERANCE
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
 from nebisect.sources.domains import InputDomain
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
     from nebisect.detect.triggers import TriggerIndex
     from nebisect.executors.runner import Runner
+    from nebisect.isolate import Isolator
 
 #: For torch sources the converted program is also run exactly: its row says whether
 #: conversion preserved the math (and feeds the ``conversion`` attribution).
@@ -39,9 +41,11 @@ class RunOptions:
     """What a run evaluates, checked: the source as typed, the targets asked for, the
     oracle (``""``: the source's own), the inputs (an ``.npz``, else the ``lengths``),
     the conversion paths and how to convert, the plugins, the exploration (``explore``
-    False: only the lengths or inputs), the process limits and the placement devices
-    that fail closed (``require``). ``function``: the one function of a multifunction
-    package judged (``""``: every function, each a run of its own)."""
+    False: only the lengths or inputs), the process limits, the placement devices
+    that fail closed (``require``) and the uncompressed package a compressed one is
+    compared with (``baseline``, within ``compression_tolerance``). ``function``: the
+    one function of a multifunction package judged (``""``: every function, each a run
+    of its own)."""
 
     source: str
     targets: tuple[str, ...]
@@ -65,6 +69,8 @@ class RunOptions:
     cluster: str | None = None
     require: tuple[str, ...] = ()
     function: str = ""
+    baseline: Path | None = None
+    compression_tolerance: float = DEFAULT_TOLERANCE
 
     @property
     def fixes(self) -> tuple[str, ...]:
@@ -146,6 +152,7 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
     resolved = resolve_source(options.source, function=options.function,
                               timeout=timeouts.load, isolator=isolator
                               ).with_domains(dict(options.input_ranges))
+    compared = _baseline_checked(options, resolved.kind, isolator)
     discovery = Discovery(options.budget, options.families, options.seed,
                           list(targets)) if options.explore else None
     if resolved.kind == "torch" and EXACT_ROW not in targets:
@@ -167,8 +174,46 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
         matrix.report.interrupted = describe(stop)
         matrix.report.regroup()
         raise RunInterrupted(RunOutcome(matrix.report, matrix.bench.saved)) from stop
+    if compared:
+        progress(f"comparing with the baseline {options.baseline}")
+        _add_compression(report, options, matrix.bench.saved, isolator)
     _require_a_judged_target(report, list(options.targets))
     return RunOutcome(report, matrix.bench.saved)
+
+
+def _baseline_checked(options: RunOptions, kind: str, isolator: Isolator) -> bool:
+    """Is there a baseline to compare with? Checked before anything runs: the source
+    a package, the baseline one whose inputs and outputs match it, and something
+    compressed (else a one-line error)."""
+    if options.baseline is None:
+        return False
+    if kind != "mlpackage":
+        raise NebisectError(f"--baseline {options.baseline}: the source must be a compressed "
+                            ".mlpackage")
+    from nebisect.evaluate.compression import check_baseline
+
+    check_baseline(options.source, str(options.baseline),
+                   tolerance=options.compression_tolerance, isolator=isolator,
+                   timeout=options.timeouts.load)
+    return True
+
+
+def _add_compression(report: RunReport, options: RunOptions, saved: Mapping[str, str],
+                     isolator: Isolator) -> None:
+    """The comparison with the baseline on the input sets every run evaluates (not the
+    explored ones), its failures as rows attributed ``compression``; the report
+    regrouped with them."""
+    from nebisect.detect.compression import compression_rows
+    from nebisect.evaluate.compression import check_compression
+
+    members = {r.input_set.label: r.input_set for r in report.rows
+               if not r.explored and r.input_set.label in saved}
+    report.compression = check_compression(
+        options.source, str(options.baseline), {label: saved[label] for label in members},
+        tolerance=options.compression_tolerance, isolator=isolator,
+        timeout=options.timeouts.predict)
+    report.rows += compression_rows(report.compression, members)
+    report.regroup()
 
 
 def _converter(options: RunOptions) -> Callable[..., Any]:
@@ -228,7 +273,9 @@ class RunOutputs:
             return save_triggers(directory, [f.representative for f in result.findings],
                                  result.rows, outcome.inputs_files,
                                  source=result.source, typed=self.source, fixes=self.fixes,
-                                 function=result.function)
+                                 function=result.function,
+                                 baseline=result.compression.baseline if result.compression
+                                 else "")
 
         shown = save(self.triggers) if self.triggers else None
         if self.report:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from nebisect.detect.compression import check_lines
 from nebisect.detect.placement_notes import placement_lines
 from nebisect.detect.summary import (
     domain_lines,
@@ -37,7 +38,8 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
         for line in finding_lines(finding, next_command=command):
             console.print(line, highlight=False, soft_wrap=True)
     _print_matrix(console, result)
-    for line in [*map(escape, gap_lines(result.rows)), *prediction_lines(result.explorations),
+    for line in [*(escape(line) for line in check_lines(result.compression)),
+                 *map(escape, gap_lines(result.rows)), *prediction_lines(result.explorations),
                  *domain_lines(result),
                  *(escape(note) for note in placement_lines(result.rows))]:
         console.print(line, highlight=False, soft_wrap=True)

@@ -3,7 +3,8 @@
 ``precision: reduce_log_sum_exp returns inf/NaN in fp16 from |input| ≈ 7.63 (sim:fp16,
 sim:ane; both paths); in fp32 from |input| ≈ 88.7 (sim:fp32)`` — where the failure
 enters, at which op, what it does, from which input on at each precision, on which
-targets and conversion paths. An error finding names its stage and its message instead.
+targets and conversion paths. An error finding names its stage and its message instead;
+a compression finding its message (:func:`nebisect.detect.compression.failure_words`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from nebisect.detect.causes import RunFinding
+from nebisect.detect.causes import COMPRESSION, RunFinding
 from nebisect.search.space import Member
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.targets import spec_of
@@ -63,6 +64,8 @@ def title(finding: RunFinding, run_paths: Sequence[str]) -> str:
     """The finding's first line (see the module docstring); ``run_paths`` are the
     conversion paths the run evaluated (one, two, or none for a package)."""
     head = f"{finding.attribution or 'unattributed'}: "
+    if finding.attribution == COMPRESSION:
+        return f"{head}{finding.message}"
     what = finding.op_type or "the model"
     if finding.symptom == "error":
         message = " ".join(finding.message.split())

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from nebisect.case import load_npz, save_npz
 from nebisect.codec import Form, Record
+from nebisect.detect.causes import COMPRESSION
 from nebisect.detect.findings import Row
 from nebisect.errors import NebisectError
 from nebisect.files import open_regular, write_text
@@ -86,19 +87,22 @@ class TriggerIndex(Record):
 
 def save_triggers(directory: Path, groups: Sequence[FailureGroup], rows: Sequence[Row],
                   saved: Mapping[str, str], *, source: str, typed: str,
-                  fixes: Sequence[str] = (), function: str = "") -> TriggerIndex:
+                  fixes: Sequence[str] = (), function: str = "",
+                  baseline: str = "") -> TriggerIndex:
     """Write ``N.npz`` per group and ``triggers.json`` into ``directory``.
 
     ``saved`` maps input-set labels to the run's inputs files; ``source`` is the
     resolved location, ``typed`` the source as the user typed it (what the printed
     commands say, beside ``directory`` as given), ``function`` the function of a
-    multifunction package the groups failed in (the commands name it).
+    multifunction package the groups failed in (the commands name it), ``baseline`` the
+    package a compressed source was compared with (``run --baseline``).
     """
     index = TriggerIndex(source)
     for number, group in enumerate(groups, 1):
         trigger = trigger_of(number, group, rows, fixes)
         save_npz(directory / trigger.inputs, load_npz(saved[group.smallest.label]))
-        trigger.commands = next_commands(trigger, typed, directory, group.message, function)
+        trigger.commands = next_commands(trigger, typed, directory, group.message, function,
+                                         baseline)
         index.triggers.append(trigger)
     write_text(directory / INDEX, json.dumps(index.to_dict(), indent=2) + "\n")
     return index
@@ -116,14 +120,18 @@ def trigger_of(number: int, group: FailureGroup, rows: Sequence[Row],
 
 
 def next_commands(trigger: Trigger, typed: str, directory: Path, message: str,
-                  function: str = "") -> list[str]:
+                  function: str = "", baseline: str = "") -> list[str]:
     """The shell commands that take ``trigger`` further — on ``function`` of a
     multifunction package when set — its inputs read from ``directory``: bisect it (into
     ``directory/bisect-N``), store it in a corpus (not for a torch target, nor a
     conversion nebisect's fixes changed: a corpus case converts plainly), and rerun with
-    the converter overrides when they cure it."""
+    the converter overrides when they cure it. A compression trigger is no program's
+    failure to bisect: it is rerun against its ``baseline``, which localizes it already."""
     inputs = str(directory / trigger.inputs)
     chosen = ["--function", function] if function else []
+    if trigger.attribution == COMPRESSION:
+        return [shlex.join(["nebisect", "run", typed, *chosen, "--baseline", baseline,
+                            "--inputs", inputs, "--explore", "none"])]
     bisect = ["nebisect", "bisect", typed, *chosen, "-t", trigger.target]
     if trigger.stage == "convert":
         bisect += ["--stage", "convert"]
