@@ -99,6 +99,7 @@ def run(
     plugin: Many = None,
     explore: str = "auto",
     budget: int | str | None = None,
+    steps: int | str | None = None,
     families: Many = None,
     seed: int = 0,
     input_range: Many = None,
@@ -123,8 +124,8 @@ def run(
         target=target, inputs=inputs, lengths=lengths, reference=reference, timeout=timeout,
         memory=memory, converter_overrides=converter_overrides,
         deployment_target=deployment_target, plugin=plugin, explore=explore, budget=budget,
-        families=families, seed=seed, input_range=input_range, convert=convert, jobs=jobs,
-        cluster=cluster, require=require)
+        steps=steps, families=families, seed=seed, input_range=input_range, convert=convert,
+        jobs=jobs, cluster=cluster, require=require)
     if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
         return _run_programs(os.fspath(source), report, save_triggers, progress, given)
     declared = declared_of(dynamic_dims, input_domains, masked_outputs)
@@ -204,13 +205,13 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
                 reference: str = "", timeout: Many = None, memory: str | None = None,
                 converter_overrides: bool = False, deployment_target: str = "",
                 plugin: Many = None, explore: str = "auto", budget: int | str | None = None,
-                families: Many = None, seed: int = 0, input_range: Many = None,
-                convert: str = "both", jobs: int | None = None, cluster: str | None = None,
-                require: Many = None) -> RunOptions:
+                steps: int | str | None = None, families: Many = None, seed: int = 0,
+                input_range: Many = None, convert: str = "both", jobs: int | None = None,
+                cluster: str | None = None, require: Many = None) -> RunOptions:
     """The CLI's checks of ``run``'s options, each error the CLI's one line; the checked
     :class:`~nebisect.detect.run.RunOptions`."""
     from nebisect.bounds import MAX_JOBS, check_count, check_seed
-    from nebisect.detect import DEFAULT_BUDGET
+    from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
     from nebisect.detect.run import RunOptions
     from nebisect.isolation.pool import default_jobs
     from nebisect.isolation.timeouts import Timeouts
@@ -220,6 +221,7 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         parse_choice,
         parse_families,
         parse_input_ranges,
+        parse_steps,
         use_memory,
     )
     from nebisect.sources.deployment import check_deployment
@@ -245,6 +247,7 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         lengths=parse_lengths(DEFAULT_LENGTHS if lengths is None else lengths),
         input_ranges=parse_input_ranges(items(input_range)),
         jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
+        steps=parse_steps(str(DEFAULT_STEPS if steps is None else steps)),
         cluster=cluster, require=tuple(dict.fromkeys(
             parse_choice("--require", device, REQUIRE_CHOICES)
             for device in items(require))))

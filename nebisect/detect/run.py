@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nebisect.case import REFERENCE_TARGET
-from nebisect.detect import DEFAULT_BUDGET
+from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
@@ -39,8 +39,9 @@ class RunOptions:
     """What a run evaluates, checked: the source as typed, the targets asked for, the
     oracle (``""``: the source's own), the inputs (an ``.npz``, else the ``lengths``),
     the conversion paths and how to convert, the plugins, the exploration (``explore``
-    False: only the lengths or inputs), the process limits and the placement devices
-    that fail closed (``require``)."""
+    False: only the lengths or inputs), the process limits, the placement devices
+    that fail closed (``require``) and the decode steps a stateful model is judged over
+    (``steps``; a model without state is predicted once)."""
 
     source: str
     targets: tuple[str, ...]
@@ -63,6 +64,7 @@ class RunOptions:
     jobs: int = 1
     cluster: str | None = None
     require: tuple[str, ...] = ()
+    steps: int = DEFAULT_STEPS
 
     @property
     def fixes(self) -> tuple[str, ...]:
@@ -132,7 +134,7 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
         resolved, targets, workdir, runner, reference=options.reference,
         timeouts=timeouts, convert=_converter(options), plugins=plugins,
         progress=progress, paths=options.paths, discovery=discovery,
-        require=options.require,
+        require=options.require, steps=options.steps,
     )
     try:
         report = matrix.run(options.lengths, str(options.inputs or ""))

@@ -63,6 +63,9 @@ class Source:
     masked_outputs: dict[str, str] = field(default_factory=dict)
     #: ``masked_outputs`` was inferred from the outputs' shapes (the report says so)
     masks_inferred: bool = False
+    #: the model's states (``ct.StateType``, iOS 18): kept between predictions, so the
+    #: model is judged over several (``run --steps``)
+    states: list[str] = field(default_factory=list)
 
     def with_domains(self, given: dict[str, InputDomain]) -> Source:
         """This source with ``given`` domains added (``--input-range``: they win over the
@@ -118,12 +121,13 @@ def resolve_source(text: str, *, timeout: float = Timeouts.load,
                                subject=PACKAGE_SUBJECT, timeout=timeout,
                                needs=COREMLTOOLS_ONLY, isolator=isolator)
     return Source("mlpackage", os.path.abspath(path),
-                  [InputDescription.from_dict(d) for d in record["inputs"]])
+                  [InputDescription.from_dict(d) for d in record["inputs"]],
+                  states=list(record["states"]))
 
 
 def package_job(payload: dict[str, Any]) -> Verdict:
     """Child side of resolving a package: is it an ML program that loads, and what are
-    its inputs?
+    its inputs and its states?
 
     Reading the spec needs coremltools, whose import in ``run``'s own process would
     cost seconds; the child is forked from the template that simulates the package
@@ -135,7 +139,8 @@ def package_job(payload: dict[str, Any]) -> Verdict:
         from nebisect.mil.load import load_program
 
         try:
-            described = describe_spec(_require_ml_program(Path(package)), package)
+            spec = _require_ml_program(Path(package))
+            described = describe_spec(spec, package)
             # A package whose program cannot load (a missing or corrupt weight file, an
             # op coremltools does not know, a use before its definition) is bad input,
             # found here once, before any case: every case would fail the same way,
@@ -143,7 +148,8 @@ def package_job(payload: dict[str, Any]) -> Verdict:
             load_program(Path(package))
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), package)) from None
-        return {"inputs": [d.to_dict() for d in described]}
+        return {"inputs": [d.to_dict() for d in described],
+                "states": [state.name for state in spec.description.state]}
 
     return record_verdict(build)
 

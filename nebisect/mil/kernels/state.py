@@ -38,7 +38,7 @@ class StateCell:
 
 
 @kernel("read_state")
-def read_state(ctx: KernelContext, input: StateCell) -> np.ndarray:  # noqa: A002 (MIL's name)
+def read_state(ctx: KernelContext, input: StateCell) -> np.ndarray:
     return input.value
 
 
