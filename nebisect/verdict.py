@@ -575,13 +575,15 @@ def judge(
 
 
 def value_divergence(target: dict[str, np.ndarray], reference: dict[str, np.ndarray],
-                precision: str) -> Callable[[str], str | None]:
-    """One value of the target run against the reference run: its mismatch signature."""
+                     precision: str, held: Collection[str] = ()) -> Callable[[str], str | None]:
+    """One value of the target run against the reference run: its mismatch signature
+    (the values ``held`` names are states: :func:`compare`'s ``held``)."""
 
     def check(name: str) -> str | None:
         if name not in target or name not in reference:
             return None
-        compared = compare(name, reference[name], target[name], precision)
+        compared = compare(name, reference[name], target[name], precision,
+                           held=name in held)
         return None if compared.passed else mismatch_signature(compared.kind)
 
     return check

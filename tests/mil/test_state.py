@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
+from support.state_programs import SHAPE, save_running_sum
 
 from nebisect.mil.interp import compile_program
 from nebisect.mil.load import load_program, read_spec
 from nebisect.mil.validate import InputError
-from tests.support.state_programs import SHAPE, save_running_sum
 
 INCREMENT = 2048.0
 #: the first step whose fp16 sum passes 65504 + half an fp16 step there (→ inf)
