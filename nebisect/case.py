@@ -471,7 +471,9 @@ class CaseOptions(Record):
     two correct implementations may differ there). ``note_placement``: without an op of
     interest, placement off the target's device is information in the verdict, never
     ``unrouted`` (``run`` without ``--require``; corpus cases, bisection and fuzzing
-    leave it off and fail closed).
+    leave it off and fail closed). ``steps``: a stateful model is judged over this many
+    successive predictions on the inputs, its state carried (a decode loop), up to the
+    first step that fails; a model without state is predicted once.
 
     Its JSON form leaves out every field at its default (the form enters corpus case ids,
     so a stored case keeps its id and its ``case.json`` bytes); an unknown key or a
@@ -491,6 +493,7 @@ class CaseOptions(Record):
     convert_path: str = ""
     masked_outputs: dict[str, str] = field(default_factory=dict)
     note_placement: bool = False
+    steps: int = 1
 
     def judged_against(self, reference: SourceRef, *, source: SourceRef,
                        precision: str) -> CaseOptions:

@@ -80,11 +80,20 @@ def parse_input_ranges(texts: Iterable[str] | None) -> dict[str, InputDomain]:
 
 def parse_budget(text: str) -> int:
     """``--budget``: a whole, positive number of predictions."""
+    return _predictions("--budget", text)
+
+
+def parse_steps(text: str) -> int:
+    """``--steps``: a whole, positive number of successive predictions."""
+    return _predictions("--steps", text)
+
+
+def _predictions(option: str, text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise NebisectError(f"--budget {text!r}: give a whole number of predictions") from None
-    return check_count(f"--budget {text}", value)
+        raise NebisectError(f"{option} {text!r}: give a whole number of predictions") from None
+    return check_count(f"{option} {text}", value)
 
 
 def parse_compression_tolerance(text: str) -> float:

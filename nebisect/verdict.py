@@ -17,7 +17,7 @@ import copy
 import json
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -71,9 +71,10 @@ class TargetFacts:
     """What the target reported beside its outputs, and what the placement check made of
     it: the prediction's ``notes``, the elements each ``masked`` output left out of the
     comparison, the ``routed`` summary, the ops placed ``off_device`` (op → count), a
-    ``placement_note`` (routing off the device as information, not a failure) and the
-    signature ``judged`` before routing made the verdict ``unrouted``. An empty fact
-    was not reported."""
+    ``placement_note`` (routing off the device as information, not a failure), the
+    signature ``judged`` before routing made the verdict ``unrouted`` and, for a stateful
+    model, the decode ``steps`` judged (the verdict is the last one's: the first step
+    that failed, when one did). An empty fact was not reported."""
 
     notes: list[str] = field(default_factory=list)
     masked: dict[str, int] = field(default_factory=dict)
@@ -81,6 +82,7 @@ class TargetFacts:
     off_device: dict[str, int] = field(default_factory=dict)
     placement_note: str = ""
     judged: str = ""
+    steps: int | None = None
 
 
 @dataclass
@@ -411,8 +413,14 @@ def compare(
     output: np.ndarray,
     precision: str,
     tolerance: Tolerance | None = None,
+    *,
+    held: bool = False,
 ) -> Comparison:
     """Compare ``output`` with a float64 ``reference`` in units of ``precision``.
+
+    ``held``: the value is a state the target keeps for its next prediction. A reference
+    beyond the dtype's range excuses an output, not a state: an inf or NaN where the
+    reference is finite is ``nonfinite`` there (every later step reads it).
 
     Mismatch kinds, in the order they are decided (the first applicable wins):
     ``shape``; ``nan-suppressed`` (reference NaN, output finite — a reduction that
@@ -446,7 +454,7 @@ def compare(
     suppressed = ref_nan & ~np.isnan(out)
     if suppressed.any():
         return _fail(result, "nan-suppressed", suppressed, ref, out)
-    nonfinite = in_range & ~np.isfinite(out)
+    nonfinite = (np.isfinite(ref) if held else in_range) & ~np.isfinite(out)
     if nonfinite.any():
         return _fail(result, "nonfinite", nonfinite, ref, out)
 
@@ -542,8 +550,10 @@ def judge(
     precision: str,
     tolerance: Tolerance | None = None,
     stage: str = Stage.PREDICT,
+    held: Collection[str] = (),
 ) -> Verdict:
-    """Turn per-output comparisons into one verdict (first failing output decides)."""
+    """Turn per-output comparisons into one verdict (first failing output decides);
+    the values ``held`` names are states (:func:`compare`'s ``held``)."""
     missing = sorted(set(references) - set(outputs))
     if missing:
         return Verdict(
@@ -551,7 +561,8 @@ def judge(
             message=f"outputs missing: {', '.join(missing)}",
         )
     comparisons = [
-        compare(name, references[name], outputs[name], precision, tolerance)
+        compare(name, references[name], outputs[name], precision, tolerance,
+                held=name in held)
         for name in sorted(references)
     ]
     measured = ErrorMetrics.over(comparisons)
@@ -564,13 +575,15 @@ def judge(
 
 
 def value_divergence(target: dict[str, np.ndarray], reference: dict[str, np.ndarray],
-                precision: str) -> Callable[[str], str | None]:
-    """One value of the target run against the reference run: its mismatch signature."""
+                     precision: str, held: Collection[str] = ()) -> Callable[[str], str | None]:
+    """One value of the target run against the reference run: its mismatch signature
+    (the values ``held`` names are states: :func:`compare`'s ``held``)."""
 
     def check(name: str) -> str | None:
         if name not in target or name not in reference:
             return None
-        compared = compare(name, reference[name], target[name], precision)
+        compared = compare(name, reference[name], target[name], precision,
+                           held=name in held)
         return None if compared.passed else mismatch_signature(compared.kind)
 
     return check

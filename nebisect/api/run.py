@@ -100,6 +100,7 @@ def run(
     plugin: Many = None,
     explore: str = "auto",
     budget: int | str | None = None,
+    steps: int | str | None = None,
     families: Many = None,
     seed: int = 0,
     input_range: Many = None,
@@ -128,8 +129,8 @@ def run(
         target=target, inputs=inputs, lengths=lengths, reference=reference, timeout=timeout,
         memory=memory, converter_overrides=converter_overrides,
         deployment_target=deployment_target, plugin=plugin, explore=explore, budget=budget,
-        families=families, seed=seed, input_range=input_range, convert=convert, jobs=jobs,
-        cluster=cluster, require=require, function=function, baseline=baseline,
+        steps=steps, families=families, seed=seed, input_range=input_range, convert=convert,
+        jobs=jobs, cluster=cluster, require=require, function=function, baseline=baseline,
         compression_tolerance=compression_tolerance)
     if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
         return _run_programs(os.fspath(source), report, save_triggers, progress, given)
@@ -224,14 +225,15 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
                 reference: str = "", timeout: Many = None, memory: str | None = None,
                 converter_overrides: bool = False, deployment_target: str = "",
                 plugin: Many = None, explore: str = "auto", budget: int | str | None = None,
-                families: Many = None, seed: int = 0, input_range: Many = None,
-                convert: str = "both", jobs: int | None = None, cluster: str | None = None,
-                require: Many = None, function: str = "", baseline: Any = None,
+                steps: int | str | None = None, families: Many = None, seed: int = 0,
+                input_range: Many = None, convert: str = "both", jobs: int | None = None,
+                cluster: str | None = None, require: Many = None, function: str = "",
+                baseline: Any = None,
                 compression_tolerance: float | str | None = None) -> RunOptions:
     """The CLI's checks of ``run``'s options, each error the CLI's one line; the checked
     :class:`~nebisect.detect.run.RunOptions`."""
     from nebisect.bounds import MAX_JOBS, check_count, check_seed
-    from nebisect.detect import DEFAULT_BUDGET
+    from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
     from nebisect.detect.run import RunOptions
     from nebisect.evaluate.compression import DEFAULT_TOLERANCE
     from nebisect.isolation.pool import default_jobs
@@ -243,6 +245,7 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         parse_compression_tolerance,
         parse_families,
         parse_input_ranges,
+        parse_steps,
         use_memory,
     )
     from nebisect.sources.deployment import check_deployment
@@ -268,6 +271,7 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         lengths=parse_lengths(DEFAULT_LENGTHS if lengths is None else lengths),
         input_ranges=parse_input_ranges(items(input_range)),
         jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
+        steps=parse_steps(str(DEFAULT_STEPS if steps is None else steps)),
         cluster=cluster, require=tuple(dict.fromkeys(
             parse_choice("--require", device, REQUIRE_CHOICES)
             for device in items(require))), function=function,

@@ -8,7 +8,7 @@ import typer
 
 from nebisect import api
 from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
-from nebisect.detect import DEFAULT_BUDGET
+from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.detect.terminal import print_run
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
@@ -113,6 +113,13 @@ RUN_BUDGET_OPTION = typer.Option(
     str(DEFAULT_BUDGET), "--budget", metavar="N",
     help="Exploration predictions per target (each evaluates every conversion path).",
 )
+RUN_STEPS_OPTION = typer.Option(
+    str(DEFAULT_STEPS), "--steps", metavar="N",
+    help="Successive predictions a stateful model (ct.StateType, iOS 18: a KV cache, a "
+    "running sum) is judged over on each input set, its state carried from one to the "
+    "next as in a decode loop; a failure is pinned to its first step. A model without "
+    "state is predicted once.",
+)
 RUN_FAMILIES_OPTION = typer.Option(
     "", "--families", metavar="A,B", help="Explore only these value families (default: all).")
 RUN_LIST_FAMILIES_OPTION = typer.Option(
@@ -185,6 +192,7 @@ def run(
     plugin: list[str] = RUN_PLUGIN_OPTION,
     explore: str = RUN_EXPLORE_OPTION,
     budget: str = RUN_BUDGET_OPTION,
+    steps: str = RUN_STEPS_OPTION,
     families: str = RUN_FAMILIES_OPTION,
     list_families: bool = RUN_LIST_FAMILIES_OPTION,
     seed: int = RUN_SEED_OPTION,
@@ -210,7 +218,7 @@ def run(
             source, target=target, inputs=inputs, lengths=lengths, reference=reference,
             timeout=timeout, memory=memory, converter_overrides=converter_overrides,
             deployment_target=deployment_target, plugin=plugin, explore=explore,
-            budget=budget, families=families or None, seed=seed,
+            budget=budget, steps=steps, families=families or None, seed=seed,
             input_range=input_range, convert=convert, jobs=jobs, report=report,
             save_triggers=save_triggers, cluster=cluster, require=require, function=function,
             baseline=baseline, compression_tolerance=compression_tolerance)

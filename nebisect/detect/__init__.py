@@ -18,3 +18,9 @@ the exploration engine in :mod:`nebisect.search`, and judging one case in
 #: the three default simulator targets, both conversion paths, finishes in well under a
 #: minute on 2 cores
 DEFAULT_BUDGET = 40
+#: decode steps a stateful model (``ct.StateType``) is judged over by default (``run
+#: --steps``): enough for a state to be read back and rewritten several times, cheap
+#: enough that every explored input set still costs a few predictions; a state that
+#: breaks later (an fp16 running sum after 65504/|increment| steps) needs more. A model
+#: without state is predicted once whatever the value.
+DEFAULT_STEPS = 4

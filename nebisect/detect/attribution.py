@@ -132,7 +132,8 @@ class Attributor:
         if bench.source.ref.is_torch and not path:
             return None  # a torch target: no program whose ops could be named
         cell = bench.case(target, path, npz)
-        options = CaseOptions(plugins=tuple(bench.plugins), intermediates=True)
+        options = CaseOptions(plugins=tuple(bench.plugins), intermediates=True,
+                              steps=cell.options.steps)
         case = Case(cell.ref, target, inputs_path=npz,
                     model_sha256=cell.model_sha256, inputs_sha256=cell.inputs_sha256,
                     options=options)

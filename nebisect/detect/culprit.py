@@ -34,6 +34,10 @@ CHART_BEFORE, CHART_AFTER = 24, 8
 #: what a culprit found in the program's own values compared
 OWN_NONFINITE = (f"the program's own values ({REFERENCE_TARGET}): the first op computing "
                  "inf/NaN from finite values")
+#: the ops whose output is the value a state keeps for the next prediction: judged as a
+#: held value (an fp16 state that overflows is the culprit even where the exact sum is
+#: beyond fp16 range, see :func:`nebisect.verdict.compare`)
+STATE_WRITES = ("coreml_update_state",)
 OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched to MIL ops: "
                 "the op producing the first diverging output)")
 
@@ -43,8 +47,18 @@ def by_intermediates(graph: Any, target: dict[str, np.ndarray],
     """The first op of ``graph`` (a :class:`~nebisect.evaluate.programs.ProgramOutline` or a
     :class:`~nebisect.minimize.graphs.mil.MilGraph`) whose value in ``target`` breaks the
     oracle against ``reference``; None when no recorded value does."""
-    dag, check = graph.dag, value_divergence(target, reference, precision)
-    found = first_divergence(len(dag.order), lambda i: any(check(v) for v in dag.frontier(i)))
+    dag = graph.dag
+    # A state written stays live to the end of the prediction: it diverges at every
+    # point past its write, whatever the frontier holds.
+    held = {value: dag.position[op] for op in dag.order
+            if graph.op_types.get(op) in STATE_WRITES for value in dag.produces[op]}
+    check = value_divergence(target, reference, precision, held)
+
+    def diverges(i: int) -> bool:
+        return (any(check(v) for v in dag.frontier(i))
+                or any(check(v) for v, written in held.items() if written <= i))
+
+    found = first_divergence(len(dag.order), diverges)
     if found.index is None:
         return None
     op = dag.order[found.index]

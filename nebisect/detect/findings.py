@@ -63,11 +63,12 @@ def group_failures(
         if row.role != "target" or not row.verdict.failed:
             continue
         group = groups.get(row.key)
+        step = row.verdict.target_facts.steps or 0
         if group is None:
             groups[row.key] = FailureGroup.starting(row.key, row.attribution, row.culprit,
-                                                    row.input_set, row.verdict.message)
+                                                    row.input_set, row.verdict.message, step)
         else:
-            group.add(row.input_set, row.verdict.message)
+            group.add(row.input_set, row.verdict.message, step)
     for target, found in cliffs.items():
         for cliff in found:
             key = GroupKey.of_cliff(target, cliff)

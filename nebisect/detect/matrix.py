@@ -158,7 +158,7 @@ class MatrixRunner:
     isolators, whose templates start with the run.
     ``require``: the devices whose placement fails closed (``run --require``; None:
     every device, as bisection's trigger search needs), see
-    :class:`~nebisect.evaluate.workbench.Workbench`.
+    :class:`~nebisect.evaluate.workbench.Workbench`; so are ``steps`` (``run --steps``).
     """
 
     source: Source
@@ -173,6 +173,7 @@ class MatrixRunner:
     paths: tuple[str, ...] = PATHS
     discovery: Discovery | None = None
     require: tuple[str, ...] | None = None
+    steps: int = 1
     report: RunReport = field(init=False)
     bench: Workbench = field(init=False)
     attributor: Attributor = field(init=False)
@@ -185,7 +186,7 @@ class MatrixRunner:
                                    isolator=self.runner.isolator)
         self.bench = Workbench(self.source, self.workdir, self.runner.isolator, self.reference,
                                self.timeouts, self.convert, self.plugins, self.paths,
-                               self.require)
+                               self.require, self.steps)
         self.attributor = Attributor(self.bench)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nebisect.case import REFERENCE_TARGET
-from nebisect.detect import DEFAULT_BUDGET
+from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.errors import NebisectError
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
 from nebisect.isolation.timeouts import Timeouts
@@ -42,10 +42,11 @@ class RunOptions:
     oracle (``""``: the source's own), the inputs (an ``.npz``, else the ``lengths``),
     the conversion paths and how to convert, the plugins, the exploration (``explore``
     False: only the lengths or inputs), the process limits, the placement devices
-    that fail closed (``require``) and the uncompressed package a compressed one is
-    compared with (``baseline``, within ``compression_tolerance``). ``function``: the
-    one function of a multifunction package judged (``""``: every function, each a run
-    of its own)."""
+    that fail closed (``require``), the decode steps a stateful model is judged over
+    (``steps``; a model without state is predicted once) and the uncompressed package a
+    compressed one is compared with (``baseline``, within ``compression_tolerance``).
+    ``function``: the one function of a multifunction package judged (``""``: every
+    function, each a run of its own)."""
 
     source: str
     targets: tuple[str, ...]
@@ -71,6 +72,7 @@ class RunOptions:
     function: str = ""
     baseline: Path | None = None
     compression_tolerance: float = DEFAULT_TOLERANCE
+    steps: int = DEFAULT_STEPS
 
     @property
     def fixes(self) -> tuple[str, ...]:
@@ -161,7 +163,7 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
         resolved, targets, workdir, runner, reference=options.reference,
         timeouts=timeouts, convert=_converter(options), plugins=plugins,
         progress=progress, paths=options.paths, discovery=discovery,
-        require=options.require,
+        require=options.require, steps=options.steps,
     )
     try:
         report = matrix.run(options.lengths, str(options.inputs or ""))

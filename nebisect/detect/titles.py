@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 
 from nebisect.detect.causes import COMPRESSION, RunFinding
+from nebisect.search.records import FailureGroup
 from nebisect.search.space import Member
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.targets import spec_of
@@ -81,35 +82,39 @@ def title(finding: RunFinding, run_paths: Sequence[str]) -> str:
                 f"({_where(finding.targets, finding.paths, run_paths)})")
     phrase = PHRASES.get(finding.symptom, finding.symptom)
     clauses = []
-    for precision, targets, member in _by_precision(finding):
+    for precision, targets, member, step in _by_precision(finding):
         seen_on = [g.path for g in finding.groups if g.target in targets]
-        clauses.append(f"in {precision} {trigger_words(member)} "
+        at_step = f" at step {step}" if step else ""
+        clauses.append(f"in {precision} {trigger_words(member)}{at_step} "
                        f"({_where(targets, seen_on, run_paths)})")
     also = [a for a in finding.attributions[1:] if a]
     seen = f"; also attributed {', '.join(also)} at larger inputs" if also else ""
     return f"{head}{what} {phrase} " + "; ".join(clauses) + seen
 
 
-def _by_precision(finding: RunFinding) -> list[tuple[str, list[str], Member]]:
-    """(precisions, their targets, their smallest trigger), lowest trigger first; the
-    precisions that share a trigger share a clause."""
-    found: dict[str, tuple[list[str], Member]] = {}
+def _by_precision(finding: RunFinding) -> list[tuple[str, list[str], Member, int]]:
+    """(precisions, their targets, their smallest trigger, the decode step it fails at:
+    0 for a model without state), lowest trigger first; the precisions that share a
+    trigger share a clause."""
+    found: dict[str, tuple[list[str], FailureGroup]] = {}
     for group in finding.groups:
         precision = spec_of(group.target).precision
-        targets, member = found.get(precision, ([], group.smallest))
+        targets, smallest = found.get(precision, ([], group))
         if group.target not in targets:
             targets.append(group.target)
-        if (group.smallest.magnitude, group.smallest.label) < (member.magnitude, member.label):
-            member = group.smallest
-        found[precision] = (targets, member)
-    ordered = sorted(found.items(), key=lambda item: (item[1][1].magnitude, item[0]))
-    merged: dict[str, tuple[list[str], list[str], Member]] = {}
-    for precision, (targets, member) in ordered:  # one clause per distinct trigger
-        precisions, together, _ = merged.setdefault(member.label, ([], [], member))
+        if (group.smallest.magnitude, group.smallest.label) < (smallest.smallest.magnitude,
+                                                               smallest.smallest.label):
+            smallest = group
+        found[precision] = (targets, smallest)
+    ordered = sorted(found.items(), key=lambda item: (item[1][1].smallest.magnitude, item[0]))
+    merged: dict[str, tuple[list[str], list[str], FailureGroup]] = {}
+    for precision, (targets, smallest) in ordered:  # one clause per distinct trigger
+        precisions, together, _ = merged.setdefault(smallest.smallest.label,
+                                                    ([], [], smallest))
         precisions.append(precision)
         together += targets
-    return [(", ".join(precisions), targets, member)
-            for precisions, targets, member in merged.values()]
+    return [(", ".join(precisions), targets, group.smallest, group.step)
+            for precisions, targets, group in merged.values()]
 
 
 def _targets(targets: Sequence[str]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,9 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         target.load(artifact)
         mark_stage(Stage.PREDICT)
         started = time.perf_counter()
-        prediction = target.predict(artifact, inputs, intermediates=want_intermediates)
+        predictions = target.predict_steps(artifact, inputs, options.steps,
+                                           intermediates=want_intermediates)
+        prediction = next(predictions)
     except TargetSkipped as skip:
         return Verdict(Status.SKIPPED, case.stage, "skipped", message=str(skip)), {}
     except CannotJudge as gap:
@@ -101,9 +104,13 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
                                                                   case.ref.location)
         else artifact
     )
+    references = get_target(reference_name).predict_steps(
+        reference_artifact, inputs, options.steps, intermediates=want_intermediates)
     try:
-        expected = _reference(reference_name, reference_artifact, inputs, want_intermediates,
-                              payload.get("reference_cache") or "")
+        # A stateful model's reference carries its own state: no cached outputs.
+        expected = _numeric(next(references)) if prediction.state else _reference(
+            reference_name, reference_artifact, inputs, want_intermediates,
+            payload.get("reference_cache") or "")
     except Exception as exc:
         if is_out_of_memory(exc):
             raise  # the case is ``oom``, whichever side ran out
@@ -128,10 +135,51 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         precision = "fp16"
     verdict = _judge(case, precision, expected, prediction, payload, inputs)
     # What ``run``'s summary adds up: the target's and the reference's share of the case.
-    verdict.timings.predict, verdict.timings.reference = (predicted - started,
-                                                          referenced - predicted)
+    spent = [predicted - started, referenced - predicted]
+    if prediction.state:
+        verdict, arrays = _decode(case, precision, verdict, arrays, predictions,
+                                  references, spent, payload, inputs)
+    verdict.timings.predict, verdict.timings.reference = spent
     return verdict, arrays
 
+
+def _decode(case: Case, precision: str, verdict: Verdict, arrays: dict[str, np.ndarray],
+            predictions: Iterator[Prediction], references: Iterator[Prediction],
+            spent: list[float], payload: dict[str, Any], inputs: dict[str, np.ndarray],
+            ) -> tuple[Verdict, dict[str, np.ndarray]]:
+    """A stateful model past its first step: each later step judged in turn, up to the
+    first that fails (the verdict, pinned to its step) or the last; the arrays are the
+    judged step's. ``spent`` (target, reference seconds) grows by the steps' share."""
+    step = 1
+    while not verdict.failed:
+        began = time.perf_counter()
+        prediction = next(predictions, None)
+        predicted = time.perf_counter()
+        expected = next(references, None)
+        spent[0] += predicted - began
+        spent[1] += time.perf_counter() - predicted
+        if prediction is None or expected is None:
+            break
+        step += 1
+        unusable = unusable_outputs(prediction)
+        if unusable:
+            verdict = Verdict(Status.ERROR, Stage.PREDICT,
+                              error_signature(Stage.PREDICT, unusable), message=unusable,
+                              target=case.target)
+            break
+        arrays = {**_prefixed("out:", prediction.outputs),
+                  **_prefixed("mid:", prediction.intermediates),
+                  **_prefixed("ref:", expected.outputs),
+                  **_prefixed("refmid:", expected.intermediates)}
+        verdict = _judge(case, precision, expected, prediction, payload, inputs)
+    verdict.target_facts.steps = step
+    if verdict.failed:
+        verdict.message = f"at step {step}: {verdict.message}"
+    return verdict, arrays
+
+
+#: How a state is named beside the outputs it is judged with (``state:acc``).
+STATE_PREFIX = "state:"
 
 #: The dtype kinds a prediction's arrays may have: bool, signed and unsigned integers,
 #: floats (what the oracle compares, and what crosses the process boundary).
@@ -217,7 +265,10 @@ def _judge(
     wanted = {n: expected.outputs[n] for n in names if n in expected.outputs}
     got = {n: prediction.outputs[n] for n in names if n in prediction.outputs}
     masked = _unpadded(case.options.masked_outputs, inputs, wanted, got)
-    verdict = judge(wanted, got, precision, tolerance)
+    held = {f"{STATE_PREFIX}{n}": n for n in prediction.state if n in expected.state}
+    wanted.update((key, expected.state[n]) for key, n in held.items())
+    got.update((key, prediction.state[n]) for key, n in held.items())
+    verdict = judge(wanted, got, precision, tolerance, held=held)
     if verdict.status == Status.PASS and case.ref.is_package and not case.options.reference_source:
         verdict = _self_nonfinite(wanted, inputs) or verdict
     if masked:

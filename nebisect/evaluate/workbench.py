@@ -84,7 +84,9 @@ class Workbench:
     ``require`` says where placement fails closed: None (bisection, fuzzing) on every
     target that places ops on a device; a tuple of devices (``run --require``) only on
     the targets that place on one of them — elsewhere placement off the device is a note
-    in the verdict (:attr:`~nebisect.case.CaseOptions.note_placement`).
+    in the verdict (:attr:`~nebisect.case.CaseOptions.note_placement`). ``steps``: the
+    decode steps a stateful source's cells are judged over (one for a source without
+    state, whose case then stays as it always was).
     """
 
     source: Source
@@ -96,6 +98,7 @@ class Workbench:
     plugins: list[str] = field(default_factory=list)
     paths: tuple[str, ...] = ("export", "trace")
     require: tuple[str, ...] | None = None
+    steps: int = 1
     conversions: dict[str, Conversion] = field(default_factory=dict)
     saved: dict[str, str] = field(default_factory=dict)
     _runs: dict[CellKey, tuple[Verdict, dict[str, np.ndarray]]] = field(
@@ -110,7 +113,7 @@ class Workbench:
         workdir.mkdir()
         return Workbench(self.source, workdir, isolator, self.reference, self.timeouts,
                          self.convert, list(self.plugins), self.paths, self.require,
-                         dict(self.conversions))
+                         self.steps, dict(self.conversions))
 
     # -- inputs and programs -----------------------------------------------------------
 
@@ -188,7 +191,8 @@ class Workbench:
         """The case of one cell (``path`` must have converted for ``target``)."""
         options = CaseOptions(plugins=tuple(self.plugins),
                               masked_outputs=dict(self.source.masked_outputs),
-                              note_placement=self.notes_placement(target))
+                              note_placement=self.notes_placement(target),
+                              steps=self.case_steps)
         model = self.source.ref
         if model.is_torch:
             if path:
@@ -198,6 +202,11 @@ class Workbench:
         model_hash = sha256_path(model.location) if model.is_package else ""
         return Case(model, target, inputs_path=npz, model_sha256=model_hash,
                     inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
+
+    @property
+    def case_steps(self) -> int:
+        """The steps a cell's case is judged over: :attr:`steps` for a stateful source."""
+        return self.steps if self.source.states else 1
 
     def notes_placement(self, target: str) -> bool:
         """Is placement off ``target``'s device a note rather than ``unrouted`` (see

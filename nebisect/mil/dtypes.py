@@ -39,6 +39,17 @@ def var_element_dtype(var: Any) -> np.dtype | None:
     return None
 
 
+def state_element_dtype(var: Any) -> np.dtype | None:
+    """The numpy element dtype of the tensor a state var wraps (``ct.StateType``, iOS 18);
+    None when ``var`` is no state."""
+    from coremltools.converters.mil.mil import types
+
+    sym_type = var.sym_type
+    if not types.is_state(sym_type):
+        return None
+    return numpy_dtype(sym_type.wrapped_type().get_primitive())
+
+
 def spec_declares_fp16(spec: Any, function: str = "") -> bool:
     """Does an ML program's spec declare any top-level op's output fp16 (in ``function``
     alone when named: the functions of a multifunction package may differ)? Read from

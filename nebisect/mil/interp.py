@@ -60,6 +60,8 @@ class SimResult:
     op_types: dict[str, str] = field(default_factory=dict)
     #: op key → why the device profile placed it on the CPU
     fallbacks: dict[str, str] = field(default_factory=dict)
+    #: each state input as the prediction left it (the next one starts from it)
+    state: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -80,13 +82,19 @@ class CompiledProgram:
             raise SimPredictError(refusal.text)
         raise SimRefusal(refusal.text)
 
-    def run(self, inputs: dict[str, Any], *, intermediates: bool = False) -> SimResult:
+    def run(self, inputs: dict[str, Any], *, intermediates: bool = False,
+            state: dict[str, np.ndarray] | None = None) -> SimResult:
+        """One prediction. A stateful program starts from ``state`` (what the previous
+        prediction's :attr:`SimResult.state` holds), else from zeroed states."""
         arrays = bind_inputs(self.specs, inputs)
         plan = self.plan
         if plan.device_error is not None:
             raise SimPredictError(plan.device_error)
         self.refuse(stages=("load", "plan", "predict"))
         env: dict[str, Any] = dict(plan.constants)
+        carried = state or {}
+        cells = {name: slot.cell(carried.get(name)) for name, slot in plan.states.items()}
+        env.update(cells)
         with np.errstate(all="ignore"):
             for name, value in arrays.items():
                 storage = plan.input_storage.get(name)
@@ -98,8 +106,9 @@ class CompiledProgram:
                 if intermediates
                 else {}
             )
+        held = {name: plan.states[name].logical(cell) for name, cell in cells.items()}
         return SimResult(outputs, inter, dict(plan.placement), dict(plan.op_types),
-                         dict(plan.fallbacks))
+                         dict(plan.fallbacks), held)
 
 
 def _logical(plan: ExecutionPlan, name: str, env: dict[str, Any]) -> Any:

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.mil.dtypes import var_element_dtype
+from nebisect.mil.dtypes import state_element_dtype, var_element_dtype
 from nebisect.mil.kernels import Kernel, KernelContext, get_kernel
+from nebisect.mil.kernels.state import StateCell
 from nebisect.mil.precision import PrecisionModel, get_precision, round_to_fp16
 from nebisect.mil.profiles import Profile, bound_symbols
 from nebisect.mil.semantics import Semantics
@@ -75,6 +76,25 @@ class Storage:
 Shape = tuple[int | None, ...] | None
 
 
+@dataclass(frozen=True)
+class StateSlot:
+    """A state input of the function: its declared ``shape`` and the ``storage`` the
+    precision model holds it in (the state's declared dtype under the value mode)."""
+
+    shape: tuple[int, ...]
+    storage: Storage
+
+    def cell(self, value: Any = None) -> StateCell:
+        """The state at the start of a prediction: ``value`` (what the previous one left),
+        else zeros — Core ML's ``make_state()``."""
+        initial = np.zeros(self.shape, self.storage.container) if value is None else value
+        return StateCell(self.storage.hold(initial), self.storage.hold)
+
+    def logical(self, cell: StateCell) -> np.ndarray:
+        """The value a cell holds, in the dtype the model stores (fp16 as float16)."""
+        return cell.value.astype(self.storage.logical)
+
+
 @dataclass(slots=True)
 class Step:
     """One op ready to run; ``blocks`` holds the sub-plans of control-flow ops."""
@@ -114,6 +134,8 @@ class ExecutionPlan:
     device_error: str | None = None
     #: the first published runtime rule the program breaks on the units it runs on
     refusal: Refusal | None = None
+    #: the state inputs (``ct.StateType``), carried from one prediction to the next
+    states: dict[str, StateSlot] = field(default_factory=dict)
 
 
 class _Compiler:
@@ -153,15 +175,29 @@ class _Compiler:
 
     def storage_of(self, name: str, mode: Mode, declared: np.dtype | None) -> Storage | None:
         """Record and return how the value ``name`` is held under ``mode``."""
-        logical = mode.store(declared)
-        storage = None
-        if logical is not None:
-            emulated = self.emulate_half and logical == np.float16
-            if emulated:
-                self.emulated[name] = logical
-            storage = Storage(logical, np.dtype(np.float32) if emulated else logical, emulated)
+        storage = self.held_as(mode, declared)
+        if storage is not None and storage.rounds:
+            self.emulated[name] = storage.logical
         self.storage[name] = storage
         return storage
+
+    def held_as(self, mode: Mode, declared: np.dtype | None) -> Storage | None:
+        """How ``mode`` holds a value declared ``declared`` (fp16 emulated in float32
+        when the model computes in float32)."""
+        logical = mode.store(declared)
+        if logical is None:
+            return None
+        emulated = self.emulate_half and logical == np.float16
+        return Storage(logical, np.dtype(np.float32) if emulated else logical, emulated)
+
+    def state_slot(self, var: Any) -> StateSlot | None:
+        """The slot of a state input (None: ``var`` is no state). Its storage is not
+        recorded as the var's: ops receive the state's cell, never a converted array."""
+        declared = state_element_dtype(var)
+        storage = self.held_as(self.value_mode, declared)
+        if storage is None:
+            return None
+        return StateSlot(tuple(int(d) for d in var.shape), storage)
 
     def const(self, op: Any) -> None:
         var = op.outputs[0]
@@ -294,6 +330,7 @@ def compile_function(
         placement=compiler.placement,
         fallbacks=compiler.fallbacks,
         op_types=compiler.op_types,
+        states={v.name: slot for v in inputs if (slot := compiler.state_slot(v)) is not None},
     )
     if profile is not None:
         plan.device_error = profile.shape_error(function, plan.placement)

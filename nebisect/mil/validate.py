@@ -57,12 +57,15 @@ class InputSpec:
 
 
 def input_specs(function: Any) -> list[InputSpec]:
-    """Signatures of a MIL function's inputs, flexible-dim bounds included."""
-    from nebisect.mil.dtypes import numpy_dtype
+    """Signatures of a MIL function's inputs, flexible-dim bounds included. A state
+    (``ct.StateType``) is no input a caller gives: the simulator holds it."""
+    from nebisect.mil.dtypes import numpy_dtype, state_element_dtype
 
     declared = {t.name: t for t in (getattr(function, "input_types", None) or ())}
     specs = []
     for name, var in function.inputs.items():
+        if state_element_dtype(var) is not None:
+            continue
         shape = tuple(var.shape) if var.shape is not None else ()
         dims = [_dim_of(s) for s in shape]
         enumerated: tuple[tuple[int, ...], ...] = ()

@@ -170,8 +170,12 @@ class FailureGroup(Record):
     :class:`~nebisect.search.space.Member`) and ``message`` its verdict's; ``members``
     every input set it covers, in evaluation order; ``cliffs`` the cliffs localized for
     it (``run`` attaches them; an exploration lists its own in
-    :attr:`Exploration.cliffs`).
+    :attr:`Exploration.cliffs`). ``step``: for a stateful model judged over several
+    predictions, the step at which ``smallest`` first failed (0: a model without state;
+    left out of the JSON then).
     """
+
+    json_form: ClassVar[Form] = Form(omit_defaults=("step",))
 
     target: str
     path: str
@@ -182,21 +186,23 @@ class FailureGroup(Record):
     message: str = ""
     members: list[Member] = field(default_factory=list)
     cliffs: list[CliffFinding] = field(default_factory=list)
+    step: int = 0
 
     @classmethod
     def starting(cls, key: GroupKey, attribution: str, culprit: Culprit | None,
-                 member: Member, message: str) -> FailureGroup:
-        """A group of one failure: ``member``, whose verdict said ``message``."""
+                 member: Member, message: str, step: int = 0) -> FailureGroup:
+        """A group of one failure: ``member``, whose verdict said ``message`` (at
+        ``step``)."""
         return cls(key.target, key.path, key.signature, attribution, culprit, member,
-                   message, [member])
+                   message, [member], step=step)
 
-    def add(self, member: Member, message: str) -> None:
+    def add(self, member: Member, message: str, step: int = 0) -> None:
         """Count ``member`` in (once per label); it becomes the smallest when its shrink
         key is smaller."""
         if all(m.label != member.label for m in self.members):
             self.members.append(member)
         if (member.magnitude, member.label) < (self.smallest.magnitude, self.smallest.label):
-            self.smallest, self.message = member, message
+            self.smallest, self.message, self.step = member, message, step
 
     @property
     def key(self) -> GroupKey:

@@ -69,6 +69,9 @@ class Source:
     roles: list[InputRole] = field(default_factory=list)
     #: the function of a multifunction package it is ("" for any other source)
     function: str = ""
+    #: the model's states (``ct.StateType``, iOS 18): kept between predictions, so the
+    #: model is judged over several (``run --steps``)
+    states: list[str] = field(default_factory=list)
 
     def with_domains(self, given: dict[str, InputDomain]) -> Source:
         """This source with ``given`` domains added (``--input-range``: they win over the
@@ -136,7 +139,7 @@ def resolve_source(text: str, *, function: str = "", timeout: float = Timeouts.l
     roles = [InputRole.from_dict(r) for r in record["roles"]]
     return Source("mlpackage", os.path.abspath(path), inputs,
                   domains=role_domains(roles, inputs), roles=roles,
-                  function=record["function"])
+                  function=record["function"], states=list(record["states"]))
 
 
 def package_functions(text: str, *, timeout: float = Timeouts.load,
@@ -168,7 +171,8 @@ def functions_job(payload: dict[str, Any]) -> Verdict:
 
 def package_job(payload: dict[str, Any]) -> Verdict:
     """Child side of resolving a package: is it an ML program that loads, what are the
-    inputs of its (chosen) function, and what does its graph say each input is for? The
+    inputs and states of its (chosen) function, and what does its graph say each input
+    is for? The
     function comes back by name: "" for a package without functions, the default one's
     when none was asked.
 
@@ -180,6 +184,7 @@ def package_job(payload: dict[str, Any]) -> Verdict:
 
     def build() -> dict[str, Any]:
         from nebisect.mil.load import function_description, function_names, load_program
+        from nebisect.mil.roles import infer_roles
 
         try:
             spec = _require_ml_program(Path(package))
@@ -193,9 +198,8 @@ def package_job(payload: dict[str, Any]) -> Verdict:
             program = load_program(Path(package), chosen)
         except NebisectError as exc:
             raise NebisectError(unprefixed(str(exc), package)) from None
-        from nebisect.mil.roles import infer_roles
-
         return {"inputs": [d.to_dict() for d in described], "function": chosen,
+                "states": [state.name for state in description.state],
                 "roles": [role.to_dict() for role in infer_roles(program)]}
 
     return record_verdict(build)

@@ -9,6 +9,7 @@ target cannot run here, and the CLI lists it instead of failing at start-up.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -31,6 +32,8 @@ class Prediction:
     are what the target did to the inputs on the way (a dtype cast), for the verdict.
     ``fallbacks`` maps op name → why the op ran off the target's accelerator, where the
     backend can tell (the simulator's device profile; Core ML's compute plan does not).
+    ``state`` holds a stateful model's states as the prediction left them (empty for a
+    model without state, or a target that cannot read them).
     """
 
     outputs: dict[str, np.ndarray]
@@ -40,6 +43,7 @@ class Prediction:
     placement_unknown: str = ""
     notes: list[str] = field(default_factory=list)
     fallbacks: dict[str, str] = field(default_factory=dict)
+    state: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 class TargetSkipped(NebisectError):
@@ -80,3 +84,13 @@ class Target(ABC):
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
         """Run ``model`` (a :class:`nebisect.sources.artifact.Artifact`) on ``inputs``."""
+
+    def predict_steps(
+        self, model: Any, inputs: dict[str, np.ndarray], steps: int, *,
+        intermediates: bool = False,
+    ) -> Iterator[Prediction]:
+        """Up to ``steps`` successive predictions on ``inputs`` with the model's state
+        carried from each to the next (a decode loop), yielded one by one. Default: one
+        prediction — a target that carries no state between predictions would repeat it.
+        A target that does carry state stops after the first when the model has none."""
+        yield self.predict(model, inputs, intermediates=intermediates)

@@ -18,6 +18,7 @@ refuses nothing: it is the reference every other target is judged against.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -62,14 +63,33 @@ class _SimTarget(Target):
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
-        result = self._compiled(model).run(inputs, intermediates=intermediates)
-        return Prediction(
-            outputs=result.outputs,
-            placement=result.placement,
-            op_types=result.op_types,
-            intermediates=result.intermediates,
-            fallbacks=result.fallbacks,
-        )
+        return _prediction(self._compiled(model).run(inputs, intermediates=intermediates))
+
+    def predict_steps(
+        self, model: Any, inputs: dict[str, np.ndarray], steps: int, *,
+        intermediates: bool = False,
+    ) -> Iterator[Prediction]:
+        """Each step starts from the states the previous one left (zeros at the first)."""
+        compiled = self._compiled(model)
+        state: dict[str, np.ndarray] | None = None
+        for _ in range(steps):
+            result = compiled.run(inputs, intermediates=intermediates, state=state)
+            yield _prediction(result)
+            if not result.state:
+                return
+            state = result.state
+
+
+def _prediction(result: Any) -> Prediction:
+    """A simulator result (:class:`~nebisect.mil.interp.SimResult`) as a prediction."""
+    return Prediction(
+        outputs=result.outputs,
+        placement=result.placement,
+        op_types=result.op_types,
+        intermediates=result.intermediates,
+        fallbacks=result.fallbacks,
+        state=result.state,
+    )
 
 
 @register_target(REFERENCE_TARGET)
