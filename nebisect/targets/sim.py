@@ -69,15 +69,18 @@ class _SimTarget(Target):
         self, model: Any, inputs: dict[str, np.ndarray], steps: int, *,
         intermediates: bool = False,
     ) -> Iterator[Prediction]:
-        """Each step starts from the states the previous one left (zeros at the first)."""
+        """Each step starts from the states the previous one left (zeros at the first).
+        The first is :meth:`predict`'s, so a target that refines it (a plugin's
+        subclass) judges a model without state exactly as it predicts."""
+        prediction = self.predict(model, inputs, intermediates=intermediates)
+        yield prediction
         compiled = self._compiled(model)
-        state: dict[str, np.ndarray] | None = None
-        for _ in range(steps):
-            result = compiled.run(inputs, intermediates=intermediates, state=state)
-            yield _prediction(result)
-            if not result.state:
+        for _ in range(steps - 1):
+            if not prediction.state:
                 return
-            state = result.state
+            prediction = _prediction(compiled.run(inputs, intermediates=intermediates,
+                                                  state=prediction.state))
+            yield prediction
 
 
 def _prediction(result: Any) -> Prediction:
