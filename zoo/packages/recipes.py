@@ -145,3 +145,138 @@ def bert_finfo_mask(out: Path) -> Path:
                     [ct.TensorType(name="input_ids", shape=(1, 8), dtype=np.int32),
                      ct.TensorType(name="attention_mask", shape=(1, 8), dtype=np.int32)],
                     out / "bert_finfo_mask.mlpackage")
+
+
+def _mlp() -> Any:
+    """Linear(16, 64) → ReLU → Linear(64, 64) → ReLU → Linear(64, 8), seeded."""
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(),
+                               torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                               torch.nn.Linear(64, 8))
+
+
+def _mlp_model() -> Any:
+    import coremltools as ct
+    import torch
+
+    torch.manual_seed(1)
+    traced = torch.jit.trace(_mlp().eval(), (torch.randn(1, 16),))
+    return ct.convert(traced, inputs=[ct.TensorType(name="x", shape=(1, 16))],
+                      convert_to="mlprogram")
+
+
+@recipe
+def mlp(out: Path) -> Path:
+    """An MLP at coremltools' defaults: the baseline of the compressed variants."""
+    path = out / "mlp.mlpackage"
+    _mlp_model().save(str(path))
+    return path
+
+
+@recipe
+def mlp_palettized4(out: Path) -> Path:
+    """The MLP with 4-bit k-means palettized weights (``coremltools.optimize.coreml``)."""
+    import coremltools.optimize.coreml as cto
+
+    config = cto.OptimizationConfig(global_config=cto.OpPalettizerConfig(
+        mode="kmeans", nbits=4, weight_threshold=0))
+    path = out / "mlp_palettized4.mlpackage"
+    cto.palettize_weights(_mlp_model(), config).save(str(path))
+    return path
+
+
+@recipe
+def mlp_int8(out: Path) -> Path:
+    """The MLP with int8 linear-quantized weights (``coremltools.optimize.coreml``)."""
+    import coremltools.optimize.coreml as cto
+
+    config = cto.OptimizationConfig(global_config=cto.OpLinearQuantizerConfig(
+        mode="linear_symmetric", dtype="int8", weight_threshold=0))
+    path = out / "mlp_int8.mlpackage"
+    cto.linear_quantize_weights(_mlp_model(), config).save(str(path))
+    return path
+
+
+@recipe
+def two_outputs(out: Path) -> Path:
+    """A model with two outputs: softmax class scores and a sigmoid box."""
+    import coremltools as ct
+    import torch
+
+    class Heads(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = torch.nn.Linear(16, 32)
+            self.classes = torch.nn.Linear(32, 10)
+            self.box = torch.nn.Linear(32, 4)
+
+        def forward(self, x: Any) -> Any:
+            hidden = torch.relu(self.body(x))
+            return self.classes(hidden).softmax(-1), torch.sigmoid(self.box(hidden))
+
+    torch.manual_seed(0)
+    return _convert(Heads(), (torch.randn(1, 16),),
+                    [ct.TensorType(name="x", shape=(1, 16))], out / "two_outputs.mlpackage")
+
+
+@recipe
+def conv_flexible(out: Path) -> Path:
+    """Conv1d → ReLU → Conv1d over a flexible time axis (``RangeDim(8, 128)``)."""
+    import coremltools as ct
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv1d(4, 8, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv1d(8, 4, 3, padding=1))
+    shape = ct.Shape(shape=(1, 4, ct.RangeDim(8, 128, default=16)))
+    return _convert(model, (torch.randn(1, 4, 16),), [ct.TensorType(name="x", shape=shape)],
+                    out / "conv_flexible.mlpackage")
+
+
+@recipe
+def running_sum_state(out: Path) -> Path:
+    """A stateful decoder's cache in miniature: ``acc += x`` kept in a ``ct.StateType``
+    (iOS 18), returned each step."""
+    import coremltools as ct
+    import torch
+
+    class Accumulate(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("acc", torch.zeros(1, 4))
+
+        def forward(self, x: Any) -> Any:
+            self.acc.add_(x)
+            return self.acc * 1.0
+
+    return _convert(Accumulate(), (torch.ones(1, 4),), [ct.TensorType(name="x", shape=(1, 4))],
+                    out / "running_sum_state.mlpackage",
+                    states=[ct.StateType(wrapped_type=ct.TensorType(shape=(1, 4)), name="acc")],
+                    minimum_deployment_target=ct.target.iOS18)
+
+
+@recipe
+def prefill_decode(out: Path) -> Path:
+    """A multifunction package (``ct.utils.save_multifunction``): ``prefill`` over 8
+    token ids and ``decode`` over one, sharing the embedding table."""
+    import tempfile
+
+    import coremltools as ct
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as scratch:
+        parts = Path(scratch)
+        for name, length in (("prefill", 8), ("decode", 1)):
+            _convert(_embedding_tagger(), (_ids(length),),
+                     [ct.TensorType(name="ids", shape=(1, length), dtype=np.int32)],
+                     parts / f"{name}.mlpackage", minimum_deployment_target=ct.target.iOS18)
+        described = ct.utils.MultiFunctionDescriptor()
+        for name in ("prefill", "decode"):
+            described.add_function(str(parts / f"{name}.mlpackage"), src_function_name="main",
+                                   target_function_name=name)
+        described.default_function_name = "prefill"
+        path = out / "prefill_decode.mlpackage"
+        ct.utils.save_multifunction(described, str(path))
+    return path
