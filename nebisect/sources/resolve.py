@@ -17,6 +17,8 @@ depends on its working directory.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -164,7 +166,8 @@ def functions_job(payload: dict[str, Any]) -> Verdict:
     def build() -> dict[str, Any]:
         from nebisect.mil.load import function_names
 
-        return {"functions": list(function_names(_require_ml_program(Path(package))))}
+        with _named_by_the_parent(package):
+            return {"functions": list(function_names(_require_ml_program(Path(package))))}
 
     return record_verdict(build)
 
@@ -172,9 +175,8 @@ def functions_job(payload: dict[str, Any]) -> Verdict:
 def package_job(payload: dict[str, Any]) -> Verdict:
     """Child side of resolving a package: is it an ML program that loads, what are the
     inputs and states of its (chosen) function, and what does its graph say each input
-    is for? The
-    function comes back by name: "" for a package without functions, the default one's
-    when none was asked.
+    is for? The function comes back by name: "" for a package without functions, the
+    default one's when none was asked.
 
     Reading the spec needs coremltools, whose import in ``run``'s own process would
     cost seconds; the child is forked from the template that simulates the package
@@ -186,7 +188,7 @@ def package_job(payload: dict[str, Any]) -> Verdict:
         from nebisect.mil.load import function_description, function_names, load_program
         from nebisect.mil.roles import infer_roles
 
-        try:
+        with _named_by_the_parent(package):
             spec = _require_ml_program(Path(package))
             description = function_description(spec, function, package)
             described = describe_spec(description, package)
@@ -196,8 +198,6 @@ def package_job(payload: dict[str, Any]) -> Verdict:
             # found here once, before any case: every case would fail the same way,
             # blamed on its target.
             program = load_program(Path(package), chosen)
-        except NebisectError as exc:
-            raise NebisectError(unprefixed(str(exc), package)) from None
         return {"inputs": [d.to_dict() for d in described], "function": chosen,
                 "states": [state.name for state in description.state],
                 "roles": [role.to_dict() for role in infer_roles(program)]}
@@ -225,13 +225,21 @@ def program_job(payload: dict[str, Any]) -> Verdict:
     def build() -> dict[str, Any]:
         from nebisect.mil.load import load_program
 
-        try:
+        with _named_by_the_parent(package):
             load_program(package, payload["function"])
-        except NebisectError as exc:
-            raise NebisectError(unprefixed(str(exc), package)) from None
         return {}
 
     return record_verdict(build)
+
+
+@contextmanager
+def _named_by_the_parent(package: str) -> Iterator[None]:
+    """A child's input error about ``package`` without the package's path in front: the
+    parent puts the name the user typed there (``describe_in_child``'s label)."""
+    try:
+        yield
+    except NebisectError as exc:
+        raise NebisectError(unprefixed(str(exc), package)) from None
 
 
 def _require_ml_program(path: Path) -> Any:

@@ -323,7 +323,7 @@ def test_an_unknown_case_option_is_a_one_line_input_error(tmp_path: Path) -> Non
     assert shown.stderr.strip().splitlines()[-1].endswith(
         "case.json: unknown case option 'op_of_intrest': one of plugins, params, outputs, "
         "intermediates, judge_precision, op_of_interest, reference_source, convert_path, "
-        "masked_outputs, note_placement")
+        "masked_outputs, note_placement, steps")
     assert "Traceback" not in shown.stderr
 
 

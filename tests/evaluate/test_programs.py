@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from support.corpus_helpers import lse_package, softplus_package
 
+from nebisect.case import SourceRef
 from nebisect.errors import NebisectError
 from nebisect.evaluate.programs import outline
 from nebisect.inputs.guided import guided
@@ -30,7 +31,8 @@ def isolator() -> Iterator[Isolator]:
 def test_the_outline_is_the_graphs_dependency_view(make: object, tmp_path: Path,
                                                    isolator: Isolator) -> None:
     package = make(tmp_path / "p.mlpackage")  # type: ignore[operator]
-    read = outline(str(package), isolator=isolator, needs=SIMULATOR, timeout=60)
+    read = outline(SourceRef("mlpackage", str(package)), isolator=isolator,
+                   needs=SIMULATOR, timeout=60)
     graph = MilGraph(load_program(package))
     assert read.dag.order == graph.dag.order and len(read.dag.order) >= 1
     assert read.dag.produces == graph.dag.produces
@@ -43,7 +45,8 @@ def test_the_outline_is_the_graphs_dependency_view(make: object, tmp_path: Path,
 def test_guided_probes_read_in_a_child_equal_the_in_process_ones(
         tmp_path: Path, isolator: Isolator) -> None:
     package = lse_package(tmp_path / "lse.mlpackage")
-    probes = guided(str(package), isolator=isolator, needs=SIMULATOR, timeout=60)
+    probes = guided(SourceRef("mlpackage", str(package)), isolator=isolator,
+                    needs=SIMULATOR, timeout=60)
     assert probes == guided_probes(load_program(package))
     [probe] = probes
     assert probe.op_type == "reduce_log_sum_exp"
@@ -55,5 +58,6 @@ def test_an_unreadable_package_is_one_line_naming_it(tmp_path: Path,
     broken = tmp_path / "broken.mlpackage"
     broken.mkdir()
     with pytest.raises(NebisectError, match=f"^{broken}: ") as raised:
-        outline(str(broken), isolator=isolator, needs=SIMULATOR, timeout=60)
+        outline(SourceRef("mlpackage", str(broken)), isolator=isolator, needs=SIMULATOR,
+                timeout=60)
     assert "\n" not in str(raised.value)

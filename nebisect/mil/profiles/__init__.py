@@ -128,6 +128,9 @@ def bound_symbols(function: Any) -> frozenset[str]:
 
 
 def _shape_symbols(var: Any) -> frozenset[str]:
+    """The symbols in ``var``'s shape; none for a list or another non-tensor."""
+    if var_element_dtype(var) is None:
+        return frozenset()
     return frozenset(name for size in (var.shape or ()) if _symbolic(size)
                      for name in symbols_of(size))
 
