@@ -143,7 +143,8 @@ class Attributor:
         if not target_mid:
             return None
         graph, reference = bench.outline(target, path), split_arrays(outcome.arrays, "refmid:")
-        found = by_intermediates(graph, target_mid, reference, spec_of(target).precision)
+        found = by_intermediates(graph, target_mid, reference, spec_of(target).precision,
+                                 verdict.signature)
         if found is None and verdict.signature == "mismatch:nonfinite":
             # The reference computes the same inf/NaN (a package's own program): the
             # culprit is where the program's own values stop being finite.

@@ -207,6 +207,13 @@ def root_causes(groups: Sequence[FailureGroup], rows: Iterable[Row],
             merged[cliff] += merged.pop(key)
     findings = [RunFinding(0, key.op, key.symptom, members) for key, members in merged.items()]
     findings.sort(key=lambda f: (f.severity, distance(f.smallest.magnitude)))
+    return numbered(findings, rows, title)
+
+
+def numbered(findings: list[RunFinding], rows: Iterable[Row],
+             title: Callable[[RunFinding], str]) -> list[RunFinding]:
+    """``findings`` numbered from 1 in their order, each with where it shows among the
+    cells of ``rows`` and its title."""
     rows = [r for r in rows if r.role == "target"]
     cells = list(dict.fromkeys((r.target, r.path) for r in rows))
     failing = {(r.target, r.path) for r in rows if r.verdict.failed}

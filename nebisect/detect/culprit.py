@@ -38,21 +38,75 @@ OWN_NONFINITE = (f"the program's own values ({REFERENCE_TARGET}): the first op c
 #: held value (an fp16 state that overflows is the culprit even where the exact sum is
 #: beyond fp16 range, see :func:`nebisect.verdict.compare`)
 STATE_WRITES = ("coreml_update_state",)
+#: the cliffs a culprit search follows to the op where they appear (see
+#: :func:`by_intermediates`)
+NONFINITE, COLLAPSE = mismatch_signature("nonfinite"), mismatch_signature("collapse")
 OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched to MIL ops: "
                 "the op producing the first diverging output)")
 
 
 def by_intermediates(graph: Any, target: dict[str, np.ndarray],
-                     reference: dict[str, np.ndarray], precision: str) -> Culprit | None:
+                     reference: dict[str, np.ndarray], precision: str,
+                     signature: str = "") -> Culprit | None:
     """The first op of ``graph`` (a :class:`~nebisect.evaluate.programs.ProgramOutline` or a
     :class:`~nebisect.minimize.graphs.mil.MilGraph`) whose value in ``target`` breaks the
-    oracle against ``reference``; None when no recorded value does."""
+    oracle against ``reference``; None when no recorded value does.
+
+    A cliff enters where its own symptom does, not at the first value past tolerance:
+    at inputs large enough to overflow, fp16 has already rounded earlier values past it
+    (a conv before GroupNorm's ``square``). For ``mismatch:nonfinite`` the culprit is
+    the first op that makes inf/NaN of finite values where the exact value is finite —
+    even beyond fp16's range, which excuses the value itself but not the op that
+    overflows (:func:`first_overflow`); for ``mismatch:collapse``, the first value that
+    collapses. When no value shows the symptom, the first to break the oracle at all."""
+    if signature == NONFINITE:
+        overflow = first_overflow(graph, target, reference, precision)
+        if overflow is not None:
+            return overflow
+    matching = (_first_divergence(graph, target, reference, precision, signature)
+                if signature == COLLAPSE else None)
+    return matching or _first_divergence(graph, target, reference, precision, "")
+
+
+def first_overflow(graph: Any, target: dict[str, np.ndarray],
+                   reference: dict[str, np.ndarray], precision: str) -> Culprit | None:
+    """The first op whose ``target`` value holds inf/NaN where its ``reference`` value is
+    finite, while every ``target`` value it reads is finite; None when none does."""
+    dag = graph.dag
+    for index, op in enumerate(dag.order):
+        made = [v for v in dag.produces[op] if v in target and v in reference]
+        read = [target[v] for v in dag.consumes[op] if v in target]
+        if any(_overflows(target[v], reference[v]) for v in made) and not any(
+                _has_nonfinite(v) for v in read):
+            return Culprit(op, graph.op_types[op], NONFINITE, BY_INTERMEDIATES,
+                           ops=_chart(index, dag, graph.op_types, target, reference, precision),
+                           rules=_rules_at(graph, op))
+    return None
+
+
+def _overflows(output: np.ndarray, reference: np.ndarray) -> bool:
+    """Does ``output`` hold inf/NaN at an element whose ``reference`` is finite?"""
+    out, ref = np.asarray(output), np.asarray(reference)
+    if out.shape != ref.shape or out.dtype.kind != "f" or ref.dtype.kind != "f":
+        return False
+    return bool((~np.isfinite(out) & np.isfinite(ref)).any())
+
+
+def _first_divergence(graph: Any, target: dict[str, np.ndarray],
+                      reference: dict[str, np.ndarray], precision: str,
+                      signature: str) -> Culprit | None:
+    """:func:`by_intermediates`' search: the first op whose value breaks the oracle
+    (with ``signature``, only as that mismatch)."""
     dag = graph.dag
     # A state written stays live to the end of the prediction: it diverges at every
     # point past its write, whatever the frontier holds.
     held = {value: dag.position[op] for op in dag.order
             if graph.op_types.get(op) in STATE_WRITES for value in dag.produces[op]}
-    check = value_divergence(target, reference, precision, held)
+    judged = value_divergence(target, reference, precision, held)
+
+    def check(value: str) -> str | None:
+        found = judged(value)
+        return found if not signature or found == signature else None
 
     def diverges(i: int) -> bool:
         return (any(check(v) for v in dag.frontier(i))
@@ -62,13 +116,18 @@ def by_intermediates(graph: Any, target: dict[str, np.ndarray],
     if found.index is None:
         return None
     op = dag.order[found.index]
-    signature = next((s for v in dag.produces[op] if (s := check(v))), "")
-    window = range(max(0, found.index - CHART_BEFORE),
-                   min(len(dag.order), found.index + CHART_AFTER + 1))
-    ops = tuple(chart for i in window
-                if (chart := _op_error(i, dag, graph.op_types, target, reference, precision)))
-    return Culprit(op, graph.op_types[op], signature, BY_INTERMEDIATES, ops=ops,
+    shown = next((s for v in dag.produces[op] if (s := check(v))), "")
+    return Culprit(op, graph.op_types[op], shown, BY_INTERMEDIATES,
+                   ops=_chart(found.index, dag, graph.op_types, target, reference, precision),
                    rules=_rules_at(graph, op))
+
+
+def _chart(index: int, dag: Any, op_types: dict[str, str], target: dict[str, np.ndarray],
+           reference: dict[str, np.ndarray], precision: str) -> tuple[OpError, ...]:
+    """The errors of the ops around position ``index``: the culprit's divergence chart."""
+    window = range(max(0, index - CHART_BEFORE), min(len(dag.order), index + CHART_AFTER + 1))
+    return tuple(chart for i in window
+                 if (chart := _op_error(i, dag, op_types, target, reference, precision)))
 
 
 def _op_error(index: int, dag: Any, op_types: dict[str, str], target: dict[str, np.ndarray],
@@ -111,8 +170,8 @@ def first_nonfinite(graph: Any, reference: dict[str, np.ndarray]) -> Culprit | N
         made = [reference[v] for v in dag.produces[op] if v in reference]
         read = [reference[v] for v in dag.consumes[op] if v in reference]
         if any(_has_nonfinite(v) for v in made) and not any(_has_nonfinite(v) for v in read):
-            return Culprit(op, graph.op_types[op], mismatch_signature("nonfinite"),
-                           OWN_NONFINITE, rules=_rules_at(graph, op),
+            return Culprit(op, graph.op_types[op], NONFINITE, OWN_NONFINITE,
+                           rules=_rules_at(graph, op),
                            constants=tuple(getattr(graph, "constants", {}).get(op, ())))
     return None
 

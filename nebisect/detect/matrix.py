@@ -31,9 +31,10 @@ from typing import Any, ClassVar
 from nebisect.codec import Form, Record
 from nebisect.ddmin import Stats
 from nebisect.detect.attribution import Attributor
-from nebisect.detect.causes import RunFinding, root_causes
+from nebisect.detect.causes import RunFinding, numbered, root_causes
 from nebisect.detect.discover import Discovery, explore_target, values_at
 from nebisect.detect.findings import Row, group_failures
+from nebisect.detect.realistic import beyond, realistic_limit, value_scale
 from nebisect.detect.remote import run_cells
 from nebisect.detect.titles import title
 from nebisect.evaluate.compression import CompressionCheck
@@ -77,10 +78,9 @@ class RunReport(Record):
         derived=(("failed", "reference"), ("reference_failed", "reference")),
         order=("source", "function", "reference", "failed", "reference_failed", "conversions",
                "rows",
-               "findings", "groups", "explorations", "discovery", "timings", "margins",
-               "undeclared", "input_roles", "masked_outputs", "masks_inferred", "paths",
-               "compression",
-               "interrupted"))
+               "findings", "far_findings", "groups", "explorations", "discovery", "timings",
+               "margins", "undeclared", "input_scale", "declared_scale", "input_roles",
+               "masked_outputs", "masks_inferred", "paths", "compression", "interrupted"))
 
     source: str
     reference: str
@@ -102,6 +102,14 @@ class RunReport(Record):
     #: the floating inputs without a declared domain (findings may lie beyond what the
     #: model ever sees: the report says how to declare one)
     undeclared: list[str] = field(default_factory=list)
+    #: the largest |value| of the inputs the run starts from (the example, else the
+    #: first generated set), and of the floating inputs' declared domains: what a
+    #: trigger's distance is measured from, and how far is realistic
+    input_scale: float = 1.0
+    declared_scale: float = 0.0
+    #: findings only at inputs beyond realistic ones (:mod:`nebisect.detect.realistic`):
+    #: margins, not failures
+    far_findings: list[RunFinding] = field(default_factory=list)
     #: what the graph says the inputs nobody declared are for, and the domain that
     #: gives them (token ids inside the table they index, …)
     input_roles: list[InputRole] = field(default_factory=list)
@@ -120,7 +128,10 @@ class RunReport(Record):
 
     @property
     def failed(self) -> bool:
-        return any(r.verdict.failed for r in self.rows)
+        """Did a row fail, other than one of a finding beyond realistic inputs?"""
+        far = {group.key for finding in self.far_findings for group in finding.groups}
+        return any(r.verdict.failed and not (r.role == "target" and r.key in far)
+                   for r in self.rows)
 
     @property
     def reference_failed(self) -> bool:
@@ -131,15 +142,20 @@ class RunReport(Record):
         example inputs first: a finding at the example's own scale outranks one at 3e4,
         or at 6e-8 (how far, in orders of magnitude: :func:`distance`)."""
         self.paths = list(dict.fromkeys(r.path for r in self.rows if r.path))
-        self.groups, self.findings = grouped(
+        self.groups, found = grouped(
             self.rows, {t: e.cliffs for t, e in self.explorations.items()},
-            self.example_scale(), self.paths)
+            self.input_scale, self.paths)
+        limit = self.realistic_limit
+        self.findings = [f for f in found if not beyond(f, limit)]
+        self.far_findings = [f for f in found if beyond(f, limit)]
+        for kept in (self.findings, self.far_findings):
+            numbered(kept, self.rows, lambda finding: title(finding, self.paths))
 
-    def example_scale(self) -> float:
-        """The largest |value| of the example (else of the first input set) the run saw."""
-        first = next((r.input_set for r in self.rows if r.input_set.family == "example"),
-                     next((r.input_set for r in self.rows), None))
-        return first.magnitude if first is not None and first.magnitude > 0 else 1.0
+    @property
+    def realistic_limit(self) -> float:
+        """The largest trigger magnitude still judged a failure
+        (:func:`~nebisect.detect.realistic.realistic_limit`)."""
+        return realistic_limit(self.input_scale, [self.declared_scale], self.undeclared)
 
 @dataclass
 class MatrixRunner:
@@ -194,13 +210,16 @@ class MatrixRunner:
         report = self.report = RunReport(self.source.location, self.reference,
                                          function=self.source.function)
         described = model_inputs(self.source, lengths)
-        report.undeclared = [name for name in described.names("float")
-                             if name not in self.source.domains]
+        floats = described.names("float")
+        report.undeclared = [name for name in floats if name not in self.source.domains]
+        report.declared_scale = max((self.source.domains[name].magnitude for name in floats
+                                     if name in self.source.domains), default=0.0)
         report.input_roles = list(self.source.roles)
         report.masked_outputs = dict(self.source.masked_outputs)
         report.masks_inferred = self.source.masks_inferred
         discovery = self.discovery
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
+        report.input_scale = value_scale(sets[0].arrays if sets else {}, floats)
         self._expect_evaluations()
         npzs = {s.label: self.bench.save_inputs(s.arrays, s.label) for s in sets}
         try:

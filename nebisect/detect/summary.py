@@ -138,7 +138,7 @@ def domain_lines(result: object) -> list[str]:
         pairs = ", ".join(f"{output} by {mask}" for output, mask in masked.items())
         lines.append(escape(f"padded positions not compared ({how}): {pairs}"))
     undeclared: list[str] = getattr(result, "undeclared", [])
-    if undeclared and getattr(result, "groups", None):
+    if undeclared and getattr(result, "findings", None):
         names = ", ".join(undeclared)
         example = undeclared[0]
         lines.append(escape(

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from nebisect.detect.compression import check_lines
 from nebisect.detect.placement_notes import placement_lines
+from nebisect.detect.realistic import REALISTIC_FACTOR, margin_line
 from nebisect.detect.summary import (
     domain_lines,
     finding_lines,
@@ -41,14 +42,17 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
     for line in [*(escape(line) for line in check_lines(result.compression)),
                  *map(escape, gap_lines(result.rows)), *prediction_lines(result.explorations),
                  *domain_lines(result),
+                 *(escape(margin_line(finding, result.input_scale, result.undeclared))
+                   for finding in result.far_findings),
                  *(escape(note) for note in placement_lines(result.rows))]:
         console.print(line, highlight=False, soft_wrap=True)
     if result.interrupted:
         console.print(f"[yellow]{result.interrupted}: only the rows above were evaluated[/]")
-    elif not result.failed and gaps(result.rows):
-        console.print("[green]the targets nebisect could judge agree with the reference[/]")
     elif not result.failed:
-        console.print("[green]all targets agree with the reference[/]")
+        judged = "the targets nebisect could judge" if gaps(result.rows) else "all targets"
+        within = (f" at inputs within {REALISTIC_FACTOR:g}× of those the run starts from"
+                  if result.far_findings else "")
+        console.print(f"[green]{judged} agree with the reference{within}[/]")
 
 
 def _function(result: RunReport) -> str:

@@ -24,10 +24,10 @@ from nebisect.detect.attribution import Attributor
 from nebisect.detect.causes import RunFinding
 from nebisect.detect.findings import Row
 from nebisect.detect.matrix import grouped
+from nebisect.detect.realistic import value_scale
 from nebisect.evaluate.workbench import CellKey, Workbench
 from nebisect.fuzzing.campaign import CampaignResult, Finding
 from nebisect.fuzzing.model_subject import ModelSubject, cliff_family
-from nebisect.inputs.families.base import largest
 from nebisect.search.records import CliffFinding, FailureGroup, GroupKey, culprit_key
 from nebisect.verdict import Verdict
 
@@ -84,6 +84,5 @@ def _example_scale(subject: ModelSubject) -> float:
     """The largest |value| of the factory's example (1.0 without one): what a trigger's
     distance is measured from, as in ``run``."""
     example = subject.source.example or {}
-    floats = [name for name, array in example.items() if np.asarray(array).dtype.kind == "f"]
-    magnitude = largest(example, floats) if floats else 0.0
-    return magnitude if magnitude > 0 else 1.0
+    return value_scale(example, [name for name, array in example.items()
+                                 if np.asarray(array).dtype.kind == "f"])

@@ -307,24 +307,33 @@ def test_targets_that_cannot_run_here_are_an_input_error(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("factory", "extra", "code"), [
-    ("undeclared", [], 1),
+    ("undeclared", [], 0),
+    ("undeclared", ["--input-range", "pixel_values=0:2048"], 1),
     ("undeclared", ["--input-range", "pixel_values=0:1"], 0),
     ("model", [], 0),
 ])
-def test_a_declared_domain_keeps_a_far_trigger_out_of_the_failures(
+def test_a_far_trigger_is_a_margin_unless_a_declared_domain_reaches_it(
         factory: str, extra: list[str], code: int) -> None:
-    """The Linear overflows fp16 once pixels reach 1024: a finding without a domain, a
-    margin (1 024× beyond [0, 1]) with one, declared by the factory or on the CLI."""
+    """The Linear overflows fp16 once pixels reach 1024, over a thousand times the
+    example's largest pixel: without a domain a margin beside the findings (beyond 16×
+    the example), a failure once a declared domain reaches it, and lint's margin (1 024×
+    beyond [0, 1]) when the domain stops short of it."""
     done = subprocess.run(
         [*NEBISECT, "run", f"{SUPPORT}/domain_models.py:{factory}", "-t", "sim:fp16",
          "--convert", "export", "--budget", "12", "--json", *extra],
         capture_output=True, text=True, timeout=600)
     assert done.returncode == code, done.stderr
     report = json.loads(done.stdout)
-    assert report["failed"] is (code == 1)
+    assert report["failed"] is (code == 1) and bool(report["findings"]) is (code == 1)
+    if not extra and factory == "undeclared":
+        [far] = report["far_findings"]
+        assert far["groups"][0]["smallest"]["label"] == "const(x=1024.0)"
+        assert report["undeclared"] == ["pixel_values"] and report["margins"] == []
+        assert 0.9 < report["input_scale"] <= 1.0
+        return
     if code == 1:
         assert report["groups"][0]["smallest"]["label"] == "const(x=1024.0)"
-        assert report["undeclared"] == ["pixel_values"] and report["margins"] == []
+        assert report["far_findings"] == []
         return
     [margin] = report["margins"]
     assert margin["op_type"] == "linear" and margin["domain"] == "[0, 1]"
@@ -333,6 +342,8 @@ def test_a_declared_domain_keeps_a_far_trigger_out_of_the_failures(
     explored = [r for r in report["rows"] if r["explored"]]
     assert explored and all(r["verdict"]["status"] == "pass" for r in explored)
     assert max(r["input_set"]["magnitude"] for r in explored) <= 1.0
+
+
 @pytest.mark.parametrize(("message", "named"), [
     ("torch.export: NotImplementedError: Unsupported fx node new_ones, kind new_ones | "
      "jit.trace: TypeError: only 0-dimensional arrays can be converted to Python scalars", True),

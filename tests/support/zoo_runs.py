@@ -75,7 +75,7 @@ def check_default_run(name: str) -> ZooRun:
     assert not any(text in run.stderr for text in INTERNAL), run.stderr[-2000:]
     report = run.report
     assert report["failed"] is (run.code == 1)
-    assert bool(report["groups"]) is (run.code == 1)
+    assert bool(report["findings"]) is (run.code == 1)
     assert not report["reference_failed"], f"{name}: torch could not compute its own model"
     judged = [r for r in report["rows"] if r["role"] == "target"]
     assert judged and any(r["verdict"]["status"] != "skipped" for r in judged)

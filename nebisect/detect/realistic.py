@@ -1,0 +1,78 @@
+"""Findings only at inputs no model sees: margins, not failures.
+
+Without a declared domain, exploration drives a model's floating inputs across fp16's
+whole range. There every Linear overflows somewhere: a ResNet at pixels of 1.4e4, a
+Wav2Vec2 at a waveform whose std is 192, a running-sum state at a feature of 1.1e4 —
+true statements about fp16, and nobody's bug. A finding whose **smallest** trigger (so
+every trigger) lies more than :data:`REALISTIC_FACTOR` times beyond the scale of the
+inputs the run starts from — the factory's example, else the generated inputs, whose
+largest |value| is :func:`value_scale` — is a margin: reported beside the findings, with
+the ``--input-range`` that would judge it, and not a failure (exit 0).
+
+What this leaves alone:
+
+* inputs that all declare their domain (``--input-range``, ``input_domains``):
+  exploration stays inside them, so everything found there is realistic by
+  declaration; with some declared, the limit is never below their largest |value|;
+* process failures (crash, timeout, oom): Core ML taking the app down is a bug at any
+  finite input;
+* triggers whose shrink key is not a float's magnitude — a length (``lengths``, the
+  matrix's ``length(N)``) or an integer's value (``bigints``, inside a domain by
+  construction).
+
+16× is the bound the zoos chose: the published cliffs sit within 3× of their examples
+(``reduce_log_sum_exp`` over 32 channels at 7.62 against an example of about 3), the
+package zoo's false findings at 80× to 10 000×.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from nebisect.detect.causes import RunFinding
+from nebisect.inputs.families.base import largest
+
+#: how far beyond the starting inputs' largest |value| a trigger may lie and still be an
+#: input the model sees, when its inputs declare no domain
+REALISTIC_FACTOR = 16.0
+#: symptoms that are findings at any input
+PROCESS_SYMPTOMS = ("crash", "timeout", "oom")
+#: member families whose shrink key is not a floating input's magnitude
+NOT_A_VALUE = ("lengths", "length", "bigints")
+
+
+def value_scale(arrays: Mapping[str, np.ndarray], floats: Sequence[str]) -> float:
+    """The largest |value| of the floating inputs ``floats`` of ``arrays`` (1.0 when
+    there is none, or it is 0 or not finite): what a trigger's distance is measured
+    from."""
+    magnitude = largest(arrays, [name for name in floats if name in arrays]) if floats else 0.0
+    return magnitude if 0 < magnitude < np.inf else 1.0
+
+
+def realistic_limit(scale: float, declared: Sequence[float], undeclared: Sequence[str]
+                    ) -> float:
+    """The largest trigger magnitude that is still realistic: inf when every floating
+    input declares its domain, else :data:`REALISTIC_FACTOR` × ``scale``, and never
+    below a declared domain's largest |value| (``declared``)."""
+    if not undeclared:
+        return float("inf")
+    return max([REALISTIC_FACTOR * scale, *declared])
+
+
+def beyond(finding: RunFinding, limit: float) -> bool:
+    """Does ``finding`` fail only beyond ``limit`` (see the module docstring)?"""
+    smallest = finding.smallest
+    return (finding.symptom not in PROCESS_SYMPTOMS and smallest.family not in NOT_A_VALUE
+            and smallest.magnitude > limit)
+
+
+def margin_line(finding: RunFinding, scale: float, undeclared: Sequence[str]) -> str:
+    """One line saying what fails only beyond realistic inputs, how far out, and how to
+    judge it anyway."""
+    magnitude = finding.smallest.magnitude
+    name = undeclared[0] if undeclared else "NAME"
+    return (f"margin: {finding.title} — only at inputs with |value| ≥ {magnitude:.3g}, "
+            f"{magnitude / scale:,.0f}× the largest starting input ({scale:.3g}); not a "
+            f"failure: declare a domain to judge it (--input-range {name}=LO:HI)")
