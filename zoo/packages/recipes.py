@@ -9,7 +9,8 @@ package is kept in git: they are built where they are judged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +281,255 @@ def prefill_decode(out: Path) -> Path:
         path = out / "prefill_decode.mlpackage"
         ct.utils.save_multifunction(described, str(path))
     return path
+
+
+# --- the ordinary packages users ship: the torch zoo's factories (``zoo/*.py``) at defaults
+
+ZOO = Path(__file__).resolve().parent.parent
+
+
+def _factory(name: str) -> dict[str, Any]:
+    """``zoo/NAME.py``'s ``model()``, loaded as nebisect loads it (``zoo/`` on ``sys.path``)."""
+    import importlib.util
+    import sys
+
+    if str(ZOO) not in sys.path:
+        sys.path.insert(0, str(ZOO))
+    spec = importlib.util.spec_from_file_location(f"zoo_factory_{name}", ZOO / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.model()
+
+
+def _tuple_outputs(module: Any) -> Any:
+    """``module`` with its dict of outputs returned as a tuple (``jit.trace`` wants one)."""
+    import torch
+
+    class Outputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = module
+
+        def forward(self, *args: Any) -> tuple[Any, ...]:
+            return tuple(self.inner(*args).values())
+
+    return Outputs()
+
+
+def _convert_factory(name: str, out: Path, *, flexible: bool = False, overrides: bool = False,
+                     package: str | None = None) -> Path:
+    """Zoo factory ``name`` traced on its example (int inputs as int32) and converted at
+    defaults, its outputs named as its dict names them; ``flexible`` makes each
+    ``dynamic_dims`` axis a ``ct.RangeDim`` (axes of one range share it); ``overrides``
+    converts with nebisect's converter overrides (``nebisect.fixes.converter_compat``:
+    ``new_ones`` and a NumPy ≥ 2.4-safe ``aten::Int``, which transformers' masks and
+    BERT's position slice need with torch 2.13 + coremltools 9.0), then restores them."""
+    import coremltools as ct
+    import numpy as np
+    import torch
+
+    source = _factory(name)
+    example = {key: value.to(torch.int32) if not value.is_floating_point() else value
+               for key, value in source["example_inputs"].items()}
+    ranges: dict[tuple[int, int], Any] = {}
+    inputs = []
+    for key, value in example.items():
+        shape: Any = tuple(value.shape)
+        if flexible and key in source.get("dynamic_dims", {}):
+            dims = list(shape)
+            for axis, (low, high) in source["dynamic_dims"][key].items():
+                dims[axis] = ranges.setdefault(
+                    (low, high), ct.RangeDim(low, high, default=shape[axis]))
+            shape = ct.Shape(shape=tuple(dims))
+        dtype = np.int32 if value.dtype == torch.int32 else np.float32
+        inputs.append(ct.TensorType(name=key, shape=shape, dtype=dtype))
+    module = source["module"].eval()
+    with torch.no_grad():
+        names = list(module(*example.values()))
+    with _converter_overrides() if overrides else nullcontext():
+        return _convert(_tuple_outputs(module), tuple(example.values()), inputs,
+                        out / f"{package or name}.mlpackage",
+                        outputs=[ct.TensorType(name=key) for key in names])
+
+
+@contextmanager
+def _converter_overrides() -> Iterator[None]:
+    """nebisect's converter overrides registered in coremltools while the block runs."""
+    from nebisect.fixes import converter_compat
+
+    converter_compat.install()
+    try:
+        yield
+    finally:
+        converter_compat.uninstall()
+
+
+@recipe
+def resnet(out: Path) -> Path:
+    """The zoo's ResNet (``zoo/resnet.py``): a 32x32 image to 10 logits."""
+    return _convert_factory("resnet", out)
+
+
+@recipe
+def vit(out: Path) -> Path:
+    """The zoo's ViT (``zoo/vit.py``): a 32x32 image in 8x8 patches to 10 logits."""
+    return _convert_factory("vit", out)
+
+
+@recipe
+def mobilenet_v2(out: Path) -> Path:
+    """The zoo's MobileNetV2 (``zoo/mobilenet_v2.py``) at depth multiplier 0.35."""
+    return _convert_factory("mobilenet_v2", out)
+
+
+@recipe
+def clip_vision(out: Path) -> Path:
+    """The zoo's CLIP vision tower (``zoo/clip_vision.py``): hidden states and pooled."""
+    return _convert_factory("clip_vision", out)
+
+
+@recipe
+def wav2vec2(out: Path) -> Path:
+    """The zoo's Wav2Vec2 encoder (``zoo/wav2vec2.py``) over 800 samples of audio."""
+    return _convert_factory("wav2vec2", out)
+
+
+@recipe
+def bert(out: Path) -> Path:
+    """The zoo's BERT (``zoo/bert.py``) over 8 ids and their mask (converter overrides)."""
+    return _convert_factory("bert", out, overrides=True)
+
+
+@recipe
+def bert_range(out: Path) -> Path:
+    """The zoo's BERT over a ``RangeDim(2, 16)`` sequence, ids and mask (converter overrides)."""
+    return _convert_factory("bert", out, flexible=True, overrides=True,
+                            package="bert_range")
+
+
+@recipe
+def gpt2(out: Path) -> Path:
+    """The zoo's GPT-2 (``zoo/gpt2.py``): logits over 8 token ids (converter overrides)."""
+    return _convert_factory("gpt2", out, overrides=True)
+
+
+@recipe
+def gru_tagger(out: Path) -> Path:
+    """int32 ids → Embedding(100, 16) → GRU(16, 16) → Linear(16, 5) tag logits per token."""
+    import coremltools as ct
+    import numpy as np
+    import torch
+
+    class Tagger(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.e = torch.nn.Embedding(100, 16)
+            self.gru = torch.nn.GRU(16, 16, batch_first=True)
+            self.l = torch.nn.Linear(16, 5)
+
+        def forward(self, ids: Any) -> Any:
+            return self.l(self.gru(self.e(ids))[0])
+
+    torch.manual_seed(0)
+    return _convert(Tagger(), (_ids(8),),
+                    [ct.TensorType(name="ids", shape=(1, 8), dtype=np.int32)],
+                    out / "gru_tagger.mlpackage")
+
+
+@recipe
+def unet_block(out: Path) -> Path:
+    """A small UNet block: conv, GroupNorm, SiLU, a strided down and a nearest up, skip concat."""
+    import coremltools as ct
+    import torch
+    from torch import nn
+
+    def stage(cin: int, cout: int, stride: int = 1) -> nn.Module:
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1), nn.GroupNorm(4, cout), nn.SiLU())
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp, self.down, self.mid = stage(3, 16), stage(16, 32, 2), stage(32, 32)
+            self.up = nn.Upsample(scale_factor=2, mode="nearest")
+            self.merge, self.out = stage(48, 16), nn.Conv2d(16, 3, 1)
+
+        def forward(self, x: Any) -> Any:
+            skip = self.inp(x)
+            hidden = self.up(self.mid(self.down(skip)))
+            return self.out(self.merge(torch.cat([hidden, skip], 1)))
+
+    torch.manual_seed(0)
+    return _convert(Block(), (torch.randn(1, 3, 32, 32),),
+                    [ct.TensorType(name="x", shape=(1, 3, 32, 32))], out / "unet_block.mlpackage")
+
+
+@recipe
+def llama_kv_state(out: Path) -> Path:
+    """A one-layer Llama-style decoder (RMSNorm, rotary attention, SwiGLU) whose KV cache
+    is two ``ct.StateType`` states, as coremltools' stateful guide writes it: ids of
+    ``RangeDim(1, 16)`` and an additive ``causal_mask`` [1, 1, query, end] (iOS 18)."""
+    import coremltools as ct
+    import numpy as np
+    import torch
+    from torch import nn
+
+    vocab, dim, heads, cache = 100, 32, 2, 16
+    head = dim // heads
+
+    class RMSNorm(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(dim))
+
+        def forward(self, x: Any) -> Any:
+            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+    def rotate(x: Any, positions: Any) -> Any:
+        freq = 1.0 / 10000 ** (torch.arange(0, head, 2, dtype=torch.float32) / head)
+        angle = positions[:, None].float() * freq[None, :]
+        cos, sin = angle.cos(), angle.sin()
+        even, odd = x[..., 0::2], x[..., 1::2]
+        return torch.cat([even * cos - odd * sin, even * sin + odd * cos], -1)
+
+    class Decoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(vocab, dim)
+            self.norm1, self.norm2, self.norm3 = RMSNorm(), RMSNorm(), RMSNorm()
+            self.qkv, self.o = nn.Linear(dim, 3 * dim, bias=False), nn.Linear(dim, dim, bias=False)
+            self.gate_up = nn.Linear(dim, 128, bias=False)
+            self.down, self.head = nn.Linear(64, dim, bias=False), nn.Linear(dim, vocab, bias=False)
+            self.register_buffer("k_cache", torch.zeros(1, heads, cache, head))
+            self.register_buffer("v_cache", torch.zeros(1, heads, cache, head))
+
+        def forward(self, input_ids: Any, causal_mask: Any) -> Any:
+            hidden = self.embed(input_ids)
+            length, end = input_ids.shape[-1], causal_mask.shape[-1]
+            past = end - length
+            q, k, v = (t.view(1, length, heads, head).transpose(1, 2)
+                       for t in self.qkv(self.norm1(hidden)).chunk(3, -1))
+            positions = torch.arange(past, end)
+            q, k = rotate(q, positions), rotate(k, positions)
+            self.k_cache[:, :, past:end] = k
+            self.v_cache[:, :, past:end] = v
+            keys, values = self.k_cache[:, :, :end], self.v_cache[:, :, :end]
+            scores = q @ keys.transpose(-1, -2) / head ** 0.5 + causal_mask
+            attended = (scores.softmax(-1) @ values).transpose(1, 2).reshape(1, length, dim)
+            hidden = hidden + self.o(attended)
+            gate, up = self.gate_up(self.norm2(hidden)).chunk(2, -1)
+            hidden = hidden + self.down(nn.functional.silu(gate) * up)
+            return self.head(self.norm3(hidden))
+
+    torch.manual_seed(0)
+    ids = _ids(4)
+    mask = torch.triu(torch.full((1, 1, 4, 4), -1e4), 1)
+    query, end = ct.RangeDim(1, cache, default=4), ct.RangeDim(1, cache, default=4)
+    return _convert(Decoder(), (ids, mask),
+                    [ct.TensorType(name="input_ids", shape=ct.Shape((1, query)), dtype=np.int32),
+                     ct.TensorType(name="causal_mask", shape=ct.Shape((1, 1, query, end)))],
+                    out / "llama_kv_state.mlpackage",
+                    outputs=[ct.TensorType(name="logits")],
+                    states=[ct.StateType(wrapped_type=ct.TensorType(shape=(1, heads, cache, head)),
+                                         name=name) for name in ("k_cache", "v_cache")],
+                    minimum_deployment_target=ct.target.iOS18)
