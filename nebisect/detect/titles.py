@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from nebisect.detect.causes import COMPRESSION, RunFinding
+from nebisect.detect.causes import COMPRESSION, RunFinding, symptom_of
 from nebisect.search.records import FailureGroup
 from nebisect.search.space import Member
 from nebisect.sources.convert import PATH_LABELS
@@ -82,22 +82,27 @@ def title(finding: RunFinding, run_paths: Sequence[str]) -> str:
                 f"({_where(finding.targets, finding.paths, run_paths)})")
     phrase = PHRASES.get(finding.symptom, finding.symptom)
     clauses = []
-    for precision, targets, member, step in _by_precision(finding):
+    # A cliff's tolerance misses on the way to it are not where it returns inf/NaN.
+    showing = [g for g in finding.groups if symptom_of(g.signature) == finding.symptom]
+    for precision, targets, member, step in _by_precision(showing or finding.groups):
         seen_on = [g.path for g in finding.groups if g.target in targets]
         at_step = f" at step {step}" if step else ""
         clauses.append(f"in {precision} {trigger_words(member)}{at_step} "
                        f"({_where(targets, seen_on, run_paths)})")
+    nearer = finding.smallest
+    if showing and nearer.magnitude < min(g.smallest.magnitude for g in showing):
+        clauses.append(f"off beyond tolerance {trigger_words(nearer)}")
     also = [a for a in finding.attributions[1:] if a]
     seen = f"; also attributed {', '.join(also)} at larger inputs" if also else ""
     return f"{head}{what} {phrase} " + "; ".join(clauses) + seen
 
 
-def _by_precision(finding: RunFinding) -> list[tuple[str, list[str], Member, int]]:
-    """(precisions, their targets, their smallest trigger, the decode step it fails at:
-    0 for a model without state), lowest trigger first; the precisions that share a
-    trigger share a clause."""
+def _by_precision(groups: Sequence[FailureGroup]) -> list[tuple[str, list[str], Member, int]]:
+    """(precisions, their targets, their smallest trigger among ``groups``, the decode
+    step it fails at: 0 for a model without state), lowest trigger first; the precisions
+    that share a trigger share a clause."""
     found: dict[str, tuple[list[str], FailureGroup]] = {}
-    for group in finding.groups:
+    for group in groups:
         precision = spec_of(group.target).precision
         targets, smallest = found.get(precision, ([], group))
         if group.target not in targets:

@@ -72,6 +72,18 @@ def test_a_tolerance_miss_on_the_way_to_a_cliff_is_the_cliff() -> None:
     assert finding.title.endswith("also attributed conversion at larger inputs")
 
 
+def test_a_cliff_is_titled_where_it_returns_inf_and_says_where_it_starts_drifting() -> None:
+    """Wav2Vec2's GroupNorm at a waveform of std 192 gives wrong finite values; inf/NaN
+    only from 400: the title says each where it is true."""
+    groups = [_group("sim:fp16", "export", "mismatch:nonfinite", "precision", "square", 400.0),
+              _group("sim:fp16", "export", "mismatch:tolerance", "precision", "square", 192.0)]
+    (finding,) = _findings(groups)
+    assert finding.smallest.magnitude == 192.0
+    assert finding.title == (
+        "precision: square returns inf/NaN in fp16 from const x ≈ 400 (sim:fp16; "
+        "torch.export only); off beyond tolerance from const x ≈ 192")
+
+
 def test_an_unnamed_tolerance_miss_far_from_any_cliff_stays_its_own_finding() -> None:
     groups = [_group("sim:fp16", "export", "mismatch:nonfinite", "precision", "log", 500.0),
               _group("sim:fp16", "export", "mismatch:tolerance", "precision", None, 1.0)]
