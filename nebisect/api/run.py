@@ -104,6 +104,7 @@ def run(
     families: Many = None,
     seed: int = 0,
     input_range: Many = None,
+    masked_output: Many = None,
     convert: str = "both",
     jobs: int | None = None,
     report: str | os.PathLike[str] | None = None,
@@ -129,8 +130,9 @@ def run(
         target=target, inputs=inputs, lengths=lengths, reference=reference, timeout=timeout,
         memory=memory, converter_overrides=converter_overrides,
         deployment_target=deployment_target, plugin=plugin, explore=explore, budget=budget,
-        steps=steps, families=families, seed=seed, input_range=input_range, convert=convert,
-        jobs=jobs, cluster=cluster, require=require, function=function, baseline=baseline,
+        steps=steps, families=families, seed=seed, input_range=input_range,
+        masked_output=masked_output, convert=convert, jobs=jobs, cluster=cluster,
+        require=require, function=function, baseline=baseline,
         compression_tolerance=compression_tolerance)
     if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
         return _run_programs(os.fspath(source), report, save_triggers, progress, given)
@@ -226,7 +228,8 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
                 converter_overrides: bool = False, deployment_target: str = "",
                 plugin: Many = None, explore: str = "auto", budget: int | str | None = None,
                 steps: int | str | None = None, families: Many = None, seed: int = 0,
-                input_range: Many = None, convert: str = "both", jobs: int | None = None,
+                input_range: Many = None, masked_output: Many = None,
+                convert: str = "both", jobs: int | None = None,
                 cluster: str | None = None, require: Many = None, function: str = "",
                 baseline: Any = None,
                 compression_tolerance: float | str | None = None) -> RunOptions:
@@ -245,6 +248,7 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         parse_compression_tolerance,
         parse_families,
         parse_input_ranges,
+        parse_masked_outputs,
         parse_steps,
         use_memory,
     )
@@ -270,6 +274,7 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         seed=seed,
         lengths=parse_lengths(DEFAULT_LENGTHS if lengths is None else lengths),
         input_ranges=parse_input_ranges(items(input_range)),
+        masked_outputs=parse_masked_outputs(items(masked_output)),
         jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
         steps=parse_steps(str(DEFAULT_STEPS if steps is None else steps)),
         cluster=cluster, require=tuple(dict.fromkeys(

@@ -15,6 +15,7 @@ from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
 from nebisect.options import (
     INPUT_RANGE_HELP,
+    MASKED_OUTPUT_HELP,
     MEMORY_HELP,
 )
 from nebisect.sources.inputs import DEFAULT_LENGTHS
@@ -127,6 +128,8 @@ RUN_LIST_FAMILIES_OPTION = typer.Option(
 RUN_SEED_OPTION = typer.Option(0, "--seed", help="Seed of the value families' random draws.")
 RUN_INPUT_RANGE_OPTION = typer.Option(
     None, "--input-range", metavar="NAME=LO:HI", help=INPUT_RANGE_HELP)
+RUN_MASKED_OUTPUT_OPTION = typer.Option(
+    None, "--masked-output", metavar="OUTPUT=MASK", help=MASKED_OUTPUT_HELP)
 RUN_CONVERT_OPTION = typer.Option(
     "both", "--convert", metavar="export|trace|both",
     help="Torch conversion paths: torch.export, jit.trace, or both (every path that "
@@ -197,6 +200,7 @@ def run(
     list_families: bool = RUN_LIST_FAMILIES_OPTION,
     seed: int = RUN_SEED_OPTION,
     input_range: list[str] = RUN_INPUT_RANGE_OPTION,
+    masked_output: list[str] = RUN_MASKED_OUTPUT_OPTION,
     convert: str = RUN_CONVERT_OPTION,
     jobs: int = RUN_JOBS_OPTION,
     as_json: bool = RUN_AS_JSON_OPTION,
@@ -219,9 +223,10 @@ def run(
             timeout=timeout, memory=memory, converter_overrides=converter_overrides,
             deployment_target=deployment_target, plugin=plugin, explore=explore,
             budget=budget, steps=steps, families=families or None, seed=seed,
-            input_range=input_range, convert=convert, jobs=jobs, report=report,
-            save_triggers=save_triggers, cluster=cluster, require=require, function=function,
-            baseline=baseline, compression_tolerance=compression_tolerance)
+            input_range=input_range, masked_output=masked_output, convert=convert,
+            jobs=jobs, report=report, save_triggers=save_triggers, cluster=cluster,
+            require=require, function=function, baseline=baseline,
+            compression_tolerance=compression_tolerance)
     except api.Stopped as stop:
         assert isinstance(stop.result, api.RunResult)
         _emit(stop.result, as_json)

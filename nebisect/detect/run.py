@@ -66,6 +66,8 @@ class RunOptions:
     families: list[str] | None = None
     seed: int = 0
     input_ranges: Mapping[str, InputDomain] = field(default_factory=dict)
+    #: ``--masked-output``: output → the mask input its padded positions follow
+    masked_outputs: Mapping[str, str] = field(default_factory=dict)
     jobs: int = 1
     cluster: str | None = None
     require: tuple[str, ...] = ()
@@ -137,7 +139,7 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
     from nebisect.detect.discover import Discovery
     from nebisect.detect.matrix import MatrixRunner
     from nebisect.sources.convert import CONVERSION
-    from nebisect.sources.resolve import is_torch_location, resolve_source
+    from nebisect.sources.resolve import is_torch_location, output_names, resolve_source
     from nebisect.targets import spec_of
     from nebisect.targets.plugins import use_plugins
 
@@ -154,6 +156,10 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
     resolved = resolve_source(options.source, function=options.function,
                               timeout=timeouts.load, isolator=isolator
                               ).with_domains(dict(options.input_ranges))
+    if options.masked_outputs:
+        resolved = resolved.with_masked_outputs(
+            dict(options.masked_outputs),
+            output_names(resolved, timeout=timeouts.load, isolator=isolator))
     compared = _baseline_checked(options, resolved.kind, isolator)
     discovery = Discovery(options.budget, options.families, options.seed,
                           list(targets)) if options.explore else None
