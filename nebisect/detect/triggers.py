@@ -144,11 +144,10 @@ def next_commands(trigger: Trigger, typed: str, directory: Path, message: str,
     for fix in trigger.fixes:
         bisect += ["--fix", fix]
     commands = [shlex.join([*bisect, "--out", str(directory / f"bisect-{trigger.number}")])]
-    # ``corpus add`` takes no function yet: a function's trigger gets no corpus command.
-    if spec_of(trigger.target).runs_programs and not trigger.fixes and not function:
+    if spec_of(trigger.target).runs_programs and not trigger.fixes:
         stage = ["--stage", trigger.stage] if trigger.stage == "convert" else []
-        commands.append(shlex.join(["nebisect", "corpus", "add", CORPUS, typed, "-t",
-                                    trigger.target, "--inputs", inputs, *stage]))
+        commands.append(shlex.join(["nebisect", "corpus", "add", CORPUS, typed, *chosen,
+                                    "-t", trigger.target, "--inputs", inputs, *stage]))
     if trigger.stage == "convert" and not trigger.fixes and overrides_hint(message):
         commands.append(shlex.join(["nebisect", "run", typed, "--converter-overrides"]))
     return commands
