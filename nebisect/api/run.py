@@ -114,6 +114,7 @@ def run(
     function: str = "",
     baseline: str | os.PathLike[str] | None = None,
     compression_tolerance: float | str | None = None,
+    compress: str = "",
     progress: Progress = True,
 ) -> RunResult | ProgramsResult:
     """``nebisect run`` (see ``nebisect run --help``) on ``source``; the options are the
@@ -133,8 +134,11 @@ def run(
         steps=steps, families=families, seed=seed, input_range=input_range,
         masked_output=masked_output, convert=convert, jobs=jobs, cluster=cluster,
         require=require, function=function, baseline=baseline,
-        compression_tolerance=compression_tolerance)
+        compression_tolerance=compression_tolerance, compress=compress)
     if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
+        from nebisect.sources.compress import check_compress
+
+        check_compress(compress, os.fspath(source))
         return _run_programs(os.fspath(source), report, save_triggers, progress, given)
     declared = declared_of(dynamic_dims, input_domains, masked_outputs)
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
@@ -232,7 +236,8 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
                 convert: str = "both", jobs: int | None = None,
                 cluster: str | None = None, require: Many = None, function: str = "",
                 baseline: Any = None,
-                compression_tolerance: float | str | None = None) -> RunOptions:
+                compression_tolerance: float | str | None = None,
+                compress: str = "") -> RunOptions:
     """The CLI's checks of ``run``'s options, each error the CLI's one line; the checked
     :class:`~nebisect.detect.run.RunOptions`."""
     from nebisect.bounds import MAX_JOBS, check_count, check_seed
@@ -252,11 +257,13 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         parse_steps,
         use_memory,
     )
+    from nebisect.sources.compress import check_compress
     from nebisect.sources.deployment import check_deployment
     from nebisect.sources.inputs import DEFAULT_LENGTHS
 
     if not source:
         raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
+    spec = check_compress(compress, source, baseline)
     timeouts = Timeouts.parse(items(timeout))
     use_memory(memory)
     check_deployment(deployment_target)
@@ -282,7 +289,8 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
             for device in items(require))), function=function,
         baseline=Path(baseline) if baseline else None,
         compression_tolerance=parse_compression_tolerance(
-            str(DEFAULT_TOLERANCE if compression_tolerance is None else compression_tolerance)))
+            str(DEFAULT_TOLERANCE if compression_tolerance is None else compression_tolerance)),
+        compress=spec)
 
 
 EXPLORE_CHOICES = ("auto", "none")
