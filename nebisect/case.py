@@ -496,7 +496,7 @@ class CaseOptions(Record):
     steps: int = 1
 
     def judged_against(self, reference: SourceRef, *, source: SourceRef,
-                       precision: str) -> CaseOptions:
+                       precision: str, reference_precision: str = "fp64") -> CaseOptions:
         """These options with the reference run on ``reference``, and the precision
         the comparison then needs.
 
@@ -504,10 +504,15 @@ class CaseOptions(Record):
         judged against its torch module on an fp64 target (``precision``, the target's;
         the caller holds the registry a record must not need) is judged in fp32 ULPs.
         The converter stores weights and constants as fp32, so even a perfect
-        conversion differs from torch fp64 by fp32 rounding.
+        conversion differs from torch fp64 by fp32 rounding. Against torch in float32
+        (``reference_precision``: a model that pins float32 cannot run in float64), fp32
+        and fp64 targets are judged in fp16 ULPs: two float32 computations of one model
+        differ by their own rounding, which grows with depth.
         """
         converted = source.is_package and reference.is_torch
         judge = "fp32" if converted and precision == "fp64" else ""
+        if converted and reference_precision == "fp32" and precision in ("fp32", "fp64"):
+            judge = "fp16"
         return replace(self, reference_source=(reference.kind, reference.location),
                        judge_precision=judge)
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from nebisect.case import TORCH_REFERENCE
 from nebisect.codec import Form, Record
 from nebisect.ddmin import Stats
 from nebisect.detect.attribution import Attributor
@@ -66,6 +67,13 @@ from nebisect.verdict import Status, Verdict
 CHART_POINTS = 4
 #: why an exploration asked to end at its target's first failure stopped
 FIRST_FAILURE = "stopped at the first failure"
+#: the reference for a torch model that pins float32
+FLOAT32_REFERENCE = "torch:cpu:fp32"
+#: what torch says when a model pins float32 and its float64 copy mixes the two
+DTYPE_PINS = ("must have the same dtype", "expected scalar type", "Expected scalar type",
+              "Input type (float) and bias type (double)",
+              "Input type (torch.FloatTensor) and weight type (torch.DoubleTensor)",
+              "found dtype Float but expected Double", "expected both vectors to have same dtype")
 
 
 @dataclass
@@ -75,9 +83,11 @@ class RunReport(Record):
     JSON (the verdicts' outcome first, the rows before what was made of them)."""
 
     json_form: ClassVar[Form] = Form(
-        omit_defaults=("interrupted", "function", "compressed", "compression"),
+        omit_defaults=("interrupted", "function", "compressed", "compression",
+                       "reference_note"),
         derived=(("failed", "reference"), ("reference_failed", "reference")),
-        order=("source", "function", "compressed", "reference", "failed", "reference_failed",
+        order=("source", "function", "compressed", "reference", "reference_note", "failed",
+               "reference_failed",
                "conversions", "rows",
                "findings", "far_findings", "groups", "explorations", "discovery", "timings",
                "margins", "undeclared", "input_scale", "declared_scale", "input_roles",
@@ -122,6 +132,8 @@ class RunReport(Record):
     paths: list[str] = field(default_factory=list)
     #: the groups merged by root cause (:mod:`nebisect.detect.causes`), most severe first
     findings: list[RunFinding] = field(default_factory=list)
+    #: why the reference is not the source's own (a model that pins float32), or ""
+    reference_note: str = ""
     #: the function of a multifunction package the rows judged ("" for another source)
     function: str = ""
     #: the comparison with the uncompressed baseline (``run --baseline``; None: none)
@@ -195,10 +207,14 @@ class MatrixRunner:
     require: tuple[str, ...] | None = None
     steps: int = 1
     report: RunReport = field(init=False)
+    #: the reference is the source's own, which a float32 one replaces for a model
+    #: that pins float32 (never one the user named)
+    replaceable: bool = field(init=False)
     bench: Workbench = field(init=False)
     attributor: Attributor = field(init=False)
 
     def __post_init__(self) -> None:
+        self.replaceable = not self.reference
         self.reference = self.reference or self.source.reference
         self.report = RunReport(self.source.location, self.reference,
                                 function=self.source.function)
@@ -247,6 +263,15 @@ class MatrixRunner:
                 report.rows += self._rows(target, input_set, npz)
             report.conversions.update(self.bench.convert_verdicts())
             report.rows[first:] = self._separate_reference(report.rows[first:], input_set)
+        pinned = self._float32_pin(report)
+        if pinned:
+            self._judge_against(FLOAT32_REFERENCE)
+            report = self.run(lengths, inputs_path)
+            report.reference_note = (
+                f"torch cannot compute this model in float64 ({pinned}: it pins float32); "
+                f"judged against {FLOAT32_REFERENCE}, fp32 and fp64 targets within fp16's "
+                "ULPs (two float32 computations differ by their own rounding)")
+            return report
         self._attribute(report, npzs)
         if discovery is not None and not report.reference_failed:
             report.discovery = {"budget": discovery.budget, "families": discovery.families,
@@ -298,6 +323,21 @@ class MatrixRunner:
                      path=attempt.path, input_set=member)
                  for attempt in self.bench.failed_paths(target, convert=not finished_only)]
         return sorted(rows, key=lambda row: PATHS.index(row.path) if row.path in PATHS else -1)
+
+    def _float32_pin(self, report: RunReport) -> str:
+        """The message of the default torch float64 reference failing on a dtype the
+        model pins (``timesteps.float()`` beside float64 weights: ``mat1 and mat2 must
+        have the same dtype``), or ""."""
+        if not self.replaceable or self.reference != TORCH_REFERENCE:
+            return ""
+        return next((r.verdict.message.rpartition("failed: ")[2]
+                     for r in report.rows if r.role == "reference"
+                     and any(pin in r.verdict.message for pin in DTYPE_PINS)), "")
+
+    def _judge_against(self, reference: str) -> None:
+        """Judge every cell against ``reference`` from now on."""
+        self.reference = reference
+        self.bench.rejudge(reference)
 
     def _separate_reference(self, rows: list[Row], input_set: InputSet) -> list[Row]:
         """The reference's failure as its own row; the rows it left unjudged say so."""

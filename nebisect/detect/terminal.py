@@ -33,6 +33,9 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
     trigger, when ``index`` has them); then the matrix, one line per target and path;
     what nebisect could not judge; where the exploration's predictions went; margins."""
     console = Console()
+    if result.reference_note:
+        console.print(escape(f"reference: {result.reference_note}"), highlight=False,
+                      soft_wrap=True)
     _print_reference_failures(console, result)
     for finding in result.findings:
         command = index.triggers[finding.number - 1].commands[0] if index is not None else ""

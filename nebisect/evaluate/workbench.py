@@ -197,8 +197,9 @@ class Workbench:
         if model.is_torch:
             if path:
                 model = self.program(target, path)
-            options = options.judged_against(self.source.ref, source=model,
-                                             precision=spec_of(target).precision)
+            options = options.judged_against(
+                self.source.ref, source=model, precision=spec_of(target).precision,
+                reference_precision=spec_of(self.reference).precision)
         model_hash = sha256_path(model.location) if model.is_package else ""
         return Case(model, target, inputs_path=npz, model_sha256=model_hash,
                     inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
@@ -214,6 +215,12 @@ class Workbench:
         devices = required_devices(target)
         return self.require is not None and bool(devices) and not set(devices) & set(
             self.require)
+
+    def rejudge(self, reference: str) -> None:
+        """Judge against ``reference`` from now on: the cells evaluated against the
+        previous one are dropped (the conversions stay)."""
+        self.reference = reference
+        self._runs.clear()
 
     def cached(self, key: CellKey) -> bool:
         """Has the cell been evaluated?"""
