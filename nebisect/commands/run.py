@@ -118,9 +118,9 @@ RUN_BUDGET_OPTION = typer.Option(
 RUN_STEPS_OPTION = typer.Option(
     str(DEFAULT_STEPS), "--steps", metavar="N",
     help="Successive predictions a stateful model (ct.StateType, iOS 18: a KV cache, a "
-    "running sum) is judged over on each input set, its state carried from one to the "
-    "next as in a decode loop; a failure is pinned to its first step. A model without "
-    "state is predicted once.",
+    "running sum; a torch module whose forward updates its buffers in place) is judged "
+    "over on each input set, its state carried from one to the next as in a decode loop; "
+    "a failure is pinned to its first step. A model without state is predicted once.",
 )
 RUN_FAMILIES_OPTION = typer.Option(
     "", "--families", metavar="A,B", help="Explore only these value families (default: all).")

@@ -84,14 +84,15 @@ class RunReport(Record):
 
     json_form: ClassVar[Form] = Form(
         omit_defaults=("interrupted", "function", "compressed", "compression",
-                       "reference_note"),
+                       "reference_note", "states", "steps"),
         derived=(("failed", "reference"), ("reference_failed", "reference")),
         order=("source", "function", "compressed", "reference", "reference_note", "failed",
                "reference_failed",
                "conversions", "rows",
                "findings", "far_findings", "groups", "explorations", "discovery", "timings",
                "margins", "undeclared", "input_scale", "declared_scale", "input_roles",
-               "masked_outputs", "masks_inferred", "paths", "compression", "interrupted"))
+               "masked_outputs", "masks_inferred", "states", "steps", "paths", "compression",
+               "interrupted"))
 
     source: str
     reference: str
@@ -128,6 +129,11 @@ class RunReport(Record):
     #: that was inferred from the shapes
     masked_outputs: dict[str, str] = field(default_factory=dict)
     masks_inferred: bool = False
+    #: the model's states (a package's ``ct.StateType``s; a torch source's buffers that
+    #: ``forward`` updates in place, converted as states) and the successive
+    #: predictions each input set was judged over, the states carried (``run --steps``)
+    states: list[str] = field(default_factory=list)
+    steps: int = 0
     #: the conversion paths whose programs the run evaluated (none for a package source)
     paths: list[str] = field(default_factory=list)
     #: the groups merged by root cause (:mod:`nebisect.detect.causes`), most severe first
@@ -237,6 +243,8 @@ class MatrixRunner:
         report.input_roles = list(self.source.roles)
         report.masked_outputs = dict(self.source.masked_outputs)
         report.masks_inferred = self.source.masks_inferred
+        report.states = list(self.source.states)
+        report.steps = self.bench.case_steps if report.states else 0
         discovery = self.discovery
         sets = base_input_sets(self.source, lengths, inputs_path, example=discovery is not None)
         report.input_scale = value_scale(sets[0].arrays if sets else {}, floats)

@@ -123,6 +123,23 @@ def prediction_lines(explorations: dict[str, Exploration]) -> list[str]:
     return lines
 
 
+def state_lines(result: object) -> list[str]:
+    """The states of a stateful model and how many predictions each input set was
+    judged over (a torch source's are the buffers its ``forward`` updates in place,
+    converted as ``ct.StateType`` states); nothing for a model without state."""
+    from nebisect.case import torch_form
+
+    states: list[str] = getattr(result, "states", [])
+    if not states:
+        return []
+    steps = getattr(result, "steps", 0)
+    names = ", ".join(states)
+    what = (f"buffers updated in place by forward, converted as ct.StateType states: {names}"
+            if torch_form(getattr(result, "source", "")) else f"states: {names}")
+    return [escape(f"stateful: {what}; each input set judged over {steps} successive "
+                   "predictions, the states carried (--steps)")]
+
+
 def domain_lines(result: object) -> list[str]:
     """The roles read off the graph, margins beyond the declared domains, which outputs
     followed a mask, and — when

@@ -17,6 +17,7 @@ from nebisect.detect.summary import (
     gap_lines,
     gaps,
     prediction_lines,
+    state_lines,
 )
 from nebisect.report.tables import Column, fitted_table
 from nebisect.verdict import placement_summary
@@ -44,7 +45,7 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
     _print_matrix(console, result)
     for line in [*(escape(line) for line in check_lines(result.compression)),
                  *map(escape, gap_lines(result.rows)), *prediction_lines(result.explorations),
-                 *domain_lines(result),
+                 *state_lines(result), *domain_lines(result),
                  *(escape(margin_line(finding, result.input_scale, result.undeclared))
                    for finding in result.far_findings),
                  *(escape(note) for note in placement_lines(result.rows))]:

@@ -20,6 +20,13 @@ and the eager module are compared name by name; an output that returns an input 
 (``return x``) passes through a multiplication by one, since coremltools cannot name an
 output that is a program input (:func:`_convert_path`).
 
+A module whose ``forward`` updates registered buffers in place (a KV cache, a running
+sum: :meth:`~nebisect.sources.torch_module.TorchSource.state_buffers`) is converted as
+coremltools' stateful recipe converts it, on both paths: each such buffer a
+``ct.StateType`` (fp16, the only state dtype Core ML has) named as the buffer
+(:func:`~nebisect.sources.torch_module.state_name`), for iOS 18 at least
+(:func:`_stateful`); the conversion's note says so.
+
 A run reports a path that fails while another converts as a failure of its own
 (``nebisect.detect.matrix``): :func:`failed_attempts` reads those paths back from the
 convert verdict.
@@ -98,12 +105,17 @@ def convert_source(
         # load-time crash would be blamed on the converter.
         "skip_model_load": True,
     }
+    stateful = _stateful(ct, source, options)
     models: dict[str, Any] = {}
     attempts = []
     for path in (path for path in paths if path in source.paths):
         started = time.perf_counter()
+        # every path converts the module as the factory built it, whatever an earlier
+        # forward (naming the outputs, another path's trace) wrote in its buffers
+        source.reset_buffers()
         try:
             converted, note = _convert_path(ct, path, source, options)
+            note = "; ".join(n for n in (stateful, note) if n)
         except Exception as exc:
             attempts.append(ConversionAttempt(path, "failed", converter_message(exc),
                                               time.perf_counter() - started))
@@ -111,6 +123,82 @@ def convert_source(
         attempts.append(ConversionAttempt(path, "ok", "", time.perf_counter() - started, note))
         models[path] = converted
     return models, attempts
+
+
+#: the deployment target coremltools' stateful recipe converts for (states are iOS 18's)
+STATEFUL_DEPLOYMENT = "iOS18"
+
+
+def _stateful(ct: Any, source: TorchSource, options: dict[str, Any]) -> str:
+    """Convert the buffers ``forward`` updates in place as states: raise the deployment
+    target of ``options`` to :data:`STATEFUL_DEPLOYMENT` where it is older (states are
+    iOS 18's). Each path names the states after the buffers of the program it converts
+    (:func:`_state_types`). Returns the conversion's note ("" without states)."""
+    buffers = source.state_buffers()
+    if not buffers:
+        return ""
+    stateful = _deployment(ct, STATEFUL_DEPLOYMENT)
+    raised = ""
+    if options["minimum_deployment_target"] < stateful:
+        raised = f", for {STATEFUL_DEPLOYMENT} (states are iOS 18's)"
+        options["minimum_deployment_target"] = stateful
+    return f"buffers updated in place converted as states: {', '.join(buffers)}{raised}"
+
+
+def _state_types(ct: Any, source: TorchSource, converted: Any) -> tuple[list[Any], dict[str, str]]:
+    """The ``ct.StateType`` of each buffer ``forward`` updates in place, named as the
+    buffer is in ``converted`` (the program or module a path converts: a wrapper's own
+    buffers are ``module.acc``), fp16 (Core ML's only state dtype); and the renames that
+    give each state its buffer's name in the source (:func:`state_name`), where the
+    converted program names it otherwise."""
+    import numpy as np
+
+    from nebisect.sources.torch_module import state_name
+
+    buffers = source.state_buffers()
+    if not buffers:
+        return [], {}
+    own = dict(source.module.named_buffers())
+    named = [name for name, _ in converted.named_buffers()] if hasattr(
+        converted, "named_buffers") else []
+    types, renames = [], {}
+    for buffer in buffers:
+        inside = buffer if buffer in named or not named else next(
+            (name for name in named if name.endswith(f".{buffer}")), buffer)
+        types.append(ct.StateType(wrapped_type=ct.TensorType(
+            shape=tuple(own[buffer].shape), dtype=np.float16), name=inside))
+        if state_name(inside) != state_name(buffer):
+            renames[state_name(inside)] = state_name(buffer)
+    return types, renames
+
+
+def _renamed_states(ct: Any, model: Any, renames: dict[str, str]) -> Any:
+    """``model`` with its states renamed (``module_acc`` → ``acc``): in the spec's
+    description and wherever the program names them (its function inputs, the
+    ``read_state``/``coreml_update_state`` arguments, nested blocks included)."""
+    if not renames:
+        return model
+    spec = model.get_spec()
+    for state in spec.description.state:
+        state.name = renames.get(state.name, state.name)
+
+    def rename_in(block: Any) -> None:
+        for op in block.operations:
+            for argument in op.inputs.values():
+                for binding in argument.arguments:
+                    if binding.WhichOneof("binding") == "name":
+                        binding.name = renames.get(binding.name, binding.name)
+            for inner in op.blocks:
+                rename_in(inner)
+        block.outputs[:] = [renames.get(name, name) for name in block.outputs]
+
+    for function in spec.mlProgram.functions.values():
+        for value in function.inputs:
+            value.name = renames.get(value.name, value.name)
+        for block in function.block_specializations.values():
+            rename_in(block)
+    return ct.models.MLModel(spec, weights_dir=model.weights_dir, skip_model_load=True,
+                             mil_program=model._mil_program)
 
 
 #: what coremltools asserts when an output it is asked to name is a program input
@@ -176,7 +264,10 @@ def _input_types(ct: Any, source: TorchSource, *, shapes: bool) -> list[Any]:
 
 def _via_export(ct: Any, source: TorchSource, options: dict[str, Any], module: Any) -> Any:
     program = export_module(source, module).run_decompositions({})
-    return ct.convert(program, inputs=_input_types(ct, source, shapes=False), **options)
+    states, renames = _state_types(ct, source, program)
+    model = ct.convert(program, inputs=_input_types(ct, source, shapes=False),
+                       **options, **({"states": states} if states else {}))
+    return _renamed_states(ct, model, renames)
 
 
 def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: Any) -> Any:
@@ -187,7 +278,10 @@ def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: An
     traced = (source.traced if source.traced is not None
               else module if isinstance(module, torch.jit.ScriptModule)
               else torch.jit.trace(module, tuple(source.example_inputs.values())))
-    return ct.convert(traced, inputs=_input_types(ct, source, shapes=True), **options)
+    states, renames = _state_types(ct, source, traced)
+    model = ct.convert(traced, inputs=_input_types(ct, source, shapes=True),
+                       **options, **({"states": states} if states else {}))
+    return _renamed_states(ct, model, renames)
 
 
 def _returned(source: TorchSource) -> Any:

@@ -80,7 +80,8 @@ class Source:
     #: the function of a multifunction package it is ("" for any other source)
     function: str = ""
     #: the model's states (``ct.StateType``, iOS 18): kept between predictions, so the
-    #: model is judged over several (``run --steps``)
+    #: model is judged over several (``run --steps``); a torch source's are the buffers
+    #: its ``forward`` updates in place, converted as states
     states: list[str] = field(default_factory=list)
     #: a package's output names (a torch source's are known once ``forward`` ran:
     #: :func:`output_names`)
@@ -148,7 +149,8 @@ def resolve_source(text: str, *, function: str = "", timeout: float = Timeouts.l
 
         described = describe_torch(text, timeout=timeout, isolator=isolator)
         return Source("torch", described.location, described.inputs, described.example,
-                      described.domains, described.masked_outputs, described.masks_inferred)
+                      described.domains, described.masked_outputs, described.masks_inferred,
+                      states=list(described.states))
     path = Path(text)
     if not path.exists():
         raise NebisectError(f"{text}: no such file or directory")

@@ -2,11 +2,13 @@
 
 The module body and the factory run in an isolated child (:func:`describe_job`); the
 parent receives a :class:`TorchDescription`: the inputs the converted package will
-declare and the dynamic dims. That is all ``run``, ``bisect`` and ``fix`` need before
-the conversion child takes over. ``forward`` is not called here: a forward that crashes
-is a finding of the cases that run it, not a source that cannot be loaded. Its output
-names are read (in a child that calls it) only when an option names an output
-(:func:`torch_outputs`, for ``--masked-output``).
+declare, the dynamic dims and the states (the buffers ``forward`` updates in place,
+which the conversion keeps as ``ct.StateType`` states). That is all ``run``, ``bisect``
+and ``fix`` need before the conversion child takes over. A ``forward`` that crashes is a
+finding of the cases that run it, not a source that cannot be loaded: called here to
+find the states, one that raises has none. Its output names are read (in a child that
+calls it) only when an option names an output (:func:`torch_outputs`, for
+``--masked-output``).
 
 The description also says how long building the module took (``build_seconds``):
 what holding it built in a template saves each child (:func:`held_needs`).
@@ -71,6 +73,9 @@ class TorchDescription(Record):
     masks_inferred: bool = False
     #: wall seconds the child took to import the file and call the factory
     build_seconds: float = 0.0
+    #: the buffers ``forward`` updates in place, by the names of the states the
+    #: converted package keeps them in (``TorchSource.state_names``)
+    states: list[str] = field(default_factory=list)
 
 
 def absolute_location(text: str) -> str:
@@ -111,8 +116,8 @@ def describe_job(payload: dict[str, Any]) -> Any:
         masked, inferred = loaded.output_masks()
         record = TorchDescription(payload["source"], described, loaded.dynamic_dims,
                                   domains=loaded.domains, masked_outputs=masked,
-                                  masks_inferred=inferred,
-                                  build_seconds=build_seconds).to_dict()
+                                  masks_inferred=inferred, build_seconds=build_seconds,
+                                  states=loaded.state_names()).to_dict()
         return record, example
 
     return record_outcome(build)

@@ -36,6 +36,16 @@ one line, before anything is judged. Rebuilding beats shipping the captured tens
 every child: the factory has to run anyway to give the module's structure, and a
 MiniLM's weights would cross the process boundary once per case.
 
+**Buffers updated in place are states.** A module that writes a registered buffer in
+``forward`` (``self.k_cache[:, :, pos] = k``, ``self.acc.add_(x)``) is how a KV cache
+is written for Core ML: coremltools converts each such buffer into a ``ct.StateType``
+state (iOS 18). :meth:`TorchSource.state_buffers` finds them — the buffers one call of
+``forward`` on the example writes in place, as torch.export's
+``graph_signature.buffers_to_mutate`` names them where the module exports — and
+:func:`state_name` names each as the converted package does. Every buffer's value at
+build time is kept (:meth:`TorchSource.reset_buffers`), so that each conversion and
+each case starts from it, not from what an earlier ``forward`` in the same process left.
+
 Everything a user can get wrong is a one-line :class:`NebisectError`; nothing imports
 torch until a source is actually loaded.
 """
@@ -46,6 +56,7 @@ import contextlib
 import copy
 import importlib.util
 import inspect
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +105,69 @@ class TorchSource:
     #: (a module captured in the caller's process): None — trace ``module``
     traced: Any = None
     _cast: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: every buffer's value when the source was built (:meth:`reset_buffers`)
+    _initial: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: :meth:`state_buffers`, once found
+    _states: list[str] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self._initial = {name: buffer.detach().clone()
+                         for name, buffer in self.module.named_buffers()}
+
+    def reset_buffers(self, module: Any = None) -> None:
+        """Put the buffers of ``module`` (the source's own, or its copy in another dtype:
+        :meth:`module_in`) back to their values when the source was built: a stateful
+        module's ``forward`` writes them, and each conversion and each case starts from
+        the module as the factory built it."""
+        import torch
+
+        module = self.module if module is None else module
+        with torch.no_grad():
+            for name, buffer in module.named_buffers():
+                initial = self._initial.get(name)
+                if initial is not None and initial.shape == buffer.shape:
+                    buffer.copy_(initial.to(buffer.dtype))
+
+    def state_buffers(self) -> list[str]:
+        """The buffers ``forward`` updates in place, by name (``acc``,
+        ``layers.0.k_cache``), in the module's order: coremltools' stateful recipe
+        converts each into a ``ct.StateType`` state. Found once: the buffers one call on
+        the example inputs writes in place (their version counters move), then, where
+        any does and the module exports, torch.export's ``buffers_to_mutate`` (what the
+        converter itself reads). A ``forward`` that raises has none here: its crash is a
+        finding of the cases that run it. The buffers are reset afterwards."""
+        if self._states is None:
+            self._states = self._find_states()
+        return list(self._states)
+
+    def _find_states(self) -> list[str]:
+        buffers = dict(self.module.named_buffers())
+        if not buffers:
+            return []
+        versions = buffer_versions(self.module)
+        try:
+            run_module(self.module, self.example_inputs)
+        except Exception:
+            return []
+        finally:
+            written = [name for name, buffer in buffers.items()
+                       if buffer._version != versions[name]]
+            self.reset_buffers()
+        if not written or "export" not in self.paths:
+            return written
+        try:
+            with quiet():
+                exported = export_module(self, self.module).run_decompositions({})
+        except Exception:
+            return written  # not exportable: what forward wrote is all there is to go on
+        finally:
+            self.reset_buffers()
+        mutated = set(exported.graph_signature.buffers_to_mutate.values())
+        return [name for name in buffers if name in mutated]
+
+    def state_names(self) -> list[str]:
+        """The package's names of :meth:`state_buffers` (:func:`state_name`)."""
+        return [state_name(name) for name in self.state_buffers()]
 
     def module_in(self, dtype: Any) -> Any:
         """The module with floating parameters and buffers in ``dtype`` (cached).
@@ -153,6 +227,24 @@ class TorchSource:
         return inferred, bool(inferred)
 
 
+def buffer_versions(module: Any) -> dict[str, int]:
+    """The version counter of each buffer of ``module``: an in-place write moves it."""
+    return {name: buffer._version for name, buffer in module.named_buffers()}
+
+
+def written_buffers(module: Any, versions: dict[str, int]) -> dict[str, np.ndarray]:
+    """The buffers of ``module`` written in place since ``versions`` were read
+    (:func:`buffer_versions`), by the names their states have in the converted package
+    (:func:`state_name`): what a stateful module holds for its next call (bf16
+    widened to float32, as outputs are)."""
+    import torch
+
+    return {state_name(name): (buffer.detach().float() if buffer.dtype == torch.bfloat16
+                               else buffer.detach()).cpu().numpy().copy()
+            for name, buffer in module.named_buffers()
+            if name in versions and buffer._version != versions[name]}
+
+
 def export_module(source: TorchSource, module: Any) -> Any:
     """``torch.export.export`` of ``module`` (the source's, or a wrapper of it) on the
     example inputs, each distinct dynamic range one ``torch.export.Dim``."""
@@ -179,6 +271,22 @@ def _by_signature(module: Any, specs: list[Any]) -> tuple[Any, ...]:
         if len(shaped) < len(specs):
             shaped.append(specs[len(shaped)])
     return tuple(shaped)
+
+
+#: names coremltools' name sanitizer changes (a MIL type or keyword): ``name_workaround``
+_RESERVED = {"any", "bool", "program", "func", "tensor", "list", "dict", "tuple", "true",
+             "false", "string", "bf16", "fp16", "fp32", "fp64", "int8", "int16", "int32",
+             "int64", "uint8", "uint16", "uint32", "uint64", "state"}
+
+
+def state_name(buffer: str) -> str:
+    """The name a converted package gives the state of ``buffer`` (``layers.0.k_cache``
+    → ``layers_0_k_cache``), as coremltools' name sanitizer writes it: what the eager
+    reference calls the buffer, so that each state is judged beside its twin."""
+    name = re.sub("[^a-zA-Z0-9_]", "_", buffer)
+    if re.match("[^a-zA-Z_]", name):
+        name = "_" + name
+    return f"{name}_workaround" if name in _RESERVED else name
 
 
 def coreml_dtype(tensor: Any) -> str:

@@ -7,11 +7,19 @@ program that disagrees with it at fp64 points at the converter (attribution
 ``conversion``). Integer inputs keep the dtype of the factory's example inputs (Core ML
 feeds int32 token ids; BERT wants int64); floating inputs take the target's dtype.
 Eager torch has no op list, so predictions carry no placement and no intermediates.
+
+A module whose ``forward`` updates its buffers in place (a KV cache) is stateful:
+:meth:`TorchTarget.predict_steps` calls it on one instance step after step, its buffers
+carried as a stateful package's states are (in the target's dtype: float64 for the
+reference), each prediction holding the buffers written so far by the names of their
+states in the converted package. Every case starts from the buffers as the factory
+built them (:meth:`~nebisect.sources.torch_module.TorchSource.reset_buffers`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -39,8 +47,23 @@ class TorchTarget(Target):
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
+        return next(self.predict_steps(model, inputs, 1, intermediates=intermediates))
+
+    def predict_steps(
+        self, model: Any, inputs: dict[str, np.ndarray], steps: int, *,
+        intermediates: bool = False,
+    ) -> Iterator[Prediction]:
+        """Up to ``steps`` calls of the module on ``inputs``, from its buffers as the
+        factory built them, each call finding what the one before wrote in them; each
+        prediction holds the buffers written so far as its ``state``. A module that
+        writes none is called once."""
         from nebisect.sources.torch_load import load_torch_source
-        from nebisect.sources.torch_module import run_module, to_torch_inputs
+        from nebisect.sources.torch_module import (
+            buffer_versions,
+            run_module,
+            to_torch_inputs,
+            written_buffers,
+        )
 
         if not model.ref.is_torch:
             raise NebisectError(
@@ -51,5 +74,12 @@ class TorchTarget(Target):
         dtype = getattr(torch, _DTYPE_NAMES[self.spec.dtype or "fp32"])
         source = load_torch_source(model.location)
         module = source.module_in(dtype)
-        outputs = run_module(module, to_torch_inputs(source, inputs, dtype))
-        return Prediction(outputs)
+        source.reset_buffers(module)
+        versions = buffer_versions(module)
+        tensors = to_torch_inputs(source, inputs, dtype)
+        for _ in range(max(steps, 1)):
+            outputs = run_module(module, tensors)
+            state = written_buffers(module, versions)
+            yield Prediction(outputs, state=state)
+            if not state:
+                return
