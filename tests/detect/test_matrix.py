@@ -315,7 +315,7 @@ def test_targets_that_cannot_run_here_are_an_input_error(tmp_path: Path) -> None
 def test_a_far_trigger_is_a_margin_unless_a_declared_domain_reaches_it(
         factory: str, extra: list[str], code: int) -> None:
     """The Linear overflows fp16 once pixels reach 1024, over a thousand times the
-    example's largest pixel: without a domain a margin beside the findings (beyond 16×
+    example's largest pixel: without a domain a margin beside the findings (beyond 128×
     the example), a failure once a declared domain reaches it, and lint's margin (1 024×
     beyond [0, 1]) when the domain stops short of it."""
     done = subprocess.run(

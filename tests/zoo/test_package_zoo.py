@@ -12,11 +12,11 @@ from support.zoo_runs import INTERNAL
 
 #: the packages a default run must fail, and on what (docs/zoo.md's judgments); every
 #: other recipe passes
-FAILING = {"bert_finfo_mask": "nonfinite", "bert_range": "error", "llama_kv_state": "error"}
-#: the packages whose default run sets findings aside as margins (beyond 16× the
+FAILING = {"bert_finfo_mask": {"nonfinite"}, "bert_range": {"error"},
+           "llama_kv_state": {"error"}, "unet_block": {"nonfinite", "tolerance"}}
+#: the packages whose default run sets findings aside as margins (beyond 128× the
 #: generated inputs), and the ops they name
-MARGINS = {"resnet": {"conv"}, "running_sum_state": {"add"}, "unet_block": {"conv", "square"},
-           "wav2vec2": {"conv", "square"}}
+MARGINS = {"resnet": {"conv"}, "running_sum_state": {"add"}, "wav2vec2": {"conv", "square"}}
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +33,6 @@ def test_default_run(packages: Path, name: str) -> None:
     reports = run.report.get("programs", [run.report])
     assert all(report["failed"] is bool(report["findings"]) for report in reports)
     symptoms = {f["symptom"] for report in reports for f in report["findings"]}
-    assert symptoms == ({FAILING[name]} if name in FAILING else set())
+    assert symptoms == FAILING.get(name, set())
     margins = {f["op_type"] for report in reports for f in report.get("far_findings", [])}
     assert margins == MARGINS.get(name, set())
