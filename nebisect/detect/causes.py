@@ -37,6 +37,7 @@ from typing import Any
 from nebisect.detect.findings import Row
 from nebisect.search.records import CliffFinding, FailureGroup
 from nebisect.search.space import Member
+from nebisect.sources.convert import is_cured_failure
 from nebisect.verdict import Status
 
 #: symptom classes, most severe first: a crash takes the process down, an error loses
@@ -216,7 +217,10 @@ def numbered(findings: list[RunFinding], rows: Iterable[Row],
     cells of ``rows`` and its title."""
     rows = [r for r in rows if r.role == "target"]
     cells = list(dict.fromkeys((r.target, r.path) for r in rows))
-    failing = {(r.target, r.path) for r in rows if r.verdict.failed}
+    # A path's failure at coremltools' defaults, which the converter overrides cured, is
+    # no failure of the program judged there.
+    failing = {(r.target, r.path) for r in rows
+               if r.verdict.failed and not is_cured_failure(r.verdict)}
     for number, finding in enumerate(findings, start=1):
         finding.number = number
         finding.shows = _shows(finding, cells, failing)

@@ -74,6 +74,9 @@ class ConverterCompat(ConverterFix):
 
 #: Converter names this module registers (``int`` is coremltools' alias of ``_int``).
 OVERRIDDEN_OPS = ("new_ones", "__and__", "_int", "int")
+#: the conversion failures the overrides cure, as a note names them ("converted with
+#: nebisect's converter overrides (new_ones, aten::Int)")
+CURED_OPS = ("new_ones", "aten::Int")
 #: What the converter says when it stops for a reason these overrides cure: no
 #: ``new_ones`` converter (torch.export, jit.trace), no ``__and__`` converter
 #: (torch.export), NumPy ≥ 2.4 refusing ``aten::Int``'s fold (jit.trace).
