@@ -58,7 +58,6 @@ from nebisect.search.records import CliffFinding, Exploration, FailureGroup
 from nebisect.sources.convert import (
     PATHS,
     cured_attempts,
-    cured_failure,
     one_path_failure,
 )
 from nebisect.sources.resolve import Source
@@ -294,7 +293,9 @@ class MatrixRunner:
         (a conversion failure of that path alone, with the other paths' verdicts in its
         message); one convert-error row if no path converts. A path that converted only
         with nebisect's converter overrides has both: the convert-error row of its
-        failure at coremltools' defaults, then its verdict (which says how it converted).
+        failure at coremltools' defaults, then its verdict (which says how it converted);
+        when no path converted at the defaults, one convert-error row (no path) says what
+        ``--strict-conversion`` would.
         ``finished_only`` (a run that was stopped): only the cells already evaluated, on
         the conversions already made — nothing is converted or evaluated now."""
         member = input_set.member
@@ -310,10 +311,12 @@ class MatrixRunner:
                      path=attempt.path, input_set=member)
                  for attempt in self.bench.failed_paths(target, convert=not finished_only)]
         # A path converted with nebisect's converter overrides is judged, and its failure
-        # at coremltools' defaults stays a finding, on a row of its own before them.
-        rows += [Row(target, length, replace(cured_failure(attempt), target=target),
-                     path=attempt.path, input_set=member)
-                 for attempt in self.bench.cured_paths(target, convert=not finished_only)]
+        # at coremltools' defaults stays a finding, on a row of its own before them (one
+        # for the whole conversion when no path converted at the defaults).
+        rows += [Row(target, length, replace(verdict, target=target), path=path,
+                     input_set=member)
+                 for path, verdict in self.bench.cured_failures(target,
+                                                                convert=not finished_only)]
         return sorted(rows, key=lambda row: (PATHS.index(row.path) if row.path in PATHS else -1,
                                              row.verdict.stage != "convert"))
 

@@ -167,8 +167,8 @@ def _where(row: Any) -> str:
     nebisect's converter overrides twice: its failure at coremltools' defaults, and its
     program as so converted)."""
     path = getattr(row, "path", "")
-    if path and is_cured_failure(row.verdict):
-        path = f"{path}, defaults"
+    if is_cured_failure(row.verdict):
+        path = f"{path}, defaults" if path else "defaults"
     elif path and OVERRIDES_NOTE in row.verdict.target_facts.notes:
         path = f"{path}, overrides"
     return f"{row.target} [{path}]" if path else str(row.target)

@@ -72,9 +72,8 @@ def _print_matrix(console: Console, result: RunReport) -> None:
         if not row.explored:
             # a path converted with nebisect's converter overrides: its failure at
             # coremltools' defaults, and its program as so converted, are lines apart
-            path = row.path if row.path not in cured else (
-                f"{row.path} (defaults)" if is_cured_failure(row.verdict)
-                else f"{row.path} (overrides)")
+            path = (f"{row.path} (defaults)".lstrip() if is_cured_failure(row.verdict)
+                    else f"{row.path} (overrides)" if row.path in cured else row.path)
             cells_of.setdefault((row.role, row.target, path), []).append(row)
     columns = [Column("target"), *([Column("path")] if multipath else []),
                Column("input sets"), Column("verdict"), Column("max ULP", "right"),

@@ -35,6 +35,7 @@ from nebisect.sources.convert import (
     OVERRIDES_NOTE,
     ConversionAttempt,
     cured_attempts,
+    cured_failures,
     failed_attempts,
 )
 from nebisect.sources.resolve import Source
@@ -164,6 +165,15 @@ class Workbench:
         if isinstance(paths, Verdict) or paths in ([""], []):
             return []
         return cured_attempts(self._converted(spec_of(target).precision).verdict)
+
+    def cured_failures(self, target: str, *, convert: bool = True
+                       ) -> list[tuple[str, Verdict]]:
+        """The failures at coremltools' defaults of :meth:`cured_paths`, as ``(path,
+        verdict)`` (:func:`~nebisect.sources.convert.cured_failures`: per path, or one
+        with path ``""`` when no path converted at the defaults)."""
+        if not self.cured_paths(target, convert=convert):
+            return []
+        return cured_failures(self._converted(spec_of(target).precision).verdict)
 
     def _note_overrides(self, key: CellKey, verdict: Verdict) -> None:
         """Say on the verdict of a cell whose program converted only with nebisect's

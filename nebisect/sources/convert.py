@@ -64,9 +64,9 @@ PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 #: what a path converted only with nebisect's converter overrides says, on its attempt
 #: and on every verdict judged on its program
 OVERRIDES_NOTE = f"converted with nebisect's converter overrides ({', '.join(CURED_OPS)})"
-#: how the message of a path's failure at coremltools' defaults begins when the
-#: overrides cured it (:func:`cured_failure`), and how it ends
-CURED_PREFIX = "conversion fails at coremltools' defaults on"
+#: how the message of a failure at coremltools' defaults begins when the overrides
+#: cured it (:func:`cured_failures`), and how it ends
+CURED_PREFIX = "conversion fails at coremltools' defaults"
 CURED_SUFFIX = "judged as converted with nebisect's converter overrides"
 
 
@@ -351,10 +351,30 @@ def cured_failure(attempt: ConversionAttempt) -> Verdict:
     overrides keeps it), its message ``conversion fails at coremltools' defaults on
     torch.export: …; judged as converted with nebisect's converter overrides``."""
     failed = ConversionAttempt(attempt.path, "failed", attempt.cured)
-    message = (f"{CURED_PREFIX} {PATH_LABELS.get(attempt.path, attempt.path)}: "
+    message = (f"{CURED_PREFIX} on {PATH_LABELS.get(attempt.path, attempt.path)}: "
                f"{attempt.cured}; {CURED_SUFFIX}")
     return Verdict(Status.ERROR, Stage.CONVERT,
                    error_signature(Stage.CONVERT, summarize([failed])), message=message)
+
+
+def cured_failures(verdict: Verdict) -> list[tuple[str, Verdict]]:
+    """The failures at coremltools' defaults that nebisect's converter overrides cured,
+    as ``(path, verdict)``: one per cured path (:func:`cured_failure`) while another path
+    converted at the defaults, else — no path converted at the defaults — one for the
+    whole conversion (path ``""``), with the signature ``--strict-conversion`` gives
+    (``error:convert:torch.export: … | jit.trace: …``: one finding, bisected as such)."""
+    if verdict.status != Status.PASS or verdict.conversion is None:
+        return []
+    attempts = [ConversionAttempt.from_dict(a) for a in verdict.conversion.attempts]
+    cured = [a for a in attempts if a.status == "ok" and a.cured]
+    if not cured:
+        return []
+    if any(a.status == "ok" and not a.cured for a in attempts):
+        return [(a.path, cured_failure(a)) for a in cured]
+    at_defaults = summarize([ConversionAttempt(a.path, "failed", a.cured or a.message)
+                             for a in attempts])
+    return [("", Verdict(Status.ERROR, Stage.CONVERT, error_signature(Stage.CONVERT, at_defaults),
+                         message=f"{CURED_PREFIX}: {at_defaults}; {CURED_SUFFIX}"))]
 
 
 def is_cured_failure(verdict: Verdict) -> bool:

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 import pytest
-from support import SUPPORT
+from support import REPO, SUPPORT
 
 import nebisect
 from nebisect.detect.causes import RunFinding
@@ -32,13 +32,17 @@ from nebisect.verdict import Status, Verdict
 
 SOURCE = f"{SUPPORT}/needs_overrides.py:model"
 SMALL = ["-t", "sim:fp32", "--explore", "none", "--convert", "export"]
-DEFAULTS = ("conversion: conversion fails at coremltools' defaults on torch.export: "
+DEFAULTS = ("conversion: conversion fails at coremltools' defaults: torch.export: "
             "NotImplementedError: Unsupported fx node new_ones, kind new_ones; judged as "
             "converted with nebisect's converter overrides (sim:fp64, sim:fp32)")
+#: seed 003's pool: torch.export converts at the defaults, jit.trace only with the
+#: overrides (NumPy ≥ 2.4's aten::Int)
+MEANPOOL = f"{REPO}/examples/meanpool.py:model"
 
 
-def _run(*extra: str) -> tuple[int, dict[str, Any]]:
-    done = subprocess.run([sys.executable, "-m", "nebisect", "run", SOURCE, *SMALL, "--json",
+def _run(*extra: str, source: str = SOURCE, small: tuple[str, ...] = (*SMALL,)
+         ) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run([sys.executable, "-m", "nebisect", "run", source, *small, "--json",
                            *extra], capture_output=True, text=True, timeout=600)
     assert done.returncode in (0, 1), done.stderr
     return done.returncode, json.loads(done.stdout)
@@ -55,11 +59,16 @@ def test_by_default_the_failure_is_a_finding_and_the_overridden_program_is_judge
     [finding] = report["findings"]
     assert finding["attribution"] == "conversion" and finding["stage"] == "convert"
     assert finding["title"] == DEFAULTS
-    assert finding["paths"] == ["export"] and finding["targets"] == ["sim:fp64", "sim:fp32"]
+    # no path converted at the defaults: the failure is the whole conversion's, with the
+    # signature --strict-conversion gives (bisected as such, without the overrides)
+    assert finding["paths"] == [""] and finding["targets"] == ["sim:fp64", "sim:fp32"]
+    assert finding["groups"][0]["signature"] == (
+        "error:convert:torch.export: NotImplementedError: Unsupported fx node new_ones, kind "
+        "new_ones")
     failed = [r for r in report["rows"] if r["verdict"]["status"] == "error"]
     assert [(r["target"], r["path"], r["attribution"], r["verdict"]["stage"])
-            for r in failed] == [("sim:fp64", "export", "conversion", "convert"),
-                                 ("sim:fp32", "export", "conversion", "convert")]
+            for r in failed] == [("sim:fp64", "", "conversion", "convert"),
+                                 ("sim:fp32", "", "conversion", "convert")]
     judged = _judged(report)
     assert [(r["target"], r["path"]) for r in judged] == [("sim:fp64", "export"),
                                                           ("sim:fp32", "export")]
@@ -69,6 +78,25 @@ def test_by_default_the_failure_is_a_finding_and_the_overridden_program_is_judge
     [attempt] = report["conversions"]["fp32"]["metrics"]["attempts"]
     assert attempt["status"] == "ok" and attempt["note"] == OVERRIDES_NOTE
     assert attempt["cured"] == "NotImplementedError: Unsupported fx node new_ones, kind new_ones"
+
+
+def test_a_path_cured_beside_one_converting_at_the_defaults_is_a_finding_of_that_path(
+) -> None:
+    code, report = _run(source=MEANPOOL, small=("-t", "sim:fp32", "--explore", "none",
+                                                "--lengths", "2"))
+    assert code == 1
+    [finding] = report["findings"]
+    assert finding["title"] == (
+        "conversion: conversion fails at coremltools' defaults on jit.trace: TypeError: only "
+        "0-dimensional arrays can be converted to Python scalars; judged as converted with "
+        "nebisect's converter overrides (sim:fp64, sim:fp32)")
+    assert finding["paths"] == ["trace"]
+    assert finding["shows"]["sim:fp32"] == {"export": "pass", "trace": "length(2)"}
+    judged = {(r["target"], r["path"]): r["verdict"] for r in _judged(report)}
+    assert set(judged) == {(t, p) for t in ("sim:fp64", "sim:fp32") for p in ("export", "trace")}
+    for (_, path), verdict in judged.items():
+        assert verdict["status"] == "pass"
+        assert (OVERRIDES_NOTE in verdict["metrics"].get("notes", [])) is (path == "trace")
 
 
 def test_strict_conversion_stops_at_the_failure() -> None:

@@ -31,6 +31,7 @@ from nebisect.sources.convert import (
 )
 from nebisect.sources.resolve import Source
 from nebisect.sources.torch_load import load_torch_source
+from nebisect.verdict import error_signature
 
 EXAMPLES = REPO / "examples"
 MEANPOOL = f"{EXAMPLES / 'meanpool.py'}:model"
@@ -331,7 +332,6 @@ def test_a_cured_path_is_a_convert_verdict_of_its_own() -> None:
     """What ``run`` makes of a cured path's failure at the defaults: an error at stage
     convert with the signature converting that path alone at the defaults gives."""
     from nebisect.sources.convert import ConversionAttempt, cured_failure, is_cured_failure
-    from nebisect.verdict import error_signature
 
     attempt = ConversionAttempt("trace", "ok", cured="TypeError: only 0-dimensional arrays "
                                 "can be converted to Python scalars", note=OVERRIDES_NOTE)
@@ -343,3 +343,29 @@ def test_a_cured_path_is_a_convert_verdict_of_its_own() -> None:
         "0-dimensional arrays can be converted to Python scalars; judged as converted "
         "with nebisect's converter overrides")
     assert converter_compat.overrides_hint(verdict.message)
+
+
+def test_cured_failures_are_per_path_beside_a_plain_conversion_else_the_whole_one() -> None:
+    from nebisect.sources.convert import ConversionAttempt, cured_failures
+    from nebisect.verdict import ConversionFacts, Verdict
+
+    new_ones = "NotImplementedError: Unsupported fx node new_ones, kind new_ones"
+    scalar = "TypeError: only 0-dimensional arrays can be converted to Python scalars"
+
+    def converted(*attempts: ConversionAttempt) -> Verdict:
+        return Verdict("pass", "convert", conversion=ConversionFacts(
+            [a.to_dict() for a in attempts], "fp32"))
+
+    plain = ConversionAttempt("export", "ok")
+    assert cured_failures(converted(plain, ConversionAttempt("trace", "ok"))) == []
+    [(path, verdict)] = cured_failures(converted(plain, ConversionAttempt(
+        "trace", "ok", note=OVERRIDES_NOTE, cured=scalar)))
+    assert path == "trace" and verdict.message.startswith(
+        "conversion fails at coremltools' defaults on jit.trace: TypeError")
+    [(path, verdict)] = cured_failures(converted(
+        ConversionAttempt("export", "ok", note=OVERRIDES_NOTE, cured=new_ones),
+        ConversionAttempt("trace", "ok", note=OVERRIDES_NOTE, cured=scalar)))
+    at_defaults = f"torch.export: {new_ones} | jit.trace: {scalar}"
+    assert path == "" and verdict.signature == error_signature("convert", at_defaults)
+    assert verdict.message == (f"conversion fails at coremltools' defaults: {at_defaults}; "
+                               "judged as converted with nebisect's converter overrides")
