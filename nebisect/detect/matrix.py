@@ -306,17 +306,18 @@ class MatrixRunner:
         rows = [Row(target, length, self.bench.run(target, path, npz)[0], path=path,
                     input_set=member) for path in paths
                 if not finished_only or self.bench.cached(CellKey(target, path, npz))]
-        beside = {row.path: row.verdict.signature for row in rows}
-        rows += [Row(target, length, replace(one_path_failure(attempt, beside), target=target),
-                     path=attempt.path, input_set=member)
-                 for attempt in self.bench.failed_paths(target, convert=not finished_only)]
         # A path converted with nebisect's converter overrides is judged, and its failure
         # at coremltools' defaults stays a finding, on a row of its own before them (one
-        # for the whole conversion when no path converted at the defaults).
+        # for the whole conversion when no path converted at the defaults: it tells the
+        # paths that failed with the overrides too).
+        beside = {row.path: row.verdict.signature for row in rows}
+        cured = self.bench.cured_failures(target, convert=not finished_only)
         rows += [Row(target, length, replace(verdict, target=target), path=path,
-                     input_set=member)
-                 for path, verdict in self.bench.cured_failures(target,
-                                                                convert=not finished_only)]
+                     input_set=member) for path, verdict in cured]
+        failed = [] if any(not path for path, _ in cured) else self.bench.failed_paths(
+            target, convert=not finished_only)
+        rows += [Row(target, length, replace(one_path_failure(attempt, beside), target=target),
+                     path=attempt.path, input_set=member) for attempt in failed]
         return sorted(rows, key=lambda row: (PATHS.index(row.path) if row.path in PATHS else -1,
                                              row.verdict.stage != "convert"))
 

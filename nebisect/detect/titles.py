@@ -109,9 +109,9 @@ def _title(finding: RunFinding, run_paths: Sequence[str]) -> str:
 def _cut(message: str) -> str:
     """``message`` within :data:`MESSAGE_CHARS`; a conversion failure cured by the
     overrides keeps its last clause besides (that the path was judged as so converted)."""
-    tail = f"; {CURED_SUFFIX}"
-    if message.startswith(CURED_PREFIX) and message.endswith(tail):
-        return _cut(message[:-len(tail)]) + tail
+    if message.startswith(CURED_PREFIX) and message.endswith(CURED_SUFFIX):
+        body, _, judged = message.rpartition("; ")
+        return f"{_cut(body)}; {judged}"
     if len(message) <= MESSAGE_CHARS:
         return message
     return message[:MESSAGE_CHARS - 1] + "…"

@@ -362,7 +362,9 @@ def cured_failures(verdict: Verdict) -> list[tuple[str, Verdict]]:
     as ``(path, verdict)``: one per cured path (:func:`cured_failure`) while another path
     converted at the defaults, else — no path converted at the defaults — one for the
     whole conversion (path ``""``), with the signature ``--strict-conversion`` gives
-    (``error:convert:torch.export: … | jit.trace: …``: one finding, bisected as such)."""
+    (``error:convert:torch.export: … | jit.trace: …``: one finding, bisected as such),
+    which also tells the paths that failed with the overrides too (no row of their own
+    then), its message naming the paths judged when not all were."""
     if verdict.status != Status.PASS or verdict.conversion is None:
         return []
     attempts = [ConversionAttempt.from_dict(a) for a in verdict.conversion.attempts]
@@ -373,8 +375,10 @@ def cured_failures(verdict: Verdict) -> list[tuple[str, Verdict]]:
         return [(a.path, cured_failure(a)) for a in cured]
     at_defaults = summarize([ConversionAttempt(a.path, "failed", a.cured or a.message)
                              for a in attempts])
+    judged = "" if len(cured) == len(attempts) else (
+        ", ".join(PATH_LABELS.get(a.path, a.path) for a in cured) + " ")
     return [("", Verdict(Status.ERROR, Stage.CONVERT, error_signature(Stage.CONVERT, at_defaults),
-                         message=f"{CURED_PREFIX}: {at_defaults}; {CURED_SUFFIX}"))]
+                         message=f"{CURED_PREFIX}: {at_defaults}; {judged}{CURED_SUFFIX}"))]
 
 
 def is_cured_failure(verdict: Verdict) -> bool:

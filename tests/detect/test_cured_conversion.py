@@ -139,12 +139,13 @@ def test_a_finding_on_an_overridden_program_says_so(cured: tuple[str, ...]) -> N
     assert said.endswith(f"; torch.export {OVERRIDES_NOTE}") is bool(cured)
 
 
-def test_a_cured_failure_keeps_its_last_clause_however_long_its_message() -> None:
+@pytest.mark.parametrize("judged", ["", "jit.trace "])
+def test_a_cured_failure_keeps_its_last_clause_however_long_its_message(judged: str) -> None:
     message = ("conversion fails at coremltools' defaults on torch.export: NotImplementedError: "
-               + "x" * 300 + "; judged as converted with nebisect's converter overrides")
+               + "x" * 300 + f"; {judged}judged as converted with nebisect's converter overrides")
     finding = _finding("error:convert:…", "export", message, attribution="conversion")
     said = title(finding, ["export"], ["export"])
-    assert said.endswith("…; judged as converted with nebisect's converter overrides "
+    assert said.endswith(f"…; {judged}judged as converted with nebisect's converter overrides "
                          "(sim:fp16)")
     assert OVERRIDES_NOTE not in said
 

@@ -369,3 +369,23 @@ def test_cured_failures_are_per_path_beside_a_plain_conversion_else_the_whole_on
     assert path == "" and verdict.signature == error_signature("convert", at_defaults)
     assert verdict.message == (f"conversion fails at coremltools' defaults: {at_defaults}; "
                                "judged as converted with nebisect's converter overrides")
+
+
+def test_a_path_failing_with_the_overrides_too_is_told_in_the_whole_conversions_failure(
+) -> None:
+    """MobileBERT: torch.export fails for a reason the overrides do not cure, jit.trace
+    for one they do — one failure at the defaults, naming the path judged."""
+    from nebisect.sources.convert import ConversionAttempt, cured_failures
+    from nebisect.verdict import ConversionFacts, Verdict
+
+    export = ConversionAttempt("export", "failed", "UserError: Constraints violated (dim0)!")
+    trace = ConversionAttempt("trace", "ok", note=OVERRIDES_NOTE, cured="NotImplementedError: "
+                              "PyTorch convert function for op 'new_ones' not implemented.")
+    [(path, verdict)] = cured_failures(Verdict("pass", "convert", conversion=ConversionFacts(
+        [export.to_dict(), trace.to_dict()], "fp32")))
+    assert path == ""
+    assert verdict.message == (
+        "conversion fails at coremltools' defaults: torch.export: UserError: Constraints "
+        "violated (dim0)! | jit.trace: NotImplementedError: PyTorch convert function for op "
+        "'new_ones' not implemented.; jit.trace judged as converted with nebisect's converter "
+        "overrides")
