@@ -74,16 +74,17 @@ class ConverterCompat(ConverterFix):
 
 #: Converter names this module registers (``int`` is coremltools' alias of ``_int``;
 #: ``where.self`` of ``where``, whose tensor-scalar overload is registered beside it).
-OVERRIDDEN_OPS = ("new_ones", "__and__", "_int", "int", "alias", "where", "where.self",
-                  "where.scalarother")
+OVERRIDDEN_OPS = ("new_ones", "__and__", "_int", "int", "alias", "multiply", "where",
+                  "where.self", "where.scalarother")
 #: the conversion failures the overrides cure, as a note names them ("converted with
 #: nebisect's converter overrides (new_ones, aten::Int, …)")
-CURED_OPS = ("new_ones", "aten::Int", "aten.alias", "where.ScalarOther")
+CURED_OPS = ("new_ones", "aten::Int", "aten.alias", "multiply", "where.ScalarOther")
 #: What the converter says when it stops for a reason these overrides cure: no
 #: ``new_ones`` converter (torch.export, jit.trace), no ``__and__`` converter
 #: (torch.export), NumPy ≥ 2.4 refusing ``aten::Int``'s fold (jit.trace), no
 #: ``aten.alias`` converter (torch.export: a ``*ForCausalLM``'s ``logits_to_keep``
-#: slice), no converter for ``torch.where`` with a scalar operand (torch.export:
+#: slice), no ``multiply`` converter (``torch.multiply``, ConvBERT's attention; both
+#: paths), no converter for ``torch.where`` with a scalar operand (torch.export:
 #: transformers' eager attention mask, ``where.ScalarOther``).
 CURED_MESSAGES = (
     "Unsupported fx node new_ones",
@@ -92,6 +93,8 @@ CURED_MESSAGES = (
     "only 0-dimensional arrays can be converted to Python scalars",
     "kind alias",
     "convert function for op 'alias'",
+    "kind multiply",
+    "convert function for op 'multiply'",
     "kind where.scalarother",
 )
 
@@ -136,6 +139,8 @@ def install() -> None:
     # ``aten.alias`` is a view of its input: coremltools' own no-op (it has one for
     # ``alias_copy``, ``clone``, ``detach`` …, not for ``alias``).
     registry.set_func_by_name(ops.noop, "alias")
+    # ``torch.multiply`` is ``torch.mul`` by another name, which coremltools lacks.
+    registry.set_func_by_name(ops.mul, "multiply")
     register_torch_op(where, torch_alias=["where.self", "where.scalarother"], override=True)
 
 

@@ -82,6 +82,29 @@ def test_alias_converts_as_its_input(module: torch.nn.Module, path: str, failure
                               .astype(np.float32)})
 
 
+class Multiply(torch.nn.Module):
+    """``torch.multiply`` (ConvBERT's attention), ``torch.mul`` by another name."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.multiply(x, x.flip(-1)) + torch.multiply(x, 3.0)
+
+
+def test_multiply_converts_as_mul() -> None:
+    """On torch.export. (jit.trace records ``aten::multiply`` only in some graphs —
+    ConvBERT's attention — and ``aten::mul`` in a module this small; the registration
+    is one name for both frontends.)"""
+    module, path = Multiply(), "export"
+    x = {"x": torch.linspace(-3.0, 3.0, 12).reshape(3, 4)}
+    program, message = _convert(module, x, path, overrides=False)
+    assert program is None
+    assert "NotImplementedError: Unsupported fx node multiply, kind multiply" in message
+    assert converter_compat.overrides_hint(message)
+    program, message = _convert(module, x, path, overrides=True)
+    assert program is not None, message
+    _agrees(program, module, {"x": np.random.default_rng(4).standard_normal((3, 4))
+                              .astype(np.float32)})
+
+
 class ScalarOther(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.where(x > 0, x, -1.5)
