@@ -15,12 +15,26 @@ from pathlib import Path
 from nebisect.bounds import check_count, check_memory
 from nebisect.errors import NebisectError
 from nebisect.isolation import memory
-from nebisect.sources.domains import INPUT_RANGE_FORMAT, InputDomain, parse_input_range
+from nebisect.sources.domains import (
+    INPUT_RANGE_FORMAT,
+    MASKED_OUTPUT_FORMAT,
+    InputDomain,
+    parse_input_range,
+    parse_masked_output,
+)
 
 INPUT_RANGE_HELP = (
     f"The values an input really takes: {INPUT_RANGE_FORMAT} (repeatable; wins over the "
     "factory's 'input_domains'). Exploration stays inside; a hazard only beyond it is "
     "reported as a margin, not a failure."
+)
+
+MASKED_OUTPUT_HELP = (
+    f"Compare an output only where a mask input is 1: {MASKED_OUTPUT_FORMAT} "
+    "(repeatable). What a model leaves at padded positions is nobody's bug. Outputs whose "
+    "leading axes are a mask's (batch, seq) shape are inferred so; declaring any replaces "
+    "the inferred ones, and the report says which were used. MASK must be a mask input: "
+    "one the graph reads as a mask (a package's), or declared with --input-range MASK=mask."
 )
 
 MEMORY_HELP = (
@@ -76,6 +90,18 @@ def parse_input_ranges(texts: Iterable[str] | None) -> dict[str, InputDomain]:
             raise NebisectError(f"--input-range: {name!r} is given twice")
         domains[name] = domain
     return domains
+
+
+def parse_masked_outputs(texts: Iterable[str] | None) -> dict[str, str]:
+    """Every ``--masked-output`` option, by output name (an output named twice is an
+    error); checked against the model's outputs and masks once it is resolved."""
+    masked: dict[str, str] = {}
+    for text in texts or ():
+        output, mask = parse_masked_output(text)
+        if output in masked:
+            raise NebisectError(f"--masked-output: {output!r} is given twice")
+        masked[output] = mask
+    return masked
 
 
 def parse_budget(text: str) -> int:

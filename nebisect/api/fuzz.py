@@ -74,11 +74,12 @@ def fuzz(source: Any = None, *, op: Many = None, example_inputs: Any = None,
          jobs: int = 1, wrap: str = "none", corpus: str | os.PathLike[str] | None = None,
          report: str | os.PathLike[str] | None = None, plugin: Many = None,
          isolation: str = "persistent", shrink_budget: int = 100, timeout: Many = None,
-         memory: str | None = None, cluster: str | None = None,
+         memory: str | None = None, cluster: str | None = None, function: str = "",
          progress: bool | Console = True) -> FuzzReport:
     """``nebisect fuzz`` (see ``nebisect fuzz --help``): ``op=`` names ops to fuzz one at
     a time; else ``source`` is a model (a path, or an object of this process as
-    :func:`nebisect.run` takes it). ``corpus`` keeps each finding as a case, ``report``
+    :func:`nebisect.run` takes it) — of a multifunction package, ``function`` (its
+    default when ""). ``corpus`` keeps each finding as a case, ``report``
     writes report.json/report.html. Interrupted, it raises
     :class:`~nebisect.api.common.Stopped` holding what was found until then."""
     from nebisect.fuzzing.builders import WRAPS
@@ -94,6 +95,9 @@ def fuzz(source: Any = None, *, op: Many = None, example_inputs: Any = None,
     if not ops and not model:
         raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory) or "
                             "--op OP (--list-ops lists them)")
+    if ops and function:
+        raise NebisectError(f"--function {function} names a function of a SOURCE package; "
+                            "--op campaigns fuzz single ops")
     if wrap not in WRAPS:
         raise NebisectError(f"unknown --wrap {wrap!r}: one of {', '.join(WRAPS)}")
     options = FuzzOptions(
@@ -110,7 +114,8 @@ def fuzz(source: Any = None, *, op: Many = None, example_inputs: Any = None,
     with tempfile.TemporaryDirectory(prefix="nebisect-fuzz-") as tmp:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                               Path(tmp), timeout)
-        return _fuzz_model(location, options, cluster, convert, families, out, progress)
+        return _fuzz_model(location, options, cluster, convert, families, function, out,
+                           progress)
 
 
 @dataclass(frozen=True)
@@ -173,9 +178,10 @@ def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None, out: 
 
 
 def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert: str,
-                families: str | None, out: _Outputs, progress: bool | Console) -> FuzzReport:
-    """A model campaign: set up (resolve, convert, probe), fuzz (on ``cluster`` when
-    given), explain the findings, store."""
+                families: str | None, function: str, out: _Outputs,
+                progress: bool | Console) -> FuzzReport:
+    """A model campaign — on ``function`` of a multifunction package — set up (resolve,
+    convert, probe), fuzz (on ``cluster`` when given), explain the findings, store."""
     from nebisect.executors.runner import Runner
     from nebisect.fuzzing.model_session import ModelSession
     from nebisect.options import CONVERT_CHOICES, parse_choice, parse_families, source_path
@@ -187,7 +193,8 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
         apart_from_inputs(out.report, "--report", [("the source", source_path(source))])
         output_directory(out.report, "--report")
     with Runner(options.jobs, cluster=cluster, mode=options.isolation) as runner:
-        session = ModelSession(source, options, convert=paths, families=chosen, runner=runner)
+        session = ModelSession(source, options, convert=paths, families=chosen,
+                               function=function, runner=runner)
         try:
             keep = functools.partial(_store_model, session=session)
             try:

@@ -105,6 +105,7 @@ def run(
     families: Many = None,
     seed: int = 0,
     input_range: Many = None,
+    masked_output: Many = None,
     convert: str = "both",
     jobs: int | None = None,
     report: str | os.PathLike[str] | None = None,
@@ -114,6 +115,7 @@ def run(
     function: str = "",
     baseline: str | os.PathLike[str] | None = None,
     compression_tolerance: float | str | None = None,
+    compress: str = "",
     progress: Progress = True,
 ) -> RunResult | ProgramsResult:
     """``nebisect run`` (see ``nebisect run --help``) on ``source``; the options are the
@@ -131,10 +133,14 @@ def run(
         memory=memory, converter_overrides=converter_overrides,
         strict_conversion=strict_conversion,
         deployment_target=deployment_target, plugin=plugin, explore=explore, budget=budget,
-        steps=steps, families=families, seed=seed, input_range=input_range, convert=convert,
-        jobs=jobs, cluster=cluster, require=require, function=function, baseline=baseline,
-        compression_tolerance=compression_tolerance)
+        steps=steps, families=families, seed=seed, input_range=input_range,
+        masked_output=masked_output, convert=convert, jobs=jobs, cluster=cluster,
+        require=require, function=function, baseline=baseline,
+        compression_tolerance=compression_tolerance, compress=compress)
     if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
+        from nebisect.sources.compress import check_compress
+
+        check_compress(compress, os.fspath(source))
         return _run_programs(os.fspath(source), report, save_triggers, progress, given)
     declared = declared_of(dynamic_dims, input_domains, masked_outputs)
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
@@ -229,10 +235,12 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
                 deployment_target: str = "",
                 plugin: Many = None, explore: str = "auto", budget: int | str | None = None,
                 steps: int | str | None = None, families: Many = None, seed: int = 0,
-                input_range: Many = None, convert: str = "both", jobs: int | None = None,
+                input_range: Many = None, masked_output: Many = None,
+                convert: str = "both", jobs: int | None = None,
                 cluster: str | None = None, require: Many = None, function: str = "",
                 baseline: Any = None,
-                compression_tolerance: float | str | None = None) -> RunOptions:
+                compression_tolerance: float | str | None = None,
+                compress: str = "") -> RunOptions:
     """The CLI's checks of ``run``'s options, each error the CLI's one line; the checked
     :class:`~nebisect.detect.run.RunOptions`."""
     from nebisect.bounds import MAX_JOBS, check_count, check_seed
@@ -248,14 +256,17 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         parse_compression_tolerance,
         parse_families,
         parse_input_ranges,
+        parse_masked_outputs,
         parse_steps,
         use_memory,
     )
+    from nebisect.sources.compress import check_compress
     from nebisect.sources.deployment import check_deployment
     from nebisect.sources.inputs import DEFAULT_LENGTHS
 
     if not source:
         raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
+    spec = check_compress(compress, source, baseline)
     timeouts = Timeouts.parse(items(timeout))
     use_memory(memory)
     check_deployment(deployment_target)
@@ -273,6 +284,7 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         seed=seed,
         lengths=parse_lengths(DEFAULT_LENGTHS if lengths is None else lengths),
         input_ranges=parse_input_ranges(items(input_range)),
+        masked_outputs=parse_masked_outputs(items(masked_output)),
         jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
         steps=parse_steps(str(DEFAULT_STEPS if steps is None else steps)),
         cluster=cluster, require=tuple(dict.fromkeys(
@@ -280,7 +292,8 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
             for device in items(require))), function=function,
         baseline=Path(baseline) if baseline else None,
         compression_tolerance=parse_compression_tolerance(
-            str(DEFAULT_TOLERANCE if compression_tolerance is None else compression_tolerance)))
+            str(DEFAULT_TOLERANCE if compression_tolerance is None else compression_tolerance)),
+        compress=spec)
 
 
 EXPLORE_CHOICES = ("auto", "none")

@@ -16,7 +16,7 @@ from rich.table import Table
 from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options import MEMORY_HELP, use_memory
+from nebisect.options import FUNCTION_HELP, MEMORY_HELP, use_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
@@ -102,6 +102,10 @@ Refused with exit 2, nothing stored: inputs that do not fit the model, a torch:*
 target (a case runs its converted model; torch is the reference), a source package
 holding a symlink or a special file, and a recording run that was skipped (target
 unavailable here) or that nebisect itself refused.
+
+A case of a multifunction package (ct.utils.save_multifunction: a prefill/decode
+pair) judges one function, --function NAME or the package's default: the package is
+stored whole, case.json names the function, and replay runs that function.
 """
 
 ADD_ROOT_ARGUMENT = typer.Argument(..., help="Corpus directory (created if missing).")
@@ -133,6 +137,7 @@ ADD_OP_OF_INTEREST_OPTION = typer.Option(
 ADD_TIMEOUT_OPTION = typer.Option(
     None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
 )
+ADD_FUNCTION_OPTION = typer.Option("", "--function", metavar="NAME", help=FUNCTION_HELP)
 ADD_MEMORY_OPTION = typer.Option(
     None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
 
@@ -153,6 +158,7 @@ def add(
     op_of_interest: str = ADD_OP_OF_INTEREST_OPTION,
     timeout: list[str] = ADD_TIMEOUT_OPTION,
     memory: str = ADD_MEMORY_OPTION,
+    function: str = ADD_FUNCTION_OPTION,
 ) -> None:
     """``nebisect corpus add`` (its help is :data:`ADD_HELP`): one case recorded per inputs
     file, stored atomically."""
@@ -166,7 +172,10 @@ def add(
     if not spec_of(target).runs_programs:
         raise NebisectError(f"--target {target}: a corpus case runs its model converted to "
                             "Core ML; torch is the reference, not a corpus target")
-    resolved = resolve_source(source, timeout=timeouts.load)
+    resolved = resolve_source(source, function=function, timeout=timeouts.load)
+    if fixes and resolved.function:
+        raise NebisectError(f"--fix: fixes rewrite a package's default program, not one "
+                            f"function of a multifunction package ({resolved.function})")
     arrays = [(path, load_npz(path)) for path in inputs]
     for path, named in arrays:
         try:
@@ -190,12 +199,14 @@ def add(
             added = corpus.add(NewCase(
                 resolved.kind, source, target, named, expected, stage=case_stage(stage),
                 options=options, name=name, description=description, fixes=list(fixes or []),
+                function=resolved.function,
             ), recorder)
             record = added.case.record
             state = "added" if added.created else "already present"
             if added.replaced:
                 state = f"added (replaced a damaged copy: {added.replaced})"
-            typer.echo(f"{state}: {record.case_id} {record.target} expected "
+            judged = f" function {record.function}" if record.function else ""
+            typer.echo(f"{state}: {record.case_id}{judged} {record.target} expected "
                        f"{record.expected.status} {record.expected.signature}".rstrip())
 
 

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
-from nebisect.options import MEMORY_HELP
+from nebisect.options import FUNCTION_HELP, MEMORY_HELP
 
 if TYPE_CHECKING:
     from nebisect.api import FuzzReport
@@ -37,6 +37,10 @@ and parameter class (op params; or conversion path, family, inputs varied and
 length), shrunk, and — for numeric failures — pinned to two adjacent fp16 values of
 the family's parameter, with the overflow boundary theory (or lint, for a model)
 predicts printed beside it. --corpus keeps each finding as a case replay guards.
+
+A multifunction package (ct.utils.save_multifunction: a prefill/decode pair) is
+fuzzed one function at a time: --function NAME, or the package's default function
+without it.
 
 Exit 1 when a failure was found (or no conversion path converts SOURCE), 0 when
 none, 2 on usage errors.
@@ -68,6 +72,8 @@ FUZZ_FAMILIES_OPTION = typer.Option(
     help="SOURCE only: draw from these value families (default: all; see "
     "nebisect run --list-families).",
 )
+FUZZ_FUNCTION_OPTION = typer.Option(
+    "", "--function", metavar="NAME", help=f"SOURCE only. {FUNCTION_HELP}")
 FUZZ_SEED_OPTION = typer.Option(0, "--seed", help="Same seed (and --jobs), same findings.")
 FUZZ_JOBS_OPTION = typer.Option(
     1, "--jobs", "-j",
@@ -116,6 +122,7 @@ def fuzz(
     budget: int = FUZZ_BUDGET_OPTION,
     convert: str = FUZZ_CONVERT_OPTION,
     families: str = FUZZ_FAMILIES_OPTION,
+    function: str = FUZZ_FUNCTION_OPTION,
     seed: int = FUZZ_SEED_OPTION,
     jobs: int = FUZZ_JOBS_OPTION,
     wrap: str = FUZZ_WRAP_OPTION,
@@ -145,7 +152,7 @@ def fuzz(
                           families=families, seed=seed, jobs=jobs, wrap=wrap, corpus=corpus,
                           report=report, plugin=plugin, isolation=isolation,
                           shrink_budget=shrink_budget, timeout=timeout, memory=memory,
-                          cluster=cluster, progress=console)
+                          cluster=cluster, function=function, progress=console)
     except api.Stopped as stop:
         assert isinstance(stop.result, api.FuzzReport)
         _emit(stop.result, console, as_json)

@@ -15,8 +15,10 @@ from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
 from nebisect.options import (
     INPUT_RANGE_HELP,
+    MASKED_OUTPUT_HELP,
     MEMORY_HELP,
 )
+from nebisect.sources.compress import FORMS
 from nebisect.sources.inputs import DEFAULT_LENGTHS
 
 ORDER = 10
@@ -36,7 +38,7 @@ SOURCE_HELP = (
 RUN_HELP = """\
 Run every prediction in a fresh process on each target and compare with a float64
 reference; say where a divergence enters (conversion, precision, device; with
---baseline, compression).
+--baseline or --compress, compression).
 
 It goes looking: besides the lengths (or --inputs) it evaluates the factory's example
 inputs and value families (constant fills, scaled normals, spikes, special values,
@@ -144,6 +146,8 @@ RUN_LIST_FAMILIES_OPTION = typer.Option(
 RUN_SEED_OPTION = typer.Option(0, "--seed", help="Seed of the value families' random draws.")
 RUN_INPUT_RANGE_OPTION = typer.Option(
     None, "--input-range", metavar="NAME=LO:HI", help=INPUT_RANGE_HELP)
+RUN_MASKED_OUTPUT_OPTION = typer.Option(
+    None, "--masked-output", metavar="OUTPUT=MASK", help=MASKED_OUTPUT_HELP)
 RUN_CONVERT_OPTION = typer.Option(
     "both", "--convert", metavar="export|trace|both",
     help="Torch conversion paths: torch.export, jit.trace, or both (every path that "
@@ -189,10 +193,22 @@ RUN_BASELINE_OPTION = typer.Option(
 )
 RUN_COMPRESSION_TOLERANCE_OPTION = typer.Option(
     str(DEFAULT_TOLERANCE), "--compression-tolerance", metavar="FRACTION",
-    help="With --baseline: how far compression may move an output, as a fraction of the "
-    "output's largest |value| in the baseline (max |compressed - baseline| / max "
+    help="With --baseline or --compress: how far compression may move an output, as a "
+    "fraction of the output's largest |value| in the baseline (max |compressed - baseline| / max "
     "|baseline|). The default passes int8 linear quantization of an ordinary MLP (under 1%) "
     "and fails 2-bit palettization (20-40%).",
+)
+
+RUN_COMPRESS_OPTION = typer.Option(
+    "", "--compress", metavar="SPEC",
+    help="Judge what compressing a torch source's weights costs: convert it as usual "
+    "(fp16; torch.export, else jit.trace), compress that package with "
+    "coremltools.optimize.coreml and its defaults (weights of 2048+ elements), then judge "
+    "the compressed package against the uncompressed one as --baseline does. SPEC: "
+    f"{FORMS} (k-means palettization to N bits; symmetric linear quantization, a scale per "
+    "output channel; magnitude pruning to that sparsity). Example: nebisect run "
+    "model.py:factory --compress palettize:4 -t sim:fp16. A package source: compress it "
+    "yourself and pass the original with --baseline.",
 )
 
 
@@ -215,6 +231,7 @@ def run(
     list_families: bool = RUN_LIST_FAMILIES_OPTION,
     seed: int = RUN_SEED_OPTION,
     input_range: list[str] = RUN_INPUT_RANGE_OPTION,
+    masked_output: list[str] = RUN_MASKED_OUTPUT_OPTION,
     convert: str = RUN_CONVERT_OPTION,
     jobs: int = RUN_JOBS_OPTION,
     as_json: bool = RUN_AS_JSON_OPTION,
@@ -225,6 +242,7 @@ def run(
     function: str = RUN_FUNCTION_OPTION,
     baseline: Path = RUN_BASELINE_OPTION,
     compression_tolerance: str = RUN_COMPRESSION_TOLERANCE_OPTION,
+    compress: str = RUN_COMPRESS_OPTION,
 ) -> None:
     """``nebisect run`` (its help is :data:`RUN_HELP`): :func:`nebisect.api.run` on the
     options as typed, then its table or JSON and the exit code."""
@@ -236,11 +254,12 @@ def run(
             source, target=target, inputs=inputs, lengths=lengths, reference=reference,
             timeout=timeout, memory=memory, converter_overrides=converter_overrides,
             strict_conversion=strict_conversion, deployment_target=deployment_target,
-            plugin=plugin, explore=explore, budget=budget, steps=steps,
-            families=families or None, seed=seed,
-            input_range=input_range, convert=convert, jobs=jobs, report=report,
-            save_triggers=save_triggers, cluster=cluster, require=require, function=function,
-            baseline=baseline, compression_tolerance=compression_tolerance)
+            plugin=plugin, explore=explore,
+            budget=budget, steps=steps, families=families or None, seed=seed,
+            input_range=input_range, masked_output=masked_output, convert=convert,
+            jobs=jobs, report=report, save_triggers=save_triggers, cluster=cluster,
+            require=require, function=function, baseline=baseline,
+            compression_tolerance=compression_tolerance, compress=compress)
     except api.Stopped as stop:
         assert isinstance(stop.result, api.RunResult)
         _emit(stop.result, as_json)

@@ -8,11 +8,11 @@ byte in a weight blob, a hand-changed expected status, a truncated npz — is de
 load and the case is skipped, never run as something it is not.
 
 The case id is :meth:`CaseRecord.identity`: a hash of every input of the verdict (the
-model and plugin bytes, the torch factory's name, target, stage, reference, the input
-arrays and the options). Two cases that could judge differently never share an id, and
-a record whose id does not match its content is damaged. Schema 2 introduced this
-identity (schema 1 ids ignored the factory name and the plugins' bytes); a schema-1
-case is reported with how to re-add it.
+model and plugin bytes, the torch factory's name or the package's function, target,
+stage, reference, the input arrays and the options). Two cases that could judge
+differently never share an id, and a record whose id does not match its content is
+damaged. Schema 2 introduced this identity (schema 1 ids ignored the factory name and
+the plugins' bytes); a schema-1 case is reported with how to re-add it.
 
 The expectation is one of:
 
@@ -26,6 +26,12 @@ An expectation may differ by chip family (``chips``: ``{"m1": "failing", "m4":
 device matrix (``replay --devices``, :meth:`Expected.for_chip`). The field is left out
 of ``case.json`` when empty, so cases recorded before it existed still load (their
 checksum never covered it) and a case without per-chip expectations is unchanged.
+
+A case of a multifunction package (``ct.utils.save_multifunction``: a prefill/decode
+pair) names the ``function`` it judges (``corpus add --function``, ``fuzz --function
+--corpus``); the package is stored whole and replay runs that function. Like
+``chips`` it is left out of ``case.json`` and of the identity when empty, so every
+other case keeps its bytes and its id.
 """
 
 from __future__ import annotations
@@ -115,6 +121,7 @@ class CaseRecord:
     expected: Expected
     stage: Stage = Stage.PREDICT
     factory: str = ""
+    function: str = ""
     reference: str = REFERENCE_TARGET
     options: CaseOptions = field(default_factory=CaseOptions)
     name: str = ""
@@ -132,6 +139,9 @@ class CaseRecord:
                 f"corpus cases store {' or '.join(MODEL_FILES)} models, not {self.source_kind!r}"
             )
         self.stage = case_stage(self.stage)
+        if self.function and self.source_kind != "mlpackage":
+            raise NebisectError(f"a {self.source_kind} case has no function to judge "
+                                f"({self.function!r}): only an .mlpackage has functions")
 
     @property
     def model_file(self) -> str:
@@ -152,6 +162,8 @@ class CaseRecord:
         body["options"] = self.options.to_dict()
         if not body["expected"]["chips"]:
             del body["expected"]["chips"]
+        if not body["function"]:
+            del body["function"]
         body["checksum"] = _checksum(body)
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
@@ -209,6 +221,8 @@ class CaseRecord:
             "reference": self.reference, "source_kind": self.source_kind, "stage": self.stage,
             "target": self.target,
         }
+        if self.function:
+            key["function"] = self.function
         return sha256_bytes(json.dumps(key, sort_keys=True).encode())[:16]
 
     def check_layout(self) -> None:

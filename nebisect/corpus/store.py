@@ -108,7 +108,7 @@ class CorpusCase:
                                                      for name in self.record.plugins))
             use_plugins(list(options.plugins), timeout=DEFAULT_TIMEOUTS.load)
         return Case(
-            ref=SourceRef(self.record.source_kind, self.source),
+            ref=SourceRef(self.record.source_kind, self.source, self.record.function),
             target=self.record.target,
             stage=self.record.stage,
             inputs_path=str(self.path / INPUTS_FILE),
@@ -165,7 +165,9 @@ class NewCase:
     from) is laid over the store's own stamp of tool versions and machine.
     ``source_kind`` ``builder`` is materialized to an ``.mlpackage`` (``options.params``
     are the builder's keyword arguments): the corpus keeps model *bytes*, so a later
-    change to the builder code cannot change what a stored case means.
+    change to the builder code cannot change what a stored case means. ``function``:
+    the function of a multifunction package the case judges (the package is stored
+    whole).
     """
 
     source_kind: str
@@ -180,6 +182,7 @@ class NewCase:
     description: str = ""
     fixes: list[str] = field(default_factory=list)
     provenance: dict[str, str] = field(default_factory=dict)
+    function: str = ""
 
 
 #: Evaluates a staged case; its verdict becomes the expectation (``corpus add`` without
@@ -482,6 +485,9 @@ def _materialize(new: NewCase, staging: Path) -> CaseRecord:
     if new.source_kind not in SOURCE_KINDS:
         raise NebisectError(f"unknown source kind {new.source_kind!r}: one of "
                             f"{', '.join(SOURCE_KINDS)}")
+    if new.function and new.source_kind != "mlpackage":
+        raise NebisectError(f"{new.source}: --function {new.function} names a function of "
+                            "a multifunction .mlpackage")
     options = replace(new.options, params={})
     if options.plugins:
         options = replace(options, plugins=tuple(_store_plugins(list(options.plugins), staging)))
@@ -493,6 +499,7 @@ def _materialize(new: NewCase, staging: Path) -> CaseRecord:
         target=new.target,
         stage=new.stage,
         factory=factory,
+        function=new.function,
         reference=new.reference or ("torch:cpu:fp64" if kind == "torch" else REFERENCE_TARGET),
         expected=new.expected or Expected("pass"),
         options=options,

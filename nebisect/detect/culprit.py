@@ -58,14 +58,19 @@ def by_intermediates(graph: Any, target: dict[str, np.ndarray],
     the first op that makes inf/NaN of finite values where the exact value is finite —
     even beyond fp16's range, which excuses the value itself but not the op that
     overflows (:func:`first_overflow`); for ``mismatch:collapse``, the first value that
-    collapses. When no value shows the symptom, the first to break the oracle at all."""
-    if signature == NONFINITE:
-        overflow = first_overflow(graph, target, reference, precision)
-        if overflow is not None:
-            return overflow
+    collapses. When no value shows the symptom, the first to break the oracle at all —
+    unless an op overflowed before it (a sum past 65504 that a division then turns into
+    a finite wrong value)."""
+    overflow = first_overflow(graph, target, reference, precision)
+    if signature == NONFINITE and overflow is not None:
+        return overflow
     matching = (_first_divergence(graph, target, reference, precision, signature)
                 if signature == COLLAPSE else None)
-    return matching or _first_divergence(graph, target, reference, precision, "")
+    found = matching or _first_divergence(graph, target, reference, precision, "")
+    if overflow is not None and (found is None or graph.dag.position[overflow.op]
+                                 < graph.dag.position[found.op]):
+        return overflow
+    return found
 
 
 def first_overflow(graph: Any, target: dict[str, np.ndarray],

@@ -55,6 +55,7 @@ from nebisect.mil.roles import InputRole
 from nebisect.search.cliff import Cliff
 from nebisect.search.explore import ExploreProgress
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
+from nebisect.sources.compress import CompressedConversion
 from nebisect.sources.convert import (
     PATHS,
     cured_attempts,
@@ -78,10 +79,10 @@ class RunReport(Record):
     JSON (the verdicts' outcome first, the rows before what was made of them)."""
 
     json_form: ClassVar[Form] = Form(
-        omit_defaults=("interrupted", "function", "compression"),
+        omit_defaults=("interrupted", "function", "compressed", "compression"),
         derived=(("failed", "reference"), ("reference_failed", "reference")),
-        order=("source", "function", "reference", "failed", "reference_failed", "conversions",
-               "rows",
+        order=("source", "function", "compressed", "reference", "failed", "reference_failed",
+               "conversions", "rows",
                "findings", "far_findings", "groups", "explorations", "discovery", "timings",
                "margins", "undeclared", "input_scale", "declared_scale", "input_roles",
                "masked_outputs", "masks_inferred", "paths", "compression", "interrupted"))
@@ -129,6 +130,9 @@ class RunReport(Record):
     function: str = ""
     #: the comparison with the uncompressed baseline (``run --baseline``; None: none)
     compression: CompressionCheck | None = None
+    #: how a torch ``source`` was converted and compressed to be judged (``run
+    #: --compress``; None: judged as it is)
+    compressed: CompressedConversion | None = None
 
     @property
     def failed(self) -> bool:

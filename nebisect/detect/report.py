@@ -45,6 +45,7 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
     the report's :data:`~nebisect.detect.triggers.REPORT_DIRECTORY`, the summary names
     their index and a table lists each finding's trigger and next command."""
     rows = [row for row in result.rows if not getattr(row, "explored", False)]
+    compressed = getattr(result, "compressed", None)
     matrix = RunMatrix.from_verdicts(
         "verdict per target × input set",
         [(_where(row), _column(row), row.verdict) for row in rows],
@@ -68,9 +69,10 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
     ]
     statuses = Counter(row.verdict.status for row in rows)
     return ReportPayload(
-        title=f"nebisect run {result.source}",
+        title=f"nebisect run {result.source}" + (f", {compressed.words}" if compressed else ""),
         summary={
             "source": result.source,
+            **({"compressed": compressed.words} if compressed else {}),
             "reference": result.reference,
             "targets": list(dict.fromkeys(row.target for row in rows)),
             "lengths": list(dict.fromkeys(row.length for row in rows)),

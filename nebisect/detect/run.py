@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from nebisect.detect.triggers import TriggerIndex
     from nebisect.executors.runner import Runner
     from nebisect.isolate import Isolator
+    from nebisect.sources.resolve import Source
 
 #: For torch sources the converted program is also run exactly: its row says whether
 #: conversion preserved the math (and feeds the ``conversion`` attribution).
@@ -46,7 +47,9 @@ class RunOptions:
     False: only the lengths or inputs), the process limits, the placement devices
     that fail closed (``require``), the decode steps a stateful model is judged over
     (``steps``; a model without state is predicted once) and the uncompressed package a
-    compressed one is compared with (``baseline``, within ``compression_tolerance``).
+    compressed one is compared with (``baseline``, within ``compression_tolerance``), or
+    the compression a torch source's conversion is judged under (``compress``: a checked
+    SPEC, :mod:`nebisect.sources.compress`; its uncompressed conversion is the baseline).
     ``function``: the one function of a multifunction package judged (``""``: every
     function, each a run of its own)."""
 
@@ -72,6 +75,8 @@ class RunOptions:
     families: list[str] | None = None
     seed: int = 0
     input_ranges: Mapping[str, InputDomain] = field(default_factory=dict)
+    #: ``--masked-output``: output → the mask input its padded positions follow
+    masked_outputs: Mapping[str, str] = field(default_factory=dict)
     jobs: int = 1
     cluster: str | None = None
     require: tuple[str, ...] = ()
@@ -79,6 +84,7 @@ class RunOptions:
     baseline: Path | None = None
     compression_tolerance: float = DEFAULT_TOLERANCE
     steps: int = DEFAULT_STEPS
+    compress: str = ""
 
     @property
     def fixes(self) -> tuple[str, ...]:
@@ -140,10 +146,8 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
     """:func:`run` on an open runner (``options.jobs`` and ``cluster`` are the runner's):
     a sweep of many sources (the atlas) keeps one runner, so its warm templates serve
     every source."""
-    from nebisect.detect.discover import Discovery
-    from nebisect.detect.matrix import MatrixRunner
     from nebisect.sources.convert import CONVERSION
-    from nebisect.sources.resolve import is_torch_location, resolve_source
+    from nebisect.sources.resolve import is_torch_location, output_names, resolve_source
     from nebisect.targets import spec_of
     from nebisect.targets.plugins import use_plugins
 
@@ -160,6 +164,25 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
     resolved = resolve_source(options.source, function=options.function,
                               timeout=timeouts.load, isolator=isolator
                               ).with_domains(dict(options.input_ranges))
+    if options.masked_outputs:
+        resolved = resolved.with_masked_outputs(
+            dict(options.masked_outputs),
+            output_names(resolved, timeout=timeouts.load, isolator=isolator))
+    if options.compress:
+        return _run_compressed(runner, options, resolved, plugins, workdir, progress)
+    return _judge(runner, options, resolved, plugins, workdir, progress)
+
+
+def _judge(runner: Runner, options: RunOptions, resolved: Source, plugins: list[str],
+           workdir: Path, progress: Callable[[str], None]) -> RunOutcome:
+    """:func:`run_on` from the resolved source on: the matrix, then the comparison with
+    the baseline."""
+    from nebisect.detect.discover import Discovery
+    from nebisect.detect.matrix import MatrixRunner
+
+    timeouts = options.timeouts
+    isolator = runner.isolator
+    targets = list(options.targets)
     compared = _baseline_checked(options, resolved.kind, isolator)
     discovery = Discovery(options.budget, options.families, options.seed,
                           list(targets)) if options.explore else None
@@ -187,6 +210,59 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
         _add_compression(report, options, matrix.bench.saved, isolator)
     _require_a_judged_target(report, list(options.targets))
     return RunOutcome(report, matrix.bench.saved)
+
+
+def _run_compressed(runner: Runner, options: RunOptions, resolved: Source, plugins: list[str],
+                    workdir: Path, progress: Callable[[str], None]) -> RunOutcome:
+    """``run SOURCE --compress SPEC`` (:mod:`nebisect.sources.compress`): the torch source
+    converted by the run's converter and compressed, each in an isolated child, then the
+    compressed package judged with the uncompressed one as its baseline, as ``run
+    COMPRESSED --baseline UNCOMPRESSED`` judges it — on the factory's example inputs too,
+    within its input domains (a package carries neither). The report names the torch
+    source, the compression and the conversion it compressed."""
+    from nebisect.sources.compress import compress_source
+    from nebisect.sources.resolve import resolve_source
+
+    progress(f"converting {options.source} to compress it with {options.compress}")
+    compressed, converted = compress_source(
+        resolved, options.compress, workdir / "compress", runner.isolator,
+        setup=_setup(options), paths=options.paths, deployment=options.deployment_target,
+        timeout=options.timeouts.convert)
+    package = resolve_source(compressed.package, timeout=options.timeouts.load,
+                             isolator=runner.isolator)
+    judged = replace(package.with_domains(resolved.domains),
+                     example=_example_for(package, resolved.example),
+                     masked_outputs=dict(resolved.masked_outputs),
+                     masks_inferred=resolved.masks_inferred)
+    package_options = replace(options, source=compressed.package,
+                              baseline=Path(compressed.baseline), compress="")
+
+    def named(report: RunReport) -> None:
+        report.source = resolved.location
+        report.compressed = compressed
+        report.conversions[compressed.precision] = converted
+        report.timings["conversion"] = converted.timings.wall or 0.0
+        if report.compression is not None:
+            report.compression.baseline = compressed.baseline_words
+
+    try:
+        outcome = _judge(runner, package_options, judged, plugins, workdir, progress)
+    except RunInterrupted as stop:
+        named(stop.outcome.report)
+        raise
+    named(outcome.report)
+    return outcome
+
+
+def _example_for(package: Source, example: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A torch factory's example inputs as its package takes them (each input's dtype:
+    int64 ids as int32); None when it has none, or they do not name its inputs."""
+    import numpy as np
+
+    wanted = {d.name: d.dtype for d in package.inputs}
+    if example is None or set(example) != set(wanted):
+        return None
+    return {name: np.asarray(value).astype(wanted[name]) for name, value in example.items()}
 
 
 def _baseline_checked(options: RunOptions, kind: str, isolator: Isolator) -> bool:
@@ -225,16 +301,23 @@ def _add_compression(report: RunReport, options: RunOptions, saved: Mapping[str,
 
 
 def _converter(options: RunOptions) -> Callable[..., Any]:
-    from nebisect.sources.convert import OVERRIDES_SETUP, convert_paths
+    from nebisect.sources.convert import convert_paths
 
-    setup = (*((OVERRIDES_SETUP,) if options.converter_overrides else ()),
-             *options.converter_setup)
     # A path that fails for a reason the overrides cure is converted again with them
     # and judged, unless the user asked for them (installed from the start) or for
     # coremltools' defaults alone (``--strict-conversion``).
     cure = not (options.converter_overrides or options.strict_conversion)
-    return functools.partial(convert_paths, setup=setup, paths=options.paths,
+    return functools.partial(convert_paths, setup=_setup(options), paths=options.paths,
                              deployment=options.deployment_target, cure=cure)
+
+
+def _setup(options: RunOptions) -> tuple[str, ...]:
+    """The calls the conversion child makes before converting: nebisect's overrides
+    (``--converter-overrides``), then the user's own converters."""
+    from nebisect.sources.convert import OVERRIDES_SETUP
+
+    return (*((OVERRIDES_SETUP,) if options.converter_overrides else ()),
+            *options.converter_setup)
 
 
 def _require_a_judged_target(result: RunReport, asked: list[str]) -> None:
@@ -280,6 +363,7 @@ class RunOutputs:
         from nebisect.detect.triggers import REPORT_DIRECTORY, save_triggers
 
         result = outcome.report
+        compressed = result.compressed
 
         def save(directory: Path) -> TriggerIndex:
             return save_triggers(directory, [f.representative for f in result.findings],
@@ -287,7 +371,10 @@ class RunOutputs:
                                  source=result.source, typed=self.source, fixes=self.fixes,
                                  function=result.function,
                                  baseline=result.compression.baseline if result.compression
-                                 else "", cured=result.cured_paths)
+                                 else "",
+                                 compress=compressed.spec if compressed else "",
+                                 compressed=compressed.package if compressed else "",
+                                 cured=result.cured_paths)
 
         shown = save(self.triggers) if self.triggers else None
         if self.report:

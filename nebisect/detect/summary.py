@@ -139,7 +139,7 @@ def domain_lines(result: object) -> list[str]:
     masked: dict[str, str] = getattr(result, "masked_outputs", {})
     if masked:
         how = "inferred from their [batch, seq, …] shapes" if getattr(
-            result, "masks_inferred", False) else "as the factory declares"
+            result, "masks_inferred", False) else "as declared"
         pairs = ", ".join(f"{output} by {mask}" for output, mask in masked.items())
         lines.append(escape(f"padded positions not compared ({how}): {pairs}"))
     undeclared: list[str] = getattr(result, "undeclared", [])

@@ -57,8 +57,10 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
 
 
 def _function(result: RunReport) -> str:
-    """The function of a multifunction package the matrix judged, as the title names it."""
-    return f" --function {result.function}" if result.function else ""
+    """The function of a multifunction package the matrix judged, or the compression a
+    torch source was judged under (``run --compress``), as the title names it."""
+    compressed = f", {result.compressed.words}" if result.compressed else ""
+    return (f" --function {result.function}" if result.function else "") + compressed
 
 
 def _print_matrix(console: Console, result: RunReport) -> None:

@@ -28,7 +28,7 @@ from nebisect.codec import Form, Record
 from nebisect.detect.causes import COMPRESSION
 from nebisect.detect.findings import Row
 from nebisect.errors import NebisectError
-from nebisect.files import open_regular, write_text
+from nebisect.files import open_regular, staged, write_text
 from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.search.records import FailureGroup
 from nebisect.targets import spec_of
@@ -42,6 +42,9 @@ REPORT_DIRECTORY = "triggers"
 REPORT_KEY = "triggers"
 #: the corpus the printed ``corpus add`` command stores into
 CORPUS = "corpus"
+#: the compressed package of a ``run --compress``, kept beside its triggers for the
+#: commands of a finding that is no compression's
+COMPRESSED = "compressed.mlpackage"
 #: the largest report or index read back (a long run's report.json is a few MB)
 MAX_JSON_BYTES = 256 << 20
 
@@ -88,23 +91,33 @@ class TriggerIndex(Record):
 def save_triggers(directory: Path, groups: Sequence[FailureGroup], rows: Sequence[Row],
                   saved: Mapping[str, str], *, source: str, typed: str,
                   fixes: Sequence[str] = (), function: str = "",
-                  baseline: str = "", cured: Sequence[str] = ()) -> TriggerIndex:
+                  baseline: str = "", compress: str = "",
+                  compressed: str = "", cured: Sequence[str] = ()) -> TriggerIndex:
     """Write ``N.npz`` per group and ``triggers.json`` into ``directory``.
 
     ``saved`` maps input-set labels to the run's inputs files; ``source`` is the
     resolved location, ``typed`` the source as the user typed it (what the printed
     commands say, beside ``directory`` as given), ``function`` the function of a
     multifunction package the groups failed in (the commands name it), ``baseline`` the
-    package a compressed source was compared with (``run --baseline``), ``cured`` the
-    conversion paths the run judged as converted with nebisect's converter overrides
-    (a group judged there is bisected with them: :func:`trigger_of`).
+    package a compressed source was compared with (``run --baseline``). ``compress``: the
+    SPEC a torch source was compressed with (``run --compress``), whose compressed
+    package ``compressed`` is copied into ``directory`` as :data:`COMPRESSED` for the
+    commands of a finding other than compression's, which is that package's own.
+    ``cured``: the conversion paths the run judged as converted with nebisect's
+    converter overrides (a group judged there is bisected with them: :func:`trigger_of`).
     """
     index = TriggerIndex(source)
+    program = ""
     for number, group in enumerate(groups, 1):
-        trigger = trigger_of(number, group, rows, fixes, cured)
+        # a compressed package's own failure: bisected as the package, no conversion fixed
+        own = bool(compressed) and group.attribution != COMPRESSION
+        trigger = trigger_of(number, group, rows, () if own else fixes, () if own else cured)
         save_npz(directory / trigger.inputs, load_npz(saved[group.smallest.label]))
-        trigger.commands = next_commands(trigger, typed, directory, group.message, function,
-                                         baseline)
+        if own and not program:
+            program = _copied(Path(compressed), directory / COMPRESSED)
+        trigger.commands = next_commands(trigger, program or typed, directory, group.message,
+                                         function, baseline,
+                                         compress=(typed, compress) if compress else None)
         index.triggers.append(trigger)
     write_text(directory / INDEX, json.dumps(index.to_dict(), indent=2) + "\n")
     return index
@@ -130,15 +143,22 @@ def trigger_of(number: int, group: FailureGroup, rows: Sequence[Row],
 
 
 def next_commands(trigger: Trigger, typed: str, directory: Path, message: str,
-                  function: str = "", baseline: str = "") -> list[str]:
+                  function: str = "", baseline: str = "",
+                  compress: tuple[str, str] | None = None) -> list[str]:
     """The shell commands that take ``trigger`` further — on ``function`` of a
     multifunction package when set — its inputs read from ``directory``: bisect it (into
     ``directory/bisect-N``), store it in a corpus (not for a torch target, nor a
     conversion nebisect's fixes changed: a corpus case converts plainly), and rerun with
     the converter overrides when they cure it. A compression trigger is no program's
-    failure to bisect: it is rerun against its ``baseline``, which localizes it already."""
+    failure to bisect: it is rerun against its ``baseline``, which localizes it already —
+    or, for a torch source compressed by the run (``compress``: the source as typed and
+    the SPEC), compressed again."""
     inputs = str(directory / trigger.inputs)
     chosen = ["--function", function] if function else []
+    if trigger.attribution == COMPRESSION and compress is not None:
+        overrides = ["--converter-overrides"] if trigger.fixes else []
+        return [shlex.join(["nebisect", "run", compress[0], "--compress", compress[1],
+                            *overrides, "--inputs", inputs, "--explore", "none"])]
     if trigger.attribution == COMPRESSION:
         return [shlex.join(["nebisect", "run", typed, *chosen, "--baseline", baseline,
                             "--inputs", inputs, "--explore", "none"])]
@@ -154,14 +174,22 @@ def next_commands(trigger: Trigger, typed: str, directory: Path, message: str,
     for fix in trigger.fixes:
         bisect += ["--fix", fix]
     commands = [shlex.join([*bisect, "--out", str(directory / f"bisect-{trigger.number}")])]
-    # ``corpus add`` takes no function yet: a function's trigger gets no corpus command.
-    if spec_of(trigger.target).runs_programs and not trigger.fixes and not function:
+    if spec_of(trigger.target).runs_programs and not trigger.fixes:
         stage = ["--stage", trigger.stage] if trigger.stage == "convert" else []
-        commands.append(shlex.join(["nebisect", "corpus", "add", CORPUS, typed, "-t",
-                                    trigger.target, "--inputs", inputs, *stage]))
+        commands.append(shlex.join(["nebisect", "corpus", "add", CORPUS, typed, *chosen,
+                                    "-t", trigger.target, "--inputs", inputs, *stage]))
     if trigger.stage == "convert" and not trigger.fixes and overrides_hint(message):
         commands.append(shlex.join(["nebisect", "run", typed, "--converter-overrides"]))
     return commands
+
+
+def _copied(package: Path, destination: Path) -> str:
+    """``package`` copied to ``destination`` (atomically); its path."""
+    import shutil
+
+    with staged(destination) as building:
+        shutil.copytree(package, building, symlinks=True)
+    return str(destination)
 
 
 @dataclass

@@ -72,17 +72,19 @@ class ModelSession:
     """One model's fuzz session; :meth:`run` fuzzes, :meth:`results` merges the shards.
 
     ``convert`` are the conversion paths to try (``--convert``); ``families`` the value
-    families (None: all). The converted packages live in a private directory removed by
-    :meth:`close`.
+    families (None: all); ``function`` the function of a multifunction package fuzzed
+    (``--function``; "": its default), resolved as ``run`` resolves it. The converted
+    packages live in a private directory removed by :meth:`close`.
     """
 
     def __init__(self, text: str, options: FuzzOptions, *, convert: tuple[str, ...] = PATHS,
-                 families: list[str] | None = None, runner: Runner) -> None:
+                 families: list[str] | None = None, function: str = "",
+                 runner: Runner) -> None:
         check_target(options)
         self.options, self.runner, self.families = options, runner, families
         isolator = runner.isolator
-        self.source: Source = resolve_source(text, timeout=options.timeouts.load,
-                                             isolator=isolator)
+        self.source: Source = resolve_source(text, function=function,
+                                             timeout=options.timeouts.load, isolator=isolator)
         self._tmp = tempfile.TemporaryDirectory(prefix="nebisect-fuzz-model-")
         self.workdir = Path(self._tmp.name)
         self.bench = Workbench(self.source, self.workdir, isolator, self.source.reference,
@@ -138,7 +140,8 @@ class ModelSession:
     def _run_units(self, on_progress: Callable[[int, CampaignProgress], None] | None) -> None:
         files = [*self.source.ref.files(), *(p for p in self.options.plugins if p.endswith(".py"))]
         payload = {"source": self.source.location, "options": wire_options(self.options),
-                   "convert": list(self.bench.paths), "families": self.families}
+                   "convert": list(self.bench.paths), "families": self.families,
+                   "function": self.source.function}
         units = [Unit(MODEL_KIND, {**payload, "index": index, "budget": budget, "seed": seed},
                       paths=[file.lstrip("/") for file in files], root=WIRE_ROOT,
                       label=f"{self.subject.name}#{index}")
@@ -179,7 +182,7 @@ def model_shard_unit(payload: dict[str, Any], root: Path, workdir: Path,
     options = options_from_wire(payload["options"], root)
     session = ModelSession(str(root / payload["source"].lstrip("/")), options,
                            convert=tuple(payload["convert"]), families=payload["families"],
-                           runner=Runner(isolator=isolator))
+                           function=payload["function"], runner=Runner(isolator=isolator))
     try:
         if session.skipped:
             return CampaignResult(session.subject.name, options.seed, 0,

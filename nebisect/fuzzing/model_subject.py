@@ -75,8 +75,10 @@ class ModelSubject:
 
     @property
     def name(self) -> str:
-        """The source as tables show it: its file name (and factory)."""
-        return Path(self.source.location).name
+        """The source as tables show it: its file name (and factory); of a multifunction
+        package, with the function fuzzed (``multi.mlpackage --function decode``)."""
+        name = Path(self.source.location).name
+        return f"{name} --function {self.source.function}" if self.source.function else name
 
     @cached_property
     def lengths(self) -> list[int]:

@@ -74,11 +74,12 @@ def record_model_finding(
 
     A torch source is stored as itself (``model.py`` and its factory) with the
     conversion path the finding lives on (``convert_path``), which replay converts; a
-    package is stored as its bytes.
+    package is stored as its bytes, with the function fuzzed when it has several.
     """
     source, path = subject.source, finding.case["path"]
     return _add(corpus, finding, target, NewCase(
         source_kind=source.kind, source=source.location, target=target,
+        function=source.function,
         inputs=subject.input_set(finding.case).arrays,
         options=CaseOptions(convert_path=path or ""), reference=reference,
         provenance={"found_by": f"nebisect fuzz {subject.name} --seed {seed}",

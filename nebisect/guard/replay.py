@@ -154,8 +154,12 @@ def run_case(
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
 ) -> CaseRun:
     """Evaluate one case (optionally with ``fixes`` applied) in isolation, from a private
-    copy of its listed files under ``workdir``."""
+    copy of its listed files under ``workdir``. The fixes rewrite a package's default
+    program: a case of one function of a multifunction package takes none."""
     record = case.record
+    if record.function and fixes:
+        raise NebisectError(f"case {record.label}: fixes rewrite a package's default "
+                            f"program, not its function {record.function!r}")
     try:
         case = case.private_copy(workdir)
     except CorruptCaseError as exc:

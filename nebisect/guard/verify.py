@@ -150,6 +150,10 @@ def verify_case(
     if before.status == "skipped":
         result.detail = before.message
         return result
+    if record.function:
+        result.detail = (f"not verified: fixes rewrite a package's default program, not "
+                         f"its function {record.function!r}")
+        return result
     after_run = run_case(case, isolator, workdir / "after", fixes=fixes, timeouts=timeouts)
     prepared = after_run.prepared
     if prepared is not None:

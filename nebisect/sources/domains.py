@@ -20,7 +20,10 @@ breaks only beyond it is a margin, not a failure.
   is a mask.
 * :func:`masked_positions` — the elements of an output that a mask leaves padded: for
   the usual ``[batch, seq, …]`` hidden states the mask's ``[batch, seq]`` is the
-  output's leading axes, and those positions are not compared.
+  output's leading axes, and those positions are not compared. Which output follows
+  which mask is declared (the factory's ``masked_outputs``, ``--masked-output
+  OUTPUT=MASK``: :func:`parse_masked_output`, :func:`parse_masked_outputs`) or inferred
+  from the shapes (:func:`infer_masked_outputs`).
 
 Nothing here imports torch; every mistake is one :class:`NebisectError` line.
 """
@@ -28,7 +31,7 @@ Nothing here imports torch; every mistake is one :class:`NebisectError` line.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +46,11 @@ if TYPE_CHECKING:
 RANGE, MASK = "range", "mask"
 #: how ``--input-range`` is written (also in its --help)
 INPUT_RANGE_FORMAT = "NAME=LO:HI (e.g. pixel_values=0:1), or NAME=mask for an attention mask"
+#: how ``--masked-output`` is written (also in its --help)
+MASKED_OUTPUT_FORMAT = "OUTPUT=MASK (e.g. last_hidden_state=attention_mask)"
+#: how an input becomes a mask, after a ``--masked-output`` naming one that is not
+MASK_HINT = ("; declare one with --input-range NAME=mask (a package's integer input that "
+             "gates a softmax or a select is one already, read off the graph)")
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,14 @@ def parse_input_range(text: str) -> tuple[str, InputDomain]:
     return name.strip(), parse_domain(where, name.strip(), bounds)
 
 
+def parse_masked_output(text: str) -> tuple[str, str]:
+    """One ``--masked-output`` value (:data:`MASKED_OUTPUT_FORMAT`): (output, mask input)."""
+    output, sep, mask = text.partition("=")
+    if not sep or not output.strip() or not mask.strip():
+        raise NebisectError(f"--masked-output {text!r}: write {MASKED_OUTPUT_FORMAT}")
+    return output.strip(), mask.strip()
+
+
 def role_domains(roles: Iterable[InputRole],
                  inputs: Iterable[InputDescription]) -> dict[str, InputDomain]:
     """The domain each inferred role implies for its input."""
@@ -176,28 +192,32 @@ def role_domains(roles: Iterable[InputRole],
 
 
 def parse_masked_outputs(where: str, given: Any, outputs: Iterable[str],
-                         masks: Iterable[str]) -> dict[str, str]:
-    """A factory's ``masked_outputs``: ``{output: mask input}`` over known names."""
+                         masks: Iterable[str], *, named: str = "masked_outputs",
+                         hint: str = "") -> dict[str, str]:
+    """A factory's ``masked_outputs`` (or ``--masked-output``, ``named`` so in the
+    messages): ``{output: mask input}`` over known names; ``hint`` ends the line about
+    an input that is not a mask (how to declare one)."""
     if given is None:
         return {}
     output_names, mask_names = list(outputs), list(masks)
     if not isinstance(given, Mapping) or not all(isinstance(v, str) for v in given.values()):
-        raise NebisectError(f"{where}: 'masked_outputs' must be {{output: mask input name}}")
+        raise NebisectError(f"{where}: {named!r} must be {{output: mask input name}}")
     for output, mask in given.items():
         if output not in output_names:
-            raise NebisectError(f"{where}: masked_outputs names {output!r}, not an output "
+            raise NebisectError(f"{where}: {named} names {output!r}, not an output "
                                 f"({', '.join(output_names)})")
         if mask not in mask_names:
-            raise NebisectError(f"{where}: masked_outputs[{output!r}] = {mask!r} is not a mask "
-                                f"input ({', '.join(mask_names) or 'none declared'})")
+            raise NebisectError(f"{where}: {named} {output}={mask}: {mask!r} is not a mask "
+                                f"input ({', '.join(mask_names) or 'none declared'}){hint}")
     return {str(k): str(v) for k, v in given.items()}
 
 
-def infer_masked_outputs(outputs: Mapping[str, tuple[int, ...]],
-                         masks: Mapping[str, tuple[int, ...]]) -> dict[str, str]:
+def infer_masked_outputs(outputs: Mapping[str, tuple[Hashable, ...]],
+                         masks: Mapping[str, tuple[Hashable, ...]]) -> dict[str, str]:
     """Outputs whose leading axes are exactly one mask's shape (``[batch, seq, …]``
     hidden states under a ``[batch, seq]`` mask) follow that mask; an output that two
-    masks of the same shape could follow follows neither (a guess is worse than none)."""
+    masks of the same shape could follow follows neither (a guess is worse than none).
+    A dim is a size, or any value that stands for a flexible one (a package's)."""
     inferred = {}
     for output, shape in outputs.items():
         fits = [name for name, mask in masks.items()

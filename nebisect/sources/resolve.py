@@ -31,7 +31,14 @@ from nebisect.isolation.timeouts import Timeouts
 from nebisect.mil.quiet import COREMLTOOLS_ONLY
 from nebisect.mil.roles import InputRole
 from nebisect.package import MANIFEST, check_package
-from nebisect.sources.domains import InputDomain, role_domains
+from nebisect.sources.domains import (
+    MASK,
+    MASK_HINT,
+    InputDomain,
+    infer_masked_outputs,
+    parse_masked_outputs,
+    role_domains,
+)
 from nebisect.sources.inputs import InputDescription, describe_spec
 from nebisect.sources.loading import (
     ChildSubject,
@@ -62,7 +69,8 @@ class Source:
     example: dict[str, np.ndarray] | None = field(default=None, repr=False)
     #: the values each input takes (the factory's declaration, then ``--input-range``)
     domains: dict[str, InputDomain] = field(default_factory=dict)
-    #: output → the mask input whose padded positions are not compared
+    #: output → the mask input whose padded positions are not compared (the factory's
+    #: declaration, or inferred from the shapes; then ``--masked-output``)
     masked_outputs: dict[str, str] = field(default_factory=dict)
     #: ``masked_outputs`` was inferred from the outputs' shapes (the report says so)
     masks_inferred: bool = False
@@ -74,18 +82,39 @@ class Source:
     #: the model's states (``ct.StateType``, iOS 18): kept between predictions, so the
     #: model is judged over several (``run --steps``)
     states: list[str] = field(default_factory=list)
+    #: a package's output names (a torch source's are known once ``forward`` ran:
+    #: :func:`output_names`)
+    outputs: list[str] = field(default_factory=list)
 
     def with_domains(self, given: dict[str, InputDomain]) -> Source:
         """This source with ``given`` domains added (``--input-range``: they win over the
         factory's and over the roles inferred from the graph); an input the model does
-        not take is an input error."""
+        not take is an input error. An input declared a range is no mask: no inferred
+        masked output follows it."""
         names = [d.name for d in self.inputs]
         unknown = sorted(set(given) - set(names))
         if unknown:
             raise NebisectError(f"--input-range names {', '.join(unknown)}, not an input of "
                                 f"{self.location} ({', '.join(names)})")
+        masked = {output: mask for output, mask in self.masked_outputs.items()
+                  if not self.masks_inferred or mask not in given or given[mask].kind == MASK}
         return replace(self, domains={**self.domains, **given},
-                       roles=[role for role in self.roles if role.name not in given])
+                       roles=[role for role in self.roles if role.name not in given],
+                       masked_outputs=masked, masks_inferred=self.masks_inferred and bool(masked))
+
+    def with_masked_outputs(self, given: dict[str, str], outputs: list[str]) -> Source:
+        """This source with ``given`` masked outputs (``--masked-output``) among its
+        ``outputs``: added to the factory's declared ones, and in place of inferred ones
+        (declaring any drops those, as a factory's declaration does). An output the model
+        does not have, or an input without a mask domain, is an input error."""
+        if not given:
+            return self
+        masks = [d.name for d in self.inputs
+                 if d.name in self.domains and self.domains[d.name].kind == MASK]
+        checked = parse_masked_outputs(self.location, given, outputs, masks,
+                                       named="--masked-output", hint=MASK_HINT)
+        kept = {} if self.masks_inferred else self.masked_outputs
+        return replace(self, masked_outputs={**kept, **checked}, masks_inferred=False)
 
     @property
     def ref(self) -> SourceRef:
@@ -139,9 +168,24 @@ def resolve_source(text: str, *, function: str = "", timeout: float = Timeouts.l
                                needs=COREMLTOOLS_ONLY, isolator=isolator)
     inputs = [InputDescription.from_dict(d) for d in record["inputs"]]
     roles = [InputRole.from_dict(r) for r in record["roles"]]
+    masked = dict(record["masked_outputs"])
     return Source("mlpackage", os.path.abspath(path), inputs,
                   domains=role_domains(roles, inputs), roles=roles,
-                  function=record["function"], states=list(record["states"]))
+                  masked_outputs=masked, masks_inferred=bool(masked),
+                  function=record["function"], states=list(record["states"]),
+                  outputs=list(record["outputs"]))
+
+
+def output_names(source: Source, *, timeout: float = Timeouts.load,
+                 isolator: Isolator | None = None) -> list[str]:
+    """The outputs of ``source``: a package's, from its description; a torch source's,
+    from calling ``forward`` on its example inputs in a child (asked only when an
+    option names an output: a ``forward`` that crashes is otherwise a finding)."""
+    if not source.ref.is_torch:
+        return list(source.outputs)
+    from nebisect.sources.torch import torch_outputs
+
+    return torch_outputs(source.location, timeout=timeout, isolator=isolator)
 
 
 def package_functions(text: str, *, timeout: float = Timeouts.load,
@@ -174,9 +218,9 @@ def functions_job(payload: dict[str, Any]) -> Verdict:
 
 def package_job(payload: dict[str, Any]) -> Verdict:
     """Child side of resolving a package: is it an ML program that loads, what are the
-    inputs and states of its (chosen) function, and what does its graph say each input
-    is for? The function comes back by name: "" for a package without functions, the
-    default one's when none was asked.
+    inputs, outputs and states of its (chosen) function, what does its graph say each
+    input is for, and which outputs follow a mask? The function comes back by name: ""
+    for a package without functions, the default one's when none was asked.
 
     Reading the spec needs coremltools, whose import in ``run``'s own process would
     cost seconds; the child is forked from the template that simulates the package
@@ -198,11 +242,39 @@ def package_job(payload: dict[str, Any]) -> Verdict:
             # found here once, before any case: every case would fail the same way,
             # blamed on its target.
             program = load_program(Path(package), chosen)
+        roles = infer_roles(program)
         return {"inputs": [d.to_dict() for d in described], "function": chosen,
                 "states": [state.name for state in description.state],
-                "roles": [role.to_dict() for role in infer_roles(program)]}
+                "outputs": [output.name for output in description.output],
+                "roles": [role.to_dict() for role in roles],
+                "masked_outputs": _masked_outputs(program, roles)}
 
     return record_verdict(build)
+
+
+def _masked_outputs(program: Any, roles: list[InputRole]) -> dict[str, str]:
+    """Which outputs of the loaded ``program`` follow which input the graph says is a
+    mask, by their shapes (:func:`~nebisect.sources.domains.infer_masked_outputs`).
+
+    Every flexible dim reads as one ``"?"``: once a package is loaded, each flexible
+    input and each op's result get symbols of their own (the hidden states' sequence
+    ``is0``, the mask's ``is1``, the output's ``is18``), so their names cannot pair
+    them. An output whose axes do not line up with its mask at run time is compared
+    whole (:func:`~nebisect.sources.domains.masked_positions`)."""
+    from coremltools.converters.mil.mil.types.symbolic import is_symbolic
+
+    from nebisect.mil.load import MAIN
+    from nebisect.mil.roles import MASK as MASK_ROLE
+
+    def dims(shape: Any) -> tuple[Any, ...]:
+        return tuple("?" if is_symbolic(dim) else int(dim) for dim in shape)
+
+    block = program.functions[MAIN]
+    masks = {role.name: dims(block.inputs[role.name].shape) for role in roles
+             if role.role == MASK_ROLE}
+    shaped = {var.name: dims(var.shape) for var in block.outputs
+              if getattr(var, "shape", None) is not None}
+    return infer_masked_outputs(shaped, masks) if masks else {}
 
 
 def prove_loadable(package: SourceRef, label: str, *, timeout: float,

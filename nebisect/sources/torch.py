@@ -4,7 +4,9 @@ The module body and the factory run in an isolated child (:func:`describe_job`);
 parent receives a :class:`TorchDescription`: the inputs the converted package will
 declare and the dynamic dims. That is all ``run``, ``bisect`` and ``fix`` need before
 the conversion child takes over. ``forward`` is not called here: a forward that crashes
-is a finding of the cases that run it, not a source that cannot be loaded.
+is a finding of the cases that run it, not a source that cannot be loaded. Its output
+names are read (in a child that calls it) only when an option names an output
+(:func:`torch_outputs`, for ``--masked-output``).
 
 The description also says how long building the module took (``build_seconds``):
 what holding it built in a template saves each child (:func:`held_needs`).
@@ -30,7 +32,14 @@ from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import InputDescription
-from nebisect.sources.loading import ChildSubject, describe_with_arrays, record_outcome, unprefixed
+from nebisect.sources.loading import (
+    ChildSubject,
+    describe_in_child,
+    describe_with_arrays,
+    record_outcome,
+    record_verdict,
+    unprefixed,
+)
 from nebisect.sources.torch_load import holding
 from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS
 
@@ -107,6 +116,33 @@ def describe_job(payload: dict[str, Any]) -> Any:
         return record, example
 
     return record_outcome(build)
+
+
+def outputs_job(payload: dict[str, Any]) -> Any:
+    """Child side of :func:`torch_outputs`: ``forward``'s output names on the example."""
+
+    def build() -> dict[str, Any]:
+        from nebisect.sources.torch_load import load_torch_source
+
+        location = payload["source"]
+        try:
+            return {"outputs": load_torch_source(location).output_names()}
+        except NebisectError as exc:
+            raise NebisectError(unprefixed(str(exc), location)) from None
+
+    return record_verdict(build)
+
+
+def torch_outputs(location: str, *, timeout: float,
+                  isolator: Isolator | None = None) -> list[str]:
+    """The output names of the torch source at ``location`` (absolute, as described):
+    ``forward`` is called on the example inputs in an isolated child. Only an option
+    naming an output asks (``--masked-output``): a ``forward`` that crashes is otherwise
+    a finding of the cases that run it, not a source that cannot be described."""
+    record = describe_in_child("nebisect.sources.torch:outputs_job", {"source": location},
+                               label=location, subject=FACTORY_SUBJECT, timeout=timeout,
+                               needs=TORCH_AND_COREMLTOOLS, isolator=isolator)
+    return list(record["outputs"])
 
 
 _described: dict[tuple[str, str], TorchDescription] = {}

@@ -17,9 +17,11 @@ from nebisect.sources.domains import (
     masked_positions,
     parse_domains,
     parse_input_range,
+    parse_masked_output,
     parse_masked_outputs,
 )
 from nebisect.sources.inputs import InputDescription
+from nebisect.sources.resolve import Source
 
 
 def test_a_range_clips_and_refuses_nan() -> None:
@@ -69,6 +71,56 @@ def test_hidden_states_follow_the_mask_of_their_leading_axes() -> None:
     padded = masked_positions(np.zeros((2, 3, 4)), np.array([[1, 1, 0], [0, 1, 1]]))
     assert padded is not None and padded.shape == (2, 3, 4) and int(padded.sum()) == 8
     assert masked_positions(np.zeros((2, 4)), np.ones((2, 3))) is None
+
+
+def test_a_flexible_dim_pairs_with_a_flexible_dim() -> None:
+    """A loaded package gives every flexible dim a symbol of its own: they read as "?"."""
+    masks = {"attention_mask": (1, "?")}
+    assert infer_masked_outputs({"out": (1, "?", 4), "pooled": (1, 4)}, masks) == {
+        "out": "attention_mask"}
+    assert infer_masked_outputs({"out": (1, 6, 4)}, masks) == {}
+
+
+def _padded_source(masked: dict[str, str], inferred: bool) -> Source:
+    inputs = [InputDescription("hidden", "float32", [(1, 1), (6, 6), (4, 4)]),
+              InputDescription("attention_mask", "int32", [(1, 1), (6, 6)]),
+              InputDescription("type_mask", "int32", [(1, 1), (6, 6)])]
+    return Source("mlpackage", "/m.mlpackage", inputs, masked_outputs=masked,
+                  masks_inferred=inferred, outputs=["out", "pooled"],
+                  domains={"attention_mask": InputDomain(MASK), "type_mask": InputDomain(MASK)})
+
+
+def test_declared_masked_outputs_win_over_inferred_ones() -> None:
+    assert parse_masked_output(" out = attention_mask ") == ("out", "attention_mask")
+    for bad in ("out", "=m", "out="):
+        with pytest.raises(NebisectError, match="write OUTPUT=MASK"):
+            parse_masked_output(bad)
+    inferred = _padded_source({"out": "attention_mask"}, True)
+    declared = inferred.with_masked_outputs({"pooled": "type_mask"}, inferred.outputs)
+    assert declared.masked_outputs == {"pooled": "type_mask"}
+    assert declared.masks_inferred is False
+    # a factory's declaration is kept beside the option's, which wins for its output
+    factory = _padded_source({"out": "attention_mask", "pooled": "attention_mask"}, False)
+    both = factory.with_masked_outputs({"pooled": "type_mask"}, factory.outputs)
+    assert both.masked_outputs == {"out": "attention_mask", "pooled": "type_mask"}
+    assert inferred.with_masked_outputs({}, inferred.outputs) is inferred
+    with pytest.raises(NebisectError, match=r"not an output \(out, pooled\)"):
+        inferred.with_masked_outputs({"logits": "attention_mask"}, inferred.outputs)
+    with pytest.raises(NebisectError, match=r"'hidden' is not a mask input "
+                                            r"\(attention_mask, type_mask\); declare one"):
+        inferred.with_masked_outputs({"out": "hidden"}, inferred.outputs)
+
+
+def test_an_input_declared_a_range_is_followed_by_no_inferred_output() -> None:
+    inferred = _padded_source({"out": "attention_mask"}, True)
+    ranged = inferred.with_domains({"attention_mask": InputDomain("range", 0.0, 1.0)})
+    assert ranged.masked_outputs == {} and ranged.masks_inferred is False
+    kept = inferred.with_domains({"hidden": InputDomain("range", -1.0, 1.0)})
+    assert kept.masked_outputs == {"out": "attention_mask"} and kept.masks_inferred is True
+    # what a factory declares stays declared
+    factory = _padded_source({"out": "attention_mask"}, False)
+    assert factory.with_domains({"attention_mask": InputDomain("range", 0.0, 1.0)}
+                                ).masked_outputs == {"out": "attention_mask"}
 
 
 def test_padded_positions_are_not_compared() -> None:

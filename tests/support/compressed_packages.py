@@ -6,11 +6,14 @@ k-means palettization as ``pal2.mlpackage`` and its int8 symmetric linear quanti
 as ``q8.mlpackage`` (``weight_threshold=0``: these layers are below coremltools' default
 size threshold), and ``mixed.mlpackage`` palettizes the middle layer at 2 bits, the others
 at 8; ``other.mlpackage`` is a Linear(16,4) whose outputs do not match.
+
+``compressed_packages.py:mlp`` is the same MLP as a torch factory (``run --compress``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 LAYERS = ("linear_0_cast_fp16", "linear_1_cast_fp16", "linear_2_cast_fp16")
 
@@ -26,10 +29,7 @@ def save_mlps(directory: Path) -> dict[str, Path]:
         return ct.convert(traced, inputs=[ct.TensorType(shape=(1, 16), name="x")],
                           convert_to="mlprogram")
 
-    torch.manual_seed(0)
-    mlp = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
-                              torch.nn.ReLU(), torch.nn.Linear(64, 8))
-    base = converted(mlp)
+    base = converted(seeded_mlp())
     models = {
         "base": base,
         "pal2": cto.palettize_weights(base, cto.OptimizationConfig(
@@ -48,3 +48,22 @@ def save_mlps(directory: Path) -> dict[str, Path]:
         paths[name] = directory / f"{name}.mlpackage"
         model.save(str(paths[name]))
     return paths
+
+
+def seeded_mlp() -> Any:
+    """Linear(16,64) → ReLU → Linear(64,64) → ReLU → Linear(64,8), seeded."""
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64),
+                               torch.nn.ReLU(), torch.nn.Linear(64, 8))
+
+
+def mlp() -> dict[str, Any]:
+    """The seeded MLP as a torch factory, its example a seeded normal (1, 16) (the input is
+    ``input``, after ``Sequential.forward``)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1)
+    return {"module": seeded_mlp().eval(),
+            "example_inputs": (torch.randn(1, 16, generator=generator),)}
