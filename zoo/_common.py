@@ -42,11 +42,12 @@ def seeded() -> None:
 def tiny(config_class: type, *, attention: str | None = "sdpa", **fields: Any) -> Any:
     """A transformers config with no KV cache and SDPA attention (``attention`` to change).
 
-    Eager attention does not convert with coremltools 9.0, not even with nebisect's
-    converter overrides: transformers 5 always builds its additive mask with
-    ``torch.where(mask, 0.0, min)`` (``aten.where.ScalarOther``, no converter), even for a
-    ViT without a mask input. SDPA skips the mask where it can and passes a boolean one
-    otherwise. MPNet, which has only eager attention, keeps that failure in the zoo.
+    Eager attention does not convert with coremltools 9.0 at its defaults: transformers 5
+    always builds its additive mask with ``torch.where(mask, 0.0, min)``
+    (``aten.where.ScalarOther``, no converter), even for a ViT without a mask input
+    (nebisect's converter overrides cure it; ``run`` then judges the program so
+    converted). SDPA skips the mask where it can and passes a boolean one otherwise.
+    MPNet, which has only eager attention, keeps that failure in the zoo.
     Convolutional models take ``attention=None`` (they refuse an SDPA request).
     """
     if attention is not None:
@@ -92,7 +93,8 @@ class CausalLM(nn.Module):
     Calls its base model and LM head (``base_model``, ``get_output_embeddings()``) instead
     of the class's own forward: that forward slices the hidden states with
     ``logits_to_keep`` (``[:, -0:]``), an ``aten.alias`` coremltools 9.0 cannot convert
-    (``llama.py`` keeps that forward, so the zoo still shows the failure once).
+    at its defaults (nebisect's converter overrides cure it; ``llama.py`` keeps that
+    forward, so the zoo still shows the failure once).
     """
 
     def __init__(self, model: nn.Module) -> None:

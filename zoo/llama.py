@@ -2,7 +2,8 @@
 
 Called through LlamaForCausalLM's own forward, whose ``logits_to_keep`` slice
 (``hidden_states[:, -0:]``) exports as ``aten.alias``, which coremltools 9.0 cannot
-convert; the other decoders go through their base model and LM head (``CausalLM``).
+convert at its defaults (nebisect's converter overrides cure it); the other decoders go
+through their base model and LM head (``CausalLM``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """MPNet (MPNetModel) + seed 003's masked mean-pool head, tiny random-init.
 
 MPNet has only eager attention in transformers 5 (its ``torch.where(mask, 0.0, min)``
-mask is ``aten.where.ScalarOther``, which coremltools 9.0 cannot convert).
+mask is ``aten.where.ScalarOther``, which coremltools 9.0 cannot convert at its defaults;
+nebisect's converter overrides cure it).
 """
 
 from __future__ import annotations

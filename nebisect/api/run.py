@@ -96,6 +96,7 @@ def run(
     timeout: Many = None,
     memory: str | None = None,
     converter_overrides: bool = False,
+    strict_conversion: bool = False,
     deployment_target: str = "",
     plugin: Many = None,
     explore: str = "auto",
@@ -130,6 +131,7 @@ def run(
     given: dict[str, Any] = dict(
         target=target, inputs=inputs, lengths=lengths, reference=reference, timeout=timeout,
         memory=memory, converter_overrides=converter_overrides,
+        strict_conversion=strict_conversion,
         deployment_target=deployment_target, plugin=plugin, explore=explore, budget=budget,
         steps=steps, families=families, seed=seed, input_range=input_range,
         masked_output=masked_output, convert=convert, jobs=jobs, cluster=cluster,
@@ -229,7 +231,8 @@ def _run_programs(pte: str, report: Any, save_triggers: Any, progress: Progress,
 
 def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths: Many = None,
                 reference: str = "", timeout: Many = None, memory: str | None = None,
-                converter_overrides: bool = False, deployment_target: str = "",
+                converter_overrides: bool = False, strict_conversion: bool = False,
+                deployment_target: str = "",
                 plugin: Many = None, explore: str = "auto", budget: int | str | None = None,
                 steps: int | str | None = None, families: Many = None, seed: int = 0,
                 input_range: Many = None, masked_output: Many = None,
@@ -273,8 +276,8 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
     return RunOptions(
         source, tuple(items(target) or default_targets()), reference,
         Path(inputs) if inputs else None, timeouts=timeouts, paths=paths,
-        converter_overrides=converter_overrides, deployment_target=deployment_target,
-        plugins=tuple(items(plugin)), explore=explores,
+        converter_overrides=converter_overrides, strict_conversion=strict_conversion,
+        deployment_target=deployment_target, plugins=tuple(items(plugin)), explore=explores,
         budget=parse_budget(str(DEFAULT_BUDGET if budget is None else budget))
         if explores else DEFAULT_BUDGET,
         families=parse_families(",".join(items(families))) if explores else None,

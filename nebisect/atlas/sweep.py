@@ -187,7 +187,9 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
     start = time.monotonic()
     options = RunOptions(source=f"{source}:model", targets=SWEEP_TARGETS, budget=settings.budget,
                          seed=settings.seed, converter_overrides=settings.converter_overrides,
-                         converter_setup=settings.converter_setup)
+                         converter_setup=settings.converter_setup,
+                         # an entry says what the converter does at the sweep's settings
+                         strict_conversion=True)
     outcome = None
     try:
         outcome = run_on(runner, options, here)

@@ -49,6 +49,13 @@ many targets, paths and input sets show it — most severe first, with where it 
 its smallest trigger and the command that bisects it; then the matrix, one line per
 target and path. --json has every row, the failure groups and a findings array.
 
+A torch source is converted on torch.export and jit.trace (--convert). A path that
+fails at coremltools' defaults for a reason nebisect's converter overrides cure is
+converted again with them and judged all the same: the failure is a 'conversion'
+finding, every row and finding on the overridden program says so
+(--strict-conversion: the failure ends the path; --converter-overrides: overrides
+from the start, no such finding).
+
 The torch source's factory and every --plugin are loaded in isolated children: one
 that raises, exits, crashes or hangs is a one-line error (exit 2), as is a package
 whose program cannot load (a missing or corrupt weight file, an unknown op, a
@@ -92,8 +99,18 @@ RUN_MEMORY_OPTION = typer.Option(
     None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
 RUN_CONVERTER_OVERRIDES_OPTION = typer.Option(
     False, "--converter-overrides",
-    help="Install nebisect's converter overrides (the converter-compat fix) before "
-    "converting a torch source; without it you see what plain coremltools does.",
+    help="Install nebisect's converter overrides (the converter-compat fix: new_ones, "
+    "aten::Int, …) before converting a torch source, on every path. Without it a path "
+    "fails at coremltools' defaults first: see --strict-conversion.",
+)
+RUN_STRICT_CONVERSION_OPTION = typer.Option(
+    False, "--strict-conversion",
+    help="Let a conversion failure end its path, as plain coremltools does. By default a "
+    "path that fails for a reason nebisect's converter overrides cure (a known "
+    "coremltools / torch / NumPy incompatibility) is converted again with them and "
+    "judged on every target like any other path — its rows and findings say 'converted "
+    "with nebisect's converter overrides' — while the failure at coremltools' defaults "
+    "stays a 'conversion' finding (exit 1).",
 )
 RUN_DEPLOYMENT_TARGET_OPTION = typer.Option(
     "", "--deployment-target", metavar="TARGET",
@@ -204,6 +221,7 @@ def run(
     timeout: list[str] = RUN_TIMEOUT_OPTION,
     memory: str = RUN_MEMORY_OPTION,
     converter_overrides: bool = RUN_CONVERTER_OVERRIDES_OPTION,
+    strict_conversion: bool = RUN_STRICT_CONVERSION_OPTION,
     deployment_target: str = RUN_DEPLOYMENT_TARGET_OPTION,
     plugin: list[str] = RUN_PLUGIN_OPTION,
     explore: str = RUN_EXPLORE_OPTION,
@@ -235,7 +253,8 @@ def run(
         result = api.run(
             source, target=target, inputs=inputs, lengths=lengths, reference=reference,
             timeout=timeout, memory=memory, converter_overrides=converter_overrides,
-            deployment_target=deployment_target, plugin=plugin, explore=explore,
+            strict_conversion=strict_conversion, deployment_target=deployment_target,
+            plugin=plugin, explore=explore,
             budget=budget, steps=steps, families=families or None, seed=seed,
             input_range=input_range, masked_output=masked_output, convert=convert,
             jobs=jobs, report=report, save_triggers=save_triggers, cluster=cluster,

@@ -37,6 +37,7 @@ from typing import Any
 from nebisect.detect.findings import Row
 from nebisect.search.records import CliffFinding, FailureGroup
 from nebisect.search.space import Member
+from nebisect.sources.convert import is_cured_failure
 from nebisect.verdict import Status
 
 #: symptom classes, most severe first: a crash takes the process down, an error loses
@@ -216,10 +217,17 @@ def numbered(findings: list[RunFinding], rows: Iterable[Row],
     cells of ``rows`` and its title."""
     rows = [r for r in rows if r.role == "target"]
     cells = list(dict.fromkeys((r.target, r.path) for r in rows))
-    failing = {(r.target, r.path) for r in rows if r.verdict.failed}
+    # A failure at coremltools' defaults, which the converter overrides cured, is no
+    # failure of the program judged on its path; the one of a whole conversion (no path)
+    # is a cell of its own finding only.
+    failing = {(r.target, r.path) for r in rows
+               if r.verdict.failed and not is_cured_failure(r.verdict)}
+    apart = {(r.target, r.path) for r in rows if is_cured_failure(r.verdict) and not r.path}
     for number, finding in enumerate(findings, start=1):
         finding.number = number
-        finding.shows = _shows(finding, cells, failing)
+        own = {(g.target, g.path) for g in finding.groups}
+        finding.shows = _shows(finding, [c for c in cells if c not in apart or c in own],
+                               failing)
         finding.title = title(finding)
     return findings
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -57,7 +57,11 @@ from nebisect.search.cliff import Cliff
 from nebisect.search.explore import ExploreProgress
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
 from nebisect.sources.compress import CompressedConversion
-from nebisect.sources.convert import PATHS, one_path_failure
+from nebisect.sources.convert import (
+    PATHS,
+    cured_attempts,
+    one_path_failure,
+)
 from nebisect.sources.resolve import Source
 from nebisect.targets import spec_of
 from nebisect.targets.plugins import use_plugins
@@ -164,14 +168,23 @@ class RunReport(Record):
         example inputs first: a finding at the example's own scale outranks one at 3e4,
         or at 6e-8 (how far, in orders of magnitude: :func:`distance`)."""
         self.paths = list(dict.fromkeys(r.path for r in self.rows if r.path))
+        cured = self.cured_paths
         self.groups, found = grouped(
             self.rows, {t: e.cliffs for t, e in self.explorations.items()},
-            self.input_scale, self.paths)
+            self.input_scale, self.paths, cured)
         limit = self.realistic_limit
         self.findings = [f for f in found if not beyond(f, limit)]
         self.far_findings = [f for f in found if beyond(f, limit)]
         for kept in (self.findings, self.far_findings):
-            numbered(kept, self.rows, lambda finding: title(finding, self.paths))
+            numbered(kept, self.rows, lambda finding: title(finding, self.paths, cured))
+
+    @property
+    def cured_paths(self) -> list[str]:
+        """The conversion paths judged as converted with nebisect's converter overrides
+        (they failed at coremltools' defaults: ``run``'s default, not
+        ``--strict-conversion``), at any precision."""
+        return list(dict.fromkeys(attempt.path for verdict in self.conversions.values()
+                                  for attempt in cured_attempts(verdict)))
 
     @property
     def realistic_limit(self) -> float:
@@ -315,9 +328,13 @@ class MatrixRunner:
         """One row per conversion path of ``target``, in path order: its verdict where
         the path converted, a convert-error row where it failed and another converted
         (a conversion failure of that path alone, with the other paths' verdicts in its
-        message); one convert-error row if no path converts. ``finished_only`` (a run
-        that was stopped): only the cells already evaluated, on the conversions already
-        made — nothing is converted or evaluated now."""
+        message); one convert-error row if no path converts. A path that converted only
+        with nebisect's converter overrides has both: the convert-error row of its
+        failure at coremltools' defaults, then its verdict (which says how it converted);
+        when no path converted at the defaults, one convert-error row (no path) says what
+        ``--strict-conversion`` would.
+        ``finished_only`` (a run that was stopped): only the cells already evaluated, on
+        the conversions already made — nothing is converted or evaluated now."""
         member = input_set.member
         length = int(member.magnitude) if member.family == "length" else 0
         paths = self.bench.paths_of(target, convert=not finished_only)
@@ -326,11 +343,20 @@ class MatrixRunner:
         rows = [Row(target, length, self.bench.run(target, path, npz)[0], path=path,
                     input_set=member) for path in paths
                 if not finished_only or self.bench.cached(CellKey(target, path, npz))]
+        # A path converted with nebisect's converter overrides is judged, and its failure
+        # at coremltools' defaults stays a finding, on a row of its own before them (one
+        # for the whole conversion when no path converted at the defaults: it tells the
+        # paths that failed with the overrides too).
         beside = {row.path: row.verdict.signature for row in rows}
+        cured = self.bench.cured_failures(target, convert=not finished_only)
+        rows += [Row(target, length, replace(verdict, target=target), path=path,
+                     input_set=member) for path, verdict in cured]
+        failed = [] if any(not path for path, _ in cured) else self.bench.failed_paths(
+            target, convert=not finished_only)
         rows += [Row(target, length, replace(one_path_failure(attempt, beside), target=target),
-                     path=attempt.path, input_set=member)
-                 for attempt in self.bench.failed_paths(target, convert=not finished_only)]
-        return sorted(rows, key=lambda row: PATHS.index(row.path) if row.path in PATHS else -1)
+                     path=attempt.path, input_set=member) for attempt in failed]
+        return sorted(rows, key=lambda row: (PATHS.index(row.path) if row.path in PATHS else -1,
+                                             row.verdict.stage != "convert"))
 
     def _float32_pin(self, report: RunReport) -> str:
         """The message of the default torch float64 reference failing on a dtype the
@@ -443,14 +469,16 @@ class MatrixRunner:
 
 
 def grouped(rows: list[Row], cliffs: dict[str, list[CliffFinding]], scale: float,
-            paths: list[str]) -> tuple[list[FailureGroup], list[RunFinding]]:
+            paths: list[str], cured: Sequence[str] = ()
+            ) -> tuple[list[FailureGroup], list[RunFinding]]:
     """The failure groups of ``rows`` (``cliffs`` per target attached), nearest inputs of
-    ``scale`` first, and the findings merged from them, titled for a run on ``paths``:
-    what ``run`` reports, and ``fuzz SOURCE`` of its explained cases."""
+    ``scale`` first, and the findings merged from them, titled for a run on ``paths``
+    (``cured``: those converted with nebisect's converter overrides): what ``run``
+    reports, and ``fuzz SOURCE`` of its explained cases."""
     groups = sorted(group_failures(rows, cliffs),
                     key=lambda g: distance(g.smallest.magnitude, scale))
     findings = root_causes(groups, rows, lambda magnitude: distance(magnitude, scale),
-                           lambda finding: title(finding, paths))
+                           lambda finding: title(finding, paths, cured))
     return groups, findings
 
 

@@ -28,6 +28,7 @@ from nebisect.report.payload import (
     Table,
 )
 from nebisect.search.readout import Element
+from nebisect.sources.convert import OVERRIDES_NOTE, is_cured_failure
 from nebisect.verdict import placement_summary
 
 if TYPE_CHECKING:
@@ -164,8 +165,14 @@ def _value(value: Any) -> float:
 
 
 def _where(row: Any) -> str:
-    """The target, with its conversion path when it has one."""
+    """The target, with its conversion path when it has one (a path converted with
+    nebisect's converter overrides twice: its failure at coremltools' defaults, and its
+    program as so converted)."""
     path = getattr(row, "path", "")
+    if is_cured_failure(row.verdict):
+        path = f"{path}, defaults" if path else "defaults"
+    elif path and OVERRIDES_NOTE in row.verdict.target_facts.notes:
+        path = f"{path}, overrides"
     return f"{row.target} [{path}]" if path else str(row.target)
 
 

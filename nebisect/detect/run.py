@@ -41,7 +41,9 @@ EXACT_ROW = REFERENCE_TARGET
 class RunOptions:
     """What a run evaluates, checked: the source as typed, the targets asked for, the
     oracle (``""``: the source's own), the inputs (an ``.npz``, else the ``lengths``),
-    the conversion paths and how to convert, the plugins, the exploration (``explore``
+    the conversion paths and how to convert (with nebisect's converter overrides from
+    the start, ``converter_overrides``; a failure they cure ending its path,
+    ``strict_conversion``), the plugins, the exploration (``explore``
     False: only the lengths or inputs), the process limits, the placement devices
     that fail closed (``require``), the decode steps a stateful model is judged over
     (``steps``; a model without state is predicted once) and the uncompressed package a
@@ -59,6 +61,10 @@ class RunOptions:
     timeouts: Timeouts = field(default_factory=Timeouts)
     paths: tuple[str, ...] = PATHS
     converter_overrides: bool = False
+    #: a conversion failure nebisect's converter overrides cure ends its path, as it does
+    #: at coremltools' defaults (``--strict-conversion``); without it the path is
+    #: converted again with them and judged, the failure kept as a finding
+    strict_conversion: bool = False
     #: ``module:function`` calls made in the conversion child before converting (a
     #: user's own ``@register_torch_op`` converters), after nebisect's overrides
     converter_setup: tuple[str, ...] = ()
@@ -297,8 +303,12 @@ def _add_compression(report: RunReport, options: RunOptions, saved: Mapping[str,
 def _converter(options: RunOptions) -> Callable[..., Any]:
     from nebisect.sources.convert import convert_paths
 
+    # A path that fails for a reason the overrides cure is converted again with them
+    # and judged, unless the user asked for them (installed from the start) or for
+    # coremltools' defaults alone (``--strict-conversion``).
+    cure = not (options.converter_overrides or options.strict_conversion)
     return functools.partial(convert_paths, setup=_setup(options), paths=options.paths,
-                             deployment=options.deployment_target)
+                             deployment=options.deployment_target, cure=cure)
 
 
 def _setup(options: RunOptions) -> tuple[str, ...]:
@@ -363,7 +373,8 @@ class RunOutputs:
                                  baseline=result.compression.baseline if result.compression
                                  else "",
                                  compress=compressed.spec if compressed else "",
-                                 compressed=compressed.package if compressed else "")
+                                 compressed=compressed.package if compressed else "",
+                                 cured=result.cured_paths)
 
         shown = save(self.triggers) if self.triggers else None
         if self.report:

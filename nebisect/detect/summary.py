@@ -20,7 +20,7 @@ from nebisect.mil.semantics.rules import RUNTIME_RULES, rule_named_in
 from nebisect.search.cliff import Cliff
 from nebisect.search.readout import Element
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
-from nebisect.sources.convert import PATH_LABELS
+from nebisect.sources.convert import CURED_PREFIX, PATH_LABELS
 
 
 def where(attribution: str, group: FailureGroup) -> str:
@@ -49,6 +49,11 @@ def finding_lines(finding: RunFinding, *, next_command: str = "") -> list[str]:
         f"{f' at {group.culprit.describe()}' if group.culprit else ''}; "
         f"{count} failing input set{'s' if count != 1 else ''}"))
     hint = overrides_hint(finding.message) if finding.attribution == "conversion" else ""
+    if hint and finding.message.startswith(CURED_PREFIX):
+        hint = ("a known coremltools incompatibility that nebisect's converter overrides "
+                "cure: this run judged the program converted with them "
+                "(--converter-overrides: with them from the start, no such finding; "
+                "--strict-conversion: the failure ends the path)")
     if hint:
         lines.append(escape(f"    {hint}"))
     rule = rule_named_in(finding.message) if finding.symptom == "error" else None

@@ -20,6 +20,7 @@ from nebisect.detect.summary import (
     state_lines,
 )
 from nebisect.report.tables import Column, fitted_table
+from nebisect.sources.convert import is_cured_failure
 from nebisect.verdict import placement_summary
 
 if TYPE_CHECKING:
@@ -70,11 +71,16 @@ def _print_matrix(console: Console, result: RunReport) -> None:
     """The input sets every run evaluates (``example``, the lengths), one line per
     target and conversion path: how many passed, the failures' signatures, the worst
     metrics. Explored input sets are the findings' business."""
-    multipath = len({r.path for r in result.rows if r.path}) > 1
+    cured = set(result.cured_paths)
+    multipath = len({r.path for r in result.rows if r.path}) > 1 or bool(cured)
     cells_of: dict[tuple[str, str, str], list[Row]] = {}
     for row in result.rows:
         if not row.explored:
-            cells_of.setdefault((row.role, row.target, row.path), []).append(row)
+            # a path converted with nebisect's converter overrides: its failure at
+            # coremltools' defaults, and its program as so converted, are lines apart
+            path = (f"{row.path} (defaults)".lstrip() if is_cured_failure(row.verdict)
+                    else f"{row.path} (overrides)" if row.path in cured else row.path)
+            cells_of.setdefault((row.role, row.target, path), []).append(row)
     columns = [Column("target"), *([Column("path")] if multipath else []),
                Column("input sets"), Column("verdict"), Column("max ULP", "right"),
                Column("cosine", "right", optional=True), Column("placement"),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from nebisect.detect.causes import COMPRESSION, RunFinding, symptom_of
 from nebisect.search.records import FailureGroup
 from nebisect.search.space import Member
-from nebisect.sources.convert import PATH_LABELS
+from nebisect.sources.convert import CURED_PREFIX, CURED_SUFFIX, OVERRIDES_NOTE, PATH_LABELS
 from nebisect.targets import spec_of
 
 #: what each symptom class does, as a verb phrase after the op
@@ -61,17 +61,26 @@ def path_words(paths: Sequence[str], run_paths: Sequence[str]) -> str:
     return f"{only} only" if len(run_paths) > 1 else only
 
 
-def title(finding: RunFinding, run_paths: Sequence[str]) -> str:
+def title(finding: RunFinding, run_paths: Sequence[str], cured: Sequence[str] = ()) -> str:
     """The finding's first line (see the module docstring); ``run_paths`` are the
-    conversion paths the run evaluated (one, two, or none for a package)."""
+    conversion paths the run evaluated (one, two, or none for a package), ``cured``
+    those of them converted with nebisect's converter overrides: a finding on one says
+    so, as nobody may take it for the program coremltools makes at its defaults."""
+    said = _title(finding, run_paths)
+    overridden = [PATH_LABELS.get(p, p) for p in finding.paths if p and p in cured]
+    if not overridden or finding.attribution == COMPRESSION or (
+            finding.stage == "convert" and finding.message.startswith(CURED_PREFIX)):
+        return said
+    return f"{said}; {', '.join(overridden)} {OVERRIDES_NOTE}"
+
+
+def _title(finding: RunFinding, run_paths: Sequence[str]) -> str:
     head = f"{finding.attribution or 'unattributed'}: "
     if finding.attribution == COMPRESSION:
         return f"{head}{finding.message}"
     what = finding.op_type or "the model"
     if finding.symptom == "error":
-        message = " ".join(finding.message.split())
-        if len(message) > MESSAGE_CHARS:
-            message = message[:MESSAGE_CHARS - 1] + "…"
+        message = _cut(" ".join(finding.message.split()))
         on = path_words(finding.paths, run_paths)
         if finding.stage == "convert":
             only = f" on {on}" if on and on != "both paths" else ""
@@ -95,6 +104,17 @@ def title(finding: RunFinding, run_paths: Sequence[str]) -> str:
     also = [a for a in finding.attributions[1:] if a]
     seen = f"; also attributed {', '.join(also)} at larger inputs" if also else ""
     return f"{head}{what} {phrase} " + "; ".join(clauses) + seen
+
+
+def _cut(message: str) -> str:
+    """``message`` within :data:`MESSAGE_CHARS`; a conversion failure cured by the
+    overrides keeps its last clause besides (that the path was judged as so converted)."""
+    if message.startswith(CURED_PREFIX) and message.endswith(CURED_SUFFIX):
+        body, _, judged = message.rpartition("; ")
+        return f"{_cut(body)}; {judged}"
+    if len(message) <= MESSAGE_CHARS:
+        return message
+    return message[:MESSAGE_CHARS - 1] + "…"
 
 
 def _by_precision(groups: Sequence[FailureGroup]) -> list[tuple[str, list[str], Member, int]]:

@@ -92,7 +92,7 @@ def save_triggers(directory: Path, groups: Sequence[FailureGroup], rows: Sequenc
                   saved: Mapping[str, str], *, source: str, typed: str,
                   fixes: Sequence[str] = (), function: str = "",
                   baseline: str = "", compress: str = "",
-                  compressed: str = "") -> TriggerIndex:
+                  compressed: str = "", cured: Sequence[str] = ()) -> TriggerIndex:
     """Write ``N.npz`` per group and ``triggers.json`` into ``directory``.
 
     ``saved`` maps input-set labels to the run's inputs files; ``source`` is the
@@ -103,13 +103,15 @@ def save_triggers(directory: Path, groups: Sequence[FailureGroup], rows: Sequenc
     SPEC a torch source was compressed with (``run --compress``), whose compressed
     package ``compressed`` is copied into ``directory`` as :data:`COMPRESSED` for the
     commands of a finding other than compression's, which is that package's own.
+    ``cured``: the conversion paths the run judged as converted with nebisect's
+    converter overrides (a group judged there is bisected with them: :func:`trigger_of`).
     """
     index = TriggerIndex(source)
     program = ""
     for number, group in enumerate(groups, 1):
         # a compressed package's own failure: bisected as the package, no conversion fixed
         own = bool(compressed) and group.attribution != COMPRESSION
-        trigger = trigger_of(number, group, rows, () if own else fixes)
+        trigger = trigger_of(number, group, rows, () if own else fixes, () if own else cured)
         save_npz(directory / trigger.inputs, load_npz(saved[group.smallest.label]))
         if own and not program:
             program = _copied(Path(compressed), directory / COMPRESSED)
@@ -122,14 +124,22 @@ def save_triggers(directory: Path, groups: Sequence[FailureGroup], rows: Sequenc
 
 
 def trigger_of(number: int, group: FailureGroup, rows: Sequence[Row],
-               fixes: Sequence[str] = ()) -> Trigger:
+               fixes: Sequence[str] = (), cured: Sequence[str] = ()) -> Trigger:
     """Group ``number``'s trigger (no commands yet); the stage is that of its smallest
-    failing row among ``rows``."""
+    failing row among ``rows``. A group past conversion on a path of ``cured`` (judged
+    as converted with nebisect's converter overrides) converts with them too (the
+    ``converter-compat`` fix), as its program did; its failure at coremltools' defaults
+    is a conversion group of its own, bisected without them."""
     stage = next(row.verdict.stage for row in rows
                  if row.key == group.key and row.input_set == group.smallest)
+    needed = list(fixes)
+    if group.path and group.path in cured and stage != "convert":
+        from nebisect.fixes.converter_compat import ConverterCompat
+
+        needed += [ConverterCompat.name] if ConverterCompat.name not in needed else []
     return Trigger(number, group.target, group.path, stage, group.signature,
                    group.attribution, group.culprit.describe() if group.culprit else "",
-                   group.smallest.label, f"{number}.npz", list(fixes))
+                   group.smallest.label, f"{number}.npz", needed)
 
 
 def next_commands(trigger: Trigger, typed: str, directory: Path, message: str,

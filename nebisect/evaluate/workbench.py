@@ -31,7 +31,13 @@ from nebisect.evaluate.judge import evaluate, evaluation_needs
 from nebisect.evaluate.programs import ProgramOutline, outline
 from nebisect.isolate import Isolator, Needs
 from nebisect.isolation.timeouts import Timeouts
-from nebisect.sources.convert import ConversionAttempt, failed_attempts
+from nebisect.sources.convert import (
+    OVERRIDES_NOTE,
+    ConversionAttempt,
+    cured_attempts,
+    cured_failures,
+    failed_attempts,
+)
 from nebisect.sources.resolve import Source
 from nebisect.targets import spec_of
 from nebisect.targets.placement import required_devices
@@ -149,6 +155,34 @@ class Workbench:
             return []
         return failed_attempts(self._converted(spec_of(target).precision).verdict)
 
+    def cured_paths(self, target: str, *, convert: bool = True) -> list[ConversionAttempt]:
+        """The conversion paths of ``target`` that failed at coremltools' defaults and
+        converted with nebisect's converter overrides (``run``'s default; none under
+        ``--strict-conversion`` or ``--converter-overrides``): each is judged, and its
+        failure at the defaults is a finding of its own; ``convert`` as for
+        :meth:`paths_of`."""
+        paths = self.paths_of(target, convert=convert)
+        if isinstance(paths, Verdict) or paths in ([""], []):
+            return []
+        return cured_attempts(self._converted(spec_of(target).precision).verdict)
+
+    def cured_failures(self, target: str, *, convert: bool = True
+                       ) -> list[tuple[str, Verdict]]:
+        """The failures at coremltools' defaults of :meth:`cured_paths`, as ``(path,
+        verdict)`` (:func:`~nebisect.sources.convert.cured_failures`: per path, or one
+        with path ``""`` when no path converted at the defaults)."""
+        if not self.cured_paths(target, convert=convert):
+            return []
+        return cured_failures(self._converted(spec_of(target).precision).verdict)
+
+    def _note_overrides(self, key: CellKey, verdict: Verdict) -> None:
+        """Say on the verdict of a cell whose program converted only with nebisect's
+        converter overrides that it did, so that nobody reads it as the program
+        coremltools makes at its defaults."""
+        if key.path and any(a.path == key.path for a in self.cured_paths(key.target)) and (
+                OVERRIDES_NOTE not in verdict.target_facts.notes):
+            verdict.target_facts.notes.append(OVERRIDES_NOTE)
+
     def convert_verdicts(self) -> dict[str, Verdict]:
         """The verdict of every conversion made so far, by conversion precision."""
         return {key: conversion.verdict for key, conversion in self.conversions.items()}
@@ -229,6 +263,7 @@ class Workbench:
     def store(self, key: CellKey, verdict: Verdict,
               arrays: dict[str, np.ndarray]) -> None:
         """A cell's verdict and outputs evaluated elsewhere (:mod:`nebisect.detect.remote`)."""
+        self._note_overrides(key, verdict)
         self._runs[key] = verdict, arrays
 
     def run(self, target: str, path: str, npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
@@ -245,6 +280,7 @@ class Workbench:
                 timings.total = total
             self._spent["predictions"] += total
             self._spent["reference"] += timings.reference or 0.0
+            self._note_overrides(key, outcome.verdict)
             self._runs[key] = outcome.verdict, outcome.arrays
         return self._runs[key]
 

@@ -72,16 +72,30 @@ class ConverterCompat(ConverterFix):
     teardown = "nebisect.fixes.converter_compat:uninstall"
 
 
-#: Converter names this module registers (``int`` is coremltools' alias of ``_int``).
-OVERRIDDEN_OPS = ("new_ones", "__and__", "_int", "int")
+#: Converter names this module registers (``int`` is coremltools' alias of ``_int``;
+#: ``where.self`` of ``where``, whose tensor-scalar overload is registered beside it).
+OVERRIDDEN_OPS = ("new_ones", "__and__", "_int", "int", "alias", "multiply", "where",
+                  "where.self", "where.scalarother")
+#: the conversion failures the overrides cure, as a note names them ("converted with
+#: nebisect's converter overrides (new_ones, aten::Int, …)")
+CURED_OPS = ("new_ones", "aten::Int", "aten.alias", "multiply", "where.ScalarOther")
 #: What the converter says when it stops for a reason these overrides cure: no
 #: ``new_ones`` converter (torch.export, jit.trace), no ``__and__`` converter
-#: (torch.export), NumPy ≥ 2.4 refusing ``aten::Int``'s fold (jit.trace).
+#: (torch.export), NumPy ≥ 2.4 refusing ``aten::Int``'s fold (jit.trace), no
+#: ``aten.alias`` converter (torch.export: a ``*ForCausalLM``'s ``logits_to_keep``
+#: slice), no ``multiply`` converter (``torch.multiply``, ConvBERT's attention; both
+#: paths), no converter for ``torch.where`` with a scalar operand (torch.export:
+#: transformers' eager attention mask, ``where.ScalarOther``).
 CURED_MESSAGES = (
     "Unsupported fx node new_ones",
     "convert function for op 'new_ones'",
     "kind __and__",
     "only 0-dimensional arrays can be converted to Python scalars",
+    "kind alias",
+    "convert function for op 'alias'",
+    "kind multiply",
+    "convert function for op 'multiply'",
+    "kind where.scalarother",
 )
 
 _saved: dict[str, Callable[..., Any] | None] = {}
@@ -122,6 +136,12 @@ def install() -> None:
 
     registry.set_func_by_name(ops.bitwise_and, "__and__")
     register_torch_op(_int, torch_alias=["int"], override=True)
+    # ``aten.alias`` is a view of its input: coremltools' own no-op (it has one for
+    # ``alias_copy``, ``clone``, ``detach`` …, not for ``alias``).
+    registry.set_func_by_name(ops.noop, "alias")
+    # ``torch.multiply`` is ``torch.mul`` by another name, which coremltools lacks.
+    registry.set_func_by_name(ops.mul, "multiply")
+    register_torch_op(where, torch_alias=["where.self", "where.scalarother"], override=True)
 
 
 def uninstall() -> None:
@@ -183,3 +203,49 @@ def _int(context: Any, node: Any) -> None:
         context.add(mb.const(val=np.int32(np.asarray(x.val).item()), name=node.name))
         return
     ops._int(context, node)
+
+
+def where(context: Any, node: Any) -> None:
+    """``torch.where(cond, a, b)``, also with a scalar ``b`` (``where.ScalarOther``,
+    which coremltools has no converter for; it has one for ``where.ScalarSelf``), as
+    coremltools' own ``where`` — except where its program would declare the wrong
+    shape.
+
+    MIL's ``select`` infers its output shape from ``a`` and ``b`` alone, and
+    coremltools broadcasts the three operands only when every shape is static. So the
+    mask transformers' eager attention builds, ``torch.where(mask, torch.zeros(()),
+    min)`` with a mask of run-time length, converts to a ``select`` declared a scalar
+    that computes the mask's shape — and every op after it is typed wrong. When ``a``
+    and ``b`` hold one element each and ``cond`` does not, ``a`` is broadcast to
+    ``cond``'s shape first (``tile``, exact), so the ``select`` is declared the shape
+    it computes.
+    """
+    import numpy as np
+    from coremltools.converters.mil.frontend import _utils
+    from coremltools.converters.mil.frontend.torch import ops
+    from coremltools.converters.mil.mil import Builder as mb
+    from coremltools.converters.mil.mil import types
+    from coremltools.converters.mil.mil.types.symbolic import any_symbolic
+
+    inputs = ops._get_inputs(context, node)
+    if len(inputs) != 3:
+        ops.where(context, node)
+        return
+    cond, a, b = inputs
+
+    def one_element(x: Any) -> bool:
+        return all(size == 1 for size in getattr(x, "shape", ()))
+
+    shapes = [tuple(getattr(x, "shape", ())) for x in (cond, a, b)]
+    if not (any(any_symbolic(shape) for shape in shapes) and one_element(a)
+            and one_element(b) and not one_element(cond)
+            and cond.rank >= max(len(shapes[1]), len(shapes[2]))):
+        ops.where(context, node)
+        return
+    a, b = ops.promote_input_dtypes([a, b])
+    if not types.is_bool(cond.dtype):
+        cond = mb.cast(x=cond, dtype="bool")
+    if a.rank == 0:
+        a = mb.reshape(x=a, shape=np.ones(cond.rank, dtype=np.int32))
+    a = _utils.pymil_broadcast_to(a, mb.shape(x=cond), name=f"{node.name}_a_broadcast")
+    context.add(mb.select(cond=cond, a=a, b=b, name=node.name))

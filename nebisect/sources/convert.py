@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.files import staged
+from nebisect.fixes.converter_compat import CURED_OPS, overrides_hint
 from nebisect.isolate import Needs
 from nebisect.isolation.job import OOM_PATTERN
 from nebisect.mil.quiet import import_coremltools, quiet
@@ -67,19 +68,30 @@ if TYPE_CHECKING:
 OVERRIDES_SETUP = "nebisect.fixes.converter_compat:install"
 #: the paths' names as messages say them ("conversion, jit.trace path only")
 PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
+#: what a path converted only with nebisect's converter overrides says, on its attempt
+#: and on every verdict judged on its program
+OVERRIDES_NOTE = f"converted with nebisect's converter overrides ({', '.join(CURED_OPS)})"
+#: how the message of a failure at coremltools' defaults begins when the overrides
+#: cured it (:func:`cured_failures`), and how it ends
+CURED_PREFIX = "conversion fails at coremltools' defaults"
+CURED_SUFFIX = "judged as converted with nebisect's converter overrides"
 
 
 @dataclass
 class ConversionAttempt(Record):
     """One conversion path's outcome: ``ok`` or ``failed`` with the converter's message;
     ``note`` says what nebisect did to make it convert (outputs kept apart from the
-    inputs they return unchanged)."""
+    inputs they return unchanged, nebisect's converter overrides installed); ``cured``
+    is the converter's message at coremltools' defaults when the path converted only
+    with nebisect's converter overrides (:data:`OVERRIDES_NOTE`), which the run keeps
+    as a finding of its own (:func:`cured_failure`)."""
 
     path: str
     status: str
     message: str = ""
     seconds: float = 0.0
     note: str = ""
+    cured: str = ""
 
 
 def conversion_precision(precision: str) -> str:
@@ -89,10 +101,18 @@ def conversion_precision(precision: str) -> str:
 
 def convert_source(
     source: TorchSource, precision: str, *, deployment: str = DEFAULT_DEPLOYMENT,
-    paths: tuple[str, ...] = PATHS,
+    paths: tuple[str, ...] = PATHS, cure: bool = False,
 ) -> tuple[dict[str, Any], list[ConversionAttempt]]:
     """Try ``paths`` in order; return the converted MLModel of each path that converts
-    (in that order) and every attempt."""
+    (in that order) and every attempt.
+
+    With ``cure``, a path that fails with a message nebisect's converter overrides are
+    known to cure (:func:`~nebisect.fixes.converter_compat.overrides_hint`), while they
+    are not installed, is converted again with them installed for that conversion only
+    (:func:`_cured_path`): converted, its attempt is ``ok`` with the failure at
+    coremltools' defaults as ``cured`` and :data:`OVERRIDES_NOTE`; failing again, it
+    stays ``failed`` with its message at the defaults, and the note says what the
+    overrides ran into next."""
     ct = import_coremltools()
     options = {
         "convert_to": "mlprogram",
@@ -117,8 +137,16 @@ def convert_source(
             converted, note = _convert_path(ct, path, source, options)
             note = "; ".join(n for n in (stateful, note) if n)
         except Exception as exc:
-            attempts.append(ConversionAttempt(path, "failed", converter_message(exc),
-                                              time.perf_counter() - started))
+            message = converter_message(exc)
+            if not (cure and overrides_hint(message) and not _overrides_installed()):
+                attempts.append(ConversionAttempt(path, "failed", message,
+                                                  time.perf_counter() - started))
+                continue
+            attempt, converted = _cured_path(ct, path, source, options, message)
+            attempt.seconds = time.perf_counter() - started
+            attempts.append(attempt)
+            if converted is not None:
+                models[path] = converted
             continue
         attempts.append(ConversionAttempt(path, "ok", "", time.perf_counter() - started, note))
         models[path] = converted
@@ -199,6 +227,33 @@ def _renamed_states(ct: Any, model: Any, renames: dict[str, str]) -> Any:
             rename_in(block)
     return ct.models.MLModel(spec, weights_dir=model.weights_dir, skip_model_load=True,
                              mil_program=model._mil_program)
+
+
+def _overrides_installed() -> bool:
+    from nebisect.fixes import converter_compat
+
+    return converter_compat.installed()
+
+
+def _cured_path(ct: Any, path: str, source: TorchSource, options: dict[str, Any],
+                message: str) -> tuple[ConversionAttempt, Any]:
+    """Convert ``path`` again with nebisect's converter overrides installed (and
+    uninstalled after, whatever happens: they stay opt-in for everything else); the
+    attempt, and the model when it converted (None otherwise). ``message`` is the
+    converter's failure at coremltools' defaults."""
+    from nebisect.fixes import converter_compat
+
+    converter_compat.install()
+    try:
+        converted, note = _convert_path(ct, path, source, options)
+    except Exception as exc:
+        return ConversionAttempt(path, "failed", message, note=(
+            f"with nebisect's converter overrides it fails too: {converter_message(exc)}")
+        ), None
+    finally:
+        converter_compat.uninstall()
+    return ConversionAttempt(path, "ok", "", note="; ".join(filter(None, (
+        OVERRIDES_NOTE, note))), cured=message), converted
 
 
 #: what coremltools asserts when an output it is asked to name is a program input
@@ -372,10 +427,67 @@ def one_path_failure(attempt: ConversionAttempt, beside: dict[str, str]) -> Verd
                    error_signature(Stage.CONVERT, summarize([attempt])), message=message)
 
 
+def cured_attempts(verdict: Verdict) -> list[ConversionAttempt]:
+    """The paths of a passing convert verdict that converted only with nebisect's
+    converter overrides (their ``cured`` failure at coremltools' defaults)."""
+    if verdict.status != Status.PASS:
+        return []
+    facts = verdict.conversion
+    attempts = [ConversionAttempt.from_dict(a) for a in (facts.attempts if facts else ())]
+    return [a for a in attempts if a.status == "ok" and a.cured]
+
+
+def cured_failure(attempt: ConversionAttempt) -> Verdict:
+    """The verdict of a path that fails to convert at coremltools' defaults but converted
+    with nebisect's converter overrides (and is judged as so converted): an error at
+    stage ``convert`` whose signature is what converting on that path alone at the
+    defaults gives (``error:convert:torch.export: …``: bisecting it without the
+    overrides keeps it), its message ``conversion fails at coremltools' defaults on
+    torch.export: …; judged as converted with nebisect's converter overrides``."""
+    failed = ConversionAttempt(attempt.path, "failed", attempt.cured)
+    message = (f"{CURED_PREFIX} on {PATH_LABELS.get(attempt.path, attempt.path)}: "
+               f"{attempt.cured}; {CURED_SUFFIX}")
+    return Verdict(Status.ERROR, Stage.CONVERT,
+                   error_signature(Stage.CONVERT, summarize([failed])), message=message)
+
+
+def cured_failures(verdict: Verdict) -> list[tuple[str, Verdict]]:
+    """The failures at coremltools' defaults that nebisect's converter overrides cured,
+    as ``(path, verdict)``: one per cured path (:func:`cured_failure`) while another path
+    converted at the defaults, else — no path converted at the defaults — one for the
+    whole conversion (path ``""``), with the signature ``--strict-conversion`` gives
+    (``error:convert:torch.export: … | jit.trace: …``: one finding, bisected as such),
+    which also tells the paths that failed with the overrides too (no row of their own
+    then), its message naming the paths judged when not all were."""
+    if verdict.status != Status.PASS or verdict.conversion is None:
+        return []
+    attempts = [ConversionAttempt.from_dict(a) for a in verdict.conversion.attempts]
+    cured = [a for a in attempts if a.status == "ok" and a.cured]
+    if not cured:
+        return []
+    if any(a.status == "ok" and not a.cured for a in attempts):
+        return [(a.path, cured_failure(a)) for a in cured]
+    at_defaults = summarize([ConversionAttempt(a.path, "failed", a.cured or a.message)
+                             for a in attempts])
+    judged = "" if len(cured) == len(attempts) else (
+        ", ".join(PATH_LABELS.get(a.path, a.path) for a in cured) + " ")
+    return [("", Verdict(Status.ERROR, Stage.CONVERT, error_signature(Stage.CONVERT, at_defaults),
+                         message=f"{CURED_PREFIX}: {at_defaults}; {judged}{CURED_SUFFIX}"))]
+
+
+def is_cured_failure(verdict: Verdict) -> bool:
+    """Is this the verdict of a path's failure at coremltools' defaults that the
+    overrides cured (:func:`cured_failure`)? Its path was judged all the same."""
+    return verdict.stage == Stage.CONVERT and verdict.message.startswith(CURED_PREFIX)
+
+
 def summarize(attempts: list[ConversionAttempt]) -> str:
-    """One line: ``torch.export: ok | jit.trace: TypeError: …`` (signature-friendly)."""
+    """One line: ``torch.export: ok | jit.trace: TypeError: …`` (signature-friendly); a
+    path that converted only with nebisect's converter overrides is ``ok with the
+    overrides``."""
     return " | ".join(
-        f"{PATH_LABELS[a.path]}: {a.message if a.status == 'failed' else 'ok'}"
+        f"{PATH_LABELS[a.path]}: "
+        f"{a.message if a.status == 'failed' else 'ok with the overrides' if a.cured else 'ok'}"
         for a in attempts
     )
 
@@ -400,9 +512,11 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
     ``package`` (the first of ``paths``, default every path, that converts is saved
     there) or ``packages`` (``{path:
     location}``: the paths tried, each saved where it says when it converts); optional
-    ``setup`` (``module:function`` callables run first — e.g. :data:`OVERRIDES_SETUP`)
-    and ``deployment_target`` (default: the newest target the running macOS loads,
-    :func:`nebisect.sources.deployment.running_deployment`). The verdict's
+    ``setup`` (``module:function`` callables run first — e.g. :data:`OVERRIDES_SETUP`),
+    ``deployment_target`` (default: the newest target the running macOS loads,
+    :func:`nebisect.sources.deployment.running_deployment`) and ``cure`` (a path that
+    fails for a reason nebisect's converter overrides cure is converted again with
+    them: :func:`convert_source`). The verdict's
     :class:`~nebisect.verdict.ConversionFacts` list the paths saved.
     """
     from nebisect.isolate import mark_stage
@@ -417,7 +531,7 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
     models, attempts = convert_source(
         source, payload["precision"],
         deployment=payload.get("deployment_target") or running_deployment(),
-        paths=tuple(wanted),
+        paths=tuple(wanted), cure=bool(payload.get("cure")),
     )
     facts = ConversionFacts([a.to_dict() for a in attempts],
                             conversion_precision(payload["precision"]),
@@ -474,15 +588,20 @@ def convert_paths(
     setup: tuple[str, ...] = (),
     timeout: float = 900.0,
     deployment: str = "",
+    cure: bool = False,
 ) -> tuple[dict[str, Path], Verdict]:
     """:func:`convert_isolated` keeping every path of ``paths`` that converts: ``{path:
     package}`` (empty when none converts) and the convert verdict (one child converts
-    them all, so torch and coremltools are imported once)."""
+    them all, so torch and coremltools are imported once). ``cure``: a path that fails
+    for a reason nebisect's converter overrides cure converts again with them
+    (:func:`convert_source`; ``run``'s default)."""
     key = conversion_precision(precision)
     packages = {path: Path(workdir) / f"converted-{key}-{path}.mlpackage" for path in paths}
-    verdict = _convert_in_child(source, precision,
-                                {"packages": {p: str(pkg) for p, pkg in packages.items()}},
-                                isolator, setup, timeout, deployment)
+    where: dict[str, Any] = {"packages": {p: str(pkg) for p, pkg in packages.items()}}
+    if cure:
+        where["cure"] = True
+    verdict = _convert_in_child(source, precision, where, isolator, setup, timeout,
+                                deployment)
     converted = verdict.conversion if verdict.status == "pass" else None
     saved = (converted.paths or []) if converted else []
     return {path: packages[path] for path in saved if packages[path].is_dir()}, verdict

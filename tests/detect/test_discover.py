@@ -141,14 +141,17 @@ def test_softplus_cliff_on_the_neural_engine() -> None:
 
 @pytest.mark.slow
 def test_seed_003_shape_error_once_per_group() -> None:
-    done = _cli("run", "examples/meanpool.py:model", "-t", "sim:ane", "--budget", "12")
+    done = _cli("run", "examples/meanpool.py:model", "-t", "sim:ane", "--budget", "12",
+                "--strict-conversion")
     assert done.returncode == 1, done.stderr
     failures = [line for line in done.stdout.splitlines() if line.startswith("✗")]
-    # the shape error once, and jit.trace's conversion failure (--converter-overrides cures it)
+    # the shape error once, and jit.trace's conversion failure (the overrides cure it;
+    # --strict-conversion keeps it the end of that path)
     assert len(failures) == 2, failures
     (device,) = [line for line in failures if " device: the model fails at predict:" in line]
     assert "Data-dependent shapes were disabled" in device
-    code, report = _json("examples/meanpool.py:model", "-t", "sim:ane", "--budget", "12")
+    code, report = _json("examples/meanpool.py:model", "-t", "sim:ane", "--budget", "12",
+                         "--strict-conversion")
     assert code == 1
     # beside jit.trace's conversion failure, the shape error is one group
     (group,) = [g for g in _groups(report, "sim:ane") if g["signature"].startswith("error:predict")]

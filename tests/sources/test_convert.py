@@ -22,6 +22,7 @@ from nebisect.isolate import Isolator
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
 from nebisect.sources.convert import (
+    OVERRIDES_NOTE,
     OVERRIDES_SETUP,
     convert_isolated,
     convert_job,
@@ -30,6 +31,7 @@ from nebisect.sources.convert import (
 )
 from nebisect.sources.resolve import Source
 from nebisect.sources.torch_load import load_torch_source
+from nebisect.verdict import error_signature
 
 EXAMPLES = REPO / "examples"
 MEANPOOL = f"{EXAMPLES / 'meanpool.py'}:model"
@@ -263,3 +265,127 @@ def test_a_forward_returning_a_dict_converts_on_both_paths(tmp_path: Path) -> No
         assert sorted(outputs) == ["hidden", "logits"]
         np.testing.assert_allclose(outputs["logits"], x * 2, rtol=1e-6)
         np.testing.assert_allclose(outputs["hidden"], np.tanh(x), rtol=1e-5)
+
+
+#: ``new_ones`` (cured by the overrides) and ``lgamma`` (no converter at all): with the
+#: overrides the conversion gets past the first and stops at the second
+PAST_THE_FIRST = """
+import torch
+
+class Both(torch.nn.Module):
+    def forward(self, x):
+        return torch.lgamma(x + x.new_ones(x.shape[1]))
+
+def model():
+    return {"module": Both(), "example_inputs": (torch.rand(2, 5) + 0.5,)}
+"""
+
+
+def test_cure_converts_a_cured_failure_again_with_the_overrides(probe_source: str) -> None:
+    """``run``'s default: a path failing for a reason the overrides cure converts again
+    with them — ok, its failure at the defaults kept as ``cured``, a note saying how it
+    converted — and the overrides are gone again afterwards."""
+    source = load_torch_source(probe_source)
+    registry = converter_compat._registry().name_to_func_mapping
+    before = {name: registry.get(name) for name in converter_compat.OVERRIDDEN_OPS}
+    models, attempts = convert_source(source, "fp32", cure=True)
+    assert not converter_compat.installed()
+    assert {name: registry.get(name) for name in converter_compat.OVERRIDDEN_OPS} == before
+    assert [(a.path, a.status) for a in attempts] == [("export", "ok"), ("trace", "ok")]
+    assert [a.cured for a in attempts] == [
+        "NotImplementedError: Unsupported fx node new_ones, kind new_ones",
+        "NotImplementedError: PyTorch convert function for op 'new_ones' not implemented."]
+    assert {a.note for a in attempts} == {OVERRIDES_NOTE}
+    assert OVERRIDES_NOTE.startswith("converted with nebisect's converter overrides (new_ones")
+    assert summarize(attempts) == ("torch.export: ok with the overrides | "
+                                   "jit.trace: ok with the overrides")
+    x = np.random.default_rng(3).standard_normal((2, 9)).astype(np.float32)
+    out = run_program(models["export"]._mil_program, {"x": x}, "fp64").outputs["output"]
+    np.testing.assert_allclose(out, source.module(torch.from_numpy(x)).numpy(), rtol=1e-6)
+
+
+def test_cure_leaves_other_failures_and_installed_overrides_alone(probe_source: str,
+                                                                   tmp_path: Path) -> None:
+    source = load_torch_source(FAILS)
+    _, attempts = convert_source(source, "fp32", cure=True)
+    assert [(a.status, a.cured, a.note) for a in attempts] == [("failed", "", "")] * 2
+    # overrides installed by the user (--converter-overrides): nothing is "cured"
+    converter_compat.install()
+    try:
+        _, attempts = convert_source(load_torch_source(probe_source), "fp32", cure=True)
+    finally:
+        converter_compat.uninstall()
+    assert [(a.status, a.cured, a.note) for a in attempts] == [("ok", "", "")] * 2
+    # past the cured failure, the next one: the path fails with its message at the
+    # defaults, the note says what the overrides ran into
+    both = tmp_path / "both.py"
+    both.write_text(textwrap.dedent(PAST_THE_FIRST))
+    models, [export] = convert_source(load_torch_source(f"{both}:model"), "fp32",
+                                         cure=True, paths=("export",))
+    assert models == {} and not converter_compat.installed()
+    assert export.status == "failed" and "new_ones" in export.message and not export.cured
+    assert export.note.startswith("with nebisect's converter overrides it fails too: ")
+    assert "lgamma" in export.note
+
+
+def test_a_cured_path_is_a_convert_verdict_of_its_own() -> None:
+    """What ``run`` makes of a cured path's failure at the defaults: an error at stage
+    convert with the signature converting that path alone at the defaults gives."""
+    from nebisect.sources.convert import ConversionAttempt, cured_failure, is_cured_failure
+
+    attempt = ConversionAttempt("trace", "ok", cured="TypeError: only 0-dimensional arrays "
+                                "can be converted to Python scalars", note=OVERRIDES_NOTE)
+    verdict = cured_failure(attempt)
+    assert verdict.status == "error" and verdict.stage == "convert" and is_cured_failure(verdict)
+    assert verdict.signature == error_signature("convert", f"jit.trace: {attempt.cured}")
+    assert verdict.message == (
+        "conversion fails at coremltools' defaults on jit.trace: TypeError: only "
+        "0-dimensional arrays can be converted to Python scalars; judged as converted "
+        "with nebisect's converter overrides")
+    assert converter_compat.overrides_hint(verdict.message)
+
+
+def test_cured_failures_are_per_path_beside_a_plain_conversion_else_the_whole_one() -> None:
+    from nebisect.sources.convert import ConversionAttempt, cured_failures
+    from nebisect.verdict import ConversionFacts, Verdict
+
+    new_ones = "NotImplementedError: Unsupported fx node new_ones, kind new_ones"
+    scalar = "TypeError: only 0-dimensional arrays can be converted to Python scalars"
+
+    def converted(*attempts: ConversionAttempt) -> Verdict:
+        return Verdict("pass", "convert", conversion=ConversionFacts(
+            [a.to_dict() for a in attempts], "fp32"))
+
+    plain = ConversionAttempt("export", "ok")
+    assert cured_failures(converted(plain, ConversionAttempt("trace", "ok"))) == []
+    [(path, verdict)] = cured_failures(converted(plain, ConversionAttempt(
+        "trace", "ok", note=OVERRIDES_NOTE, cured=scalar)))
+    assert path == "trace" and verdict.message.startswith(
+        "conversion fails at coremltools' defaults on jit.trace: TypeError")
+    [(path, verdict)] = cured_failures(converted(
+        ConversionAttempt("export", "ok", note=OVERRIDES_NOTE, cured=new_ones),
+        ConversionAttempt("trace", "ok", note=OVERRIDES_NOTE, cured=scalar)))
+    at_defaults = f"torch.export: {new_ones} | jit.trace: {scalar}"
+    assert path == "" and verdict.signature == error_signature("convert", at_defaults)
+    assert verdict.message == (f"conversion fails at coremltools' defaults: {at_defaults}; "
+                               "judged as converted with nebisect's converter overrides")
+
+
+def test_a_path_failing_with_the_overrides_too_is_told_in_the_whole_conversions_failure(
+) -> None:
+    """MobileBERT: torch.export fails for a reason the overrides do not cure, jit.trace
+    for one they do — one failure at the defaults, naming the path judged."""
+    from nebisect.sources.convert import ConversionAttempt, cured_failures
+    from nebisect.verdict import ConversionFacts, Verdict
+
+    export = ConversionAttempt("export", "failed", "UserError: Constraints violated (dim0)!")
+    trace = ConversionAttempt("trace", "ok", note=OVERRIDES_NOTE, cured="NotImplementedError: "
+                              "PyTorch convert function for op 'new_ones' not implemented.")
+    [(path, verdict)] = cured_failures(Verdict("pass", "convert", conversion=ConversionFacts(
+        [export.to_dict(), trace.to_dict()], "fp32")))
+    assert path == ""
+    assert verdict.message == (
+        "conversion fails at coremltools' defaults: torch.export: UserError: Constraints "
+        "violated (dim0)! | jit.trace: NotImplementedError: PyTorch convert function for op "
+        "'new_ones' not implemented.; jit.trace judged as converted with nebisect's converter "
+        "overrides")
