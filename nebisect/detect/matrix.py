@@ -47,6 +47,7 @@ from nebisect.evaluate.workbench import (
     reference_failure,
 )
 from nebisect.executors.runner import Runner
+from nebisect.hazards.records import LintFinding
 from nebisect.inputs.families import Family, InputSet, ParametricFamily, build
 from nebisect.inputs.guided import Margin, guided_probes_of, within_domains
 from nebisect.inputs.inputsets import base_input_sets, model_inputs
@@ -95,8 +96,8 @@ class RunReport(Record):
                "conversions", "rows",
                "findings", "far_findings", "groups", "explorations", "discovery", "timings",
                "margins", "undeclared", "input_scale", "declared_scale", "input_roles",
-               "masked_outputs", "masks_inferred", "states", "steps", "paths", "compression",
-               "interrupted"))
+               "masked_outputs", "masks_inferred", "states", "steps", "paths", "hazards",
+               "compression", "interrupted"))
 
     source: str
     reference: str
@@ -142,6 +143,9 @@ class RunReport(Record):
     paths: list[str] = field(default_factory=list)
     #: the groups merged by root cause (:mod:`nebisect.detect.causes`), most severe first
     findings: list[RunFinding] = field(default_factory=list)
+    #: a package's error-severity lint hazards: candidate causes beside the findings
+    #: (:mod:`nebisect.detect.candidates`)
+    hazards: list[LintFinding] = field(default_factory=list)
     #: why the reference is not the source's own (a model that pins float32), or ""
     reference_note: str = ""
     #: the function of a multifunction package the rows judged ("" for another source)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
     from nebisect.detect.triggers import TriggerIndex
     from nebisect.executors.runner import Runner
+    from nebisect.hazards.records import LintFinding
     from nebisect.isolate import Isolator
     from nebisect.sources.resolve import Source
 
@@ -208,8 +209,27 @@ def _judge(runner: Runner, options: RunOptions, resolved: Source, plugins: list[
     if compared:
         progress(f"comparing with the baseline {options.baseline}")
         _add_compression(report, options, matrix.bench.saved, isolator)
+    if resolved.kind == "mlpackage":
+        progress("linting the package")
+        report.hazards = _lint_errors(resolved, options, isolator)
     _require_a_judged_target(report, list(options.targets))
     return RunOutcome(report, matrix.bench.saved)
+
+
+def _lint_errors(resolved: Source, options: RunOptions,
+                 isolator: Isolator) -> list[LintFinding]:
+    """The package's error-severity lint hazards within its declared ranges (candidate
+    causes beside the findings, :mod:`nebisect.detect.candidates`)."""
+    from nebisect.hazards.graph import Range
+    from nebisect.hazards.isolated import lint_isolated
+    from nebisect.sources.domains import RANGE
+
+    ranges = {name: Range(domain.lo, domain.hi) for name, domain in resolved.domains.items()
+              if domain.kind == RANGE}
+    found = lint_isolated(resolved.ref, source=options.source, assume_fp16=False,
+                          input_ranges=ranges, timeout=options.timeouts.load,
+                          isolator=isolator)
+    return [hazard for hazard in found.findings if hazard.severity == "error"]
 
 
 def _run_compressed(runner: Runner, options: RunOptions, resolved: Source, plugins: list[str],

@@ -14,13 +14,13 @@ from rich.markup import escape
 from nebisect.detect.causes import RunFinding
 from nebisect.detect.findings import Row
 from nebisect.errors import CannotJudge
-from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.inputs.guided import Margin
 from nebisect.mil.semantics.rules import RUNTIME_RULES, rule_named_in
 from nebisect.search.cliff import Cliff
 from nebisect.search.readout import Element
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
 from nebisect.sources.convert import CURED_PREFIX, PATH_LABELS
+from nebisect.sources.converter_overrides import overrides_hint
 
 
 def where(attribution: str, group: FailureGroup) -> str:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from nebisect.detect.candidates import candidate_lines
 from nebisect.detect.compression import check_lines
 from nebisect.detect.placement_notes import placement_lines
 from nebisect.detect.realistic import REALISTIC_FACTOR, margin_line
@@ -49,6 +50,7 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
                  *state_lines(result), *domain_lines(result),
                  *(escape(margin_line(finding, result.input_scale, result.undeclared))
                    for finding in result.far_findings),
+                 *map(escape, candidate_lines(result.findings, result.hazards)),
                  *(escape(note) for note in placement_lines(result.rows))]:
         console.print(line, highlight=False, soft_wrap=True)
     if result.interrupted:

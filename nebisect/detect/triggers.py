@@ -29,8 +29,8 @@ from nebisect.detect.causes import COMPRESSION
 from nebisect.detect.findings import Row
 from nebisect.errors import NebisectError
 from nebisect.files import open_regular, staged, write_text
-from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.search.records import FailureGroup
+from nebisect.sources.converter_overrides import overrides_hint
 from nebisect.targets import spec_of
 
 SCHEMA = "nebisect.triggers"

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from nebisect.case import PACKAGE, SourceRef
 from nebisect.errors import NebisectError
-from nebisect.fixes.converter_compat import overrides_hint
 from nebisect.hazards.engine import LintResult
 from nebisect.hazards.graph import Range
 from nebisect.hazards.isolated import lint_isolated
@@ -28,6 +27,7 @@ from nebisect.hazards.records import SEVERITIES
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATH_LABELS, convert_paths
+from nebisect.sources.converter_overrides import overrides_hint
 from nebisect.sources.resolve import resolve_source
 from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS
 

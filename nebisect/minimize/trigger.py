@@ -24,9 +24,10 @@ from nebisect.detect.summary import where
 from nebisect.detect.triggers import trigger_of
 from nebisect.errors import NebisectError
 from nebisect.executors.runner import Runner
-from nebisect.fixes.converter_compat import ConverterCompat, overrides_hint
+from nebisect.fixes.converter_compat import ConverterCompat
 from nebisect.isolate import Isolator
 from nebisect.sources.convert import PATH_LABELS, convert_paths
+from nebisect.sources.converter_overrides import overrides_hint
 from nebisect.sources.resolve import Source
 
 if TYPE_CHECKING:

@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING, Any
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.files import staged
-from nebisect.fixes.converter_compat import CURED_OPS, overrides_hint
 from nebisect.isolate import Needs
 from nebisect.isolation.job import OOM_PATTERN
 from nebisect.mil.quiet import import_coremltools, quiet
+from nebisect.sources.converter_overrides import CURED_OPS, overrides_hint
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.sources.torch_load import load_torch_source
 from nebisect.sources.torch_module import (
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from nebisect.sources.resolve import Source
 
 #: The ``setup`` entry that installs nebisect's converter overrides in the child.
-OVERRIDES_SETUP = "nebisect.fixes.converter_compat:install"
+OVERRIDES_SETUP = "nebisect.sources.converter_overrides:install"
 #: the paths' names as messages say them ("conversion, jit.trace path only")
 PATH_LABELS = {"export": "torch.export", "trace": "jit.trace"}
 #: what a path converted only with nebisect's converter overrides says, on its attempt
@@ -107,7 +107,7 @@ def convert_source(
     (in that order) and every attempt.
 
     With ``cure``, a path that fails with a message nebisect's converter overrides are
-    known to cure (:func:`~nebisect.fixes.converter_compat.overrides_hint`), while they
+    known to cure (:func:`~nebisect.sources.converter_overrides.overrides_hint`), while they
     are not installed, is converted again with them installed for that conversion only
     (:func:`_cured_path`): converted, its attempt is ``ok`` with the failure at
     coremltools' defaults as ``cured`` and :data:`OVERRIDES_NOTE`; failing again, it
@@ -230,9 +230,9 @@ def _renamed_states(ct: Any, model: Any, renames: dict[str, str]) -> Any:
 
 
 def _overrides_installed() -> bool:
-    from nebisect.fixes import converter_compat
+    from nebisect.sources import converter_overrides
 
-    return converter_compat.installed()
+    return converter_overrides.installed()
 
 
 def _cured_path(ct: Any, path: str, source: TorchSource, options: dict[str, Any],
@@ -241,9 +241,9 @@ def _cured_path(ct: Any, path: str, source: TorchSource, options: dict[str, Any]
     uninstalled after, whatever happens: they stay opt-in for everything else); the
     attempt, and the model when it converted (None otherwise). ``message`` is the
     converter's failure at coremltools' defaults."""
-    from nebisect.fixes import converter_compat
+    from nebisect.sources import converter_overrides
 
-    converter_compat.install()
+    converter_overrides.install()
     try:
         converted, note = _convert_path(ct, path, source, options)
     except Exception as exc:
@@ -251,7 +251,7 @@ def _cured_path(ct: Any, path: str, source: TorchSource, options: dict[str, Any]
             f"with nebisect's converter overrides it fails too: {converter_message(exc)}")
         ), None
     finally:
-        converter_compat.uninstall()
+        converter_overrides.uninstall()
     return ConversionAttempt(path, "ok", "", note="; ".join(filter(None, (
         OVERRIDES_NOTE, note))), cured=message), converted
 

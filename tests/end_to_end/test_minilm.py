@@ -41,7 +41,7 @@ pytestmark = pytest.mark.slow
 EXAMPLE = REPO / "examples" / "minilm_meanpool.py"
 DYNAMIC, STATIC = f"{EXAMPLE}:model", f"{EXAMPLE}:model_static"
 KEY_FILES = [EXAMPLE, *(REPO / "nebisect" / n for n in (
-    "sources/convert.py", "fixes/converter_compat.py", "sources/torch_module.py"))]
+    "sources/convert.py", "sources/converter_overrides.py", "sources/torch_module.py"))]
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from nebisect.fixes import converter_compat
 from nebisect.mil.interp import SimError, run_program
+from nebisect.sources import converter_overrides
 from nebisect.sources.convert import convert_source
 from nebisect.sources.torch_module import TorchSource
 
@@ -24,7 +24,7 @@ from nebisect.sources.torch_module import TorchSource
 @pytest.fixture(autouse=True)
 def _restored() -> Iterator[None]:
     yield
-    converter_compat.uninstall()
+    converter_overrides.uninstall()
 
 
 def _convert(module: torch.nn.Module, inputs: dict[str, torch.Tensor], path: str, *,
@@ -34,11 +34,11 @@ def _convert(module: torch.nn.Module, inputs: dict[str, torch.Tensor], path: str
     converter's message."""
     source = TorchSource("test:module", module.eval(), inputs, dynamic_dims=dynamic or {})
     if overrides:
-        converter_compat.install()
+        converter_overrides.install()
     try:
         models, [attempt] = convert_source(source, "fp32", paths=(path,))
     finally:
-        converter_compat.uninstall()
+        converter_overrides.uninstall()
     model = models.get(path)
     return (model._mil_program if model is not None else None), attempt.message
 
@@ -75,7 +75,7 @@ def test_alias_converts_as_its_input(module: torch.nn.Module, path: str, failure
     x = {"x": torch.linspace(-3.0, 3.0, 12).reshape(1, 3, 4)}
     program, message = _convert(module, x, path, overrides=False)
     assert program is None and failure in message
-    assert converter_compat.overrides_hint(message)
+    assert converter_overrides.overrides_hint(message)
     program, message = _convert(module, x, path, overrides=True)
     assert program is not None, message
     _agrees(program, module, {"x": np.random.default_rng(0).standard_normal((1, 3, 4))
@@ -98,7 +98,7 @@ def test_multiply_converts_as_mul() -> None:
     program, message = _convert(module, x, path, overrides=False)
     assert program is None
     assert "NotImplementedError: Unsupported fx node multiply, kind multiply" in message
-    assert converter_compat.overrides_hint(message)
+    assert converter_overrides.overrides_hint(message)
     program, message = _convert(module, x, path, overrides=True)
     assert program is not None, message
     _agrees(program, module, {"x": np.random.default_rng(4).standard_normal((3, 4))
@@ -115,7 +115,7 @@ def test_where_with_a_scalar_other_converts_on_torch_export() -> None:
     x = {"x": torch.linspace(-2.0, 2.0, 10).reshape(2, 5)}
     program, message = _convert(module, x, "export", overrides=False)
     assert program is None and "kind where.scalarother" in message
-    assert converter_compat.overrides_hint(message)
+    assert converter_overrides.overrides_hint(message)
     program, message = _convert(module, x, "export", overrides=True)
     assert program is not None, message
     assert "select" in {op.op_type for op in program.functions["main"].operations}
@@ -144,15 +144,15 @@ def test_where_of_one_element_operands_is_declared_the_shape_of_its_condition() 
               "mask": np.array([[1, 1, 1, 0, 0]], np.int32)}
     # at coremltools' defaults aten::Int stops the trace path first (NumPy ≥ 2.4): the
     # defaults' program is that of coremltools' own ``where`` with only ``int`` cured
-    converter_compat.install()
+    converter_overrides.install()
     from coremltools.converters.mil.frontend.torch import ops
 
-    converter_compat._registry().set_func_by_name(ops.where, "where")
+    converter_overrides._registry().set_func_by_name(ops.where, "where")
     source = TorchSource("test:module", module.eval(), example, dynamic_dims=dynamic)
     try:
         models, _ = convert_source(source, "fp32", paths=("trace",))
     finally:
-        converter_compat.uninstall()
+        converter_overrides.uninstall()
     plain = models["trace"]._mil_program
     [select] = [op for op in plain.functions["main"].operations if op.op_type == "select"
                 and op.name == "bias"]

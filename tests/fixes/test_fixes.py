@@ -234,10 +234,10 @@ def test_logcumsumexp_negative_patterns_are_untouched(body: Any) -> None:
 
 
 def test_converter_compat_is_active_only_inside_its_context() -> None:
-    from nebisect.fixes import converter_compat
+    from nebisect.sources import converter_overrides
 
     fix = get_fix("converter-compat")
-    assert not converter_compat.installed()
+    assert not converter_overrides.installed()
     with fix.active():
-        assert converter_compat.installed()
-    assert not converter_compat.installed()
+        assert converter_overrides.installed()
+    assert not converter_overrides.installed()

@@ -17,10 +17,10 @@ import torch
 from support import REPO
 
 from nebisect.case import sha256_bytes
-from nebisect.fixes import converter_compat
 from nebisect.isolate import Isolator
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
+from nebisect.sources import converter_overrides
 from nebisect.sources.convert import (
     OVERRIDES_NOTE,
     OVERRIDES_SETUP,
@@ -79,7 +79,7 @@ def converted(
                 verdict = convert_job({"source": source, "precision": precision,
                                        "package": str(package), "setup": list(setup)})
             finally:
-                converter_compat.uninstall()
+                converter_overrides.uninstall()
             cache[key] = {"verdict": verdict, "package": package}
         return cache[key]
 
@@ -155,8 +155,8 @@ def test_unconvertible_model_is_a_convert_error_with_both_messages(converted) ->
 
 def test_overrides_are_opt_in_and_restore_the_registry(probe_source: str) -> None:
     source = load_torch_source(probe_source)
-    registry = converter_compat._registry().name_to_func_mapping
-    before = {name: registry.get(name) for name in converter_compat.OVERRIDDEN_OPS}
+    registry = converter_overrides._registry().name_to_func_mapping
+    before = {name: registry.get(name) for name in converter_overrides.OVERRIDDEN_OPS}
     models, attempts = convert_source(source, "fp32")
     assert models == {}
     assert summarize(attempts) == (
@@ -164,15 +164,15 @@ def test_overrides_are_opt_in_and_restore_the_registry(probe_source: str) -> Non
         "jit.trace: NotImplementedError: PyTorch convert function for op 'new_ones' "
         "not implemented."
     )
-    converter_compat.install()
+    converter_overrides.install()
     try:
-        converter_compat.install()
-        assert converter_compat.installed()
+        converter_overrides.install()
+        assert converter_overrides.installed()
         models, attempts = convert_source(source, "fp32")
     finally:
-        converter_compat.uninstall()
-    assert not converter_compat.installed()
-    assert {name: registry.get(name) for name in converter_compat.OVERRIDDEN_OPS} == before
+        converter_overrides.uninstall()
+    assert not converter_overrides.installed()
+    assert {name: registry.get(name) for name in converter_overrides.OVERRIDDEN_OPS} == before
     assert [a.status for a in attempts] == ["ok", "ok"]
     model = models["export"]
     ops = [op.op_type for op in model._mil_program.functions["main"].operations]
@@ -192,7 +192,7 @@ def test_int_override_fixes_the_trace_path_of_seed_003(converted) -> None:
     fixed = converted(MEANPOOL, "fp32", (OVERRIDES_SETUP,))["verdict"]
     assert [a["status"] for a in fixed.conversion.attempts] == ["ok", "ok"]
     assert fixed.conversion.setup == [OVERRIDES_SETUP]
-    assert not converter_compat.installed()
+    assert not converter_overrides.installed()
 
 
 def test_isolated_conversion_failure_leaves_the_parent_unharmed(
@@ -203,7 +203,7 @@ def test_isolated_conversion_failure_leaves_the_parent_unharmed(
     assert verdict.status == "error" and verdict.stage == "convert"
     assert "Unsupported fx node lgamma" in verdict.message
     assert verdict.conversion.precision == "fp16"
-    assert not converter_compat.installed()
+    assert not converter_overrides.installed()
 
 
 def test_isolated_conversion_writes_the_package(isolator: Isolator, tmp_path: Path) -> None:
@@ -286,11 +286,11 @@ def test_cure_converts_a_cured_failure_again_with_the_overrides(probe_source: st
     with them — ok, its failure at the defaults kept as ``cured``, a note saying how it
     converted — and the overrides are gone again afterwards."""
     source = load_torch_source(probe_source)
-    registry = converter_compat._registry().name_to_func_mapping
-    before = {name: registry.get(name) for name in converter_compat.OVERRIDDEN_OPS}
+    registry = converter_overrides._registry().name_to_func_mapping
+    before = {name: registry.get(name) for name in converter_overrides.OVERRIDDEN_OPS}
     models, attempts = convert_source(source, "fp32", cure=True)
-    assert not converter_compat.installed()
-    assert {name: registry.get(name) for name in converter_compat.OVERRIDDEN_OPS} == before
+    assert not converter_overrides.installed()
+    assert {name: registry.get(name) for name in converter_overrides.OVERRIDDEN_OPS} == before
     assert [(a.path, a.status) for a in attempts] == [("export", "ok"), ("trace", "ok")]
     assert [a.cured for a in attempts] == [
         "NotImplementedError: Unsupported fx node new_ones, kind new_ones",
@@ -310,11 +310,11 @@ def test_cure_leaves_other_failures_and_installed_overrides_alone(probe_source: 
     _, attempts = convert_source(source, "fp32", cure=True)
     assert [(a.status, a.cured, a.note) for a in attempts] == [("failed", "", "")] * 2
     # overrides installed by the user (--converter-overrides): nothing is "cured"
-    converter_compat.install()
+    converter_overrides.install()
     try:
         _, attempts = convert_source(load_torch_source(probe_source), "fp32", cure=True)
     finally:
-        converter_compat.uninstall()
+        converter_overrides.uninstall()
     assert [(a.status, a.cured, a.note) for a in attempts] == [("ok", "", "")] * 2
     # past the cured failure, the next one: the path fails with its message at the
     # defaults, the note says what the overrides ran into
@@ -322,7 +322,7 @@ def test_cure_leaves_other_failures_and_installed_overrides_alone(probe_source: 
     both.write_text(textwrap.dedent(PAST_THE_FIRST))
     models, [export] = convert_source(load_torch_source(f"{both}:model"), "fp32",
                                          cure=True, paths=("export",))
-    assert models == {} and not converter_compat.installed()
+    assert models == {} and not converter_overrides.installed()
     assert export.status == "failed" and "new_ones" in export.message and not export.cured
     assert export.note.startswith("with nebisect's converter overrides it fails too: ")
     assert "lgamma" in export.note
@@ -342,7 +342,7 @@ def test_a_cured_path_is_a_convert_verdict_of_its_own() -> None:
         "conversion fails at coremltools' defaults on jit.trace: TypeError: only "
         "0-dimensional arrays can be converted to Python scalars; judged as converted "
         "with nebisect's converter overrides")
-    assert converter_compat.overrides_hint(verdict.message)
+    assert converter_overrides.overrides_hint(verdict.message)
 
 
 def test_cured_failures_are_per_path_beside_a_plain_conversion_else_the_whole_one() -> None:
