@@ -24,6 +24,12 @@ def culprit_ops(finding: RunFinding) -> set[str]:
     return {group.culprit.op for group in finding.groups if group.culprit is not None}
 
 
+def _names(hazard: LintFinding, ops: set[str]) -> bool:
+    """Does ``hazard`` name one of ``ops``: at it, or as the op its message says the
+    hazard reaches (``fp16-inf-mask`` sits at the constant, the ``mul`` reading it)?"""
+    return hazard.op_name in ops or any(f"'{op}'" in hazard.message for op in ops)
+
+
 def candidate_lines(findings: Sequence[RunFinding], hazards: Sequence[LintFinding]) -> list[str]:
     """One line per error-severity hazard: the finding it explains (by number), or that
     no finding reproduced it."""
@@ -32,7 +38,7 @@ def candidate_lines(findings: Sequence[RunFinding], hazards: Sequence[LintFindin
         if hazard.severity != "error":
             continue
         where = f"{hazard.rule_id} at {hazard.op_type} '{hazard.op_name}'"
-        explained = [f.number for f in findings if hazard.op_name in culprit_ops(f)]
+        explained = [f.number for f in findings if _names(hazard, culprit_ops(f))]
         if explained:
             numbers = ", ".join(str(n) for n in explained)
             lines.append(f"lint explains finding {numbers}: {where}: {hazard.message}")

@@ -27,7 +27,11 @@ def test_nan_everywhere_is_one_finding_naming_the_mask_constant(packages: Path) 
     op, constants = culprits.pop()
     assert op.startswith("extended") and len(constants) == 1 and constants[0].endswith("= -inf")
     assert "inf/NaN" in finding["message"] and "own float64 evaluation" in finding["message"]
+    # lint reads the same hazard off the program: the run prints it as the explanation
+    (hazard,) = run.report["hazards"]
+    assert hazard["rule_id"] == "fp16-inf-mask" and f"'{op}'" in hazard["message"]
 
 
 def test_finite_packages_still_pass(packages: Path) -> None:
-    assert run_package(build("token_ids", packages)).code == 0
+    run = run_package(build("token_ids", packages))
+    assert run.code == 0 and run.report["hazards"] == []
