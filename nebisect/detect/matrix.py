@@ -35,7 +35,7 @@ from nebisect.detect.attribution import Attributor
 from nebisect.detect.causes import RunFinding, numbered, root_causes
 from nebisect.detect.discover import Discovery, explore_target, values_at
 from nebisect.detect.findings import Row, group_failures
-from nebisect.detect.realistic import beyond, realistic_limit, value_scale
+from nebisect.detect.realistic import beyond, realistic_floor, realistic_limit, value_scale
 from nebisect.detect.remote import run_cells
 from nebisect.detect.titles import title
 from nebisect.evaluate.compression import CompressionCheck
@@ -176,9 +176,9 @@ class RunReport(Record):
         self.groups, found = grouped(
             self.rows, {t: e.cliffs for t, e in self.explorations.items()},
             self.input_scale, self.paths, cured)
-        limit = self.realistic_limit
-        self.findings = [f for f in found if not beyond(f, limit)]
-        self.far_findings = [f for f in found if beyond(f, limit)]
+        limit, floor = self.realistic_limit, realistic_floor(self.input_scale, self.undeclared)
+        self.findings = [f for f in found if not beyond(f, limit, floor)]
+        self.far_findings = [f for f in found if beyond(f, limit, floor)]
         for kept in (self.findings, self.far_findings):
             numbered(kept, self.rows, lambda finding: title(finding, self.paths, cured))
 

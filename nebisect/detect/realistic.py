@@ -9,6 +9,11 @@ inputs the run starts from — the factory's example, else the generated inputs,
 largest |value| is :func:`value_scale` — is a margin: reported beside the findings, with
 the ``--input-range`` that would judge it, and not a failure (exit 0).
 
+Far below is degenerate too: an image whose every pixel is ±6e-8 (the ``tiny`` family,
+a ``const`` fill) makes a ConvNeXt's, a Swin's and a SegFormer's LayerNorm divide by its
+epsilon — a finding only there, every trigger such a fill under the starting scale over
+:data:`REALISTIC_FACTOR`, is a margin as well. Zeros are not: silence is an input.
+
 What this leaves alone:
 
 * inputs that all declare their domain (``--input-range``, ``input_domains``):
@@ -45,6 +50,10 @@ REALISTIC_FACTOR = 128.0
 PROCESS_SYMPTOMS = ("crash", "timeout", "oom")
 #: member families whose shrink key is not a floating input's magnitude
 NOT_A_VALUE = ("lengths", "length", "bigints")
+#: families whose every element has one magnitude (a constant fill, ±x): far below the
+#: starting inputs such an input is degenerate (a LayerNorm over a constant image of
+#: 6e-8 divides by its epsilon)
+DEGENERATE = ("const", "tiny")
 
 
 def value_scale(arrays: Mapping[str, np.ndarray], floats: Sequence[str]) -> float:
@@ -65,11 +74,23 @@ def realistic_limit(scale: float, declared: Sequence[float], undeclared: Sequenc
     return max([REALISTIC_FACTOR * scale, *declared])
 
 
-def beyond(finding: RunFinding, limit: float) -> bool:
-    """Does ``finding`` fail only beyond ``limit`` (see the module docstring)?"""
-    smallest = finding.smallest
-    return (finding.symptom not in PROCESS_SYMPTOMS and smallest.family not in NOT_A_VALUE
-            and smallest.magnitude > limit)
+def beyond(finding: RunFinding, limit: float, floor: float = 0.0) -> bool:
+    """Does ``finding`` fail only beyond ``limit``, or only at inputs whose every element
+    is nonzero and below ``floor`` (see the module docstring)?"""
+    if finding.symptom in PROCESS_SYMPTOMS:
+        return False
+    members = [m for group in finding.groups for m in group.members]
+    if any(m.family in NOT_A_VALUE for m in members):
+        return False
+    return (all(m.magnitude > limit for m in members)
+            or all(0 < m.magnitude < floor and m.family in DEGENERATE for m in members))
+
+
+def realistic_floor(scale: float, undeclared: Sequence[str]) -> float:
+    """The largest |value| below which a constant-magnitude input (every element ±x) is
+    degenerate: the starting scale over :data:`REALISTIC_FACTOR` (0 when every floating
+    input declares its domain: exploration stays inside it)."""
+    return scale / REALISTIC_FACTOR if undeclared else 0.0
 
 
 def margin_line(finding: RunFinding, scale: float, undeclared: Sequence[str]) -> str:
@@ -77,6 +98,13 @@ def margin_line(finding: RunFinding, scale: float, undeclared: Sequence[str]) ->
     judge it anyway."""
     magnitude = finding.smallest.magnitude
     name = undeclared[0] if undeclared else "NAME"
-    return (f"margin: {finding.title} — only at inputs with |value| ≥ {magnitude:.3g}, "
-            f"{magnitude / scale:,.0f}× the largest starting input ({scale:.3g}); not a "
-            f"failure: declare a domain to judge it (--input-range {name}=LO:HI)")
+    where = (f"only at inputs with |value| ≥ {magnitude:.3g}, {magnitude / scale:,.0f}× "
+             if magnitude > scale else
+             f"only at constant inputs of |value| ≤ {_largest(finding):.3g}, "
+             f"{scale / _largest(finding):,.0f}× below ")
+    return (f"margin: {finding.title} — {where}the largest starting input ({scale:.3g}); "
+            f"not a failure: declare a domain to judge it (--input-range {name}=LO:HI)")
+
+
+def _largest(finding: RunFinding) -> float:
+    return max(m.magnitude for group in finding.groups for m in group.members)

@@ -82,7 +82,7 @@ def test_what_stays_a_finding_at_any_input() -> None:
 def test_declared_domains_bound_exploration_so_nothing_is_far() -> None:
     far = _row("mismatch:nonfinite", _normal(1.4e4))
     assert [f.symptom for f in _report(far, undeclared=()).findings] == ["nonfinite"]
-    assert realistic_limit(SCALE, [255.0], ["y"]) == 255.0
+    assert realistic_limit(SCALE, [1000.0], ["y"]) == 1000.0
     assert realistic_limit(SCALE, [0.0], ["y"]) == REALISTIC_FACTOR * SCALE
     assert realistic_limit(SCALE, [255.0], []) == math.inf
 
@@ -93,3 +93,20 @@ def test_the_margin_round_trips_and_keeps_the_exit_code() -> None:
     assert again.to_dict() == report.to_dict()
     assert [f.title for f in again.far_findings] == [report.far_findings[0].title]
     assert report.to_dict()["failed"] is False
+
+
+def test_a_constant_fill_far_below_the_starting_inputs_is_a_margin() -> None:
+    """ConvNeXt's LayerNorm over an image whose every pixel is ±6e-8 divides by its
+    epsilon: a margin; all-zero inputs (silence) and a normal draw stay findings."""
+    tiny = Member("tiny", "tiny(x=5.96e-08)", 5.96e-08, 5.96e-08)
+    report = _report(_row("mismatch:tolerance", tiny, "layer_norm"))
+    assert report.findings == [] and not report.failed
+    (far,) = report.far_findings
+    assert margin_line(far, report.input_scale, report.undeclared).endswith(
+        "only at constant inputs of |value| ≤ 5.96e-08, 60,402,685× below the largest "
+        "starting input (3.6); not a failure: declare a domain to judge it "
+        "(--input-range x=LO:HI)")
+    zeros = _row("mismatch:nonfinite", Member("zeros", "zeros(all)", None, 0.0), "rsqrt")
+    small_normal = _row("mismatch:tolerance", _normal(1e-3), "softmax")
+    assert len(_report(zeros, small_normal).findings) == 2
+    assert _report(_row("mismatch:tolerance", tiny, "layer_norm"), undeclared=()).findings
