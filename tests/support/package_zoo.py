@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from support import REPO
-from support.zoo_runs import ZooRun
+from support.zoo_runs import INTERNAL, ZooRun
 
 RECIPES_FILE = REPO / "zoo" / "packages" / "recipes.py"
 
@@ -43,3 +43,29 @@ def run_package(package: Path, *extra: str, timeout: float = 600) -> ZooRun:
                            *extra], capture_output=True, text=True, timeout=timeout, cwd=REPO)
     report = json.loads(done.stdout) if done.returncode in (0, 1) else {}
     return ZooRun(done.returncode, report, done.stderr)
+
+
+#: the packages a default run must fail, and on what (docs/zoo.md's judgments); every
+#: other recipe passes
+FAILING = {"bert_finfo_mask": {"nonfinite"}, "bert_range": {"error"},
+           "llama_kv_state": {"error"}, "unet_block": {"nonfinite", "tolerance"}}
+#: the packages whose default run sets findings aside as margins (beyond 128× the
+#: generated inputs), and the ops they name
+MARGINS = {"resnet": {"conv"}, "running_sum_state": {"add"}, "wav2vec2": {"conv", "square"}}
+
+
+def check_default_run(packages: Path, name: str) -> None:
+    """``run`` with defaults on recipe ``name``, judged as docs/zoo.md judges it."""
+    run = run_package(build(name, packages))
+    assert run.code == (1 if name in FAILING else 0), run.stderr[-2000:]
+    assert not any(text in run.stderr for text in INTERNAL), run.stderr[-2000:]
+    reports = run.report.get("programs", [run.report])
+    assert all(report["failed"] is bool(report["findings"]) for report in reports)
+    symptoms = {f["symptom"] for report in reports for f in report["findings"]}
+    assert symptoms == FAILING.get(name, set())
+    margins = {f["op_type"] for report in reports for f in report.get("far_findings", [])}
+    assert margins == MARGINS.get(name, set())
+
+
+#: every recipe, by name (the gate's two files run a half each)
+NAMES = sorted(recipes())
