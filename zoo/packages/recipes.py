@@ -322,7 +322,7 @@ def _convert_factory(name: str, out: Path, *, flexible: bool = False, overrides:
     """Zoo factory ``name`` traced on its example (int inputs as int32) and converted at
     defaults, its outputs named as its dict names them; ``flexible`` makes each
     ``dynamic_dims`` axis a ``ct.RangeDim`` (axes of one range share it); ``overrides``
-    converts with nebisect's converter overrides (``nebisect.fixes.converter_compat``:
+    converts with nebisect's converter overrides (``nebisect.sources.converter_overrides``:
     ``new_ones`` and a NumPy ≥ 2.4-safe ``aten::Int``, which transformers' masks and
     BERT's position slice need with torch 2.13 + coremltools 9.0), then restores them."""
     import coremltools as ct
@@ -356,13 +356,13 @@ def _convert_factory(name: str, out: Path, *, flexible: bool = False, overrides:
 @contextmanager
 def _converter_overrides() -> Iterator[None]:
     """nebisect's converter overrides registered in coremltools while the block runs."""
-    from nebisect.fixes import converter_compat
+    from nebisect.sources import converter_overrides
 
-    converter_compat.install()
+    converter_overrides.install()
     try:
         yield
     finally:
-        converter_compat.uninstall()
+        converter_overrides.uninstall()
 
 
 @recipe
