@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 from nebisect.bounds import check_count, check_memory
 from nebisect.errors import NebisectError
@@ -22,6 +23,9 @@ from nebisect.sources.domains import (
     parse_input_range,
     parse_masked_output,
 )
+
+#: the value an option of the form ``NAME=…`` gives each name
+T = TypeVar("T")
 
 INPUT_RANGE_HELP = (
     f"The values an input really takes: {INPUT_RANGE_FORMAT} (repeatable; wins over the "
@@ -83,25 +87,26 @@ def parse_families(text: str) -> list[str] | None:
 
 def parse_input_ranges(texts: Iterable[str] | None) -> dict[str, InputDomain]:
     """Every ``--input-range`` option, by input name (an input named twice is an error)."""
-    domains: dict[str, InputDomain] = {}
-    for text in texts or ():
-        name, domain = parse_input_range(text)
-        if name in domains:
-            raise NebisectError(f"--input-range: {name!r} is given twice")
-        domains[name] = domain
-    return domains
+    return _by_name("--input-range", texts, parse_input_range)
 
 
 def parse_masked_outputs(texts: Iterable[str] | None) -> dict[str, str]:
     """Every ``--masked-output`` option, by output name (an output named twice is an
     error); checked against the model's outputs and masks once it is resolved."""
-    masked: dict[str, str] = {}
+    return _by_name("--masked-output", texts, parse_masked_output)
+
+
+def _by_name(option: str, texts: Iterable[str] | None,
+             parse: Callable[[str], tuple[str, T]]) -> dict[str, T]:
+    """Each ``option`` value parsed into (name, value), by name: a name given twice is a
+    one-line error."""
+    found: dict[str, T] = {}
     for text in texts or ():
-        output, mask = parse_masked_output(text)
-        if output in masked:
-            raise NebisectError(f"--masked-output: {output!r} is given twice")
-        masked[output] = mask
-    return masked
+        name, value = parse(text)
+        if name in found:
+            raise NebisectError(f"{option}: {name!r} is given twice")
+        found[name] = value
+    return found
 
 
 def parse_budget(text: str) -> int:
