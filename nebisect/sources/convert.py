@@ -51,6 +51,7 @@ from nebisect.isolation.job import OOM_PATTERN
 from nebisect.mil.quiet import import_coremltools, quiet
 from nebisect.sources.converter_overrides import CURED_OPS, overrides_hint
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
+from nebisect.sources.export_guards import violated_condition
 from nebisect.sources.torch_load import load_torch_source
 from nebisect.sources.torch_module import (
     PATHS,
@@ -289,9 +290,17 @@ def _deployment(ct: Any, name: str) -> Any:
 
 
 def converter_message(exc: BaseException) -> str:
-    """``TypeError: first line of the message``: a converter's failure in one line."""
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else '(no message)'}"
+    """``TypeError: first line of the message``: a converter's failure in one line — and
+    the condition a torch.export constraint violation states on a later line
+    (``UserError: Constraints violated (seq): needs seq ≠ 2 (seq: ids.shape[1], …)``)."""
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = lines[0] if lines else "(no message)"
+    condition = violated_condition(text)
+    if condition:
+        # "Constraints violated (seq)! For more information, run with TORCH_LOGS=…"
+        first = f"{first.partition('!')[0]}: needs {condition}"
+    return f"{type(exc).__name__}: {first}"
 
 
 def _input_types(ct: Any, source: TorchSource, *, shapes: bool) -> list[Any]:

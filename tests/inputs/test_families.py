@@ -249,6 +249,21 @@ def test_lengths_cover_the_requested_lengths_and_both_range_ends() -> None:
     assert family("lengths", image_model()).plan() == []
 
 
+def test_lengths_draw_token_ids_inside_the_range_the_example_uses() -> None:
+    """MobileBERT's Embedding(100) got id 850 at every generated length: an error
+    finding on every target but sim:fp64, from nebisect's own input."""
+    example = {"input_ids": np.array([[3, 97, 12, 40, 5, 60, 7, 8]], np.int32),
+               "attention_mask": np.ones((1, 8), np.int32),
+               "token_type_ids": np.zeros((1, 8), np.int32),
+               "scores": np.zeros((1, 8), np.float16)}
+    inputs = ModelInputs(text_model().descriptions, example=example, lengths=(8,))
+    members = list(family("lengths", inputs).members())
+    assert [m.label for m in members] == ["length(8)", "length(1)", "length(64)"]
+    assert all(m.arrays["input_ids"].min() >= 0 and m.arrays["input_ids"].max() <= 97
+               for m in members)
+    assert members[2].arrays["input_ids"].max() > 50  # spread over the ids, not piled on 0
+
+
 def test_same_seed_same_members_and_another_seed_other_draws() -> None:
     def draws(seed: int) -> list[bytes]:
         return [m.arrays["x"].tobytes() for f in build(image_model(example=None), seed=seed)

@@ -66,8 +66,9 @@ class ModelInputs:
         """``float`` (varied by value families), ``mask``, ``tokens`` or ``fixed``.
 
         A mask is recognised by its name (contains "mask"), a bool dtype, or, for an
-        integer input, by example values that are all 0 or 1; other integer inputs are
-        token ids unless their name says segment, type or position.
+        integer input, by example values that are all 0 or 1 — unless its name says
+        segment, type or position: such ids are fixed (BERT's all-zero
+        ``token_type_ids`` is no mask); other integer inputs are token ids.
         """
         dtype = np.dtype(desc.dtype)
         name = desc.name.lower()
@@ -78,12 +79,13 @@ class ModelInputs:
         zero_one = example is not None and example.size > 0 and bool(
             np.isin(example, (0, 1)).all()
         )
+        fixed = any(word in name for word in _FIXED_WORDS)
         if declared is None and ("mask" in name or dtype.kind == "b"
-                                 or (dtype.kind in "iu" and zero_one)):
+                                 or (dtype.kind in "iu" and zero_one and not fixed)):
             return "mask"
         if dtype.kind == "f":
             return "float"
-        return "fixed" if any(word in name for word in _FIXED_WORDS) else "tokens"
+        return "fixed" if fixed else "tokens"
 
     def names(self, role: str) -> list[str]:
         """The input names with ``role``, in the model's order."""

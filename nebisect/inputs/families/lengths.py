@@ -2,8 +2,9 @@
 
 Seed 003 crashed at every length its reporter tried, but bugs at a range's end (length
 1, the declared maximum) are common and no default length list reaches them. Each
-member is the generated input (``nebisect.sources.inputs.generate``) at one length; its shrink
-key is the length, so a group's smallest member is its shortest input.
+member is the generated input at one length (:meth:`ModelInputs.generated`: token ids
+inside the range the model indexes, every input inside its domain); its shrink key is the
+length, so a group's smallest member is its shortest input.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 
 from nebisect.inputs.families import value_family
 from nebisect.inputs.families.base import InputSet, VariantFamily
-from nebisect.sources.inputs import generate, lengths_for
+from nebisect.sources.inputs import lengths_for
 
 
 @value_family("lengths", "generated inputs at the requested lengths and at both ends of each "
@@ -28,7 +29,7 @@ class Lengths(VariantFamily):
         return {f"length({n})": n for n in lengths_for(descriptions, wanted)}
 
     def values(self, spec: int) -> dict[str, np.ndarray]:
-        return generate(self.inputs.descriptions, spec, self.seed)
+        return self.inputs.generated(spec, self.seed)
 
     def materialize(self, label: str) -> InputSet:
         length = self.variants()[label]
