@@ -51,6 +51,12 @@ class Row(Record):
         return GroupKey(self.target, self.verdict.signature,
                         culprit_key(self.attribution, self.culprit), self.path)
 
+    @property
+    def reference_at_generated(self) -> bool:
+        """Is this the reference failing at inputs nebisect generated (a length, not the
+        example nor the user's ``--inputs``)?"""
+        return self.role == "reference" and self.input_set.family == "length"
+
 
 
 def group_failures(

@@ -158,10 +158,21 @@ class RunReport(Record):
 
     @property
     def failed(self) -> bool:
-        """Did a row fail, other than one of a finding beyond realistic inputs?"""
+        """Did a row fail, other than one of a finding beyond realistic inputs or a
+        reference note (:attr:`reference_notes`)?"""
         far = {group.key for finding in self.far_findings for group in finding.groups}
+        notes = {id(row) for row in self.reference_notes}
         return any(r.verdict.failed and not (r.role == "target" and r.key in far)
-                   for r in self.rows)
+                   and id(r) not in notes for r in self.rows)
+
+    @property
+    def reference_notes(self) -> list[Row]:
+        """The reference's failures at inputs nebisect generated, in a run that judged
+        other inputs: torch refusing an input the tool made up (an integer division by a
+        generated zero) judges nothing there and blames nobody — a note, not a failure.
+        Where nothing else was judged, the failure stands (the run judged nothing)."""
+        judged = any(r.role == "target" and r.verdict.status != "skipped" for r in self.rows)
+        return [r for r in self.rows if r.reference_at_generated] if judged else []
 
     @property
     def reference_failed(self) -> bool:
@@ -298,13 +309,21 @@ class MatrixRunner:
                 "ULPs (two float32 computations differ by their own rounding)")
             return report
         self._attribute(report, npzs)
-        if discovery is not None and not report.reference_failed:
+        if discovery is not None and not self._unreferenced(report, sets):
             report.discovery = {"budget": discovery.budget, "families": discovery.families,
                                 "seed": discovery.seed, "paths": list(self.paths)}
             self._explore(report, discovery, lengths)
         report.regroup()
         report.timings = {"total": time.perf_counter() - started, **self.bench.seconds()}
         return report
+
+    @staticmethod
+    def _unreferenced(report: RunReport, sets: list[InputSet]) -> bool:
+        """Did the reference fail at every input set the run started from? Then no
+        exploration: nothing it finds could be judged. One that failed at a generated
+        set alone leaves the others to start from (their cells still judged)."""
+        failed = {r.input_set.label for r in report.rows if r.role == "reference"}
+        return bool(failed) and all(s.member.label in failed for s in sets)
 
     def _expect_evaluations(self) -> None:
         """Announce the evaluations to come: their templates import while the source

@@ -116,14 +116,20 @@ def _print_matrix(console: Console, result: RunReport) -> None:
 
 
 def _print_reference_failures(console: Console, result: RunReport) -> None:
+    notes = {id(row) for row in result.reference_notes}
     for row in result.rows:
-        if row.role == "reference":
-            v = row.verdict
-            console.print(
-                f"[red]✗[/] reference {row.target} @ {row.length or 'static'}: reference failed "
-                f"({v.status} at stage {v.stage}): {v.signature}; no target was judged against "
-                "it", highlight=False, soft_wrap=True,
-            )
+        if row.role != "reference":
+            continue
+        v = row.verdict
+        said = (f"reference {row.target} @ {row.length or 'static'}: reference failed "
+                f"({v.status} at stage {v.stage}): {v.signature}; no target was judged "
+                "against it")
+        if id(row) in notes:
+            console.print(escape(f"note: {said} (inputs nebisect generated: not a finding; "
+                                 "--input-range declares what the model takes)"),
+                          highlight=False, soft_wrap=True)
+        else:
+            console.print(f"[red]✗[/] {escape(said)}", highlight=False, soft_wrap=True)
 
 
 def _short(verdict: Verdict, role: str) -> str:

@@ -110,3 +110,25 @@ def test_a_constant_fill_far_below_the_starting_inputs_is_a_margin() -> None:
     small_normal = _row("mismatch:tolerance", _normal(1e-3), "softmax")
     assert len(_report(zeros, small_normal).findings) == 2
     assert _report(_row("mismatch:tolerance", tiny, "layer_norm"), undeclared=()).findings
+
+
+def _reference_failure(member: Member) -> Row:
+    verdict = Verdict("error", "reference", "error:reference:ZeroDivisionError")
+    return Row("torch:cpu:fp64", 0, verdict, role="reference", input_set=member)
+
+
+def test_the_reference_refusing_a_generated_input_is_a_note() -> None:
+    """div_floor_int (apple/coremltools#2733): a divisor drawn as 0 at the generated
+    ``static`` set made torch raise ZeroDivisionError — exit 1 on nebisect's own input,
+    and no exploration to find the real integer bug."""
+    example = Member("example", "example", None, 10.0)
+    generated = _reference_failure(Member("length", "static", None, 0.0))
+    judged = Row("sim:fp16", 0, Verdict("pass", "predict"), input_set=example)
+    report = RunReport("m.py:model", "torch:cpu:fp64", rows=[judged, generated])
+    assert report.reference_notes == [generated] and not report.failed
+    # the user's own inputs refused: a failure still
+    given = _reference_failure(Member("inputs", "inputs", None, 1.0))
+    assert RunReport("m.py:model", "torch:cpu:fp64", rows=[judged, given]).failed
+    # nothing judged anywhere: the failure stands, it is all the run has
+    alone = RunReport("m.py:model", "torch:cpu:fp64", rows=[generated])
+    assert alone.reference_notes == [] and alone.failed
