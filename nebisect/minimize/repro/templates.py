@@ -416,6 +416,7 @@ def load_module():
 #: calling the factory (:data:`nebisect.sources.torch_module.FACTORY_SEED`)
 FACTORY_SEEDING = '''
 
+
 def seed_everything(seed={seed}):
     """The seeds nebisect sets before importing the factory's file and again before
     calling the factory: the weights are the ones the run judged."""
