@@ -352,6 +352,8 @@ class Comparison(Record):
     tolerance: Tolerance = field(default_factory=Tolerance)
     required_ulps: float = 0.0
     detail: str = ""
+    #: the precision whose ULPs the errors count (the target's, or the one it is judged in)
+    precision: str = ""
 
 
 @dataclass
@@ -432,7 +434,8 @@ def compare(
     tol = tolerance or Tolerance.for_precision(precision)
     ref = np.asarray(reference, dtype=np.float64)
     out = np.asarray(output)
-    result = Comparison(name=name, passed=True, elements=int(ref.size), tolerance=tol)
+    result = Comparison(name=name, passed=True, elements=int(ref.size), tolerance=tol,
+                        precision=precision)
     if out.shape != ref.shape:
         result.passed, result.kind = False, "shape"
         result.detail = f"shape {list(out.shape)} != reference {list(ref.shape)}"

@@ -139,7 +139,8 @@ def test_error_metrics_are_typed_and_keep_the_verdict_json_unchanged() -> None:
     assert list(measured.to_dict()["comparisons"][0]) == [
         "name", "passed", "kind", "max_abs_error", "max_ulp_error", "cosine", "out_of_range",
         "elements", "worst_index", "worst_reference", "worst_output", "tolerance",
-        "required_ulps", "detail"]
+        "required_ulps", "detail", "precision"]
+    assert measured.comparisons[0].precision == "fp16"
     again = Verdict.from_json(verdict.to_json())
     assert again.error_metrics == measured
     assert ErrorMetrics.from_dict(measured.to_dict()) == measured

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -49,6 +49,8 @@ class RunResult(Result):
 
     report: RunReport
     triggers: TriggerIndex | None = None
+    #: the findings as upstream issue texts (Markdown), when ``markdown`` was asked for
+    issues: str = ""
 
     @property
     def ok(self) -> bool:
@@ -116,18 +118,17 @@ def run(
     baseline: str | os.PathLike[str] | None = None,
     compression_tolerance: float | str | None = None,
     compress: str = "",
+    markdown: str | os.PathLike[str] | None = None,
     progress: Progress = True,
 ) -> RunResult | ProgramsResult:
     """``nebisect run`` (see ``nebisect run --help``) on ``source``; the options are the
     CLI's. An ExecuTorch program (``.pte``) gives a :class:`ProgramsResult`: a run of
     each of its Core ML delegates; so does a multifunction package, a run of each
-    function (``function``: that one alone, a :class:`RunResult`). ``progress``: True
-    shows it (a line in a notebook, a live status in a terminal, plain lines in a log),
-    False hides it, a callable receives each message.
+    function (``function``: that one alone, a :class:`RunResult`). ``markdown``: a file
+    the findings are written to as upstream issue texts (``issues`` holds the text).
+    ``progress``: True shows it (a line in a notebook, a live status in a terminal,
+    plain lines in a log), False hides it, a callable receives each message.
     """
-    from nebisect.detect.run import RunInterrupted, RunOutputs
-    from nebisect.detect.run import run as run_source
-
     given: dict[str, Any] = dict(
         target=target, inputs=inputs, lengths=lengths, reference=reference, timeout=timeout,
         memory=memory, converter_overrides=converter_overrides,
@@ -137,23 +138,69 @@ def run(
         masked_output=masked_output, convert=convert, jobs=jobs, cluster=cluster,
         require=require, function=function, baseline=baseline,
         compression_tolerance=compression_tolerance, compress=compress)
+    issues = _markdown_file(markdown, source, inputs)
     if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
         from nebisect.sources.compress import check_compress
 
         check_compress(compress, os.fspath(source))
-        return _run_programs(os.fspath(source), report, save_triggers, progress, given)
-    declared = declared_of(dynamic_dims, input_domains, masked_outputs)
+        result: RunResult | ProgramsResult = _run_programs(
+            os.fspath(source), report, save_triggers, progress, given, bool(issues))
+    else:
+        result = _run_one(source, example_inputs,
+                          declared_of(dynamic_dims, input_domains, masked_outputs),
+                          report, save_triggers, progress, given, bool(issues))
+    if issues is not None:
+        from nebisect.files import write_text
+
+        write_text(issues, result.issues)
+    return result
+
+
+def _markdown_file(markdown: str | os.PathLike[str] | None, source: Any,
+                   inputs: str | os.PathLike[str] | None) -> Path | None:
+    """``markdown`` checked before the run: a file in an existing, writable directory,
+    apart from what the run reads (None: not asked for)."""
+    if markdown is None:
+        return None
+    from nebisect.options import source_path
+    from nebisect.report.outputs import output_file
+
+    read = [("the source", source_path(os.fspath(source)))] if isinstance(
+        source, (str, os.PathLike)) else []
+    return output_file(markdown, "--markdown", force=True, create=False,
+                       inputs=[*read, *([("--inputs", Path(inputs))] if inputs else [])])
+
+
+def _issue_text(report: RunReport, triggers: TriggerIndex | None = None,
+                inputs_files: Mapping[str, str] | None = None,
+                fixes: Sequence[str] = ()) -> str:
+    """The findings of ``report`` as upstream issue texts
+    (:func:`nebisect.minimize.repro.finding.issue_text`)."""
+    from nebisect.minimize.repro.finding import issue_text
+
+    return issue_text(report, triggers, inputs_files or {}, fixes)
+
+
+def _run_one(source: Any, example_inputs: Any, declared: dict[str, Any], report: Any,
+             save_triggers: Any, progress: Progress, given: dict[str, Any],
+             issues: bool) -> RunResult | ProgramsResult:
+    """:func:`run` of a source that is not an ExecuTorch program; ``issues``: each
+    result carries its findings as upstream issue texts."""
+    from nebisect.detect.run import RunInterrupted, RunOutputs
+    from nebisect.detect.run import run as run_source
+
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
         workdir = Path(tmp)
         saved, capture = saved_source(source, example_inputs, declared, workdir / "source",
-                                      timeout)
+                                      given["timeout"])
         options = run_options(saved, **given)
         outputs = RunOutputs(Path(report) if report is not None else None,
                              Path(save_triggers) if save_triggers else None,
                              saved, options.fixes)
         check_outputs(outputs, options.inputs)
         if capture is not None and capture.artifact is None:
-            return RunResult(_capture_report(saved, capture, options.targets))
+            captured = _capture_report(saved, capture, options.targets)
+            return RunResult(captured, issues=_issue_text(captured) if issues else "")
         with progress_to(progress) as told:
             try:
                 outcomes = run_source(options, workdir, told)
@@ -162,16 +209,24 @@ def run(
                 raise Stopped(_results(saved, [*stop.earlier, stop.outcome], outputs)
                               ) from stop
         _add_capture_failures(outcomes[0].report, capture)
-        return _results(saved, outcomes, outputs)
+        return _results(saved, outcomes, outputs, issues)
 
 
-def _results(source: str, outcomes: Sequence[RunOutcome],
-             outputs: RunOutputs) -> RunResult | ProgramsResult:
+def _results(source: str, outcomes: Sequence[RunOutcome], outputs: RunOutputs,
+             issues: bool = False) -> RunResult | ProgramsResult:
     """The result of one outcome, or of one per function of a multifunction package
-    (``outputs``' directories get a ``function-N`` directory each)."""
+    (``outputs``' directories get a ``function-N`` directory each); ``issues``: with
+    their findings as upstream issue texts (made while the run's inputs files exist)."""
+    def result(outcome: RunOutcome, written: RunOutputs) -> RunResult:
+        made = RunResult(outcome.report, written.write(outcome))
+        if issues:
+            made.issues = _issue_text(outcome.report, made.triggers, outcome.inputs_files,
+                                      outputs.fixes)
+        return made
+
     if len(outcomes) == 1:
-        return RunResult(outcomes[0].report, outputs.write(outcomes[0]))
-    results = [RunResult(outcome.report, outputs.numbered(number).write(outcome))
+        return result(outcomes[0], outputs)
+    results = [result(outcome, outputs.numbered(number))
                for number, outcome in enumerate(outcomes, 1)]
     return ProgramsResult(source, results, [f"function {r.report.function}" for r in results])
 
@@ -205,11 +260,18 @@ class ProgramsResult(Result):
         return "".join(f"<h3>{escape(header)}</h3>{program._repr_html_()}"
                        for header, program in zip(self.headers, self.programs, strict=True))
 
+    @property
+    def issues(self) -> str:
+        """Each program's issue texts under a heading naming it."""
+        return "\n".join(f"# {header} of {Path(self.source).name}\n\n{program.issues}"
+                         for header, program in zip(self.headers, self.programs, strict=True))
+
 
 def _run_programs(pte: str, report: Any, save_triggers: Any, progress: Progress,
-                  given: dict[str, Any]) -> ProgramsResult:
+                  given: dict[str, Any], issues: bool = False) -> ProgramsResult:
     """Each Core ML delegate of the ExecuTorch program ``pte`` run as a package source;
-    ``report`` and ``save_triggers`` get a ``delegate-N`` directory each."""
+    ``report`` and ``save_triggers`` get a ``delegate-N`` directory each; ``issues``:
+    each with its findings as upstream issue texts."""
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.sources.executorch import extract_programs
 
@@ -221,8 +283,9 @@ def _run_programs(pte: str, report: Any, save_triggers: Any, progress: Progress,
                                     timeout=Timeouts.parse(items(given["timeout"])).load)
         results = []
         for number, package in enumerate(packages, 1):
-            result = run(str(package), report=own(report, number),
-                         save_triggers=own(save_triggers, number), progress=progress, **given)
+            result = _run_one(str(package), None, declared_of(None, None, None),
+                              own(report, number), own(save_triggers, number), progress,
+                              given, issues)
             assert isinstance(result, RunResult)
             results.append(result)
         return ProgramsResult(pte, results, [f"Core ML delegate {number} of {len(results)}"

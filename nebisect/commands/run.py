@@ -170,6 +170,15 @@ RUN_SAVE_TRIGGERS_OPTION = typer.Option(
     "number, as --inputs reads it) and DIR/triggers.json: where each fails and the "
     "next commands (bisect, corpus add).",
 )
+RUN_MARKDOWN_OPTION = typer.Option(
+    None, "--markdown", metavar="FILE",
+    help="Write each finding as a ready upstream issue text (Markdown) for coremltools' "
+    "maintainers: a title without nebisect's terms, the versions, where the divergence "
+    "enters and at which op, the conversion paths and targets, torch against the "
+    "converted program at the failing element (abs error, ULPs, the tolerance that "
+    "would pass) and, for a file.py:factory, a standalone repro script inline. A run "
+    "without findings writes a short text saying so. FILE's directory must exist.",
+)
 RUN_CLUSTER_OPTION = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP)
 RUN_REQUIRE_OPTION = typer.Option(
     None, "--require", metavar="ne|gpu",
@@ -237,6 +246,7 @@ def run(
     as_json: bool = RUN_AS_JSON_OPTION,
     report: Path = RUN_REPORT_OPTION,
     save_triggers: Path = RUN_SAVE_TRIGGERS_OPTION,
+    markdown: Path = RUN_MARKDOWN_OPTION,
     cluster: str = RUN_CLUSTER_OPTION,
     require: list[str] = RUN_REQUIRE_OPTION,
     function: str = RUN_FUNCTION_OPTION,
@@ -257,7 +267,8 @@ def run(
             plugin=plugin, explore=explore,
             budget=budget, steps=steps, families=families or None, seed=seed,
             input_range=input_range, masked_output=masked_output, convert=convert,
-            jobs=jobs, report=report, save_triggers=save_triggers, cluster=cluster,
+            jobs=jobs, report=report, save_triggers=save_triggers, markdown=markdown,
+            cluster=cluster,
             require=require, function=function, baseline=baseline,
             compression_tolerance=compression_tolerance, compress=compress)
     except api.Stopped as stop:

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from nebisect.detect.issue import environment, issue_finding, target_words
 from nebisect.detect.triggers import INDEX, REPORT_DIRECTORY, REPORT_KEY, TriggerIndex
 from nebisect.report.payload import (
     CliffSweep,
@@ -81,6 +82,8 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
             "result": "failures found" if any(r.verdict.failed for r in result.rows)
             else "all pass",
             "findings": len(getattr(result, "findings", ())),
+            **({"margins": len(result.far_findings)} if getattr(result, "far_findings", ())
+               else {}),
             "failure groups": len(getattr(result, "groups", ())),
             "explored predictions": sum(bool(getattr(r, "explored", False))
                                         for r in result.rows),
@@ -88,9 +91,7 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
                for part, seconds in getattr(result, "timings", {}).items()},
             **({REPORT_KEY: f"{REPORT_DIRECTORY}/{INDEX}"} if triggers is not None else {}),
         },
-        findings=report_findings(
-            getattr(result, "findings", ()),
-            [t.commands[0] for t in triggers.triggers] if triggers is not None else []),
+        findings=_issue_findings(result, triggers),
         verdicts=[NamedVerdict(f"{_where(row)} {_column(row)}", row.verdict, group=row.target)
                   for row in rows],
         matrices=[matrix],
@@ -102,7 +103,21 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
         + ([Table("conversions", ["precision", "status", "signature", "message"],
                   conversions)] if conversions else [])
         + ([_findings(triggers)] if triggers is not None and triggers.triggers else []),
+        environment=environment(rows),
+        target_words=target_words([*(r.target for r in rows
+                                     if getattr(r, "role", "target") == "target"),
+                                   result.reference]),
     )
+
+
+def _issue_findings(result: Any, triggers: TriggerIndex | None) -> list[ReportFinding]:
+    """The report's entry of each finding, with what an upstream issue adds
+    (:mod:`nebisect.detect.issue`)."""
+    findings = getattr(result, "findings", ())
+    entries = report_findings(
+        findings, [t.commands[0] for t in triggers.triggers] if triggers is not None else [])
+    return [issue_finding(entry, finding, result.rows, result.paths)
+            for entry, finding in zip(entries, findings, strict=True)]
 
 
 def report_findings(findings: Sequence[RunFinding], commands: Sequence[str] = ()

@@ -10,7 +10,8 @@ a compression finding its message (:func:`nebisect.detect.compression.failure_wo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from nebisect.detect.causes import COMPRESSION, RunFinding, symptom_of
 from nebisect.search.records import FailureGroup
@@ -61,6 +62,71 @@ def path_words(paths: Sequence[str], run_paths: Sequence[str]) -> str:
     return f"{only} only" if len(run_paths) > 1 else only
 
 
+def input_words(member: Member) -> str:
+    """Where a failure starts, in words a converter maintainer knows: how large the
+    inputs are, not which of nebisect's value families drew them."""
+    if member.family == "length" and not member.magnitude:
+        return "at seeded random inputs"
+    if member.family in ("example", "length"):
+        return trigger_words(member)
+    if member.magnitude == 0:
+        return "at all-zero inputs"
+    if member.family == "const" and member.x is not None:
+        return f"at constant inputs x = {member.x:.6g}"
+    return f"at inputs up to |x| ≈ {member.magnitude:.3g}"
+
+
+#: the targets an issue names as devices (a precision alone is said by its clause)
+DEVICE_WORDS = {"cpu": "Core ML CPU", "gpu": "Core ML GPU", "ne": "Neural Engine",
+                "all": "Core ML, all compute units", "ane": "Neural Engine"}
+
+
+def device_words(target: str) -> str:
+    """The device a target stands for (``Neural Engine`` for ``coreml:ne`` and the
+    simulator's model of it), '' for a precision alone (``sim:fp16``)."""
+    spec = spec_of(target)
+    runs_on_device = spec.backend.startswith("coreml") or spec.variant == "ane"
+    return DEVICE_WORDS.get(spec.variant, "") if runs_on_device else ""
+
+
+def _issue_where(targets: Sequence[str], paths: Sequence[str], run_paths: Sequence[str]) -> str:
+    """The devices among ``targets`` and the conversion paths, as torch names them."""
+    devices = ", ".join(dict.fromkeys(w for w in map(device_words, targets) if w))
+    words = path_words(paths, run_paths).replace(
+        "both paths", " and ".join(PATH_LABELS[p] for p in run_paths if p in PATH_LABELS))
+    return "; ".join(part for part in (devices, words) if part)
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How a title says where a failure starts (``trigger``) and where it shows
+    (``where``: targets, their paths, the run's paths): in nebisect's words for the
+    terminal, in a converter maintainer's for an upstream issue. ``converting_targets``:
+    a conversion failure names the targets whose conversion showed it (nebisect
+    converts per target precision; a maintainer reads the path alone)."""
+
+    trigger: Callable[[Member], str]
+    where: Callable[[Sequence[str], Sequence[str], Sequence[str]], str]
+    converting_targets: bool = True
+
+
+def _where(targets: Sequence[str], paths: Sequence[str], run_paths: Sequence[str]) -> str:
+    """The targets, and the conversion paths as :func:`path_words` says them."""
+    words = path_words(paths, run_paths)
+    shown = ", ".join(targets)
+    return f"{shown}; {words}" if words else shown
+
+
+RUN_WORDS = Wording(trigger_words, _where)
+ISSUE_WORDS = Wording(input_words, _issue_where, converting_targets=False)
+
+
+def issue_title(finding: RunFinding, run_paths: Sequence[str]) -> str:
+    """The finding's title for an upstream issue: the clauses of :func:`title` without
+    nebisect's vocabulary (no simulator targets, no value families)."""
+    return _title(finding, run_paths, ISSUE_WORDS)
+
+
 def title(finding: RunFinding, run_paths: Sequence[str], cured: Sequence[str] = ()) -> str:
     """The finding's first line (see the module docstring); ``run_paths`` are the
     conversion paths the run evaluated (one, two, or none for a package), ``cured``
@@ -74,7 +140,7 @@ def title(finding: RunFinding, run_paths: Sequence[str], cured: Sequence[str] = 
     return f"{said}; {', '.join(overridden)} {OVERRIDES_NOTE}"
 
 
-def _title(finding: RunFinding, run_paths: Sequence[str]) -> str:
+def _title(finding: RunFinding, run_paths: Sequence[str], words: Wording = RUN_WORDS) -> str:
     head = f"{finding.attribution or 'unattributed'}: "
     if finding.attribution == COMPRESSION:
         return f"{head}{finding.message}"
@@ -86,9 +152,10 @@ def _title(finding: RunFinding, run_paths: Sequence[str]) -> str:
             only = f" on {on}" if on and on != "both paths" else ""
             said = message if message.startswith("conversion fails") else (
                 f"conversion fails{only}: {message}")
-            return f"{head}{said} ({_targets(finding.targets)})"
+            shown = f" ({', '.join(finding.targets)})" if words.converting_targets else ""
+            return f"{head}{said}{shown}"
         return (f"{head}{what} fails at {finding.stage}: {message} "
-                f"({_where(finding.targets, finding.paths, run_paths)})")
+                f"({words.where(finding.targets, finding.paths, run_paths)})")
     phrase = PHRASES.get(finding.symptom, finding.symptom)
     clauses = []
     # A cliff's tolerance misses on the way to it are not where it returns inf/NaN.
@@ -96,11 +163,12 @@ def _title(finding: RunFinding, run_paths: Sequence[str]) -> str:
     for precision, targets, member, step in _by_precision(showing or finding.groups):
         seen_on = [g.path for g in finding.groups if g.target in targets]
         at_step = f" at step {step}" if step else ""
-        clauses.append(f"in {precision} {trigger_words(member)}{at_step} "
-                       f"({_where(targets, seen_on, run_paths)})")
+        shown = words.where(targets, seen_on, run_paths)
+        clauses.append(f"in {precision} {words.trigger(member)}{at_step}"
+                       + (f" ({shown})" if shown else ""))
     nearer = finding.smallest
     if showing and nearer.magnitude < min(g.smallest.magnitude for g in showing):
-        clauses.append(f"off beyond tolerance {trigger_words(nearer)}")
+        clauses.append(f"off beyond tolerance {words.trigger(nearer)}")
     also = [a for a in finding.attributions[1:] if a]
     seen = f"; also attributed {', '.join(also)} at larger inputs" if also else ""
     return f"{head}{what} {phrase} " + "; ".join(clauses) + seen
@@ -140,12 +208,3 @@ def _by_precision(groups: Sequence[FailureGroup]) -> list[tuple[str, list[str], 
         together += targets
     return [(", ".join(precisions), targets, group.smallest, group.step)
             for precisions, targets, group in merged.values()]
-
-
-def _targets(targets: Sequence[str]) -> str:
-    return ", ".join(targets)
-
-
-def _where(targets: Sequence[str], paths: Sequence[str], run_paths: Sequence[str]) -> str:
-    words = path_words(paths, run_paths)
-    return f"{_targets(targets)}; {words}" if words else _targets(targets)

@@ -88,16 +88,18 @@ def output_directory(path: str | os.PathLike[str], option: str) -> Path:
 
 
 def output_file(path: str | os.PathLike[str], option: str, *, force: bool,
-                inputs: Sequence[tuple[str, Path]] = ()) -> Path:
+                inputs: Sequence[tuple[str, Path]] = (), create: bool = True) -> Path:
     """An output file option (``--junit``, ``--output``): apart from the command's
     ``inputs`` (:func:`apart_from_inputs`), new unless ``force``, its directory exists
-    and takes new files (outputs are written to a temp file there and renamed over the
-    path), and the path is absent or a regular file (a rename over ``/dev/null`` would
-    replace it)."""
+    (created unless ``create`` is False: then a missing one is an error) and takes new
+    files (outputs are written to a temp file there and renamed over the path), and the
+    path is absent or a regular file (a rename over ``/dev/null`` would replace it)."""
     file = Path(path)
     if file.is_dir():
         raise NebisectError(f"{option} {file}: is a directory")
     apart_from_inputs(file, option, inputs)
+    if not create and not file.parent.is_dir():
+        raise NebisectError(f"{option} {file}: no directory {file.parent}")
     output_directory(file.parent, option)
     if file.exists() and not file.is_file():
         raise NebisectError(f"{option} {file}: not a regular file")

@@ -20,7 +20,8 @@ from nebisect.verdict import Verdict
 REPORT_KINDS = ("run", "bisect", "fuzz", "replay", "lint", "atlas")
 
 __all__ = ["REPORT_KINDS", "CliffSweep", "Divergence", "MatrixCell", "NamedVerdict",
-           "OpError", "ReportFinding", "ReportPayload", "RunMatrix", "Table", "to_jsonable"]
+           "OpError", "ReportFinding", "ReportPayload", "RunMatrix", "Table", "WorstElement",
+           "to_jsonable"]
 
 
 class _Record(Record):
@@ -146,11 +147,40 @@ class NamedVerdict(_Record):
 
 
 @dataclass
+class WorstElement(_Record):
+    """A finding in numbers on one target and conversion path, at the smallest input set
+    failing there: torch's value (the float64 reference) and the converted program's at
+    the element the comparison reports (``output``: the output's name and index), the
+    error in absolute terms and in ULPs of ``precision``; ``needed`` ULPs would have
+    passed where the oracle ``allowed`` fewer. ``inputs`` names the input set in words."""
+
+    target: str
+    path: str
+    inputs: str
+    output: str
+    kind: str
+    reference: float
+    converted: float
+    abs_error: float
+    ulps: float
+    precision: str
+    needed: float
+    allowed: float
+
+
+@dataclass
 class ReportFinding(_Record):
     """One root cause as a report lists it, above the plots: its title (worded like a
     bug report's), symptom and attribution, its smallest trigger, where it shows
     (target → conversion path → the smallest failing input set, or ``pass``) and the
-    command that takes it further."""
+    command that takes it further.
+
+    What an upstream issue adds (:mod:`nebisect.report.issue`): the title in a converter
+    maintainer's words (``issue_title``), the culprit op (``op_type``, ``culprit``) and
+    how it was found (``located``), the conversion paths (``paths``, as torch names
+    them) and targets it shows on, an error's stage and text, its numbers (``worst``)
+    and a standalone script that shows it (``repro``; ``repro_note`` says what the
+    script runs on, or why there is none)."""
 
     number: int
     title: str
@@ -159,6 +189,17 @@ class ReportFinding(_Record):
     trigger: str
     shows: dict[str, dict[str, str]] = field(default_factory=dict)
     command: str = ""
+    issue_title: str = ""
+    op_type: str = ""
+    culprit: str = ""
+    located: str = ""
+    paths: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=list)
+    stage: str = ""
+    message: str = ""
+    worst: list[WorstElement] = field(default_factory=list)
+    repro: str = ""
+    repro_note: str = ""
 
 
 @dataclass
@@ -174,6 +215,10 @@ class ReportPayload(_Record):
     divergences: list[Divergence] = field(default_factory=list)
     matrices: list[RunMatrix] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the versions and platform the report was made with (coremltools, torch, numpy,
+    #: python, os, …), and each target named in words a converter maintainer knows
+    environment: dict[str, str] = field(default_factory=dict)
+    target_words: dict[str, str] = field(default_factory=dict)
 
     def junit_results(self) -> list[tuple[str, Verdict]]:
         """The verdicts as (name, Verdict) pairs, the input of the JUnit writer."""

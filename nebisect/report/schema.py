@@ -13,7 +13,12 @@ report.json, schema version 1 — one object:
                       exit status) shown at the top of the HTML
 ``findings``          [{number, title, symptom, attribution, trigger, shows: {target:
                       {path: input set | "pass"}}, command}] — one per root cause, most
-                      severe first (``run``); shown above the plots
+                      severe first (``run``); shown above the plots. A run's add what
+                      an upstream issue needs (``run --markdown``): issue_title,
+                      op_type, culprit, located, paths, targets, stage, message,
+                      worst: [{target, path, inputs, output, kind, reference,
+                      converted, abs_error, ulps, precision, needed, allowed}], repro,
+                      repro_note
 ``verdicts``          [{name, group, verdict}] — ``verdict`` is
                       :class:`nebisect.verdict.Verdict` as a dict (status, stage,
                       signature, message, metrics, stderr_tail, provenance, timings,
@@ -29,6 +34,8 @@ report.json, schema version 1 — one object:
 ``matrices``          run matrices: {title, rows, columns, cells: [{row, column, status,
                       text, detail}], row_label, column_label}
 ``notes``             [str]
+``environment``       {name: version}: coremltools, torch, numpy, python, os, … (``run``)
+``target_words``      {target: what it is, in a converter maintainer's words} (``run``)
 
 Numbers that are NaN or ±inf are written as the strings ``"NaN"``, ``"Infinity"``,
 ``"-Infinity"`` (strict JSON has no such numbers).
@@ -46,6 +53,7 @@ _NUMBER: dict[str, Any] = {
 }
 _OPTIONAL_NUMBER: dict[str, Any] = {"anyOf": [*_NUMBER["anyOf"], {"type": "null"}]}
 _NUMBERS: dict[str, Any] = {"type": "array", "items": _NUMBER}
+_STRINGS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
 _STATUS: dict[str, Any] = {
     "enum": ["pass", "crash", "error", "timeout", "oom", "mismatch", "unrouted", "skipped"]
 }
@@ -116,7 +124,20 @@ REPORT_SCHEMA: dict[str, Any] = {
                 {"number": {"type": "integer"}, "title": {"type": "string"},
                  "symptom": {"type": "string"}, "attribution": {"type": "string"},
                  "trigger": {"type": "string"},
-                 "shows": {"type": "object"}, "command": {"type": "string"}},
+                 "shows": {"type": "object"}, "command": {"type": "string"},
+                 "issue_title": {"type": "string"}, "op_type": {"type": "string"},
+                 "culprit": {"type": "string"}, "located": {"type": "string"},
+                 "paths": _STRINGS, "targets": _STRINGS, "stage": {"type": "string"},
+                 "message": {"type": "string"},
+                 "worst": {"type": "array", "items": _object(
+                     {"target": {"type": "string"}, "path": {"type": "string"},
+                      "inputs": {"type": "string"}, "output": {"type": "string"},
+                      "kind": {"type": "string"}, "reference": _NUMBER,
+                      "converted": _NUMBER, "abs_error": _NUMBER, "ulps": _NUMBER,
+                      "precision": {"type": "string"}, "needed": _NUMBER,
+                      "allowed": _NUMBER},
+                     ["target", "path", "output", "reference", "converted"])},
+                 "repro": {"type": "string"}, "repro_note": {"type": "string"}},
                 ["number", "title", "symptom", "attribution", "trigger", "shows"],
             )},
             "verdicts": {"type": "array", "items": _object(
@@ -172,6 +193,8 @@ REPORT_SCHEMA: dict[str, Any] = {
                 ["title", "rows", "columns", "cells"],
             )},
             "notes": {"type": "array", "items": {"type": "string"}},
+            "environment": {"type": "object", "additionalProperties": {"type": "string"}},
+            "target_words": {"type": "object", "additionalProperties": {"type": "string"}},
         },
         ["schema", "schema_version", "kind", "created", "nebisect_version", "title",
          "summary", "verdicts", "tables", "sweeps", "divergences", "matrices", "notes"],

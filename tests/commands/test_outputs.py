@@ -33,6 +33,15 @@ MISSING = "(No such file or directory)"
      "--output /sys/kernel/notes: cannot write it (Permission denied)"),
     (["run", "examples/meanpool.py:model", "--report", UNWRITABLE],
      f"--report {UNWRITABLE}: cannot create it {MISSING}"),
+    (["run", "examples/meanpool.py:model", "--markdown", f"{UNWRITABLE}/issue.md"],
+     f"--markdown {UNWRITABLE}/issue.md: no directory {UNWRITABLE}"),
+    (["run", "examples/meanpool.py:model", "--markdown", "/sys/kernel/notes"],
+     "--markdown /sys/kernel/notes: cannot write it (Permission denied)"),
+    (["run", "examples/meanpool.py:model", "--markdown", "corpus"],
+     "--markdown corpus: is a directory"),
+    (["run", "examples/meanpool.py:model", "--markdown", "examples/meanpool.py"],
+     "--markdown examples/meanpool.py: overlaps the source examples/meanpool.py, which it "
+     "would overwrite; choose another --markdown"),
 ])
 def test_unwritable_outputs_fail_at_once(args: list[str], message: str) -> None:
     done = subprocess.run([sys.executable, "-m", "nebisect", *args], capture_output=True,

@@ -50,8 +50,10 @@ def pte(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_each_core_ml_delegate_of_a_pte_runs_as_a_package(pte: Path, tmp_path: Path) -> None:
     inputs = tmp_path / "x.npz"
     np.savez(inputs, x=np.full((1, 1, 8, 8), 7.7, np.float32))
+    issue = tmp_path / "issue.md"
     done = subprocess.run([sys.executable, "-m", "nebisect", "run", str(pte), "--json",
-                           "--explore", "none", "--inputs", str(inputs), "-t", "sim:ane"],
+                           "--explore", "none", "--inputs", str(inputs), "-t", "sim:ane",
+                           "--markdown", str(issue)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stderr
     document = json.loads(done.stdout)
@@ -60,6 +62,11 @@ def test_each_core_ml_delegate_of_a_pte_runs_as_a_package(pte: Path, tmp_path: P
     assert program["source"].endswith("model.mlpackage")
     assert [r["verdict"]["signature"] for r in program["rows"]] == ["mismatch:collapse"]
     assert program["findings"][0]["op_type"] == "reduce_log_sum_exp"
+    # --markdown: each delegate's issues under a heading naming it
+    lines = issue.read_text().splitlines()
+    assert lines[:3] == ["# Core ML delegate 1 of 1 of seed000.pte", "",
+                         "# nebisect run model.mlpackage: 1 finding"]
+    assert "- **Culprit op:** `reduce_log_sum_exp`" in "\n".join(lines)
 
 
 def test_a_file_that_is_not_an_executorch_program_is_one_line(tmp_path: Path) -> None:

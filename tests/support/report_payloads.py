@@ -121,3 +121,41 @@ def run_matrix() -> RunMatrix:
             verdict.target = target
             entries.append((target, length, verdict))
     return RunMatrix.from_verdicts("verdict per target × length", entries)
+
+
+#: the versions a recorded run was made with (an issue's versions line)
+RECORDED_ENVIRONMENT = {"coremltools": "9.0", "torch": "2.13.0", "numpy": "2.4.6",
+                        "python": "3.11.7", "os": "macOS 15.1", "machine": "arm64",
+                        "chip": "Apple M2 Pro", "nebisect": "0.1.0"}
+
+
+def issue_payload(value: float = 7.7) -> ReportPayload:
+    """Seed 000's cliff as ``run`` reports it: the one-op logsumexp package judged at a
+    constant ``value`` on the simulated Neural Engine (collapse, attributed ``device`` at
+    ``lse``, found by intermediates) and on sim:fp16 (pass), made into findings by the
+    run's own grouping and into a payload by the run's own report; recorded with
+    :data:`RECORDED_ENVIRONMENT`, and a repro note standing in for the script a factory
+    source gets."""
+    from nebisect.detect.culprit import BY_INTERMEDIATES
+    from nebisect.detect.findings import Row
+    from nebisect.detect.matrix import RunReport
+    from nebisect.detect.report import run_payload
+    from nebisect.search.records import Culprit
+    from nebisect.search.space import Member
+
+    program = _lse_program()
+    reference = {"lse": np.full((1, 1, 1, 1), _predict(program, value, "fp64", None))}
+    collapsed = judge(reference, {"lse": np.full((1, 1, 1, 1),
+                                                 _predict(program, value, "fp16", "ane"))},
+                      "fp16")
+    member = Member("const", f"const(x={value})", x=value, magnitude=value)
+    rows = [Row("sim:fp16", 0, judge(reference, reference, "fp16"), input_set=member),
+            Row("sim:ane", 0, collapsed, attribution="device", input_set=member,
+                culprit=Culprit("lse", "reduce_log_sum_exp", collapsed.signature,
+                                BY_INTERMEDIATES))]
+    report = RunReport("/tmp/nebisect-run-abc123/seed000.mlpackage", "sim:fp64", rows=rows)
+    report.regroup()
+    payload = run_payload(report)
+    payload.environment = dict(RECORDED_ENVIRONMENT)
+    payload.findings[0].repro_note = "No standalone script: the source is a package."
+    return payload

@@ -25,9 +25,11 @@ op, neither judged. Simulator targets get neither (their repro is the graph as k
 
 from __future__ import annotations
 
+import ast
 import keyword
 import math
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ from nebisect.case import save_npz
 from nebisect.minimize.graphs.fx import TorchCandidate, docstring_text
 from nebisect.minimize.graphs.mil import PlanOp, SubgraphPlan
 from nebisect.minimize.repro import templates
+from nebisect.sources.torch_module import FACTORY_SEED, PATHS
 from nebisect.targets import spec_of
 from nebisect.targets.placement import NOT_COMPUTE, required_devices
 
@@ -260,17 +263,102 @@ def torch_script(candidate: TorchCandidate, *, signature: str, message: str, tar
                  op_of_interest: str = "") -> str:
     """The repro script for a torch candidate: one that fails to convert (``stage``
     ``convert``), or whose converted model fails on ``target`` (``predict``)."""
+    module = candidate.module_source(_torch_header(header, signature, stage, target,
+                                                   templates.TORCH_NEEDS_FILES))
+    return _torch_body(module, templates.TORCH_LOAD_MINIMIZED, signature=signature,
+                       message=message, target=target, stage=stage, setup=setup,
+                       paths=PATHS, op_of_interest=op_of_interest)
+
+
+def factory_script(module_source: str, factory: str, inputs: str, *, names: list[str],
+                   inputs_doc: str, signature: str, message: str, target: str, stage: str,
+                   setup: tuple[str, ...], header: str, paths: tuple[str, ...]) -> str:
+    """The repro script of a torch factory's failure: ``module_source`` (the factory's
+    file, as :func:`factory_module` splits it) inline, the trigger's ``inputs`` (the
+    body of ``trigger_inputs``: :func:`inline_inputs`, or :data:`~.templates.EXAMPLE_INPUTS`)
+    named ``names``, converted on ``paths`` in that order: no file beside it, and
+    nothing of nebisect imported on macOS unless ``setup`` names nebisect's fixes."""
+    future, body = factory_module(module_source)
+    head = _torch_header(header, signature, stage, target, templates.TORCH_NEEDS_INLINE)
+    module = "\n".join([f'"""{docstring_text(head)}"""', *future]) \
+        + templates.FACTORY_SEEDING.format(seed=FACTORY_SEED) + body.strip("\n") + "\n" \
+        + templates.FACTORY_INPUTS.format(names=names, what=docstring_text(inputs_doc),
+                                          inputs=inputs)
+    return _torch_body(module, templates.TORCH_LOAD_FACTORY.format(factory=factory),
+                       signature=signature, message=message, target=target, stage=stage,
+                       setup=setup, paths=paths)
+
+
+def _torch_header(header: str, signature: str, stage: str, target: str, needs: str) -> str:
     units, sim = devices_for(target)
     what = (templates.TORCH_CONVERT_WHAT if stage == "convert"
             else templates.TORCH_PREDICT_WHAT.format(units=units, sim=sim))
-    script = candidate.module_source(
-        templates.TORCH_HEADER.format(header=header, signature=signature, what=what)
-    ) + templates.TORCH_CONVERSION.format(setup=list(setup))
+    return templates.TORCH_HEADER.format(header=header, signature=signature, what=what,
+                                         needs=needs)
+
+
+def _torch_body(module: str, load: str, *, signature: str, message: str, target: str,
+                stage: str, setup: tuple[str, ...], paths: tuple[str, ...],
+                op_of_interest: str = "") -> str:
+    """``module`` (which defines the model and ``INPUT_NAMES``), the conversion recipe,
+    ``load`` (its ``load_module``) and the ``main`` of ``stage``."""
+    script = module + templates.TORCH_CONVERSION.format(setup=list(setup), paths=list(paths)) \
+        + load
     if stage == "convert":
         return script + templates.TORCH_CONVERT_MAIN.format(
             signature=signature, message=message, precision=spec_of(target).precision)
     return (script + _settings(signature, target, op_of_interest) + templates.ORACLE
             + templates.ON_DEVICE + templates.TORCH_PREDICT_MAIN.format())
+
+
+def factory_module(text: str) -> tuple[list[str], str]:
+    """A factory file split for inlining below a script's own docstring: its
+    ``from __future__`` imports (which must come first) and the rest of it, its module
+    docstring left out."""
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    dropped: set[int] = set()
+    future = []
+    for index, node in enumerate(tree.body):
+        value = node.value if isinstance(node, ast.Expr) else None
+        is_docstring = index == 0 and isinstance(value, ast.Constant) and isinstance(
+            value.value, str)
+        is_future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if is_docstring or is_future:
+            span = range(node.lineno - 1, (node.end_lineno or node.lineno))
+            dropped.update(span)
+            if is_future:
+                future += [lines[i] for i in span]
+    return future, "\n".join(line for i, line in enumerate(lines) if i not in dropped)
+
+
+def inline_inputs(arrays: dict[str, np.ndarray]) -> str:
+    """``trigger_inputs``' body returning ``arrays`` as literals: a constant fill as
+    ``np.full``, other numeric arrays as their values in lines of readable width (each
+    value in the fewest digits that read back as the same value of its dtype)."""
+    lines = ["    return {"]
+    for name, array in arrays.items():
+        flat = array.reshape(-1)
+        if array.size > 1 and array.dtype.kind in "biuf" and (flat == flat[0]).all():
+            lines.append(f"        {name!r}: np.full({tuple(array.shape)!r}, "
+                         f"{_shortest(flat[0])}, dtype={array.dtype.name!r}),")
+        elif array.dtype.kind in "biuf" and array.ndim:
+            values = textwrap.wrap(", ".join(map(_shortest, flat)), 84,
+                                   break_long_words=False, break_on_hyphens=False)
+            shape = "" if array.ndim == 1 else f".reshape({tuple(array.shape)!r})"
+            lines += [f"        {name!r}: np.array([",
+                      *(f"            {line}" for line in values),
+                      f"        ], dtype={array.dtype.name!r}){shape},"]
+        else:
+            lines.append(f"        {name!r}: {literal(array)},")
+    return "\n".join([*lines, "    }"])
+
+
+def _shortest(value: np.generic) -> str:
+    """A numpy scalar in the fewest digits that parse back to it in its own dtype."""
+    if value.dtype.kind == "f" and math.isfinite(value):
+        return str(value)
+    return _scalar(value.item())
 
 
 def write_torch_repro(directory: Path, candidate: TorchCandidate, *, signature: str,

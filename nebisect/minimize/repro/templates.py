@@ -54,9 +54,15 @@ TORCH_HEADER = """{header}
 Symptom: {signature}
 
 {what}
-Needs numpy, torch and coremltools; reads weights.npz and inputs.npz beside it.
+{needs}
 Exit code: 0 the symptom reproduced, 1 it did not, 2 it cannot run here.
 """
+
+#: what a minimized torch repro reads, and a factory's (its model and inputs inline)
+TORCH_NEEDS_FILES = ("Needs numpy, torch and coremltools; reads weights.npz and inputs.npz "
+                     "beside it.")
+TORCH_NEEDS_INLINE = ("Needs numpy, torch and coremltools; reads no file: the model and its "
+                      "inputs are below.")
 
 TORCH_CONVERT_WHAT = (
     "Converts the module below with coremltools on both torch paths, as nebisect does —\n"
@@ -312,6 +318,7 @@ import sys  # noqa: E402
 import coremltools as ct  # noqa: E402
 
 SETUP = {setup!r}  # converter fixes that were active (nebisect module:function)
+PATHS = {paths!r}  # the conversion paths, in the order they are tried
 
 
 def input_types(inputs, shapes):
@@ -375,21 +382,95 @@ def via_trace(module, inputs, units=None):
     return ct.convert(traced, inputs=input_types(inputs, True), **options(module, inputs, units))
 
 
+CONVERTERS = {{"export": ("torch.export", via_export), "trace": ("jit.trace", via_trace)}}
+
+
+def converters():
+    """(label, convert) of each path of PATHS."""
+    return [CONVERTERS[path] for path in PATHS]
+
+
 def first_line(exc):
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     return f"{{type(exc).__name__}}: {{lines[0] if lines else '(no message)'}}"
 
 
-def load_module():
+def run_setup():
     import importlib
 
     for reference in SETUP:
         module_name, _, function = reference.partition(":")
         getattr(importlib.import_module(module_name), function)()
+'''
+
+TORCH_LOAD_MINIMIZED = '''
+
+def load_module():
+    run_setup()
     arrays = load_arrays("inputs.npz")
-    inputs = {{name: torch.from_numpy(arrays[name]) for name in INPUT_NAMES}}
+    inputs = {name: torch.from_numpy(arrays[name]) for name in INPUT_NAMES}
     return Minimized(load_arrays("weights.npz")).eval(), inputs
 '''
+
+#: before a factory's file: the seeds nebisect sets before importing it and again before
+#: calling the factory (:data:`nebisect.sources.torch_module.FACTORY_SEED`)
+FACTORY_SEEDING = '''
+
+
+def seed_everything(seed={seed}):
+    """The seeds nebisect sets before importing the factory's file and again before
+    calling the factory: the weights are the ones the run judged."""
+    import random
+
+    import numpy
+    import torch
+
+    random.seed(seed)
+    numpy.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+seed_everything()
+
+'''
+
+#: a factory's repro: the factory file comes first, then its trigger inputs
+#: (``{inputs}``: the body of ``trigger_inputs``) and how the module is built from it
+FACTORY_INPUTS = '''
+
+# --------------------------------------------------------------------------- inputs
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+INPUT_NAMES = {names!r}
+DYNAMIC_DIMS = {{}}  # the factory's dynamic_dims, read by load_module
+
+
+def trigger_inputs():
+    """{what}"""
+{inputs}
+'''
+
+TORCH_LOAD_FACTORY = '''
+
+def load_module():
+    run_setup()
+    seed_everything()
+    built = {factory}()
+    for name, axes in built.get("dynamic_dims", {{}}).items():
+        DYNAMIC_DIMS[name] = {{int(axis): tuple(bounds) for axis, bounds in axes.items()}}
+    arrays = trigger_inputs()
+    inputs = {{name: torch.from_numpy(np.ascontiguousarray(arrays[name]))
+              for name in INPUT_NAMES}}
+    return built["module"].eval(), inputs
+'''
+
+#: ``trigger_inputs``' body for inputs too large to inline: the factory's example
+EXAMPLE_INPUTS = '''    seed_everything()
+    example = {factory}()["example_inputs"]
+    if not isinstance(example, dict):
+        example = dict(zip(INPUT_NAMES, example))
+    return {{name: np.asarray(value) for name, value in example.items()}}'''
 
 TORCH_CONVERT_MAIN = '''
 EXPECTED = {signature!r}
@@ -400,7 +481,7 @@ PRECISION = {precision!r}  # the target's: fp16 targets get a FLOAT16 program
 def main():
     module, inputs = load_module()
     results = []
-    for label, convert in (("torch.export", via_export), ("jit.trace", via_trace)):
+    for label, convert in converters():
         try:
             convert(module, inputs)
         except Exception as exc:
@@ -430,9 +511,9 @@ if __name__ == "__main__":
 TORCH_PREDICT_MAIN = '''
 
 def convert_first(module, inputs, units):
-    """The package nebisect predicts with: the first torch path that converts."""
+    """The package nebisect predicts with: the first path of PATHS that converts."""
     failures = []
-    for label, convert in (("torch.export", via_export), ("jit.trace", via_trace)):
+    for label, convert in converters():
         try:
             return convert(module, inputs, units)
         except Exception as exc:
