@@ -29,9 +29,13 @@ from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.evaluate.workbench import CellKey, Workbench, reference_failure
 from nebisect.search.records import Culprit
 from nebisect.targets import spec_of
-from nebisect.verdict import Verdict, exact_dtype
+from nebisect.verdict import Verdict, exact_dtype, mismatch_signature
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
+#: the divergences a probe explains by diverging at all (any other failure it explains
+#: only by failing the same way)
+SPREAD_SIGNATURES = tuple(mismatch_signature(kind) for kind in ("tolerance", "integer",
+                                                                "shape", "nan-suppressed"))
 PRECISION_PROBE = "sim:fp16"
 EXACT_PROBE = REFERENCE_TARGET
 
@@ -70,11 +74,13 @@ class Attributor:
     def attribution(self, key: CellKey, verdict: Verdict) -> str:
         """The attribution alone: at most two probes, both cached across targets.
 
-        A numeric divergence is explained by a probe that diverges at all; an error or a
-        crash only by a probe that fails the same way (an fp16 overflow elsewhere in
-        the graph does not explain a shape error).
+        A tolerance miss is explained by a probe that diverges at all; a cliff (inf/NaN,
+        a collapse), an error or a crash only by a probe that fails the same way: an
+        fp16 overflow elsewhere in the graph does not explain a shape error, and a
+        converter's wrong but finite math (``x.std()`` dividing by N) does not explain
+        fp16 overflowing to inf at |x| ≈ 278 — that is precision's.
         """
-        same = None if verdict.status == "mismatch" else verdict.signature
+        same = None if verdict.signature in SPREAD_SIGNATURES else verdict.signature
         exact_ok = (self._probe(EXACT_PROBE, key, same) if self.bench.source.ref.is_torch
                     else None)
         if exact_ok and verdict.signature == "mismatch:integer" and self._floats_for_integers(key):

@@ -51,3 +51,20 @@ def test_run_finds_what_the_atlas_found(name: str) -> None:
         assert verdict["status"] == status, (path, verdict)
         assert verdict["signature"].startswith(signature), (path, verdict["signature"])
         assert rows[path]["attribution"] == attribution, (path, rows[path])
+
+
+@pytest.mark.slow
+def test_a_converter_bug_does_not_swallow_an_fp16_overflow_of_its_own() -> None:
+    """``x.std()``'s wrong divisor is the converter's (the exact program is off at every
+    input); the fp16 overflow of its sum of squares at |x| ≈ 129 is not — the exact
+    program computes it finite, so it is precision's, a finding of its own at ``square``
+    (it was merged into the conversion finding, titled "sqrt returns inf/NaN")."""
+    command = [sys.executable, "-m", "nebisect", "run",
+               "examples/found/std_default_unbiased.py:model", "--json", "--target", "sim:fp16",
+               "--families", "normal"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=900,
+                          check=False)
+    assert done.returncode == 1, done.stderr
+    findings = json.loads(done.stdout)["findings"]
+    assert [(f["attribution"], f["op_type"], f["symptom"]) for f in findings] == [
+        ("precision", "square", "nonfinite"), ("conversion", "sqrt", "tolerance")]
