@@ -139,12 +139,16 @@ def _numbers(worst: list[WorstElement], reference: str) -> list[str]:
 
 
 def _repro(finding: ReportFinding) -> list[str]:
-    """The repro script in a fence, with what it runs on; or why there is none."""
+    """The repro script in a fence, with what it runs on; or why there is none. The
+    script is folded (GitHub's ``<details>``): its model is on top, the few hundred
+    lines that convert, predict and compare on any machine are below it, and an issue
+    reads as its text, not as the script."""
     lines = ["### Repro", ""]
     if finding.repro_note:
         lines += [_scrub(finding.repro_note), ""]
     if finding.repro:
-        lines += ["```python", finding.repro.rstrip("\n"), "```", ""]
+        lines += ["<details><summary>repro.py — self-contained, run with python</summary>",
+                  "", "```python", finding.repro.rstrip("\n"), "```", "", "</details>", ""]
     return lines if len(lines) > 2 else []
 
 

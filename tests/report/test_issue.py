@@ -46,14 +46,15 @@ def test_the_numbers_are_those_of_the_worst_element(payload: ReportPayload) -> N
         issue_markdown(payload)
 
 
-def test_a_repro_is_fenced_python_beside_its_note(payload: ReportPayload) -> None:
+def test_a_repro_is_folded_fenced_python_beside_its_note(payload: ReportPayload) -> None:
     finding = payload.findings[0]
     with_script = ReportPayload(payload.title, payload.summary, [
         type(finding)(**{**vars(finding), "repro": "print('REPRODUCED')\n"})],
         environment=payload.environment)
     text = issue_markdown(with_script)
-    assert text.endswith("No standalone script: the source is a package.\n\n```python\n"
-                         "print('REPRODUCED')\n```\n")
+    assert text.endswith("No standalone script: the source is a package.\n\n"
+                         "<details><summary>repro.py — self-contained, run with python"
+                         "</summary>\n\n```python\nprint('REPRODUCED')\n```\n\n</details>\n")
 
 
 def test_temporary_paths_and_margins_are_left_out(payload: ReportPayload) -> None:
