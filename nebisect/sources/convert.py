@@ -49,7 +49,7 @@ from nebisect.files import staged
 from nebisect.isolate import Needs
 from nebisect.isolation.job import OOM_PATTERN
 from nebisect.mil.quiet import import_coremltools, quiet
-from nebisect.sources.converter_overrides import CURED_OPS, overrides_hint
+from nebisect.sources.converter_overrides import CURED_OPS, FAILS_TOO, overrides_hint
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.sources.export_guards import violated_condition
 from nebisect.sources.torch_load import load_torch_source
@@ -249,8 +249,7 @@ def _cured_path(ct: Any, path: str, source: TorchSource, options: dict[str, Any]
         converted, note = _convert_path(ct, path, source, options)
     except Exception as exc:
         return ConversionAttempt(path, "failed", message, note=(
-            f"with nebisect's converter overrides it fails too: {converter_message(exc)}")
-        ), None
+            f"{FAILS_TOO}: {converter_message(exc)}")), None
     finally:
         converter_overrides.uninstall()
     return ConversionAttempt(path, "ok", "", note="; ".join(filter(None, (
@@ -431,7 +430,8 @@ def one_path_failure(attempt: ConversionAttempt, beside: dict[str, str]) -> Verd
     others = "; ".join(f"{PATH_LABELS.get(path, path)}: {signature}"
                        for path, signature in beside.items())
     message = (f"conversion fails on {PATH_LABELS.get(attempt.path, attempt.path)} only: "
-               f"{attempt.message}" + (f"; {others}" if others else ""))
+               f"{attempt.message}" + (f" ({attempt.note})" if attempt.note else "")
+               + (f"; {others}" if others else ""))
     return Verdict(Status.ERROR, Stage.CONVERT,
                    error_signature(Stage.CONVERT, summarize([attempt])), message=message)
 
@@ -550,8 +550,11 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
         # every path ran out of memory: the memory limit's verdict, not the converter's
         return Verdict(Status.OOM, Stage.CONVERT, "oom", message=message, conversion=facts)
     if not models:
+        # what the overrides did not cure either is said beside the failures (never in
+        # the signature, which is what coremltools' defaults give)
+        tried = "; ".join(f"{PATH_LABELS[a.path]}: {a.note}" for a in attempts if a.note)
         return Verdict(Status.ERROR, Stage.CONVERT, error_signature("convert", message),
-                       message=message, conversion=facts)
+                       message=message + (f" ({tried})" if tried else ""), conversion=facts)
     kept = models if "packages" in payload else dict(list(models.items())[:1])
     facts.path = next(iter(kept))
     facts.paths = list(kept)

@@ -89,10 +89,17 @@ CURED_MESSAGES = (
 _saved: dict[str, Callable[..., Any] | None] = {}
 
 
+#: how a conversion failure says the overrides were tried and did not cure it (DINOv2's
+#: jit.trace: NumPy 2.4's ``aten::Int``, then ``upsample_bicubic2d``, which no override
+#: converts)
+FAILS_TOO = "with nebisect's converter overrides it fails too"
+
+
 def overrides_hint(message: str, option: str = "--converter-overrides") -> str:
     """The advice for a conversion that failed with ``message``: rerun with ``option``
-    when a pattern of :data:`CURED_MESSAGES` is in it, else nothing."""
-    if not any(pattern in message for pattern in CURED_MESSAGES):
+    when a pattern of :data:`CURED_MESSAGES` is in it and the overrides were not
+    already tried in vain (:data:`FAILS_TOO`), else nothing."""
+    if FAILS_TOO in message or not any(pattern in message for pattern in CURED_MESSAGES):
         return ""
     return (f"a known coremltools incompatibility that nebisect's converter overrides cure: "
             f"rerun with {option}")

@@ -326,6 +326,14 @@ def test_cure_leaves_other_failures_and_installed_overrides_alone(probe_source: 
     assert export.status == "failed" and "new_ones" in export.message and not export.cured
     assert export.note.startswith("with nebisect's converter overrides it fails too: ")
     assert "lgamma" in export.note
+    # the overrides tried in vain: the failure says so, and advises no rerun with them
+    # (DINOv2's jit.trace: aten::Int cured, upsample_bicubic2d not)
+    from nebisect.sources.convert import one_path_failure
+
+    told = one_path_failure(export, {"trace": "pass"}).message
+    assert told.endswith(f"({export.note}); jit.trace: pass") and "new_ones" in told
+    assert converter_overrides.overrides_hint(export.message)
+    assert converter_overrides.overrides_hint(told) == ""
 
 
 def test_a_cured_path_is_a_convert_verdict_of_its_own() -> None:
