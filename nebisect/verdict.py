@@ -425,7 +425,9 @@ def compare(
     reference is finite is ``nonfinite`` there (every later step reads it).
 
     Mismatch kinds, in the order they are decided (the first applicable wins):
-    ``shape``; ``nan-suppressed`` (reference NaN, output finite — a reduction that
+    ``shape`` (the shape, or a dtype that cannot hold the reference's values: a bool
+    where the reference holds floats means something else — a converter that kept a
+    float mask as bools); ``nan-suppressed`` (reference NaN, output finite — a reduction that
     drops NaN); ``nonfinite`` (output inf/NaN where the in-range reference is finite);
     ``collapse`` (output ≈ 0 where |reference| is large — the Neural Engine's fp16
     overflow signature); ``tolerance``. An integer or bool reference is compared
@@ -445,6 +447,10 @@ def compare(
     if not np.issubdtype(out.dtype, np.number) and out.dtype != np.bool_:
         result.passed, result.kind = False, "shape"
         result.detail = f"non-numeric output dtype {out.dtype}"
+        return result
+    if out.dtype == np.bool_ and np.asarray(reference).dtype.kind == "f":
+        result.passed, result.kind = False, "shape"
+        result.detail = f"dtype bool where the reference is {np.asarray(reference).dtype}"
         return result
     if exact_dtype(np.asarray(reference).dtype):
         return _compare_exact(result, np.asarray(reference), out)

@@ -187,6 +187,17 @@ def test_integer_and_bool_outputs_are_compared_exactly() -> None:
     assert compare("m", flags, np.array([1.0, np.nan], np.float32), "fp16").kind == "integer"
 
 
+def test_bools_where_the_reference_holds_floats_mean_something_else() -> None:
+    """A converter that keeps an additive float mask (0 / -inf) as bools: the values
+    "agree" where the mask is 0 and the -inf is out of range, yet a later op reads the
+    bools as a condition."""
+    additive = np.array([0.0, 0.0, -np.inf])
+    compared = compare("masked_fill", additive, np.array([False, False, True]), "fp32")
+    assert (compared.passed, compared.kind, compared.detail) == (
+        False, "shape", "dtype bool where the reference is float64")
+    assert compare("m", additive, np.array([0.0, 0.0, -3.4e38]), "fp32").passed
+
+
 def test_infinities_out_of_range_compare_without_a_numpy_warning() -> None:
     """inf − inf where both sides are out of the precision's range is masked out of the
     comparison; numpy's RuntimeWarning about it would land in every such verdict's stderr."""
