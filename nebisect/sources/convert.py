@@ -375,8 +375,10 @@ def _flat(returned: Any) -> list[Any]:
     return list(returned) if isinstance(returned, (tuple, list)) else [returned]
 
 
-def convertible(source: TorchSource, kept: list[str] | None = None) -> Any:
-    """The module, or a wrapper when the converters need one: when ``forward`` returns
+def convertible(source: TorchSource, kept: list[str] | None = None,
+                module: Any = None) -> Any:
+    """The module (``module``: the source's own, or its copy in another dtype), or a
+    wrapper when the converters need one: when ``forward`` returns
     a dict (the factory contract allows it, and every Hugging Face wrapper does), its
     values as a tuple in the order of :meth:`~TorchSource.output_names` — the tracer
     refuses dict outputs and coremltools has no ``dictconstruct``, and the package's
@@ -385,9 +387,10 @@ def convertible(source: TorchSource, kept: list[str] | None = None) -> Any:
     for bool), so that no output is a program input."""
     import torch
 
+    module = source.module if module is None else module
     returned = _returned(source)
     if not isinstance(returned, dict) and not kept:
-        return source.module
+        return module
     keep = [name in (kept or ()) for name in source.output_names()]
     single = isinstance(returned, torch.Tensor)
 
@@ -404,7 +407,7 @@ def convertible(source: TorchSource, kept: list[str] | None = None) -> Any:
                       for v, k in zip(_flat(self.module(*args)), keep, strict=True)]
             return values[0] if single else tuple(values)
 
-    wrapper = Convertible(source.module)
+    wrapper = Convertible(module)
     # The wrapper's own flag only: ``eval()`` would recurse into the module, which is
     # already in eval mode and, as an ExportedProgram's module (``.pt2``), refuses any
     # change of mode.

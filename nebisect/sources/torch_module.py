@@ -86,6 +86,8 @@ FACTORY_SEED = 0
 TORCH_AND_COREMLTOOLS = Needs(imports=("numpy", "torch", "coremltools"))
 #: coremltools' two torch conversion paths (:mod:`nebisect.sources.convert`)
 PATHS = ("export", "trace")
+#: the torch dtype (its name in ``torch``) a precision computes in
+TORCH_DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}
 
 
 @dataclass
@@ -283,10 +285,18 @@ def state_name(buffer: str) -> str:
     """The name a converted package gives the state of ``buffer`` (``layers.0.k_cache``
     → ``layers_0_k_cache``), as coremltools' name sanitizer writes it: what the eager
     reference calls the buffer, so that each state is judged beside its twin."""
-    name = re.sub("[^a-zA-Z0-9_]", "_", buffer)
-    if re.match("[^a-zA-Z_]", name):
-        name = "_" + name
-    return f"{name}_workaround" if name in _RESERVED else name
+    return coreml_name(buffer, "_")
+
+
+def coreml_name(name: str, prefix: str = "var_") -> str:
+    """``name`` as coremltools' name sanitizer writes it into a program (``input.5`` →
+    ``input_5``, ``bool`` → ``bool_workaround``; one that starts with neither a letter
+    nor ``_`` takes ``prefix``: ``var_`` for a value, ``_`` for a state). The suffix it
+    adds to a sanitized name that is already taken is not predicted here."""
+    sanitized = re.sub("[^a-zA-Z0-9_]", "_", name)
+    if re.match("[^a-zA-Z_]", sanitized):
+        sanitized = prefix + sanitized
+    return f"{sanitized}_workaround" if sanitized in _RESERVED else sanitized
 
 
 def coreml_dtype(tensor: Any) -> str:

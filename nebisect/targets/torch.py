@@ -26,10 +26,9 @@ import numpy as np
 
 from nebisect.errors import NebisectError
 from nebisect.isolate import Needs
+from nebisect.sources.torch_module import TORCH_DTYPE_NAMES
 from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target
-
-_DTYPE_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64"}
 
 
 @register_target("torch:cpu", "torch:cpu:fp32", "torch:cpu:fp16", "torch:cpu:bf16",
@@ -71,7 +70,7 @@ class TorchTarget(Target):
             )
         import torch
 
-        dtype = getattr(torch, _DTYPE_NAMES[self.spec.dtype or "fp32"])
+        dtype = getattr(torch, TORCH_DTYPE_NAMES[self.spec.dtype or "fp32"])
         source = load_torch_source(model.location)
         module = source.module_in(dtype)
         source.reset_buffers(module)
