@@ -15,8 +15,10 @@ only when something fails, on the *same conversion path* as the failing cell:
   the runtime's rules (:mod:`nebisect.mil.semantics.rules`) are not precision.
 
 The culprit (:mod:`nebisect.detect.culprit`) costs one more evaluation, recording
-intermediates. Every probe is a cell of the workbench, so it is cached across targets and
-a probe the matrix already ran is never run twice.
+intermediates; a ``conversion`` culprit two, the exact program's intermediates and torch's
+own on the same conversion path (:mod:`nebisect.sources.torch_graph`), once per path and
+input set whatever the targets that show it. Every probe is a cell of the workbench, so it
+is cached across targets and a probe the matrix already ran is never run twice.
 """
 
 from __future__ import annotations
@@ -24,10 +26,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nebisect.case import REFERENCE_TARGET, Case, CaseOptions
-from nebisect.detect.culprit import by_intermediates, by_outputs, first_nonfinite
+from nebisect.detect.culprit import (
+    by_intermediates,
+    by_outputs,
+    by_torch,
+    diverging_outputs,
+    first_nonfinite,
+)
 from nebisect.evaluate.judge import evaluate, split_arrays
+from nebisect.evaluate.programs import ProgramOutline
 from nebisect.evaluate.workbench import CellKey, Workbench, reference_failure
 from nebisect.search.records import Culprit
+from nebisect.sources.convert import CONVERSION
+from nebisect.sources.torch_graph import torch_intermediates
 from nebisect.targets import spec_of
 from nebisect.verdict import Verdict, exact_dtype, mismatch_signature
 
@@ -59,6 +70,8 @@ class Attributor:
 
     bench: Workbench
     _explained: dict[CellKey, tuple[str, Culprit | None]] = field(default_factory=dict)
+    #: the conversion culprit of each (path, inputs file): one for every target
+    _converted: dict[tuple[str, str], Culprit | None] = field(default_factory=dict)
 
     def explain(self, key: CellKey, verdict: Verdict) -> tuple[str, Culprit | None]:
         """The attribution of a failing cell and its culprit op (None when no op can be
@@ -128,22 +141,13 @@ class Attributor:
     def _culprit(self, key: CellKey, attribution: str, verdict: Verdict) -> Culprit | None:
         bench, target, path, npz = self.bench, key.target, key.path, key.inputs
         if attribution == "conversion":
-            verdict, arrays = bench.run(EXACT_PROBE, path, npz)
-            if not verdict.failed:
-                return None
-            judged = bench.case(EXACT_PROBE, path, npz).options
-            return by_outputs(bench.outline(EXACT_PROBE, path), split_arrays(arrays, "ref:"),
-                              split_arrays(arrays, "out:"),
-                              judged.judging_precision(spec_of(EXACT_PROBE).precision))
+            if (path, npz) not in self._converted:
+                self._converted[path, npz] = self._conversion_culprit(path, npz)
+            return self._converted[path, npz]
         if bench.source.ref.is_torch and not path:
             return None  # a torch target: no program whose ops could be named
-        cell = bench.case(target, path, npz)
-        options = CaseOptions(plugins=tuple(bench.plugins), intermediates=True,
-                              steps=cell.options.steps)
-        case = Case(cell.ref, target, inputs_path=npz,
-                    model_sha256=cell.model_sha256, inputs_sha256=cell.inputs_sha256,
-                    options=options)
-        outcome = evaluate(case, reference=EXACT_PROBE, isolator=bench.isolator,
+        outcome = evaluate(self._intermediates_case(target, path, npz),
+                           reference=EXACT_PROBE, isolator=bench.isolator,
                            timeout=bench.timeouts.predict)
         target_mid = split_arrays(outcome.arrays, "mid:")
         if not target_mid:
@@ -156,3 +160,48 @@ class Attributor:
             # culprit is where the program's own values stop being finite.
             return first_nonfinite(graph, reference)
         return found
+
+    def _intermediates_case(self, target: str, path: str, npz: str, steps: int = 0) -> Case:
+        """The case of a cell that records every intermediate value (over ``steps``
+        steps: the cell's own when 0)."""
+        cell = self.bench.case(target, path, npz)
+        options = CaseOptions(plugins=tuple(self.bench.plugins), intermediates=True,
+                              steps=steps or cell.options.steps)
+        return Case(cell.ref, target, inputs_path=npz, model_sha256=cell.model_sha256,
+                    inputs_sha256=cell.inputs_sha256, options=options)
+
+    def _conversion_culprit(self, path: str, npz: str) -> Culprit | None:
+        """Where the exact program on ``path`` first disagrees with torch at the inputs
+        ``npz``: by torch's intermediates (:func:`by_torch`), else by the outputs."""
+        bench = self.bench
+        verdict, arrays = bench.run(EXACT_PROBE, path, npz)
+        if not verdict.failed:
+            return None
+        graph = bench.outline(EXACT_PROBE, path)
+        precision = bench.case(EXACT_PROBE, path, npz).options.judging_precision(
+            spec_of(EXACT_PROBE).precision)
+        torch_outputs, program_outputs = split_arrays(arrays, "ref:"), split_arrays(arrays, "out:")
+        diverging = [name for name, _ in diverging_outputs(graph, torch_outputs,
+                                                           program_outputs, precision)]
+        return self._torch_culprit(path, npz, graph, diverging, precision) or by_outputs(
+            graph, torch_outputs, program_outputs, precision)
+
+    def _torch_culprit(self, path: str, npz: str, graph: ProgramOutline,
+                       diverging: list[str], precision: str) -> Culprit | None:
+        """:func:`by_torch` on the exact program's intermediates and torch's, each
+        recorded in a child; None for a stateful source (one call of torch's graph is
+        not a decode loop), when no output diverges or when torch's intermediates could
+        not be recorded."""
+        bench = self.bench
+        if not path or bench.source.states or not diverging:
+            return None
+        recorded = torch_intermediates(
+            bench.source.location, npz, path, spec_of(bench.reference).dtype or "fp64",
+            isolator=bench.isolator, needs=CONVERSION, timeout=bench.timeouts.convert)
+        if recorded is None:
+            return None
+        outcome = evaluate(self._intermediates_case(EXACT_PROBE, path, npz, steps=1),
+                           reference=None, isolator=bench.isolator,
+                           timeout=bench.timeouts.predict)
+        return by_torch(graph, split_arrays(outcome.arrays, "mid:"), *recorded, diverging,
+                        precision)

@@ -7,10 +7,15 @@ reduce_log_sum_exp "var_12"``. Two comparisons, depending on the attribution:
   evaluation (``sim:fp64``) of the same program, by first-divergence search over the
   program's topological order (:func:`nebisect.ddmin.first_divergence` with
   :meth:`~nebisect.ddmin.Dag.frontier`, each value judged as ``bisect`` judges it);
-* ``conversion`` — the divergence is between torch and the fp64 program, and torch's
-  intermediates have no MIL names to be matched by. What *is* available are the
-  outputs: the culprit is the op producing the first (in program order) output that
-  disagrees with torch, marked ``matched=False`` and said so — nothing is invented.
+* ``conversion`` — the divergence is between torch and the fp64 program. coremltools
+  names the MIL values after torch's nodes, so torch's own intermediates (recorded by
+  :mod:`nebisect.sources.torch_graph`) are matched to MIL values where that is sure
+  (:mod:`nebisect.detect.torch_match`), and the culprit is the first op, in program
+  order, whose matched value disagrees and carries that to a diverging output
+  (:func:`by_torch`): where the divergence enters, not the op that shows it at the
+  output. Where no matched value does, what is left are the outputs: the op producing
+  the first (in program order) output that disagrees with torch, marked
+  ``matched=False`` and said so (:func:`by_outputs`) — nothing is invented.
 
 Parent side, no processes: the caller hands in the recorded arrays and the program.
 """
@@ -23,8 +28,11 @@ import numpy as np
 
 from nebisect.case import REFERENCE_TARGET
 from nebisect.ddmin import first_divergence
+from nebisect.detect.torch_match import candidates, placed, reaching
 from nebisect.report.payload import OpError
 from nebisect.search.records import Culprit
+from nebisect.sources.convert import PATH_LABELS
+from nebisect.sources.torch_graph import TorchGraph
 from nebisect.verdict import compare, mismatch_signature, value_divergence
 
 #: what a culprit found by intermediates compared, and the words for a conversion one
@@ -41,8 +49,10 @@ STATE_WRITES = ("coreml_update_state",)
 #: the cliffs a culprit search follows to the op where they appear (see
 #: :func:`by_intermediates`)
 NONFINITE, COLLAPSE = mismatch_signature("nonfinite"), mismatch_signature("collapse")
-OUTPUTS_ONLY = ("outputs against torch (torch's intermediates cannot be matched to MIL ops: "
-                "the op producing the first diverging output)")
+OUTPUTS_ONLY = ("outputs against torch (no value matched to torch's intermediates carries "
+                "the divergence: the op producing the first diverging output)")
+#: how a culprit found by torch's intermediates says what it compared
+BY_TORCH = "intermediates against torch"
 
 
 def by_intermediates(graph: Any, target: dict[str, np.ndarray],
@@ -147,9 +157,46 @@ def _op_error(index: int, dag: Any, op_types: dict[str, str], target: dict[str, 
                    all(c.passed for c in compared))
 
 
-def by_outputs(graph: Any, torch_outputs: dict[str, np.ndarray],
-               program_outputs: dict[str, np.ndarray], precision: str) -> Culprit | None:
-    """The op producing the earliest program output that disagrees with torch."""
+def by_torch(graph: Any, program: dict[str, np.ndarray], torch_graph: TorchGraph,
+             torch_values: dict[str, np.ndarray], diverging: list[str],
+             precision: str) -> Culprit | None:
+    """The first op of ``graph``, in program order, with a value in ``program`` (the
+    exact evaluation's intermediates, by MIL name) that disagrees with the value torch
+    computes for the node it is matched to (``torch_values``, by torch name; see
+    :mod:`nebisect.detect.torch_match`) and whose divergence reaches one of the
+    ``diverging`` outputs; None when no such value is found.
+
+    Every matched value is judged (:func:`~nebisect.verdict.compare`), not bisected
+    with :func:`~nebisect.ddmin.first_divergence`: matched values are sparse, so "a
+    matched value live after op i disagrees" is not monotone (a divergence carried
+    between two of them by unmatched values only, or one torch's own code discards),
+    and a bisection could step over the first."""
+    dag = graph.dag
+    matched = candidates(graph, program, torch_graph, torch_values)
+    kept = placed(dag, matched, torch_graph)
+    reference = {name: torch_values[matched[name].name] for name in kept}
+    judged = {name: compare(name, reference[name], program[name], precision) for name in kept}
+    disagree = {name for name, compared in judged.items() if not compared.passed}
+    found = reaching(dag, disagree, set(judged) - disagree, diverging)
+    if not found:
+        return None
+    name = min(found, key=lambda v: dag.position[dag.producer[v]])
+    op, node, compared = dag.producer[name], matched[name], judged[name]
+    called = node.name if node.name.startswith(node.op) else f"{node.name} ({node.op})"
+    said = (f"{BY_TORCH}: the first value of the program whose disagreement with the "
+            f"{PATH_LABELS.get(torch_graph.path, torch_graph.path)} node it is named after "
+            f"reaches the outputs, {called}: {compared.detail}")
+    return Culprit(op, graph.op_types[op], mismatch_signature(compared.kind), said,
+                   ops=_chart(dag.position[op], dag, graph.op_types, program, reference,
+                              precision),
+                   rules=_rules_at(graph, op))
+
+
+def diverging_outputs(graph: Any, torch_outputs: dict[str, np.ndarray],
+                      program_outputs: dict[str, np.ndarray],
+                      precision: str) -> list[tuple[str, str]]:
+    """(name, mismatch kind) of each program output that disagrees with torch's, in
+    program order."""
     dag = graph.dag
     diverging = []
     for name, expected in torch_outputs.items():
@@ -158,10 +205,17 @@ def by_outputs(graph: Any, torch_outputs: dict[str, np.ndarray],
         compared = compare(name, expected, program_outputs[name], precision)
         if not compared.passed:
             diverging.append((dag.position[dag.producer[name]], name, compared.kind))
+    return [(name, kind) for _, name, kind in sorted(diverging)]
+
+
+def by_outputs(graph: Any, torch_outputs: dict[str, np.ndarray],
+               program_outputs: dict[str, np.ndarray], precision: str) -> Culprit | None:
+    """The op producing the earliest program output that disagrees with torch."""
+    diverging = diverging_outputs(graph, torch_outputs, program_outputs, precision)
     if not diverging:
         return None
-    _, name, kind = min(diverging)
-    op = dag.producer[name]
+    name, kind = diverging[0]
+    op = graph.dag.producer[name]
     return Culprit(op, graph.op_types[op], mismatch_signature(kind), OUTPUTS_ONLY, matched=False,
                    rules=_rules_at(graph, op))
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from rich.markup import escape
 
 from nebisect.detect.causes import RunFinding
+from nebisect.detect.culprit import BY_TORCH
 from nebisect.detect.findings import Row
 from nebisect.errors import CannotJudge
 from nebisect.inputs.guided import Margin
@@ -68,8 +69,9 @@ def finding_lines(finding: RunFinding, *, next_command: str = "") -> list[str]:
         f"    {target}{f' [{PATH_LABELS.get(c.path, c.path)}]' if c.path else ''}: "
         f"{cliff_line(c)}" for target, c in finding.cliffs)
     lines += [escape(line) for line in shown]
-    if group.culprit is not None and not group.culprit.matched:
-        lines.append(f"    culprit from {group.culprit.compared}")
+    culprit = group.culprit
+    if culprit is not None and (not culprit.matched or culprit.compared.startswith(BY_TORCH)):
+        lines.append(escape(f"    culprit from {culprit.compared}"))
     if next_command:
         lines.append(escape(f"    next: {next_command}"))
     return lines

@@ -181,7 +181,7 @@ def test_converter_override_on_one_path_is_a_conversion_bug_there_only(
         assert (broken.verdict.signature, broken.attribution) == ("mismatch:tolerance",
                                                                    "conversion")
         assert broken.culprit is not None and broken.culprit.op_type == "sigmoid"
-        assert not broken.culprit.matched  # torch has no MIL names: said, not invented
+        assert not broken.culprit.matched  # its one value is the output: said, not invented
     assert {g.path for g in report.groups} == {"trace"}
     (finding,) = report.findings
     assert finding.attribution == "conversion" and finding.op_type == "sigmoid"
