@@ -3,8 +3,12 @@
 ``precision: reduce_log_sum_exp returns inf/NaN in fp16 from |input| ≈ 7.63 (sim:fp16,
 sim:ane; both paths); in fp32 from |input| ≈ 88.7 (sim:fp32)`` — where the failure
 enters, at which op, what it does, from which input on at each precision, on which
-targets and conversion paths. An error finding names its stage and its message instead;
-a compression finding its message (:func:`nebisect.detect.compression.failure_words`).
+targets and conversion paths. Where the factory's example inputs fail with another
+symptom than the finding's worst, the title says first what the example shows
+(``conversion: select is off beyond tolerance at the example inputs (…); returns inf/NaN
+in fp32 at mask(ones) (…)``): the example is the input a user knows. An error finding
+names its stage and its message instead; a compression finding its message
+(:func:`nebisect.detect.compression.failure_words`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from nebisect.detect.causes import COMPRESSION, RunFinding, symptom_of
+from nebisect.detect.causes import COMPRESSION, SEVERITY, RunFinding, symptom_of
 from nebisect.search.records import FailureGroup
 from nebisect.search.space import Member
 from nebisect.sources.convert import CURED_PREFIX, CURED_SUFFIX, OVERRIDES_NOTE, PATH_LABELS
@@ -33,6 +37,9 @@ PHRASES = {
 }
 #: an error message is cut here in a title (report.json keeps it whole)
 MESSAGE_CHARS = 160
+#: the members that stand for an input set of their own rather than for a value scale:
+#: the example, generated inputs, ``--inputs``
+OWN_INPUTS = ("example", "length", "inputs")
 
 
 def trigger_words(member: Member) -> str:
@@ -46,7 +53,8 @@ def trigger_words(member: Member) -> str:
         extent = "" if math.isclose(abs(member.x), member.magnitude, rel_tol=1e-3) else (
             f" (|input| ≤ {member.magnitude:.3g})")
         return f"from {member.family} x ≈ {member.x:.3g}{extent}"
-    if member.magnitude == 0:
+    if member.magnitude == 0 or member.family not in OWN_INPUTS:
+        # a variant (mask(ones), tokens(last)) is what fails, not its values' scale
         return f"at {member.label}"
     return f"from |input| ≈ {member.magnitude:.3g}"
 
@@ -157,6 +165,10 @@ def _title(finding: RunFinding, run_paths: Sequence[str], words: Wording = RUN_W
         return (f"{head}{what} fails at {finding.stage}: {message} "
                 f"({words.where(finding.targets, finding.paths, run_paths)})")
     phrase = PHRASES.get(finding.symptom, finding.symptom)
+    at_example = _example_clause(finding, run_paths, words)
+    if at_example:
+        head = f"{head}{what} {at_example}; "
+        what = ""
     clauses = []
     # A cliff's tolerance misses on the way to it are not where it returns inf/NaN.
     showing = [g for g in finding.groups if symptom_of(g.signature) == finding.symptom]
@@ -167,11 +179,29 @@ def _title(finding: RunFinding, run_paths: Sequence[str], words: Wording = RUN_W
         clauses.append(f"in {precision} {words.trigger(member)}{at_step}"
                        + (f" ({shown})" if shown else ""))
     nearer = finding.smallest
-    if showing and nearer.magnitude < min(g.smallest.magnitude for g in showing):
+    if showing and nearer.magnitude < min(g.smallest.magnitude for g in showing) and (
+            not at_example.startswith(PHRASES["tolerance"])):
         clauses.append(f"off beyond tolerance {words.trigger(nearer)}")
     also = [a for a in finding.attributions[1:] if a]
     seen = f"; also attributed {', '.join(also)} at larger inputs" if also else ""
-    return f"{head}{what} {phrase} " + "; ".join(clauses) + seen
+    return f"{head}{f'{what} ' if what else ''}{phrase} " + "; ".join(clauses) + seen
+
+
+def _example_clause(finding: RunFinding, run_paths: Sequence[str], words: Wording) -> str:
+    """``is off beyond tolerance at the example inputs (targets; paths)`` when the
+    example fails with another symptom than the finding's (the worst of them when
+    several); '' when it shows the finding's, or does not fail."""
+    failing = [g for g in finding.groups if any(m.family == "example" for m in g.members)]
+    shown = {symptom_of(g.signature) for g in failing}
+    if not shown or finding.symptom in shown:
+        return ""
+    worst = min(shown, key=lambda s: SEVERITY.index(s) if s in SEVERITY else len(SEVERITY))
+    groups = [g for g in failing if symptom_of(g.signature) == worst]
+    example = next(m for g in groups for m in g.members if m.family == "example")
+    where = words.where(list(dict.fromkeys(g.target for g in groups)),
+                        [g.path for g in groups], run_paths)
+    return (f"{PHRASES.get(worst, worst)} {words.trigger(example)}"
+            + (f" ({where})" if where else ""))
 
 
 def _cut(message: str) -> str:

@@ -84,6 +84,31 @@ def test_a_cliff_is_titled_where_it_returns_inf_and_says_where_it_starts_driftin
         "torch.export only); off beyond tolerance from const x ≈ 192")
 
 
+def test_a_title_says_first_what_the_example_shows() -> None:
+    """A converter that flips a padding mask: the example (padded) is off beyond
+    tolerance, a mask with nothing padded returns NaN — the title leads with the example,
+    and names the mask variant, not its inputs' scale (the example's own 3.41)."""
+    example = Member("example", "example", None, 3.41)
+    ones = Member("masks", "mask(ones)", None, 3.41)
+    culprit = Culprit("masked_fill", "select", "mismatch:shape", "intermediates against torch")
+    groups = [FailureGroup("sim:fp64", "export", "mismatch:tolerance", "conversion", culprit,
+                           example, "", [example]),
+              FailureGroup("sim:fp32", "export", "mismatch:tolerance", "conversion", culprit,
+                           example, "", [example]),
+              FailureGroup("sim:fp32", "export", "mismatch:nonfinite", "conversion", culprit,
+                           ones, "", [ones])]
+    (finding,) = _findings(groups)
+    assert finding.symptom == "nonfinite"
+    assert finding.title == (
+        "conversion: select is off beyond tolerance at the example inputs (sim:fp64, "
+        "sim:fp32; torch.export only); returns inf/NaN in fp32 at mask(ones) (sim:fp32; "
+        "torch.export only)")
+    # where the example shows the finding's own symptom, the title is as it was
+    (alone,) = _findings(groups[2:])
+    assert alone.title == ("conversion: select returns inf/NaN in fp32 at mask(ones) "
+                           "(sim:fp32; torch.export only)")
+
+
 def test_an_unnamed_tolerance_miss_far_from_any_cliff_stays_its_own_finding() -> None:
     groups = [_group("sim:fp16", "export", "mismatch:nonfinite", "precision", "log", 500.0),
               _group("sim:fp16", "export", "mismatch:tolerance", "precision", None, 1.0)]
