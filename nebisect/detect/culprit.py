@@ -173,7 +173,7 @@ def by_torch(graph: Any, program: dict[str, np.ndarray], torch_graph: TorchGraph
     and a bisection could step over the first."""
     dag = graph.dag
     matched = candidates(graph, program, torch_graph, torch_values)
-    kept = placed(dag, matched, torch_graph)
+    kept = placed(graph, matched, torch_graph)
     reference = {name: torch_values[matched[name].name] for name in kept}
     judged = {name: compare(name, reference[name], program[name], precision) for name in kept}
     disagree = {name for name, compared in judged.items() if not compared.passed}

@@ -14,7 +14,10 @@ name only with
 * the same place in the graph (:func:`placed`): torch's nearest inputs that the program
   computes too — looked for through the nodes it holds no value of (a ``clone``, a
   ``dropout``, a folded constant) — are all among the MIL value's ancestors, and there
-  is at least one.
+  is at least one; and where torch's op only moves data (a ``transpose``), so do the MIL
+  ops between those inputs and the value. coremltools' passes move arithmetic across
+  such ops: its attention lowering scales the query before the ``transpose`` that keeps
+  torch's name (SegFormer's ``transpose_10`` holds a quarter of torch's).
 
 Nothing else is matched: an unmatched value is never compared. A matched value that
 disagrees is where a failure enters only if its divergence reaches a diverging output
@@ -35,6 +38,15 @@ from nebisect.sources.torch_graph import TorchGraph, TorchNode
 #: ops through which a MIL value is still the value named after the node
 PASS_THROUGH = ("cast", "identity")
 RESHAPES = ("reshape", "expand_dims", "squeeze")
+#: MIL ops that only move (or retype) data
+MIL_MOVES = (*PASS_THROUGH, *RESHAPES, "transpose", "slice_by_index", "slice_by_size", "tile",
+             "concat", "stack", "split", "gather", "gather_along_axis", "reverse")
+#: torch ops that only move data: between their inputs and their value a program may hold
+#: nothing but :data:`MIL_MOVES`
+TORCH_MOVES = ("view", "_unsafe_view", "view_copy", "reshape", "reshape_as", "unflatten",
+               "flatten", "unsqueeze", "squeeze", "permute", "transpose", "t", "numpy_T",
+               "select", "slice", "narrow", "expand", "expand_as", "repeat", "cat", "stack",
+               "clone", "contiguous", "alias", "detach")
 CONVOLUTIONS = ("conv", "conv_transpose")
 #: torch op → the MIL op types coremltools 9.0's torch frontend may end its conversion
 #: with, where they are not the op's own name (read off ``frontend/torch/ops.py``); an
@@ -139,19 +151,40 @@ def candidates(graph: Any, program: dict[str, np.ndarray], torch_graph: TorchGra
     return found
 
 
-def placed(dag: Any, matched: dict[str, TorchNode], torch_graph: TorchGraph) -> set[str]:
+def placed(graph: Any, matched: dict[str, TorchNode], torch_graph: TorchGraph) -> set[str]:
     """The MIL values of ``matched`` that are where their node is in torch's graph:
     torch's nearest inputs of the node that the program computes too (its values and
-    inputs) are all among the value's ancestors, and there is one."""
+    inputs) are all among the value's ancestors, and there is one; for a node that only
+    moves data, only data moves between them and the value."""
+    dag = graph.dag
     held = set(dag.producer) | set(dag.inputs)
     nodes = {n.name: n for n in torch_graph.nodes}
     index, ancestors = _ancestors(dag)
     found = set()
     for name, node in matched.items():
         nearest = _nearest_held(node, nodes, held)
-        if nearest and all(ancestors[name] >> index[v] & 1 for v in nearest):
+        if nearest and all(ancestors[name] >> index[v] & 1 for v in nearest) and (
+                node.op not in TORCH_MOVES or _moves_only(graph, name, nearest)):
             found.add(name)
     return found
+
+
+def _moves_only(graph: Any, name: str, inputs: set[str]) -> bool:
+    """Are the MIL ops from ``inputs`` to the value ``name`` (its producer included) all
+    :data:`MIL_MOVES`?"""
+    dag = graph.dag
+    seen: set[str] = set()
+    stack = [name]
+    while stack:
+        value = stack.pop()
+        producer = dag.producer.get(value)
+        if value in inputs or value in seen or producer is None:
+            continue
+        seen.add(value)
+        if graph.op_types[producer] not in MIL_MOVES:
+            return False
+        stack.extend(dag.consumes[producer])
+    return True
 
 
 def reaching(dag: Any, disagree: set[str], agree: set[str], ends: list[str]) -> set[str]:

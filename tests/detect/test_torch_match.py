@@ -97,7 +97,7 @@ def test_a_value_named_like_a_torch_node_elsewhere_is_never_blamed() -> None:
     names match, the places do not, so its disagreement blames nothing."""
     matched = candidates(OUTLINE, _program(), GRAPH, TORCH)
     assert "mul_1" in matched  # the name, op and shape match
-    assert placed(OUTLINE.dag, matched, GRAPH) == set(matched) - {"mul_1"}
+    assert placed(OUTLINE, matched, GRAPH) == set(matched) - {"mul_1"}
     assert by_torch(OUTLINE, _program(), GRAPH, TORCH, OUTPUT, "fp32") is None
 
 
@@ -162,3 +162,25 @@ def test_a_divergence_torch_itself_discards_is_not_the_culprit() -> None:
     assert reaching(dag, {"_to_copy", "mul"}, {"log"}, OUTPUT) == {"_to_copy", "mul"}
     # and a divergence that reaches no diverging output blames nothing
     assert reaching(dag, {"_to_copy"}, {"log", "where"}, OUTPUT) == set()
+
+
+def test_a_moved_value_keeps_its_name_but_not_its_place() -> None:
+    """coremltools' attention lowering scales the query before the transpose that keeps
+    torch's name: SegFormer's ``transpose_10`` holds a quarter of torch's. torch's
+    transpose only moves data; the program's holds a ``mul`` between: not matched."""
+    moved = ProgramOutline(
+        Dag(["reshape_0", "mul_3", "transpose_4", "matmul_0"],
+            {"reshape_0": ["x"], "mul_3": ["view_12"], "transpose_4": ["mul_1"],
+             "matmul_0": ["transpose_10"]},
+            {"reshape_0": ["view_12"], "mul_3": ["mul_1"], "transpose_4": ["transpose_10"],
+             "matmul_0": ["output"]}, ["x"], ["output"]),
+        {"reshape_0": "reshape", "mul_3": "mul", "transpose_4": "transpose",
+         "matmul_0": "matmul"})
+    graph = TorchGraph("export", [_node("x", "input"), _node("view_12", "view", "x"),
+                                  _node("transpose_10", "transpose", "view_12")])
+    values = {"view_12": np.ones((2, 4)), "transpose_10": np.ones((4, 2))}
+    program = {**values, "mul_1": np.full((2, 4), 0.25), "transpose_10": np.full((4, 2), 0.25)}
+    matched = candidates(moved, program, graph, values)
+    assert sorted(matched) == ["transpose_10", "view_12"]
+    assert placed(moved, matched, graph) == {"view_12"}
+    assert by_torch(moved, program, graph, values, OUTPUT, "fp32") is None
