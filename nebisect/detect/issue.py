@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from nebisect.detect.causes import RunFinding
-from nebisect.detect.culprit import BY_INTERMEDIATES, OUTPUTS_ONLY, OWN_NONFINITE
+from nebisect.detect.culprit import BY_INTERMEDIATES, BY_TORCH, OUTPUTS_ONLY, OWN_NONFINITE
 from nebisect.detect.findings import Row
 from nebisect.detect.titles import input_words, issue_title
 from nebisect.isolation.provenance import package_version, provenance
@@ -57,8 +57,9 @@ LOCATED = {
     OWN_NONFINITE: "the first op that computes inf/NaN from finite values, in the program "
                    "evaluated exactly (float64)",
     OUTPUTS_ONLY: "the op producing the first model output that disagrees with torch: "
-                  "torch's intermediate values cannot be matched to MIL ops, so only "
-                  "outputs were compared and the cause may lie upstream of it",
+                  "no MIL value matched to torch's own intermediate values (by name, op, "
+                  "shape and place) carries the divergence there, so the cause may lie "
+                  "upstream of it",
 }
 
 
@@ -93,7 +94,8 @@ def located(culprit: Culprit | None) -> str:
     a culprit)."""
     if culprit is None:
         return ""
-    said = LOCATED.get(culprit.compared, culprit.compared)
+    # found by torch's intermediates, its words say which node and what differs
+    said = LOCATED.get(culprit.compared) or culprit.compared.removeprefix(f"{BY_TORCH}: ")
     if culprit.constants:
         said += f"; it reads the constant(s) {', '.join(culprit.constants)}"
     return said

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from nebisect.detect.causes import root_causes
-from nebisect.detect.culprit import OUTPUTS_ONLY
+from nebisect.detect.culprit import BY_TORCH, OUTPUTS_ONLY
 from nebisect.detect.findings import Row
 from nebisect.detect.issue import environment, issue_finding, located, target_words
 from nebisect.detect.report import report_findings
@@ -92,3 +92,11 @@ def test_targets_versions_and_culprits_in_words() -> None:
     assert located(Culprit("mask", "select", "mismatch:nonfinite", "elsewhere",
                            constants=("'var_3' = -inf",))) == (
         "elsewhere; it reads the constant(s) 'var_3' = -inf")
+    by_torch = Culprit("masked_fill", "select", "mismatch:shape",
+                       f"{BY_TORCH}: the first value of the program whose disagreement with "
+                       "the torch.export node it is named after reaches the outputs, "
+                       "masked_fill: dtype bool where the reference is float64")
+    assert located(by_torch) == (
+        "the first value of the program whose disagreement with the torch.export node it is "
+        "named after reaches the outputs, masked_fill: dtype bool where the reference is "
+        "float64")
