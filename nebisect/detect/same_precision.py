@@ -8,11 +8,12 @@ does. So for each failure group of a precision finding, torch runs the model at 
 group's precision on the group's smallest trigger and on its other failing input sets
 from the largest down (:data:`PEER_INPUTS` in all) — judged against the same float64
 reference by the same oracle (:func:`nebisect.verdict.compare`), in the ULPs the
-program's own case is judged in — and the largest errors of both are set side by side
-(:class:`TorchPeer`, :func:`worst_pair`). The largest, not the trigger's alone: a
-trigger localized at a cliff's edge is where the program has just crossed the tolerance,
-which torch, rounding in another order, may not have yet (Wav2Vec2's constant waveform
-of 0.0011: Core ML 8.7e-5, torch fp32 1.4e-5; at 1.0: 0.064 and 0.027).
+program's own comparisons count (:func:`judged_in`) — and the largest errors of both are
+set side by side (:class:`TorchPeer`, :func:`worst_pair`). The largest, not the
+trigger's alone: a trigger localized at a cliff's edge is where the program has just
+crossed the tolerance, which torch, rounding in another order, may not have yet
+(Wav2Vec2's constant waveform of 0.0011: Core ML 8.7e-5, torch fp32 1.4e-5; at 1.0:
+0.064 and 0.027).
 
 * The precision is the target's: an fp16 target is compared with ``torch:cpu:fp16`` when
   torch runs the model in half on the CPU, else with ``torch:cpu:fp32`` (a model whose
@@ -143,6 +144,14 @@ def error_ratio(program: Comparison, peer: Comparison) -> float:
     return program.max_ulp_error / peer.max_ulp_error
 
 
+def judged_in(verdict: Verdict) -> str:
+    """The precision whose ULPs ``verdict``'s comparisons count ("" when it measured
+    none): the target's, or the one its case is judged in (an fp32 program whose
+    outputs are fp16 is judged in fp16)."""
+    measured = verdict.error_metrics.comparisons if verdict.error_metrics else []
+    return next((c.precision for c in measured if c.precision), "")
+
+
 def paired(program: Verdict, peer: Verdict) -> list[tuple[Comparison, Comparison]]:
     """Each output the program fails at, with torch's comparison of it (none when torch
     returned no such output)."""
@@ -235,19 +244,20 @@ class TorchPeers:
 
     def peer(self, group: FailureGroup) -> TorchPeer | None:
         """Torch beside ``group``'s program on :func:`compared_inputs`, at the first torch
-        target of its precision that runs the model on its trigger (None: none does, or
-        nothing compares)."""
+        target of its precision that runs the model on its trigger, judged in the ULPs
+        the program's trigger was (None: none runs it, or nothing compares)."""
         spec = spec_of(group.target)
         files = {label: self.bench.saved[label] for label in compared_inputs(group)
                  if label in self.bench.saved}
         if group.smallest.label not in files or not spec.runs_programs:
             return None
-        precision = self.bench.case(group.target, group.path, files[group.smallest.label]
-                                    ).options.judging_precision(spec.precision)
+        programs = {label: self.bench.run(group.target, group.path, npz)[0]
+                    for label, npz in files.items()}
+        precision = judged_in(programs[group.smallest.label]) or spec.precision
+        trigger = files[group.smallest.label]
         torch = next((t for t in PEERS.get(spec.precision, ()) if t != self.bench.reference
-                      and self.evaluate(t, precision, files[group.smallest.label]) is not None), "")
-        pairs = {label: paired(self.bench.run(group.target, group.path, npz)[0], verdict)
-                 for label, npz in files.items()
+                      and self.evaluate(t, precision, trigger) is not None), "")
+        pairs = {label: paired(programs[label], verdict) for label, npz in files.items()
                  if torch and (verdict := self.evaluate(torch, precision, npz)) is not None}
         compared = [label for label, found in pairs.items() if found]
         if not compared:
