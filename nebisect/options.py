@@ -29,9 +29,12 @@ T = TypeVar("T")
 
 INPUT_RANGE_HELP = (
     f"The values an input really takes: {INPUT_RANGE_FORMAT} (repeatable; wins over the "
-    "factory's 'input_domains'). Exploration stays inside; a hazard only beyond it is "
-    "reported as a margin, not a failure."
+    "factory's 'input_domains'). Exploration stays inside — an image's every pixel on its "
+    "channel's 8-bit levels; a hazard only beyond it is reported as a margin, not a "
+    "failure."
 )
+#: the metavar of ``--input-range``
+INPUT_RANGE_METAVAR = "NAME=DOMAIN"
 
 MASKED_OUTPUT_HELP = (
     f"Compare an output only where a mask input is 1: {MASKED_OUTPUT_FORMAT} "

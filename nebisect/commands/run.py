@@ -15,6 +15,7 @@ from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
 from nebisect.options import (
     INPUT_RANGE_HELP,
+    INPUT_RANGE_METAVAR,
     MASKED_OUTPUT_HELP,
     MEMORY_HELP,
 )
@@ -145,7 +146,7 @@ RUN_LIST_FAMILIES_OPTION = typer.Option(
     False, "--list-families", help="List the value families and exit.")
 RUN_SEED_OPTION = typer.Option(0, "--seed", help="Seed of the value families' random draws.")
 RUN_INPUT_RANGE_OPTION = typer.Option(
-    None, "--input-range", metavar="NAME=LO:HI", help=INPUT_RANGE_HELP)
+    None, "--input-range", metavar=INPUT_RANGE_METAVAR, help=INPUT_RANGE_HELP)
 RUN_MASKED_OUTPUT_OPTION = typer.Option(
     None, "--masked-output", metavar="OUTPUT=MASK", help=MASKED_OUTPUT_HELP)
 RUN_CONVERT_OPTION = typer.Option(

@@ -37,6 +37,13 @@ from nebisect.detect.discover import Discovery, explore_target, values_at
 from nebisect.detect.findings import Row, group_failures
 from nebisect.detect.realistic import beyond, realistic_floor, realistic_limit, value_scale
 from nebisect.detect.remote import run_cells
+from nebisect.detect.same_precision import (
+    PRECISION,
+    TorchPeer,
+    TorchPeers,
+    shared_with_torch,
+    worse_words,
+)
 from nebisect.detect.titles import title
 from nebisect.evaluate.compression import CompressionCheck
 from nebisect.evaluate.workbench import (
@@ -89,12 +96,14 @@ class RunReport(Record):
 
     json_form: ClassVar[Form] = Form(
         omit_defaults=("interrupted", "function", "compressed", "compression",
-                       "reference_note", "states", "steps"),
+                       "reference_note", "states", "steps", "shared_with_torch",
+                       "torch_peers", "torch_note"),
         derived=(("failed", "reference"), ("reference_failed", "reference")),
         order=("source", "function", "compressed", "reference", "reference_note", "failed",
                "reference_failed",
                "conversions", "rows",
-               "findings", "far_findings", "groups", "explorations", "discovery", "timings",
+               "findings", "far_findings", "shared_with_torch", "torch_peers", "torch_note",
+               "groups", "explorations", "discovery", "timings",
                "margins", "undeclared", "input_scale", "declared_scale", "input_roles",
                "masked_outputs", "masks_inferred", "states", "steps", "paths", "hazards",
                "compression", "interrupted"))
@@ -127,6 +136,16 @@ class RunReport(Record):
     #: findings only at inputs beyond realistic ones (:mod:`nebisect.detect.realistic`):
     #: margins, not failures
     far_findings: list[RunFinding] = field(default_factory=list)
+    #: precision findings torch computes as badly at the same precision
+    #: (:mod:`nebisect.detect.same_precision`): the model's own conditioning, notes, not
+    #: failures
+    shared_with_torch: list[RunFinding] = field(default_factory=list)
+    #: each precision failure group's program beside torch at its precision, over the
+    #: input sets it fails at: what decides :attr:`shared_with_torch` and what a
+    #: precision finding's title says of torch
+    torch_peers: list[TorchPeer] = field(default_factory=list)
+    #: the torch precisions that could not run the model, said once (``""``: none)
+    torch_note: str = ""
     #: what the graph says the inputs nobody declared are for, and the domain that
     #: gives them (token ids inside the table they index, …)
     input_roles: list[InputRole] = field(default_factory=list)
@@ -158,11 +177,12 @@ class RunReport(Record):
 
     @property
     def failed(self) -> bool:
-        """Did a row fail, other than one of a finding beyond realistic inputs or a
-        reference note (:attr:`reference_notes`)?"""
-        far = {group.key for finding in self.far_findings for group in finding.groups}
+        """Did a row fail, other than one of a finding beyond realistic inputs, one torch
+        shares at the same precision, or a reference note (:attr:`reference_notes`)?"""
+        apart = {group.key for finding in [*self.far_findings, *self.shared_with_torch]
+                 for group in finding.groups}
         notes = {id(row) for row in self.reference_notes}
-        return any(r.verdict.failed and not (r.role == "target" and r.key in far)
+        return any(r.verdict.failed and not (r.role == "target" and r.key in apart)
                    and id(r) not in notes for r in self.rows)
 
     @property
@@ -188,10 +208,14 @@ class RunReport(Record):
             self.rows, {t: e.cliffs for t, e in self.explorations.items()},
             self.input_scale, self.paths, cured)
         limit, floor = self.realistic_limit, realistic_floor(self.input_scale, self.undeclared)
-        self.findings = [f for f in found if not beyond(f, limit, floor)]
+        near = [f for f in found if not beyond(f, limit, floor)]
         self.far_findings = [f for f in found if beyond(f, limit, floor)]
-        for kept in (self.findings, self.far_findings):
+        self.shared_with_torch = [f for f in near if shared_with_torch(f, self.torch_peers)]
+        self.findings = [f for f in near if not shared_with_torch(f, self.torch_peers)]
+        for kept in (self.far_findings, self.shared_with_torch):
             numbered(kept, self.rows, lambda finding: title(finding, self.paths, cured))
+        numbered(self.findings, self.rows, lambda finding: title(
+            finding, self.paths, cured) + worse_words(finding, self.torch_peers))
 
     @property
     def cured_paths(self) -> list[str]:
@@ -314,6 +338,7 @@ class MatrixRunner:
                                 "seed": discovery.seed, "paths": list(self.paths)}
             self._explore(report, discovery, lengths)
         report.regroup()
+        self._beside_torch(report)
         report.timings = {"total": time.perf_counter() - started, **self.bench.seconds()}
         return report
 
@@ -324,6 +349,18 @@ class MatrixRunner:
         set alone leaves the others to start from (their cells still judged)."""
         failed = {r.input_set.label for r in report.rows if r.role == "reference"}
         return bool(failed) and all(s.member.label in failed for s in sets)
+
+    def _beside_torch(self, report: RunReport) -> None:
+        """Judge torch at the precision of each precision finding's groups, on the input
+        sets they fail at (:mod:`nebisect.detect.same_precision`), and regroup: a finding
+        torch computes as badly becomes a note."""
+        if not any(f.attribution == PRECISION for f in report.findings):
+            return
+        self.progress("judging the precision findings against torch at the same precision")
+        peers = TorchPeers(self.bench)
+        report.torch_peers = peers.compare(report.findings)
+        report.torch_note = peers.note()
+        report.regroup()
 
     def _expect_evaluations(self) -> None:
         """Announce the evaluations to come: their templates import while the source

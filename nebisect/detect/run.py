@@ -222,10 +222,11 @@ def _lint_errors(resolved: Source, options: RunOptions,
     causes beside the findings, :mod:`nebisect.detect.candidates`)."""
     from nebisect.hazards.graph import Range
     from nebisect.hazards.isolated import lint_isolated
-    from nebisect.sources.domains import RANGE
+    from nebisect.sources.domains import MASK
 
+    # an image's levels lie within [lo, hi]: a sound range for the interval analysis
     ranges = {name: Range(domain.lo, domain.hi) for name, domain in resolved.domains.items()
-              if domain.kind == RANGE}
+              if domain.kind != MASK}
     found = lint_isolated(resolved.ref, source=options.source, assume_fp16=False,
                           input_ranges=ranges, timeout=options.timeouts.load,
                           isolator=isolator)

@@ -12,6 +12,7 @@ from nebisect.detect.candidates import candidate_lines
 from nebisect.detect.compression import check_lines
 from nebisect.detect.placement_notes import placement_lines
 from nebisect.detect.realistic import REALISTIC_FACTOR, margin_line
+from nebisect.detect.same_precision import note_line
 from nebisect.detect.summary import (
     domain_lines,
     finding_lines,
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 def print_run(result: RunReport, index: TriggerIndex | None) -> None:
     """One block per finding, most severe first (with the command that bisects its saved
     trigger, when ``index`` has them); then the matrix, one line per target and path;
-    what nebisect could not judge; where the exploration's predictions went; margins."""
+    what nebisect could not judge; where the exploration's predictions went; margins;
+    notes on the precision findings torch computes as badly at the same precision."""
     console = Console()
     if result.reference_note:
         console.print(escape(f"reference: {result.reference_note}"), highlight=False,
@@ -50,6 +52,9 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
                  *state_lines(result), *domain_lines(result),
                  *(escape(margin_line(finding, result.input_scale, result.undeclared))
                    for finding in result.far_findings),
+                 *(escape(note_line(finding, result.torch_peers))
+                   for finding in result.shared_with_torch),
+                 *([escape(f"note: {result.torch_note}")] if result.torch_note else []),
                  *map(escape, candidate_lines(result.findings, result.hazards)),
                  *(escape(note) for note in placement_lines(result.rows))]:
         console.print(line, highlight=False, soft_wrap=True)
@@ -59,7 +64,9 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
         judged = "the targets nebisect could judge" if gaps(result.rows) else "all targets"
         within = (f" at inputs within {REALISTIC_FACTOR:g}× of those the run starts from"
                   if result.far_findings else "")
-        console.print(f"[green]{judged} agree with the reference{within}[/]")
+        shared = (" as closely as torch does at their precision"
+                  if result.shared_with_torch else "")
+        console.print(f"[green]{judged} agree with the reference{within}{shared}[/]")
 
 
 def _function(result: RunReport) -> str:

@@ -90,13 +90,19 @@ class Source:
     def with_domains(self, given: dict[str, InputDomain]) -> Source:
         """This source with ``given`` domains added (``--input-range``: they win over the
         factory's and over the roles inferred from the graph); an input the model does
-        not take is an input error. An input declared a range is no mask: no inferred
-        masked output follows it."""
+        not take, or an image domain whose channels it does not have, is an input
+        error. An input declared a range is no mask: no inferred masked output follows
+        it."""
         names = [d.name for d in self.inputs]
         unknown = sorted(set(given) - set(names))
         if unknown:
             raise NebisectError(f"--input-range names {', '.join(unknown)}, not an input of "
                                 f"{self.location} ({', '.join(names)})")
+        for desc in self.inputs:
+            why = given[desc.name].fits(tuple(lo for lo, _ in desc.dims)) if (
+                desc.name in given) else ""
+            if why:
+                raise NebisectError(f"--input-range {desc.name}: {why}")
         masked = {output: mask for output, mask in self.masked_outputs.items()
                   if not self.masks_inferred or mask not in given or given[mask].kind == MASK}
         return replace(self, domains={**self.domains, **given},

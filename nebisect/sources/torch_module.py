@@ -12,7 +12,8 @@ these attributes)::
                                                    # become the Core ML input names
         "dynamic_dims": {"tokens": {1: (1, 382)}}, # optional: {input: {axis: (min, max)}}
         "input_domains": {"pixels": (0.0, 1.0),    # optional: the values each input takes,
-                          "mask": "mask"},         # (lo, hi) or "mask" (sources/domains.py)
+                          "mask": "mask"},         # (lo, hi), "mask" or an image's 8-bit
+                                                   # levels "image:MEAN/STD" (sources/domains.py)
         "masked_outputs": {"hidden": "mask"},      # optional: outputs whose [batch, seq]
                                                    # positions follow a mask (inferred for
                                                    # [batch, seq, …] outputs otherwise)
@@ -444,6 +445,9 @@ def validated(text: str, module: Any, inputs: dict[str, Any], declared: dict[str
     dynamic = _dynamic_dims(text, inputs, declared.get("dynamic_dims") or {})
     domains = parse_domains(text, declared.get("input_domains"), inputs)
     for name, domain in domains.items():
+        why = domain.fits(tuple(inputs[name].shape))
+        if why:
+            raise NebisectError(f"{text}: the domain of {name!r}: {why}")
         if not domain.contains(inputs[name].detach().cpu().numpy()):
             raise NebisectError(f"{text}: example input {name!r} lies outside its declared "
                                 f"domain {domain.describe()}")

@@ -116,22 +116,26 @@ def test_the_api_takes_masked_output_as_the_cli_does(packages: dict[str, Path],
     assert result.report.masks_inferred is False
 
 
-@pytest.mark.parametrize(("options", "code", "masked"), [
-    ([], 1, {}),  # the factory says no output follows the mask
-    (["--masked-output", "last_hidden_state=attention_mask"], 0,
+@pytest.mark.parametrize(("options", "masked"), [
+    ([], {}),  # the factory says no output follows the mask
+    (["--masked-output", "last_hidden_state=attention_mask"],
      {"last_hidden_state": "attention_mask"}),
 ])
 def test_masked_output_declares_a_torch_factorys(inputs: dict[str, str], options: list[str],
-                                                 code: int, masked: dict[str, str]) -> None:
+                                                 masked: dict[str, str]) -> None:
+    """Compared, the padded positions overflow fp16 — in torch's own fp16 too, so the
+    finding is a note (exit 0 either way); declared masked, they are not compared."""
     done = _run(TORCH_UNMASKED, inputs["int"], *options)
-    assert done.returncode == code, done.stdout[-3000:] + done.stderr
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     report = json.loads(done.stdout)
     assert report["masked_outputs"] == masked and report["masks_inferred"] is False
     verdict = _fp16(report)
-    if code == 0:
+    if masked:
         assert verdict["metrics"]["masked"] == {"last_hidden_state": PADDED_ELEMENTS}
+        assert "shared_with_torch" not in report
     else:
         assert verdict["signature"] == "mismatch:nonfinite"
+        assert [note["symptom"] for note in report["shared_with_torch"]] == ["nonfinite"]
 
 
 @pytest.mark.parametrize(("source", "given", "message"), [

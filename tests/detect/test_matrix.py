@@ -308,34 +308,41 @@ def test_targets_that_cannot_run_here_are_an_input_error(tmp_path: Path) -> None
     assert "agree" not in done.stdout and not (tmp_path / "report" / "report.json").exists()
 
 
-@pytest.mark.parametrize(("factory", "extra", "code"), [
-    ("undeclared", [], 0),
-    ("undeclared", ["--input-range", "pixel_values=0:2048"], 1),
-    ("undeclared", ["--input-range", "pixel_values=0:1"], 0),
-    ("model", [], 0),
+@pytest.mark.parametrize(("factory", "extra"), [
+    ("undeclared", []),
+    ("undeclared", ["--input-range", "pixel_values=0:2048"]),
+    ("undeclared", ["--input-range", "pixel_values=0:1"]),
+    ("model", []),
 ])
 def test_a_far_trigger_is_a_margin_unless_a_declared_domain_reaches_it(
-        factory: str, extra: list[str], code: int) -> None:
+        factory: str, extra: list[str]) -> None:
     """The Linear overflows fp16 once pixels reach 1024, over a thousand times the
     example's largest pixel: without a domain a margin beside the findings (beyond 128×
-    the example), a failure once a declared domain reaches it, and lint's margin (1 024×
-    beyond [0, 1]) when the domain stops short of it."""
+    the example), judged once a declared domain reaches it — where torch in fp16
+    overflows too: the model's own fp16 range, a note (nebisect.detect.same_precision)
+    —, and lint's margin (1 024× beyond [0, 1]) when the domain stops short of it. No
+    case fails."""
     done = subprocess.run(
         [*NEBISECT, "run", f"{SUPPORT}/domain_models.py:{factory}", "-t", "sim:fp16",
          "--convert", "export", "--budget", "12", "--json", *extra],
         capture_output=True, text=True, timeout=600)
-    assert done.returncode == code, done.stderr
+    assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["failed"] is (code == 1) and bool(report["findings"]) is (code == 1)
+    assert report["failed"] is False and report["findings"] == []
     if not extra and factory == "undeclared":
         [far] = report["far_findings"]
         assert far["groups"][0]["smallest"]["label"] == "const(x=1024.0)"
         assert report["undeclared"] == ["pixel_values"] and report["margins"] == []
         assert 0.9 < report["input_scale"] <= 1.0
         return
-    if code == 1:
+    if "pixel_values=0:2048" in extra:
         assert report["groups"][0]["smallest"]["label"] == "const(x=1024.0)"
-        assert report["far_findings"] == []
+        assert report["far_findings"] == [] and report["margins"] == []
+        [note] = report["shared_with_torch"]
+        assert (note["op_type"], note["symptom"]) == ("linear", "nonfinite")
+        assert {(p["torch"], p["program"]["kind"], p["peer"]["kind"])
+                for p in report["torch_peers"]} == {("torch:cpu:fp16", "nonfinite",
+                                                     "nonfinite")}
         return
     [margin] = report["margins"]
     assert margin["op_type"] == "linear" and margin["domain"] == "[0, 1]"
@@ -365,22 +372,23 @@ def test_a_known_converter_incompatibility_names_the_overrides(message: str,
     assert ("--converter-overrides" in text) is named
 
 
-@pytest.mark.parametrize(("factory", "code"), [("padded_inferred", 0), ("padded_unmasked", 1)])
-def test_padded_positions_are_nobodys_bug(factory: str, code: int) -> None:
-    """fp16 overflows only where the mask is 0: no finding when the output follows the
-    mask (inferred from its [batch, seq, …] shape), a finding when the factory says no
-    output does."""
+@pytest.mark.parametrize("factory", ["padded_inferred", "padded_unmasked"])
+def test_padded_positions_are_nobodys_bug(factory: str) -> None:
+    """fp16 overflows only where the mask is 0: nothing fails when the output follows
+    the mask (inferred from its [batch, seq, …] shape); when the factory says no output
+    does, the padded positions are compared and fail — as they do in torch's own fp16,
+    so the finding is a note (the model's own fp16 range)."""
     done = subprocess.run(
         [*NEBISECT, "run", f"{SUPPORT}/domain_models.py:{factory}", "-t", "sim:fp16",
          "--convert", "export", "--lengths", "6", "--families", "masks", "--budget", "3",
          "--json"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == code, done.stdout[-3000:] + done.stderr
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     report = json.loads(done.stdout)
     fp16 = {r["input_set"]["label"]: r["verdict"] for r in report["rows"]
             if r["target"] == "sim:fp16"}
     assert {"example", "mask(ones)", "mask(left-padded)"} <= set(fp16)
     assert "mask(zeros)" not in fp16  # no input a model takes
-    if code == 0:
+    if factory == "padded_inferred":
         assert report["masked_outputs"] == {"last_hidden_state": "attention_mask"}
         assert report["masks_inferred"] is True and report["groups"] == []
         assert fp16["example"]["metrics"]["masked"] == {"last_hidden_state": 8}
@@ -389,6 +397,8 @@ def test_padded_positions_are_nobodys_bug(factory: str, code: int) -> None:
         assert report["masked_outputs"] == {}
         assert fp16["example"]["signature"] == "mismatch:nonfinite"
         assert fp16["mask(ones)"]["status"] == "pass"
+        [note] = report["shared_with_torch"]
+        assert note["symptom"] == "nonfinite" and report["findings"] == []
 
 
 NONFINITE_EXAMPLE = """
@@ -417,10 +427,11 @@ def test_an_example_holding_inf_ranks_its_findings_without_a_crash(tmp_path: Pat
     done = subprocess.run(
         [*NEBISECT, "run", f"{source}:model", "-t", "sim:fp16", "--convert", "export",
          "--budget", "8", "--json"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     # found beyond the example: the sum of four exps overflows fp16 from x ≈ 9.7 (the
-    # division then gives wrong finite values), exp itself from x ≈ 11.1
-    findings = json.loads(done.stdout)["findings"]
+    # division then gives wrong finite values), exp itself from x ≈ 11.1 — in torch's
+    # own fp16 too: notes, ranked as findings are
+    findings = json.loads(done.stdout)["shared_with_torch"]
     assert [(f["attribution"], f["symptom"], f["op_type"]) for f in findings] == [
         ("precision", "nonfinite", "exp"), ("precision", "tolerance", "reduce_sum")]
     assert all(f["smallest"]["label"] != "example" for f in findings)

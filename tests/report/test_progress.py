@@ -28,14 +28,15 @@ def test_plain_progress_writes_the_latest_message_at_most_every_interval() -> No
 
 def test_a_run_into_a_log_file_says_how_far_it_is() -> None:
     """stderr not a terminal (CI): plain progress lines, no escape codes (the pixels'
-    declared range reaches the Linear's overflow at 1024: a failure)."""
+    declared range reaches the Linear's overflow at 1024, where torch's fp16 overflows
+    too: judged, then compared with torch — a note)."""
     done = subprocess.run(
         [sys.executable, "-m", "nebisect", "run", f"{SUPPORT}/domain_models.py:undeclared",
          "-t", "sim:fp16", "--convert", "export", "--budget", "20",
          "--input-range", "pixel_values=0:2048"],
         capture_output=True, text=True, timeout=600,
         env={**os.environ, "NEBISECT_PROGRESS_INTERVAL": "1"})
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines and all(line.startswith("nebisect: [") for line in lines), lines
     assert any("predictions" in line for line in lines)
