@@ -38,7 +38,7 @@ from nebisect.detect.findings import Row, group_failures
 from nebisect.detect.realistic import beyond, realistic_floor, realistic_limit, value_scale
 from nebisect.detect.remote import run_cells
 from nebisect.detect.same_precision import (
-    PRECISION,
+    JUDGED_ATTRIBUTION,
     TorchPeer,
     TorchPeers,
     shared_with_torch,
@@ -354,7 +354,7 @@ class MatrixRunner:
         """Judge torch at the precision of each precision finding's groups, on the input
         sets they fail at (:mod:`nebisect.detect.same_precision`), and regroup: a finding
         torch computes as badly becomes a note."""
-        if not any(f.attribution == PRECISION for f in report.findings):
+        if not any(f.attribution == JUDGED_ATTRIBUTION for f in report.findings):
             return
         self.progress("judging the precision findings against torch at the same precision")
         peers = TorchPeers(self.bench)

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field, replace
 
 from nebisect.codec import Record
 from nebisect.detect.causes import RunFinding
+from nebisect.detect.titles import MESSAGE_CHARS
 from nebisect.evaluate.judge import evaluate
 from nebisect.evaluate.workbench import Workbench
 from nebisect.search.records import FailureGroup
@@ -66,11 +67,9 @@ PEERS = {"fp16": ("torch:cpu:fp16", "torch:cpu:fp32"),
          "bf16": ("torch:cpu:bf16", "torch:cpu:fp32"),
          "fp32": ("torch:cpu:fp32",)}
 #: comparison kinds that measure no error: the output is inf or NaN
-NONFINITE = ("nonfinite", "nan-suppressed")
+NO_ERROR_KINDS = ("nonfinite", "nan-suppressed")
 #: the attribution this module judges
-PRECISION = "precision"
-#: why torch could not run the model is cut here
-MESSAGE_CHARS = 160
+JUDGED_ATTRIBUTION = "precision"
 #: how many of a failure group's input sets torch runs on: its smallest trigger, then
 #: the largest (a cliff's edge alone says little: the program has just crossed the
 #: tolerance there)
@@ -117,11 +116,11 @@ class TorchPeer(Record):
         torch, program, peer = self.torch_words, self.program, self.peer
         count = len(self.inputs)
         where = "at its trigger" if count == 1 else f"over {count} of its failing input sets"
-        if program.kind in NONFINITE:
-            return (f"{torch} returns inf/NaN {where} too" if peer.kind in NONFINITE else
+        if program.kind in NO_ERROR_KINDS:
+            return (f"{torch} returns inf/NaN {where} too" if peer.kind in NO_ERROR_KINDS else
                     f"inf/NaN where {torch} stays finite (max error "
                     f"{peer.max_abs_error:.3g} {where})")
-        if peer.kind in NONFINITE:
+        if peer.kind in NO_ERROR_KINDS:
             return (f"{torch} returns inf/NaN {where}, where Core ML is off by at most "
                     f"{program.max_abs_error:.3g}")
         said = (f"max error {peer.max_abs_error:.3g} vs Core ML's "
@@ -136,9 +135,9 @@ def error_ratio(program: Comparison, peer: Comparison) -> float:
     """How many times ``peer``'s error ``program``'s is, in ULPs of the precision both
     were judged in: 1 when both return inf/NaN, 0 when only torch does, inf when only
     the program does (or torch is exact where the program is not)."""
-    if program.kind in NONFINITE or peer.kind in NONFINITE:
+    if program.kind in NO_ERROR_KINDS or peer.kind in NO_ERROR_KINDS:
         return {(True, True): 1.0, (False, True): 0.0}.get(
-            (program.kind in NONFINITE, peer.kind in NONFINITE), math.inf)
+            (program.kind in NO_ERROR_KINDS, peer.kind in NO_ERROR_KINDS), math.inf)
     if peer.max_ulp_error == 0:
         return math.inf if program.max_ulp_error > 0 else 1.0
     return program.max_ulp_error / peer.max_ulp_error
@@ -169,13 +168,14 @@ def worst_pair(pairs: Sequence[tuple[Comparison, Comparison]]) -> tuple[Comparis
     torch's largest where the program's is finite — an inf/NaN of torch's first. The
     largest against the largest: at a cliff's edge the program has just crossed the
     tolerance where torch may not have, deeper in they show how each computes it."""
-    unshared = [(p, t) for p, t in pairs if p.kind in NONFINITE and t.kind not in NONFINITE]
-    finite = [(p, t) for p, t in pairs if p.kind not in NONFINITE]
+    unshared = [(p, t) for p, t in pairs
+                if p.kind in NO_ERROR_KINDS and t.kind not in NO_ERROR_KINDS]
+    finite = [(p, t) for p, t in pairs if p.kind not in NO_ERROR_KINDS]
     if unshared or not finite:
         return (unshared or list(pairs))[0]
     program = max((p for p, _ in finite), key=lambda c: c.max_ulp_error)
     theirs = [t for _, t in finite]
-    peer = next((t for t in theirs if t.kind in NONFINITE), None) or max(
+    peer = next((t for t in theirs if t.kind in NO_ERROR_KINDS), None) or max(
         theirs, key=lambda c: c.max_ulp_error)
     return program, peer
 
@@ -183,7 +183,7 @@ def worst_pair(pairs: Sequence[tuple[Comparison, Comparison]]) -> tuple[Comparis
 def shared_with_torch(finding: RunFinding, peers: Sequence[TorchPeer]) -> bool:
     """Is ``finding`` the model's own conditioning: every group a precision failure whose
     peer is as bad?"""
-    return all(group.attribution == PRECISION and any(
+    return all(group.attribution == JUDGED_ATTRIBUTION and any(
         peer.matches(group) and peer.as_bad for peer in peers) for group in finding.groups)
 
 
@@ -238,8 +238,8 @@ class TorchPeers:
         package source: torch has no module to run)."""
         if not self.bench.source.ref.is_torch:
             return []
-        groups = [group for finding in findings if finding.attribution == PRECISION
-                  for group in finding.groups if group.attribution == PRECISION]
+        groups = [group for finding in findings if finding.attribution == JUDGED_ATTRIBUTION
+                  for group in finding.groups if group.attribution == JUDGED_ATTRIBUTION]
         return [peer for group in groups if (peer := self.peer(group)) is not None]
 
     def peer(self, group: FailureGroup) -> TorchPeer | None:
