@@ -18,7 +18,16 @@ two checkouts::
   counted);
 * fan-out paths: modules that map work over threads of isolators themselves;
 * the longest command function (``nebisect/commands``), in lines;
-* nebisect modules reachable from ``nebisect.commands.run`` by imports.
+* nebisect modules reachable from ``nebisect.commands.run`` by imports;
+* how options travel: parameters of ``nebisect run``'s command function, of
+  ``nebisect.run`` and of the function that checks its options; ``--memory`` /
+  ``--timeout`` declared in ``nebisect/commands``; module state set from functions
+  (``global`` statements, ``_STATE.x =``);
+* how targets and payloads travel: target-like names annotated as strings
+  (``target: str``, ``targets: tuple[str, ...]``, ``reference: str``), ``spec_of`` call sites
+  and their files, ``payload["…"]`` reads;
+* names: functions named ``run``, files named ``run.py`` / ``terminal.py``; imports of
+  isolation from the simulator (``mil/``).
 """
 
 from __future__ import annotations
@@ -171,6 +180,60 @@ def main(root: Path) -> None:
     print(f"fan-out paths                             {len(fan_out)} ({', '.join(fan_out)})")
     print(f"longest command function                  {length} lines ({where})")
     print(f"modules reachable from commands.run       {len(traced)}")
+    travel_figures(package, known, texts, graph)
+
+
+def parameters(file: Path, name: str) -> int | None:
+    """Parameters of the module-level function ``name`` in ``file`` (None: not there)."""
+    if not file.exists():
+        return None
+    for node in ast.parse(file.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            arguments = node.args
+            return (len(arguments.posonlyargs) + len(arguments.args) + len(arguments.kwonlyargs)
+                    + bool(arguments.vararg) + bool(arguments.kwarg))
+    return None
+
+
+def travel_figures(package: Path, known: dict[str, Path], texts: dict[str, str],
+                   graph: dict[str, set[str]]) -> None:
+    """The figures of how options, targets and payloads travel (see the module docstring)."""
+    commands = "\n".join(f.read_text() for f in sorted((package / "commands").glob("*.py")))
+    everything = "\n".join(texts.values())
+    run_checks = next((f for f in known.values()
+                       if re.search(r"^def run_options\(", f.read_text(), re.M)), None)
+    stringly = re.compile(r"\b(?:targets?|reference)\s*:\s*(?:str\b|Sequence\[str\]|"
+                          r"tuple\[str, \.\.\.\]|list\[str\]|Iterable\[str\])")
+    spec_calls = {module: len(re.findall(r"\bspec_of\(", text))
+                  - len(re.findall(r"^def spec_of\(", text, re.M))
+                  for module, text in texts.items()}
+    names = [f.name for f in package.rglob("*.py")]
+    mil_isolation = sorted(f"{m} → {t}" for m, targets in graph.items()
+                           if m.startswith("nebisect.mil") for t in targets
+                           if t.startswith(("nebisect.isolation", "nebisect.isolate")))
+    globals_set = re.findall(r"^\s+global \w", everything, re.M)
+    state_set = re.findall(r"\b_STATE\.\w+\s*=(?!=)", everything)
+    counted = [
+        ("parameters: commands run / api run / run_options", " / ".join(str(n) for n in (
+            parameters(package / "commands" / "run.py", "run"),
+            parameters(package / "api" / "run.py", "run"),
+            parameters(run_checks, "run_options") if run_checks else None))),
+        ("--memory / --timeout declared in commands/",
+         f"{commands.count(chr(34) + '--memory' + chr(34))} / "
+         f"{commands.count(chr(34) + '--timeout' + chr(34))}"),
+        ("module state set from functions (global / _STATE)",
+         f"{len(globals_set)} / {len(state_set)}"),
+        ("target-like names annotated as strings", str(len(stringly.findall(everything)))),
+        ("spec_of call sites / files", f"{sum(spec_calls.values())} / "
+                                       f"{sum(1 for count in spec_calls.values() if count)}"),
+        ('payload["…"] reads', str(len(re.findall(r"payload\[[\"']", everything)))),
+        ("functions named run", str(len(re.findall(r"^\s*def run\(", everything, re.M)))),
+        ("files named run.py / terminal.py",
+         f"{names.count('run.py')} / {names.count('terminal.py')}"),
+        ("mil/ → isolation imports", f"{len(mil_isolation)} {mil_isolation or ''}"),
+    ]
+    for label, value in counted:
+        print(f"{label:<50}{value}")
 
 
 def _without_dask(text: str) -> str:
