@@ -62,9 +62,11 @@ def measure(name: str, extra: list[str]) -> dict[str, Any]:
         predictions=sum(1 for r in report["rows"] if r["role"] == "target"),
         conversion=timings.get("conversion", 0.0), reference=timings.get("reference", 0.0),
         simulation=timings.get("predictions", 0.0) - timings.get("reference", 0.0),
-        findings=[f"{g['target']} [{g['path'] or '-'}] {g['signature']} — {g['attribution']}"
-                  f" at {(g.get('culprit') or {}).get('op_type', '?')}; smallest "
-                  f"{g['smallest']['label']}" for g in report["groups"]],
+        findings=[finding["title"] for finding in report["findings"]],
+        far_findings=[finding["title"] for finding in report.get("far_findings", [])],
+        groups=[f"{g['target']} [{g['path'] or '-'}] {g['signature']} — {g['attribution']}"
+                f" at {(g.get('culprit') or {}).get('op_type', '?')}; smallest "
+                f"{g['smallest']['label']}" for g in report["groups"]],
         conversions={k: v["message"] for k, v in report["conversions"].items()},
         margins=[m["op_type"] + f" ×{m['factor']:.3g}" for m in report.get("margins", [])],
     )
