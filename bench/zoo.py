@@ -63,7 +63,7 @@ def measure(name: str, extra: list[str]) -> dict[str, Any]:
         conversion=timings.get("conversion", 0.0), reference=timings.get("reference", 0.0),
         simulation=timings.get("predictions", 0.0) - timings.get("reference", 0.0),
         findings=[finding["title"] for finding in report["findings"]],
-        far_findings=[finding["title"] for finding in report.get("far_findings", [])],
+        far_findings=[finding["title"] for finding in report["far_findings"]],
         groups=[f"{g['target']} [{g['path'] or '-'}] {g['signature']} — {g['attribution']}"
                 f" at {(g.get('culprit') or {}).get('op_type', '?')}; smallest "
                 f"{g['smallest']['label']}" for g in report["groups"]],

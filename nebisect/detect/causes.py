@@ -189,11 +189,10 @@ def cause_of(group: FailureGroup) -> CauseKey:
     """The root-cause key of a failure group (see the module docstring)."""
     symptom = symptom_of(group.signature)
     op = group.culprit.op_type if group.culprit is not None else ""
-    message = _stage_and_message(group.signature)[1] if symptom == "error" and not op else ""
-    stage = _stage_and_message(group.signature)[0] if symptom == "error" else ""
+    stage, message = _stage_and_message(group.signature) if symptom == "error" else ("", "")
+    message = SHAPE_IN_MESSAGE.sub("[shape]", message) if not op else ""
     attribution = "" if symptom in NUMERIC_SYMPTOMS and group.attribution != COMPRESSION else (
         group.attribution)
-    message = SHAPE_IN_MESSAGE.sub("[shape]", message)
     return CauseKey(attribution, op, symptom, f"{stage}:{message}" if stage else "")
 
 
