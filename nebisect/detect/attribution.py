@@ -36,11 +36,12 @@ from nebisect.detect.culprit import (
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.evaluate.programs import ProgramOutline
 from nebisect.evaluate.workbench import CellKey, Workbench, reference_failure
+from nebisect.oracle import exact_dtype
 from nebisect.search.records import Culprit
 from nebisect.sources.convert import CONVERSION
 from nebisect.sources.torch_graph import torch_intermediates
 from nebisect.targets import spec_of
-from nebisect.verdict import Verdict, exact_dtype, mismatch_signature
+from nebisect.verdict import Verdict, mismatch_signature
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
 #: the divergences a probe explains by diverging at all (any other failure it explains

@@ -33,9 +33,10 @@ from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
 from nebisect.minimize.context import ReductionContext, ReductionOutput
+from nebisect.oracle import value_divergence
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.targets import spec_of
-from nebisect.verdict import Verdict, value_divergence
+from nebisect.verdict import Verdict
 
 if TYPE_CHECKING:
     from nebisect.minimize.graphs.mil import MilGraph

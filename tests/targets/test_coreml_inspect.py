@@ -18,6 +18,7 @@ from nebisect.ddmin import first_divergence
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
 from nebisect.minimize.graphs.mil import MilGraph
+from nebisect.oracle import value_divergence
 from nebisect.targets.coreml_inspect import (
     inspectable_outputs,
     save_with_outputs,
@@ -25,7 +26,6 @@ from nebisect.targets.coreml_inspect import (
     trusted_intermediates,
     unfaithful,
 )
-from nebisect.verdict import value_divergence
 
 ON_MAC = platform.system() == "Darwin"
 
