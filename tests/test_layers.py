@@ -37,8 +37,8 @@ STRUCTURE = _load_structure()
 #: model-level layers, the pipeline stages and the commands (DESIGN.md §3).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect", "nebisect.version", "nebisect.errors", "nebisect.files", "nebisect.registry",
-     "nebisect.codec", "nebisect.case", "nebisect.verdict", "nebisect.oracle", "nebisect.ddmin",
-     "nebisect.bounds", "nebisect.package"),
+     "nebisect.codec", "nebisect.arrays", "nebisect.case", "nebisect.verdict", "nebisect.oracle",
+     "nebisect.ddmin", "nebisect.bounds", "nebisect.package"),
     ("nebisect.isolation", "nebisect.isolate"),
     ("nebisect.executors",),
     ("nebisect.mil",),

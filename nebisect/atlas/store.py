@@ -15,8 +15,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nebisect.arrays import load_npz
 from nebisect.atlas.samples import OpSample, source_text
-from nebisect.case import CaseOptions, case_stage, load_npz
+from nebisect.case import CaseOptions, case_stage
 from nebisect.files import write_text
 
 if TYPE_CHECKING:

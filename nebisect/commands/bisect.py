@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from nebisect.case import INPUTS_LIMIT_HELP
+from nebisect.arrays import INPUTS_LIMIT_HELP
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
 from nebisect.options import (

@@ -13,7 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz
+from nebisect.arrays import INPUTS_LIMIT_HELP, load_npz
+from nebisect.case import CaseOptions, case_stage
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 from nebisect.options import FUNCTION_HELP, MEMORY_HELP, use_memory

@@ -7,7 +7,8 @@ from pathlib import Path
 import typer
 
 from nebisect import api
-from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
+from nebisect.arrays import INPUTS_LIMIT_HELP
+from nebisect.case import REFERENCE_TARGET
 from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.detect.terminal import print_run
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, SourceRef, load_npz, save_npz
+from nebisect.arrays import load_npz, save_npz
+from nebisect.case import Case, SourceRef
 from nebisect.evaluate.judge import evaluate
 from nebisect.evaluate.workbench import CellKey, Workbench
 from nebisect.executors import Unit, UnitResult

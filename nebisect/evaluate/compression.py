@@ -117,7 +117,7 @@ def check_job(payload: dict[str, Any]) -> Verdict:
 
 
 def _check(payload: dict[str, Any]) -> CompressionCheck:
-    from nebisect.case import load_npz
+    from nebisect.arrays import load_npz
     from nebisect.mil.compressed import baseline_values, compressed_weights
     from nebisect.mil.interp import compile_program
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, SourceRef, load_npz, save_npz, sha256_arrays
+from nebisect.arrays import load_npz, save_npz, sha256_arrays
+from nebisect.case import REFERENCE_TARGET, Case, SourceRef
 from nebisect.errors import CannotJudge
 from nebisect.isolate import Isolator, Job, Needs, Outcome, mark_stage, run_isolated
 from nebisect.isolation.job import is_out_of_memory

@@ -17,16 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nebisect.case import (
-    PACKAGE,
-    Case,
-    CaseOptions,
-    SourceRef,
-    load_npz,
-    save_npz,
-    sha256_arrays,
-    sha256_path,
-)
+from nebisect.arrays import load_npz, save_npz, sha256_arrays, sha256_path
+from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef
 from nebisect.evaluate.judge import evaluate, evaluation_needs
 from nebisect.evaluate.programs import ProgramOutline, outline
 from nebisect.isolate import Isolator, Needs

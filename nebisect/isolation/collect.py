@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from nebisect.case import load_npz
+from nebisect.arrays import load_npz
 from nebisect.errors import NebisectError
 from nebisect.files import read_untrusted
 from nebisect.isolation.crashreport import find_crash_report

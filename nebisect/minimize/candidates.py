@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from nebisect.arrays import save_npz, sha256_arrays, sha256_bytes, sha256_path
 from nebisect.case import (
     PACKAGE,
     REFERENCE_TARGET,
@@ -30,10 +31,6 @@ from nebisect.case import (
     Case,
     CaseOptions,
     SourceRef,
-    save_npz,
-    sha256_arrays,
-    sha256_bytes,
-    sha256_path,
 )
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate

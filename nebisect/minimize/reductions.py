@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef, load_npz, save_npz, sha256_path
+from nebisect.arrays import load_npz, save_npz, sha256_path
+from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef
 from nebisect.ddmin import Evaluator, Reduction, ddmin, hierarchical_ddmin, locate_divergence
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate, split_arrays

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from support.memory_bombs import fill_bomb, tile_bomb
 
-from nebisect.case import Case, SourceRef, sha256_path
+from nebisect.arrays import sha256_path
+from nebisect.case import Case, SourceRef
 from nebisect.evaluate.judge import evaluate
 from nebisect.isolation import memory
 from nebisect.mil.interp import run_program
@@ -98,7 +99,7 @@ def test_the_simulator_refuses_an_in_memory_tile_bomb_before_its_kernel(
 def test_a_case_on_the_bomb_is_an_error_at_load(bombs: dict[str, Path], op: str,
                                                 tmp_path: Path) -> None:
     """What replay sees of a corpus case holding one: the verdict, not an allocation."""
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
 
     inputs = tmp_path / "x.npz"
     save_npz(inputs, {"x": np.ones((1, 1), np.float32)})

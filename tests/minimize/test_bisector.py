@@ -15,7 +15,7 @@ import pytest
 from support import REPO
 from support.bisect_programs import chain, lgamma_net, meanpool
 
-from nebisect.case import load_npz, save_npz
+from nebisect.arrays import load_npz, save_npz
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.mil.load import load_program

@@ -120,7 +120,7 @@ def test_bisect_on_the_neural_engine_localizes_seed_000_by_first_divergence(
         tmp_path: Path) -> None:
     """Seed 000 on coreml:ne: the device's intermediates localize the collapsing lse
     without ddmin, and the repro asserts the lse runs on the Neural Engine."""
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
     from nebisect.minimize.bisector import bisect_source
     from nebisect.minimize.options import BisectOptions
 

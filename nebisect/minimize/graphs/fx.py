@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import save_npz, sha256_arrays, sha256_bytes
+from nebisect.arrays import save_npz, sha256_arrays, sha256_bytes
 from nebisect.ddmin import Dag
 from nebisect.mil.graph import ExtractionError
 from nebisect.mil.quiet import quiet

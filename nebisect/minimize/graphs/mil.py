@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import sha256_arrays, sha256_bytes
+from nebisect.arrays import sha256_arrays, sha256_bytes
 from nebisect.ddmin import Cut
 from nebisect.mil.dtypes import numpy_dtype
 from nebisect.mil.graph import ExtractionError, ProgramGraph, flat_vars, is_constant
