@@ -38,7 +38,8 @@ STRUCTURE = _load_structure()
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect", "nebisect.version", "nebisect.errors", "nebisect.files", "nebisect.registry",
      "nebisect.codec", "nebisect.arrays", "nebisect.case", "nebisect.verdict", "nebisect.oracle",
-     "nebisect.ddmin", "nebisect.bounds", "nebisect.package"),
+     "nebisect.bounds", "nebisect.package", "nebisect.search.ddmin",
+     "nebisect.search.divergence"),
     ("nebisect.isolation", "nebisect.isolate"),
     ("nebisect.executors",),
     ("nebisect.mil",),
@@ -139,3 +140,27 @@ def test_the_checker_sees_a_cycle_and_an_upward_import(monkeypatch: pytest.Monke
     monkeypatch.setitem(GRAPH, "nebisect.guard", GRAPH["nebisect.guard"] | {"nebisect.case"})
     assert ["nebisect.case", "nebisect.guard"] in list(_cycles())
     assert layer_of("nebisect.guard") > layer_of("nebisect.case")
+
+
+#: Folders that must not know what sits beside them in the layer picture, though it is
+#: lower: the search algorithms know no model and no process (DESIGN.md §3), and the
+#: simulator is handed what it needs (a memory budget) as plain values, never the
+#: isolation layer that runs it.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "nebisect.search": ("nebisect.mil", "nebisect.sources", "nebisect.targets",
+                        "nebisect.evaluate", "nebisect.isolation", "nebisect.isolate",
+                        "nebisect.executors"),
+}
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def test_forbidden_imports() -> None:
+    crossing = sorted(
+        f"{module} imports {target}"
+        for folder, banned in FORBIDDEN.items()
+        for module, targets in GRAPH.items() if _within(module, folder)
+        for target in targets if any(_within(target, b) for b in banned))
+    assert crossing == []

@@ -5,8 +5,8 @@ reduce_log_sum_exp "var_12"``. Two comparisons, depending on the attribution:
 
 * ``precision`` and ``device`` — the target's intermediates against the exact
   evaluation (``sim:fp64``) of the same program, by first-divergence search over the
-  program's topological order (:func:`nebisect.ddmin.first_divergence` with
-  :meth:`~nebisect.ddmin.Dag.frontier`, each value judged as ``bisect`` judges it);
+  program's topological order (:func:`nebisect.search.divergence.first_divergence` with
+  :meth:`~nebisect.search.divergence.Dag.frontier`, each value judged as ``bisect`` judges it);
 * ``conversion`` — the divergence is between torch and the fp64 program. coremltools
   names the MIL values after torch's nodes, so torch's own intermediates (recorded by
   :mod:`nebisect.sources.torch_graph`) are matched to MIL values where that is sure
@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from nebisect.case import REFERENCE_TARGET
-from nebisect.ddmin import first_divergence
 from nebisect.detect.torch_match import candidates, placed, reaching
 from nebisect.oracle import compare, value_divergence
 from nebisect.report.payload import OpError
+from nebisect.search.divergence import first_divergence
 from nebisect.search.records import Culprit
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.sources.torch_graph import TorchGraph
@@ -168,7 +168,7 @@ def by_torch(graph: Any, program: dict[str, np.ndarray], torch_graph: TorchGraph
     ``diverging`` outputs; None when no such value is found.
 
     Every matched value is judged (:func:`~nebisect.oracle.compare`), not bisected
-    with :func:`~nebisect.ddmin.first_divergence`: matched values are sparse, so "a
+    with :func:`~nebisect.search.divergence.first_divergence`: matched values are sparse, so "a
     matched value live after op i disagrees" is not monotone (a divergence carried
     between two of them by unmatched values only, or one torch's own code discards),
     and a bisection could step over the first."""

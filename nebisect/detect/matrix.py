@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 
 from nebisect.case import TORCH_REFERENCE
 from nebisect.codec import Form, Record
-from nebisect.ddmin import Stats
 from nebisect.detect.attribution import Attributor
 from nebisect.detect.causes import RunFinding, numbered, root_causes
 from nebisect.detect.discover import Discovery, explore_target, values_at
@@ -62,6 +61,7 @@ from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.mil.roles import InputRole
 from nebisect.search.cliff import Cliff
+from nebisect.search.ddmin import Stats
 from nebisect.search.explore import ExploreProgress
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
 from nebisect.sources.compress import CompressedConversion

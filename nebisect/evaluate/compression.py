@@ -10,7 +10,7 @@ within the tolerance (:data:`DEFAULT_TOLERANCE`); beside it stands fp16's own er
 (the baseline at ``sim:fp16`` against itself at fp64), the error every fp16 device adds
 anyway.
 
-When an input set fails, ddmin (:func:`nebisect.ddmin.ddmin`) finds which compressed
+When an input set fails, ddmin (:func:`nebisect.search.ddmin.ddmin`) finds which compressed
 weights to restore: a candidate is a set of weights taken back from the baseline
 (:func:`nebisect.mil.compressed.restored`), and it is *interesting* when every failing
 input set then passes. All restored is the baseline itself, so the reduction starts
@@ -32,12 +32,12 @@ from typing import Any
 import numpy as np
 
 from nebisect.codec import Record
-from nebisect.ddmin import Budget, Evaluator, ReductionError, Stats, ddmin
 from nebisect.errors import NebisectError
 from nebisect.evaluate.recompress import alternatives
 from nebisect.isolate import Isolator
 from nebisect.mil.compressed import CompressedWeight
 from nebisect.mil.quiet import COREMLTOOLS_ONLY
+from nebisect.search.ddmin import Budget, Evaluator, ReductionError, Stats, ddmin
 from nebisect.sources.loading import ChildSubject, describe_in_child, record_verdict
 from nebisect.verdict import Verdict
 

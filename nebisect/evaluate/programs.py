@@ -7,7 +7,7 @@ need lint's interval analysis over it. Both read the program with coremltools. D
 torch, transformers and scipy) on the critical path, for a few milliseconds of work.
 Here it runs as a job in the template that evaluates the program's cells, which has
 coremltools imported already, and only a plain record crosses back: the
-:class:`ProgramOutline` (a :class:`~nebisect.ddmin.Dag` and the op types) here, the
+:class:`ProgramOutline` (a :class:`~nebisect.search.divergence.Dag` and the op types) here, the
 probes as records in :mod:`nebisect.inputs.guided`.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nebisect.case import SourceRef
-from nebisect.ddmin import Dag
 from nebisect.isolate import Isolator, Needs
+from nebisect.search.divergence import Dag
 from nebisect.sources.loading import ChildSubject, describe_in_child, record_verdict
 from nebisect.verdict import Verdict
 

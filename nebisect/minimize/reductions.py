@@ -29,12 +29,13 @@ import numpy as np
 
 from nebisect.arrays import load_npz, save_npz, sha256_path
 from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef
-from nebisect.ddmin import Evaluator, Reduction, ddmin, hierarchical_ddmin, locate_divergence
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
 from nebisect.minimize.context import ReductionContext, ReductionOutput
 from nebisect.oracle import value_divergence
+from nebisect.search.ddmin import Evaluator, Reduction, ddmin, hierarchical_ddmin
+from nebisect.search.divergence import locate_divergence
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.targets import spec_of
 from nebisect.verdict import Verdict

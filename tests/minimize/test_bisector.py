@@ -254,9 +254,9 @@ def test_a_custom_reduction_is_handed_only_its_context(chain60: tuple[Path, Path
     """A reduction is an object the bisector calls with a context, never with itself."""
     from dataclasses import fields
 
-    from nebisect.ddmin import Reduction, Stats
     from nebisect.minimize.bisector import Bisector
     from nebisect.minimize.context import ReductionContext, ReductionOutput
+    from nebisect.search.ddmin import Reduction, Stats
     from nebisect.verdict import Verdict
 
     given: list[tuple[object, ...]] = []

@@ -15,9 +15,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from nebisect.ddmin import Budget
 from nebisect.inputs.families import InputSet, ModelInputs, build
 from nebisect.search.cliff import Boundary
+from nebisect.search.ddmin import Budget
 from nebisect.search.explore import ExploreProgress, explore
 from nebisect.search.records import Culprit, Exploration, Observation, culprit_key
 from nebisect.sources.inputs import InputDescription

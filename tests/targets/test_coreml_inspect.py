@@ -14,11 +14,11 @@ import pytest
 from support import REPO
 from support.bisect_programs import chain, lse_chain
 
-from nebisect.ddmin import first_divergence
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
 from nebisect.minimize.graphs.mil import MilGraph
 from nebisect.oracle import value_divergence
+from nebisect.search.divergence import first_divergence
 from nebisect.targets.coreml_inspect import (
     inspectable_outputs,
     save_with_outputs,
