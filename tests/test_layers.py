@@ -150,6 +150,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "nebisect.search": ("nebisect.mil", "nebisect.sources", "nebisect.targets",
                         "nebisect.evaluate", "nebisect.isolation", "nebisect.isolate",
                         "nebisect.executors"),
+    "nebisect.mil": ("nebisect.isolation", "nebisect.isolate", "nebisect.executors"),
 }
 
 
@@ -157,10 +158,19 @@ def _within(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
-def test_forbidden_imports() -> None:
-    crossing = sorted(
+def _forbidden_crossings() -> list[str]:
+    return sorted(
         f"{module} imports {target}"
         for folder, banned in FORBIDDEN.items()
         for module, targets in GRAPH.items() if _within(module, folder)
         for target in targets if any(_within(target, b) for b in banned))
-    assert crossing == []
+
+
+def test_forbidden_imports() -> None:
+    assert _forbidden_crossings() == []
+
+
+def test_the_checker_sees_a_forbidden_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(GRAPH, "nebisect.mil.sizes",
+                        GRAPH["nebisect.mil.sizes"] | {"nebisect.isolation.memory"})
+    assert _forbidden_crossings() == ["nebisect.mil.sizes imports nebisect.isolation.memory"]

@@ -59,12 +59,14 @@ class ProgramOutline:
 
 def outline_job(payload: dict[str, Any]) -> Verdict:
     """Child side of :func:`outline`."""
+    from nebisect.isolation import memory
     from nebisect.mil.graph import ProgramGraph, nonfinite_constants
     from nebisect.mil.load import load_program
     from nebisect.mil.semantics.rules import broken_rules
 
     def build() -> dict[str, Any]:
-        graph = ProgramGraph(load_program(payload["package"], payload["function"]))
+        graph = ProgramGraph(load_program(payload["package"], payload["function"],
+                                          memory_budget=memory.budget()))
         return ProgramOutline(graph.dag, dict(graph.op_types), broken_rules(graph.function),
                               nonfinite_constants(graph)).to_dict()
 

@@ -65,6 +65,7 @@ class TorchGraphReduction:
 
 def reduce_program(context: ReductionContext) -> ReductionOutput:
     """:class:`ProgramReduction`'s search, from the original run to the repro."""
+    from nebisect.isolation import memory
     from nebisect.mil.load import load_program
     from nebisect.minimize.graphs.mil import MilGraph
     from nebisect.sources.resolve import prove_loadable
@@ -74,7 +75,8 @@ def reduce_program(context: ReductionContext) -> ReductionOutput:
     prove_loadable(package, context.label, timeout=options.timeouts.load,
                    isolator=context.isolator)
     inputs_path = _program_inputs(context, package)
-    graph = MilGraph(load_program(package.location, package.function))
+    graph = MilGraph(load_program(package.location, package.function,
+                                  memory_budget=memory.budget()))
     progress.units(len(graph.units))
     progress.phase("running the original")
     original, arrays = _evaluate(context, package, inputs_path, options.target, REFERENCE)
