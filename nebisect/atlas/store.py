@@ -21,7 +21,7 @@ from nebisect.case import CaseOptions, case_stage
 from nebisect.files import write_text
 
 if TYPE_CHECKING:
-    from nebisect.detect.run import RunOutcome
+    from nebisect.detect.source_run import RunOutcome
 
 
 def keep(sample: OpSample, outcome: RunOutcome, directory: Path) -> Path:
