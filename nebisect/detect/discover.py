@@ -64,7 +64,7 @@ def explore_target(
         npz = bench.save_inputs(input_set.arrays, input_set.label)
         observations = []
         for path in paths:
-            verdict, arrays = bench.run(target, path, npz)
+            verdict, arrays = bench.evaluate_cell(target, path, npz)
             row = Row(target, 0, verdict, path=path, input_set=input_set.member, explored=True)
             rows.append(row)
             if reference_failure(verdict):

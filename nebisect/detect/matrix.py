@@ -400,7 +400,7 @@ class MatrixRunner:
         paths = self.bench.paths_of(target, convert=not finished_only)
         if isinstance(paths, Verdict):
             return [Row(target, length, paths, input_set=member)]
-        rows = [Row(target, length, self.bench.run(target, path, npz)[0], path=path,
+        rows = [Row(target, length, self.bench.evaluate_cell(target, path, npz)[0], path=path,
                     input_set=member) for path in paths
                 if not finished_only or self.bench.cached(CellKey(target, path, npz))]
         # A path converted with nebisect's converter overrides is judged, and its failure
@@ -522,7 +522,7 @@ class MatrixRunner:
                 continue
             self.progress(f"charting the {finding.family} cliff on {target}")
             path = finding.path if finding.path in paths else ""
-            runs = [values_at(self.bench.run(target, path, npz)[1], finding.cliff.element)
+            runs = [values_at(self.bench.evaluate_cell(target, path, npz)[1], finding.cliff.element)
                     for npz in npzs]
             finding.series[target] = [output for output, _ in runs]
             finding.series.setdefault("reference", [reference for _, reference in runs])

@@ -251,7 +251,7 @@ class TorchPeers:
                  if label in self.bench.saved}
         if group.smallest.label not in files or not spec.runs_programs:
             return None
-        programs = {label: self.bench.run(group.target, group.path, npz)[0]
+        programs = {label: self.bench.evaluate_cell(group.target, group.path, npz)[0]
                     for label, npz in files.items()}
         precision = judged_in(programs[group.smallest.label]) or spec.precision
         trigger = files[group.smallest.label]

@@ -258,7 +258,8 @@ class Workbench:
         self._note_overrides(key, verdict)
         self._runs[key] = verdict, arrays
 
-    def run(self, target: str, path: str, npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
+    def evaluate_cell(self, target: str, path: str,
+                      npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
         """The verdict of one cell and its outputs (``out:``/``ref:`` arrays), cached."""
         key = CellKey(target, path, npz)
         if key not in self._runs:
