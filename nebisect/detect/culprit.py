@@ -29,8 +29,7 @@ import numpy as np
 from nebisect.case import REFERENCE_TARGET
 from nebisect.detect.torch_match import candidates, placed, reaching
 from nebisect.oracle import compare, value_divergence
-from nebisect.report.payload import OpError
-from nebisect.search.divergence import first_divergence
+from nebisect.search.divergence import OpError, first_divergence
 from nebisect.search.records import Culprit
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.sources.torch_graph import TorchGraph

@@ -13,8 +13,24 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
+from nebisect.codec import Form, Record
 from nebisect.search.ddmin import Evaluator, Reduction, ReductionStopped, ddmin
+
+
+@dataclass
+class OpError(Record):
+    """One op's output error against the reference, in the divergence's unit: a step of
+    the walk to the first op that breaks the oracle (non-finite errors as JSON strings)."""
+
+    json_form: ClassVar[Form] = Form(strict_floats=True)
+
+    index: int
+    name: str
+    op_type: str
+    error: float
+    passed: bool
 
 
 @dataclass
