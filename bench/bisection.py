@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.isolate import Isolator
 from nebisect.minimize.bisector import BisectResult, bisect_source
 from nebisect.minimize.options import BisectOptions

@@ -37,8 +37,9 @@ STRUCTURE = _load_structure()
 #: model-level layers, the pipeline stages and the commands (DESIGN.md §3).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect", "nebisect.version", "nebisect.errors", "nebisect.files", "nebisect.registry",
-     "nebisect.codec", "nebisect.case", "nebisect.verdict", "nebisect.ddmin", "nebisect.bounds",
-     "nebisect.package"),
+     "nebisect.codec", "nebisect.arrays", "nebisect.case", "nebisect.verdict", "nebisect.oracle",
+     "nebisect.bounds", "nebisect.package", "nebisect.search.ddmin",
+     "nebisect.search.divergence"),
     ("nebisect.isolation", "nebisect.isolate"),
     ("nebisect.executors",),
     ("nebisect.mil",),
@@ -139,3 +140,37 @@ def test_the_checker_sees_a_cycle_and_an_upward_import(monkeypatch: pytest.Monke
     monkeypatch.setitem(GRAPH, "nebisect.guard", GRAPH["nebisect.guard"] | {"nebisect.case"})
     assert ["nebisect.case", "nebisect.guard"] in list(_cycles())
     assert layer_of("nebisect.guard") > layer_of("nebisect.case")
+
+
+#: Folders that must not know what sits beside them in the layer picture, though it is
+#: lower: the search algorithms know no model and no process (DESIGN.md §3), and the
+#: simulator is handed what it needs (a memory budget) as plain values, never the
+#: isolation layer that runs it.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "nebisect.search": ("nebisect.mil", "nebisect.sources", "nebisect.targets",
+                        "nebisect.evaluate", "nebisect.isolation", "nebisect.isolate",
+                        "nebisect.executors"),
+    "nebisect.mil": ("nebisect.isolation", "nebisect.isolate", "nebisect.executors"),
+}
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _forbidden_crossings() -> list[str]:
+    return sorted(
+        f"{module} imports {target}"
+        for folder, banned in FORBIDDEN.items()
+        for module, targets in GRAPH.items() if _within(module, folder)
+        for target in targets if any(_within(target, b) for b in banned))
+
+
+def test_forbidden_imports() -> None:
+    assert _forbidden_crossings() == []
+
+
+def test_the_checker_sees_a_forbidden_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(GRAPH, "nebisect.mil.sizes",
+                        GRAPH["nebisect.mil.sizes"] | {"nebisect.isolation.memory"})
+    assert _forbidden_crossings() == ["nebisect.mil.sizes imports nebisect.isolation.memory"]

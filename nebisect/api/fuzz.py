@@ -20,10 +20,10 @@ if TYPE_CHECKING:
 
     from nebisect.corpus import Corpus
     from nebisect.fuzzing.campaign import CampaignResult
+    from nebisect.fuzzing.fuzz_console import CampaignDisplay
     from nebisect.fuzzing.model_findings import ModelFindings
     from nebisect.fuzzing.model_session import ModelSession
     from nebisect.fuzzing.session import FuzzOptions
-    from nebisect.fuzzing.terminal import CampaignDisplay
 
 
 
@@ -56,7 +56,7 @@ class FuzzReport(Result):
 
     def to_json(self) -> str:
         """``nebisect fuzz --json``."""
-        from nebisect.fuzzing.terminal import results_json
+        from nebisect.fuzzing.fuzz_console import results_json
 
         return json.dumps(results_json(self.results, self.options, self.model), indent=2)
 
@@ -219,7 +219,7 @@ def _display(progress: bool | Console, total: int) -> Iterator[CampaignDisplay |
         return
     from rich.console import Console
 
-    from nebisect.fuzzing.terminal import CampaignDisplay
+    from nebisect.fuzzing.fuzz_console import CampaignDisplay
 
     display = CampaignDisplay(progress if isinstance(progress, Console)
                               else Console(stderr=True), total)

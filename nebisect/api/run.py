@@ -23,7 +23,7 @@ from nebisect.sources.executorch import is_executorch_program
 if TYPE_CHECKING:
     from nebisect.detect.causes import RunFinding
     from nebisect.detect.matrix import RunReport
-    from nebisect.detect.run import RunOptions, RunOutcome, RunOutputs
+    from nebisect.detect.source_run import RunOptions, RunOutcome, RunOutputs
     from nebisect.detect.triggers import TriggerIndex
     from nebisect.sources.capture import Capture
 
@@ -186,8 +186,7 @@ def _run_one(source: Any, example_inputs: Any, declared: dict[str, Any], report:
              issues: bool) -> RunResult | ProgramsResult:
     """:func:`run` of a source that is not an ExecuTorch program; ``issues``: each
     result carries its findings as upstream issue texts."""
-    from nebisect.detect.run import RunInterrupted, RunOutputs
-    from nebisect.detect.run import run as run_source
+    from nebisect.detect.source_run import RunInterrupted, RunOutputs, run_source
 
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
         workdir = Path(tmp)
@@ -305,10 +304,10 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
                 compression_tolerance: float | str | None = None,
                 compress: str = "") -> RunOptions:
     """The CLI's checks of ``run``'s options, each error the CLI's one line; the checked
-    :class:`~nebisect.detect.run.RunOptions`."""
+    :class:`~nebisect.detect.source_run.RunOptions`."""
     from nebisect.bounds import MAX_JOBS, check_count, check_seed
     from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
-    from nebisect.detect.run import RunOptions
+    from nebisect.detect.source_run import RunOptions
     from nebisect.evaluate.compression import DEFAULT_TOLERANCE
     from nebisect.isolation.pool import default_jobs
     from nebisect.isolation.timeouts import Timeouts
@@ -405,7 +404,7 @@ def _capture_report(location: str, capture: Capture, targets: Sequence[str]) -> 
     grouped and ranked as a run's are (the reference cannot run either)."""
     from nebisect.case import TORCH_REFERENCE
     from nebisect.detect.matrix import RunReport
-    from nebisect.detect.run import EXACT_ROW
+    from nebisect.detect.source_run import EXACT_ROW
 
     report = RunReport(location, TORCH_REFERENCE)
     _add_capture_failures(report, capture, [EXACT_ROW, *targets])

@@ -15,12 +15,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nebisect.arrays import load_npz
 from nebisect.atlas.samples import OpSample, source_text
-from nebisect.case import CaseOptions, case_stage, load_npz
+from nebisect.case import CaseOptions, case_stage
 from nebisect.files import write_text
 
 if TYPE_CHECKING:
-    from nebisect.detect.run import RunOutcome
+    from nebisect.detect.source_run import RunOutcome
 
 
 def keep(sample: OpSample, outcome: RunOutcome, directory: Path) -> Path:

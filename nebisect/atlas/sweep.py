@@ -1,13 +1,14 @@
 """Sweep torch ops through coremltools: every sample judged as ``run`` judges a model.
 
 Each :class:`~nebisect.atlas.samples.OpSample` is written as a one-op torch source and
-run by :func:`nebisect.detect.run.run_on` on one :class:`~nebisect.executors.runner.Runner`
-for the whole sweep (its warm conversion template serves every sample): both conversion
-paths, the exact program (``sim:fp64``, the ``conversion`` attribution), ``sim:fp32``,
-``sim:fp16`` and ``sim:ane`` against torch in float64, at the sample's own values and
-at ``run``'s value families (special values, large magnitudes, zeros, negatives, exact
-integers, tiny values) within ``budget`` predictions per target. What the run reports
-is read down to an :class:`~nebisect.atlas.records.AtlasEntry`.
+run by :func:`nebisect.detect.source_run.run_source_on` on one
+:class:`~nebisect.executors.runner.Runner` for the whole sweep (its warm conversion
+template serves every sample): both conversion paths, the exact program (``sim:fp64``,
+the ``conversion`` attribution), ``sim:fp32``, ``sim:fp16`` and ``sim:ane`` against
+torch in float64, at the sample's own values and at ``run``'s value families (special
+values, large magnitudes, zeros, negatives, exact integers, tiny values) within
+``budget`` predictions per target. What the run reports is read down to an
+:class:`~nebisect.atlas.records.AtlasEntry`.
 
 Entries are cached by (sample source, settings, coremltools, torch and nebisect
 versions): a re-run computes only what changed. A cache file that does not read back
@@ -38,7 +39,7 @@ from nebisect.verdict import normalize_message
 
 if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
-    from nebisect.detect.run import RunOutcome
+    from nebisect.detect.source_run import RunOutcome
     from nebisect.executors.runner import Runner
 
 #: the targets every sample is judged on (``sim:fp64`` is run's exact row, added by run)
@@ -177,7 +178,7 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
     """One sample through ``run`` on ``runner``, in a directory of its own under
     ``scratch``: its entry (``skipped`` when the run cannot judge it: the op fails in
     torch, nothing converts to run) and the run's outcome (None when skipped)."""
-    from nebisect.detect.run import RunOptions, run_on
+    from nebisect.detect.source_run import RunOptions, run_source_on
 
     here = scratch / f"{sample.name}-{next(_judged)}"
     here.mkdir()
@@ -192,7 +193,7 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
                          strict_conversion=True)
     outcome = None
     try:
-        outcome = run_on(runner, options, here)
+        outcome = run_source_on(runner, options, here)
     except NebisectError as error:
         entry.skipped = str(error)
     else:

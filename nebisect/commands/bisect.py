@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from nebisect.case import INPUTS_LIMIT_HELP
+from nebisect.arrays import INPUTS_LIMIT_HELP
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
 from nebisect.options import (
@@ -127,7 +127,7 @@ def bisect(
     """``nebisect bisect`` (its help is :data:`BISECT_HELP`): :func:`nebisect.api.bisect`
     on the options as typed, under a live progress bar; its result."""
     from nebisect import api
-    from nebisect.minimize.terminal import BisectDisplay, print_result
+    from nebisect.minimize.bisect_console import BisectDisplay, print_result
 
     with BisectDisplay(Console(stderr=True)) as display:
         report = api.bisect(source, target=target, finding=finding, stage=stage, graph=graph,

@@ -13,11 +13,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz
+from nebisect.arrays import INPUTS_LIMIT_HELP, load_npz
+from nebisect.case import CaseOptions, case_stage
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 from nebisect.options import FUNCTION_HELP, MEMORY_HELP, use_memory
-from nebisect.report.terminal import markup
+from nebisect.report.safe_text import markup
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import Problem, Recorder
@@ -68,7 +69,7 @@ def ls(
 
 def print_problems(console: Console, problems: Sequence[Problem]) -> None:
     """One line per damaged or unfinished entry (shared by ls, replay and fix verify);
-    the corpus's names and reasons are printed as text (:mod:`nebisect.report.terminal`)."""
+    the corpus's names and reasons are printed as text (:mod:`nebisect.report.safe_text`)."""
     for problem in problems:
         mark = "[red]damaged, skipped[/]" if problem.damaged else "[yellow]note[/]"
         console.print(f"{mark} {markup(problem.path)}: {markup(problem.reason)}",

@@ -16,7 +16,7 @@ from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
 from nebisect.options import MEMORY_HELP, use_memory
-from nebisect.report.terminal import markup
+from nebisect.report.safe_text import markup
 
 if TYPE_CHECKING:
     from nebisect.guard.verify import VerifyReport

@@ -142,7 +142,7 @@ def fuzz(
     from nebisect import api
 
     if list_ops:
-        from nebisect.fuzzing.terminal import print_ops
+        from nebisect.fuzzing.fuzz_console import print_ops
 
         print_ops(as_json)
         return
@@ -164,7 +164,7 @@ def fuzz(
 def _emit(result: FuzzReport, console: Console, as_json: bool) -> None:
     """What was lost, where the report went, the JSON or the summary (also of a
     campaign that was stopped)."""
-    from nebisect.fuzzing.terminal import print_summary
+    from nebisect.fuzzing.fuzz_console import print_summary
 
     for lost in result.lost:
         console.print(f"[yellow]no result[/] {lost}", highlight=False)

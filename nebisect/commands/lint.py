@@ -15,7 +15,7 @@ from rich.table import Table
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
 from nebisect.options import FUNCTION_HELP, MEMORY_HELP
-from nebisect.report.terminal import markup
+from nebisect.report.safe_text import markup
 
 if TYPE_CHECKING:
     from nebisect.hazards import LintResult

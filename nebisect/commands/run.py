@@ -7,9 +7,10 @@ from pathlib import Path
 import typer
 
 from nebisect import api
-from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
+from nebisect.arrays import INPUTS_LIMIT_HELP
+from nebisect.case import REFERENCE_TARGET
 from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
-from nebisect.detect.terminal import print_run
+from nebisect.detect.run_console import print_run
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR

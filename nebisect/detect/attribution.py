@@ -36,11 +36,12 @@ from nebisect.detect.culprit import (
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.evaluate.programs import ProgramOutline
 from nebisect.evaluate.workbench import CellKey, Workbench, reference_failure
+from nebisect.oracle import exact_dtype
 from nebisect.search.records import Culprit
 from nebisect.sources.convert import CONVERSION
 from nebisect.sources.torch_graph import torch_intermediates
 from nebisect.targets import spec_of
-from nebisect.verdict import Verdict, exact_dtype, mismatch_signature
+from nebisect.verdict import Verdict, mismatch_signature
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
 #: the divergences a probe explains by diverging at all (any other failure it explains
@@ -121,7 +122,7 @@ class Attributor:
         probe_path = self.probe_path(target, key.path)
         if probe_path is None:
             return None
-        verdict, _ = self.bench.run(target, probe_path, key.inputs)
+        verdict, _ = self.bench.evaluate_cell(target, probe_path, key.inputs)
         if verdict.status == "skipped" or reference_failure(verdict):
             return None
         return not verdict.failed or (same is not None and verdict.signature != same)
@@ -132,7 +133,7 @@ class Attributor:
         probe_path = self.probe_path(EXACT_PROBE, key.path)
         if probe_path is None:
             return False
-        _, arrays = self.bench.run(EXACT_PROBE, probe_path, key.inputs)
+        _, arrays = self.bench.evaluate_cell(EXACT_PROBE, probe_path, key.inputs)
         outputs = split_arrays(arrays, "out:")
         return any(exact_dtype(ref.dtype) and name in outputs
                    and not exact_dtype(outputs[name].dtype)
@@ -174,7 +175,7 @@ class Attributor:
         """Where the exact program on ``path`` first disagrees with torch at the inputs
         ``npz``: by torch's intermediates (:func:`by_torch`), else by the outputs."""
         bench = self.bench
-        verdict, arrays = bench.run(EXACT_PROBE, path, npz)
+        verdict, arrays = bench.evaluate_cell(EXACT_PROBE, path, npz)
         if not verdict.failed:
             return None
         graph = bench.outline(EXACT_PROBE, path)

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.ddmin import Stop
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.detect.attribution import Attributor
 from nebisect.detect.findings import Row
@@ -29,6 +28,7 @@ from nebisect.evaluate.judge import split_arrays
 from nebisect.evaluate.workbench import CellKey, reference_failure
 from nebisect.inputs.families import Family, InputSet
 from nebisect.search.cliff import Boundary
+from nebisect.search.ddmin import Stop
 from nebisect.search.explore import ExploreProgress, explore
 from nebisect.search.readout import Element, read
 from nebisect.search.records import Culprit, Exploration, Observation
@@ -64,7 +64,7 @@ def explore_target(
         npz = bench.save_inputs(input_set.arrays, input_set.label)
         observations = []
         for path in paths:
-            verdict, arrays = bench.run(target, path, npz)
+            verdict, arrays = bench.evaluate_cell(target, path, npz)
             row = Row(target, 0, verdict, path=path, input_set=input_set.member, explored=True)
             rows.append(row)
             if reference_failure(verdict):

@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 
 from nebisect.case import TORCH_REFERENCE
 from nebisect.codec import Form, Record
-from nebisect.ddmin import Stats
 from nebisect.detect.attribution import Attributor
 from nebisect.detect.causes import RunFinding, numbered, root_causes
 from nebisect.detect.discover import Discovery, explore_target, values_at
@@ -62,6 +61,7 @@ from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.mil.roles import InputRole
 from nebisect.search.cliff import Cliff
+from nebisect.search.ddmin import Stats
 from nebisect.search.explore import ExploreProgress
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
 from nebisect.sources.compress import CompressedConversion
@@ -400,7 +400,7 @@ class MatrixRunner:
         paths = self.bench.paths_of(target, convert=not finished_only)
         if isinstance(paths, Verdict):
             return [Row(target, length, paths, input_set=member)]
-        rows = [Row(target, length, self.bench.run(target, path, npz)[0], path=path,
+        rows = [Row(target, length, self.bench.evaluate_cell(target, path, npz)[0], path=path,
                     input_set=member) for path in paths
                 if not finished_only or self.bench.cached(CellKey(target, path, npz))]
         # A path converted with nebisect's converter overrides is judged, and its failure
@@ -522,7 +522,7 @@ class MatrixRunner:
                 continue
             self.progress(f"charting the {finding.family} cliff on {target}")
             path = finding.path if finding.path in paths else ""
-            runs = [values_at(self.bench.run(target, path, npz)[1], finding.cliff.element)
+            runs = [values_at(self.bench.evaluate_cell(target, path, npz)[1], finding.cliff.element)
                     for npz in npzs]
             finding.series[target] = [output for output, _ in runs]
             finding.series.setdefault("reference", [reference for _, reference in runs])

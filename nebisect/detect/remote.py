@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, SourceRef, load_npz, save_npz
+from nebisect.arrays import load_npz, save_npz
+from nebisect.case import Case, SourceRef
 from nebisect.evaluate.judge import evaluate
 from nebisect.evaluate.workbench import CellKey, Workbench
 from nebisect.executors import Unit, UnitResult
@@ -85,8 +86,9 @@ def cell_unit_of(case: Case, reference: str, timeout: float) -> Unit:
 
 def cell_unit(payload: dict[str, Any], root: Path, workdir: Path,
               isolator: Isolator) -> dict[str, Any]:
-    """Handler of ``run-cell`` units: the cell evaluated as :meth:`Workbench.run` does, its
-    verdict as JSON and its outputs as a base64 ``.npz``."""
+    """Handler of ``run-cell`` units: the cell evaluated as
+    :meth:`Workbench.evaluate_cell` does, its verdict as JSON and its outputs as a base64
+    ``.npz``."""
     case = _moved(Case.from_dict(payload["case"]), lambda name: str(root / name))
     use_plugins(case.options.plugins, timeout=payload["timeout"], isolator=isolator)
     started = time.perf_counter()

@@ -7,7 +7,7 @@ own variance (zero), and torch in float32 computes that as badly as the fp32 pro
 does. So for each failure group of a precision finding, torch runs the model at the
 group's precision on the group's smallest trigger and on its other failing input sets
 from the largest down (:data:`PEER_INPUTS` in all) — judged against the same float64
-reference by the same oracle (:func:`nebisect.verdict.compare`), in the ULPs the
+reference by the same oracle (:func:`nebisect.oracle.compare`), in the ULPs the
 program's own comparisons count (:func:`judged_in`) — and the largest errors of both are
 set side by side (:class:`TorchPeer`, :func:`worst_pair`). The largest, not the
 trigger's alone: a trigger localized at a cliff's edge is where the program has just
@@ -251,7 +251,7 @@ class TorchPeers:
                  if label in self.bench.saved}
         if group.smallest.label not in files or not spec.runs_programs:
             return None
-        programs = {label: self.bench.run(group.target, group.path, npz)[0]
+        programs = {label: self.bench.evaluate_cell(group.target, group.path, npz)[0]
                     for label, npz in files.items()}
         precision = judged_in(programs[group.smallest.label]) or spec.precision
         trigger = files[group.smallest.label]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nebisect.case import load_npz, save_npz
+from nebisect.arrays import load_npz, save_npz
 from nebisect.codec import Form, Record
 from nebisect.detect.causes import COMPRESSION
 from nebisect.detect.findings import Row

@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, SourceRef, load_npz, save_npz, sha256_arrays
+from nebisect.arrays import load_npz, save_npz, sha256_arrays
+from nebisect.case import REFERENCE_TARGET, Case, SourceRef
 from nebisect.errors import CannotJudge
 from nebisect.isolate import Isolator, Job, Needs, Outcome, mark_stage, run_isolated
 from nebisect.isolation.job import is_out_of_memory
+from nebisect.oracle import judge
 from nebisect.sources.artifact import Artifact
 from nebisect.sources.domains import masked_positions
 from nebisect.sources.torch import held_needs
@@ -29,15 +31,7 @@ from nebisect.targets import Prediction, get_target, load_plugins
 from nebisect.targets.base import TargetSkipped
 from nebisect.targets.placement import check_routing, off_device, required_devices
 from nebisect.targets.sim import follow_semantics
-from nebisect.verdict import (
-    Stage,
-    Status,
-    Tolerance,
-    Verdict,
-    error_signature,
-    judge,
-    mismatch_signature,
-)
+from nebisect.verdict import Stage, Status, Tolerance, Verdict, error_signature, mismatch_signature
 
 
 def load_registries() -> None:

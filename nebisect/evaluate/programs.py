@@ -7,7 +7,7 @@ need lint's interval analysis over it. Both read the program with coremltools. D
 torch, transformers and scipy) on the critical path, for a few milliseconds of work.
 Here it runs as a job in the template that evaluates the program's cells, which has
 coremltools imported already, and only a plain record crosses back: the
-:class:`ProgramOutline` (a :class:`~nebisect.ddmin.Dag` and the op types) here, the
+:class:`ProgramOutline` (a :class:`~nebisect.search.divergence.Dag` and the op types) here, the
 probes as records in :mod:`nebisect.inputs.guided`.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nebisect.case import SourceRef
-from nebisect.ddmin import Dag
 from nebisect.isolate import Isolator, Needs
+from nebisect.search.divergence import Dag
 from nebisect.sources.loading import ChildSubject, describe_in_child, record_verdict
 from nebisect.verdict import Verdict
 
@@ -59,12 +59,14 @@ class ProgramOutline:
 
 def outline_job(payload: dict[str, Any]) -> Verdict:
     """Child side of :func:`outline`."""
+    from nebisect.isolation import memory
     from nebisect.mil.graph import ProgramGraph, nonfinite_constants
     from nebisect.mil.load import load_program
     from nebisect.mil.semantics.rules import broken_rules
 
     def build() -> dict[str, Any]:
-        graph = ProgramGraph(load_program(payload["package"], payload["function"]))
+        graph = ProgramGraph(load_program(payload["package"], payload["function"],
+                                          memory_budget=memory.budget()))
         return ProgramOutline(graph.dag, dict(graph.op_types), broken_rules(graph.function),
                               nonfinite_constants(graph)).to_dict()
 

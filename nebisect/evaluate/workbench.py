@@ -17,16 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nebisect.case import (
-    PACKAGE,
-    Case,
-    CaseOptions,
-    SourceRef,
-    load_npz,
-    save_npz,
-    sha256_arrays,
-    sha256_path,
-)
+from nebisect.arrays import load_npz, save_npz, sha256_arrays, sha256_path
+from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef
 from nebisect.evaluate.judge import evaluate, evaluation_needs
 from nebisect.evaluate.programs import ProgramOutline, outline
 from nebisect.isolate import Isolator, Needs
@@ -266,7 +258,8 @@ class Workbench:
         self._note_overrides(key, verdict)
         self._runs[key] = verdict, arrays
 
-    def run(self, target: str, path: str, npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
+    def evaluate_cell(self, target: str, path: str,
+                      npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
         """The verdict of one cell and its outputs (``out:``/``ref:`` arrays), cached."""
         key = CellKey(target, path, npz)
         if key not in self._runs:

@@ -62,12 +62,13 @@ def fix_job(payload: dict[str, Any]) -> Verdict:
     ``modules`` names the modules that register the fixes, imported first, so fixes
     from plugins (registered by import, like targets) exist in the child too.
     """
+    from nebisect.isolation import memory
     from nebisect.mil.load import load_program, save_program
 
     for module in payload.get("modules", ()):
         importlib.import_module(module)
     mark_stage("load")
-    program = load_program(payload["package"])
+    program = load_program(payload["package"], memory_budget=memory.budget())
     graph, _ = split_levels(resolve_fixes(payload["fixes"]))
     rewrites = apply_graph_fixes(program, graph)
     if any(rewrites.values()):

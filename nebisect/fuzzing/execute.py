@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, save_npz, sha256_arrays
+from nebisect.arrays import save_npz, sha256_arrays
+from nebisect.case import REFERENCE_TARGET, Case
 from nebisect.evaluate.judge import build_job, split_arrays
 from nebisect.fuzzing.campaign import Evaluation
 from nebisect.fuzzing.subject import OpSubject, builder_case

@@ -62,7 +62,7 @@ class ModelEvaluator:
 
     def __call__(self, case: dict[str, Any]) -> Evaluation:
         npz = self.bench.save_inputs(self.subject.input_set(case).arrays)
-        verdict, arrays = self.bench.run(self.target, case["path"], npz)
+        verdict, arrays = self.bench.evaluate_cell(self.target, case["path"], npz)
         output, reference = judged_values(verdict, split_arrays(arrays, "out:"),
                                           split_arrays(arrays, "ref:"))
         return Evaluation(verdict, output, reference, near_miss(verdict), arrays)

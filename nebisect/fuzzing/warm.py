@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, CaseOptions, save_npz, sha256_arrays
+from nebisect.arrays import save_npz, sha256_arrays
+from nebisect.case import REFERENCE_TARGET, CaseOptions
 from nebisect.evaluate.judge import evaluate_job
 from nebisect.fuzzing.subject import builder_case
 from nebisect.mil.kernels import kernel_ops

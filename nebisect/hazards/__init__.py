@@ -53,9 +53,10 @@ def load_source(source: str) -> Any:
     """The MIL program of an ``.mlpackage`` path, read in this process (``lint_source``
     reads it in a child; builders are only ever loaded in one)."""
     if Path(source).exists():
+        from nebisect.isolation import memory
         from nebisect.mil.load import load_program
 
-        return load_program(source)
+        return load_program(source, memory_budget=memory.budget())
     raise NebisectError(f"{source}: no such .mlpackage")
 
 

@@ -47,12 +47,16 @@ class Margin(Record):
 def guided_job(payload: dict[str, Any]) -> Verdict:
     """Child side of :func:`guided`."""
     from nebisect.inputs.probes import guided_probes
+    from nebisect.isolation import memory
     from nebisect.mil.load import load_program
     from nebisect.sources.loading import record_verdict
 
-    return record_verdict(lambda: {"probes": [
-        probe.to_dict() for probe in guided_probes(load_program(payload["package"],
-                                                                 payload["function"]))]})
+    def probes() -> dict[str, Any]:
+        program = load_program(payload["package"], payload["function"],
+                               memory_budget=memory.budget())
+        return {"probes": [probe.to_dict() for probe in guided_probes(program)]}
+
+    return record_verdict(probes)
 
 
 def guided(package: SourceRef, *, isolator: Isolator, needs: Needs,

@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.files import write_text
 from nebisect.isolation.job import (
     CaseFiles,

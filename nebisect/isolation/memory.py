@@ -34,8 +34,6 @@ from pathlib import Path
 MIB = 1 << 20
 #: the share of the machine's memory a case may use when the command gives no ``--memory``
 DEFAULT_FRACTION = 0.5
-#: the binary units of a size, as ``--memory`` takes them
-UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 #: cgroup files that may cap this process's memory below the machine's (v2, then v1)
 _CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
@@ -65,14 +63,6 @@ def machine_memory() -> int:
 def default_limit() -> int:
     """Bytes a case may use when no ``--memory`` is given: a share of the machine."""
     return int(machine_memory() * DEFAULT_FRACTION)
-
-
-def format_size(size: int) -> str:
-    """Bytes as ``--memory`` takes them: ``11.8G``, ``512M``."""
-    for unit in ("T", "G", "M", "K"):
-        if size >= UNITS[unit]:
-            return f"{size / UNITS[unit]:.3g}{unit}"
-    return f"{size}B"
 
 
 def configure(size: int | None) -> None:

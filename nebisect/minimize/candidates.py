@@ -1,6 +1,6 @@
 """Candidates of a reduction, materialized and evaluated in isolation.
 
-The reducer (:mod:`nebisect.ddmin`) only sees unit lists; a *candidate space* turns a
+The reducer (:mod:`nebisect.search.ddmin`) only sees unit lists; a *candidate space* turns a
 unit list into bytes — an ``.mlpackage`` plus its inputs for MIL programs, a torch
 source file plus weights for FX graphs — keyed by the content hash of those bytes, and
 runs it in a fresh process exactly like the original failure ran: predict on the target
@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from nebisect.arrays import save_npz, sha256_arrays, sha256_bytes, sha256_path
 from nebisect.case import (
     PACKAGE,
     REFERENCE_TARGET,
@@ -30,10 +31,6 @@ from nebisect.case import (
     Case,
     CaseOptions,
     SourceRef,
-    save_npz,
-    sha256_arrays,
-    sha256_bytes,
-    sha256_path,
 )
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate

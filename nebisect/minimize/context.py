@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from nebisect.ddmin import Budget, Evaluator, Reduction
+from nebisect.search.ddmin import Budget, Evaluator, Reduction
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nebisect.bounds import check_count, check_seconds
-from nebisect.ddmin import PredicateCall, Stats
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.candidates import CandidateSpace
+from nebisect.search.ddmin import PredicateCall, Stats
 from nebisect.sources.convert import PATHS
 from nebisect.targets import spec_of
 from nebisect.verdict import Stage

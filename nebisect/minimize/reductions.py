@@ -27,15 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef, load_npz, save_npz, sha256_path
-from nebisect.ddmin import Evaluator, Reduction, ddmin, hierarchical_ddmin, locate_divergence
+from nebisect.arrays import load_npz, save_npz, sha256_path
+from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
 from nebisect.minimize.context import ReductionContext, ReductionOutput
+from nebisect.oracle import value_divergence
+from nebisect.search.ddmin import Evaluator, Reduction, ddmin, hierarchical_ddmin
+from nebisect.search.divergence import locate_divergence
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.targets import spec_of
-from nebisect.verdict import Verdict, value_divergence
+from nebisect.verdict import Verdict
 
 if TYPE_CHECKING:
     from nebisect.minimize.graphs.mil import MilGraph
@@ -62,6 +65,7 @@ class TorchGraphReduction:
 
 def reduce_program(context: ReductionContext) -> ReductionOutput:
     """:class:`ProgramReduction`'s search, from the original run to the repro."""
+    from nebisect.isolation import memory
     from nebisect.mil.load import load_program
     from nebisect.minimize.graphs.mil import MilGraph
     from nebisect.sources.resolve import prove_loadable
@@ -71,7 +75,8 @@ def reduce_program(context: ReductionContext) -> ReductionOutput:
     prove_loadable(package, context.label, timeout=options.timeouts.load,
                    isolator=context.isolator)
     inputs_path = _program_inputs(context, package)
-    graph = MilGraph(load_program(package.location, package.function))
+    graph = MilGraph(load_program(package.location, package.function,
+                                  memory_budget=memory.budget()))
     progress.units(len(graph.units))
     progress.phase("running the original")
     original, arrays = _evaluate(context, package, inputs_path, options.target, REFERENCE)

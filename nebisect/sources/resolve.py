@@ -27,8 +27,8 @@ import numpy as np
 
 from nebisect.case import SourceRef, torch_form
 from nebisect.errors import NebisectError
+from nebisect.isolate import COREMLTOOLS_ONLY
 from nebisect.isolation.timeouts import Timeouts
-from nebisect.mil.quiet import COREMLTOOLS_ONLY
 from nebisect.mil.roles import InputRole
 from nebisect.package import MANIFEST, check_package
 from nebisect.sources.domains import (
@@ -237,6 +237,7 @@ def package_job(payload: dict[str, Any]) -> Verdict:
     package, function = payload["package"], payload["function"]
 
     def build() -> dict[str, Any]:
+        from nebisect.isolation import memory
         from nebisect.mil.load import function_description, function_names, load_program
         from nebisect.mil.roles import infer_roles
 
@@ -249,7 +250,7 @@ def package_job(payload: dict[str, Any]) -> Verdict:
             # op coremltools does not know, a use before its definition) is bad input,
             # found here once, before any case: every case would fail the same way,
             # blamed on its target.
-            program = load_program(Path(package), chosen)
+            program = load_program(Path(package), chosen, memory_budget=memory.budget())
         roles = infer_roles(program)
         return {"inputs": [d.to_dict() for d in described], "function": chosen,
                 "states": [state.name for state in description.state],
@@ -303,10 +304,11 @@ def program_job(payload: dict[str, Any]) -> Verdict:
     package = payload["package"]
 
     def build() -> dict[str, Any]:
+        from nebisect.isolation import memory
         from nebisect.mil.load import load_program
 
         with _named_by_the_parent(package):
-            load_program(package, payload["function"])
+            load_program(package, payload["function"], memory_budget=memory.budget())
         return {}
 
     return record_verdict(build)
@@ -324,6 +326,7 @@ def _named_by_the_parent(package: str) -> Iterator[None]:
 
 def _require_ml_program(path: Path) -> Any:
     """The spec of the package at ``path``, which must be an ML program."""
+    from nebisect.isolation import memory
     from nebisect.mil.load import read_spec
     from nebisect.mil.sizes import check_spec
 
@@ -334,5 +337,5 @@ def _require_ml_program(path: Path) -> Any:
     kind = spec.WhichOneof("Type")
     if kind != "mlProgram":
         raise NebisectError(f"{path}: a {kind} model; nebisect needs an ML program")
-    check_spec(spec, str(path))
+    check_spec(spec, str(path), memory.budget())
     return spec

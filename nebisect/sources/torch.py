@@ -28,7 +28,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from nebisect.case import FACTORY, TORCH, SourceRef, sha256_path, torch_form
+from nebisect.arrays import sha256_path
+from nebisect.case import FACTORY, TORCH, SourceRef, torch_form
 from nebisect.codec import Form, Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs

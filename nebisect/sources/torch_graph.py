@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import load_npz
+from nebisect.arrays import load_npz
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from nebisect.case import TargetSpec, sha256_path
+from nebisect.arrays import sha256_path
+from nebisect.case import TargetSpec
 from nebisect.errors import NebisectError
 from nebisect.registry import ImportOnce, Registry
 from nebisect.targets.base import Prediction, Target

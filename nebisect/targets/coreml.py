@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import sha256_path
+from nebisect.arrays import sha256_path
 from nebisect.errors import NebisectError
 from nebisect.files import keep_existing, staged
 from nebisect.isolate import Needs

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from nebisect.case import sha256_path
+from nebisect.arrays import sha256_path
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs

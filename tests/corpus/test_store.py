@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from support.corpus_helpers import add, filled, lse_package
 
-from nebisect.case import load_npz, save_npz
+from nebisect.arrays import load_npz, save_npz
 from nebisect.corpus import CaseRecord, Corpus, CorruptCaseError, Expected, NewCase
 from nebisect.errors import NebisectError
 from nebisect.verdict import Verdict

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from support import REPO, SUPPORT
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.detect.attribution import attribute
 from nebisect.detect.matrix import MatrixRunner, RunReport
 from nebisect.executors.runner import Runner

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from nebisect.bounds import format_size
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job
 from nebisect.isolation import memory
@@ -59,8 +60,8 @@ def test_the_default_is_half_the_machine(configured: None) -> None:
     assert memory.limit() == memory.budget() == machine // 2
     memory.configure(512 * MIB)
     assert (memory.limit(), memory.limit_mb(), memory.budget()) == (512 * MIB, 512, 512 * MIB)
-    assert memory.format_size(512 * MIB) == "512M"
-    assert memory.format_size(int(11.8 * (1 << 30))) == "11.8G"
+    assert format_size(512 * MIB) == "512M"
+    assert format_size(int(11.8 * (1 << 30))) == "11.8G"
 
 
 def test_an_isolator_gives_every_job_the_configured_limit(configured: None) -> None:

@@ -111,7 +111,7 @@ def test_run_takes_the_semantics_in_the_target_name(tmp_path):
     import subprocess
     import sys
 
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
 
     package = tmp_path / "mod.mlpackage"
     model = ct.convert(_mod_program(types.fp32), convert_to="mlprogram",

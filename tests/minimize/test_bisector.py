@@ -15,7 +15,7 @@ import pytest
 from support import REPO
 from support.bisect_programs import chain, lgamma_net, meanpool
 
-from nebisect.case import load_npz, save_npz
+from nebisect.arrays import load_npz, save_npz
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.mil.load import load_program
@@ -254,9 +254,9 @@ def test_a_custom_reduction_is_handed_only_its_context(chain60: tuple[Path, Path
     """A reduction is an object the bisector calls with a context, never with itself."""
     from dataclasses import fields
 
-    from nebisect.ddmin import Reduction, Stats
     from nebisect.minimize.bisector import Bisector
     from nebisect.minimize.context import ReductionContext, ReductionOutput
+    from nebisect.search.ddmin import Reduction, Stats
     from nebisect.verdict import Verdict
 
     given: list[tuple[object, ...]] = []

@@ -16,7 +16,7 @@ import pytest
 import torch
 from support import REPO
 
-from nebisect.case import sha256_bytes
+from nebisect.arrays import sha256_bytes
 from nebisect.isolate import Isolator
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program

@@ -18,7 +18,8 @@ import pytest
 from support import SUPPORT
 from support.coreml_plans import CPU, GPU, NE, block, op, recorded_plan
 
-from nebisect.case import Case, CaseOptions, SourceRef, sha256_path
+from nebisect.arrays import sha256_path
+from nebisect.case import Case, CaseOptions, SourceRef
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import _routed
 from nebisect.sources.deployment import (
@@ -308,7 +309,7 @@ def test_neural_engine_and_gpu_need_a_listed_device() -> None:
 def test_model_needing_a_newer_os_is_a_skipped_verdict(tmp_path: Path) -> None:
     """A target that cannot load the model here (TargetSkipped) gives ``skipped`` with
     the reason, never an error blamed on the device."""
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
     from nebisect.evaluate.judge import evaluate
     from nebisect.targets.plugins import use_plugins
 

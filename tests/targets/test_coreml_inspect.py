@@ -14,10 +14,11 @@ import pytest
 from support import REPO
 from support.bisect_programs import chain, lse_chain
 
-from nebisect.ddmin import first_divergence
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
 from nebisect.minimize.graphs.mil import MilGraph
+from nebisect.oracle import value_divergence
+from nebisect.search.divergence import first_divergence
 from nebisect.targets.coreml_inspect import (
     inspectable_outputs,
     save_with_outputs,
@@ -25,7 +26,6 @@ from nebisect.targets.coreml_inspect import (
     trusted_intermediates,
     unfaithful,
 )
-from nebisect.verdict import value_divergence
 
 ON_MAC = platform.system() == "Darwin"
 
@@ -120,7 +120,7 @@ def test_bisect_on_the_neural_engine_localizes_seed_000_by_first_divergence(
         tmp_path: Path) -> None:
     """Seed 000 on coreml:ne: the device's intermediates localize the collapsing lse
     without ddmin, and the repro asserts the lse runs on the Neural Engine."""
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
     from nebisect.minimize.bisector import bisect_source
     from nebisect.minimize.options import BisectOptions
 

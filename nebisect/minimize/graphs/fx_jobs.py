@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import TORCH, SourceRef, load_npz, sha256_path
+from nebisect.arrays import load_npz, sha256_path
+from nebisect.case import TORCH, SourceRef
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job, Needs

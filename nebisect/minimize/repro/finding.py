@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nebisect.case import FACTORY, load_npz, torch_form
+from nebisect.arrays import load_npz
+from nebisect.case import FACTORY, torch_form
 from nebisect.detect.causes import RunFinding
 from nebisect.detect.findings import Row
 from nebisect.detect.matrix import RunReport

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.minimize.graphs.fx import TorchCandidate, docstring_text
 from nebisect.minimize.graphs.mil import PlanOp, SubgraphPlan
 from nebisect.minimize.repro import templates

@@ -1,10 +1,10 @@
 """One run of a source over the target matrix: the work behind ``nebisect run``.
 
-:func:`run` takes a checked :class:`RunOptions`, opens the runner (isolators and executor;
-:func:`run_on` takes an open one), resolves the source, runs
+:func:`run_source` takes a checked :class:`RunOptions`, opens the runner (isolators and executor;
+:func:`run_source_on` takes an open one), resolves the source, runs
 :class:`~nebisect.detect.matrix.MatrixRunner` and returns the report with the inputs
 files its rows were evaluated on. It prints nothing: progress
-goes to the callable it is handed, rendering to :mod:`nebisect.detect.terminal` and
+goes to the callable it is handed, rendering to :mod:`nebisect.detect.run_console` and
 :class:`RunOutputs`.
 """
 
@@ -114,8 +114,8 @@ class RunInterrupted(KeyboardInterrupt):
         self.earlier = earlier
 
 
-def run(options: RunOptions, workdir: Path,
-        progress: Callable[[str], None] = lambda _message: None) -> list[RunOutcome]:
+def run_source(options: RunOptions, workdir: Path,
+               progress: Callable[[str], None] = lambda _message: None) -> list[RunOutcome]:
     """Evaluate ``options.source`` on every target × path × input set in isolated
     children, attribute and explore; inputs files and conversions go to ``workdir``,
     which must outlive the outcomes' use. One outcome, or one per function of a
@@ -129,22 +129,22 @@ def run(options: RunOptions, workdir: Path,
         functions = () if options.function else package_functions(
             options.source, timeout=options.timeouts.load, isolator=runner.isolator)
         if not functions:
-            return [run_on(runner, options, workdir, progress)]
+            return [run_source_on(runner, options, workdir, progress)]
         outcomes: list[RunOutcome] = []
         for number, function in enumerate(functions, 1):
             folder = workdir / f"function-{number}"
             folder.mkdir()
             try:
-                outcomes.append(run_on(runner, replace(options, function=function), folder,
-                                       progress))
+                outcomes.append(run_source_on(runner, replace(options, function=function),
+                                              folder, progress))
             except RunInterrupted as stop:
                 raise RunInterrupted(stop.outcome, tuple(outcomes)) from stop.__cause__
         return outcomes
 
 
-def run_on(runner: Runner, options: RunOptions, workdir: Path,
-           progress: Callable[[str], None] = lambda _message: None) -> RunOutcome:
-    """:func:`run` on an open runner (``options.jobs`` and ``cluster`` are the runner's):
+def run_source_on(runner: Runner, options: RunOptions, workdir: Path,
+                  progress: Callable[[str], None] = lambda _message: None) -> RunOutcome:
+    """:func:`run_source` on an open runner (``options.jobs`` and ``cluster`` are the runner's):
     a sweep of many sources (the atlas) keeps one runner, so its warm templates serve
     every source."""
     from nebisect.sources.convert import CONVERSION
@@ -176,7 +176,7 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
 
 def _judge(runner: Runner, options: RunOptions, resolved: Source, plugins: list[str],
            workdir: Path, progress: Callable[[str], None]) -> RunOutcome:
-    """:func:`run_on` from the resolved source on: the matrix, then the comparison with
+    """:func:`run_source_on` from the resolved source on: the matrix, then the comparison with
     the baseline."""
     from nebisect.detect.discover import Discovery
     from nebisect.detect.matrix import MatrixRunner
