@@ -15,14 +15,13 @@ from nebisect.case import (
     Case,
     CaseOptions,
     SourceRef,
-    TargetSpec,
-    TargetSpecError,
     load_npz,
     save_npz,
     sha256_arrays,
     sha256_path,
 )
 from nebisect.errors import NebisectError
+from nebisect.targets.spec import TargetSpec, TargetSpecError
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ STRUCTURE = _load_structure()
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect", "nebisect.version", "nebisect.errors", "nebisect.files", "nebisect.registry",
      "nebisect.codec", "nebisect.case", "nebisect.verdict", "nebisect.ddmin", "nebisect.bounds",
-     "nebisect.package"),
+     "nebisect.package", "nebisect.targets.spec"),
     ("nebisect.isolation", "nebisect.isolate"),
     ("nebisect.executors",),
     ("nebisect.mil",),

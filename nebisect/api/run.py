@@ -403,9 +403,9 @@ def check_outputs(outputs: Any, inputs: Path | None) -> None:
 def _capture_report(location: str, capture: Capture, targets: Sequence[str]) -> RunReport:
     """The report of a module no path could save: each path's failure on every target,
     grouped and ranked as a run's are (the reference cannot run either)."""
-    from nebisect.case import TORCH_REFERENCE
     from nebisect.detect.matrix import RunReport
     from nebisect.detect.run import EXACT_ROW
+    from nebisect.targets.spec import TORCH_REFERENCE
 
     report = RunReport(location, TORCH_REFERENCE)
     _add_capture_failures(report, capture, [EXACT_ROW, *targets])

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from nebisect import api
-from nebisect.case import INPUTS_LIMIT_HELP, REFERENCE_TARGET
+from nebisect.case import INPUTS_LIMIT_HELP
 from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.detect.terminal import print_run
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
@@ -21,6 +21,7 @@ from nebisect.options import (
 )
 from nebisect.sources.compress import FORMS
 from nebisect.sources.inputs import DEFAULT_LENGTHS
+from nebisect.targets.spec import REFERENCE_TARGET
 
 ORDER = 10
 

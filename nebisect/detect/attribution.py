@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nebisect.case import REFERENCE_TARGET, Case, CaseOptions
+from nebisect.case import Case, CaseOptions
 from nebisect.detect.culprit import (
     by_intermediates,
     by_outputs,
@@ -39,7 +39,8 @@ from nebisect.evaluate.workbench import CellKey, Workbench, reference_failure
 from nebisect.search.records import Culprit
 from nebisect.sources.convert import CONVERSION
 from nebisect.sources.torch_graph import torch_intermediates
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import Verdict, exact_dtype, mismatch_signature
 
 ATTRIBUTIONS = ("conversion", "precision", "device")

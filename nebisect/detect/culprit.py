@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET
 from nebisect.ddmin import first_divergence
 from nebisect.detect.torch_match import candidates, placed, reaching
 from nebisect.report.payload import OpError
 from nebisect.search.records import Culprit
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.sources.torch_graph import TorchGraph
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import compare, mismatch_signature, value_divergence
 
 #: what a culprit found by intermediates compared, and the words for a conversion one

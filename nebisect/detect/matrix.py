@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nebisect.case import TORCH_REFERENCE
 from nebisect.codec import Form, Record
 from nebisect.ddmin import Stats
 from nebisect.detect.attribution import Attributor
@@ -71,8 +70,9 @@ from nebisect.sources.convert import (
     one_path_failure,
 )
 from nebisect.sources.resolve import Source
-from nebisect.targets import spec_of
 from nebisect.targets.plugins import use_plugins
+from nebisect.targets.registry import spec_of
+from nebisect.targets.spec import TORCH_REFERENCE
 from nebisect.verdict import Status, Verdict
 
 #: how many of a cliff's probes (those nearest its bracket) the report's plot shows

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nebisect.case import REFERENCE_TARGET
 from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.errors import NebisectError
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
@@ -24,6 +23,7 @@ from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import DEFAULT_LENGTHS
+from nebisect.targets.spec import REFERENCE_TARGET
 
 if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
@@ -149,8 +149,8 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
     every source."""
     from nebisect.sources.convert import CONVERSION
     from nebisect.sources.resolve import is_torch_location, output_names, resolve_source
-    from nebisect.targets import spec_of
     from nebisect.targets.plugins import use_plugins
+    from nebisect.targets.registry import spec_of
 
     timeouts = options.timeouts
     isolator = runner.isolator

@@ -55,7 +55,7 @@ from nebisect.detect.titles import MESSAGE_CHARS
 from nebisect.evaluate.judge import evaluate
 from nebisect.evaluate.workbench import Workbench
 from nebisect.search.records import FailureGroup
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
 from nebisect.verdict import Comparison, Status, Verdict
 
 #: how many times torch's error (at the same precision, in its ULPs) Core ML's may be

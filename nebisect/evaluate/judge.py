@@ -18,17 +18,18 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, SourceRef, load_npz, save_npz, sha256_arrays
+from nebisect.case import Case, SourceRef, load_npz, save_npz, sha256_arrays
 from nebisect.errors import CannotJudge
 from nebisect.isolate import Isolator, Job, Needs, Outcome, mark_stage, run_isolated
 from nebisect.isolation.job import is_out_of_memory
 from nebisect.sources.artifact import Artifact
 from nebisect.sources.domains import masked_positions
 from nebisect.sources.torch import held_needs
-from nebisect.targets import Prediction, get_target, load_plugins
-from nebisect.targets.base import TargetSkipped
+from nebisect.targets.base import Prediction, TargetSkipped
 from nebisect.targets.placement import check_routing, off_device, required_devices
+from nebisect.targets.registry import get_target, load_plugins
 from nebisect.targets.sim import follow_semantics
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import (
     Stage,
     Status,
@@ -48,7 +49,7 @@ def load_registries() -> None:
     from nebisect.mil.kernels import KERNELS
     from nebisect.mil.profiles import PROFILES
     from nebisect.mil.semantics import SEMANTICS
-    from nebisect.targets import TARGETS
+    from nebisect.targets.registry import TARGETS
 
     for registry in (TARGETS, KERNELS, PROFILES, SEMANTICS):
         registry.load()

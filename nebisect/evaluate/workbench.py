@@ -39,8 +39,8 @@ from nebisect.sources.convert import (
     failed_attempts,
 )
 from nebisect.sources.resolve import Source
-from nebisect.targets import spec_of
 from nebisect.targets.placement import required_devices
+from nebisect.targets.registry import spec_of
 from nebisect.verdict import Stage, Verdict
 
 #: The stage a case's verdict names when its reference, not its target, failed.

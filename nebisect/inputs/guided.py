@@ -20,7 +20,7 @@ from nebisect.inputs.probes import Probe
 from nebisect.isolate import Isolator, Needs
 from nebisect.search.cliff import Boundary
 from nebisect.sources.domains import InputDomain
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
 from nebisect.verdict import Verdict
 
 

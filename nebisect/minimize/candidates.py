@@ -24,9 +24,7 @@ import numpy as np
 
 from nebisect.case import (
     PACKAGE,
-    REFERENCE_TARGET,
     TORCH,
-    TORCH_REFERENCE,
     Case,
     CaseOptions,
     SourceRef,
@@ -42,7 +40,8 @@ from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.graphs.fx import TorchCandidate
 from nebisect.minimize.graphs.mil import MilGraph, SubgraphPlan, build
 from nebisect.sources.convert import PATHS
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
+from nebisect.targets.spec import REFERENCE_TARGET, TORCH_REFERENCE
 from nebisect.verdict import Verdict
 
 REFERENCE = REFERENCE_TARGET

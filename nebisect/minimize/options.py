@@ -17,7 +17,7 @@ from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.candidates import CandidateSpace
 from nebisect.sources.convert import PATHS
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
 from nebisect.verdict import Stage
 
 #: The case stages whose failures a reduction can keep while it shrinks the model.

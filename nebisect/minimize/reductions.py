@@ -34,7 +34,7 @@ from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
 from nebisect.minimize.context import ReductionContext, ReductionOutput
 from nebisect.sources.convert import PATH_LABELS
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
 from nebisect.verdict import Verdict, value_divergence
 
 if TYPE_CHECKING:

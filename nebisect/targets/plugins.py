@@ -29,7 +29,8 @@ from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs
 from nebisect.sources.loading import ChildSubject, describe_in_child, first_line, record_verdict
-from nebisect.targets import Prediction, Target, register_target, registered_targets
+from nebisect.targets.base import Prediction, Target
+from nebisect.targets.registry import register_target, registered_targets
 
 PLUGIN_SUBJECT = ChildSubject("the plugin", "registering its targets")
 
@@ -74,7 +75,7 @@ def describe_plugin_job(payload: dict[str, Any]) -> Any:
     """Child side: import the plugin; describe every target it registered."""
 
     def build() -> dict[str, Any]:
-        from nebisect.targets import load_plugins, spec_of
+        from nebisect.targets.registry import load_plugins, spec_of
 
         plugin = payload["plugin"]
         before = set(registered_targets())

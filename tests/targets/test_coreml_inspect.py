@@ -94,7 +94,7 @@ def test_coreml_intermediates_equal_the_real_inspectors(tmp_path: Path) -> None:
     from coremltools.models.ml_program.experimental.debugging_utils import MLModelInspector
 
     from nebisect.sources.artifact import Artifact
-    from nebisect.targets import get_target
+    from nebisect.targets.registry import get_target
 
     package, _ = chain(tmp_path, 7)
     feeds = lse_chain.chain_inputs()

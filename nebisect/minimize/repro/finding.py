@@ -31,7 +31,7 @@ from nebisect.minimize.repro.script import devices_for, factory_script, inline_i
 from nebisect.search.records import FailureGroup
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.sources.torch_module import PATHS, parse_location
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
 
 #: inputs with more values than this (constant fills aside) are not written out
 INLINE_ELEMENTS = 256

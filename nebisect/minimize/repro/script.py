@@ -40,8 +40,8 @@ from nebisect.minimize.graphs.fx import TorchCandidate, docstring_text
 from nebisect.minimize.graphs.mil import PlanOp, SubgraphPlan
 from nebisect.minimize.repro import templates
 from nebisect.sources.torch_module import FACTORY_SEED, PATHS
-from nebisect.targets import spec_of
 from nebisect.targets.placement import NOT_COMPUTE, required_devices
+from nebisect.targets.registry import spec_of
 
 #: Constants with more elements than this go to ``constants.npz`` instead of the code.
 INLINE_LIMIT = 64
