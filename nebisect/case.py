@@ -26,7 +26,12 @@ from nebisect.codec import Form, Record
 from nebisect.errors import NebisectError
 from nebisect.files import MAX_JSON_CHARS, open_regular, parse_untrusted_json, walk, write_bytes
 from nebisect.package import MANIFEST
-from nebisect.targets.spec import REFERENCE_TARGET, TORCH_REFERENCE, check_target_grammar
+from nebisect.targets.spec import (
+    REFERENCE_SPEC,
+    TORCH_REFERENCE_SPEC,
+    TargetSpec,
+    check_target_grammar,
+)
 from nebisect.verdict import CASE_STAGES, Stage
 
 
@@ -332,9 +337,9 @@ class SourceRef:
         return self.moved(lambda file: str(Path(root) / file))
 
     @property
-    def reference_target(self) -> str:
+    def reference_target(self) -> TargetSpec:
         """Its oracle: torch fp64 for a torch source, the fp64 simulator otherwise."""
-        return TORCH_REFERENCE if self.is_torch else REFERENCE_TARGET
+        return TORCH_REFERENCE_SPEC if self.is_torch else REFERENCE_SPEC
 
 
 @dataclass(frozen=True)

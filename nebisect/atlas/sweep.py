@@ -34,6 +34,7 @@ from nebisect.atlas.store import keep, store
 from nebisect.codec import CodecError
 from nebisect.errors import NebisectError
 from nebisect.files import write_text
+from nebisect.targets.spec import REFERENCE_TARGET, TargetSpec
 from nebisect.verdict import normalize_message
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
     from nebisect.executors.runner import Runner
 
 #: the targets every sample is judged on (``sim:fp64`` is run's exact row, added by run)
-SWEEP_TARGETS = tuple(t for t in ATLAS_COLUMNS.values() if t and t != "sim:fp64")
+SWEEP_TARGETS = tuple(TargetSpec.parse(t) for t in ATLAS_COLUMNS.values()
+                      if t and t != REFERENCE_TARGET)
 #: exploration predictions per target and sample: every value family at least once
 SAMPLE_BUDGET = 8
 #: smaller samples tried per kept failure (each a judging: seconds)
@@ -75,7 +77,7 @@ class SweepSettings:
         return {"budget": str(self.budget), "seed": str(self.seed),
                 "converter_overrides": str(self.converter_overrides).lower(),
                 "converter_setup": ",".join(self.converter_setup),
-                "targets": ",".join(SWEEP_TARGETS)}
+                "targets": ",".join(map(str, SWEEP_TARGETS))}
 
 
 def environment() -> dict[str, str]:

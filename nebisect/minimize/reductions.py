@@ -34,7 +34,7 @@ from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
 from nebisect.minimize.context import ReductionContext, ReductionOutput
 from nebisect.sources.convert import PATH_LABELS
-from nebisect.targets.registry import spec_of
+from nebisect.targets.spec import REFERENCE_TARGET, TargetSpec
 from nebisect.verdict import Verdict, value_divergence
 
 if TYPE_CHECKING:
@@ -74,7 +74,8 @@ def reduce_program(context: ReductionContext) -> ReductionOutput:
     graph = MilGraph(load_program(package.location, package.function))
     progress.units(len(graph.units))
     progress.phase("running the original")
-    original, arrays = _evaluate(context, package, inputs_path, options.target, REFERENCE)
+    original, arrays = _evaluate(context, package, inputs_path, options.target,
+                                 REFERENCE_TARGET)
     if not original.failed:
         detail = f": {original.message}" if original.message else ""
         raise NebisectError(
@@ -109,7 +110,7 @@ def _search_program(context: ReductionContext, graph: MilGraph, original: Verdic
     progress = context.progress
     if original.status == "mismatch" and target_mid:
         progress.phase("first divergence")
-        precision = spec_of(context.options.target).precision
+        precision = context.options.target.precision
         found = locate_divergence(graph.dag, value_divergence(target_mid, reference_mid, precision),
                          evaluator)
         if found.signature:
@@ -134,7 +135,7 @@ def _package(context: ReductionContext) -> SourceRef:
     options = context.options
     context.progress.phase("converting")
     package, verdict = convert_isolated(
-        source, spec_of(options.target).precision, context.workdir, context.isolator,
+        source, options.target.precision, context.workdir, context.isolator,
         setup=context.setup, timeout=options.timeouts.convert, paths=options.paths,
     )
     context.progress.ran()
@@ -159,10 +160,10 @@ def _program_inputs(context: ReductionContext, package: SourceRef) -> Path:
     return path
 
 
-def _evaluate(context: ReductionContext, package: SourceRef, inputs_path: Path, target: str,
-              reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
+def _evaluate(context: ReductionContext, package: SourceRef, inputs_path: Path,
+              target: TargetSpec, reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
     """One isolated run of the whole program, returning every intermediate."""
-    case = Case(package, target, inputs_path=str(inputs_path),
+    case = Case(package, str(target), inputs_path=str(inputs_path),
                 model_sha256=sha256_path(package.location),
                 options=CaseOptions(intermediates=True))
     outcome = evaluate(case, reference=reference, isolator=context.isolator,
@@ -201,7 +202,7 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     options, progress, workdir = context.options, context.progress, context.workdir
     source, setup = context.source, context.setup
     predict = options.stage == "predict"
-    precision = spec_of(options.target).precision
+    precision = options.target.precision
     arrays = _torch_inputs(context) if predict else None
     progress.phase("converting the original" + (" and running it" if predict else ""))
     original, runs = run_torch_source(

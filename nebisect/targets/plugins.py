@@ -30,7 +30,8 @@ from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs
 from nebisect.sources.loading import ChildSubject, describe_in_child, first_line, record_verdict
 from nebisect.targets.base import Prediction, Target
-from nebisect.targets.registry import register_target, registered_targets
+from nebisect.targets.registry import register_target, registered_targets, spec_of
+from nebisect.targets.spec import TargetSpec
 
 PLUGIN_SUBJECT = ChildSubject("the plugin", "registering its targets")
 
@@ -75,7 +76,7 @@ def describe_plugin_job(payload: dict[str, Any]) -> Any:
     """Child side: import the plugin; describe every target it registered."""
 
     def build() -> dict[str, Any]:
-        from nebisect.targets.registry import load_plugins, spec_of
+        from nebisect.targets.registry import load_plugins
 
         plugin = payload["plugin"]
         before = set(registered_targets())
@@ -124,6 +125,17 @@ def use_plugins(plugins: Iterable[str], *, timeout: float,
                 _described[key] = [PluginTarget.from_dict(t) for t in record["targets"]]
             _register(_described[key])
     return resolved
+
+
+def parse_targets(texts: Iterable[str], plugins: Iterable[str] = (), *,
+                  timeout: float) -> tuple[TargetSpec, ...]:
+    r"""Target names as given (an option, a file) parsed once into :class:`TargetSpec`\ s,
+    the targets of ``plugins`` included (described in a child first, once per process:
+    :func:`use_plugins`, whose ``timeout`` bounds it); an unknown name is a
+    :class:`~nebisect.targets.spec.TargetSpecError`."""
+    names = list(texts)
+    use_plugins(plugins, timeout=timeout)
+    return tuple(spec_of(name) for name in names)
 
 
 def _register(records: list[PluginTarget]) -> None:

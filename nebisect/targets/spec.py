@@ -116,6 +116,12 @@ class TargetSpec:
         return TargetSpec(backend, parts[1])
 
 
+
+#: :data:`REFERENCE_TARGET` and :data:`TORCH_REFERENCE` parsed: the oracles as the code
+#: below the options holds targets.
+REFERENCE_SPEC = TargetSpec.parse(REFERENCE_TARGET)
+TORCH_REFERENCE_SPEC = TargetSpec.parse(TORCH_REFERENCE)
+
 def check_target_grammar(spec: str) -> None:
     """Check the shape of a target name (``backend:variant[:more]``), not the registry.
 
