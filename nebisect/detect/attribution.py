@@ -49,8 +49,8 @@ SPREAD_SIGNATURES = tuple(mismatch_signature(kind) for kind in ("tolerance", "in
                                                                 "shape", "nan-suppressed"))
 #: the simulator targets that compute only with fp16 or fp32 rounding: a failure of
 #: theirs that is no conversion bug is one of precision
-PRECISION_TARGETS = tuple(TargetSpec.parse(name) for name in ("sim:fp16", "sim:fp16-naive",
-                                                               "sim:fp32"))
+PRECISION_TARGETS = (TargetSpec("sim", "fp16"), TargetSpec("sim", "fp16-naive"),
+                     TargetSpec("sim", "fp32"))
 PRECISION_PROBE = PRECISION_TARGETS[0]
 EXACT_PROBE = REFERENCE_SPEC
 

@@ -79,7 +79,7 @@ CHART_POINTS = 4
 #: why an exploration asked to end at its target's first failure stopped
 FIRST_FAILURE = "stopped at the first failure"
 #: the reference for a torch model that pins float32
-FLOAT32_REFERENCE = TargetSpec.parse("torch:cpu:fp32")
+FLOAT32_REFERENCE = TargetSpec("torch", "cpu", "fp32")
 #: what torch says when a model pins float32 and its float64 copy mixes the two
 DTYPE_PINS = ("must have the same dtype", "expected scalar type", "Expected scalar type",
               "Input type (float) and bias type (double)",

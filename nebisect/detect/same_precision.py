@@ -64,10 +64,9 @@ from nebisect.verdict import Comparison, Status, Verdict
 AS_BAD_FACTOR = 4.0
 #: the torch targets a program target of each precision is compared with, in order of
 #: preference (the first that runs the model)
-PEERS = {precision: tuple(TargetSpec.parse(name) for name in names) for precision, names in {
-    "fp16": ("torch:cpu:fp16", "torch:cpu:fp32"),
-    "bf16": ("torch:cpu:bf16", "torch:cpu:fp32"),
-    "fp32": ("torch:cpu:fp32",)}.items()}
+PEERS = {"fp16": (TargetSpec("torch", "cpu", "fp16"), TargetSpec("torch", "cpu", "fp32")),
+         "bf16": (TargetSpec("torch", "cpu", "bf16"), TargetSpec("torch", "cpu", "fp32")),
+         "fp32": (TargetSpec("torch", "cpu", "fp32"),)}
 #: comparison kinds that measure no error: the output is inf or NaN
 NO_ERROR_KINDS = ("nonfinite", "nan-suppressed")
 #: the attribution this module judges
