@@ -129,13 +129,13 @@ def use_plugins(plugins: Iterable[str], *, timeout: float,
 
 def parse_targets(texts: Iterable[str], plugins: Iterable[str] = (), *,
                   timeout: float) -> tuple[TargetSpec, ...]:
-    r"""Target names as given (an option, a file) parsed once into :class:`TargetSpec`\ s,
-    the targets of ``plugins`` included (described in a child first, once per process:
-    :func:`use_plugins`, whose ``timeout`` bounds it); an unknown name is a
+    """Target names as given (an option, a file) parsed once, into the
+    :class:`~nebisect.targets.spec.TargetSpec` everything below the options holds; the
+    targets of ``plugins`` are known (each plugin described in a child first, once per
+    process: :func:`use_plugins`, bounded by ``timeout``). An unknown name is a
     :class:`~nebisect.targets.spec.TargetSpecError`."""
-    names = list(texts)
     use_plugins(plugins, timeout=timeout)
-    return tuple(spec_of(name) for name in names)
+    return tuple(spec_of(name) for name in texts)
 
 
 def _register(records: list[PluginTarget]) -> None:
