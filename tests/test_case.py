@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from nebisect.arrays import save_npz
-from nebisect.case import Case, CaseOptions, SourceRef, TargetSpec, TargetSpecError
+from nebisect.case import Case, CaseOptions, SourceRef
 from nebisect.errors import NebisectError
+from nebisect.targets.spec import TORCH_REFERENCE_SPEC, TargetSpec, TargetSpecError
 
 
 @pytest.mark.parametrize(
@@ -106,9 +107,9 @@ def test_every_site_judging_a_package_against_torch_applies_one_precision_rule(
     built = {}
 
     converted = ({"export": package}, Verdict("pass", "convert"))
-    bench = Workbench(Source("torch", "m.py:f"), tmp_path, None, "torch:cpu:fp64", Timeouts(),
-                      convert=lambda *args, **kwargs: converted)
-    built["run"] = bench.case(target, "export", str(inputs)).options
+    bench = Workbench(Source("torch", "m.py:f"), tmp_path, None, TORCH_REFERENCE_SPEC,
+                      Timeouts(), convert=lambda *args, **kwargs: converted)
+    built["run"] = bench.case(TargetSpec.parse(target), "export", str(inputs)).options
 
     def evaluate(case: Case, **kwargs: object) -> Outcome:
         built["bisect"] = case.options
@@ -117,7 +118,7 @@ def test_every_site_judging_a_package_against_torch_applies_one_precision_rule(
     monkeypatch.setattr(convert, "convert_isolated", lambda *a, **k: (package, converted[1]))
     monkeypatch.setattr(candidates, "evaluate", evaluate)
     candidates.run_torch_source("m.py:f", "fp32", (), tmp_path, None, Timeouts(),
-                                target=target, inputs={"x": np.ones(3)})
+                                target=TargetSpec.parse(target), inputs={"x": np.ones(3)})
 
     record = CaseRecord("0" * 16, "torch", target, Expected("pass"), factory="f",
                         files={"model.py": "a" * 64, "inputs.npz": "b" * 64})
@@ -136,7 +137,7 @@ def test_every_site_judging_a_package_against_torch_applies_one_precision_rule(
 ])
 def test_a_source_ref_names_its_files_factory_and_oracle(
         ref: SourceRef, files: tuple[str, ...], factory: str, oracle: str) -> None:
-    assert ref.files() == files and ref.factory == factory and ref.reference_target == oracle
+    assert ref.files() == files and ref.factory == factory and str(ref.reference_target) == oracle
     rebased = ref.rebased("/ship")
     assert rebased.files() == tuple(f"/ship/{f}" for f in files)
     assert rebased.factory == factory and rebased.kind == ref.kind

@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect", "nebisect.version", "nebisect.errors", "nebisect.files", "nebisect.registry",
      "nebisect.codec", "nebisect.arrays", "nebisect.case", "nebisect.verdict", "nebisect.oracle",
      "nebisect.bounds", "nebisect.package", "nebisect.search.ddmin",
-     "nebisect.search.divergence"),
+     "nebisect.search.divergence", "nebisect.targets.spec"),
     ("nebisect.isolation", "nebisect.isolate"),
     ("nebisect.executors",),
     ("nebisect.mil",),

@@ -91,6 +91,7 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
         use_memory,
     )
     from nebisect.report.outputs import fresh_output_directory
+    from nebisect.targets.plugins import parse_targets
 
     destination = Path(out)
     with tempfile.TemporaryDirectory(prefix="nebisect-bisect-") as tmp:
@@ -106,7 +107,8 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
         elif not location or not target:
             raise NebisectError("give a SOURCE and --target, or --finding FILE#N")
         options = BisectOptions(
-            target=subject.target, stage=subject.stage,
+            target=parse_targets([subject.target], timeout=BISECT_TIMEOUTS.load)[0],
+            stage=subject.stage,
             inputs=os.path.abspath(subject.inputs) if subject.inputs else "", length=length,
             max_evals=max_evals, timeout=timeout, fixes=subject.fixes, graph=subject.graph,
             paths=subject.paths, function=function,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from nebisect.detect.source_run import RunOptions, RunOutcome, RunOutputs
     from nebisect.detect.triggers import TriggerIndex
     from nebisect.sources.capture import Capture
+    from nebisect.targets.spec import TargetSpec
 
 from nebisect.api.common import (
     Many,
@@ -325,6 +326,7 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
     from nebisect.sources.compress import check_compress
     from nebisect.sources.deployment import check_deployment
     from nebisect.sources.inputs import DEFAULT_LENGTHS
+    from nebisect.targets.plugins import parse_targets
 
     if not source:
         raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
@@ -335,8 +337,11 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
     check_seed(f"--seed {seed}", seed)
     explores = parse_choice("--explore", explore, EXPLORE_CHOICES) != "none"
+    targets = parse_targets(items(target) or default_targets(), items(plugin),
+                            timeout=timeouts.load)
+    oracle = parse_targets([reference], timeout=timeouts.load)[0] if reference else None
     return RunOptions(
-        source, tuple(items(target) or default_targets()), reference,
+        source, targets, oracle,
         Path(inputs) if inputs else None, timeouts=timeouts, paths=paths,
         converter_overrides=converter_overrides, strict_conversion=strict_conversion,
         deployment_target=deployment_target, plugins=tuple(items(plugin)), explore=explores,
@@ -399,15 +404,16 @@ def check_outputs(outputs: Any, inputs: Path | None) -> None:
             output_directory(directory, option)
 
 
-def _capture_report(location: str, capture: Capture, targets: Sequence[str]) -> RunReport:
+def _capture_report(location: str, capture: Capture,
+                    targets: Sequence[TargetSpec]) -> RunReport:
     """The report of a module no path could save: each path's failure on every target,
     grouped and ranked as a run's are (the reference cannot run either)."""
-    from nebisect.case import TORCH_REFERENCE
     from nebisect.detect.matrix import RunReport
     from nebisect.detect.source_run import EXACT_ROW
+    from nebisect.targets.spec import TORCH_REFERENCE
 
     report = RunReport(location, TORCH_REFERENCE)
-    _add_capture_failures(report, capture, [EXACT_ROW, *targets])
+    _add_capture_failures(report, capture, [str(t) for t in (EXACT_ROW, *targets)])
     return report
 
 

@@ -43,7 +43,7 @@ def store(sample: OpSample, outcome: RunOutcome, source: Path, corpus_root: Path
     directories."""
     from nebisect.corpus import Corpus, Expected, NewCase
     from nebisect.detect.triggers import trigger_of
-    from nebisect.targets import spec_of
+    from nebisect.targets.registry import spec_of
 
     report = outcome.report
     corpus = Corpus(corpus_root, create=True)

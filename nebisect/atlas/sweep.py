@@ -35,6 +35,7 @@ from nebisect.atlas.store import keep, store
 from nebisect.codec import CodecError
 from nebisect.errors import NebisectError
 from nebisect.files import write_text
+from nebisect.targets.spec import REFERENCE_SPEC, TargetSpec
 from nebisect.verdict import normalize_message
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from nebisect.executors.runner import Runner
 
 #: the targets every sample is judged on (``sim:fp64`` is run's exact row, added by run)
-SWEEP_TARGETS = tuple(t for t in ATLAS_COLUMNS.values() if t and t != "sim:fp64")
+SWEEP_TARGETS = tuple(t for t in ATLAS_COLUMNS.values() if t is not None and t != REFERENCE_SPEC)
 #: exploration predictions per target and sample: every value family at least once
 SAMPLE_BUDGET = 8
 #: smaller samples tried per kept failure (each a judging: seconds)
@@ -76,7 +77,7 @@ class SweepSettings:
         return {"budget": str(self.budget), "seed": str(self.seed),
                 "converter_overrides": str(self.converter_overrides).lower(),
                 "converter_setup": ",".join(self.converter_setup),
-                "targets": ",".join(SWEEP_TARGETS)}
+                "targets": ",".join(map(str, SWEEP_TARGETS))}
 
 
 def environment() -> dict[str, str]:
@@ -272,7 +273,7 @@ def cells_of(report: RunReport) -> dict[str, dict[str, str]]:
     for path, outcome in converted.items():
         row = cells[path] = {"converts": outcome}
         for column, target in ATLAS_COLUMNS.items():
-            if target:
+            if target is not None:
                 row[column] = _column(report, target, path) if outcome == "ok" else NOT_RUN
     return cells
 
@@ -292,8 +293,8 @@ def _conversions(report: RunReport) -> dict[str, str]:
     return found
 
 
-def _column(report: RunReport, target: str, path: str) -> str:
-    rows = [r for r in report.rows if r.role == "target" and r.target == target
+def _column(report: RunReport, target: TargetSpec, path: str) -> str:
+    rows = [r for r in report.rows if r.role == "target" and r.target == str(target)
             and r.path == path]
     failing = [r for r in rows if r.verdict.failed]
     if failing:

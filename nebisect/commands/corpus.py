@@ -166,7 +166,7 @@ def add(
     from nebisect.corpus import Corpus, Expected, NewCase
     from nebisect.sources.inputs import check
     from nebisect.sources.resolve import resolve_source
-    from nebisect.targets import spec_of
+    from nebisect.targets.registry import spec_of
 
     timeouts = Timeouts.parse(timeout)
     use_memory(memory)

@@ -8,7 +8,6 @@ import typer
 
 from nebisect import api
 from nebisect.arrays import INPUTS_LIMIT_HELP
-from nebisect.case import REFERENCE_TARGET
 from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.detect.run_console import print_run
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
@@ -22,6 +21,7 @@ from nebisect.options import (
 )
 from nebisect.sources.compress import FORMS
 from nebisect.sources.inputs import DEFAULT_LENGTHS
+from nebisect.targets.spec import REFERENCE_TARGET
 
 ORDER = 10
 

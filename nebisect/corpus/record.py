@@ -42,8 +42,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from nebisect.case import EXPORTED, REFERENCE_TARGET, SCRIPTED, CaseOptions, case_stage
 from nebisect.arrays import sha256_bytes
+from nebisect.case import EXPORTED, SCRIPTED, CaseOptions, case_stage
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.files import parse_untrusted_json
 from nebisect.verdict import Stage

@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET
 from nebisect.detect.torch_match import candidates, placed, reaching
 from nebisect.oracle import compare, value_divergence
 from nebisect.search.divergence import OpError, first_divergence
 from nebisect.search.records import Culprit
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.sources.torch_graph import TorchGraph
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import mismatch_signature
 
 #: what a culprit found by intermediates compared, and the words for a conversion one

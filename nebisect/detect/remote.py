@@ -127,7 +127,7 @@ def run_cells(bench: Workbench, keys: Sequence[CellKey], runner: Runner,
     workbench's cache
     (each key's path must have converted for its target: :meth:`Workbench.paths_of`)."""
     pending = [key for key in dict.fromkeys(keys) if not bench.cached(key)]
-    units = [cell_unit_of(bench.case(key.target, key.path, key.inputs), bench.reference,
+    units = [cell_unit_of(bench.case(key.target, key.path, key.inputs), str(bench.reference),
                           bench.timeouts.predict) for key in pending]
     received = bench.workdir / "received"
 
@@ -135,7 +135,7 @@ def run_cells(bench: Workbench, keys: Sequence[CellKey], runner: Runner,
 
     def store(index: int, result: UnitResult) -> None:
         key = pending[index]
-        bench.store(key, *_received(result, key.target, received / str(index)))
+        bench.store(key, *_received(result, str(key.target), received / str(index)))
         done.append(key)
         progress(f"evaluated {len(done)}/{len(pending)} cells on {runner.executor.name}")
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nebisect.case import REFERENCE_TARGET
 from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.errors import NebisectError
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
@@ -24,6 +23,7 @@ from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import DEFAULT_LENGTHS
+from nebisect.targets.spec import REFERENCE_SPEC, TargetSpec
 
 if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
@@ -35,13 +35,13 @@ if TYPE_CHECKING:
 
 #: For torch sources the converted program is also run exactly: its row says whether
 #: conversion preserved the math (and feeds the ``conversion`` attribution).
-EXACT_ROW = REFERENCE_TARGET
+EXACT_ROW = REFERENCE_SPEC
 
 
 @dataclass(frozen=True)
 class RunOptions:
     """What a run evaluates, checked: the source as typed, the targets asked for, the
-    oracle (``""``: the source's own), the inputs (an ``.npz``, else the ``lengths``),
+    oracle (None: the source's own), the inputs (an ``.npz``, else the ``lengths``),
     the conversion paths and how to convert (with nebisect's converter overrides from
     the start, ``converter_overrides``; a failure they cure ending its path,
     ``strict_conversion``), the plugins, the exploration (``explore``
@@ -55,8 +55,8 @@ class RunOptions:
     function, each a run of its own)."""
 
     source: str
-    targets: tuple[str, ...]
-    reference: str = ""
+    targets: tuple[TargetSpec, ...]
+    reference: TargetSpec | None = None
     inputs: Path | None = None
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -149,7 +149,6 @@ def run_source_on(runner: Runner, options: RunOptions, workdir: Path,
     every source."""
     from nebisect.sources.convert import CONVERSION
     from nebisect.sources.resolve import is_torch_location, output_names, resolve_source
-    from nebisect.targets import spec_of
     from nebisect.targets.plugins import use_plugins
 
     timeouts = options.timeouts
@@ -159,9 +158,6 @@ def run_source_on(runner: Runner, options: RunOptions, workdir: Path,
         # template: it starts importing now.
         runner.expect(CONVERSION)
     plugins = use_plugins(options.plugins, timeout=timeouts.load, isolator=isolator)
-    targets = list(options.targets)
-    for spec in [*targets, *([options.reference] if options.reference else [])]:
-        spec_of(spec)
     resolved = resolve_source(options.source, function=options.function,
                               timeout=timeouts.load, isolator=isolator
                               ).with_domains(dict(options.input_ranges))
@@ -212,7 +208,7 @@ def _judge(runner: Runner, options: RunOptions, resolved: Source, plugins: list[
     if resolved.kind == "mlpackage":
         progress("linting the package")
         report.hazards = _lint_errors(resolved, options, isolator)
-    _require_a_judged_target(report, list(options.targets))
+    _require_a_judged_target(report, [str(target) for target in options.targets])
     return RunOutcome(report, matrix.bench.saved)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.arrays import load_npz, save_npz, sha256_arrays
-from nebisect.case import REFERENCE_TARGET, Case, SourceRef
+from nebisect.case import Case, SourceRef
 from nebisect.errors import CannotJudge
 from nebisect.isolate import Isolator, Job, Needs, Outcome, mark_stage, run_isolated
 from nebisect.isolation.job import is_out_of_memory
@@ -27,10 +27,11 @@ from nebisect.oracle import judge
 from nebisect.sources.artifact import Artifact
 from nebisect.sources.domains import masked_positions
 from nebisect.sources.torch import held_needs
-from nebisect.targets import Prediction, get_target, load_plugins
-from nebisect.targets.base import TargetSkipped
+from nebisect.targets.base import Prediction, TargetSkipped
 from nebisect.targets.placement import check_routing, off_device, required_devices
+from nebisect.targets.registry import get_target, load_plugins
 from nebisect.targets.sim import follow_semantics
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import Stage, Status, Tolerance, Verdict, error_signature, mismatch_signature
 
 
@@ -42,7 +43,7 @@ def load_registries() -> None:
     from nebisect.mil.kernels import KERNELS
     from nebisect.mil.profiles import PROFILES
     from nebisect.mil.semantics import SEMANTICS
-    from nebisect.targets import TARGETS
+    from nebisect.targets.registry import TARGETS
 
     for registry in (TARGETS, KERNELS, PROFILES, SEMANTICS):
         registry.load()

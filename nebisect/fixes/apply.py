@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import REFERENCE_TARGET, SourceRef
+from nebisect.case import SourceRef
 from nebisect.errors import NebisectError
 from nebisect.fixes import resolve_fixes
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
 from nebisect.isolate import Isolator, Job, mark_stage
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import Stage, Status, Verdict
 
 

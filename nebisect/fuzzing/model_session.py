@@ -51,13 +51,15 @@ from nebisect.inputs.guided import guided_probes_of, within_domains
 from nebisect.isolate import Isolator
 from nebisect.sources.convert import PATHS, convert_paths
 from nebisect.sources.resolve import Source, resolve_source
+from nebisect.targets.registry import spec_of
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
 
 class ModelEvaluator:
     """Evaluates a model subject's cases on one target, one isolated cell each."""
 
-    def __init__(self, subject: ModelSubject, bench: Workbench, target: str) -> None:
+    def __init__(self, subject: ModelSubject, bench: Workbench, target: TargetSpec) -> None:
         self.subject, self.bench, self.target = subject, bench, target
 
     def __call__(self, case: dict[str, Any]) -> Evaluation:
@@ -82,6 +84,8 @@ class ModelSession:
                  runner: Runner) -> None:
         check_target(options)
         self.options, self.runner, self.families = options, runner, families
+        #: the option's target, parsed once its plugins are described
+        self.target = spec_of(options.target)
         isolator = runner.isolator
         self.source: Source = resolve_source(text, function=function,
                                              timeout=options.timeouts.load, isolator=isolator)
@@ -90,13 +94,13 @@ class ModelSession:
         self.bench = Workbench(self.source, self.workdir, isolator, self.source.reference,
                                options.timeouts, functools.partial(convert_paths, paths=convert),
                                list(options.plugins), convert)
-        paths = self.bench.paths_of(options.target)
+        paths = self.bench.paths_of(self.target)
         self.skipped = (f"no conversion path converts: {paths.message}"
                         if isinstance(paths, Verdict) else "")
         self.subject = ModelSubject(
             self.source, [] if isinstance(paths, Verdict) else paths,
             [] if self.skipped else within_domains(guided_probes_of(
-                self.bench, [options.target]), self.source.domains)[0],
+                self.bench, [self.target]), self.source.domains)[0],
             families, options.seed,
         )
         for length in self.subject.lengths:
@@ -108,7 +112,7 @@ class ModelSession:
 
     @property
     def reference(self) -> str:
-        return self.bench.reference
+        return str(self.bench.reference)
 
     def close(self) -> None:
         self._tmp.cleanup()
@@ -133,7 +137,7 @@ class ModelSession:
         """Drive shard ``index`` (``budget`` cases from ``seed``) on ``isolator``, with a
         workbench of its own sharing the converted packages."""
         bench = self.bench.shard(self.workdir / f"shard-{index}", isolator)
-        return drive(self.subject, ModelEvaluator(self.subject, bench, self.options.target),
+        return drive(self.subject, ModelEvaluator(self.subject, bench, self.target),
                      budget, seed, self.options, report,
                      functools.partial(self._campaigns.__setitem__, index))
 
@@ -156,7 +160,7 @@ class ModelSession:
     def findings(self, result: CampaignResult, *, explain: bool = True) -> ModelFindings:
         """The merged result's findings in ``run``'s form: explained on the session's
         workbench, grouped, merged by root cause (:mod:`nebisect.fuzzing.model_findings`)."""
-        return model_findings(result, self.subject, self.bench, self.options.target,
+        return model_findings(result, self.subject, self.bench, self.target,
                               explain=explain and not self.skipped)
 
     def results(self) -> list[CampaignResult]:

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.bounds import MAX_JOBS, check_count, check_seed
-from nebisect.case import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.executors import Unit, UnitResult
 from nebisect.executors.runner import Runner, using
@@ -43,8 +42,9 @@ from nebisect.fuzzing.subject import OpSubject
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.opspecs.ops import OpSpec, get_op, registered_ops
-from nebisect.targets import get_target, spec_of
 from nebisect.targets.plugins import absolute_plugin, use_plugins
+from nebisect.targets.registry import get_target, spec_of
+from nebisect.targets.spec import REFERENCE_TARGET
 
 #: A fuzz case is one small op: a minute is long for it.
 FUZZ_TIMEOUTS = Timeouts(predict=60.0)

@@ -23,11 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from nebisect.arrays import save_npz, sha256_arrays
-from nebisect.case import REFERENCE_TARGET, CaseOptions
+from nebisect.case import CaseOptions
 from nebisect.evaluate.judge import evaluate_job
 from nebisect.fuzzing.subject import builder_case
 from nebisect.mil.kernels import kernel_ops
 from nebisect.opspecs.ops import registered_ops
+from nebisect.targets.spec import REFERENCE_TARGET
 
 #: One target per simulator precision a fuzz campaign runs on (the profile included).
 REHEARSED_TARGETS = ("sim:fp16", "sim:fp16-naive", "sim:fp32", "sim:ane")

@@ -50,7 +50,7 @@ from nebisect.fixes.apply import FixedSource, fix_source
 from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
-from nebisect.targets import get_target, spec_of
+from nebisect.targets.registry import get_target, spec_of
 from nebisect.verdict import Stage, Status, Verdict
 
 OUTCOMES = ("ok", "regression", "improved", "skipped")

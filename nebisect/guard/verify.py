@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nebisect.case import REFERENCE_TARGET
 from nebisect.codec import Form, Record
 from nebisect.corpus.record import CaseRecord
 from nebisect.corpus.store import CorpusCase
@@ -40,6 +39,7 @@ from nebisect.guard.replay import LOST_SIGNATURE, on_package, replay_unit_of, ru
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.targets.placement import required_devices
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import ProcessFacts, Status, Verdict
 
 CATEGORIES = ("fixed", "still failing", "regressed", "unaffected")

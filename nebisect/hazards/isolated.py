@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nebisect.case import REFERENCE_TARGET, SourceRef
+from nebisect.case import SourceRef
 from nebisect.errors import NebisectError
 from nebisect.hazards.engine import LintResult, lint_program
 from nebisect.hazards.graph import Range
@@ -25,7 +25,8 @@ from nebisect.sources.loading import (
     record_verdict,
     unprefixed,
 )
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
+from nebisect.targets.spec import REFERENCE_TARGET
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator

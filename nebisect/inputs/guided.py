@@ -20,7 +20,7 @@ from nebisect.inputs.probes import Probe
 from nebisect.isolate import Isolator, Needs
 from nebisect.search.cliff import Boundary
 from nebisect.sources.domains import InputDomain
-from nebisect.targets import spec_of
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
 
@@ -67,12 +67,12 @@ def guided(package: SourceRef, *, isolator: Isolator, needs: Needs,
     return [Probe.from_dict(probe) for probe in record["probes"]]
 
 
-def guided_probes_of(bench: Workbench, targets: list[str]) -> list[Probe]:
+def guided_probes_of(bench: Workbench, targets: list[TargetSpec]) -> list[Probe]:
     """Lint's guided probes on the fp16 program of ``targets`` (the fp32 one, read as
     fp16 as the Neural Engine computes, when no target converts to fp16), read in the
     template that evaluates it."""
-    programs = [t for t in targets if spec_of(t).runs_programs]
-    chosen = [t for t in programs if spec_of(t).precision == "fp16"] or programs
+    programs = [t for t in targets if t.runs_programs]
+    chosen = [t for t in programs if t.precision == "fp16"] or programs
     paths = bench.paths_of(chosen[0]) if chosen else []
     if isinstance(paths, Verdict) or not paths:
         return []

@@ -146,7 +146,7 @@ class Bisector:
         original, reduction, before = output.original, output.reduction, output.before
         stats = reduction.stats
         return BisectResult(
-            source=source.location, target=options.target, stage=options.stage,
+            source=source.location, target=str(options.target), stage=options.stage,
             graph=options.reduced_graph, unit=self.search_progress.line.unit,
             signature=original.signature, reduced_signature=reduction.signature,
             units_before=before, units_after=len(reduction.units), kept=list(reduction.units),

@@ -37,7 +37,7 @@ from nebisect.oracle import value_divergence
 from nebisect.search.ddmin import Evaluator, Reduction, ddmin, hierarchical_ddmin
 from nebisect.search.divergence import locate_divergence
 from nebisect.sources.convert import PATH_LABELS
-from nebisect.targets import spec_of
+from nebisect.targets.spec import REFERENCE_TARGET, TargetSpec
 from nebisect.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -79,7 +79,8 @@ def reduce_program(context: ReductionContext) -> ReductionOutput:
                                   memory_budget=memory.budget()))
     progress.units(len(graph.units))
     progress.phase("running the original")
-    original, arrays = _evaluate(context, package, inputs_path, options.target, REFERENCE)
+    original, arrays = _evaluate(context, package, inputs_path, options.target,
+                                 REFERENCE_TARGET)
     if not original.failed:
         detail = f": {original.message}" if original.message else ""
         raise NebisectError(
@@ -114,7 +115,7 @@ def _search_program(context: ReductionContext, graph: MilGraph, original: Verdic
     progress = context.progress
     if original.status == "mismatch" and target_mid:
         progress.phase("first divergence")
-        precision = spec_of(context.options.target).precision
+        precision = context.options.target.precision
         found = locate_divergence(graph.dag, value_divergence(target_mid, reference_mid, precision),
                          evaluator)
         if found.signature:
@@ -139,7 +140,7 @@ def _package(context: ReductionContext) -> SourceRef:
     options = context.options
     context.progress.phase("converting")
     package, verdict = convert_isolated(
-        source, spec_of(options.target).precision, context.workdir, context.isolator,
+        source, options.target.precision, context.workdir, context.isolator,
         setup=context.setup, timeout=options.timeouts.convert, paths=options.paths,
     )
     context.progress.ran()
@@ -164,10 +165,10 @@ def _program_inputs(context: ReductionContext, package: SourceRef) -> Path:
     return path
 
 
-def _evaluate(context: ReductionContext, package: SourceRef, inputs_path: Path, target: str,
-              reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
+def _evaluate(context: ReductionContext, package: SourceRef, inputs_path: Path,
+              target: TargetSpec, reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
     """One isolated run of the whole program, returning every intermediate."""
-    case = Case(package, target, inputs_path=str(inputs_path),
+    case = Case(package, str(target), inputs_path=str(inputs_path),
                 model_sha256=sha256_path(package.location),
                 options=CaseOptions(intermediates=True))
     outcome = evaluate(case, reference=reference, isolator=context.isolator,
@@ -206,7 +207,7 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     options, progress, workdir = context.options, context.progress, context.workdir
     source, setup = context.source, context.setup
     predict = options.stage == "predict"
-    precision = spec_of(options.target).precision
+    precision = options.target.precision
     arrays = _torch_inputs(context) if predict else None
     progress.phase("converting the original" + (" and running it" if predict else ""))
     original, runs = run_torch_source(

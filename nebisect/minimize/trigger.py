@@ -29,6 +29,7 @@ from nebisect.isolate import Isolator
 from nebisect.sources.convert import PATH_LABELS, convert_paths
 from nebisect.sources.converter_overrides import overrides_hint
 from nebisect.sources.resolve import Source
+from nebisect.targets.spec import TargetSpec
 
 if TYPE_CHECKING:
     from nebisect.minimize.options import BisectOptions, SearchProgress
@@ -81,10 +82,11 @@ def find_trigger(label: str, source: Source, options: BisectOptions, setup: tupl
     return Found(runner.bench.saved[group.smallest.label], group.path, trigger.graph, line)
 
 
-def _nothing(report: RunReport, target: str) -> str:
+def _nothing(report: RunReport, target: TargetSpec) -> str:
     """Why no trigger was found: the reference failed, the target cannot run here, or
     no input set tried fails."""
-    rows = [row for row in report.rows if row.target == target]
+    name = str(target)
+    rows = [row for row in report.rows if row.target == name]
     reference = next((row.verdict for row in report.rows if row.role == "reference"), None)
     if reference is not None:
         return (f"cannot be judged: the reference {report.reference} fails "
@@ -92,6 +94,6 @@ def _nothing(report: RunReport, target: str) -> str:
     if rows and all(row.verdict.status == "skipped" for row in rows):
         return f"cannot run on {target} here ({rows[0].verdict.message})"
     tried = list(dict.fromkeys(row.input_set.label for row in rows if not row.explored))
-    explored = report.explorations[target].spent if target in report.explorations else 0
+    explored = report.explorations[name].spent if name in report.explorations else 0
     return (f"does not fail on {target} at any input set tried ({', '.join(tried)}, then "
             f"{explored} explored)")

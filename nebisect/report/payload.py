@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from nebisect.case import REFERENCE_TARGET
 from nebisect.codec import Form, Record, to_jsonable
 from nebisect.search.divergence import OpError
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import Verdict
 
 REPORT_KINDS = ("run", "bisect", "fuzz", "replay", "lint", "atlas")

@@ -46,6 +46,7 @@ from nebisect.sources.loading import (
     record_verdict,
     unprefixed,
 )
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ class Source:
         return SourceRef(self.kind, self.location, self.function)
 
     @property
-    def reference(self) -> str:
+    def reference(self) -> TargetSpec:
         """The oracle: torch fp64 for torch sources, the fp64 simulator otherwise."""
         return self.ref.reference_target
 

@@ -42,16 +42,16 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import COREML_VARIANTS
 from nebisect.isolate import Needs
 from nebisect.isolation.job import current_stage, mark_stage
 from nebisect.sources.deployment import SPEC_RELEASES, newer_os_needed, version_tuple
-from nebisect.targets import ANY_DEVICE, register_target
 from nebisect.targets.base import Prediction, Target, TargetSkipped
 from nebisect.targets.coreml import ReadyModel, cache_dir, compiled_path, inspected
 from nebisect.targets.coreml_inspect import trusted_intermediates
 from nebisect.targets.coreml_io import shape_scope
 from nebisect.targets.coreml_plan import op_kind
+from nebisect.targets.registry import ANY_DEVICE, register_target
+from nebisect.targets.spec import COREML_VARIANTS
 
 #: Device kinds (coremltools' ``DeviceType`` values) a remote target runs on.
 REMOTE_KINDS = ("iphone", "ipad")

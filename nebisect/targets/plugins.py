@@ -29,7 +29,9 @@ from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs
 from nebisect.sources.loading import ChildSubject, describe_in_child, first_line, record_verdict
-from nebisect.targets import Prediction, Target, register_target, registered_targets
+from nebisect.targets.base import Prediction, Target
+from nebisect.targets.registry import register_target, registered_targets, spec_of
+from nebisect.targets.spec import TargetSpec
 
 PLUGIN_SUBJECT = ChildSubject("the plugin", "registering its targets")
 
@@ -74,7 +76,7 @@ def describe_plugin_job(payload: dict[str, Any]) -> Any:
     """Child side: import the plugin; describe every target it registered."""
 
     def build() -> dict[str, Any]:
-        from nebisect.targets import load_plugins, spec_of
+        from nebisect.targets.registry import load_plugins
 
         plugin = payload["plugin"]
         before = set(registered_targets())
@@ -123,6 +125,17 @@ def use_plugins(plugins: Iterable[str], *, timeout: float,
                 _described[key] = [PluginTarget.from_dict(t) for t in record["targets"]]
             _register(_described[key])
     return resolved
+
+
+def parse_targets(texts: Iterable[str], plugins: Iterable[str] = (), *,
+                  timeout: float) -> tuple[TargetSpec, ...]:
+    """Target names as given (an option, a file) parsed once, into the
+    :class:`~nebisect.targets.spec.TargetSpec` everything below the options holds; the
+    targets of ``plugins`` are known (each plugin described in a child first, once per
+    process: :func:`use_plugins`, bounded by ``timeout``). An unknown name is a
+    :class:`~nebisect.targets.spec.TargetSpecError`."""
+    use_plugins(plugins, timeout=timeout)
+    return tuple(spec_of(name) for name in texts)
 
 
 def _register(records: list[PluginTarget]) -> None:

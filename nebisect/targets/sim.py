@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET
 from nebisect.isolate import COREMLTOOLS_ONLY, Needs
 from nebisect.mil.semantics import DEFAULT_SEMANTICS
-from nebisect.targets import register_target, spec_of
 from nebisect.targets.base import Prediction, Target
+from nebisect.targets.registry import register_target, spec_of
+from nebisect.targets.spec import REFERENCE_TARGET
 
 
 class _SimTarget(Target):

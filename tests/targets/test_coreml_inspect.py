@@ -26,6 +26,7 @@ from nebisect.targets.coreml_inspect import (
     trusted_intermediates,
     unfaithful,
 )
+from nebisect.targets.spec import TargetSpec
 
 ON_MAC = platform.system() == "Darwin"
 
@@ -94,7 +95,7 @@ def test_coreml_intermediates_equal_the_real_inspectors(tmp_path: Path) -> None:
     from coremltools.models.ml_program.experimental.debugging_utils import MLModelInspector
 
     from nebisect.sources.artifact import Artifact
-    from nebisect.targets import get_target
+    from nebisect.targets.registry import get_target
 
     package, _ = chain(tmp_path, 7)
     feeds = lse_chain.chain_inputs()
@@ -127,7 +128,7 @@ def test_bisect_on_the_neural_engine_localizes_seed_000_by_first_divergence(
     inputs = tmp_path / "x8.npz"
     save_npz(inputs, {"x": np.full((1, 1, 8, 8), 8.0, np.float32)})
     result = bisect_source(f"{REPO}/examples/logsumexp_ne.py:model",
-                           BisectOptions(target="coreml:ne", inputs=str(inputs)),
+                           BisectOptions(target=TargetSpec.parse("coreml:ne"), inputs=str(inputs)),
                            tmp_path / "out")
     assert result.strategy.startswith("first-divergence"), result
     assert result.divergence_checks > 0 and "reduce_log_sum_exp" in result.kept_types

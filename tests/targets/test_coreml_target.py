@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nebisect.case import SourceRef
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
 
 ON_MAC = platform.system() == "Darwin"
 needs_coreml = pytest.mark.skipif(

@@ -185,7 +185,7 @@ def walk(block):
 ORACLE = '''
 
 def predict_simulator(program, inputs, target):
-    from nebisect.targets import get_target
+    from nebisect.targets.registry import get_target
 
     return get_target(target).predict(program, inputs).outputs
 
