@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nebisect.api.common import Many, Result, declared_of, items, progress_to, saved_path
+from nebisect.api.common import Result, declared_of, items, progress_to, saved_path
 from nebisect.errors import NebisectError
+from nebisect.options.table import Many
 
 if TYPE_CHECKING:
     from nebisect.minimize.bisector import BisectResult
@@ -83,7 +84,7 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.minimize.bisector import bisect_source
     from nebisect.minimize.options import BISECT_TIMEOUTS, BisectOptions
-    from nebisect.options import (
+    from nebisect.options.parsers import (
         CONVERT_CHOICES,
         parse_budget,
         parse_choice,

@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nebisect.api.common import Many, Result, declared_of, items, saved_path
+from nebisect.api.common import Result, declared_of, items, saved_path
 from nebisect.errors import NebisectError
+from nebisect.options.table import Many
 
 if TYPE_CHECKING:
     from nebisect.fixes.base import Fix
@@ -60,7 +61,7 @@ def fix(source: Any, fixes: Many, *, output: str | os.PathLike[str],
     from nebisect.fixes.apply import fix_source
     from nebisect.isolate import Isolator
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options import source_path, use_memory
+    from nebisect.options.parsers import source_path, use_memory
     from nebisect.report.outputs import output_package
     from nebisect.sources.resolve import resolve_source
 

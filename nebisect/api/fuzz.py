@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nebisect.api.common import Many, Result, Stopped, declared_of, items, saved_path
+from nebisect.api.common import Result, Stopped, declared_of, items, saved_path
 from nebisect.errors import NebisectError
+from nebisect.options.table import Many
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -85,7 +86,7 @@ def fuzz(source: Any = None, *, op: Many = None, example_inputs: Any = None,
     from nebisect.fuzzing.builders import WRAPS
     from nebisect.fuzzing.session import FUZZ_TIMEOUTS, FuzzOptions, default_target
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options import use_memory
+    from nebisect.options.parsers import use_memory
 
     use_memory(memory)
     ops = [name.strip() for value in items(op) for name in value.split(",") if name.strip()]
@@ -184,7 +185,7 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
     convert, probe), fuzz (on ``cluster`` when given), explain the findings, store."""
     from nebisect.executors.runner import Runner
     from nebisect.fuzzing.model_session import ModelSession
-    from nebisect.options import CONVERT_CHOICES, parse_choice, parse_families, source_path
+    from nebisect.options.parsers import CONVERT_CHOICES, parse_choice, parse_families, source_path
     from nebisect.report.outputs import apart_from_inputs, output_directory
 
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]

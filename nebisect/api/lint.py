@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nebisect.api.common import Many, Result, declared_of, items, saved_path
+from nebisect.api.common import Result, declared_of, items, saved_path
+from nebisect.options.table import Many
 
 if TYPE_CHECKING:
     from nebisect.hazards.engine import LintResult
@@ -57,7 +58,7 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
     function of a multifunction package (else its default)."""
     from nebisect.hazards import lint_source, parse_input_range
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options import CONVERT_CHOICES, parse_choice, use_memory
+    from nebisect.options.parsers import CONVERT_CHOICES, parse_choice, use_memory
     from nebisect.sources.convert import OVERRIDES_SETUP
 
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nebisect.api.common import Many, Progress, Result, Stopped, items, progress_to
+from nebisect.api.common import Progress, Result, Stopped, items, progress_to
+from nebisect.options.table import Many
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import Problem
@@ -83,7 +84,7 @@ def replay(root: str | os.PathLike[str], *, target: Many = None, jobs: int = 1,
     from nebisect.guard.replay import replay as replay_cases
     from nebisect.isolation.interrupt import describe
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options import use_memory
+    from nebisect.options.parsers import use_memory
 
     timeouts = Timeouts.parse(items(timeout))
     use_memory(memory)

@@ -10,7 +10,7 @@ from rich.console import Console
 from nebisect.case import INPUTS_LIMIT_HELP
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
-from nebisect.options import (
+from nebisect.options.parsers import (
     FUNCTION_HELP,
     MEMORY_HELP,
 )

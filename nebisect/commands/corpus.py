@@ -16,7 +16,7 @@ from rich.table import Table
 from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options import FUNCTION_HELP, MEMORY_HELP, use_memory
+from nebisect.options.parsers import FUNCTION_HELP, MEMORY_HELP, use_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options import MEMORY_HELP, use_memory
+from nebisect.options.parsers import MEMORY_HELP, use_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
-from nebisect.options import FUNCTION_HELP, MEMORY_HELP
+from nebisect.options.parsers import FUNCTION_HELP, MEMORY_HELP
 
 if TYPE_CHECKING:
     from nebisect.api import FuzzReport

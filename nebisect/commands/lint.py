@@ -14,7 +14,7 @@ from rich.table import Table
 
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
-from nebisect.options import FUNCTION_HELP, MEMORY_HELP
+from nebisect.options.parsers import FUNCTION_HELP, MEMORY_HELP
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def lint(
     """``nebisect lint`` (its help is :data:`LINT_HELP`): :func:`nebisect.api.lint` on
     the options as typed, the findings in the chosen format."""
     from nebisect import api
-    from nebisect.options import source_path
+    from nebisect.options.parsers import source_path
     from nebisect.report.outputs import output_file
 
     if output_format not in FORMATS:

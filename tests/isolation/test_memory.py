@@ -13,7 +13,7 @@ import pytest
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job
 from nebisect.isolation import memory
-from nebisect.options import parse_memory
+from nebisect.options.parsers import parse_memory
 
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"),
                            reason="RLIMIT_DATA bounds mmap on Linux only")
