@@ -88,8 +88,8 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
         CONVERT_CHOICES,
         parse_budget,
         parse_choice,
+        parse_memory,
         source_path,
-        use_memory,
     )
     from nebisect.report.outputs import fresh_output_directory
 
@@ -101,7 +101,7 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
         subject = BisectSubject(location, target or "", Path(inputs) if inputs else None, stage,
                           graph, tuple(items(fix)),
                           CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)])
-        use_memory(memory)
+        limit = parse_memory(memory)
         if finding:
             subject = subject.with_finding(finding)
         elif not location or not target:
@@ -112,7 +112,8 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
             max_evals=max_evals, timeout=timeout, fixes=subject.fixes, graph=subject.graph,
             paths=subject.paths, function=function,
             budget=parse_budget(str(DEFAULT_BUDGET if budget is None else budget)),
-            timeouts=Timeouts.parse(items(case_timeout), BISECT_TIMEOUTS, "--case-timeout"))
+            timeouts=Timeouts.parse(items(case_timeout), BISECT_TIMEOUTS, "--case-timeout"),
+            memory=limit)
         read = [("the source", source_path(subject.source)),
                 *([("--inputs", subject.inputs)] if subject.inputs else [])]
         fresh_output_directory(destination, "--out", force=force, inputs=read)

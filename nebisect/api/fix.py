@@ -61,7 +61,7 @@ def fix(source: Any, fixes: Many, *, output: str | os.PathLike[str],
     from nebisect.fixes.apply import fix_source
     from nebisect.isolate import Isolator
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options.parsers import source_path, use_memory
+    from nebisect.options.parsers import parse_memory, source_path
     from nebisect.report.outputs import output_package
     from nebisect.sources.resolve import resolve_source
 
@@ -72,8 +72,9 @@ def fix(source: Any, fixes: Many, *, output: str | os.PathLike[str],
         raise NebisectError(f"--precision {precision!r}: fp16 or fp32")
     destination = Path(output)
     timeouts = Timeouts.parse(items(timeout))
-    use_memory(memory)
-    with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, Isolator() as isolator:
+    limit = parse_memory(memory)
+    with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, \
+            Isolator(memory=limit) as isolator:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                               Path(tmp) / "source", timeout)
         output_package(destination, "--output", force=force,

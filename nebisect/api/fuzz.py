@@ -86,9 +86,8 @@ def fuzz(source: Any = None, *, op: Many = None, example_inputs: Any = None,
     from nebisect.fuzzing.builders import WRAPS
     from nebisect.fuzzing.session import FUZZ_TIMEOUTS, FuzzOptions, default_target
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options.parsers import use_memory
+    from nebisect.options.parsers import parse_memory
 
-    use_memory(memory)
     ops = [name.strip() for value in items(op) for name in value.split(",") if name.strip()]
     model = source is not None and not (isinstance(source, str) and not source)
     if ops and model:
@@ -104,7 +103,7 @@ def fuzz(source: Any = None, *, op: Many = None, example_inputs: Any = None,
     options = FuzzOptions(
         target=target or default_target(), budget=budget, seed=seed, jobs=jobs, wrap=wrap,
         isolation=isolation, plugins=tuple(items(plugin)), shrink_budget=shrink_budget,
-        timeouts=Timeouts.parse(items(timeout), FUZZ_TIMEOUTS),
+        timeouts=Timeouts.parse(items(timeout), FUZZ_TIMEOUTS), memory=parse_memory(memory),
     )
     out = _Outputs(Path(corpus) if corpus is not None else None,
                    Path(report) if report is not None else None)
@@ -169,7 +168,8 @@ def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None, out: 
     session = Session(names, options)
     try:
         # Connect before the bar shows: a scheduler that cannot be reached is one line.
-        with Runner(options.jobs, cluster=cluster, mode=options.isolation) as runner, \
+        with Runner(options.jobs, cluster=cluster, mode=options.isolation,
+                    memory=options.memory) as runner, \
                 _display(progress, options.budget * len(ops)) as display:
             session.run(runner, display)
     except KeyboardInterrupt as stop:
@@ -193,7 +193,8 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
     if out.report is not None:
         apart_from_inputs(out.report, "--report", [("the source", source_path(source))])
         output_directory(out.report, "--report")
-    with Runner(options.jobs, cluster=cluster, mode=options.isolation) as runner:
+    with Runner(options.jobs, cluster=cluster, mode=options.isolation,
+                memory=options.memory) as runner:
         session = ModelSession(source, options, convert=paths, families=chosen,
                                function=function, runner=runner)
         try:

@@ -58,11 +58,11 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
     function of a multifunction package (else its default)."""
     from nebisect.hazards import lint_source, parse_input_range
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options.parsers import CONVERT_CHOICES, parse_choice, use_memory
+    from nebisect.options.parsers import CONVERT_CHOICES, parse_choice, parse_memory
     from nebisect.sources.convert import OVERRIDES_SETUP
 
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
-    use_memory(memory)
+    limit = parse_memory(memory)
     ranges = dict(parse_input_range(text) for text in items(input_range))
     timeouts = Timeouts.parse(items(timeout))
     with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp:
@@ -70,4 +70,5 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
                               Path(tmp), timeout)
         return LintReport(lint_source(
             location, assume_fp16=fp16, input_ranges=ranges, timeouts=timeouts, paths=paths,
-            setup=(OVERRIDES_SETUP,) if converter_overrides else (), function=function))
+            setup=(OVERRIDES_SETUP,) if converter_overrides else (), function=function,
+            memory=limit))

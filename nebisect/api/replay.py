@@ -84,10 +84,10 @@ def replay(root: str | os.PathLike[str], *, target: Many = None, jobs: int = 1,
     from nebisect.guard.replay import replay as replay_cases
     from nebisect.isolation.interrupt import describe
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options.parsers import use_memory
+    from nebisect.options.parsers import parse_memory
 
     timeouts = Timeouts.parse(items(timeout))
-    use_memory(memory)
+    limit = parse_memory(memory)
     check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     targets = items(target)
     corpus = Corpus(Path(root))
@@ -95,7 +95,7 @@ def replay(root: str | os.PathLike[str], *, target: Many = None, jobs: int = 1,
     done: list[ReplayResult] = []
     with progress_to(progress) as told:
         try:
-            with Runner(jobs, cluster=cluster) as runner:
+            with Runner(jobs, cluster=cluster, memory=limit) as runner:
 
                 def finished(result: ReplayResult) -> None:
                     done.append(result)

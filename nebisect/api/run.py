@@ -302,6 +302,7 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
     from nebisect.bounds import MAX_JOBS, check_count, check_seed
     from nebisect.detect import DEFAULT_BUDGET
     from nebisect.detect.run import RunOptions
+    from nebisect.executors.invocation import Invocation
     from nebisect.isolation.pool import default_jobs
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.options.parsers import (
@@ -312,8 +313,8 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
         parse_families,
         parse_input_ranges,
         parse_masked_outputs,
+        parse_memory,
         parse_steps,
-        use_memory,
     )
     from nebisect.sources.compress import check_compress
     from nebisect.sources.deployment import check_deployment
@@ -321,29 +322,29 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
     if not source:
         raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
     spec = check_compress(given["compress"], source, given["baseline"])
-    timeouts = Timeouts.parse(items(given["timeout"]))
-    use_memory(given["memory"])
     check_deployment(given["deployment_target"])
     paths = CONVERT_CHOICES[parse_choice("--convert", given["convert"], CONVERT_CHOICES)]
     seed, jobs = given["seed"], given["jobs"]
     check_seed(f"--seed {seed}", seed)
     explores = parse_choice("--explore", given["explore"], EXPLORE_CHOICES) != "none"
     inputs, baseline = given["inputs"], given["baseline"]
+    invocation = Invocation(
+        tuple(items(given["target"]) or default_targets()),
+        Timeouts.parse(items(given["timeout"])), parse_memory(given["memory"]),
+        tuple(items(given["plugin"])),
+        default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
+        given["cluster"])
     return RunOptions(
-        source, tuple(items(given["target"]) or default_targets()), given["reference"],
-        Path(inputs) if inputs else None, timeouts=timeouts, paths=paths,
+        source, invocation, given["reference"], Path(inputs) if inputs else None, paths=paths,
         converter_overrides=given["converter_overrides"],
         strict_conversion=given["strict_conversion"],
-        deployment_target=given["deployment_target"], plugins=tuple(items(given["plugin"])),
-        explore=explores,
+        deployment_target=given["deployment_target"], explore=explores,
         budget=parse_budget(str(given["budget"])) if explores else DEFAULT_BUDGET,
         families=parse_families(",".join(items(given["families"]))) if explores else None,
         seed=seed, lengths=parse_lengths(given["lengths"]),
         input_ranges=parse_input_ranges(items(given["input_range"])),
         masked_outputs=parse_masked_outputs(items(given["masked_output"])),
-        jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
-        steps=parse_steps(str(given["steps"])),
-        cluster=given["cluster"], require=tuple(dict.fromkeys(
+        steps=parse_steps(str(given["steps"])), require=tuple(dict.fromkeys(
             parse_choice("--require", device, REQUIRE_CHOICES)
             for device in items(given["require"]))), function=given["function"],
         baseline=Path(baseline) if baseline else None,

@@ -16,7 +16,7 @@ from rich.table import Table
 from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options.parsers import FUNCTION_HELP, MEMORY_HELP, use_memory
+from nebisect.options.parsers import FUNCTION_HELP, MEMORY_HELP, parse_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
@@ -163,16 +163,19 @@ def add(
     """``nebisect corpus add`` (its help is :data:`ADD_HELP`): one case recorded per inputs
     file, stored atomically."""
     from nebisect.corpus import Corpus, Expected, NewCase
+    from nebisect.isolate import Isolator
     from nebisect.sources.inputs import check
     from nebisect.sources.resolve import resolve_source
     from nebisect.targets import spec_of
 
     timeouts = Timeouts.parse(timeout)
-    use_memory(memory)
+    limit = parse_memory(memory)
     if not spec_of(target).runs_programs:
         raise NebisectError(f"--target {target}: a corpus case runs its model converted to "
                             "Core ML; torch is the reference, not a corpus target")
-    resolved = resolve_source(source, function=function, timeout=timeouts.load)
+    with Isolator(memory=limit) as isolator:
+        resolved = resolve_source(source, function=function, timeout=timeouts.load,
+                                  isolator=isolator)
     if fixes and resolved.function:
         raise NebisectError(f"--fix: fixes rewrite a package's default program, not one "
                             f"function of a multifunction package ({resolved.function})")
@@ -194,7 +197,7 @@ def add(
 
         resolve_fixes(fixes)
     corpus = Corpus(root, create=True)
-    with _recorder(expected is None, timeouts) as recorder:
+    with _recorder(expected is None, timeouts, limit) as recorder:
         for _, named in arrays:
             added = corpus.add(NewCase(
                 resolved.kind, source, target, named, expected, stage=case_stage(stage),
@@ -211,8 +214,10 @@ def add(
 
 
 @contextlib.contextmanager
-def _recorder(wanted: bool, timeouts: Timeouts) -> Iterator[Recorder | None]:
-    """A recorder that runs the staged case in isolation (None when not wanted)."""
+def _recorder(wanted: bool, timeouts: Timeouts, memory: int | None
+              ) -> Iterator[Recorder | None]:
+    """A recorder that runs the staged case in isolation, under ``memory`` bytes (None
+    when not wanted)."""
     if not wanted:
         yield None
         return
@@ -227,7 +232,8 @@ def _recorder(wanted: bool, timeouts: Timeouts) -> Iterator[Recorder | None]:
                                 f"({verdict.message}); nothing stored (give --expect)")
         return verdict
 
-    with Isolator() as isolator, tempfile.TemporaryDirectory(prefix="nebisect-record-") as tmp:
+    with Isolator(memory=memory) as isolator, \
+            tempfile.TemporaryDirectory(prefix="nebisect-record-") as tmp:
         yield record
 
 

@@ -15,7 +15,7 @@ from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options.parsers import MEMORY_HELP, use_memory
+from nebisect.options.parsers import MEMORY_HELP, parse_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
@@ -117,12 +117,12 @@ def verify(
 
     fixes = resolve_fixes(fix or None)
     timeouts = Timeouts.parse(timeout)
-    use_memory(memory)
+    limit = parse_memory(memory)
     check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     scan = Corpus(root).scan()
     cases = [c for c in scan.cases if selected(c, target or ())]
     status = f"verifying {len(fixes)} fix(es) on {len(cases)} case(s)"
-    with Console(stderr=True).status(status), Runner(jobs, cluster=cluster) as runner:
+    with Console(stderr=True).status(status), Runner(jobs, cluster=cluster, memory=limit) as runner:
         report = verify_fixes(cases, fixes, timeouts=timeouts, runner=runner)
     if as_json:
         typer.echo(json.dumps({"fixes": report.fixes,

@@ -16,7 +16,7 @@ from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options.parsers import MEMORY_HELP, use_memory
+from nebisect.options.parsers import MEMORY_HELP, parse_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
@@ -97,10 +97,9 @@ def replay(
         output_file(junit, "--junit", force=force, inputs=[("the corpus", root)])
     if devices is not None:
         timeouts = Timeouts.parse(timeout)
-        use_memory(memory)
         scan = Corpus(root).scan()
         _replay_devices(scan.cases, scan.problems, cluster, devices, target or (), timeouts,
-                        as_json, update)
+                        parse_memory(memory), as_json, update)
     try:
         report = api.replay(root, target=target, jobs=jobs, timeout=timeout, memory=memory,
                             update=update, allow_empty=allow_empty, cluster=cluster)
@@ -118,8 +117,8 @@ def replay(
 
 
 def _replay_devices(cases: Sequence[CorpusCase], problems: Sequence[Problem], cluster: str | None,
-                    devices: str, targets: Sequence[str], timeouts: Timeouts, as_json: bool,
-                    update: bool) -> None:
+                    devices: str, targets: Sequence[str], timeouts: Timeouts,
+                    memory: int | None, as_json: bool, update: bool) -> None:
     """``--devices``: the case × device matrix; exit 1 on a regression in any cell."""
     from nebisect.executors.cluster import ClusterExecutor
     from nebisect.executors.runner import Runner
@@ -127,7 +126,7 @@ def _replay_devices(cases: Sequence[CorpusCase], problems: Sequence[Problem], cl
 
     if update:
         raise NebisectError("--devices cannot be combined with --update")
-    with Runner(cluster=cluster) as runner:
+    with Runner(cluster=cluster, memory=memory) as runner:
         executor = runner.executor
         if not isinstance(executor, ClusterExecutor):
             raise NebisectError(f"--devices needs --cluster ADDRESS (or ${CLUSTER_ENV})")
