@@ -15,12 +15,17 @@ import pytest
 import typer
 
 from nebisect import api
+from nebisect.api.bisect import BisectKeywords
+from nebisect.api.lint import LintKeywords
 from nebisect.api.run import RunKeywords
 from nebisect.cli import app
-from nebisect.options.table import COMMANDS, RUN, Command
+from nebisect.options.commands import COMMANDS
+from nebisect.options.run_table import RUN
+from nebisect.options.table import Command
 
 #: each command of the table → its API function and the TypedDict typing its keywords
-API = {"run": (api.run, RunKeywords)}
+API = {"run": (api.run, RunKeywords), "bisect": (api.bisect, BisectKeywords),
+       "lint": (api.lint, LintKeywords)}
 
 
 def _registered(name: str) -> Any:

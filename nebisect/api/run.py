@@ -37,7 +37,8 @@ from nebisect.api.common import (
     saved_source,
 )
 from nebisect.options.generate import api_function, keywords
-from nebisect.options.table import RUN, Many, PathOption
+from nebisect.options.run_table import RUN
+from nebisect.options.table import Many, PathOption
 
 
 @dataclass

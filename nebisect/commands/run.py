@@ -9,7 +9,7 @@ import typer
 from nebisect import api
 from nebisect.detect.terminal import print_run
 from nebisect.options.generate import cli_command
-from nebisect.options.table import RUN
+from nebisect.options.run_table import RUN
 
 ORDER = 10
 

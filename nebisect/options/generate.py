@@ -75,10 +75,12 @@ def _described(command: Command) -> str:
 
 
 def keywords(command: Command, given: Mapping[str, Any]) -> dict[str, Any]:
-    """Every API keyword of ``command``: ``given``'s, the table's default for the rest;
-    a keyword the table does not know is the ``TypeError`` Python raises for one."""
+    """Every API keyword of ``command``: ``given``'s, the table's default for the rest
+    (and for one given as None: not given); a keyword the table does not know is the
+    ``TypeError`` Python raises for one."""
     known = {option.name: option for option in command.api_options}
     unknown = sorted(set(given) - set(known))
     if unknown:
         raise TypeError(f"{command.name}() got an unexpected keyword argument {unknown[0]!r}")
-    return {name: given.get(name, option.default) for name, option in known.items()}
+    return {name: option.default if given.get(name) is None else given[name]
+            for name, option in known.items()}
