@@ -16,7 +16,10 @@ import typer
 
 from nebisect import api
 from nebisect.api.bisect import BisectKeywords
+from nebisect.api.fix import FixKeywords
+from nebisect.api.fuzz import FuzzKeywords
 from nebisect.api.lint import LintKeywords
+from nebisect.api.replay import ReplayKeywords
 from nebisect.api.run import RunKeywords
 from nebisect.cli import app
 from nebisect.options.commands import COMMANDS
@@ -25,13 +28,40 @@ from nebisect.options.table import Command
 
 #: each command of the table → its API function and the TypedDict typing its keywords
 API = {"run": (api.run, RunKeywords), "bisect": (api.bisect, BisectKeywords),
-       "lint": (api.lint, LintKeywords)}
+       "fuzz": (api.fuzz, FuzzKeywords), "lint": (api.lint, LintKeywords),
+       "replay": (api.replay, ReplayKeywords), "fix apply": (api.fix, FixKeywords)}
+#: the commands whose options declare no API keyword (no API function takes them)
+CLI_ONLY = ("fix verify", "corpus add")
+#: every ``--memory`` and ``--timeout`` of the CLI, by command (none declared elsewhere)
+SHARED = ("--memory", "--timeout")
 
 
 def _registered(name: str) -> Any:
-    """The command typer built for ``name`` (typer's own click classes)."""
-    group: Any = typer.main.get_command(app)
-    return group.commands[name]
+    """The command typer built for ``name`` (``fix apply``: a subcommand; typer's own
+    click classes)."""
+    found: Any = typer.main.get_command(app)
+    for part in name.split():
+        found = found.commands[part]
+    return found
+
+
+def test_every_command_is_in_the_table_or_declares_neither_memory_nor_timeout() -> None:
+    """A command outside the table declares no option the table shares."""
+    named = {command.name for command in COMMANDS}
+    assert set(API) | set(CLI_ONLY) == named
+    root: Any = typer.main.get_command(app)
+
+    def walk(group: Any, prefix: str) -> list[tuple[str, Any]]:
+        found = []
+        for name, command in group.commands.items():
+            full = f"{prefix} {name}".strip()
+            found += walk(command, full) if hasattr(command, "commands") else [(full, command)]
+        return found
+
+    for name, command in walk(root, ""):
+        if name not in named:
+            flags = {flag for param in command.params for flag in param.opts}
+            assert not flags & set(SHARED), name
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
@@ -52,11 +82,14 @@ def test_every_cli_parameter_is_the_tables(command: Command) -> None:
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
 def test_every_api_keyword_is_the_tables(command: Command) -> None:
+    if command.name in CLI_ONLY:
+        return
     function, typed = API[command.name]
     keyword_only = {name: p for name, p in inspect.signature(function).parameters.items()
                     if p.kind is inspect.Parameter.KEYWORD_ONLY}
     for option in command.api_options:
-        assert keyword_only[option.name].default == option.default
+        assert keyword_only[option.name].default == (
+            inspect.Parameter.empty if option.required else option.default)
         assert keyword_only[option.name].annotation == option.api_type
         assert f"``{option.name}`` (``{'/'.join(option.flags)}``" in (function.__doc__ or "")
     assert get_type_hints(typed) == {o.name: o.api_type for o in command.api_options}

@@ -13,10 +13,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz
+from nebisect.case import CaseOptions, case_stage, load_npz
 from nebisect.errors import NebisectError
-from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options.parsers import FUNCTION_HELP, MEMORY_HELP, parse_memory
+from nebisect.isolation.timeouts import Timeouts
+from nebisect.options.corpus_table import ADD
+from nebisect.options.generate import cli_command
+from nebisect.options.parsers import parse_memory
 from nebisect.report.terminal import markup
 
 if TYPE_CHECKING:
@@ -108,58 +110,10 @@ pair) judges one function, --function NAME or the package's default: the package
 stored whole, case.json names the function, and replay runs that function.
 """
 
-ADD_ROOT_ARGUMENT = typer.Argument(..., help="Corpus directory (created if missing).")
-ADD_SOURCE_ARGUMENT = typer.Argument(
-    ..., help="An .mlpackage, a saved torch program (.pt2, TorchScript .pt) or a torch "
-    "source file.py:factory.")
-ADD_TARGET_OPTION = typer.Option(..., "--target", "-t", help="Target spec the case runs on.")
-ADD_INPUTS_OPTION = typer.Option(
-    ..., "--inputs",
-    help=f"An .npz of named inputs; repeat to add one case per file. {INPUTS_LIMIT_HELP}"
-)
-ADD_STAGE_OPTION = typer.Option("predict", "--stage", help="convert | load | predict.")
-ADD_EXPECT_OPTION = typer.Option(
-    "", "--expect",
-    help="failing | fixed | pass. Omitted: run the case in isolation and record its verdict.",
-)
-ADD_SIGNATURE_OPTION = typer.Option("", "--signature", help="Signature of a failing case.")
-ADD_EXPECT_CHIP_OPTION = typer.Option(
-    None, "--expect-chip", metavar="FAMILY=STATUS",
-    help="With --expect: another expected status on one chip family, e.g. m4=fixed "
-    "(repeat; judged by `replay --devices`).",
-)
-ADD_NAME_OPTION = typer.Option("", "--name", help="A human name (unique names help `show`).")
-ADD_DESCRIPTION_OPTION = typer.Option("", "--description", help="What the case guards.")
-ADD_FIXES_OPTION = typer.Option(None, "--fix", help="Fix that claims to cure it (repeat).")
-ADD_OP_OF_INTEREST_OPTION = typer.Option(
-    "", "--op-of-interest", help="Op type that must run on the target's accelerator."
-)
-ADD_TIMEOUT_OPTION = typer.Option(
-    None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
-)
-ADD_FUNCTION_OPTION = typer.Option("", "--function", metavar="NAME", help=FUNCTION_HELP)
-ADD_MEMORY_OPTION = typer.Option(
-    None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
-
-
-@corpus_app.command("add", help=ADD_HELP)
-def add(
-    root: Path = ADD_ROOT_ARGUMENT,
-    source: str = ADD_SOURCE_ARGUMENT,
-    target: str = ADD_TARGET_OPTION,
-    inputs: list[Path] = ADD_INPUTS_OPTION,
-    stage: str = ADD_STAGE_OPTION,
-    expect: str = ADD_EXPECT_OPTION,
-    signature: str = ADD_SIGNATURE_OPTION,
-    expect_chip: list[str] = ADD_EXPECT_CHIP_OPTION,
-    name: str = ADD_NAME_OPTION,
-    description: str = ADD_DESCRIPTION_OPTION,
-    fixes: list[str] = ADD_FIXES_OPTION,
-    op_of_interest: str = ADD_OP_OF_INTEREST_OPTION,
-    timeout: list[str] = ADD_TIMEOUT_OPTION,
-    memory: str = ADD_MEMORY_OPTION,
-    function: str = ADD_FUNCTION_OPTION,
-) -> None:
+def _add(root: Path, source: str, target: str, inputs: list[Path], stage: str,
+         expect: str, signature: str, expect_chip: list[str] | None, name: str,
+         description: str, fixes: list[str] | None, op_of_interest: str,
+         timeout: list[str] | None, memory: str | None, function: str) -> None:
     """``nebisect corpus add`` (its help is :data:`ADD_HELP`): one case recorded per inputs
     file, stored atomically."""
     from nebisect.corpus import Corpus, Expected, NewCase
@@ -211,6 +165,9 @@ def add(
             judged = f" function {record.function}" if record.function else ""
             typer.echo(f"{state}: {record.case_id}{judged} {record.target} expected "
                        f"{record.expected.status} {record.expected.signature}".rstrip())
+
+
+add = corpus_app.command("add", help=ADD_HELP)(cli_command(ADD, _add))
 
 
 @contextlib.contextmanager

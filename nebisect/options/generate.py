@@ -22,7 +22,7 @@ Function = TypeVar("Function", bound=Callable[..., Any])
 def typer_default(option: Option) -> Any:
     """The ``typer.Argument`` / ``typer.Option`` that declares ``option`` to typer."""
     if option.argument:
-        return typer.Argument(option.default, help=option.help,
+        return typer.Argument(option.default, help=option.help, metavar=option.metavar,
                               show_default=option.show_default)
     return typer.Option(option.default, *option.flags, help=option.help,
                         metavar=option.metavar, envvar=option.envvar,
@@ -41,7 +41,7 @@ def cli_command(command: Command, body: Callable[..., None]) -> Callable[..., No
                           default=typer_default(option), annotation=option.cli_type)
         for option in command.options])
     invoked.__annotations__ = {option.name: option.cli_type for option in command.options}
-    invoked.__name__ = invoked.__qualname__ = command.name
+    invoked.__name__ = invoked.__qualname__ = command.name.replace(" ", "_")
     invoked.__module__ = body.__module__
     invoked.__doc__ = body.__doc__
     return invoked
@@ -56,9 +56,10 @@ def api_function(command: Command) -> Callable[[Function], Function]:
         kept = [parameter for parameter in own.parameters.values()
                 if parameter.kind is not inspect.Parameter.VAR_KEYWORD]
         function.__signature__ = own.replace(parameters=[  # type: ignore[attr-defined]
-            *kept, *(inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY,
-                                       default=option.default, annotation=option.api_type)
-                     for option in command.api_options)])
+            *kept, *(inspect.Parameter(
+                option.name, inspect.Parameter.KEYWORD_ONLY, annotation=option.api_type,
+                default=inspect.Parameter.empty if option.required else option.default)
+                for option in command.api_options)])
         function.__doc__ = f"{inspect.cleandoc(function.__doc__ or '')}\n\n{_described(command)}"
         return function
 
@@ -69,8 +70,9 @@ def _described(command: Command) -> str:
     """The options part of an API docstring: each keyword, its CLI flag and help."""
     lines = [f"Options (the keywords of ``nebisect {command.name}``'s options):", ""]
     for option in command.api_options:
-        lines.append(f"``{option.name}`` (``{'/'.join(option.flags)}``, default "
-                     f"``{option.default!r}``): {option.help}")
+        default = "required" if option.required else f"default ``{option.default!r}``"
+        lines.append(f"``{option.name}`` (``{'/'.join(option.flags)}``, {default}): "
+                     f"{option.help}")
     return "\n".join(lines)
 
 
@@ -82,5 +84,10 @@ def keywords(command: Command, given: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(given) - set(known))
     if unknown:
         raise TypeError(f"{command.name}() got an unexpected keyword argument {unknown[0]!r}")
+    missing = [name for name, option in known.items()
+               if option.required and given.get(name) is None]
+    if missing:
+        raise TypeError(f"{command.name}() missing a required keyword argument: "
+                        f"{missing[0]!r}")
     return {name: option.default if given.get(name) is None else given[name]
             for name, option in known.items()}

@@ -16,6 +16,7 @@ from nebisect.options.parsers import (
 from nebisect.options.table import (
     CLUSTER,
     MEMORY,
+    PLUGIN,
     TIMEOUT,
     Command,
     Many,
@@ -65,10 +66,6 @@ DEPLOYMENT_TARGET = Option(
     "deployment_target", ("--deployment-target",), str, str, "",
     "Core ML deployment target to convert a torch source for (e.g. macOS14, iOS18). "
     "Default: the newest this macOS loads (iOS18 elsewhere).", metavar="TARGET")
-PLUGIN = Option(
-    "plugin", ("--plugin",), list[str], Many, None,
-    "A module or .py file registering extra targets (repeatable); imported only in "
-    "isolated children, never in nebisect's own process.")
 EXPLORE = Option(
     "explore", ("--explore",), str, str, "auto",
     "auto: also evaluate the factory's example inputs and search the value families "

@@ -34,8 +34,9 @@ class Option:
     ``name`` is the API keyword and the typer parameter; ``flags`` the CLI's spellings
     (none: the positional argument); ``cli_type`` the annotation typer parses the text
     with, ``api_type`` what the API keyword accepts; ``default`` is both's (the API
-    parses it as it parses the CLI's text). ``api`` False: the option only shapes the
-    CLI's output (``--json``), the API has no keyword for it."""
+    parses it as it parses the CLI's text; ``...``: the option is required). ``api``
+    False: the option only shapes the CLI's output (``--json``), the API has no keyword
+    for it."""
 
     name: str
     flags: tuple[str, ...]
@@ -52,6 +53,10 @@ class Option:
     def argument(self) -> bool:
         """The positional argument (no flags)."""
         return not self.flags
+
+    @property
+    def required(self) -> bool:
+        return self.default is ...
 
 
 @dataclass(frozen=True)
@@ -77,3 +82,7 @@ MEMORY = Option("memory", ("--memory",), str, str | None, None, MEMORY_HELP, met
 CLUSTER = Option("cluster", ("--cluster",), str, str | None, None, CLUSTER_HELP,
                  envvar=CLUSTER_ENV)
 FUNCTION = Option("function", ("--function",), str, str, "", FUNCTION_HELP, metavar="NAME")
+PLUGIN = Option(
+    "plugin", ("--plugin",), list[str], Many, None,
+    "A module or .py file registering extra targets (repeatable); imported only in "
+    "isolated children, never in nebisect's own process.")
