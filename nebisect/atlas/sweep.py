@@ -180,6 +180,7 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
     ``scratch``: its entry (``skipped`` when the run cannot judge it: the op fails in
     torch, nothing converts to run) and the run's outcome (None when skipped)."""
     from nebisect.detect.source_run import RunOptions, run_source_on
+    from nebisect.executors.invocation import Invocation
 
     here = scratch / f"{sample.name}-{next(_judged)}"
     here.mkdir()
@@ -187,7 +188,8 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
     source.write_text(source_text(sample))
     entry = AtlasEntry(sample.op_name, sample.index, sample.call, sample.digest())
     start = time.monotonic()
-    options = RunOptions(source=f"{source}:model", targets=SWEEP_TARGETS, budget=settings.budget,
+    options = RunOptions(source=f"{source}:model", invocation=Invocation(SWEEP_TARGETS),
+                         budget=settings.budget,
                          seed=settings.seed, converter_overrides=settings.converter_overrides,
                          converter_setup=settings.converter_setup,
                          # an entry says what the converter does at the sweep's settings

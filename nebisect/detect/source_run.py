@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.errors import NebisectError
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
+from nebisect.executors.invocation import Invocation
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
 from nebisect.sources.domains import InputDomain
@@ -40,12 +41,13 @@ EXACT_ROW = REFERENCE_SPEC
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What a run evaluates, checked: the source as typed, the targets asked for, the
-    oracle (None: the source's own), the inputs (an ``.npz``, else the ``lengths``),
-    the conversion paths and how to convert (with nebisect's converter overrides from
-    the start, ``converter_overrides``; a failure they cure ending its path,
-    ``strict_conversion``), the plugins, the exploration (``explore``
-    False: only the lengths or inputs), the process limits, the placement devices
+    """What a run evaluates, checked: the source as typed, the command's
+    :class:`~nebisect.executors.invocation.Invocation` (the targets asked for, timeouts,
+    memory limit, plugins, jobs, cluster), the oracle (None: the source's own), the
+    inputs (an ``.npz``, else the ``lengths``), the conversion paths and how to convert
+    (with nebisect's converter overrides from the start, ``converter_overrides``; a
+    failure they cure ending its path, ``strict_conversion``), the exploration
+    (``explore`` False: only the lengths or inputs), the placement devices
     that fail closed (``require``), the decode steps a stateful model is judged over
     (``steps``; a model without state is predicted once) and the uncompressed package a
     compressed one is compared with (``baseline``, within ``compression_tolerance``), or
@@ -55,11 +57,10 @@ class RunOptions:
     function, each a run of its own)."""
 
     source: str
-    targets: tuple[TargetSpec, ...]
+    invocation: Invocation
     reference: TargetSpec | None = None
     inputs: Path | None = None
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
-    timeouts: Timeouts = field(default_factory=Timeouts)
     paths: tuple[str, ...] = PATHS
     converter_overrides: bool = False
     #: a conversion failure nebisect's converter overrides cure ends its path, as it does
@@ -70,7 +71,6 @@ class RunOptions:
     #: user's own ``@register_torch_op`` converters), after nebisect's overrides
     converter_setup: tuple[str, ...] = ()
     deployment_target: str = ""
-    plugins: tuple[str, ...] = ()
     explore: bool = True
     budget: int = DEFAULT_BUDGET
     families: list[str] | None = None
@@ -78,14 +78,24 @@ class RunOptions:
     input_ranges: Mapping[str, InputDomain] = field(default_factory=dict)
     #: ``--masked-output``: output → the mask input its padded positions follow
     masked_outputs: Mapping[str, str] = field(default_factory=dict)
-    jobs: int = 1
-    cluster: str | None = None
     require: tuple[str, ...] = ()
     function: str = ""
     baseline: Path | None = None
     compression_tolerance: float = DEFAULT_TOLERANCE
     steps: int = DEFAULT_STEPS
     compress: str = ""
+
+    @property
+    def targets(self) -> tuple[TargetSpec, ...]:
+        return self.invocation.targets
+
+    @property
+    def timeouts(self) -> Timeouts:
+        return self.invocation.timeouts
+
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        return self.invocation.plugins
 
     @property
     def fixes(self) -> tuple[str, ...]:
@@ -125,7 +135,7 @@ def run_source(options: RunOptions, workdir: Path,
     from nebisect.executors.runner import Runner
     from nebisect.sources.resolve import package_functions
 
-    with Runner(options.jobs, cluster=options.cluster) as runner:
+    with Runner.of(options.invocation) as runner:
         functions = () if options.function else package_functions(
             options.source, timeout=options.timeouts.load, isolator=runner.isolator)
         if not functions:
@@ -144,7 +154,7 @@ def run_source(options: RunOptions, workdir: Path,
 
 def run_source_on(runner: Runner, options: RunOptions, workdir: Path,
                   progress: Callable[[str], None] = lambda _message: None) -> RunOutcome:
-    """:func:`run_source` on an open runner (``options.jobs`` and ``cluster`` are the runner's):
+    """:func:`run_source` on an open runner (its invocation's jobs and cluster are the runner's):
     a sweep of many sources (the atlas) keeps one runner, so its warm templates serve
     every source."""
     from nebisect.sources.convert import CONVERSION

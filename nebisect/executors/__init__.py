@@ -62,16 +62,17 @@ class Executor(Protocol):
 
 
 @contextlib.contextmanager
-def open_executor(cluster: str | None, *, isolators: Sequence[Isolator], mode: str = "auto"
-                  ) -> Iterator[Executor]:
+def open_executor(cluster: str | None, *, isolators: Sequence[Isolator], mode: str = "auto",
+                  memory: int | None = None) -> Iterator[Executor]:
     """The cluster executor for ``cluster`` (or ``$NEBISECT_CLUSTER``; its workers isolate
-    in ``mode``), else the local one on ``isolators``."""
+    in ``mode``, each job under ``memory`` bytes, None: the worker's default), else the
+    local one on ``isolators``."""
     address = cluster or os.environ.get(CLUSTER_ENV, "")
     executor: Executor
     if address:
         from nebisect.executors.cluster import ClusterExecutor
 
-        executor = ClusterExecutor(address, mode=mode)
+        executor = ClusterExecutor(address, mode=mode, memory=memory)
     else:
         from nebisect.executors.local import LocalExecutor
 

@@ -68,6 +68,8 @@ class FuzzOptions:
     shrink_budget: int = 100
     cliff: bool = True
     timeouts: Timeouts = FUZZ_TIMEOUTS
+    #: bytes each isolated case may use (``--memory``; None: the machine default)
+    memory: int | None = None
 
     def __post_init__(self) -> None:
         # Resolved once, here: every child imports the same file whatever its cwd.
@@ -318,7 +320,7 @@ def run_session(
     """Fuzz each op (see :meth:`Session.run`) on ``runner`` (default: one of the
     options' jobs and isolation mode, for this call)."""
     session = Session(names, options)
-    with using(runner, options.jobs, options.isolation) as running:
+    with using(runner, options.jobs, options.isolation, options.memory) as running:
         return session.run(running, on_progress)
 
 

@@ -69,9 +69,11 @@ def lint_source(
     paths: tuple[str, ...] = PATHS,
     setup: tuple[str, ...] = (),
     function: str = "",
+    memory: int | None = None,
 ) -> LintResult:
     """Load ``source`` (of a multifunction package: ``function``, else its default) and
-    lint it, in isolated children bounded by ``timeouts.load``:
+    lint it, in isolated children bounded by ``timeouts.load`` and ``memory`` (bytes a
+    child may use; None: the machine default):
     a builder is built there, a package read there, a torch source described and
     converted (on ``paths``, after ``setup``) there: neither user code nor the model's
     loader runs here."""
@@ -85,12 +87,15 @@ def lint_source(
         from nebisect.hazards.torch import lint_torch
 
         return lint_torch(source, assume_fp16=assume_fp16, input_ranges=ranges,
-                          timeouts=timeouts, paths=paths, setup=setup)
+                          timeouts=timeouts, paths=paths, setup=setup, memory=memory)
     if is_builder(source):
         model = SourceRef("builder", source)
     elif Path(source).exists():
         model = SourceRef("mlpackage", os.path.abspath(source), function)
     else:
         raise NebisectError(f"{source}: no such .mlpackage")
-    return lint_isolated(model, source=source, assume_fp16=assume_fp16,
-                         input_ranges=ranges, timeout=timeouts.load)
+    from nebisect.isolate import Isolator
+
+    with Isolator(memory=memory) as isolator:
+        return lint_isolated(model, source=source, assume_fp16=assume_fp16,
+                             input_ranges=ranges, timeout=timeouts.load, isolator=isolator)

@@ -37,10 +37,11 @@ PRECISION = "fp16"
 
 def lint_torch(source: str, *, assume_fp16: bool, input_ranges: dict[str, Range],
                timeouts: Timeouts, paths: tuple[str, ...],
-               setup: tuple[str, ...] = ()) -> LintResult:
+               setup: tuple[str, ...] = (), memory: int | None = None) -> LintResult:
     """The findings of every program ``source`` converts to on ``paths``, most severe
-    first."""
-    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp, Isolator() as isolator:
+    first; its children may use ``memory`` bytes (None: the machine default)."""
+    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp, \
+            Isolator(memory=memory) as isolator:
         resolved = resolve_source(source, timeout=timeouts.load, isolator=isolator)
         packages, verdict = convert_paths(resolved, PRECISION, Path(tmp), isolator, paths=paths,
                                           setup=setup, timeout=timeouts.convert)

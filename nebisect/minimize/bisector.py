@@ -177,5 +177,5 @@ def bisect_source(source: str, options: BisectOptions, out: Path, *,
         written.mkdir()
         if isolator is not None:
             return Bisector(source, options, written, isolator, progress, reduction).run()
-        with Isolator() as own:
+        with Isolator(memory=options.memory) as own:
             return Bisector(source, options, written, own, progress, reduction).run()

@@ -221,7 +221,7 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     if arrays is not None:
         recorded_inputs = workdir / "graph-inputs.npz"
         save_npz(recorded_inputs, arrays)
-    with Isolator("persistent") as graph_isolator:
+    with Isolator("persistent", memory=options.memory) as graph_isolator:
         graph = IsolatedFxGraph(source.location, recorded_inputs, label=context.label,
                                 isolator=graph_isolator, timeout=options.timeouts.load)
         progress.units(len(graph.units))

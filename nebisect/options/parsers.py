@@ -153,8 +153,3 @@ def parse_memory(text: str | None) -> int | None:
     size = int(float(found["number"]) * MEMORY_UNITS[found["unit"].upper()])
     return check_memory(f"--memory {text}", size)
 
-
-def use_memory(text: str | None) -> None:
-    """``--memory``: make it (or, not given, the machine default) the limit of every
-    isolated job this command starts."""
-    memory.configure(parse_memory(text))
