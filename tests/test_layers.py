@@ -139,3 +139,29 @@ def test_the_checker_sees_a_cycle_and_an_upward_import(monkeypatch: pytest.Monke
     monkeypatch.setitem(GRAPH, "nebisect.guard", GRAPH["nebisect.guard"] | {"nebisect.case"})
     assert ["nebisect.case", "nebisect.guard"] in list(_cycles())
     assert layer_of("nebisect.guard") > layer_of("nebisect.case")
+
+
+#: The modules that construct an ``Isolator``: the runner (a command's isolators), the
+#: Dask worker (a worker thread's) and isolation itself. Anything else is handed one, so
+#: every child runs under the limits the command's runner gives its isolators.
+ISOLATOR_MAKERS = ("nebisect.executors.runner", "nebisect.executors.worker",
+                   "nebisect.isolation")
+
+
+def isolator_constructions(module: str) -> list[int]:
+    """The lines of ``module`` that call ``Isolator(...)``."""
+    file = MODULES[module]
+    tree = ast.parse(file.read_text(), str(file))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and (
+                (isinstance(node.func, ast.Name) and node.func.id == "Isolator")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "Isolator"))]
+
+
+def test_only_the_runner_makes_isolators() -> None:
+    made = sorted(f"{module}:{line}" for module in MODULES
+                  if not any(module == maker or module.startswith(maker + ".")
+                             for maker in ISOLATOR_MAKERS)
+                  for line in isolator_constructions(module))
+    assert made == []
+    assert isolator_constructions("nebisect.executors.runner")

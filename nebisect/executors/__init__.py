@@ -62,11 +62,11 @@ class Executor(Protocol):
 
 
 @contextlib.contextmanager
-def open_executor(cluster: str | None, *, isolators: Sequence[Isolator], mode: str = "auto"
-                  ) -> Iterator[Executor]:
+def open_executor(cluster: str | None, *, isolators: Sequence[Isolator], mode: str = "auto",
+                  local: bool = False) -> Iterator[Executor]:
     """The cluster executor for ``cluster`` (or ``$NEBISECT_CLUSTER``; its workers isolate
-    in ``mode``), else the local one on ``isolators``."""
-    address = cluster or os.environ.get(CLUSTER_ENV, "")
+    in ``mode``), else — or when ``local`` — the local one on ``isolators``."""
+    address = "" if local else cluster or os.environ.get(CLUSTER_ENV, "")
     executor: Executor
     if address:
         from nebisect.executors.cluster import ClusterExecutor
