@@ -10,7 +10,6 @@ is from a failure.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from nebisect.case import SourceRef
 from nebisect.codec import Record
@@ -20,6 +19,7 @@ from nebisect.inputs.probes import Probe
 from nebisect.isolate import Isolator, Needs
 from nebisect.search.cliff import Boundary
 from nebisect.sources.domains import InputDomain
+from nebisect.sources.loading import PackageArguments
 from nebisect.targets import spec_of
 from nebisect.verdict import Verdict
 
@@ -44,15 +44,15 @@ class Margin(Record):
                 f"{self.domain}")
 
 
-def guided_job(payload: dict[str, Any]) -> Verdict:
+def guided_job(package: PackageArguments) -> Verdict:
     """Child side of :func:`guided`."""
     from nebisect.inputs.probes import guided_probes
     from nebisect.mil.load import load_program
     from nebisect.sources.loading import record_verdict
 
     return record_verdict(lambda: {"probes": [
-        probe.to_dict() for probe in guided_probes(load_program(payload["package"],
-                                                                 payload["function"]))]})
+        probe.to_dict() for probe in guided_probes(load_program(package.package,
+                                                                 package.function))]})
 
 
 def guided(package: SourceRef, *, isolator: Isolator, needs: Needs,
