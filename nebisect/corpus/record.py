@@ -70,9 +70,9 @@ class CorruptCaseError(NebisectError):
 
 @dataclass
 class Expected(Record):
-    """What replay must observe for a case (``chips`` left out of its JSON when empty)."""
+    """What replay must observe for a case."""
 
-    json_form: ClassVar[Form] = Form(what="field", omit_defaults=("chips",))
+    json_form: ClassVar[Form] = Form(what="field")
 
     status: str
     signature: str = ""
@@ -116,7 +116,8 @@ class Expected(Record):
 @dataclass
 class CaseRecord(Record):
     """The content of ``case.json`` (schema version :data:`CASE_SCHEMA_VERSION`; the
-    ``function`` left out when empty, so every other case keeps its bytes)."""
+    ``function`` and the expectation's ``chips`` left out when empty, so every case
+    recorded before they existed keeps its bytes)."""
 
     json_form: ClassVar[Form] = Form(what="field", omit_defaults=("function",))
 
@@ -165,6 +166,8 @@ class CaseRecord(Record):
     def to_json(self) -> str:
         """The text of ``case.json``: the record's JSON object and its checksum."""
         body = self.to_dict()
+        if not self.expected.chips:
+            del body["expected"]["chips"]
         body["checksum"] = _checksum(body)
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
 

@@ -409,3 +409,13 @@ def test_a_malformed_record_is_a_damaged_case_not_a_crash(
         corpus.find(ids[1])
     assert corpus.remove(ids[1]) == ids[1]
     assert corpus.find(ids[0]).case_id == ids[0]
+
+
+def test_an_expectation_keeps_empty_chips_in_reports_not_in_its_case_file() -> None:
+    """Replay's JSON writes an expectation whole; ``case.json`` leaves empty ``chips``
+    out, so cases recorded before they existed keep their bytes and checksum."""
+    assert Expected("pass").to_dict() == {"status": "pass", "signature": "", "verdict": "",
+                                          "message": "", "chips": {}}
+    record = CaseRecord.from_json(next(iter(sorted(REPO_CORPUS.glob("*/case.json"))))
+                                  .read_text())
+    assert "chips" not in json.loads(record.to_json())["expected"]
