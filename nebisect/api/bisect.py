@@ -80,6 +80,7 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
     ``function``: the function of a multifunction package that fails (else its
     default)."""
     from nebisect.detect import DEFAULT_BUDGET
+    from nebisect.executors.runner import Runner
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.minimize.bisector import bisect_source
     from nebisect.minimize.options import BISECT_TIMEOUTS, BisectOptions
@@ -115,8 +116,8 @@ def bisect(source: Any = None, *, target: str | None = None, finding: str | None
         read = [("the source", source_path(subject.source)),
                 *([("--inputs", subject.inputs)] if subject.inputs else [])]
         fresh_output_directory(destination, "--out", force=force, inputs=read)
-        with _lines(progress) as told:
-            result = bisect_source(subject.source, options, destination, progress=told)
+        with _lines(progress) as told, Runner(local=True) as runner:
+            result = bisect_source(subject.source, options, destination, runner, progress=told)
         return BisectReport(result, destination)
 
 

@@ -55,6 +55,7 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
     """``nebisect lint`` (see ``nebisect lint --help``) on ``source``: a path, or an
     object of this process as :func:`nebisect.run` takes one; ``function``: that
     function of a multifunction package (else its default)."""
+    from nebisect.executors.runner import Runner
     from nebisect.hazards import lint_source, parse_input_range
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.options import CONVERT_CHOICES, parse_choice, use_memory
@@ -64,9 +65,10 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
     use_memory(memory)
     ranges = dict(parse_input_range(text) for text in items(input_range))
     timeouts = Timeouts.parse(items(timeout))
-    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp, Runner(local=True) as runner:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                               Path(tmp), timeout)
         return LintReport(lint_source(
-            location, assume_fp16=fp16, input_ranges=ranges, timeouts=timeouts, paths=paths,
+            location, isolator=runner.isolator, assume_fp16=fp16, input_ranges=ranges,
+            timeouts=timeouts, paths=paths,
             setup=(OVERRIDES_SETUP,) if converter_overrides else (), function=function))

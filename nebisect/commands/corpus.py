@@ -218,17 +218,18 @@ def _recorder(wanted: bool, timeouts: Timeouts) -> Iterator[Recorder | None]:
         yield None
         return
     from nebisect.corpus.store import CorpusCase
+    from nebisect.executors.runner import Runner
     from nebisect.guard.replay import run_case
-    from nebisect.isolate import Isolator
 
     def record(case: CorpusCase) -> Verdict:
-        verdict = run_case(case, isolator, Path(tmp), timeouts=timeouts).verdict
+        verdict = run_case(case, runner.isolator, Path(tmp), timeouts=timeouts).verdict
         if verdict.status == "skipped" or _refused(verdict):
             raise NebisectError(f"cannot record a run on {case.record.target} "
                                 f"({verdict.message}); nothing stored (give --expect)")
         return verdict
 
-    with Isolator() as isolator, tempfile.TemporaryDirectory(prefix="nebisect-record-") as tmp:
+    with Runner(local=True) as runner, \
+            tempfile.TemporaryDirectory(prefix="nebisect-record-") as tmp:
         yield record
 
 

@@ -47,12 +47,15 @@ class Runner:
 
     ``isolator``: an isolator the caller owns and keeps (a bisection's, a test's) to
     serve as the first one; ``executor``: likewise, an executor the caller owns (a
-    cluster client it inspects) instead of the one ``cluster`` names. The runner closes
-    only what it made.
+    cluster client it inspects) instead of the one ``cluster`` names; ``local``: units
+    run on these isolators whatever ``$NEBISECT_CLUSTER`` says (a command that runs no
+    units — lint, fix, corpus record — connects to no cluster). The runner closes only
+    what it made.
     """
 
     def __init__(self, jobs: int = 1, *, cluster: str | None = None, mode: str = "auto",
-                 isolator: Isolator | None = None, executor: Executor | None = None) -> None:
+                 isolator: Isolator | None = None, executor: Executor | None = None,
+                 local: bool = False) -> None:
         check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
         self.jobs = jobs
         self._made = contextlib.ExitStack()
@@ -65,7 +68,8 @@ class Runner:
             self.isolator = first if isolator or first.mode != "persistent" else (
                 self._made.enter_context(Isolator(cancel=token)))
             self.executor: Executor = executor or self._made.enter_context(
-                open_executor(cluster, isolators=self.isolators, mode=self.isolator.mode))
+                open_executor(cluster, isolators=self.isolators, mode=self.isolator.mode,
+                              local=local))
         except BaseException:
             self._made.close()
             raise
@@ -80,6 +84,12 @@ class Runner:
         jobs with ``needs`` will run in now (:meth:`Isolator.expect`)."""
         for isolator in self.isolators[:max(1, threads)]:
             isolator.expect(needs)
+
+    def extra_isolator(self, mode: str) -> Isolator:
+        """A further isolator of ``mode`` sharing the runner's cancel token, for a stage
+        that needs a kind of process of its own (a bisection's persistent graph
+        worker); the caller closes it (a context manager) when the stage ends."""
+        return Isolator(mode, cancel=self.isolator.cancel_token)
 
     def map(self, items: Sequence[Item], work: Callable[[Item, Isolator], Result]
             ) -> list[Result]:
