@@ -8,7 +8,6 @@ oracle (:mod:`nebisect.oracle`) measured travels in it as :class:`ErrorMetrics`.
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections import Counter
@@ -18,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from nebisect.codec import Form, Record
+from nebisect.codec import Form, Record, decode
 
 
 class Status(StrEnum):
@@ -135,8 +134,12 @@ class Timings(Record):
         return (self.predict or 0.0) + (self.reference or 0.0)
 
 
+#: A verdict's typed parts: its JSON form writes their facts flat under ``"metrics"``.
+_TYPED_PARTS = ("error_metrics", "target_facts", "process", "conversion", "job_result")
+
+
 @dataclass
-class Verdict:
+class Verdict(Record):
     """The outcome of one case, always produced — a crash included.
 
     Beside status, stage, signature and message a verdict carries typed parts: the
@@ -144,8 +147,14 @@ class Verdict:
     :class:`TargetFacts`, the :class:`ProcessFacts`, the :class:`ConversionFacts` of a
     conversion, and ``job_result``: what a job hands back to its caller that is no fact
     about the case (a loaded source's record, a fix's rewrite counts), keyed by the job.
-    The JSON form keeps them flat under ``"metrics"`` (:meth:`to_dict`).
+    The JSON form keeps them flat under ``"metrics"`` (:attr:`metrics`, read back by
+    :meth:`unfold_metrics`): a custom form because every stored verdict — corpus
+    expectations, run and replay reports — reads them there, and a metric's key names
+    the fact wherever it came from.
     """
+
+    json_form: ClassVar[Form] = Form(skipped=_TYPED_PARTS, derived=(("metrics", "message"),),
+                                     unfold="unfold_metrics")
 
     status: Status
     stage: str = Stage.PREDICT
@@ -174,6 +183,7 @@ class Verdict:
     def failed(self) -> bool:
         return self.status not in (Status.PASS, Status.SKIPPED)
 
+    @property
     def metrics(self) -> dict[str, Any]:
         """The typed parts as the flat ``"metrics"`` object of the JSON form: the facts
         written in the case's child with every object's keys in order (as the child's
@@ -188,47 +198,37 @@ class Verdict:
         return {**_keys_sorted(written),
                 **_present(self.process, keep_empty=("worker_attempts",))}
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form: the typed parts flat under ``"metrics"`` (:meth:`metrics`), a
-        custom form because every stored verdict — corpus expectations, run and replay
-        reports — reads them there, and a metric's key names the fact wherever it came
-        from."""
-        return {"status": self.status, "stage": self.stage, "signature": self.signature,
-                "message": self.message, "metrics": copy.deepcopy(self.metrics()),
-                "stderr_tail": self.stderr_tail, "provenance": dict(self.provenance),
-                "timings": self.timings.to_dict(), "placement": dict(self.placement),
-                "target": self.target}
+    @classmethod
+    def unfold_metrics(cls, derived: dict[str, Any]) -> dict[str, Any]:
+        """The typed parts a JSON form's flat ``"metrics"`` holds (:attr:`metrics` read
+        back): the error metrics when it measured any, the target's and the process's
+        facts, the conversion's when it has attempts, and what no part claims as the
+        job's result."""
+        metrics = dict(derived.get("metrics") or {})
+        measured = ("max_ulp_error" in metrics
+                    and decode(ErrorMetrics, _take(metrics, ErrorMetrics)))
+        target_facts = decode(TargetFacts, _take(metrics, TargetFacts))
+        process = decode(ProcessFacts, _take(metrics, ProcessFacts))
+        conversion = ("attempts" in metrics
+                      and decode(ConversionFacts, _take(metrics, ConversionFacts)))
+        return {"error_metrics": measured or None, "target_facts": target_facts,
+                "process": process, "conversion": conversion or None, "job_result": metrics}
 
     def to_json(self) -> str:
-        # Serialized from the parts without to_dict's deep copy (for callers that keep
+        # Serialized from the parts without the codec's copy (for callers that keep
         # the dict): it cost a persistent worker ~5 % of a fuzz case.
         document = {**{f.name: getattr(self, f.name) for f in fields(self)
-                       if f.name not in _TYPED_PARTS}, "metrics": self.metrics(),
+                       if f.name not in _WRITTEN_APART}, "metrics": self.metrics,
                     "timings": self.timings.to_dict()}
         return json.dumps(document, sort_keys=True, default=_json_default)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Verdict:
-        known = {k: v for k, v in data.items()
-                 if k in cls.__dataclass_fields__ and k not in _TYPED_PARTS}
-        metrics = dict(data.get("metrics") or {})
-        measured = ("max_ulp_error" in metrics
-                    and ErrorMetrics.from_dict(_take(metrics, ErrorMetrics)))
-        target_facts = TargetFacts(**_take(metrics, TargetFacts))
-        process = ProcessFacts(**_take(metrics, ProcessFacts))
-        conversion = ("attempts" in metrics
-                      and ConversionFacts(**_take(metrics, ConversionFacts)))
-        return cls(**known, error_metrics=measured or None, target_facts=target_facts,
-                   process=process, conversion=conversion or None, job_result=metrics,
-                   timings=Timings.from_dict(data.get("timings") or {}))
 
     @classmethod
     def from_json(cls, text: str) -> Verdict:
         return cls.from_dict(json.loads(text))
 
 
-_TYPED_PARTS = frozenset(
-    {"error_metrics", "target_facts", "process", "conversion", "job_result", "timings"})
+#: The fields :meth:`Verdict.to_json` writes in a form of their own.
+_WRITTEN_APART = frozenset({*_TYPED_PARTS, "timings"})
 
 
 def _present(part: Any, keep_empty: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -347,7 +347,7 @@ class Comparison(Record):
 
 
 @dataclass
-class ErrorMetrics:
+class ErrorMetrics(Record):
     """What :func:`nebisect.oracle.judge` measured over all outputs: the worst errors,
     the lowest cosine, the out-of-range count, and each output's :class:`Comparison`.
 
@@ -371,22 +371,5 @@ class ErrorMetrics:
             out_of_range=sum(c.out_of_range for c in comparisons),
             comparisons=comparisons,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "max_abs_error": self.max_abs_error, "max_ulp_error": self.max_ulp_error,
-            "min_cosine": self.min_cosine, "out_of_range": self.out_of_range,
-            "comparisons": [c.to_dict() for c in self.comparisons],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ErrorMetrics:
-        """Read the metrics back from a verdict's ``"metrics"`` object: other keys there
-        are other parts' facts; a metric it lacks (a hand-made verdict) keeps its
-        default."""
-        measured = {f.name: data[f.name] for f in fields(cls)
-                    if f.name in data and f.name != "comparisons"}
-        return cls(**measured,
-                   comparisons=[Comparison.from_dict(c) for c in data.get("comparisons", ())])
 
 

@@ -75,7 +75,7 @@ def test_case_options_serialize_set_fields_only_and_round_trip() -> None:
     ({"plugins": "p.py"}, r"case option 'plugins' has the wrong type \('p.py'\)"),
     ({"reference_source": ["torch"]}, r"case option 'reference_source' has the wrong type"),
     ({"intermediates": 1}, r"case option 'intermediates' has the wrong type"),
-    (["plugins"], r"case options are not a JSON object"),
+    (["plugins"], r"Case field 'options' has the wrong type \(\['plugins'\]\)"),
 ])
 def test_case_options_refuse_unknown_keys_and_wrong_types(options: object, message: str) -> None:
     with pytest.raises(NebisectError, match=message):

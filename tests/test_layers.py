@@ -174,3 +174,28 @@ def test_the_checker_sees_a_forbidden_import(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(GRAPH, "nebisect.mil.sizes",
                         GRAPH["nebisect.mil.sizes"] | {"nebisect.isolation.memory"})
     assert _forbidden_crossings() == ["nebisect.mil.sizes imports nebisect.isolation.memory"]
+
+
+#: The modules that construct an ``Isolator``: the runner (a command's isolators), the
+#: Dask worker (a worker thread's) and isolation itself. Anything else is handed one, so
+#: every child runs under the limits the command's runner gives its isolators.
+ISOLATOR_MAKERS = ("nebisect.executors.runner", "nebisect.executors.worker",
+                   "nebisect.isolation")
+
+
+def isolator_constructions(module: str) -> list[int]:
+    """The lines of ``module`` that call ``Isolator(...)``."""
+    file = MODULES[module]
+    tree = ast.parse(file.read_text(), str(file))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and (
+                (isinstance(node.func, ast.Name) and node.func.id == "Isolator")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "Isolator"))]
+
+
+def test_only_the_runner_makes_isolators() -> None:
+    made = sorted(f"{module}:{line}" for module in MODULES
+                  if not any(_within(module, maker) for maker in ISOLATOR_MAKERS)
+                  for line in isolator_constructions(module))
+    assert made == []
+    assert isolator_constructions("nebisect.executors.runner")

@@ -99,6 +99,7 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
     ``source`` may be an object of this process, as :func:`nebisect.run` takes it;
     ``function``: the function of a multifunction package that fails (else its
     default)."""
+    from nebisect.executors.runner import Runner
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.minimize.bisector import bisect_source
     from nebisect.minimize.options import BISECT_TIMEOUTS, BisectOptions
@@ -135,13 +136,13 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
             fixes=subject.fixes, graph=subject.graph, paths=subject.paths,
             function=given["function"], budget=parse_budget(str(given["budget"])),
             timeouts=Timeouts.parse(items(given["case_timeout"]), BISECT_TIMEOUTS,
-                                    "--case-timeout"),
-            memory=limit)
+                                    "--case-timeout"))
         read = [("the source", source_path(subject.source)),
                 *([("--inputs", subject.inputs)] if subject.inputs else [])]
         fresh_output_directory(destination, "--out", force=given["force"], inputs=read)
-        with _lines(progress) as told:
-            result = bisect_source(subject.source, reduction, destination, progress=told)
+        with _lines(progress) as told, Runner(memory=limit, local=True) as runner:
+            result = bisect_source(subject.source, reduction, destination, runner,
+                                   progress=told)
         return BisectReport(result, destination)
 
 

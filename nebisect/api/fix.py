@@ -68,10 +68,10 @@ def fix(source: Any, fixes: Many, *, example_inputs: Any = None, dynamic_dims: A
     ``nebisect fix list``) applied to ``source`` — a torch source converted with the
     converter-level ones first — and the program saved as ``output``. ``source`` may be
     an object of this process, as :func:`nebisect.run` takes it."""
+    from nebisect.executors.runner import Runner
     from nebisect.files import copy_directory
     from nebisect.fixes import resolve_fixes
     from nebisect.fixes.apply import fix_source
-    from nebisect.isolate import Isolator
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.options.parsers import parse_memory, source_path
     from nebisect.report.outputs import output_package
@@ -88,15 +88,15 @@ def fix(source: Any, fixes: Many, *, example_inputs: Any = None, dynamic_dims: A
     timeouts = Timeouts.parse(items(timeout))
     limit = parse_memory(given["memory"])
     with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, \
-            Isolator(memory=limit) as isolator:
+            Runner(memory=limit, local=True) as runner:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                               Path(tmp) / "source", timeout)
         output_package(destination, "--output", force=given["force"],
                        inputs=[("the source", source_path(location))])
         chosen = resolve_fixes(names)
-        resolved = resolve_source(location, timeout=timeouts.load, isolator=isolator)
+        resolved = resolve_source(location, timeout=timeouts.load, isolator=runner.isolator)
         result = fix_source(resolved.kind, resolved.location, chosen, Path(tmp) / "work",
-                            isolator, precision=precision, timeouts=timeouts)
+                            runner.isolator, precision=precision, timeouts=timeouts)
         if result.package is None:
             raise NebisectError(f"{result.verdict.stage} failed: {result.verdict.message}")
         copy_directory(result.package, destination)

@@ -70,6 +70,7 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
     """``nebisect lint`` (see ``nebisect lint --help``) on ``source``: a path, or an
     object of this process as :func:`nebisect.run` takes one; ``function``: that
     function of a multifunction package (else its default)."""
+    from nebisect.executors.runner import Runner
     from nebisect.hazards import lint_source, parse_input_range
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.options.parsers import CONVERT_CHOICES, parse_choice, parse_memory
@@ -80,10 +81,12 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
     limit = parse_memory(given["memory"])
     ranges = dict(parse_input_range(text) for text in items(given["input_range"]))
     timeouts = Timeouts.parse(items(given["timeout"]))
-    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp, \
+            Runner(memory=limit, local=True) as runner:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                               Path(tmp), given["timeout"])
         return LintReport(lint_source(
-            location, assume_fp16=given["fp16"], input_ranges=ranges, timeouts=timeouts,
-            paths=paths, setup=(OVERRIDES_SETUP,) if given["converter_overrides"] else (),
-            function=given["function"], memory=limit))
+            location, isolator=runner.isolator, assume_fp16=given["fp16"], input_ranges=ranges,
+            timeouts=timeouts, paths=paths,
+            setup=(OVERRIDES_SETUP,) if given["converter_overrides"] else (),
+            function=given["function"]))

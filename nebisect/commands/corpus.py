@@ -118,7 +118,7 @@ def _add(root: Path, source: str, target: str, inputs: list[Path], stage: str,
     """``nebisect corpus add`` (its help is :data:`ADD_HELP`): one case recorded per inputs
     file, stored atomically."""
     from nebisect.corpus import Corpus, Expected, NewCase
-    from nebisect.isolate import Isolator
+    from nebisect.executors.runner import Runner
     from nebisect.sources.inputs import check
     from nebisect.sources.resolve import resolve_source
     from nebisect.targets.registry import spec_of
@@ -128,9 +128,9 @@ def _add(root: Path, source: str, target: str, inputs: list[Path], stage: str,
     if not spec_of(target).runs_programs:
         raise NebisectError(f"--target {target}: a corpus case runs its model converted to "
                             "Core ML; torch is the reference, not a corpus target")
-    with Isolator(memory=limit) as isolator:
+    with Runner(memory=limit, local=True) as runner:
         resolved = resolve_source(source, function=function, timeout=timeouts.load,
-                                  isolator=isolator)
+                                  isolator=runner.isolator)
     if fixes and resolved.function:
         raise NebisectError(f"--fix: fixes rewrite a package's default program, not one "
                             f"function of a multifunction package ({resolved.function})")
@@ -180,17 +180,17 @@ def _recorder(wanted: bool, timeouts: Timeouts, memory: int | None
         yield None
         return
     from nebisect.corpus.store import CorpusCase
+    from nebisect.executors.runner import Runner
     from nebisect.guard.replay import run_case
-    from nebisect.isolate import Isolator
 
     def record(case: CorpusCase) -> Verdict:
-        verdict = run_case(case, isolator, Path(tmp), timeouts=timeouts).verdict
+        verdict = run_case(case, runner.isolator, Path(tmp), timeouts=timeouts).verdict
         if verdict.status == "skipped" or _refused(verdict):
             raise NebisectError(f"cannot record a run on {case.record.target} "
                                 f"({verdict.message}); nothing stored (give --expect)")
         return verdict
 
-    with Isolator(memory=memory) as isolator, \
+    with Runner(memory=memory, local=True) as runner, \
             tempfile.TemporaryDirectory(prefix="nebisect-record-") as tmp:
         yield record
 

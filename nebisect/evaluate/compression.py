@@ -109,25 +109,37 @@ def relative_error(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarr
     return worst, worst_abs
 
 
-def check_job(payload: dict[str, Any]) -> Verdict:
+@dataclass(frozen=True)
+class CheckArguments:
+    """The arguments of :func:`check_job`: the compressed package, its baseline, the
+    input sets to compare them on (label → ``.npz``; none: the baseline is only
+    checked) and the tolerance."""
+
+    package: str
+    baseline: str
+    inputs: dict[str, str]
+    tolerance: float
+
+
+def check_job(arguments: CheckArguments) -> Verdict:
     """Child side of :func:`check_compression` (and, without ``inputs``, of
     :func:`check_baseline`)."""
-    return record_verdict(lambda: _check(payload).to_dict())
+    return record_verdict(lambda: _check(arguments).to_dict())
 
 
-def _check(payload: dict[str, Any]) -> CompressionCheck:
+def _check(arguments: CheckArguments) -> CompressionCheck:
     from nebisect.arrays import load_npz
     from nebisect.isolation import memory
     from nebisect.mil.compressed import baseline_values, compressed_weights
     from nebisect.mil.interp import compile_program
 
-    package, baseline = _pair(payload["package"], payload["baseline"])
+    package, baseline = _pair(arguments.package, arguments.baseline)
     weights = compressed_weights(package.functions["main"])
     if not weights:
-        raise NebisectError(f"{payload['package']} has no compressed weights (no constexpr "
+        raise NebisectError(f"{arguments.package} has no compressed weights (no constexpr "
                             "op feeds a compute op): no compression to measure")
-    check = CompressionCheck(payload["baseline"], float(payload["tolerance"]), weights)
-    if not payload.get("inputs"):
+    check = CompressionCheck(arguments.baseline, arguments.tolerance, weights)
+    if not arguments.inputs:
         return check
     budget = memory.budget()
     exact = compile_program(package, "fp64", memory_budget=budget)
@@ -135,7 +147,7 @@ def _check(payload: dict[str, Any]) -> CompressionCheck:
     base16 = compile_program(baseline, "fp16", memory_budget=budget)
     runs: dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
     produced: dict[str, Any] = {}
-    for label, npz in payload["inputs"].items():
+    for label, npz in arguments.inputs.items():
         inputs = load_npz(npz)
         expected = base.run(inputs, intermediates=not produced)
         produced = produced or expected.intermediates
@@ -232,8 +244,7 @@ def check_compression(package: str, baseline: str, inputs: dict[str, str], *,
 def _run(package: str, baseline: str, inputs: dict[str, str], tolerance: float,
          isolator: Isolator, timeout: float) -> CompressionCheck:
     record = describe_in_child(
-        f"{__name__}:check_job", {"package": package, "baseline": baseline,
-                                  "inputs": inputs, "tolerance": tolerance},
+        f"{__name__}:check_job", CheckArguments(package, baseline, inputs, tolerance),
         label=f"--baseline {baseline}", subject=BASELINE_SUBJECT, timeout=timeout,
         needs=COREMLTOOLS_ONLY, isolator=isolator)
     return CompressionCheck.from_dict(record)

@@ -52,13 +52,15 @@ class Runner:
 
     ``isolator``: an isolator the caller owns and keeps (a bisection's, a test's) to
     serve as the first one; ``executor``: likewise, an executor the caller owns (a
-    cluster client it inspects) instead of the one ``cluster`` names. The runner closes
-    only what it made.
+    cluster client it inspects) instead of the one ``cluster`` names; ``local``: units
+    run on these isolators whatever ``$NEBISECT_CLUSTER`` says (a command that runs no
+    units — lint, fix, corpus record — connects to no cluster). The runner closes only
+    what it made.
     """
 
     def __init__(self, jobs: int = 1, *, cluster: str | None = None, mode: str = "auto",
                  memory: int | None = None, isolator: Isolator | None = None,
-                 executor: Executor | None = None) -> None:
+                 executor: Executor | None = None, local: bool = False) -> None:
         check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
         self.jobs = jobs
         self.invocation = Invocation(memory=memory, jobs=jobs, cluster=cluster)
@@ -72,17 +74,19 @@ class Runner:
             self.isolator = first if isolator or first.mode != "persistent" else (
                 self._made.enter_context(Isolator(cancel=token, memory=memory)))
             self.executor: Executor = executor or self._made.enter_context(open_executor(
-                cluster, isolators=self.isolators, mode=self.isolator.mode, memory=memory))
+                cluster, isolators=self.isolators, mode=self.isolator.mode, memory=memory,
+                local=local))
         except BaseException:
             self._made.close()
             raise
 
     @classmethod
-    def of(cls, invocation: Invocation, *, mode: str = "auto") -> Runner:
+    def of(cls, invocation: Invocation, *, mode: str = "auto", local: bool = False
+           ) -> Runner:
         """The runner of ``invocation``: its jobs, cluster and memory limit, kept as
-        :attr:`invocation`."""
+        :attr:`invocation` (``local``: as for the constructor)."""
         runner = cls(invocation.jobs, cluster=invocation.cluster, mode=mode,
-                     memory=invocation.memory)
+                     memory=invocation.memory, local=local)
         runner.invocation = invocation
         return runner
 
@@ -96,6 +100,14 @@ class Runner:
         jobs with ``needs`` will run in now (:meth:`Isolator.expect`)."""
         for isolator in self.isolators[:max(1, threads)]:
             isolator.expect(needs)
+
+    def extra_isolator(self, mode: str) -> Isolator:
+        """A further isolator of ``mode`` sharing the runner's cancel token, for a stage
+        that needs a kind of process of its own (a bisection's persistent graph
+        worker), its jobs under the runner's memory limit; the caller closes it (a
+        context manager) when the stage ends."""
+        return Isolator(mode, cancel=self.isolator.cancel_token,
+                        memory=self.invocation.memory)
 
     def map(self, items: Sequence[Item], work: Callable[[Item, Isolator], Result]
             ) -> list[Result]:

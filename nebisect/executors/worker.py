@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.executors.devices import local_facts
-from nebisect.executors.units import Unit, handler, sha256_hex, to_wire
+from nebisect.executors.units import Unit, run_unit_here, sha256_hex, to_wire
 from nebisect.isolation.cancel import Cancelled, CancelToken
 from nebisect.isolation.isolator import Isolator
 
@@ -127,8 +127,7 @@ def run_unit(unit_json: str, run_id: str, index: int, mode: str, memory: int | N
         state, isolator = _run_state(run_id), _isolator(run_id, mode, memory)
         state.acquire(isolator)
         try:
-            answer["value"] = handler(unit.kind)(unit.payload, root, Path(scratch, "work"),
-                                                 isolator)
+            answer["value"] = run_unit_here(unit, root, Path(scratch, "work"), isolator)
         except Cancelled:
             answer["cancelled"] = True
         except Exception as exc:  # a handler's failure is this unit's error, not the worker's

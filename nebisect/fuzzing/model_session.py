@@ -25,9 +25,11 @@ from __future__ import annotations
 import functools
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nebisect.codec import encode
 from nebisect.evaluate.judge import split_arrays
 from nebisect.evaluate.workbench import Workbench
 from nebisect.executors import Unit, UnitResult
@@ -143,10 +145,11 @@ class ModelSession:
 
     def _run_units(self, on_progress: Callable[[int, CampaignProgress], None] | None) -> None:
         files = [*self.source.ref.files(), *(p for p in self.options.plugins if p.endswith(".py"))]
-        payload = {"source": self.source.location, "options": wire_options(self.options),
-                   "convert": list(self.bench.paths), "families": self.families,
-                   "function": self.source.function}
-        units = [Unit(MODEL_KIND, {**payload, "index": index, "budget": budget, "seed": seed},
+        options = wire_options(self.options)
+        units = [Unit(MODEL_KIND,
+                      encode(ModelShard(self.source.location, options, list(self.bench.paths),
+                                        self.families, self.source.function, index, budget,
+                                        seed)),
                       paths=[file.lstrip("/") for file in files], root=WIRE_ROOT,
                       label=f"{self.subject.name}#{index}")
                  for index, (budget, seed) in enumerate(self.units)]
@@ -179,19 +182,34 @@ class ModelSession:
 MODEL_KIND = "fuzz-model"
 
 
-def model_shard_unit(payload: dict[str, Any], root: Path, workdir: Path,
+@dataclass(frozen=True)
+class ModelShard:
+    """A ``fuzz-model`` unit's arguments: the session's source (its absolute path, shipped
+    below the unit's root), options (as :func:`wire_options` writes them), conversion
+    paths, value families and function, and the shard's index, budget and seed."""
+
+    source: str
+    options: dict[str, Any]
+    convert: list[str]
+    families: list[str] | None
+    function: str
+    index: int
+    budget: int
+    seed: int
+
+
+def model_shard_unit(shard: ModelShard, root: Path, workdir: Path,
                      isolator: Isolator) -> dict[str, Any]:
     """Handler of ``fuzz-model`` units: the session set up from the shipped source, one
     shard driven as a local thread would drive it, its :class:`CampaignResult`."""
-    options = options_from_wire(payload["options"], root)
-    session = ModelSession(str(root / payload["source"].lstrip("/")), options,
-                           convert=tuple(payload["convert"]), families=payload["families"],
-                           function=payload["function"], runner=Runner(isolator=isolator))
+    options = options_from_wire(shard.options, root)
+    session = ModelSession(str(root / shard.source.lstrip("/")), options,
+                           convert=tuple(shard.convert), families=shard.families,
+                           function=shard.function, runner=Runner(isolator=isolator))
     try:
         if session.skipped:
             return CampaignResult(session.subject.name, options.seed, 0,
                                   skipped=session.skipped).to_dict()
-        return session.shard(payload["index"], payload["budget"], payload["seed"],
-                             isolator).to_dict()
+        return session.shard(shard.index, shard.budget, shard.seed, isolator).to_dict()
     finally:
         session.close()

@@ -24,7 +24,7 @@ import numpy as np
 
 from nebisect.arrays import save_npz, sha256_arrays
 from nebisect.case import CaseOptions
-from nebisect.evaluate.judge import evaluate_job
+from nebisect.evaluate.judge import EvaluateArguments, evaluate_job
 from nebisect.fuzzing.subject import builder_case
 from nebisect.mil.kernels import kernel_ops
 from nebisect.opspecs.ops import registered_ops
@@ -45,7 +45,7 @@ def rehearse() -> None:
         save_npz(inputs, arrays)
         for target in REHEARSED_TARGETS:
             case = builder_case(_PROGRAM, target, inputs, sha256_arrays(arrays), CaseOptions())
-            verdict, outputs = evaluate_job({"case": case.to_dict(), "reference": REFERENCE_TARGET})
+            verdict, outputs = evaluate_job(EvaluateArguments(case.to_dict(), REFERENCE_TARGET))
             verdict.to_json()
             save_npz(Path(scratch) / "outputs.npz", outputs)
 

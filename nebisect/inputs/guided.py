@@ -20,6 +20,7 @@ from nebisect.inputs.probes import Probe
 from nebisect.isolate import Isolator, Needs
 from nebisect.search.cliff import Boundary
 from nebisect.sources.domains import InputDomain
+from nebisect.sources.loading import PackageArguments
 from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
@@ -44,7 +45,7 @@ class Margin(Record):
                 f"{self.domain}")
 
 
-def guided_job(payload: dict[str, Any]) -> Verdict:
+def guided_job(package: PackageArguments) -> Verdict:
     """Child side of :func:`guided`."""
     from nebisect.inputs.probes import guided_probes
     from nebisect.isolation import memory
@@ -52,7 +53,7 @@ def guided_job(payload: dict[str, Any]) -> Verdict:
     from nebisect.sources.loading import record_verdict
 
     def probes() -> dict[str, Any]:
-        program = load_program(payload["package"], payload["function"],
+        program = load_program(package.package, package.function,
                                memory_budget=memory.budget())
         return {"probes": [probe.to_dict() for probe in guided_probes(program)]}
 

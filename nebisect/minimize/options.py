@@ -51,8 +51,6 @@ class BisectOptions:
     budget: int = DEFAULT_BUDGET
     #: the function of a multifunction package to reduce ("": its default)
     function: str = ""
-    #: bytes each isolated step may use (``--memory``; None: the machine default)
-    memory: int | None = None
 
     def __post_init__(self) -> None:
         if self.stage not in REDUCIBLE_STAGES:

@@ -200,7 +200,6 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     The graph is exported, recorded and cut in a child of its own
     (:mod:`nebisect.minimize.graphs.fx_jobs`): the user's ``forward`` never runs here.
     """
-    from nebisect.isolate import Isolator
     from nebisect.minimize.graphs.fx_jobs import IsolatedFxGraph
     from nebisect.minimize.repro.script import write_torch_repro
 
@@ -221,7 +220,7 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     if arrays is not None:
         recorded_inputs = workdir / "graph-inputs.npz"
         save_npz(recorded_inputs, arrays)
-    with Isolator("persistent", memory=options.memory) as graph_isolator:
+    with context.runner.extra_isolator("persistent") as graph_isolator:
         graph = IsolatedFxGraph(source.location, recorded_inputs, label=context.label,
                                 isolator=graph_isolator, timeout=options.timeouts.load)
         progress.units(len(graph.units))

@@ -25,7 +25,6 @@ from nebisect.detect.triggers import trigger_of
 from nebisect.errors import NebisectError
 from nebisect.executors.runner import Runner
 from nebisect.fixes.converter_compat import ConverterCompat
-from nebisect.isolate import Isolator
 from nebisect.sources.convert import PATH_LABELS, convert_paths
 from nebisect.sources.converter_overrides import overrides_hint
 from nebisect.sources.resolve import Source
@@ -53,18 +52,19 @@ class Found:
 
 
 def find_trigger(label: str, source: Source, options: BisectOptions, setup: tuple[str, ...],
-                 workdir: Path, isolator: Isolator, progress: SearchProgress) -> Found:
+                 workdir: Path, runner: Runner, progress: SearchProgress) -> Found:
     """The first failure ``run``'s discovery finds on ``options.target`` (converting
-    with ``setup`` on ``options.paths``); a one-line error when there is none."""
+    with ``setup`` on ``options.paths``) in the bisection's ``runner``; a one-line error
+    when there is none."""
     target = options.target
     workdir.mkdir()
-    runner = MatrixRunner(
-        source, [target], workdir, Runner(isolator=isolator), timeouts=options.timeouts,
+    matrix = MatrixRunner(
+        source, [target], workdir, runner, timeouts=options.timeouts,
         convert=functools.partial(convert_paths, setup=setup, paths=options.paths),
         paths=options.paths, progress=progress.phase,
         discovery=Discovery(options.budget, targets=[target], first_failure=True),
     )
-    report = runner.run((options.length,))
+    report = matrix.run((options.length,))
     if not report.groups:
         raise NebisectError(f"{label} {_nothing(report, target)}; nothing to bisect")
     # A path that does not convert while another does is a finding of its own; the
@@ -79,7 +79,7 @@ def find_trigger(label: str, source: Source, options: BisectOptions, setup: tupl
     on = f" [{PATH_LABELS[group.path]}]" if group.path else ""
     line = (f"{group.smallest.label}{on}, found exploring {target} ({predictions} "
             f"predictions): {where(group.attribution, group)}")
-    return Found(runner.bench.saved[group.smallest.label], group.path, trigger.graph, line)
+    return Found(matrix.bench.saved[group.smallest.label], group.path, trigger.graph, line)
 
 
 def _nothing(report: RunReport, target: TargetSpec) -> str:

@@ -42,6 +42,7 @@ from nebisect.sources.domains import (
 from nebisect.sources.inputs import InputDescription, describe_spec
 from nebisect.sources.loading import (
     ChildSubject,
+    PackageArguments,
     describe_in_child,
     record_verdict,
     unprefixed,
@@ -172,7 +173,7 @@ def resolve_source(text: str, *, function: str = "", timeout: float = Timeouts.l
         raise NebisectError(f"{text}: not an .mlpackage (no {MANIFEST})")
     check_package(path, text)
     record = describe_in_child(f"{__name__}:package_job",
-                               {"package": str(path), "function": function}, label=text,
+                               PackageArguments(str(path), function), label=text,
                                subject=PACKAGE_SUBJECT, timeout=timeout,
                                needs=COREMLTOOLS_ONLY, isolator=isolator)
     inputs = [InputDescription.from_dict(d) for d in record["inputs"]]
@@ -206,15 +207,15 @@ def package_functions(text: str, *, timeout: float = Timeouts.load,
     if is_torch_location(text) or not (path.is_dir() and (path / MANIFEST).is_file()):
         return ()
     check_package(path, text)
-    record = describe_in_child(f"{__name__}:functions_job", {"package": str(path)},
+    record = describe_in_child(f"{__name__}:functions_job", PackageArguments(str(path)),
                                label=text, subject=PACKAGE_SUBJECT, timeout=timeout,
                                needs=COREMLTOOLS_ONLY, isolator=isolator)
     return tuple(record["functions"])
 
 
-def functions_job(payload: dict[str, Any]) -> Verdict:
+def functions_job(arguments: PackageArguments) -> Verdict:
     """Child side of :func:`package_functions`."""
-    package = payload["package"]
+    package = arguments.package
 
     def build() -> dict[str, Any]:
         from nebisect.mil.load import function_names
@@ -225,7 +226,7 @@ def functions_job(payload: dict[str, Any]) -> Verdict:
     return record_verdict(build)
 
 
-def package_job(payload: dict[str, Any]) -> Verdict:
+def package_job(arguments: PackageArguments) -> Verdict:
     """Child side of resolving a package: is it an ML program that loads, what are the
     inputs, outputs and states of its (chosen) function, what does its graph say each
     input is for, and which outputs follow a mask? The function comes back by name: ""
@@ -235,7 +236,7 @@ def package_job(payload: dict[str, Any]) -> Verdict:
     cost seconds; the child is forked from the template that simulates the package
     next, so it costs that template nothing it would not import anyway.
     """
-    package, function = payload["package"], payload["function"]
+    package, function = arguments.package, arguments.function
 
     def build() -> dict[str, Any]:
         from nebisect.isolation import memory
@@ -295,21 +296,21 @@ def prove_loadable(package: SourceRef, label: str, *, timeout: float,
     the ones it computes, which the size check cannot see. A package that does not load
     there is one line naming ``label``."""
     describe_in_child(f"{__name__}:program_job",
-                      {"package": package.location, "function": package.function}, label=label,
+                      PackageArguments(package.location, package.function), label=label,
                       subject=PROGRAM_SUBJECT, timeout=timeout, needs=COREMLTOOLS_ONLY,
                       isolator=isolator)
 
 
-def program_job(payload: dict[str, Any]) -> Verdict:
+def program_job(arguments: PackageArguments) -> Verdict:
     """Child side of :func:`prove_loadable`: load the program, return an empty record."""
-    package = payload["package"]
+    package = arguments.package
 
     def build() -> dict[str, Any]:
         from nebisect.isolation import memory
         from nebisect.mil.load import load_program
 
         with _named_by_the_parent(package):
-            load_program(package, payload["function"], memory_budget=memory.budget())
+            load_program(package, arguments.function, memory_budget=memory.budget())
         return {}
 
     return record_verdict(build)

@@ -72,13 +72,21 @@ def absolute_plugin(text: str) -> str:
     return os.path.abspath(text)
 
 
-def describe_plugin_job(payload: dict[str, Any]) -> Any:
+@dataclass(frozen=True)
+class PluginArguments:
+    """The arguments of :func:`describe_plugin_job`: the plugin (a module name or an
+    absolute ``.py`` path)."""
+
+    plugin: str
+
+
+def describe_plugin_job(arguments: PluginArguments) -> Any:
     """Child side: import the plugin; describe every target it registered."""
 
     def build() -> dict[str, Any]:
         from nebisect.targets.registry import load_plugins
 
-        plugin = payload["plugin"]
+        plugin = arguments.plugin
         before = set(registered_targets())
         try:
             load_plugins([plugin])
@@ -119,7 +127,7 @@ def use_plugins(plugins: Iterable[str], *, timeout: float,
             if key not in _described:
                 record = describe_in_child(
                     "nebisect.targets.plugins:describe_plugin_job",
-                    {"plugin": plugin}, label=f"plugin {text}",
+                    PluginArguments(plugin), label=f"plugin {text}",
                     subject=PLUGIN_SUBJECT, timeout=timeout, isolator=isolator,
                 )
                 _described[key] = [PluginTarget.from_dict(t) for t in record["targets"]]

@@ -24,6 +24,8 @@ from nebisect.sources import converter_overrides
 from nebisect.sources.convert import (
     OVERRIDES_NOTE,
     OVERRIDES_SETUP,
+    PATHS,
+    ConvertArguments,
     convert_isolated,
     convert_job,
     convert_source,
@@ -76,8 +78,8 @@ def converted(
         if key not in cache:
             package = root / f"{key}.mlpackage"
             try:
-                verdict = convert_job({"source": source, "precision": precision,
-                                       "package": str(package), "setup": list(setup)})
+                verdict = convert_job(ConvertArguments(
+                    source, precision, dict.fromkeys(PATHS, str(package)), setup=list(setup)))
             finally:
                 converter_overrides.uninstall()
             cache[key] = {"verdict": verdict, "package": package}

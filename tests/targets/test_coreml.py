@@ -154,7 +154,7 @@ def test_routed_pass_reports_counts_and_consts_do_not_count() -> None:
     assert verdict.status == "pass"
     assert verdict.target_facts.routed == "2/3 compute ops on ne"
     assert _route("coreml:all", [op("ios18.conv", "c", "gpu")]).status == "pass"
-    assert _route("coreml:cpu", [op("ios18.conv", "c", "cpu")]).metrics() == {}
+    assert _route("coreml:cpu", [op("ios18.conv", "c", "cpu")]).metrics == {}
 
 
 def test_unknown_placement_turns_a_pass_into_skipped_and_keeps_failures() -> None:

@@ -122,14 +122,17 @@ def test_bisect_on_the_neural_engine_localizes_seed_000_by_first_divergence(
     """Seed 000 on coreml:ne: the device's intermediates localize the collapsing lse
     without ddmin, and the repro asserts the lse runs on the Neural Engine."""
     from nebisect.arrays import save_npz
+    from nebisect.executors.runner import Runner
     from nebisect.minimize.bisector import bisect_source
     from nebisect.minimize.options import BisectOptions
 
     inputs = tmp_path / "x8.npz"
     save_npz(inputs, {"x": np.full((1, 1, 8, 8), 8.0, np.float32)})
-    result = bisect_source(f"{REPO}/examples/logsumexp_ne.py:model",
-                           BisectOptions(target=TargetSpec.parse("coreml:ne"), inputs=str(inputs)),
-                           tmp_path / "out")
+    with Runner(local=True) as runner:
+        result = bisect_source(f"{REPO}/examples/logsumexp_ne.py:model",
+                               BisectOptions(target=TargetSpec.parse("coreml:ne"),
+                                             inputs=str(inputs)),
+                               tmp_path / "out", runner)
     assert result.strategy.startswith("first-divergence"), result
     assert result.divergence_checks > 0 and "reduce_log_sum_exp" in result.kept_types
     assert "OP_OF_INTEREST = 'reduce_log_sum_exp'" in (tmp_path / "out" / "repro.py").read_text()
