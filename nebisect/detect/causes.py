@@ -4,7 +4,9 @@ A :class:`~nebisect.detect.findings.FailureGroup` is one bug on one target and o
 conversion path. The same converter bug shows on every target and both paths, so a
 user reading groups reads it six times. A :class:`RunFinding` is the root cause they share:
 failure groups with one **culprit op type** (the MIL op where the failure enters; an
-error with no op is told apart by its normalized message), one **symptom class**
+error with no op is told apart by its normalized message, its shapes aside: a data-dependent
+output typed ``[1, ?, 1000]`` on one path and ``[?, ?, 1000]`` on the other is one refusal),
+one **symptom class**
 (:func:`symptom_of`: crash, timeout, oom, an error at a stage, nonfinite, collapse,
 shape, integer, tolerance, unrouted) and, for every symptom but a numeric one, one
 **attribution** (``conversion`` / ``precision`` / ``device``); a ``compression`` failure keeps
@@ -30,6 +32,7 @@ and, for an error, the error's text. Findings are ordered by severity
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +43,9 @@ from nebisect.search.space import Member
 from nebisect.sources.convert import is_cured_failure
 from nebisect.verdict import Status
 
+#: a shape in an error's message (``[?, ?, N]``): which dimension a path left flexible
+#: is not another cause
+SHAPE_IN_MESSAGE = re.compile(r"\[[^\[\]]*\]")
 #: symptom classes, most severe first: a crash takes the process down, an error loses
 #: the model, a nonfinite or collapsed output is silently useless, a wrong shape or
 #: integer breaks the consumer, a tolerance miss degrades it, placement costs speed
@@ -187,6 +193,7 @@ def cause_of(group: FailureGroup) -> CauseKey:
     stage = _stage_and_message(group.signature)[0] if symptom == "error" else ""
     attribution = "" if symptom in NUMERIC_SYMPTOMS and group.attribution != COMPRESSION else (
         group.attribution)
+    message = SHAPE_IN_MESSAGE.sub("[shape]", message)
     return CauseKey(attribution, op, symptom, f"{stage}:{message}" if stage else "")
 
 
