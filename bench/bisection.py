@@ -29,10 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from nebisect.case import save_npz
-from nebisect.isolate import Isolator
+from nebisect.arrays import save_npz
+from nebisect.executors.runner import Runner
 from nebisect.minimize.bisector import BisectResult, bisect_source
 from nebisect.minimize.options import BisectOptions
+from nebisect.targets.spec import TargetSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 POLYGRAPHY = {1000: 18, 10_000: 27}
@@ -54,7 +55,7 @@ def _row(case: str, result: BisectResult, seconds: float, extra: str = "") -> st
             f"{kept}{extra}")
 
 
-def chains(sizes: list[int], isolator: Isolator, work: Path) -> None:
+def chains(sizes: list[int], runner: Runner, work: Path) -> None:
     from nebisect.mil.load import save_program
 
     lse_chain = _chain_module()
@@ -64,8 +65,8 @@ def chains(sizes: list[int], isolator: Isolator, work: Path) -> None:
         save_program(lse_chain.chain_program(size), package)
         save_npz(inputs, lse_chain.chain_inputs())
         start = time.monotonic()
-        result = bisect_source(str(package), BisectOptions("sim:ane", inputs=str(inputs)),
-                               work / f"out{size}", isolator=isolator)
+        options = BisectOptions(TargetSpec.parse("sim:ane"), inputs=str(inputs))
+        result = bisect_source(str(package), options, work / f"out{size}", runner)
         seconds = time.monotonic() - start
         extra = ""
         if size in POLYGRAPHY:
@@ -74,16 +75,15 @@ def chains(sizes: list[int], isolator: Isolator, work: Path) -> None:
         print(_row(f"chain {size}", result, seconds, extra), flush=True)
 
 
-def minilm(isolator: Isolator, work: Path) -> None:
+def minilm(runner: Runner, work: Path) -> None:
     source = f"{ROOT / 'examples' / 'minilm_meanpool.py'}:model"
     cases = [
-        ("minilm predict", BisectOptions("sim:ane", fixes=("converter-compat",))),
-        ("minilm convert", BisectOptions("sim:ane", stage="convert")),
+        ("minilm predict", BisectOptions(TargetSpec.parse("sim:ane"), fixes=("converter-compat",))),
+        ("minilm convert", BisectOptions(TargetSpec.parse("sim:ane"), stage="convert")),
     ]
     for case, options in cases:
         start = time.monotonic()
-        result = bisect_source(source, options, work / case.replace(" ", "-"),
-                               isolator=isolator)
+        result = bisect_source(source, options, work / case.replace(" ", "-"), runner)
         print(_row(case, result, time.monotonic() - start), flush=True)
 
 
@@ -94,10 +94,10 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     print(f"{'case':16s} {'units':>6} → {'kept':<5} {'evals':>5} {'checks':>6} {'wall s':>8}  "
           "kept op types")
-    with tempfile.TemporaryDirectory(prefix="nebisect-bench-") as tmp, Isolator() as isolator:
-        chains(args.sizes, isolator, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="nebisect-bench-") as tmp, Runner(local=True) as runner:
+        chains(args.sizes, runner, Path(tmp))
         if not args.chains:
-            minilm(isolator, Path(tmp))
+            minilm(runner, Path(tmp))
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def chain_inputs() -> dict[str, np.ndarray]:
 
 
 def main(argv: list[str]) -> None:
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
     from nebisect.mil.load import save_program
 
     ops, package = int(argv[0]), Path(argv[1])

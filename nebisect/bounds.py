@@ -26,6 +26,8 @@ MAX_COUNT = 10**9
 MAX_JOBS = 1024
 MIN_MEMORY = 64 << 20
 MAX_MEMORY = 1 << 50
+#: the binary units of a memory size, as ``--memory`` takes them
+MEMORY_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def check_seconds(where: str, seconds: float) -> float:
@@ -58,3 +60,11 @@ def check_memory(where: str, size: int) -> int:
     if not MIN_MEMORY <= size <= MAX_MEMORY:
         raise NebisectError(f"{where}: give a size from 64M to 1024T")
     return size
+
+
+def format_size(size: int) -> str:
+    """Bytes as ``--memory`` takes them: ``11.8G``, ``512M``."""
+    for unit in ("T", "G", "M", "K"):
+        if size >= MEMORY_UNITS[unit]:
+            return f"{size / MEMORY_UNITS[unit]:.3g}{unit}"
+    return f"{size}B"

@@ -1,4 +1,4 @@
-"""Cases and target specs: the content-addressed units every command passes around.
+"""Cases: the content-addressed units every command passes around.
 
 A case names *what* runs (source artifact, inputs), *where* (target spec) and *how far*
 (stage). Its identity is the sha256 of the bytes involved, so "the same case" always
@@ -7,348 +7,23 @@ means the same model and the same inputs — a stale artifact can never pose as 
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
-import math
 import os
-import stat
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
-import numpy as np
-from numpy.lib import format as npformat
-
+from nebisect.arrays import sha256_bytes
 from nebisect.codec import Form, Record
 from nebisect.errors import NebisectError
-from nebisect.files import MAX_JSON_CHARS, open_regular, parse_untrusted_json, walk, write_bytes
-from nebisect.package import MANIFEST
+from nebisect.targets.spec import (
+    REFERENCE_SPEC,
+    TORCH_REFERENCE_SPEC,
+    TargetSpec,
+    check_target_grammar,
+)
 from nebisect.verdict import CASE_STAGES, Stage
-
-BACKENDS = ("sim", "coreml", "torch", "coreml-remote")
-SIM_VARIANTS = ("fp64", "fp32", "fp16", "fp16-naive", "ane")
-#: Op semantics a sim target may name after its variant (``sim:fp16:spec``); without one
-#: it follows the Core ML runtime (``coreml``). See nebisect.mil.semantics.
-SIM_SEMANTICS = ("coreml", "spec")
-COREML_VARIANTS = ("cpu", "gpu", "ne", "all")
-TORCH_DEVICES = ("cpu",)
-TORCH_DTYPES = ("fp32", "fp16", "bf16", "fp64")
-#: The exact oracle (DESIGN §2): the MIL simulator in float64, every non-torch source's
-#: reference and the probe that tells a conversion bug from a precision one. One name,
-#: so a renamed simulator target cannot leave a stale copy behind.
-REFERENCE_TARGET = "sim:fp64"
-#: The oracle of a torch source: its module run eagerly in float64.
-TORCH_REFERENCE = "torch:cpu:fp64"
-
-
-class TargetSpecError(NebisectError, ValueError):
-    """An unknown or malformed target spec string."""
-
-
-@dataclass(frozen=True)
-class TargetSpec:
-    """A parsed target spec such as ``sim:fp16``, ``sim:fp16:spec``, ``coreml:ne``,
-    ``coreml-remote:<device>:ne`` or ``torch:cpu:fp32``; ``semantics`` is set only when a
-    sim spec names it, ``device`` only for a remote Core ML device (an iPhone, an iPad)."""
-
-    backend: str
-    variant: str
-    dtype: str = ""
-    semantics: str = ""
-    device: str = ""
-
-    def __str__(self) -> str:
-        parts = (self.backend, self.device, self.variant, self.dtype, self.semantics)
-        return ":".join(p for p in parts if p)
-
-    @property
-    def precision(self) -> str:
-        """The storage precision the target computes in: fp16, fp32 or fp64.
-
-        Used to pick the conversion precision and the oracle's ULP scale.
-        """
-        if self.backend == "torch":
-            return {"fp16": "fp16", "bf16": "bf16", "fp64": "fp64"}.get(self.dtype, "fp32")
-        if self.backend == "sim":
-            return {"fp64": "fp64", "fp32": "fp32"}.get(self.variant, "fp16")
-        return "fp32" if self.variant == "cpu" else "fp16"
-
-    @property
-    def runs_programs(self) -> bool:
-        """Does the target run ML programs (a simulator, Core ML), as opposed to torch
-        eager? Only those have conversion paths, ops to blame and intermediates."""
-        return self.backend != "torch"
-
-    @property
-    def simulated(self) -> bool:
-        """Is the target nebisect's MIL simulator (deterministic: a verdict needs no
-        re-check)?"""
-        return self.backend == "sim"
-
-    @staticmethod
-    def parse(spec: str) -> TargetSpec:
-        """The grammar of a target spec string, with an error that lists what would have
-        been valid. Registry-blind: :func:`nebisect.targets.spec_of` is the parser every
-        caller uses (it also knows plugin targets, which inherit a parent's grammar)."""
-        parts = spec.strip().split(":")
-        backend = parts[0]
-        if backend not in BACKENDS:
-            raise TargetSpecError(
-                f"unknown target {spec!r}: backend must be one of {', '.join(BACKENDS)} "
-                f"(e.g. sim:fp16, coreml:ne, torch:cpu:fp32)"
-            )
-        if backend == "torch":
-            device = parts[1] if len(parts) > 1 else "cpu"
-            dtype = parts[2] if len(parts) > 2 else "fp32"
-            if device not in TORCH_DEVICES or dtype not in TORCH_DTYPES or len(parts) > 3:
-                raise TargetSpecError(
-                    f"unknown target {spec!r}: torch targets are torch:cpu[:"
-                    f"{'|'.join(TORCH_DTYPES)}]"
-                )
-            return TargetSpec("torch", device, dtype)
-        if backend == "coreml-remote":
-            if len(parts) != 3 or not parts[1].strip() or parts[2] not in COREML_VARIANTS:
-                raise TargetSpecError(
-                    f"unknown target {spec!r}: remote targets are coreml-remote:<device>:"
-                    f"{'|'.join(COREML_VARIANTS)} (device: a name, UDID or identifier that "
-                    "`xcrun devicectl list devices` shows)")
-            return TargetSpec(backend, parts[2], device=parts[1].strip())
-        variants = SIM_VARIANTS if backend == "sim" else COREML_VARIANTS
-        if backend == "sim" and len(parts) == 3 and parts[1] in variants:
-            if parts[2] not in SIM_SEMANTICS:
-                raise TargetSpecError(
-                    f"unknown target {spec!r}: a sim target's semantics is one of "
-                    f"{', '.join(SIM_SEMANTICS)} (e.g. sim:fp16:spec)"
-                )
-            return TargetSpec(backend, parts[1], semantics=parts[2])
-        if len(parts) != 2 or parts[1] not in variants:
-            raise TargetSpecError(
-                f"unknown target {spec!r}: {backend} targets are "
-                + ", ".join(f"{backend}:{v}" for v in variants)
-            )
-        return TargetSpec(backend, parts[1])
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_path(path: str | os.PathLike[str]) -> str:
-    """Hash a file, or a directory (an ``.mlpackage``) by its content, deterministically.
-
-    Directories hash the sorted relative paths together with each file's bytes, so a
-    renamed weight file or a changed spec changes the hash, and the traversal order of
-    the file system does not. A symlink inside is hashed as the link it is, never
-    followed: hashing reads nothing outside the directory. A package's
-    ``Manifest.json`` is hashed by what it *means* — which path is the root model and
-    which items exist — not by its item identifiers: coremltools draws those as random
-    UUIDs on every save, and hashing them made two saves of one program two cases and
-    two compilations (see :func:`_manifest_meaning`).
-    """
-    root = Path(path)
-    digest = hashlib.sha256()
-    if root.is_file():
-        _hash_file_into(digest, root)
-        return digest.hexdigest()
-    if not root.is_dir():
-        raise NebisectError(f"{root}: no such file or directory")
-    for file, mode in walk(root):
-        rel = file.relative_to(root).as_posix()
-        encoded = rel.encode()
-        if stat.S_ISLNK(mode):
-            digest.update(len(encoded).to_bytes(8, "little") + encoded)
-            digest.update(b"symlink" + os.fsencode(os.readlink(file)))
-            continue
-        if not stat.S_ISREG(mode):
-            continue
-        meaning = _manifest_meaning(file) if rel == MANIFEST else None
-        digest.update(len(encoded).to_bytes(8, "little") + encoded)
-        if meaning is not None:
-            digest.update(b"manifest-meaning" + meaning)
-            continue
-        digest.update(file.stat().st_size.to_bytes(8, "little"))
-        _hash_file_into(digest, file)
-    return digest.hexdigest()
-
-
-def _manifest_meaning(file: Path) -> bytes | None:
-    """The manifest without its identifiers: format version, root model path, items.
-
-    Each item is kept as (path, name, author, description) and the root is named by its
-    path, so a manifest that points the root at another file, or lists another weight
-    file, still changes the hash. None when the file is not such a manifest (then its
-    bytes are hashed as they are).
-    """
-    if file.stat().st_size > MAX_JSON_CHARS:
-        return None
-    try:
-        document = parse_untrusted_json(file.read_bytes().decode())
-        entries = document["itemInfoEntries"]
-        items = sorted(
-            [str(e.get("path")), str(e.get("name")), str(e.get("author")),
-             str(e.get("description"))]
-            for e in entries.values()
-        )
-        root = entries[document["rootModelIdentifier"]].get("path")
-        meaning = [str(document.get("fileFormatVersion")), str(root), items]
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return json.dumps(meaning).encode()
-
-
-def _hash_file_into(digest: Any, file: Path) -> None:
-    with file.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-
-
-def sha256_arrays(arrays: dict[str, np.ndarray]) -> str:
-    """Hash named arrays by name, dtype, shape and bytes (not by an npz's zip metadata)."""
-    digest = hashlib.sha256()
-    for name in sorted(arrays):
-        array = np.ascontiguousarray(arrays[name])
-        header = json.dumps([name, array.dtype.str, list(array.shape)]).encode()
-        digest.update(len(header).to_bytes(8, "little") + header)
-        digest.update(array.tobytes())
-    return digest.hexdigest()
-
-
-def save_npz(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
-    """Write arrays atomically (temp file + rename): a reader never sees half an npz."""
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds badly
-    write_bytes(path, buffer.getbuffer())
-
-
-#: Environment variable that caps the bytes an ``.npz`` may expand to (``--inputs``, a
-#: corpus case's inputs, a case child's arrays): a 7 MB zip of zeros can declare 8 GB.
-MAX_INPUT_BYTES_VAR = "NEBISECT_MAX_INPUT_BYTES"
-DEFAULT_MAX_INPUT_BYTES = 1 << 30
-INPUTS_LIMIT_HELP = (f"Arrays are refused above {MAX_INPUT_BYTES_VAR} bytes in total "
-                     "(default 1 GiB).")
-
-
-def max_input_bytes() -> int:
-    """The decoded size an ``.npz`` may have, from :data:`MAX_INPUT_BYTES_VAR`."""
-    text = os.environ.get(MAX_INPUT_BYTES_VAR, "")
-    if not text:
-        return DEFAULT_MAX_INPUT_BYTES
-    try:
-        limit = int(text)
-    except ValueError:
-        limit = 0
-    if limit <= 0:
-        raise NebisectError(f"{MAX_INPUT_BYTES_VAR}={text!r}: expected a positive byte count")
-    return limit
-
-
-def load_npz(path: str | os.PathLike[str], *,
-             follow_symlinks: bool = True) -> dict[str, np.ndarray]:
-    """Load an npz of plain numeric arrays: no pickle, nothing larger than the limit.
-
-    Each member's npy header is read before its data (:func:`_read_members`), so a zip
-    bomb is refused by its declared shape instead of being expanded. A truncated or
-    foreign file is a one-line error; so is a FIFO or a device where a file belongs.
-    """
-    file = Path(path)
-    limit = max_input_bytes()
-    try:
-        with (open_regular(file, follow_symlinks=follow_symlinks) as handle,
-              zipfile.ZipFile(handle) as archive):
-            return _read_members(archive, limit)
-    except FileNotFoundError:
-        raise NebisectError(f"{file}: no such inputs file") from None
-    except NebisectError as exc:
-        raise NebisectError(f"{file}: {exc}") from None
-    except (ValueError, zipfile.BadZipFile) as exc:
-        raise NebisectError(f"{file}: not a plain numeric .npz ({exc})") from None
-    except Exception as exc:
-        raise NebisectError(f"{file}: unreadable .npz ({type(exc).__name__}: {exc})") from None
-
-
-def load_npz_bytes(data: bytes, label: str) -> dict[str, np.ndarray]:
-    """:func:`load_npz` of an ``.npz`` held in memory (a saved program's extra file);
-    ``label`` names it in the one-line error."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            return _read_members(archive, max_input_bytes())
-    except NebisectError as exc:
-        raise NebisectError(f"{label}: {exc}") from None
-    except (ValueError, zipfile.BadZipFile) as exc:
-        raise NebisectError(f"{label}: not a plain numeric .npz ({exc})") from None
-
-
-def _read_members(archive: zipfile.ZipFile, limit: int) -> dict[str, np.ndarray]:
-    """Every member as an array, each checked by its header before its data is read:
-    an npy array of a non-object dtype, all of them together within ``limit`` bytes."""
-    arrays: dict[str, np.ndarray] = {}
-    total = 0
-    for info in archive.infolist():
-        name = info.filename.removesuffix(".npy")
-        if not info.filename.endswith(".npy"):
-            raise NebisectError(f"member {info.filename!r} is not an .npy array")
-        with cast(zipfile.ZipExtFile, archive.open(info)) as member:
-            shape, fortran, dtype = _npy_header(name, member)
-            size = math.prod(shape) * dtype.itemsize
-            total += size
-            if total > limit:
-                amount = (f"is {_size(size)}" if total == size
-                          else f"takes the arrays to {_size(total)}")
-                raise NebisectError(
-                    f"member {name!r} ({dtype} {list(shape)}) {amount}, over the "
-                    f"{_size(limit)} input limit (set {MAX_INPUT_BYTES_VAR} to raise it)"
-                )
-            data = bytearray(size)
-            view = memoryview(data)
-            while view:
-                count = member.readinto(view)
-                if not count:
-                    raise NebisectError(f"member {name!r} is truncated ({size} bytes declared)")
-                view = view[count:]
-        flat = np.frombuffer(data, dtype=dtype)
-        arrays[name] = flat.reshape(shape, order="F" if fortran else "C")
-    return arrays
-
-
-def _npy_header(name: str, member: Any) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
-    """(shape, Fortran order, dtype) from an npy header; no object dtype (no pickle)."""
-    version = npformat.read_magic(member)
-    if version == (1, 0):
-        shape, fortran, dtype = npformat.read_array_header_1_0(member)
-    elif version == (2, 0):
-        shape, fortran, dtype = npformat.read_array_header_2_0(member)
-    else:
-        raise NebisectError(f"member {name!r} has npy format {version}, expected 1.0 or 2.0")
-    if dtype.hasobject:
-        raise NebisectError(f"member {name!r} is not a plain numeric array: it holds "
-                            f"Python objects ({dtype}), and pickles are never loaded")
-    return shape, fortran, dtype
-
-
-def _size(count: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count} bytes"
-
-
-def check_target_grammar(spec: str) -> None:
-    """Check the shape of a target name (``backend:variant[:more]``), not the registry.
-
-    A :class:`Case` is a plain record: building one must not need the target registry
-    (or a plugin) loaded. Whether the name is registered is checked where a target is
-    looked up (:func:`nebisect.targets.get_target`), which is also where plugin names
-    such as ``sim:fp16-nan-suppressing`` become known.
-    """
-    parts = spec.split(":")
-    if parts[0] not in BACKENDS or len(parts) > 3 or not all(parts):
-        raise TargetSpecError(
-            f"unknown target {spec!r}: a target is backend:variant with backend one of "
-            f"{', '.join(BACKENDS)} (e.g. sim:fp16, coreml:ne, torch:cpu:fp32)")
-
 
 #: A reference artifact ``(kind, location)``, e.g. ``("torch", "m.py:factory")``: the
 #: JSON shape of a :class:`SourceRef` inside :class:`CaseOptions`.
@@ -449,9 +124,9 @@ class SourceRef:
         return self.moved(lambda file: str(Path(root) / file))
 
     @property
-    def reference_target(self) -> str:
+    def reference_target(self) -> TargetSpec:
         """Its oracle: torch fp64 for a torch source, the fp64 simulator otherwise."""
-        return TORCH_REFERENCE if self.is_torch else REFERENCE_TARGET
+        return TORCH_REFERENCE_SPEC if self.is_torch else REFERENCE_SPEC
 
 
 @dataclass(frozen=True)

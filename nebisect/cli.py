@@ -22,7 +22,7 @@ from nebisect.files import os_reason
 from nebisect.isolation import interrupt
 from nebisect.mil import quiet
 from nebisect.report.outputs import removed_if_unused
-from nebisect.report.terminal import printable
+from nebisect.report.safe_text import printable
 
 app = typer.Typer(
     help=(

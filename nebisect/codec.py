@@ -12,6 +12,8 @@ A record whose JSON differs from its fields declares how in a :class:`Form` (its
 beside the fields, a schema name and version, non-finite floats as strings. A nested
 record with a ``to_dict`` / ``from_dict`` of its own (a custom form) is written and read
 by them. :class:`Record` gives a dataclass ``to_dict`` / ``from_dict`` through the codec.
+:func:`arguments_for` reads the JSON arguments of an isolated job or an executor's unit
+as the record its function declares.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import enum
+import inspect
 import math
 import types
 import typing
@@ -50,10 +53,12 @@ class Form:
     travel beside the JSON, a start time); ``order`` puts the keys it names first, in
     its order (a command's JSON output reads in that order); ``derived`` are
     properties written after the field each names (``""``: after every field) and
-    skipped when read; ``schema`` is a (name, version) written first as ``schema`` and
-    ``schema_version`` and checked when read; ``strict_floats`` writes the whole record
-    as strict JSON (:func:`to_jsonable`: non-finite floats as strings, any other value
-    as plain data).
+    skipped when read — unless ``unfold`` names a classmethod that reads them back (a
+    mapping of the derived keys present → the field values they hold: a record whose
+    fields travel inside a derived key, in a shape of their own); ``schema`` is a
+    (name, version) written first as ``schema`` and ``schema_version`` and checked when
+    read; ``strict_floats`` writes the whole record as strict JSON (:func:`to_jsonable`:
+    non-finite floats as strings, any other value as plain data).
     """
 
     what: str = ""
@@ -61,6 +66,7 @@ class Form:
     skipped: tuple[str, ...] = ()
     order: tuple[str, ...] = ()
     derived: tuple[tuple[str, str], ...] = ()
+    unfold: str = ""
     schema: tuple[str, int] | None = None
     strict_floats: bool = False
 
@@ -151,6 +157,17 @@ def decode(cls: type[T], data: Any) -> T:
     return _decode_record(cls, data)
 
 
+def arguments_for(function: Callable[..., Any], data: Any) -> Any:
+    """``data`` read as the record ``function``'s first parameter is annotated with: how
+    the receiving side of a job or a unit reads its JSON arguments, so a wrong or
+    missing key is a :class:`CodecError` at the boundary."""
+    if function not in _ARGUMENT_TYPES:
+        first = next(iter(inspect.signature(function).parameters))
+        _ARGUMENT_TYPES[function] = typing.get_type_hints(function)[first]
+    return decode(_ARGUMENT_TYPES[function], data)
+
+
+_ARGUMENT_TYPES: dict[Callable[..., Any], type] = {}
 _HINTS: dict[type, dict[str, Any]] = {}
 
 
@@ -265,9 +282,8 @@ def _decode_record(cls: type[T], data: Any) -> T:
     body = dict(data)
     if form.schema is not None:
         _check_schema(cls, form.schema, body.pop("schema", None), body.pop("schema_version", None))
-    for name, _ in form.derived:
-        body.pop(name, None)
-    values: dict[str, Any] = {}
+    derived = {name: body.pop(name) for name, _ in form.derived if name in body}
+    values: dict[str, Any] = getattr(cls, form.unfold)(derived) if form.unfold else {}
     for key, value in body.items():
         read = reader.fields.get(key)
         if read is None:
@@ -308,8 +324,7 @@ def _build_reader(hint: Any) -> Callable[[Any], Any]:
     if hint is None or hint is type(None):
         return _checking(lambda value: value is None)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        record = hint
-        return lambda value: decode(record, value)
+        return _record_reader(hint)
     if origin is typing.Literal:
         return _checking(lambda value: value in args)
     if origin in (dict, collections.abc.Mapping):
@@ -319,6 +334,19 @@ def _build_reader(hint: Any) -> Callable[[Any], Any]:
     if origin in (list, collections.abc.Sequence):
         return _list_reader(args[0] if args else Any)
     return _scalar_reader(hint)
+
+
+def _record_reader(record: type) -> Callable[[Any], Any]:
+    """A nested record's reader: one read by the codec is a JSON object (anything else
+    is a wrong type, named by the field that holds it)."""
+    if hasattr(record, "from_dict") and not issubclass(record, Record):
+        return lambda value: decode(record, value)
+
+    def read(value: Any) -> Any:
+        if not isinstance(value, collections.abc.Mapping):
+            raise _WrongType
+        return decode(record, value)
+    return read
 
 
 def _as_is(value: Any) -> Any:

@@ -3,7 +3,7 @@
 Writes are atomic: the new content is built under a temporary name beside its target
 (same file system) and renamed over it, so a reader sees the old version or the new
 one, never half of either. A write that fails — a full disk, a read-only directory —
-removes its temporary and raises one :class:`~nebisect.case.NebisectError` naming the
+removes its temporary and raises one :class:`~nebisect.errors.NebisectError` naming the
 target and the reason (``cannot write out/summary.json: No space left on device``),
 which the CLI prints on one line with exit 2: no traceback, no debris.
 

@@ -11,7 +11,7 @@ process must hold once, as :class:`Needs`.
 
 from nebisect.isolation.isolator import MODES, Isolator, fresh_mode, run_isolated
 from nebisect.isolation.job import Job, Outcome, mark_stage
-from nebisect.isolation.needs import NOTHING, Hold, Needs
+from nebisect.isolation.needs import COREMLTOOLS_ONLY, NOTHING, Hold, Needs
 
-__all__ = ["MODES", "NOTHING", "Hold", "Isolator", "Job", "Needs", "Outcome", "fresh_mode",
-           "mark_stage", "run_isolated"]
+__all__ = ["COREMLTOOLS_ONLY", "MODES", "NOTHING", "Hold", "Isolator", "Job", "Needs", "Outcome",
+           "fresh_mode", "mark_stage", "run_isolated"]

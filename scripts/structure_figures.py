@@ -151,7 +151,7 @@ def main(root: Path) -> None:
     parse_calls = len(re.findall(r"\b(?:parse_target|spec_of)\(", everything)) - parsers
     grammar_calls = sum(len(re.findall(r"\b(?:parse_target|TargetSpec\.parse)\(", text))
                         for module, text in texts.items()
-                        if module not in ("nebisect.case", "nebisect.targets"))
+                        if module not in ("nebisect.targets.spec", "nebisect.targets.registry"))
     prefix_checks = len(re.findall(r"startswith\(\(?[\"'](?:sim|torch|coreml)[:\"'-]",
                                    everything))
     plumbing = sum(len(re.findall(r"\b(?:preload|prestart|warm_up|crew)\w*", _without_dask(text)))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from support import REPO
 
-from nebisect.codec import CodecError, Form, Record, decode, encode
+from nebisect.codec import CodecError, Form, Record, arguments_for, decode, encode
 from nebisect.corpus import CaseRecord
 from nebisect.verdict import Stage, Verdict
 
@@ -75,6 +75,7 @@ def test_defaults_are_left_out_and_non_finite_floats_are_strings_where_the_form_
     ({"name": "s", "span": [1]}, r"shape field 'span' has the wrong type"),
     ({"name": "s", "stage": "bake"}, r"shape field 'stage' has the wrong type"),
     ({"name": "s", "points": [{"x": True}]}, r"Point field 'x' has the wrong type \(True\)"),
+    ({"name": "s", "points": ["p"]}, r"shape field 'points' has the wrong type"),
     ({}, r"shape field 'name' is missing"),
     ([], r"shape fields are not a JSON object"),
 ])
@@ -120,3 +121,48 @@ def test_a_nested_record_with_a_form_of_its_own_is_read_and_written_by_it() -> N
     held = Held(Verdict(status="pass"))
     assert Held.from_dict(held.to_dict()).verdict == held.verdict
     assert Held.from_dict({"verdict": None}).verdict is None
+
+
+@dataclass
+class Folded(Record):
+    """Two fields that travel inside one derived key, as a verdict's typed parts do."""
+
+    json_form: ClassVar[Form] = Form(skipped=("low", "high"), derived=(("span", "name"),),
+                                     unfold="unfold_span")
+
+    name: str
+    low: int = 0
+    high: int = 0
+
+    @property
+    def span(self) -> str:
+        return f"{self.low}..{self.high}"
+
+    @classmethod
+    def unfold_span(cls, derived: dict[str, Any]) -> dict[str, Any]:
+        low, _, high = derived.get("span", "0..0").partition("..")
+        return {"low": int(low), "high": int(high)}
+
+
+def test_derived_keys_an_unfold_reads_back_into_fields() -> None:
+    folded = Folded("f", 2, 5)
+    assert folded.to_dict() == {"name": "f", "span": "2..5"}
+    assert Folded.from_dict(folded.to_dict()) == folded
+
+
+@dataclass(frozen=True)
+class Arguments:
+    path: str
+    count: int = 1
+
+
+def job(arguments: Arguments) -> str:
+    return f"{arguments.path}×{arguments.count}"
+
+
+def test_a_jobs_arguments_are_read_as_the_record_its_function_declares() -> None:
+    assert job(arguments_for(job, encode(Arguments("p", 3)))) == "p×3"
+    with pytest.raises(CodecError, match="unknown Arguments field 'paht'"):
+        arguments_for(job, {"paht": "p"})
+    with pytest.raises(CodecError, match="Arguments field 'path' is missing"):
+        arguments_for(job, {"count": 2})

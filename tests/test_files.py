@@ -14,7 +14,7 @@ import pytest
 from support.full_disk import full_disk
 
 from nebisect import files
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.errors import NebisectError
 from nebisect.files import (
     copy_directory,

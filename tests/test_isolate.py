@@ -285,6 +285,14 @@ def test_junk_on_stdout_cannot_corrupt_the_result(isolator: Isolator) -> None:
     assert isolator.run(job("passing")).verdict.status == "pass"
 
 
+def test_a_wrong_argument_is_an_error_at_the_boundary(isolator: Isolator) -> None:
+    """The child reads a job's JSON arguments as the record its function declares: a
+    misspelt key is a one-line error verdict, never a KeyError inside the job."""
+    verdict = isolator.run(job("passing", {"nn": 6})).verdict
+    assert verdict.status == "error"
+    assert "unknown FaultArguments field 'nn'" in verdict.message
+
+
 def test_pass_returns_arrays_provenance_and_timings(isolator: Isolator) -> None:
     outcome = isolator.run(job("passing", {"n": 6, "echo": "hello"}))
     verdict = outcome.verdict

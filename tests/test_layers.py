@@ -37,8 +37,9 @@ STRUCTURE = _load_structure()
 #: model-level layers, the pipeline stages and the commands (DESIGN.md §3).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect", "nebisect.version", "nebisect.errors", "nebisect.files", "nebisect.registry",
-     "nebisect.codec", "nebisect.case", "nebisect.verdict", "nebisect.ddmin", "nebisect.bounds",
-     "nebisect.package"),
+     "nebisect.codec", "nebisect.arrays", "nebisect.case", "nebisect.verdict", "nebisect.oracle",
+     "nebisect.bounds", "nebisect.package", "nebisect.search.ddmin",
+     "nebisect.search.divergence", "nebisect.targets.spec"),
     ("nebisect.isolation", "nebisect.isolate"),
     ("nebisect.executors",),
     ("nebisect.mil",),
@@ -139,3 +140,62 @@ def test_the_checker_sees_a_cycle_and_an_upward_import(monkeypatch: pytest.Monke
     monkeypatch.setitem(GRAPH, "nebisect.guard", GRAPH["nebisect.guard"] | {"nebisect.case"})
     assert ["nebisect.case", "nebisect.guard"] in list(_cycles())
     assert layer_of("nebisect.guard") > layer_of("nebisect.case")
+
+
+#: Folders that must not know what sits beside them in the layer picture, though it is
+#: lower: the search algorithms know no model and no process (DESIGN.md §3), and the
+#: simulator is handed what it needs (a memory budget) as plain values, never the
+#: isolation layer that runs it.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "nebisect.search": ("nebisect.mil", "nebisect.sources", "nebisect.targets",
+                        "nebisect.evaluate", "nebisect.isolation", "nebisect.isolate",
+                        "nebisect.executors"),
+    "nebisect.mil": ("nebisect.isolation", "nebisect.isolate", "nebisect.executors"),
+}
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _forbidden_crossings() -> list[str]:
+    return sorted(
+        f"{module} imports {target}"
+        for folder, banned in FORBIDDEN.items()
+        for module, targets in GRAPH.items() if _within(module, folder)
+        for target in targets if any(_within(target, b) for b in banned))
+
+
+def test_forbidden_imports() -> None:
+    assert _forbidden_crossings() == []
+
+
+def test_the_checker_sees_a_forbidden_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(GRAPH, "nebisect.mil.sizes",
+                        GRAPH["nebisect.mil.sizes"] | {"nebisect.isolation.memory"})
+    assert _forbidden_crossings() == ["nebisect.mil.sizes imports nebisect.isolation.memory"]
+
+
+#: The modules that construct an ``Isolator``: the runner (a command's isolators), the
+#: Dask worker (a worker thread's) and isolation itself. Anything else is handed one, so
+#: every child runs under the limits the command's runner gives its isolators.
+ISOLATOR_MAKERS = ("nebisect.executors.runner", "nebisect.executors.worker",
+                   "nebisect.isolation")
+
+
+def isolator_constructions(module: str) -> list[int]:
+    """The lines of ``module`` that call ``Isolator(...)``."""
+    file = MODULES[module]
+    tree = ast.parse(file.read_text(), str(file))
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and (
+                (isinstance(node.func, ast.Name) and node.func.id == "Isolator")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "Isolator"))]
+
+
+def test_only_the_runner_makes_isolators() -> None:
+    made = sorted(f"{module}:{line}" for module in MODULES
+                  if not any(_within(module, maker) for maker in ISOLATOR_MAKERS)
+                  for line in isolator_constructions(module))
+    assert made == []
+    assert isolator_constructions("nebisect.executors.runner")

@@ -178,13 +178,13 @@ def test_dotted_references_in_documentation_resolve() -> None:
 
 
 def test_reference_resolution_rejects_what_is_gone() -> None:
-    assert resolves("nebisect.ddmin")
-    assert resolves("nebisect.ddmin.ddmin")
-    assert resolves("nebisect.ddmin.Evaluator.interesting")
+    assert resolves("nebisect.search.ddmin")
+    assert resolves("nebisect.search.ddmin.ddmin")
+    assert resolves("nebisect.search.ddmin.Evaluator.interesting")
     assert resolves("nebisect.run") and resolves("nebisect.RunResult.ok")
     assert not resolves("nebisect.runner")
-    assert not resolves("nebisect.ddmin.no_such_function")
-    assert not resolves("nebisect.ddmin.Evaluator.no_such_method")
+    assert not resolves("nebisect.search.ddmin.no_such_function")
+    assert not resolves("nebisect.search.ddmin.Evaluator.no_such_method")
 
 
 def unresolved_imports() -> dict[str, list[str]]:

@@ -39,7 +39,8 @@ from nebisect.mil.semantics.rules import RUNTIME_RULES, runtime_rule, runtime_ru
 from nebisect.opspecs.ops import OP_SPECS, get_op, op_spec, registered_ops
 from nebisect.opspecs.shapes import unary_with
 from nebisect.registry import Registry
-from nebisect.targets import TARGETS, Target, register_target, registered_targets
+from nebisect.targets.base import Target
+from nebisect.targets.registry import TARGETS, register_target, registered_targets
 
 
 def _unused(*args: Any, **kwargs: Any) -> None:

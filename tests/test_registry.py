@@ -17,7 +17,7 @@ _FIRST_LOOKUPS_FROM_EIGHT_THREADS = textwrap.dedent("""
     from nebisect.fixes import registered_fixes
     from nebisect.opspecs.ops import registered_ops as op_specs
     from nebisect.mil.kernels import kernel_ops as kernels
-    from nebisect.targets import get_target
+    from nebisect.targets.registry import get_target
 
     LOOKUPS = {
         "target": lambda: type(get_target("sim:fp32")).__name__,

@@ -6,7 +6,9 @@ get the same findings and the same JSON. Keyword arguments are named like the CL
 options (``target``, ``lengths``, ``budget``, ``input_range``, …) and take either the
 CLI's text (``lengths="1,8"``) or Python values (``lengths=[1, 8]``). A bad argument
 raises :class:`~nebisect.errors.NebisectError` with the CLI's one-line message; nothing
-here raises ``SystemExit``.
+here raises ``SystemExit``. Each command's function lives in the module named after the
+command (``api/run.py``, ``api/bisect.py``, ``api/fix.py``, …), beside the
+:mod:`nebisect.commands` module of the same name that prints it.
 
 **A crash is a verdict.** Every prediction and conversion runs in an isolated child, and
 a model that lives in the caller's process is exported or traced in a fork of it

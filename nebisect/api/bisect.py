@@ -9,10 +9,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Many, Result, declared_of, items, progress_to, saved_path
+from nebisect.api.common import Result, declared_of, items, progress_to, saved_path
 from nebisect.errors import NebisectError
+from nebisect.options.bisect_table import BISECT
+from nebisect.options.generate import api_function, keywords
+from nebisect.options.table import Many, PathOption
 
 if TYPE_CHECKING:
     from nebisect.minimize.bisector import BisectResult
@@ -65,58 +68,81 @@ class BisectReport(Result):
             Table("reduced", ["", ""], rows)]))
 
 
-def bisect(source: Any = None, *, target: str | None = None, finding: str | None = None,
-           example_inputs: Any = None, dynamic_dims: Any = None, input_domains: Any = None,
-           stage: str = "predict", graph: str = "auto",
-           inputs: str | os.PathLike[str] | None = None, convert: str = "both",
-           budget: int | str | None = None, length: int = 8, max_evals: int | None = None,
-           timeout: float | None = None, case_timeout: Many = None, memory: str | None = None,
-           fix: Many = None, out: str | os.PathLike[str] = "nebisect-bisect",
-           force: bool = False, progress: BisectProgress = True,
-           function: str = "") -> BisectReport:
+class BisectKeywords(TypedDict, total=False):
+    """The keywords of :func:`bisect` that are ``nebisect bisect``'s options, typed for the
+    caller's checker (``tests/test_options.py`` holds them to the option table)."""
+
+    target: str | None
+    finding: str | None
+    stage: str
+    graph: str
+    inputs: PathOption
+    convert: str
+    budget: int | str | None
+    length: int
+    max_evals: int | None
+    timeout: float | None
+    case_timeout: Many
+    memory: str | None
+    fix: Many
+    out: str | os.PathLike[str]
+    force: bool
+    function: str
+
+
+@api_function(BISECT)
+def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any = None,
+           input_domains: Any = None, progress: BisectProgress = True,
+           **options: Unpack[BisectKeywords]) -> BisectReport:
     """``nebisect bisect`` (see ``nebisect bisect --help``): reduce ``source``'s failure
     on ``target`` (or the failure group ``finding`` names) and write it to ``out``.
     ``source`` may be an object of this process, as :func:`nebisect.run` takes it;
     ``function``: the function of a multifunction package that fails (else its
     default)."""
-    from nebisect.detect import DEFAULT_BUDGET
+    from nebisect.executors.runner import Runner
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.minimize.bisector import bisect_source
     from nebisect.minimize.options import BISECT_TIMEOUTS, BisectOptions
-    from nebisect.options import (
+    from nebisect.options.parsers import (
         CONVERT_CHOICES,
         parse_budget,
         parse_choice,
+        parse_memory,
         source_path,
-        use_memory,
     )
     from nebisect.report.outputs import fresh_output_directory
+    from nebisect.targets.plugins import parse_targets
 
-    destination = Path(out)
+    given = keywords(BISECT, options)
+    destination, target, inputs = Path(given["out"]), given["target"], given["inputs"]
     with tempfile.TemporaryDirectory(prefix="nebisect-bisect-") as tmp:
         location = ("" if source is None else
                     saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
-                               Path(tmp), case_timeout))
-        subject = BisectSubject(location, target or "", Path(inputs) if inputs else None, stage,
-                          graph, tuple(items(fix)),
-                          CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)])
-        use_memory(memory)
-        if finding:
-            subject = subject.with_finding(finding)
+                               Path(tmp), given["case_timeout"]))
+        subject = BisectSubject(
+            location, target or "", Path(inputs) if inputs else None, given["stage"],
+            given["graph"], tuple(items(given["fix"])),
+            CONVERT_CHOICES[parse_choice("--convert", given["convert"], CONVERT_CHOICES)])
+        limit = parse_memory(given["memory"])
+        if given["finding"]:
+            subject = subject.with_finding(given["finding"])
         elif not location or not target:
             raise NebisectError("give a SOURCE and --target, or --finding FILE#N")
-        options = BisectOptions(
-            target=subject.target, stage=subject.stage,
-            inputs=os.path.abspath(subject.inputs) if subject.inputs else "", length=length,
-            max_evals=max_evals, timeout=timeout, fixes=subject.fixes, graph=subject.graph,
-            paths=subject.paths, function=function,
-            budget=parse_budget(str(DEFAULT_BUDGET if budget is None else budget)),
-            timeouts=Timeouts.parse(items(case_timeout), BISECT_TIMEOUTS, "--case-timeout"))
+        reduction = BisectOptions(
+            target=parse_targets([subject.target], timeout=BISECT_TIMEOUTS.load)[0],
+            stage=subject.stage,
+            inputs=os.path.abspath(subject.inputs) if subject.inputs else "",
+            length=given["length"], max_evals=given["max_evals"], timeout=given["timeout"],
+            fixes=subject.fixes, graph=subject.graph, paths=subject.paths,
+            function=given["function"], budget=parse_budget(str(given["budget"])),
+            timeouts=Timeouts.parse(items(given["case_timeout"]), BISECT_TIMEOUTS,
+                                    "--case-timeout"))
         read = [("the source", source_path(subject.source)),
                 *([("--inputs", subject.inputs)] if subject.inputs else [])]
-        fresh_output_directory(destination, "--out", force=force, inputs=read)
-        with _lines(progress) as told:
-            result = bisect_source(subject.source, options, destination, progress=told)
+        fresh_output_directory(destination, "--out", force=given["force"], inputs=read)
+        with _lines(progress) as told, Runner(memory=limit, local=True) as runner:
+            result = bisect_source(subject.source, reduction, destination, runner,
+                                   progress=told)
         return BisectReport(result, destination)
 
 

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nebisect.errors import NebisectError
+from nebisect.options.table import Many
 
 if TYPE_CHECKING:
     from nebisect.sources.capture import Capture
 
-#: what ``lengths``, ``target`` and the other list-valued arguments accept
-Many = str | Sequence[Any] | None
 #: what ``progress`` accepts: shown (True), hidden (False), or a callable of messages
 Progress = bool | Callable[[str], None]
 

@@ -7,10 +7,13 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
-from nebisect.api.common import Many, Result, declared_of, items, saved_path
+from nebisect.api.common import Result, declared_of, items, saved_path
 from nebisect.errors import NebisectError
+from nebisect.options.fix_table import APPLY
+from nebisect.options.generate import api_function, keywords
+from nebisect.options.table import Many
 
 if TYPE_CHECKING:
     from nebisect.fixes.base import Fix
@@ -47,40 +50,53 @@ class FixReport(Result):
             Table("fixes", ["fix", "what it did"], rows)]))
 
 
-def fix(source: Any, fixes: Many, *, output: str | os.PathLike[str],
-        example_inputs: Any = None, dynamic_dims: Any = None, input_domains: Any = None,
-        force: bool = False, precision: str = "fp16", timeout: Many = None,
-        memory: str | None = None) -> FixReport:
+class FixKeywords(TypedDict, total=False):
+    """The keywords of :func:`fix` that are ``nebisect fix apply``'s options, typed for
+    the caller's checker (``tests/test_options.py`` holds them to the option table)."""
+
+    output: Required[str | os.PathLike[str]]
+    force: bool
+    precision: str
+    timeout: Many
+    memory: str | None
+
+
+@api_function(APPLY)
+def fix(source: Any, fixes: Many, *, example_inputs: Any = None, dynamic_dims: Any = None,
+        input_domains: Any = None, **options: Unpack[FixKeywords]) -> FixReport:
     """``nebisect fix apply`` (see ``nebisect fix apply --help``): ``fixes`` (names, see
     ``nebisect fix list``) applied to ``source`` — a torch source converted with the
     converter-level ones first — and the program saved as ``output``. ``source`` may be
     an object of this process, as :func:`nebisect.run` takes it."""
+    from nebisect.executors.runner import Runner
     from nebisect.files import copy_directory
     from nebisect.fixes import resolve_fixes
     from nebisect.fixes.apply import fix_source
-    from nebisect.isolate import Isolator
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options import source_path, use_memory
+    from nebisect.options.parsers import parse_memory, source_path
     from nebisect.report.outputs import output_package
     from nebisect.sources.resolve import resolve_source
 
+    given = keywords(APPLY, options)
+    precision, timeout = given["precision"], given["timeout"]
     names = items(fixes)
     if not names:
         raise NebisectError("give at least one fix name and a source")
     if precision not in ("fp16", "fp32"):
         raise NebisectError(f"--precision {precision!r}: fp16 or fp32")
-    destination = Path(output)
+    destination = Path(given["output"])
     timeouts = Timeouts.parse(items(timeout))
-    use_memory(memory)
-    with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, Isolator() as isolator:
+    limit = parse_memory(given["memory"])
+    with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, \
+            Runner(memory=limit, local=True) as runner:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                               Path(tmp) / "source", timeout)
-        output_package(destination, "--output", force=force,
+        output_package(destination, "--output", force=given["force"],
                        inputs=[("the source", source_path(location))])
         chosen = resolve_fixes(names)
-        resolved = resolve_source(location, timeout=timeouts.load, isolator=isolator)
+        resolved = resolve_source(location, timeout=timeouts.load, isolator=runner.isolator)
         result = fix_source(resolved.kind, resolved.location, chosen, Path(tmp) / "work",
-                            isolator, precision=precision, timeouts=timeouts)
+                            runner.isolator, precision=precision, timeouts=timeouts)
         if result.package is None:
             raise NebisectError(f"{result.verdict.stage} failed: {result.verdict.message}")
         copy_directory(result.package, destination)

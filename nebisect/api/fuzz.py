@@ -4,26 +4,28 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Many, Result, Stopped, declared_of, items, saved_path
+from nebisect.api.common import Result, Stopped, declared_of, items, saved_path
 from nebisect.errors import NebisectError
+from nebisect.options.fuzz_table import FUZZ
+from nebisect.options.generate import api_function, keywords
+from nebisect.options.table import Many, PathOption
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from nebisect.corpus import Corpus
     from nebisect.fuzzing.campaign import CampaignResult
+    from nebisect.fuzzing.fuzz_console import CampaignDisplay
     from nebisect.fuzzing.model_findings import ModelFindings
     from nebisect.fuzzing.model_session import ModelSession
     from nebisect.fuzzing.session import FuzzOptions
-    from nebisect.fuzzing.terminal import CampaignDisplay
 
 
 
@@ -56,7 +58,7 @@ class FuzzReport(Result):
 
     def to_json(self) -> str:
         """``nebisect fuzz --json``."""
-        from nebisect.fuzzing.terminal import results_json
+        from nebisect.fuzzing.fuzz_console import results_json
 
         return json.dumps(results_json(self.results, self.options, self.model), indent=2)
 
@@ -68,14 +70,33 @@ class FuzzReport(Result):
                                        self.options.budget, self.model))
 
 
-def fuzz(source: Any = None, *, op: Many = None, example_inputs: Any = None,
-         dynamic_dims: Any = None, input_domains: Any = None, target: str | None = None,
-         budget: int = 200, convert: str = "both", families: str | None = None, seed: int = 0,
-         jobs: int = 1, wrap: str = "none", corpus: str | os.PathLike[str] | None = None,
-         report: str | os.PathLike[str] | None = None, plugin: Many = None,
-         isolation: str = "persistent", shrink_budget: int = 100, timeout: Many = None,
-         memory: str | None = None, cluster: str | None = None, function: str = "",
-         progress: bool | Console = True) -> FuzzReport:
+class FuzzKeywords(TypedDict, total=False):
+    """The keywords of :func:`fuzz` that are ``nebisect fuzz``'s options, typed for the
+    caller's checker (``tests/test_options.py`` holds them to the option table)."""
+
+    op: Many
+    target: str | None
+    budget: int
+    convert: str
+    families: str | None
+    function: str
+    seed: int
+    jobs: int
+    wrap: str
+    corpus: PathOption
+    report: PathOption
+    plugin: Many
+    isolation: str
+    shrink_budget: int
+    timeout: Many
+    memory: str | None
+    cluster: str | None
+
+
+@api_function(FUZZ)
+def fuzz(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any = None,
+         input_domains: Any = None, progress: bool | Console = True,
+         **options: Unpack[FuzzKeywords]) -> FuzzReport:
     """``nebisect fuzz`` (see ``nebisect fuzz --help``): ``op=`` names ops to fuzz one at
     a time; else ``source`` is a model (a path, or an object of this process as
     :func:`nebisect.run` takes it) — of a multifunction package, ``function`` (its
@@ -85,10 +106,12 @@ def fuzz(source: Any = None, *, op: Many = None, example_inputs: Any = None,
     from nebisect.fuzzing.builders import WRAPS
     from nebisect.fuzzing.session import FUZZ_TIMEOUTS, FuzzOptions, default_target
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options import use_memory
+    from nebisect.options.parsers import parse_memory
 
-    use_memory(memory)
-    ops = [name.strip() for value in items(op) for name in value.split(",") if name.strip()]
+    given = keywords(FUZZ, options)
+    function, wrap, cluster = given["function"], given["wrap"], given["cluster"]
+    ops = [name.strip() for value in items(given["op"]) for name in value.split(",")
+           if name.strip()]
     model = source is not None and not (isinstance(source, str) and not source)
     if ops and model:
         raise NebisectError("give either SOURCE (a model) or --op (ops), not both")
@@ -100,22 +123,25 @@ def fuzz(source: Any = None, *, op: Many = None, example_inputs: Any = None,
                             "--op campaigns fuzz single ops")
     if wrap not in WRAPS:
         raise NebisectError(f"unknown --wrap {wrap!r}: one of {', '.join(WRAPS)}")
-    options = FuzzOptions(
-        target=target or default_target(), budget=budget, seed=seed, jobs=jobs, wrap=wrap,
-        isolation=isolation, plugins=tuple(items(plugin)), shrink_budget=shrink_budget,
-        timeouts=Timeouts.parse(items(timeout), FUZZ_TIMEOUTS),
+    campaign = FuzzOptions(
+        target=given["target"] or default_target(), budget=given["budget"],
+        seed=given["seed"], jobs=given["jobs"], wrap=wrap, isolation=given["isolation"],
+        plugins=tuple(items(given["plugin"])), shrink_budget=given["shrink_budget"],
+        timeouts=Timeouts.parse(items(given["timeout"]), FUZZ_TIMEOUTS),
+        memory=parse_memory(given["memory"]),
     )
+    corpus, report = given["corpus"], given["report"]
     out = _Outputs(Path(corpus) if corpus is not None else None,
                    Path(report) if report is not None else None)
     if ops:
-        return _fuzz_ops(ops, options, cluster, out, progress)
+        return _fuzz_ops(ops, campaign, cluster, out, progress)
     if wrap != "none":
         raise NebisectError("--wrap is for --op campaigns (wraps embed a single op)")
     with tempfile.TemporaryDirectory(prefix="nebisect-fuzz-") as tmp:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
-                              Path(tmp), timeout)
-        return _fuzz_model(location, options, cluster, convert, families, function, out,
-                           progress)
+                              Path(tmp), given["timeout"])
+        return _fuzz_model(location, campaign, cluster, given["convert"], given["families"],
+                           function, out, progress)
 
 
 @dataclass(frozen=True)
@@ -168,7 +194,8 @@ def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None, out: 
     session = Session(names, options)
     try:
         # Connect before the bar shows: a scheduler that cannot be reached is one line.
-        with Runner(options.jobs, cluster=cluster, mode=options.isolation) as runner, \
+        with Runner(options.jobs, cluster=cluster, mode=options.isolation,
+                    memory=options.memory) as runner, \
                 _display(progress, options.budget * len(ops)) as display:
             session.run(runner, display)
     except KeyboardInterrupt as stop:
@@ -184,7 +211,7 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
     convert, probe), fuzz (on ``cluster`` when given), explain the findings, store."""
     from nebisect.executors.runner import Runner
     from nebisect.fuzzing.model_session import ModelSession
-    from nebisect.options import CONVERT_CHOICES, parse_choice, parse_families, source_path
+    from nebisect.options.parsers import CONVERT_CHOICES, parse_choice, parse_families, source_path
     from nebisect.report.outputs import apart_from_inputs, output_directory
 
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
@@ -192,7 +219,8 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
     if out.report is not None:
         apart_from_inputs(out.report, "--report", [("the source", source_path(source))])
         output_directory(out.report, "--report")
-    with Runner(options.jobs, cluster=cluster, mode=options.isolation) as runner:
+    with Runner(options.jobs, cluster=cluster, mode=options.isolation,
+                memory=options.memory) as runner:
         session = ModelSession(source, options, convert=paths, families=chosen,
                                function=function, runner=runner)
         try:
@@ -219,7 +247,7 @@ def _display(progress: bool | Console, total: int) -> Iterator[CampaignDisplay |
         return
     from rich.console import Console
 
-    from nebisect.fuzzing.terminal import CampaignDisplay
+    from nebisect.fuzzing.fuzz_console import CampaignDisplay
 
     display = CampaignDisplay(progress if isinstance(progress, Console)
                               else Console(stderr=True), total)

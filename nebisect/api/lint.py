@@ -6,9 +6,12 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Many, Result, declared_of, items, saved_path
+from nebisect.api.common import Result, declared_of, items, saved_path
+from nebisect.options.generate import api_function, keywords
+from nebisect.options.lint_table import LINT
+from nebisect.options.table import Many
 
 if TYPE_CHECKING:
     from nebisect.hazards.engine import LintResult
@@ -48,25 +51,42 @@ class LintReport(Result):
                                              tables=[table]))
 
 
+class LintKeywords(TypedDict, total=False):
+    """The keywords of :func:`lint` that are ``nebisect lint``'s options, typed for the
+    caller's checker (``tests/test_options.py`` holds them to the option table)."""
+
+    fp16: bool
+    input_range: Many
+    convert: str
+    converter_overrides: bool
+    timeout: Many
+    memory: str | None
+    function: str
+
+
+@api_function(LINT)
 def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
-         input_domains: Any = None, fp16: bool = False, input_range: Many = None,
-         convert: str = "both", converter_overrides: bool = False, timeout: Many = None,
-         memory: str | None = None, function: str = "") -> LintReport:
+         input_domains: Any = None, **options: Unpack[LintKeywords]) -> LintReport:
     """``nebisect lint`` (see ``nebisect lint --help``) on ``source``: a path, or an
     object of this process as :func:`nebisect.run` takes one; ``function``: that
     function of a multifunction package (else its default)."""
+    from nebisect.executors.runner import Runner
     from nebisect.hazards import lint_source, parse_input_range
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options import CONVERT_CHOICES, parse_choice, use_memory
+    from nebisect.options.parsers import CONVERT_CHOICES, parse_choice, parse_memory
     from nebisect.sources.convert import OVERRIDES_SETUP
 
-    paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
-    use_memory(memory)
-    ranges = dict(parse_input_range(text) for text in items(input_range))
-    timeouts = Timeouts.parse(items(timeout))
-    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp:
+    given = keywords(LINT, options)
+    paths = CONVERT_CHOICES[parse_choice("--convert", given["convert"], CONVERT_CHOICES)]
+    limit = parse_memory(given["memory"])
+    ranges = dict(parse_input_range(text) for text in items(given["input_range"]))
+    timeouts = Timeouts.parse(items(given["timeout"]))
+    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp, \
+            Runner(memory=limit, local=True) as runner:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
-                              Path(tmp), timeout)
+                              Path(tmp), given["timeout"])
         return LintReport(lint_source(
-            location, assume_fp16=fp16, input_ranges=ranges, timeouts=timeouts, paths=paths,
-            setup=(OVERRIDES_SETUP,) if converter_overrides else (), function=function))
+            location, isolator=runner.isolator, assume_fp16=given["fp16"], input_ranges=ranges,
+            timeouts=timeouts, paths=paths,
+            setup=(OVERRIDES_SETUP,) if given["converter_overrides"] else (),
+            function=given["function"]))

@@ -6,9 +6,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Many, Progress, Result, Stopped, items, progress_to
+from nebisect.api.common import Progress, Result, Stopped, items, progress_to
+from nebisect.options.generate import api_function, keywords
+from nebisect.options.replay_table import REPLAY
+from nebisect.options.table import Many
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import Problem
@@ -68,43 +71,60 @@ class ReplayReport(Result):
             ["case", "target", "outcome", "verdict", "why"], rows)]))
 
 
-def replay(root: str | os.PathLike[str], *, target: Many = None, jobs: int = 1,
-           timeout: Many = None, memory: str | None = None, update: bool = False,
-           allow_empty: bool = False, cluster: str | None = None,
-           progress: Progress = True) -> ReplayReport:
+class ReplayKeywords(TypedDict, total=False):
+    """The keywords of :func:`replay` that are ``nebisect replay``'s options, typed for
+    the caller's checker (``tests/test_options.py`` holds them to the option table)."""
+
+    target: Many
+    jobs: int
+    update: bool
+    timeout: Many
+    memory: str | None
+    allow_empty: bool
+    cluster: str | None
+
+
+@api_function(REPLAY)
+def replay(root: str | os.PathLike[str], *, progress: Progress = True,
+           **options: Unpack[ReplayKeywords]) -> ReplayReport:
     """``nebisect replay`` (see ``nebisect replay --help``) of the corpus at ``root``.
 
     Interrupted, it raises :class:`~nebisect.api.common.Stopped` holding the cases
     replayed until then, the rest marked not run."""
     from nebisect.bounds import MAX_JOBS, check_count
     from nebisect.corpus import Corpus
+    from nebisect.executors.invocation import Invocation
     from nebisect.executors.runner import Runner
     from nebisect.guard.replay import record_updates, summarize
     from nebisect.guard.replay import replay as replay_cases
     from nebisect.isolation.interrupt import describe
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options import use_memory
+    from nebisect.options.parsers import parse_memory
 
-    timeouts = Timeouts.parse(items(timeout))
-    use_memory(memory)
-    check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
-    targets = items(target)
+    given = keywords(REPLAY, options)
+    invocation = Invocation(
+        timeouts=Timeouts.parse(items(given["timeout"])), memory=parse_memory(given["memory"]),
+        jobs=check_count(f"--jobs {given['jobs']}", given["jobs"], MAX_JOBS),
+        cluster=given["cluster"])
+    # the cases' own targets are replayed: --target only selects them, by glob
+    patterns, allow_empty = items(given["target"]), given["allow_empty"]
     corpus = Corpus(Path(root))
     scan = corpus.scan()
     done: list[ReplayResult] = []
     with progress_to(progress) as told:
         try:
-            with Runner(jobs, cluster=cluster) as runner:
+            with Runner.of(invocation) as runner:
 
                 def finished(result: ReplayResult) -> None:
                     done.append(result)
                     told(f"replayed {len(done)}/{len(scan.cases)}")
 
-                summary = replay_cases(scan.cases, targets=targets, timeouts=timeouts,
+                summary = replay_cases(scan.cases, targets=patterns,
+                                       timeouts=invocation.timeouts,
                                        on_result=finished, runner=runner)
         except KeyboardInterrupt as stop:
-            stopped = summarize(scan.cases, list(done), targets, describe(stop))
+            stopped = summarize(scan.cases, list(done), patterns, describe(stop))
             raise Stopped(ReplayReport(stopped, list(scan.problems),
                                        allow_empty=allow_empty)) from stop
-    updated = record_updates(corpus, summary) if update else []
+    updated = record_updates(corpus, summary) if given["update"] else []
     return ReplayReport(summary, list(scan.problems), updated, allow_empty)

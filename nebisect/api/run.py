@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from nebisect.errors import NebisectError
 from nebisect.sources.executorch import is_executorch_program
@@ -23,12 +23,12 @@ from nebisect.sources.executorch import is_executorch_program
 if TYPE_CHECKING:
     from nebisect.detect.causes import RunFinding
     from nebisect.detect.matrix import RunReport
-    from nebisect.detect.run import RunOptions, RunOutcome, RunOutputs
+    from nebisect.detect.source_run import RunOptions, RunOutcome, RunOutputs
     from nebisect.detect.triggers import TriggerIndex
     from nebisect.sources.capture import Capture
+    from nebisect.targets.spec import TargetSpec
 
 from nebisect.api.common import (
-    Many,
     Progress,
     Result,
     Stopped,
@@ -37,6 +37,9 @@ from nebisect.api.common import (
     progress_to,
     saved_source,
 )
+from nebisect.options.generate import api_function, keywords
+from nebisect.options.run_table import RUN
+from nebisect.options.table import Many, PathOption
 
 
 @dataclass
@@ -84,6 +87,41 @@ class RunResult(Result):
                                   for line in finding_lines(finding))])
 
 
+class RunKeywords(TypedDict, total=False):
+    """The keywords of :func:`run` that are ``nebisect run``'s options, typed for the
+    caller's checker (``tests/test_options.py`` holds them to the option table)."""
+
+    target: Many
+    inputs: PathOption
+    lengths: Many
+    reference: str
+    timeout: Many
+    memory: str | None
+    converter_overrides: bool
+    strict_conversion: bool
+    deployment_target: str
+    plugin: Many
+    explore: str
+    budget: int | str | None
+    steps: int | str | None
+    families: Many
+    seed: int
+    input_range: Many
+    masked_output: Many
+    convert: str
+    jobs: int | None
+    report: PathOption
+    save_triggers: PathOption
+    markdown: PathOption
+    cluster: str | None
+    require: Many
+    function: str
+    baseline: PathOption
+    compression_tolerance: float | str | None
+    compress: str
+
+
+@api_function(RUN)
 def run(
     source: Any,
     *,
@@ -91,35 +129,8 @@ def run(
     dynamic_dims: dict[str, dict[int, tuple[int, int]]] | None = None,
     input_domains: dict[str, Any] | None = None,
     masked_outputs: dict[str, str] | None = None,
-    target: Many = None,
-    inputs: str | os.PathLike[str] | None = None,
-    lengths: Many = None,
-    reference: str = "",
-    timeout: Many = None,
-    memory: str | None = None,
-    converter_overrides: bool = False,
-    strict_conversion: bool = False,
-    deployment_target: str = "",
-    plugin: Many = None,
-    explore: str = "auto",
-    budget: int | str | None = None,
-    steps: int | str | None = None,
-    families: Many = None,
-    seed: int = 0,
-    input_range: Many = None,
-    masked_output: Many = None,
-    convert: str = "both",
-    jobs: int | None = None,
-    report: str | os.PathLike[str] | None = None,
-    save_triggers: str | os.PathLike[str] | None = None,
-    cluster: str | None = None,
-    require: Many = None,
-    function: str = "",
-    baseline: str | os.PathLike[str] | None = None,
-    compression_tolerance: float | str | None = None,
-    compress: str = "",
-    markdown: str | os.PathLike[str] | None = None,
     progress: Progress = True,
+    **options: Unpack[RunKeywords],
 ) -> RunResult | ProgramsResult:
     """``nebisect run`` (see ``nebisect run --help``) on ``source``; the options are the
     CLI's. An ExecuTorch program (``.pte``) gives a :class:`ProgramsResult`: a run of
@@ -129,20 +140,14 @@ def run(
     ``progress``: True shows it (a line in a notebook, a live status in a terminal,
     plain lines in a log), False hides it, a callable receives each message.
     """
-    given: dict[str, Any] = dict(
-        target=target, inputs=inputs, lengths=lengths, reference=reference, timeout=timeout,
-        memory=memory, converter_overrides=converter_overrides,
-        strict_conversion=strict_conversion,
-        deployment_target=deployment_target, plugin=plugin, explore=explore, budget=budget,
-        steps=steps, families=families, seed=seed, input_range=input_range,
-        masked_output=masked_output, convert=convert, jobs=jobs, cluster=cluster,
-        require=require, function=function, baseline=baseline,
-        compression_tolerance=compression_tolerance, compress=compress)
+    given = keywords(RUN, options)
+    markdown, inputs = given.pop("markdown"), given["inputs"]
+    report, save_triggers = given.pop("report"), given.pop("save_triggers")
     issues = _markdown_file(markdown, source, inputs)
     if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
         from nebisect.sources.compress import check_compress
 
-        check_compress(compress, os.fspath(source))
+        check_compress(given["compress"], os.fspath(source))
         result: RunResult | ProgramsResult = _run_programs(
             os.fspath(source), report, save_triggers, progress, given, bool(issues))
     else:
@@ -162,7 +167,7 @@ def _markdown_file(markdown: str | os.PathLike[str] | None, source: Any,
     apart from what the run reads (None: not asked for)."""
     if markdown is None:
         return None
-    from nebisect.options import source_path
+    from nebisect.options.parsers import source_path
     from nebisect.report.outputs import output_file
 
     read = [("the source", source_path(os.fspath(source)))] if isinstance(
@@ -186,14 +191,13 @@ def _run_one(source: Any, example_inputs: Any, declared: dict[str, Any], report:
              issues: bool) -> RunResult | ProgramsResult:
     """:func:`run` of a source that is not an ExecuTorch program; ``issues``: each
     result carries its findings as upstream issue texts."""
-    from nebisect.detect.run import RunInterrupted, RunOutputs
-    from nebisect.detect.run import run as run_source
+    from nebisect.detect.source_run import RunInterrupted, RunOutputs, run_source
 
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
         workdir = Path(tmp)
         saved, capture = saved_source(source, example_inputs, declared, workdir / "source",
                                       given["timeout"])
-        options = run_options(saved, **given)
+        options = run_options(saved, given)
         outputs = RunOutputs(Path(report) if report is not None else None,
                              Path(save_triggers) if save_triggers else None,
                              saved, options.fixes)
@@ -292,27 +296,17 @@ def _run_programs(pte: str, report: Any, save_triggers: Any, progress: Progress,
                                              for number in range(1, len(results) + 1)])
 
 
-def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths: Many = None,
-                reference: str = "", timeout: Many = None, memory: str | None = None,
-                converter_overrides: bool = False, strict_conversion: bool = False,
-                deployment_target: str = "",
-                plugin: Many = None, explore: str = "auto", budget: int | str | None = None,
-                steps: int | str | None = None, families: Many = None, seed: int = 0,
-                input_range: Many = None, masked_output: Many = None,
-                convert: str = "both", jobs: int | None = None,
-                cluster: str | None = None, require: Many = None, function: str = "",
-                baseline: Any = None,
-                compression_tolerance: float | str | None = None,
-                compress: str = "") -> RunOptions:
-    """The CLI's checks of ``run``'s options, each error the CLI's one line; the checked
-    :class:`~nebisect.detect.run.RunOptions`."""
+def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
+    """The CLI's checks of ``run``'s options (``given``: every keyword of
+    :data:`~nebisect.options.table.RUN`), each error the CLI's one line; the checked
+    :class:`~nebisect.detect.source_run.RunOptions`."""
     from nebisect.bounds import MAX_JOBS, check_count, check_seed
-    from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
-    from nebisect.detect.run import RunOptions
-    from nebisect.evaluate.compression import DEFAULT_TOLERANCE
+    from nebisect.detect import DEFAULT_BUDGET
+    from nebisect.detect.source_run import RunOptions
+    from nebisect.executors.invocation import Invocation
     from nebisect.isolation.pool import default_jobs
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.options import (
+    from nebisect.options.parsers import (
         CONVERT_CHOICES,
         parse_budget,
         parse_choice,
@@ -320,42 +314,45 @@ def run_options(source: str, *, target: Many = None, inputs: Any = None, lengths
         parse_families,
         parse_input_ranges,
         parse_masked_outputs,
+        parse_memory,
         parse_steps,
-        use_memory,
     )
     from nebisect.sources.compress import check_compress
     from nebisect.sources.deployment import check_deployment
-    from nebisect.sources.inputs import DEFAULT_LENGTHS
+    from nebisect.targets.plugins import parse_targets
 
     if not source:
         raise NebisectError("give a SOURCE (an .mlpackage or path/to/file.py:factory)")
-    spec = check_compress(compress, source, baseline)
-    timeouts = Timeouts.parse(items(timeout))
-    use_memory(memory)
-    check_deployment(deployment_target)
-    paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
+    spec = check_compress(given["compress"], source, given["baseline"])
+    check_deployment(given["deployment_target"])
+    paths = CONVERT_CHOICES[parse_choice("--convert", given["convert"], CONVERT_CHOICES)]
+    seed, jobs = given["seed"], given["jobs"]
     check_seed(f"--seed {seed}", seed)
-    explores = parse_choice("--explore", explore, EXPLORE_CHOICES) != "none"
+    explores = parse_choice("--explore", given["explore"], EXPLORE_CHOICES) != "none"
+    inputs, baseline, reference = given["inputs"], given["baseline"], given["reference"]
+    timeouts, plugins = Timeouts.parse(items(given["timeout"])), tuple(items(given["plugin"]))
+    invocation = Invocation(
+        parse_targets(items(given["target"]) or default_targets(), plugins,
+                      timeout=timeouts.load),
+        timeouts, parse_memory(given["memory"]), plugins,
+        default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
+        given["cluster"])
+    oracle = parse_targets([reference], timeout=timeouts.load)[0] if reference else None
     return RunOptions(
-        source, tuple(items(target) or default_targets()), reference,
-        Path(inputs) if inputs else None, timeouts=timeouts, paths=paths,
-        converter_overrides=converter_overrides, strict_conversion=strict_conversion,
-        deployment_target=deployment_target, plugins=tuple(items(plugin)), explore=explores,
-        budget=parse_budget(str(DEFAULT_BUDGET if budget is None else budget))
-        if explores else DEFAULT_BUDGET,
-        families=parse_families(",".join(items(families))) if explores else None,
-        seed=seed,
-        lengths=parse_lengths(DEFAULT_LENGTHS if lengths is None else lengths),
-        input_ranges=parse_input_ranges(items(input_range)),
-        masked_outputs=parse_masked_outputs(items(masked_output)),
-        jobs=default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
-        steps=parse_steps(str(DEFAULT_STEPS if steps is None else steps)),
-        cluster=cluster, require=tuple(dict.fromkeys(
+        source, invocation, oracle, Path(inputs) if inputs else None, paths=paths,
+        converter_overrides=given["converter_overrides"],
+        strict_conversion=given["strict_conversion"],
+        deployment_target=given["deployment_target"], explore=explores,
+        budget=parse_budget(str(given["budget"])) if explores else DEFAULT_BUDGET,
+        families=parse_families(",".join(items(given["families"]))) if explores else None,
+        seed=seed, lengths=parse_lengths(given["lengths"]),
+        input_ranges=parse_input_ranges(items(given["input_range"])),
+        masked_outputs=parse_masked_outputs(items(given["masked_output"])),
+        steps=parse_steps(str(given["steps"])), require=tuple(dict.fromkeys(
             parse_choice("--require", device, REQUIRE_CHOICES)
-            for device in items(require))), function=function,
+            for device in items(given["require"]))), function=given["function"],
         baseline=Path(baseline) if baseline else None,
-        compression_tolerance=parse_compression_tolerance(
-            str(DEFAULT_TOLERANCE if compression_tolerance is None else compression_tolerance)),
+        compression_tolerance=parse_compression_tolerance(str(given["compression_tolerance"])),
         compress=spec)
 
 
@@ -389,7 +386,7 @@ def parse_lengths(given: str | Sequence[Any]) -> tuple[int, ...]:
 
 def check_outputs(outputs: Any, inputs: Path | None) -> None:
     """``report`` and ``save_triggers`` are directories apart from what the run reads."""
-    from nebisect.options import source_path
+    from nebisect.options.parsers import source_path
     from nebisect.report.outputs import apart_from_inputs, output_directory
 
     for directory, option in ((outputs.report, "--report"), (outputs.triggers, "--save-triggers")):
@@ -400,15 +397,16 @@ def check_outputs(outputs: Any, inputs: Path | None) -> None:
             output_directory(directory, option)
 
 
-def _capture_report(location: str, capture: Capture, targets: Sequence[str]) -> RunReport:
+def _capture_report(location: str, capture: Capture,
+                    targets: Sequence[TargetSpec]) -> RunReport:
     """The report of a module no path could save: each path's failure on every target,
     grouped and ranked as a run's are (the reference cannot run either)."""
-    from nebisect.case import TORCH_REFERENCE
     from nebisect.detect.matrix import RunReport
-    from nebisect.detect.run import EXACT_ROW
+    from nebisect.detect.source_run import EXACT_ROW
+    from nebisect.targets.spec import TORCH_REFERENCE
 
     report = RunReport(location, TORCH_REFERENCE)
-    _add_capture_failures(report, capture, [EXACT_ROW, *targets])
+    _add_capture_failures(report, capture, [str(t) for t in (EXACT_ROW, *targets)])
     return report
 
 

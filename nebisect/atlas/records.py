@@ -22,14 +22,16 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from nebisect.codec import Form, Record
+from nebisect.targets.spec import REFERENCE_SPEC, TargetSpec
 from nebisect.verdict import normalize_message
 
 ATLAS_SCHEMA = "nebisect.atlas"
 ATLAS_SCHEMA_VERSION = 1
 
 #: the atlas's columns and the target each reads (``converts`` reads the conversion)
-ATLAS_COLUMNS: dict[str, str] = {"converts": "", "fp64": "sim:fp64", "fp32": "sim:fp32",
-                           "fp16": "sim:fp16", "ane": "sim:ane"}
+ATLAS_COLUMNS: dict[str, TargetSpec | None] = {
+    "converts": None, "fp64": REFERENCE_SPEC, "fp32": TargetSpec("sim", "fp32"),
+    "fp16": TargetSpec("sim", "fp16"), "ane": TargetSpec("sim", "ane")}
 #: a cell of a path that did not convert
 NOT_RUN = "-"
 #: cell values that are not failures

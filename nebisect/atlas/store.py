@@ -15,12 +15,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nebisect.arrays import load_npz
 from nebisect.atlas.samples import OpSample, source_text
-from nebisect.case import CaseOptions, case_stage, load_npz
+from nebisect.case import CaseOptions, case_stage
 from nebisect.files import write_text
 
 if TYPE_CHECKING:
-    from nebisect.detect.run import RunOutcome
+    from nebisect.detect.source_run import RunOutcome
 
 
 def keep(sample: OpSample, outcome: RunOutcome, directory: Path) -> Path:
@@ -42,7 +43,7 @@ def store(sample: OpSample, outcome: RunOutcome, source: Path, corpus_root: Path
     directories."""
     from nebisect.corpus import Corpus, Expected, NewCase
     from nebisect.detect.triggers import trigger_of
-    from nebisect.targets import spec_of
+    from nebisect.targets.registry import spec_of
 
     report = outcome.report
     corpus = Corpus(corpus_root, create=True)

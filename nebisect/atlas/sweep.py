@@ -1,13 +1,14 @@
 """Sweep torch ops through coremltools: every sample judged as ``run`` judges a model.
 
 Each :class:`~nebisect.atlas.samples.OpSample` is written as a one-op torch source and
-run by :func:`nebisect.detect.run.run_on` on one :class:`~nebisect.executors.runner.Runner`
-for the whole sweep (its warm conversion template serves every sample): both conversion
-paths, the exact program (``sim:fp64``, the ``conversion`` attribution), ``sim:fp32``,
-``sim:fp16`` and ``sim:ane`` against torch in float64, at the sample's own values and
-at ``run``'s value families (special values, large magnitudes, zeros, negatives, exact
-integers, tiny values) within ``budget`` predictions per target. What the run reports
-is read down to an :class:`~nebisect.atlas.records.AtlasEntry`.
+run by :func:`nebisect.detect.source_run.run_source_on` on one
+:class:`~nebisect.executors.runner.Runner` for the whole sweep (its warm conversion
+template serves every sample): both conversion paths, the exact program (``sim:fp64``,
+the ``conversion`` attribution), ``sim:fp32``, ``sim:fp16`` and ``sim:ane`` against
+torch in float64, at the sample's own values and at ``run``'s value families (special
+values, large magnitudes, zeros, negatives, exact integers, tiny values) within
+``budget`` predictions per target. What the run reports is read down to an
+:class:`~nebisect.atlas.records.AtlasEntry`.
 
 Entries are cached by (sample source, settings, coremltools, torch and nebisect
 versions): a re-run computes only what changed. A cache file that does not read back
@@ -34,15 +35,16 @@ from nebisect.atlas.store import keep, store
 from nebisect.codec import CodecError
 from nebisect.errors import NebisectError
 from nebisect.files import write_text
+from nebisect.targets.spec import REFERENCE_SPEC, TargetSpec
 from nebisect.verdict import normalize_message
 
 if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
-    from nebisect.detect.run import RunOutcome
+    from nebisect.detect.source_run import RunOutcome
     from nebisect.executors.runner import Runner
 
 #: the targets every sample is judged on (``sim:fp64`` is run's exact row, added by run)
-SWEEP_TARGETS = tuple(t for t in ATLAS_COLUMNS.values() if t and t != "sim:fp64")
+SWEEP_TARGETS = tuple(t for t in ATLAS_COLUMNS.values() if t is not None and t != REFERENCE_SPEC)
 #: exploration predictions per target and sample: every value family at least once
 SAMPLE_BUDGET = 8
 #: smaller samples tried per kept failure (each a judging: seconds)
@@ -75,7 +77,7 @@ class SweepSettings:
         return {"budget": str(self.budget), "seed": str(self.seed),
                 "converter_overrides": str(self.converter_overrides).lower(),
                 "converter_setup": ",".join(self.converter_setup),
-                "targets": ",".join(SWEEP_TARGETS)}
+                "targets": ",".join(map(str, SWEEP_TARGETS))}
 
 
 def environment() -> dict[str, str]:
@@ -177,7 +179,8 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
     """One sample through ``run`` on ``runner``, in a directory of its own under
     ``scratch``: its entry (``skipped`` when the run cannot judge it: the op fails in
     torch, nothing converts to run) and the run's outcome (None when skipped)."""
-    from nebisect.detect.run import RunOptions, run_on
+    from nebisect.detect.source_run import RunOptions, run_source_on
+    from nebisect.executors.invocation import Invocation
 
     here = scratch / f"{sample.name}-{next(_judged)}"
     here.mkdir()
@@ -185,14 +188,15 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
     source.write_text(source_text(sample))
     entry = AtlasEntry(sample.op_name, sample.index, sample.call, sample.digest())
     start = time.monotonic()
-    options = RunOptions(source=f"{source}:model", targets=SWEEP_TARGETS, budget=settings.budget,
+    options = RunOptions(source=f"{source}:model", invocation=Invocation(SWEEP_TARGETS),
+                         budget=settings.budget,
                          seed=settings.seed, converter_overrides=settings.converter_overrides,
                          converter_setup=settings.converter_setup,
                          # an entry says what the converter does at the sweep's settings
                          strict_conversion=True)
     outcome = None
     try:
-        outcome = run_on(runner, options, here)
+        outcome = run_source_on(runner, options, here)
     except NebisectError as error:
         entry.skipped = str(error)
     else:
@@ -271,7 +275,7 @@ def cells_of(report: RunReport) -> dict[str, dict[str, str]]:
     for path, outcome in converted.items():
         row = cells[path] = {"converts": outcome}
         for column, target in ATLAS_COLUMNS.items():
-            if target:
+            if target is not None:
                 row[column] = _column(report, target, path) if outcome == "ok" else NOT_RUN
     return cells
 
@@ -291,8 +295,8 @@ def _conversions(report: RunReport) -> dict[str, str]:
     return found
 
 
-def _column(report: RunReport, target: str, path: str) -> str:
-    rows = [r for r in report.rows if r.role == "target" and r.target == target
+def _column(report: RunReport, target: TargetSpec, path: str) -> str:
+    rows = [r for r in report.rows if r.role == "target" and r.target == str(target)
             and r.path == path]
     failing = [r for r in rows if r.verdict.failed]
     if failing:

@@ -13,11 +13,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.case import INPUTS_LIMIT_HELP, CaseOptions, case_stage, load_npz
+from nebisect.arrays import load_npz
+from nebisect.case import CaseOptions, case_stage
 from nebisect.errors import NebisectError
-from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options import FUNCTION_HELP, MEMORY_HELP, use_memory
-from nebisect.report.terminal import markup
+from nebisect.isolation.timeouts import Timeouts
+from nebisect.options.corpus_table import ADD
+from nebisect.options.generate import cli_command
+from nebisect.options.parsers import parse_memory
+from nebisect.report.safe_text import markup
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import Problem, Recorder
@@ -68,7 +71,7 @@ def ls(
 
 def print_problems(console: Console, problems: Sequence[Problem]) -> None:
     """One line per damaged or unfinished entry (shared by ls, replay and fix verify);
-    the corpus's names and reasons are printed as text (:mod:`nebisect.report.terminal`)."""
+    the corpus's names and reasons are printed as text (:mod:`nebisect.report.safe_text`)."""
     for problem in problems:
         mark = "[red]damaged, skipped[/]" if problem.damaged else "[yellow]note[/]"
         console.print(f"{mark} {markup(problem.path)}: {markup(problem.reason)}",
@@ -108,71 +111,26 @@ pair) judges one function, --function NAME or the package's default: the package
 stored whole, case.json names the function, and replay runs that function.
 """
 
-ADD_ROOT_ARGUMENT = typer.Argument(..., help="Corpus directory (created if missing).")
-ADD_SOURCE_ARGUMENT = typer.Argument(
-    ..., help="An .mlpackage, a saved torch program (.pt2, TorchScript .pt) or a torch "
-    "source file.py:factory.")
-ADD_TARGET_OPTION = typer.Option(..., "--target", "-t", help="Target spec the case runs on.")
-ADD_INPUTS_OPTION = typer.Option(
-    ..., "--inputs",
-    help=f"An .npz of named inputs; repeat to add one case per file. {INPUTS_LIMIT_HELP}"
-)
-ADD_STAGE_OPTION = typer.Option("predict", "--stage", help="convert | load | predict.")
-ADD_EXPECT_OPTION = typer.Option(
-    "", "--expect",
-    help="failing | fixed | pass. Omitted: run the case in isolation and record its verdict.",
-)
-ADD_SIGNATURE_OPTION = typer.Option("", "--signature", help="Signature of a failing case.")
-ADD_EXPECT_CHIP_OPTION = typer.Option(
-    None, "--expect-chip", metavar="FAMILY=STATUS",
-    help="With --expect: another expected status on one chip family, e.g. m4=fixed "
-    "(repeat; judged by `replay --devices`).",
-)
-ADD_NAME_OPTION = typer.Option("", "--name", help="A human name (unique names help `show`).")
-ADD_DESCRIPTION_OPTION = typer.Option("", "--description", help="What the case guards.")
-ADD_FIXES_OPTION = typer.Option(None, "--fix", help="Fix that claims to cure it (repeat).")
-ADD_OP_OF_INTEREST_OPTION = typer.Option(
-    "", "--op-of-interest", help="Op type that must run on the target's accelerator."
-)
-ADD_TIMEOUT_OPTION = typer.Option(
-    None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
-)
-ADD_FUNCTION_OPTION = typer.Option("", "--function", metavar="NAME", help=FUNCTION_HELP)
-ADD_MEMORY_OPTION = typer.Option(
-    None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
-
-
-@corpus_app.command("add", help=ADD_HELP)
-def add(
-    root: Path = ADD_ROOT_ARGUMENT,
-    source: str = ADD_SOURCE_ARGUMENT,
-    target: str = ADD_TARGET_OPTION,
-    inputs: list[Path] = ADD_INPUTS_OPTION,
-    stage: str = ADD_STAGE_OPTION,
-    expect: str = ADD_EXPECT_OPTION,
-    signature: str = ADD_SIGNATURE_OPTION,
-    expect_chip: list[str] = ADD_EXPECT_CHIP_OPTION,
-    name: str = ADD_NAME_OPTION,
-    description: str = ADD_DESCRIPTION_OPTION,
-    fixes: list[str] = ADD_FIXES_OPTION,
-    op_of_interest: str = ADD_OP_OF_INTEREST_OPTION,
-    timeout: list[str] = ADD_TIMEOUT_OPTION,
-    memory: str = ADD_MEMORY_OPTION,
-    function: str = ADD_FUNCTION_OPTION,
-) -> None:
+def _add(root: Path, source: str, target: str, inputs: list[Path], stage: str,
+         expect: str, signature: str, expect_chip: list[str] | None, name: str,
+         description: str, fixes: list[str] | None, op_of_interest: str,
+         timeout: list[str] | None, memory: str | None, function: str) -> None:
     """``nebisect corpus add`` (its help is :data:`ADD_HELP`): one case recorded per inputs
     file, stored atomically."""
     from nebisect.corpus import Corpus, Expected, NewCase
+    from nebisect.executors.runner import Runner
     from nebisect.sources.inputs import check
     from nebisect.sources.resolve import resolve_source
-    from nebisect.targets import spec_of
+    from nebisect.targets.registry import spec_of
 
     timeouts = Timeouts.parse(timeout)
-    use_memory(memory)
+    limit = parse_memory(memory)
     if not spec_of(target).runs_programs:
         raise NebisectError(f"--target {target}: a corpus case runs its model converted to "
                             "Core ML; torch is the reference, not a corpus target")
-    resolved = resolve_source(source, function=function, timeout=timeouts.load)
+    with Runner(memory=limit, local=True) as runner:
+        resolved = resolve_source(source, function=function, timeout=timeouts.load,
+                                  isolator=runner.isolator)
     if fixes and resolved.function:
         raise NebisectError(f"--fix: fixes rewrite a package's default program, not one "
                             f"function of a multifunction package ({resolved.function})")
@@ -194,7 +152,7 @@ def add(
 
         resolve_fixes(fixes)
     corpus = Corpus(root, create=True)
-    with _recorder(expected is None, timeouts) as recorder:
+    with _recorder(expected is None, timeouts, limit) as recorder:
         for _, named in arrays:
             added = corpus.add(NewCase(
                 resolved.kind, source, target, named, expected, stage=case_stage(stage),
@@ -210,24 +168,30 @@ def add(
                        f"{record.expected.status} {record.expected.signature}".rstrip())
 
 
+add = corpus_app.command("add", help=ADD_HELP)(cli_command(ADD, _add))
+
+
 @contextlib.contextmanager
-def _recorder(wanted: bool, timeouts: Timeouts) -> Iterator[Recorder | None]:
-    """A recorder that runs the staged case in isolation (None when not wanted)."""
+def _recorder(wanted: bool, timeouts: Timeouts, memory: int | None
+              ) -> Iterator[Recorder | None]:
+    """A recorder that runs the staged case in isolation, under ``memory`` bytes (None
+    when not wanted)."""
     if not wanted:
         yield None
         return
     from nebisect.corpus.store import CorpusCase
+    from nebisect.executors.runner import Runner
     from nebisect.guard.replay import run_case
-    from nebisect.isolate import Isolator
 
     def record(case: CorpusCase) -> Verdict:
-        verdict = run_case(case, isolator, Path(tmp), timeouts=timeouts).verdict
+        verdict = run_case(case, runner.isolator, Path(tmp), timeouts=timeouts).verdict
         if verdict.status == "skipped" or _refused(verdict):
             raise NebisectError(f"cannot record a run on {case.record.target} "
                                 f"({verdict.message}); nothing stored (give --expect)")
         return verdict
 
-    with Isolator() as isolator, tempfile.TemporaryDirectory(prefix="nebisect-record-") as tmp:
+    with Runner(memory=memory, local=True) as runner, \
+            tempfile.TemporaryDirectory(prefix="nebisect-record-") as tmp:
         yield record
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -13,10 +13,11 @@ from rich.table import Table
 from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
-from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
-from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options import MEMORY_HELP, use_memory
-from nebisect.report.terminal import markup
+from nebisect.isolation.timeouts import Timeouts
+from nebisect.options.fix_table import APPLY, VERIFY
+from nebisect.options.generate import cli_command
+from nebisect.options.parsers import parse_memory
+from nebisect.report.safe_text import markup
 
 if TYPE_CHECKING:
     from nebisect.guard.verify import VerifyReport
@@ -54,26 +55,7 @@ def list_fixes(
     Console().print(table)
 
 
-@fix_app.command("apply")
-def apply(
-    names_and_source: list[str] = typer.Argument(
-        ..., metavar="NAME... SOURCE",
-        help="Fix names, then an .mlpackage or a torch source file.py:factory.",
-    ),
-    output: Path = typer.Option(
-        ..., "--output", "-o",
-        help="Where to write the .mlpackage: new, unless --force; never the source or inside it.",
-    ),
-    force: bool = typer.Option(False, "--force", help="Replace an existing --output."),
-    precision: str = typer.Option(
-        "fp16", "--precision", help="Conversion precision for torch sources: fp16 | fp32."
-    ),
-    timeout: list[str] = typer.Option(
-        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
-    ),
-    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
-                               show_default=False),
-) -> None:
+def _apply(names_and_source: list[str], output: Path, **options: Any) -> None:
     """Apply fixes: torch sources are converted with the converter-level fixes, then every
     graph pass runs on the program, and the result is saved as an .mlpackage
     (:func:`nebisect.api.fix`)."""
@@ -83,29 +65,19 @@ def apply(
         raise NebisectError("give at least one fix name and a source")
     with Console(stderr=True).status("applying fixes"):
         report = api.fix(names_and_source[-1], names_and_source[:-1], output=output,
-                         force=force, precision=precision, timeout=timeout, memory=memory)
+                         **options)
     console = Console()
     for name, state in report.applied.items():
         console.print(f"{name}: {state}", highlight=False)
     console.print(f"wrote {output}")
 
 
-@fix_app.command("verify")
-def verify(
-    root: Path = typer.Argument(..., help="Corpus directory."),
-    fix: list[str] = typer.Option(None, "--fix", help="Fix to verify (repeat; default: all)."),
-    target: list[str] = typer.Option(
-        None, "--target", "-t", help="Only cases recorded for these targets (globs allowed)."
-    ),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Cases verified in parallel."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
-    timeout: list[str] = typer.Option(
-        None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
-    ),
-    memory: str = typer.Option(None, "--memory", metavar="SIZE", help=MEMORY_HELP,
-                               show_default=False),
-    cluster: str = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP),
-) -> None:
+apply = fix_app.command("apply")(cli_command(APPLY, _apply))
+
+
+def _verify(root: Path, fix: list[str] | None, target: list[str] | None, jobs: int,
+            as_json: bool, timeout: list[str] | None, memory: str | None,
+            cluster: str | None) -> None:
     """Replay the corpus without and with the fixes: fixed / still failing / regressed /
     unaffected per case. Exit 1 on a regression, when a case's claimed fix fails it, or
     when a case is damaged (it is not verified)."""
@@ -117,12 +89,12 @@ def verify(
 
     fixes = resolve_fixes(fix or None)
     timeouts = Timeouts.parse(timeout)
-    use_memory(memory)
+    limit = parse_memory(memory)
     check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
     scan = Corpus(root).scan()
     cases = [c for c in scan.cases if selected(c, target or ())]
     status = f"verifying {len(fixes)} fix(es) on {len(cases)} case(s)"
-    with Console(stderr=True).status(status), Runner(jobs, cluster=cluster) as runner:
+    with Console(stderr=True).status(status), Runner(jobs, cluster=cluster, memory=limit) as runner:
         report = verify_fixes(cases, fixes, timeouts=timeouts, runner=runner)
     if as_json:
         typer.echo(json.dumps({"fixes": report.fixes,
@@ -133,6 +105,9 @@ def verify(
         print_problems(Console(), scan.problems)
     damaged = any(p.damaged for p in scan.problems)
     raise typer.Exit(0 if report.ok and not damaged else 1)
+
+
+verify = fix_app.command("verify")(cli_command(VERIFY, _verify))
 
 
 def _print(report: VerifyReport) -> None:

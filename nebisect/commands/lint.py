@@ -6,16 +6,16 @@ import io
 import json
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from nebisect.errors import NebisectError
-from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
-from nebisect.options import FUNCTION_HELP, MEMORY_HELP
-from nebisect.report.terminal import markup
+from nebisect.options.generate import cli_command
+from nebisect.options.lint_table import LINT
+from nebisect.report.safe_text import markup
 
 if TYPE_CHECKING:
     from nebisect.hazards import LintResult
@@ -33,67 +33,12 @@ first, in an isolated child as run converts it, and each converted program linte
 Exit code: 1 when an error-severity hazard is found, 0 otherwise, 2 on bad input.
 """
 
-LINT_SOURCE_ARGUMENT = typer.Argument(
-    None, help="An .mlpackage (ML program), a module:function returning a MIL Program, "
-    "a saved torch program (.pt2, TorchScript .pt) or a torch model as "
-    "path/to/file.py:factory (converted at fp16, as run converts it)."
-)
-LINT_OUTPUT_FORMAT_OPTION = typer.Option(
-    "text", "--format", "-f", help="text | json | sarif (SARIF 2.1.0, for code scanning)."
-)
-FP16_OPTION = typer.Option(
-    False, "--fp16",
-    help="Treat fp32 ops as fp16 too (the Neural Engine computes in fp16 whatever the "
-    "program declares).",
-)
-LINT_INPUT_RANGE_OPTION = typer.Option(
-    None, "--input-range", metavar="NAME=LO:HI",
-    help="Declared range of an input (repeatable), e.g. x=-15:15: enables the interval "
-    "analysis that proves fp16 overflows.",
-)
-LINT_OUTPUT_OPTION = typer.Option(
-    None, "--output", "-o",
-    help="Write the json/sarif/text output to this file (new, unless --force).",
-)
-LINT_FORCE_OPTION = typer.Option(False, "--force", help="Replace an existing --output.")
-LINT_LIST_RULES_OPTION = typer.Option(False, "--list-rules", help="List the rules and exit.")
-LINT_CONVERT_OPTION = typer.Option(
-    "both", "--convert", metavar="export|trace|both",
-    help="A torch source's conversion paths: each program that converts is linted.",
-)
-LINT_CONVERTER_OVERRIDES_OPTION = typer.Option(
-    False, "--converter-overrides",
-    help="Convert a torch source with nebisect's converter overrides (the "
-    "converter-compat fix), as run --converter-overrides does.",
-)
-LINT_TIMEOUT_OPTION = typer.Option(
-    None, "--timeout", metavar=TIMEOUT_METAVAR,
-    help=f"{TIMEOUT_HELP} lint uses load (a module:function builder is built and "
-    "linted in an isolated child, a torch factory described in one) and convert.",
-)
-LINT_MEMORY_OPTION = typer.Option(
-    None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
-LINT_FUNCTION_OPTION = typer.Option("", "--function", metavar="NAME", help=FUNCTION_HELP)
-
-
-def lint(
-    source: str = LINT_SOURCE_ARGUMENT,
-    output_format: str = LINT_OUTPUT_FORMAT_OPTION,
-    fp16: bool = FP16_OPTION,
-    input_range: list[str] = LINT_INPUT_RANGE_OPTION,
-    output: Path = LINT_OUTPUT_OPTION,
-    force: bool = LINT_FORCE_OPTION,
-    list_rules: bool = LINT_LIST_RULES_OPTION,
-    convert: str = LINT_CONVERT_OPTION,
-    converter_overrides: bool = LINT_CONVERTER_OVERRIDES_OPTION,
-    timeout: list[str] = LINT_TIMEOUT_OPTION,
-    memory: str = LINT_MEMORY_OPTION,
-    function: str = LINT_FUNCTION_OPTION,
-) -> None:
+def _lint(source: str, output_format: str, output: Path | None, force: bool,
+          list_rules: bool, **options: Any) -> None:
     """``nebisect lint`` (its help is :data:`LINT_HELP`): :func:`nebisect.api.lint` on
     the options as typed, the findings in the chosen format."""
     from nebisect import api
-    from nebisect.options import source_path
+    from nebisect.options.parsers import source_path
     from nebisect.report.outputs import output_file
 
     if output_format not in FORMATS:
@@ -107,9 +52,7 @@ def lint(
     if output is not None:
         output_file(output, "--output", force=force,
                     inputs=[("the source", source_path(source))])
-    report = api.lint(source, fp16=fp16, input_range=input_range, convert=convert,
-                      converter_overrides=converter_overrides, timeout=timeout, memory=memory,
-                      function=function)
+    report = api.lint(source, **options)
     result = report.result
     if output_format == "sarif":
         from nebisect.report.sarif import sarif_text
@@ -120,6 +63,9 @@ def lint(
     else:
         _print_text(result, output)
     raise typer.Exit(result.exit_code)
+
+
+lint = cli_command(LINT, _lint)
 
 
 def _emit(text: str, output: Path | None) -> None:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -14,10 +14,12 @@ from rich.table import Table
 
 from nebisect.commands.corpus import print_problems, short_signature
 from nebisect.errors import NebisectError
-from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
-from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR, Timeouts
-from nebisect.options import MEMORY_HELP, use_memory
-from nebisect.report.terminal import markup
+from nebisect.executors import CLUSTER_ENV
+from nebisect.isolation.timeouts import Timeouts
+from nebisect.options.generate import cli_command
+from nebisect.options.parsers import parse_memory
+from nebisect.options.replay_table import REPLAY
+from nebisect.report.safe_text import markup
 
 if TYPE_CHECKING:
     from nebisect.api import ReplayReport
@@ -40,52 +42,8 @@ damaged case (it no longer guards anything), and when no case ran at all (unless
 Cases for targets unavailable here are skipped with the reason.
 """
 
-REPLAY_ROOT_ARGUMENT = typer.Argument(..., help="Corpus directory.")
-REPLAY_TARGET_OPTION = typer.Option(
-    None, "--target", "-t",
-    help="Only cases recorded for these targets (repeatable; globs like 'sim:*').",
-)
-REPLAY_JOBS_OPTION = typer.Option(1, "--jobs", "-j", help="Cases evaluated in parallel.")
-REPLAY_JUNIT_OPTION = typer.Option(
-    None, "--junit", help="Write JUnit XML here (a new file, unless --force).")
-REPLAY_FORCE_OPTION = typer.Option(False, "--force", help="Replace an existing --junit file.")
-REPLAY_AS_JSON_OPTION = typer.Option(False, "--json", help="Print the results as JSON.")
-REPLAY_UPDATE_OPTION = typer.Option(
-    False, "--update", help="Re-record every case whose expectation no longer holds."
-)
-REPLAY_TIMEOUT_OPTION = typer.Option(
-    None, "--timeout", metavar=TIMEOUT_METAVAR, help=TIMEOUT_HELP
-)
-REPLAY_MEMORY_OPTION = typer.Option(
-    None, "--memory", metavar="SIZE", help=MEMORY_HELP, show_default=False)
-REPLAY_ALLOW_EMPTY_OPTION = typer.Option(
-    False, "--allow-empty",
-    help="Exit 0 when no case ran (an empty corpus, or every case skipped or filtered).",
-)
-REPLAY_CLUSTER_OPTION = typer.Option(None, "--cluster", envvar=CLUSTER_ENV, help=CLUSTER_HELP)
-REPLAY_DEVICES_OPTION = typer.Option(
-    None, "--devices",
-    help="With --cluster: run every case once per device (workers with the same "
-    "facts, advertised as Dask resources) matching KEY=GLOB[,KEY=GLOB] (keys: family, "
-    "chip, os, compute_units, coremltools, nebisect; 'all'), judged by the case's "
-    "expectation for that chip family; prints a case × device matrix.",
-)
-
-
-def replay(
-    root: Path = REPLAY_ROOT_ARGUMENT,
-    target: list[str] = REPLAY_TARGET_OPTION,
-    jobs: int = REPLAY_JOBS_OPTION,
-    junit: Path = REPLAY_JUNIT_OPTION,
-    force: bool = REPLAY_FORCE_OPTION,
-    as_json: bool = REPLAY_AS_JSON_OPTION,
-    update: bool = REPLAY_UPDATE_OPTION,
-    timeout: list[str] = REPLAY_TIMEOUT_OPTION,
-    memory: str = REPLAY_MEMORY_OPTION,
-    allow_empty: bool = REPLAY_ALLOW_EMPTY_OPTION,
-    cluster: str = REPLAY_CLUSTER_OPTION,
-    devices: str = REPLAY_DEVICES_OPTION,
-) -> None:
+def _replay(root: Path, junit: Path | None, force: bool, as_json: bool,
+            devices: str | None, **options: Any) -> None:
     """``nebisect replay`` (its help is :data:`REPLAY_HELP`): :func:`nebisect.api.replay`
     of the corpus at ``root``, the results reported, the exit code by regressions and
     damage; ``--devices`` replays on each device of a cluster instead."""
@@ -96,14 +54,13 @@ def replay(
     if junit:
         output_file(junit, "--junit", force=force, inputs=[("the corpus", root)])
     if devices is not None:
-        timeouts = Timeouts.parse(timeout)
-        use_memory(memory)
+        timeouts = Timeouts.parse(options["timeout"])
         scan = Corpus(root).scan()
-        _replay_devices(scan.cases, scan.problems, cluster, devices, target or (), timeouts,
-                        as_json, update)
+        _replay_devices(scan.cases, scan.problems, options["cluster"], devices,
+                        options["target"] or (), timeouts, parse_memory(options["memory"]),
+                        as_json, options["update"])
     try:
-        report = api.replay(root, target=target, jobs=jobs, timeout=timeout, memory=memory,
-                            update=update, allow_empty=allow_empty, cluster=cluster)
+        report = api.replay(root, **options)
     except api.Stopped as stop:
         assert isinstance(stop.result, api.ReplayReport)
         _emit(stop.result, junit, as_json)
@@ -117,9 +74,12 @@ def replay(
     raise typer.Exit(0 if report.ok else 1)
 
 
+replay = cli_command(REPLAY, _replay)
+
+
 def _replay_devices(cases: Sequence[CorpusCase], problems: Sequence[Problem], cluster: str | None,
-                    devices: str, targets: Sequence[str], timeouts: Timeouts, as_json: bool,
-                    update: bool) -> None:
+                    devices: str, targets: Sequence[str], timeouts: Timeouts,
+                    memory: int | None, as_json: bool, update: bool) -> None:
     """``--devices``: the case × device matrix; exit 1 on a regression in any cell."""
     from nebisect.executors.cluster import ClusterExecutor
     from nebisect.executors.runner import Runner
@@ -127,7 +87,7 @@ def _replay_devices(cases: Sequence[CorpusCase], problems: Sequence[Problem], cl
 
     if update:
         raise NebisectError("--devices cannot be combined with --update")
-    with Runner(cluster=cluster) as runner:
+    with Runner(cluster=cluster, memory=memory) as runner:
         executor = runner.executor
         if not isinstance(executor, ClusterExecutor):
             raise NebisectError(f"--devices needs --cluster ADDRESS (or ${CLUSTER_ENV})")

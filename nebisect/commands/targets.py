@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from nebisect.targets import registered_targets, spec_of
+from nebisect.targets.registry import registered_targets, spec_of
 
 ORDER = 90
 

@@ -37,19 +37,14 @@ other case keeps its bytes and its id.
 from __future__ import annotations
 
 import json
-import typing
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
-from nebisect.case import (
-    EXPORTED,
-    REFERENCE_TARGET,
-    SCRIPTED,
-    CaseOptions,
-    case_stage,
-    sha256_bytes,
-)
+from nebisect.arrays import sha256_bytes
+from nebisect.case import EXPORTED, SCRIPTED, CaseOptions, case_stage
+from nebisect.codec import Form, Record
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.errors import NebisectError
 from nebisect.files import parse_untrusted_json
 from nebisect.verdict import Stage
@@ -69,8 +64,10 @@ class CorruptCaseError(NebisectError):
 
 
 @dataclass
-class Expected:
+class Expected(Record):
     """What replay must observe for a case."""
+
+    json_form: ClassVar[Form] = Form(what="field")
 
     status: str
     signature: str = ""
@@ -112,8 +109,12 @@ class Expected:
 
 
 @dataclass
-class CaseRecord:
-    """The content of ``case.json`` (schema version :data:`CASE_SCHEMA_VERSION`)."""
+class CaseRecord(Record):
+    """The content of ``case.json`` (schema version :data:`CASE_SCHEMA_VERSION`; the
+    ``function`` and the expectation's ``chips`` left out when empty, so every case
+    recorded before they existed keeps its bytes)."""
+
+    json_form: ClassVar[Form] = Form(what="field", omit_defaults=("function",))
 
     case_id: str
     source_kind: str
@@ -158,12 +159,10 @@ class CaseRecord:
         return self.name or self.case_id
 
     def to_json(self) -> str:
-        body = asdict(self)
-        body["options"] = self.options.to_dict()
-        if not body["expected"]["chips"]:
+        """The text of ``case.json``: the record's JSON object and its checksum."""
+        body = self.to_dict()
+        if not self.expected.chips:
             del body["expected"]["chips"]
-        if not body["function"]:
-            del body["function"]
         body["checksum"] = _checksum(body)
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
@@ -172,7 +171,7 @@ class CaseRecord:
         """Parse and verify a record; any mismatch is a :class:`CorruptCaseError`.
 
         The one reader of ``case.json`` text: untrusted JSON limits
-        (:func:`~nebisect.files.parse_untrusted_json`), then the JSON type of every
+        (:func:`~nebisect.files.parse_untrusted_json`), then the codec's check of every
         field, so a malformed record is a damaged case, never an exception elsewhere.
         """
         try:
@@ -190,14 +189,8 @@ class CaseRecord:
         stored = body.pop("checksum", None)
         if stored != _checksum(body):
             raise CorruptCaseError(f"{CASE_FILE} checksum mismatch (edited by hand or damaged)")
-        _check_types(cls, body)
-        _check_types(Expected, body.get("expected", {}))
         try:
-            expected = Expected(**body.pop("expected"))
-            options = CaseOptions.from_dict(body.pop("options", {}))
-            record = cls(expected=expected, options=options, **body)
-        except (TypeError, KeyError) as exc:
-            raise CorruptCaseError(f"{CASE_FILE} does not follow the schema ({exc})") from None
+            record = cls.from_dict(body)
         except NebisectError as exc:
             raise CorruptCaseError(f"{CASE_FILE}: {exc}") from None
         record.check_layout()
@@ -241,32 +234,6 @@ class CaseRecord:
                 raise CorruptCaseError(
                     f"plugin {plugin!r} is not one of the case's own files ({PLUGIN_DIR}/*.py)"
                 )
-
-
-def _check_types(record: type, body: dict[str, Any]) -> None:
-    """Every value of ``body`` has the JSON type of ``record``'s field of that name: a
-    string, an integer, a list of strings, a string-to-string mapping, an object for a
-    nested record (parsed by its own reader). Unknown keys are the constructor's to
-    refuse."""
-    hints = typing.get_type_hints(record)
-    for key, value in body.items():
-        if key in hints and not _has_json_type(value, hints[key]):
-            raise CorruptCaseError(f"{CASE_FILE}: field {key!r} has the wrong type "
-                                   f"({type(value).__name__})")
-
-
-def _has_json_type(value: Any, hint: Any) -> bool:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is list:
-        return isinstance(value, list) and all(_has_json_type(v, args[0]) for v in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(
-            isinstance(k, str) and _has_json_type(v, args[1]) for k, v in value.items())
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(hint, type) and issubclass(hint, str):
-        return isinstance(value, str)
-    return isinstance(value, dict)
 
 
 def _checksum(body: dict[str, Any]) -> str:

@@ -42,17 +42,9 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from nebisect.case import (
-    REFERENCE_TARGET,
-    SOURCE_KINDS,
-    Case,
-    CaseOptions,
-    SourceRef,
-    save_npz,
-    sha256_arrays,
-    sha256_path,
-    torch_form,
-)
+from nebisect.arrays import save_npz, sha256_arrays, sha256_path
+from nebisect.case import SOURCE_KINDS, Case, CaseOptions, SourceRef, torch_form
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.corpus.record import (
     CASE_FILE,
     INPUTS_FILE,

@@ -1,13 +1,13 @@
 """Detection (DESIGN §10): runs a model and says what fails, where and why.
 
-:mod:`~nebisect.detect.run` is the work behind ``nebisect run``: it resolves the source,
-converts it and evaluates it on every target and conversion path against the float64
+:mod:`~nebisect.detect.source_run` is the work behind ``nebisect run``: it resolves the
+source, converts it and evaluates it on every target and conversion path against the float64
 reference, each prediction in an isolated child (:mod:`~nebisect.detect.matrix`);
 explores the input space per target (:mod:`~nebisect.detect.discover`); attributes each
 failure to the stage (:mod:`~nebisect.detect.attribution`) and op
 (:mod:`~nebisect.detect.culprit`) where it enters; and merges the failures into one
 finding per root cause (:mod:`~nebisect.detect.causes`), which
-:mod:`~nebisect.detect.terminal` prints and :mod:`~nebisect.detect.report` writes.
+:mod:`~nebisect.detect.run_console` prints and :mod:`~nebisect.detect.report` writes.
 
 The value families and guided probes it explores with live in :mod:`nebisect.inputs`,
 the exploration engine in :mod:`nebisect.search`, and judging one case in

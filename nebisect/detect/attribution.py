@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nebisect.case import REFERENCE_TARGET, Case, CaseOptions
+from nebisect.case import Case, CaseOptions
 from nebisect.detect.culprit import (
     by_intermediates,
     by_outputs,
@@ -36,30 +36,36 @@ from nebisect.detect.culprit import (
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.evaluate.programs import ProgramOutline
 from nebisect.evaluate.workbench import CellKey, Workbench, reference_failure
+from nebisect.oracle import exact_dtype
 from nebisect.search.records import Culprit
 from nebisect.sources.convert import CONVERSION
 from nebisect.sources.torch_graph import torch_intermediates
-from nebisect.targets import spec_of
-from nebisect.verdict import Verdict, exact_dtype, mismatch_signature
+from nebisect.targets.spec import REFERENCE_SPEC, REFERENCE_TARGET, TargetSpec
+from nebisect.verdict import Verdict, mismatch_signature
 
 ATTRIBUTIONS = ("conversion", "precision", "device")
 #: the divergences a probe explains by diverging at all (any other failure it explains
 #: only by failing the same way)
 SPREAD_SIGNATURES = tuple(mismatch_signature(kind) for kind in ("tolerance", "integer",
                                                                 "shape", "nan-suppressed"))
-PRECISION_PROBE = "sim:fp16"
-EXACT_PROBE = REFERENCE_TARGET
+#: the simulator targets that compute only with fp16 or fp32 rounding: a failure of
+#: theirs that is no conversion bug is one of precision
+PRECISION_TARGETS = (TargetSpec("sim", "fp16"), TargetSpec("sim", "fp16-naive"),
+                     TargetSpec("sim", "fp32"))
+PRECISION_PROBE = PRECISION_TARGETS[0]
+EXACT_PROBE = REFERENCE_SPEC
 
 
-def attribute(target: str, verdict: Verdict, exact_ok: bool | None, fp16_ok: bool | None) -> str:
+def attribute(target: TargetSpec, verdict: Verdict, exact_ok: bool | None,
+              fp16_ok: bool | None) -> str:
     """Where a failing cell's divergence enters (see the module docstring)."""
     if verdict.stage == "convert" or exact_ok is False:
         return "conversion"
     if verdict.status == "error" and verdict.stage == "load":
         return "device"
-    if target in (PRECISION_PROBE, "sim:fp16-naive", "sim:fp32"):
+    if target in PRECISION_TARGETS:
         return "precision"
-    if fp16_ok is False and spec_of(target).precision == "fp16":
+    if fp16_ok is False and target.precision == "fp16":
         return "precision"
     return "device"
 
@@ -108,20 +114,20 @@ class Attributor:
         found = [(probe, self.probe_path(probe, path)) for probe in probes]
         return [CellKey(probe, p, npz) for probe, p in found if p is not None]
 
-    def probe_path(self, target: str, path: str) -> str | None:
+    def probe_path(self, target: TargetSpec, path: str) -> str | None:
         """The path ``target``'s probe of a cell on ``path`` runs (None: it cannot)."""
         paths = self.bench.paths_of(target)
         if isinstance(paths, Verdict) or (path not in paths and paths != [""]):
             return None
         return path if paths != [""] else ""
 
-    def _probe(self, target: str, key: CellKey, same: str | None = None) -> bool | None:
+    def _probe(self, target: TargetSpec, key: CellKey, same: str | None = None) -> bool | None:
         """Does ``target`` pass the cell ``key`` — or, given ``same``, not fail with that
         signature (None: it was not judged)?"""
         probe_path = self.probe_path(target, key.path)
         if probe_path is None:
             return None
-        verdict, _ = self.bench.run(target, probe_path, key.inputs)
+        verdict, _ = self.bench.evaluate_cell(target, probe_path, key.inputs)
         if verdict.status == "skipped" or reference_failure(verdict):
             return None
         return not verdict.failed or (same is not None and verdict.signature != same)
@@ -132,7 +138,7 @@ class Attributor:
         probe_path = self.probe_path(EXACT_PROBE, key.path)
         if probe_path is None:
             return False
-        _, arrays = self.bench.run(EXACT_PROBE, probe_path, key.inputs)
+        _, arrays = self.bench.evaluate_cell(EXACT_PROBE, probe_path, key.inputs)
         outputs = split_arrays(arrays, "out:")
         return any(exact_dtype(ref.dtype) and name in outputs
                    and not exact_dtype(outputs[name].dtype)
@@ -147,13 +153,13 @@ class Attributor:
         if bench.source.ref.is_torch and not path:
             return None  # a torch target: no program whose ops could be named
         outcome = evaluate(self._intermediates_case(target, path, npz),
-                           reference=EXACT_PROBE, isolator=bench.isolator,
+                           reference=REFERENCE_TARGET, isolator=bench.isolator,
                            timeout=bench.timeouts.predict)
         target_mid = split_arrays(outcome.arrays, "mid:")
         if not target_mid:
             return None
         graph, reference = bench.outline(target, path), split_arrays(outcome.arrays, "refmid:")
-        found = by_intermediates(graph, target_mid, reference, spec_of(target).precision,
+        found = by_intermediates(graph, target_mid, reference, target.precision,
                                  verdict.signature)
         if found is None and verdict.signature == "mismatch:nonfinite":
             # The reference computes the same inf/NaN (a package's own program): the
@@ -161,25 +167,25 @@ class Attributor:
             return first_nonfinite(graph, reference)
         return found
 
-    def _intermediates_case(self, target: str, path: str, npz: str, steps: int = 0) -> Case:
+    def _intermediates_case(self, target: TargetSpec, path: str, npz: str, steps: int = 0) -> Case:
         """The case of a cell that records every intermediate value (over ``steps``
         steps: the cell's own when 0)."""
         cell = self.bench.case(target, path, npz)
         options = CaseOptions(plugins=tuple(self.bench.plugins), intermediates=True,
                               steps=steps or cell.options.steps)
-        return Case(cell.ref, target, inputs_path=npz, model_sha256=cell.model_sha256,
+        return Case(cell.ref, str(target), inputs_path=npz, model_sha256=cell.model_sha256,
                     inputs_sha256=cell.inputs_sha256, options=options)
 
     def _conversion_culprit(self, path: str, npz: str) -> Culprit | None:
         """Where the exact program on ``path`` first disagrees with torch at the inputs
         ``npz``: by torch's intermediates (:func:`by_torch`), else by the outputs."""
         bench = self.bench
-        verdict, arrays = bench.run(EXACT_PROBE, path, npz)
+        verdict, arrays = bench.evaluate_cell(EXACT_PROBE, path, npz)
         if not verdict.failed:
             return None
         graph = bench.outline(EXACT_PROBE, path)
         precision = bench.case(EXACT_PROBE, path, npz).options.judging_precision(
-            spec_of(EXACT_PROBE).precision)
+            EXACT_PROBE.precision)
         torch_outputs, program_outputs = split_arrays(arrays, "ref:"), split_arrays(arrays, "out:")
         diverging = [name for name, _ in diverging_outputs(graph, torch_outputs,
                                                            program_outputs, precision)]
@@ -196,7 +202,7 @@ class Attributor:
         if not path or bench.source.states or not diverging:
             return None
         recorded = torch_intermediates(
-            bench.source.location, npz, path, spec_of(bench.reference).dtype or "fp64",
+            bench.source.location, npz, path, bench.reference.dtype or "fp64",
             isolator=bench.isolator, needs=CONVERSION, timeout=bench.timeouts.convert)
         if recorded is None:
             return None

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from nebisect.case import REFERENCE_TARGET
 from nebisect.detect.causes import COMPRESSION
 from nebisect.detect.findings import Row
 from nebisect.detect.titles import trigger_words
 from nebisect.evaluate.compression import CompressionCheck, InputSetError
 from nebisect.search.records import Culprit
 from nebisect.search.space import Member
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import Status, Verdict, mismatch_signature
 
 #: what a compression culprit compared

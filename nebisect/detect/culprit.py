@@ -5,8 +5,8 @@ reduce_log_sum_exp "var_12"``. Two comparisons, depending on the attribution:
 
 * ``precision`` and ``device`` — the target's intermediates against the exact
   evaluation (``sim:fp64``) of the same program, by first-divergence search over the
-  program's topological order (:func:`nebisect.ddmin.first_divergence` with
-  :meth:`~nebisect.ddmin.Dag.frontier`, each value judged as ``bisect`` judges it);
+  program's topological order (:func:`nebisect.search.divergence.first_divergence` with
+  :meth:`~nebisect.search.divergence.Dag.frontier`, each value judged as ``bisect`` judges it);
 * ``conversion`` — the divergence is between torch and the fp64 program. coremltools
   names the MIL values after torch's nodes, so torch's own intermediates (recorded by
   :mod:`nebisect.sources.torch_graph`) are matched to MIL values where that is sure
@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET
-from nebisect.ddmin import first_divergence
 from nebisect.detect.torch_match import candidates, placed, reaching
-from nebisect.report.payload import OpError
+from nebisect.oracle import compare, value_divergence
+from nebisect.search.divergence import OpError, first_divergence
 from nebisect.search.records import Culprit
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.sources.torch_graph import TorchGraph
-from nebisect.verdict import compare, mismatch_signature, value_divergence
+from nebisect.targets.spec import REFERENCE_TARGET
+from nebisect.verdict import mismatch_signature
 
 #: what a culprit found by intermediates compared, and the words for a conversion one
 BY_INTERMEDIATES = f"intermediates against {REFERENCE_TARGET}"
@@ -44,7 +44,7 @@ OWN_NONFINITE = (f"the program's own values ({REFERENCE_TARGET}): the first op c
                  "inf/NaN from finite values")
 #: the ops whose output is the value a state keeps for the next prediction: judged as a
 #: held value (an fp16 state that overflows is the culprit even where the exact sum is
-#: beyond fp16 range, see :func:`nebisect.verdict.compare`)
+#: beyond fp16 range, see :func:`nebisect.oracle.compare`)
 STATE_WRITES = ("coreml_update_state",)
 #: the cliffs a culprit search follows to the op where they appear (see
 #: :func:`by_intermediates`)
@@ -166,8 +166,8 @@ def by_torch(graph: Any, program: dict[str, np.ndarray], torch_graph: TorchGraph
     :mod:`nebisect.detect.torch_match`) and whose divergence reaches one of the
     ``diverging`` outputs; None when no such value is found.
 
-    Every matched value is judged (:func:`~nebisect.verdict.compare`), not bisected
-    with :func:`~nebisect.ddmin.first_divergence`: matched values are sparse, so "a
+    Every matched value is judged (:func:`~nebisect.oracle.compare`), not bisected
+    with :func:`~nebisect.search.divergence.first_divergence`: matched values are sparse, so "a
     matched value live after op i disagrees" is not monotone (a divergence carried
     between two of them by unmatched values only, or one torch's own code discards),
     and a bisection could step over the first."""

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.ddmin import Stop
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.detect.attribution import Attributor
 from nebisect.detect.findings import Row
@@ -29,9 +28,11 @@ from nebisect.evaluate.judge import split_arrays
 from nebisect.evaluate.workbench import CellKey, reference_failure
 from nebisect.inputs.families import Family, InputSet
 from nebisect.search.cliff import Boundary
+from nebisect.search.ddmin import Stop
 from nebisect.search.explore import ExploreProgress, explore
 from nebisect.search.readout import Element, read
 from nebisect.search.records import Culprit, Exploration, Observation
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Status, Verdict
 
 
@@ -46,32 +47,32 @@ class Discovery:
     budget: int = DEFAULT_BUDGET
     families: list[str] | None = None
     seed: int = 0
-    targets: list[str] | None = None
+    targets: list[TargetSpec] | None = None
     first_failure: bool = False
 
 
 def explore_target(
-    attributor: Attributor, target: str, paths: Sequence[str], families: Sequence[Family], *,
+    attributor: Attributor, target: TargetSpec, paths: Sequence[str], families: Sequence[Family], *,
     budget: int, guided: Sequence[Boundary], rows: list[Row],
     progress: Callable[[ExploreProgress], None] | None = None, stop: Stop | None = None,
 ) -> Exploration:
     """Spend ``budget`` predictions on ``target`` (less when ``stop`` says so); every
     evaluation is appended to ``rows``."""
-    bench = attributor.bench
+    bench, name = attributor.bench, str(target)
     located: dict[tuple[str, str, str], Culprit | None] = {}
 
     def evaluate(input_set: InputSet) -> list[Observation]:
         npz = bench.save_inputs(input_set.arrays, input_set.label)
         observations = []
         for path in paths:
-            verdict, arrays = bench.run(target, path, npz)
-            row = Row(target, 0, verdict, path=path, input_set=input_set.member, explored=True)
+            verdict, arrays = bench.evaluate_cell(target, path, npz)
+            row = Row(name, 0, verdict, path=path, input_set=input_set.member, explored=True)
             rows.append(row)
             if reference_failure(verdict):
-                row.verdict = Verdict(Status.SKIPPED, verdict.stage, target=target,
+                row.verdict = Verdict(Status.SKIPPED, verdict.stage, target=name,
                                       message=f"not judged: the reference failed "
                                       f"({verdict.signature})")
-                observations.append(Observation(row.verdict, path=path, target=target))
+                observations.append(Observation(row.verdict, path=path, target=name))
                 continue
             if verdict.failed:
                 cell = CellKey(target, path, npz)
@@ -81,7 +82,7 @@ def explore_target(
                     located[key] = attributor.explain(cell, verdict)[1]
                 row.culprit = located[key]
             observations.append(Observation(verdict, row.culprit, path, first_value(arrays),
-                                            arrays, row.attribution, target))
+                                            arrays, row.attribution, name))
         return observations
 
     return explore(evaluate, families, budget=budget, guided=guided, progress=progress,

@@ -23,7 +23,7 @@ from nebisect.isolation.provenance import package_version, provenance
 from nebisect.report.payload import ReportFinding, WorstElement
 from nebisect.search.records import Culprit, FailureGroup
 from nebisect.sources.convert import PATH_LABELS
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
 from nebisect.verdict import Comparison
 
 #: the versions an issue states, in this order (``transformers`` only when installed:

@@ -28,9 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nebisect.case import TORCH_REFERENCE
 from nebisect.codec import Form, Record
-from nebisect.ddmin import Stats
 from nebisect.detect.attribution import Attributor
 from nebisect.detect.causes import RunFinding, numbered, root_causes
 from nebisect.detect.discover import Discovery, explore_target, values_at
@@ -62,6 +60,7 @@ from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.mil.roles import InputRole
 from nebisect.search.cliff import Cliff
+from nebisect.search.ddmin import Stats
 from nebisect.search.explore import ExploreProgress
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
 from nebisect.sources.compress import CompressedConversion
@@ -71,8 +70,8 @@ from nebisect.sources.convert import (
     one_path_failure,
 )
 from nebisect.sources.resolve import Source
-from nebisect.targets import spec_of
 from nebisect.targets.plugins import use_plugins
+from nebisect.targets.spec import TORCH_REFERENCE_SPEC, TargetSpec
 from nebisect.verdict import Status, Verdict
 
 #: how many of a cliff's probes (those nearest its bracket) the report's plot shows
@@ -80,7 +79,7 @@ CHART_POINTS = 4
 #: why an exploration asked to end at its target's first failure stopped
 FIRST_FAILURE = "stopped at the first failure"
 #: the reference for a torch model that pins float32
-FLOAT32_REFERENCE = "torch:cpu:fp32"
+FLOAT32_REFERENCE = TargetSpec("torch", "cpu", "fp32")
 #: what torch says when a model pins float32 and its float64 copy mixes the two
 DTYPE_PINS = ("must have the same dtype", "expected scalar type", "Expected scalar type",
               "Input type (float) and bias type (double)",
@@ -252,10 +251,10 @@ class MatrixRunner:
     """
 
     source: Source
-    targets: list[str]
+    targets: list[TargetSpec]
     workdir: Path
     runner: Runner
-    reference: str = ""
+    reference: TargetSpec | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)
     convert: Converter | None = None
     plugins: list[str] = field(default_factory=list)
@@ -270,22 +269,24 @@ class MatrixRunner:
     replaceable: bool = field(init=False)
     bench: Workbench = field(init=False)
     attributor: Attributor = field(init=False)
+    #: the reference the cells are judged against: ``reference``, else the source's own
+    oracle: TargetSpec = field(init=False)
 
     def __post_init__(self) -> None:
-        self.replaceable = not self.reference
-        self.reference = self.reference or self.source.reference
-        self.report = RunReport(self.source.location, self.reference,
+        self.replaceable = self.reference is None
+        self.oracle = self.reference or self.source.reference
+        self.report = RunReport(self.source.location, str(self.oracle),
                                 function=self.source.function)
         self.plugins = use_plugins(self.plugins, timeout=self.timeouts.load,
                                    isolator=self.runner.isolator)
-        self.bench = Workbench(self.source, self.workdir, self.runner.isolator, self.reference,
+        self.bench = Workbench(self.source, self.workdir, self.runner.isolator, self.oracle,
                                self.timeouts, self.convert, self.plugins, self.paths,
                                self.require, self.steps)
         self.attributor = Attributor(self.bench)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         started = time.perf_counter()
-        report = self.report = RunReport(self.source.location, self.reference,
+        report = self.report = RunReport(self.source.location, str(self.oracle),
                                          function=self.source.function)
         described = model_inputs(self.source, lengths)
         floats = described.names("float")
@@ -367,11 +368,15 @@ class MatrixRunner:
         converts (a torch source's conversion template covers the run's own)."""
         if not self.targets:
             return
-        program = next((t for t in self.targets if spec_of(t).runs_programs), self.targets[0])
+        program = next((t for t in self.targets if t.runs_programs), self.targets[0])
         needs = self.bench.needs(program)
         self.runner.expect(needs, threads=self.runner.jobs if self.discovery else 1)
 
-    def _converted(self, target: str) -> list[str]:
+    def _named(self, name: str) -> TargetSpec:
+        """The target of the run a row names."""
+        return next(t for t in self.targets if str(t) == name)
+
+    def _converted(self, target: TargetSpec) -> list[str]:
         """The conversion paths ``target``'s cells run (none when none converts)."""
         paths = self.bench.paths_of(target)
         return [] if isinstance(paths, Verdict) else paths
@@ -383,7 +388,7 @@ class MatrixRunner:
         if self.runner.remote:
             run_cells(self.bench, keys, self.runner, self.progress)
 
-    def _rows(self, target: str, input_set: InputSet, npz: str, *,
+    def _rows(self, target: TargetSpec, input_set: InputSet, npz: str, *,
               finished_only: bool = False) -> list[Row]:
         """One row per conversion path of ``target``, in path order: its verdict where
         the path converted, a convert-error row where it failed and another converted
@@ -395,12 +400,12 @@ class MatrixRunner:
         ``--strict-conversion`` would.
         ``finished_only`` (a run that was stopped): only the cells already evaluated, on
         the conversions already made — nothing is converted or evaluated now."""
-        member = input_set.member
+        member, name = input_set.member, str(target)
         length = int(member.magnitude) if member.family == "length" else 0
         paths = self.bench.paths_of(target, convert=not finished_only)
         if isinstance(paths, Verdict):
-            return [Row(target, length, paths, input_set=member)]
-        rows = [Row(target, length, self.bench.run(target, path, npz)[0], path=path,
+            return [Row(name, length, paths, input_set=member)]
+        rows = [Row(name, length, self.bench.evaluate_cell(target, path, npz)[0], path=path,
                     input_set=member) for path in paths
                 if not finished_only or self.bench.cached(CellKey(target, path, npz))]
         # A path converted with nebisect's converter overrides is judged, and its failure
@@ -409,11 +414,11 @@ class MatrixRunner:
         # paths that failed with the overrides too).
         beside = {row.path: row.verdict.signature for row in rows}
         cured = self.bench.cured_failures(target, convert=not finished_only)
-        rows += [Row(target, length, replace(verdict, target=target), path=path,
+        rows += [Row(name, length, replace(verdict, target=name), path=path,
                      input_set=member) for path, verdict in cured]
         failed = [] if any(not path for path, _ in cured) else self.bench.failed_paths(
             target, convert=not finished_only)
-        rows += [Row(target, length, replace(one_path_failure(attempt, beside), target=target),
+        rows += [Row(name, length, replace(one_path_failure(attempt, beside), target=name),
                      path=attempt.path, input_set=member) for attempt in failed]
         return sorted(rows, key=lambda row: (PATHS.index(row.path) if row.path in PATHS else -1,
                                              row.verdict.stage != "convert"))
@@ -422,15 +427,15 @@ class MatrixRunner:
         """The message of the default torch float64 reference failing on a dtype the
         model pins (``timesteps.float()`` beside float64 weights: ``mat1 and mat2 must
         have the same dtype``), or ""."""
-        if not self.replaceable or self.reference != TORCH_REFERENCE:
+        if not self.replaceable or self.oracle != TORCH_REFERENCE_SPEC:
             return ""
         return next((r.verdict.message.rpartition("failed: ")[2]
                      for r in report.rows if r.role == "reference"
                      and any(pin in r.verdict.message for pin in DTYPE_PINS)), "")
 
-    def _judge_against(self, reference: str) -> None:
+    def _judge_against(self, reference: TargetSpec) -> None:
         """Judge every cell against ``reference`` from now on."""
-        self.reference = reference
+        self.oracle = reference
         self.bench.rejudge(reference)
 
     def _separate_reference(self, rows: list[Row], input_set: InputSet) -> list[Row]:
@@ -438,15 +443,15 @@ class MatrixRunner:
         failure = next((r.verdict for r in rows if reference_failure(r.verdict)), None)
         if failure is None:
             return rows
-        reference = Verdict.from_dict({**failure.to_dict(), "target": self.reference})
+        reference = Verdict.from_dict({**failure.to_dict(), "target": str(self.oracle)})
         reference.message = f"reference failed: {failure.message}"
-        separated = [Row(self.reference, rows[0].length, reference, role="reference",
+        separated = [Row(str(self.oracle), rows[0].length, reference, role="reference",
                          input_set=input_set.member)]
         for row in rows:
             if reference_failure(row.verdict):
                 row.verdict = Verdict(
                     Status.SKIPPED, REFERENCE_STAGE, target=row.target, timings=row.verdict.timings,
-                    message=f"not judged: the reference {self.reference} failed "
+                    message=f"not judged: the reference {self.oracle} failed "
                     f"({failure.signature})",
                 )
             separated.append(row)
@@ -465,7 +470,8 @@ class MatrixRunner:
                 row.attribution = "conversion"
                 continue
             row.attribution, row.culprit = self.attributor.explain(
-                CellKey(row.target, row.path, npzs[row.input_set.label]), row.verdict)
+                CellKey(self._named(row.target), row.path, npzs[row.input_set.label]),
+                row.verdict)
 
     def _explore(self, report: RunReport, discovery: Discovery, lengths: tuple[int, ...]) -> None:
         described = model_inputs(self.source, lengths)
@@ -476,7 +482,7 @@ class MatrixRunner:
         explored = [(target, paths) for target in discovery.targets or self.targets
                     if not isinstance(paths := self.bench.paths_of(target), Verdict)]
 
-        def work(item: tuple[str, list[str]], isolator: Isolator) -> tuple[Exploration,
+        def work(item: tuple[TargetSpec, list[str]], isolator: Isolator) -> tuple[Exploration,
                                                                            list[Row]]:
             target, paths = item
             rows: list[Row] = []
@@ -488,7 +494,7 @@ class MatrixRunner:
             def failed(_stats: Stats) -> str | None:
                 # A path that did not convert is no reason to stop exploring the others.
                 seen = [*report.rows, *rows]
-                return FIRST_FAILURE if any(r.target == target and r.role == "target"
+                return FIRST_FAILURE if any(r.target == str(target) and r.role == "target"
                                             and r.verdict.failed and r.verdict.stage != "convert"
                                             for r in seen) else None
 
@@ -501,7 +507,7 @@ class MatrixRunner:
         # Rows join the report in target order, however the threads finished.
         for (target, _), (exploration, rows) in zip(explored, self.runner.map(explored, work),
                                                      strict=True):
-            report.explorations[target] = exploration
+            report.explorations[str(target)] = exploration
             report.rows += rows
         named = {family.name: family for family in families}
         for exploration in report.explorations.values():
@@ -522,9 +528,9 @@ class MatrixRunner:
                 continue
             self.progress(f"charting the {finding.family} cliff on {target}")
             path = finding.path if finding.path in paths else ""
-            runs = [values_at(self.bench.run(target, path, npz)[1], finding.cliff.element)
+            runs = [values_at(self.bench.evaluate_cell(target, path, npz)[1], finding.cliff.element)
                     for npz in npzs]
-            finding.series[target] = [output for output, _ in runs]
+            finding.series[str(target)] = [output for output, _ in runs]
             finding.series.setdefault("reference", [reference for _, reference in runs])
 
 

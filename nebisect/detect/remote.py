@@ -22,13 +22,15 @@ import base64
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nebisect.case import Case, SourceRef, load_npz, save_npz
+from nebisect.arrays import load_npz, save_npz
+from nebisect.case import Case, SourceRef
+from nebisect.codec import encode
 from nebisect.evaluate.judge import evaluate
 from nebisect.evaluate.workbench import CellKey, Workbench
 from nebisect.executors import Unit, UnitResult
@@ -41,6 +43,16 @@ from nebisect.verdict import Stage, Status, Verdict
 
 #: the unit kind (:data:`nebisect.executors.units.UNIT_KINDS`)
 CELL_KIND = "run-cell"
+
+
+@dataclass(frozen=True)
+class CellArguments:
+    """A ``run-cell`` unit's arguments: the case (its files named relative to the unit's
+    root), the run's reference target and the case's timeout."""
+
+    case: Case
+    reference: str
+    timeout: float
 
 
 def _moved(case: Case, move: Callable[[str], str]) -> Case:
@@ -76,22 +88,22 @@ def cell_unit_of(case: Case, reference: str, timeout: float) -> Unit:
     if root in files:
         root = root.parent
     relative = _moved(case, lambda p: Path(p).resolve().relative_to(root).as_posix())
-    payload = {"case": relative.to_dict(),
-               "reference": reference, "timeout": timeout}
     names = sorted({file.relative_to(root).as_posix() for file in files})
-    return Unit(CELL_KIND, payload, paths=names, root=root,
+    return Unit(CELL_KIND, encode(CellArguments(relative, reference, timeout)), paths=names,
+                root=root,
                 label=f"{case.target} {Path(case.inputs_path).name}")
 
 
-def cell_unit(payload: dict[str, Any], root: Path, workdir: Path,
+def cell_unit(arguments: CellArguments, root: Path, workdir: Path,
               isolator: Isolator) -> dict[str, Any]:
-    """Handler of ``run-cell`` units: the cell evaluated as :meth:`Workbench.run` does, its
-    verdict as JSON and its outputs as a base64 ``.npz``."""
-    case = _moved(Case.from_dict(payload["case"]), lambda name: str(root / name))
-    use_plugins(case.options.plugins, timeout=payload["timeout"], isolator=isolator)
+    """Handler of ``run-cell`` units: the cell evaluated as
+    :meth:`Workbench.evaluate_cell` does, its verdict as JSON and its outputs as a base64
+    ``.npz``."""
+    case = _moved(arguments.case, lambda name: str(root / name))
+    use_plugins(case.options.plugins, timeout=arguments.timeout, isolator=isolator)
     started = time.perf_counter()
-    outcome = evaluate(case, reference=payload["reference"],
-                       isolator=isolator, timeout=payload["timeout"])
+    outcome = evaluate(case, reference=arguments.reference,
+                       isolator=isolator, timeout=arguments.timeout)
     if outcome.verdict.timings.total is None:
         outcome.verdict.timings.total = time.perf_counter() - started
     workdir.mkdir(parents=True, exist_ok=True)
@@ -125,7 +137,7 @@ def run_cells(bench: Workbench, keys: Sequence[CellKey], runner: Runner,
     workbench's cache
     (each key's path must have converted for its target: :meth:`Workbench.paths_of`)."""
     pending = [key for key in dict.fromkeys(keys) if not bench.cached(key)]
-    units = [cell_unit_of(bench.case(key.target, key.path, key.inputs), bench.reference,
+    units = [cell_unit_of(bench.case(key.target, key.path, key.inputs), str(bench.reference),
                           bench.timeouts.predict) for key in pending]
     received = bench.workdir / "received"
 
@@ -133,7 +145,7 @@ def run_cells(bench: Workbench, keys: Sequence[CellKey], runner: Runner,
 
     def store(index: int, result: UnitResult) -> None:
         key = pending[index]
-        bench.store(key, *_received(result, key.target, received / str(index)))
+        bench.store(key, *_received(result, str(key.target), received / str(index)))
         done.append(key)
         progress(f"evaluated {len(done)}/{len(pending)} cells on {runner.executor.name}")
 

@@ -7,7 +7,7 @@ own variance (zero), and torch in float32 computes that as badly as the fp32 pro
 does. So for each failure group of a precision finding, torch runs the model at the
 group's precision on the group's smallest trigger and on its other failing input sets
 from the largest down (:data:`PEER_INPUTS` in all) — judged against the same float64
-reference by the same oracle (:func:`nebisect.verdict.compare`), in the ULPs the
+reference by the same oracle (:func:`nebisect.oracle.compare`), in the ULPs the
 program's own comparisons count (:func:`judged_in`) — and the largest errors of both are
 set side by side (:class:`TorchPeer`, :func:`worst_pair`). The largest, not the
 trigger's alone: a trigger localized at a cliff's edge is where the program has just
@@ -55,7 +55,8 @@ from nebisect.detect.titles import MESSAGE_CHARS
 from nebisect.evaluate.judge import evaluate
 from nebisect.evaluate.workbench import Workbench
 from nebisect.search.records import FailureGroup
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Comparison, Status, Verdict
 
 #: how many times torch's error (at the same precision, in its ULPs) Core ML's may be
@@ -63,9 +64,9 @@ from nebisect.verdict import Comparison, Status, Verdict
 AS_BAD_FACTOR = 4.0
 #: the torch targets a program target of each precision is compared with, in order of
 #: preference (the first that runs the model)
-PEERS = {"fp16": ("torch:cpu:fp16", "torch:cpu:fp32"),
-         "bf16": ("torch:cpu:bf16", "torch:cpu:fp32"),
-         "fp32": ("torch:cpu:fp32",)}
+PEERS = {"fp16": (TargetSpec("torch", "cpu", "fp16"), TargetSpec("torch", "cpu", "fp32")),
+         "bf16": (TargetSpec("torch", "cpu", "bf16"), TargetSpec("torch", "cpu", "fp32")),
+         "fp32": (TargetSpec("torch", "cpu", "fp32"),)}
 #: comparison kinds that measure no error: the output is inf or NaN
 NO_ERROR_KINDS = ("nonfinite", "nan-suppressed")
 #: the attribution this module judges
@@ -230,8 +231,8 @@ class TorchPeers:
 
     bench: Workbench
     #: torch targets that could not run the model, with why (each said once)
-    cannot: dict[str, str] = field(default_factory=dict)
-    _verdicts: dict[tuple[str, str, str], Verdict] = field(default_factory=dict)
+    cannot: dict[TargetSpec, str] = field(default_factory=dict)
+    _verdicts: dict[tuple[TargetSpec, str, str], Verdict] = field(default_factory=dict)
 
     def compare(self, findings: Iterable[RunFinding]) -> list[TorchPeer]:
         """A peer for each precision group of the precision ``findings`` (none for a
@@ -251,29 +252,30 @@ class TorchPeers:
                  if label in self.bench.saved}
         if group.smallest.label not in files or not spec.runs_programs:
             return None
-        programs = {label: self.bench.run(group.target, group.path, npz)[0]
+        programs = {label: self.bench.evaluate_cell(spec, group.path, npz)[0]
                     for label, npz in files.items()}
         precision = judged_in(programs[group.smallest.label]) or spec.precision
         trigger = files[group.smallest.label]
         torch = next((t for t in PEERS.get(spec.precision, ()) if t != self.bench.reference
-                      and self.evaluate(t, precision, trigger) is not None), "")
+                      and self.evaluate(t, precision, trigger) is not None), None)
         pairs = {label: paired(programs[label], verdict) for label, npz in files.items()
-                 if torch and (verdict := self.evaluate(torch, precision, npz)) is not None}
+                 if torch is not None
+                 and (verdict := self.evaluate(torch, precision, npz)) is not None}
         compared = [label for label, found in pairs.items() if found]
-        if not compared:
+        if torch is None or not compared:
             return None
-        return TorchPeer(group.target, group.path, group.signature, compared, torch,
+        return TorchPeer(group.target, group.path, group.signature, compared, str(torch),
                          precision, *worst_pair([pair for label in compared
                                                  for pair in pairs[label]]))
 
-    def evaluate(self, torch: str, precision: str, npz: str) -> Verdict | None:
+    def evaluate(self, torch: TargetSpec, precision: str, npz: str) -> Verdict | None:
         """torch's verdict on ``npz`` judged in ``precision``'s ULPs (None, and the
         reason kept in :attr:`cannot`, when it cannot run the model)."""
         key = (torch, precision, npz)
         if key not in self._verdicts:
             case = self.bench.case(torch, "", npz)
             case = replace(case, options=replace(case.options, judge_precision=precision))
-            outcome = evaluate(case, reference=self.bench.reference,
+            outcome = evaluate(case, reference=str(self.bench.reference),
                                isolator=self.bench.isolator,
                                timeout=self.bench.timeouts.predict,
                                reference_cache=str(self.bench.workdir / "references"))
@@ -289,7 +291,7 @@ class TorchPeers:
         (``""``: none): the findings of their precision were compared with the next
         torch target that could, which each comparison names."""
         return "; ".join(f"not comparable with {t}: torch cannot run this model in "
-                         f"{spec_of(t).precision} ({_first_line(why)})"
+                         f"{t.precision} ({_first_line(why)})"
                          for t, why in self.cannot.items())
 
 

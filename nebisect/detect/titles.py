@@ -21,7 +21,7 @@ from nebisect.detect.causes import COMPRESSION, SEVERITY, RunFinding, symptom_of
 from nebisect.search.records import FailureGroup
 from nebisect.search.space import Member
 from nebisect.sources.convert import CURED_PREFIX, CURED_SUFFIX, OVERRIDES_NOTE, PATH_LABELS
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
 
 #: what each symptom class does, as a verb phrase after the op
 PHRASES = {

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nebisect.case import load_npz, save_npz
+from nebisect.arrays import load_npz, save_npz
 from nebisect.codec import Form, Record
 from nebisect.detect.causes import COMPRESSION
 from nebisect.detect.findings import Row
@@ -31,7 +31,7 @@ from nebisect.errors import NebisectError
 from nebisect.files import open_regular, staged, write_text
 from nebisect.search.records import FailureGroup
 from nebisect.sources.converter_overrides import overrides_hint
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
 
 SCHEMA = "nebisect.triggers"
 SCHEMA_VERSION = 1

@@ -10,7 +10,7 @@ within the tolerance (:data:`DEFAULT_TOLERANCE`); beside it stands fp16's own er
 (the baseline at ``sim:fp16`` against itself at fp64), the error every fp16 device adds
 anyway.
 
-When an input set fails, ddmin (:func:`nebisect.ddmin.ddmin`) finds which compressed
+When an input set fails, ddmin (:func:`nebisect.search.ddmin.ddmin`) finds which compressed
 weights to restore: a candidate is a set of weights taken back from the baseline
 (:func:`nebisect.mil.compressed.restored`), and it is *interesting* when every failing
 input set then passes. All restored is the baseline itself, so the reduction starts
@@ -32,12 +32,11 @@ from typing import Any
 import numpy as np
 
 from nebisect.codec import Record
-from nebisect.ddmin import Budget, Evaluator, ReductionError, Stats, ddmin
 from nebisect.errors import NebisectError
 from nebisect.evaluate.recompress import alternatives
-from nebisect.isolate import Isolator
+from nebisect.isolate import COREMLTOOLS_ONLY, Isolator
 from nebisect.mil.compressed import CompressedWeight
-from nebisect.mil.quiet import COREMLTOOLS_ONLY
+from nebisect.search.ddmin import Budget, Evaluator, ReductionError, Stats, ddmin
 from nebisect.sources.loading import ChildSubject, describe_in_child, record_verdict
 from nebisect.verdict import Verdict
 
@@ -110,30 +109,45 @@ def relative_error(outputs: dict[str, np.ndarray], reference: dict[str, np.ndarr
     return worst, worst_abs
 
 
-def check_job(payload: dict[str, Any]) -> Verdict:
+@dataclass(frozen=True)
+class CheckArguments:
+    """The arguments of :func:`check_job`: the compressed package, its baseline, the
+    input sets to compare them on (label → ``.npz``; none: the baseline is only
+    checked) and the tolerance."""
+
+    package: str
+    baseline: str
+    inputs: dict[str, str]
+    tolerance: float
+
+
+def check_job(arguments: CheckArguments) -> Verdict:
     """Child side of :func:`check_compression` (and, without ``inputs``, of
     :func:`check_baseline`)."""
-    return record_verdict(lambda: _check(payload).to_dict())
+    return record_verdict(lambda: _check(arguments).to_dict())
 
 
-def _check(payload: dict[str, Any]) -> CompressionCheck:
-    from nebisect.case import load_npz
+def _check(arguments: CheckArguments) -> CompressionCheck:
+    from nebisect.arrays import load_npz
+    from nebisect.isolation import memory
     from nebisect.mil.compressed import baseline_values, compressed_weights
     from nebisect.mil.interp import compile_program
 
-    package, baseline = _pair(payload["package"], payload["baseline"])
+    package, baseline = _pair(arguments.package, arguments.baseline)
     weights = compressed_weights(package.functions["main"])
     if not weights:
-        raise NebisectError(f"{payload['package']} has no compressed weights (no constexpr "
+        raise NebisectError(f"{arguments.package} has no compressed weights (no constexpr "
                             "op feeds a compute op): no compression to measure")
-    check = CompressionCheck(payload["baseline"], float(payload["tolerance"]), weights)
-    if not payload.get("inputs"):
+    check = CompressionCheck(arguments.baseline, arguments.tolerance, weights)
+    if not arguments.inputs:
         return check
-    exact = compile_program(package, "fp64")
-    base, base16 = compile_program(baseline, "fp64"), compile_program(baseline, "fp16")
+    budget = memory.budget()
+    exact = compile_program(package, "fp64", memory_budget=budget)
+    base = compile_program(baseline, "fp64", memory_budget=budget)
+    base16 = compile_program(baseline, "fp16", memory_budget=budget)
     runs: dict[str, tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = {}
     produced: dict[str, Any] = {}
-    for label, npz in payload["inputs"].items():
+    for label, npz in arguments.inputs.items():
         inputs = load_npz(npz)
         expected = base.run(inputs, intermediates=not produced)
         produced = produced or expected.intermediates
@@ -149,10 +163,13 @@ def _check(payload: dict[str, Any]) -> CompressionCheck:
 
 def _pair(package_path: str, baseline_path: str) -> tuple[Any, Any]:
     """Both programs, loaded; a baseline whose inputs or outputs differ is an error."""
+    from nebisect.isolation import memory
     from nebisect.mil.load import load_program
     from nebisect.mil.validate import input_specs
 
-    package, baseline = load_program(package_path), load_program(baseline_path)
+    budget = memory.budget()
+    package = load_program(package_path, memory_budget=budget)
+    baseline = load_program(baseline_path, memory_budget=budget)
     mains = package.functions["main"], baseline.functions["main"]
     inputs = [sorted((s.name, s.describe()) for s in input_specs(f)) for f in mains]
     outputs = [[v.name for v in f.outputs] for f in mains]
@@ -227,8 +244,7 @@ def check_compression(package: str, baseline: str, inputs: dict[str, str], *,
 def _run(package: str, baseline: str, inputs: dict[str, str], tolerance: float,
          isolator: Isolator, timeout: float) -> CompressionCheck:
     record = describe_in_child(
-        f"{__name__}:check_job", {"package": package, "baseline": baseline,
-                                  "inputs": inputs, "tolerance": tolerance},
+        f"{__name__}:check_job", CheckArguments(package, baseline, inputs, tolerance),
         label=f"--baseline {baseline}", subject=BASELINE_SUBJECT, timeout=timeout,
         needs=COREMLTOOLS_ONLY, isolator=isolator)
     return CompressionCheck.from_dict(record)

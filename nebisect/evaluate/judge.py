@@ -13,31 +13,28 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, SourceRef, load_npz, save_npz, sha256_arrays
+from nebisect.arrays import load_npz, save_npz, sha256_arrays
+from nebisect.case import Case, SourceRef
+from nebisect.codec import encode
 from nebisect.errors import CannotJudge
 from nebisect.isolate import Isolator, Job, Needs, Outcome, mark_stage, run_isolated
 from nebisect.isolation.job import is_out_of_memory
+from nebisect.oracle import judge
 from nebisect.sources.artifact import Artifact
 from nebisect.sources.domains import masked_positions
 from nebisect.sources.torch import held_needs
-from nebisect.targets import Prediction, get_target, load_plugins
-from nebisect.targets.base import TargetSkipped
+from nebisect.targets.base import Prediction, TargetSkipped
 from nebisect.targets.placement import check_routing, off_device, required_devices
+from nebisect.targets.registry import get_target, load_plugins
 from nebisect.targets.sim import follow_semantics
-from nebisect.verdict import (
-    Stage,
-    Status,
-    Tolerance,
-    Verdict,
-    error_signature,
-    judge,
-    mismatch_signature,
-)
+from nebisect.targets.spec import REFERENCE_TARGET
+from nebisect.verdict import Stage, Status, Tolerance, Verdict, error_signature, mismatch_signature
 
 
 def load_registries() -> None:
@@ -48,18 +45,31 @@ def load_registries() -> None:
     from nebisect.mil.kernels import KERNELS
     from nebisect.mil.profiles import PROFILES
     from nebisect.mil.semantics import SEMANTICS
-    from nebisect.targets import TARGETS
+    from nebisect.targets.registry import TARGETS
 
     for registry in (TARGETS, KERNELS, PROFILES, SEMANTICS):
         registry.load()
 
 
-def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+@dataclass(frozen=True)
+class EvaluateArguments:
+    """The arguments of :func:`evaluate_job`: the case as its JSON object (read in the
+    child once the plugins it names are loaded: a plugin target's name is known only
+    then), the reference target, the directory keeping the reference's outputs per
+    inputs, and the tolerance that replaces the target's."""
+
+    case: dict[str, Any]
+    reference: str | None
+    reference_cache: str = ""
+    tolerance: Tolerance | None = None
+
+
+def evaluate_job(arguments: EvaluateArguments) -> tuple[Verdict, dict[str, np.ndarray]]:
     """Child side of :func:`evaluate`; see its docstring for the options honoured."""
     # Plugins first: a fresh child knows a plugin target's name only once it is loaded,
     # and Case validates its target name on construction.
-    load_plugins(payload["case"].get("options", {}).get("plugins", ()))
-    case = Case.from_dict(payload["case"])
+    load_plugins(arguments.case.get("options", {}).get("plugins", ()))
+    case = Case.from_dict(arguments.case)
     options = case.options
     want_intermediates = options.intermediates
     mark_stage(Stage.LOAD)
@@ -90,7 +100,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
                        message=unusable, target=case.target), {}
     arrays = _prefixed("out:", prediction.outputs)
     arrays.update(_prefixed("mid:", prediction.intermediates))
-    reference_name = follow_semantics(payload.get("reference") or "", case.target)
+    reference_name = follow_semantics(arguments.reference or "", case.target)
     if not reference_name:
         verdict = Verdict(Status.PASS, Stage.PREDICT, placement=prediction.placement,
                           target=case.target)
@@ -110,7 +120,7 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         # A stateful model's reference carries its own state: no cached outputs.
         expected = _numeric(next(references)) if prediction.state else _reference(
             reference_name, reference_artifact, inputs, want_intermediates,
-            payload.get("reference_cache") or "")
+            arguments.reference_cache)
     except Exception as exc:
         if is_out_of_memory(exc):
             raise  # the case is ``oom``, whichever side ran out
@@ -133,19 +143,19 @@ def evaluate_job(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
         # An fp64 target (the oracle's precision) computes through the casts, and is
         # judged in fp64.
         precision = "fp16"
-    verdict = _judge(case, precision, expected, prediction, payload, inputs)
+    verdict = _judge(case, precision, expected, prediction, arguments.tolerance, inputs)
     # What ``run``'s summary adds up: the target's and the reference's share of the case.
     spent = [predicted - started, referenced - predicted]
     if prediction.state:
         verdict, arrays = _decode(case, precision, verdict, arrays, predictions,
-                                  references, spent, payload, inputs)
+                                  references, spent, arguments.tolerance, inputs)
     verdict.timings.predict, verdict.timings.reference = spent
     return verdict, arrays
 
 
 def _decode(case: Case, precision: str, verdict: Verdict, arrays: dict[str, np.ndarray],
             predictions: Iterator[Prediction], references: Iterator[Prediction],
-            spent: list[float], payload: dict[str, Any], inputs: dict[str, np.ndarray],
+            spent: list[float], tolerance: Tolerance | None, inputs: dict[str, np.ndarray],
             ) -> tuple[Verdict, dict[str, np.ndarray]]:
     """A stateful model past its first step: each later step judged in turn, up to the
     first that fails (the verdict, pinned to its step) or the last; the arrays are the
@@ -171,7 +181,7 @@ def _decode(case: Case, precision: str, verdict: Verdict, arrays: dict[str, np.n
                   **_prefixed("mid:", prediction.intermediates),
                   **_prefixed("ref:", expected.outputs),
                   **_prefixed("refmid:", expected.intermediates)}
-        verdict = _judge(case, precision, expected, prediction, payload, inputs)
+        verdict = _judge(case, precision, expected, prediction, tolerance, inputs)
     verdict.target_facts.steps = step
     if verdict.failed:
         verdict.message = f"at step {step}: {verdict.message}"
@@ -257,11 +267,10 @@ def _judge(
     precision: str,
     expected: Prediction,
     prediction: Prediction,
-    payload: dict[str, Any],
+    tolerance: Tolerance | None,
     inputs: dict[str, np.ndarray],
 ) -> Verdict:
     names = list(case.options.outputs) or sorted(expected.outputs)
-    tolerance = Tolerance(**payload["tolerance"]) if payload.get("tolerance") else None
     wanted = {n: expected.outputs[n] for n in names if n in expected.outputs}
     got = {n: prediction.outputs[n] for n in names if n in prediction.outputs}
     masked = _unpadded(case.options.masked_outputs, inputs, wanted, got)
@@ -401,14 +410,10 @@ def build_job(
     """
     needs = evaluation_needs(case.target, reference,
                              torch_source_of(case) if reference else "")
-    payload: dict[str, Any] = {"case": case.to_dict(), "reference": reference}
-    if reference_cache:
-        payload["reference_cache"] = reference_cache
-    if tolerance is not None:
-        payload["tolerance"] = tolerance.__dict__
+    arguments = EvaluateArguments(case.to_dict(), reference, reference_cache, tolerance)
     return Job(
         function="nebisect.evaluate.judge:evaluate_job",
-        payload=payload,
+        payload=encode(arguments),
         stage="load",
         timeout=timeout,
         memory_mb=memory_mb,

@@ -7,7 +7,7 @@ need lint's interval analysis over it. Both read the program with coremltools. D
 torch, transformers and scipy) on the critical path, for a few milliseconds of work.
 Here it runs as a job in the template that evaluates the program's cells, which has
 coremltools imported already, and only a plain record crosses back: the
-:class:`ProgramOutline` (a :class:`~nebisect.ddmin.Dag` and the op types) here, the
+:class:`ProgramOutline` (a :class:`~nebisect.search.divergence.Dag` and the op types) here, the
 probes as records in :mod:`nebisect.inputs.guided`.
 """
 
@@ -17,9 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nebisect.case import SourceRef
-from nebisect.ddmin import Dag
 from nebisect.isolate import Isolator, Needs
-from nebisect.sources.loading import ChildSubject, describe_in_child, record_verdict
+from nebisect.search.divergence import Dag
+from nebisect.sources.loading import (
+    ChildSubject,
+    PackageArguments,
+    describe_in_child,
+    record_verdict,
+)
 from nebisect.verdict import Verdict
 
 SUBJECT = ChildSubject("reading the converted program", "its description")
@@ -57,14 +62,16 @@ class ProgramOutline:
                    {op: tuple(names) for op, names in data.get("constants", {}).items()})
 
 
-def outline_job(payload: dict[str, Any]) -> Verdict:
+def outline_job(package: PackageArguments) -> Verdict:
     """Child side of :func:`outline`."""
+    from nebisect.isolation import memory
     from nebisect.mil.graph import ProgramGraph, nonfinite_constants
     from nebisect.mil.load import load_program
     from nebisect.mil.semantics.rules import broken_rules
 
     def build() -> dict[str, Any]:
-        graph = ProgramGraph(load_program(payload["package"], payload["function"]))
+        graph = ProgramGraph(load_program(package.package, package.function,
+                                          memory_budget=memory.budget()))
         return ProgramOutline(graph.dag, dict(graph.op_types), broken_rules(graph.function),
                               nonfinite_constants(graph)).to_dict()
 
@@ -82,10 +89,9 @@ def outline(package: SourceRef, *, isolator: Isolator, needs: Needs,
 
 def read_program(job: str, package: SourceRef, isolator: Isolator, needs: Needs,
                  timeout: float) -> dict[str, Any]:
-    """The record ``job`` (``module:function`` of a child job taking ``{"package": …,
-    "function": …}``) returns for the package ``package`` names (of its function), read
-    in a child with ``needs``."""
-    return describe_in_child(job, {"package": package.location,
-                                   "function": package.function}, label=package.location,
-                             subject=SUBJECT, timeout=timeout, needs=needs,
-                             isolator=isolator)
+    """The record ``job`` (``module:function`` of a child job taking
+    :class:`~nebisect.sources.loading.PackageArguments`) returns for the package
+    ``package`` names (of its function), read in a child with ``needs``."""
+    return describe_in_child(job, PackageArguments(package.location, package.function),
+                             label=package.location, subject=SUBJECT, timeout=timeout,
+                             needs=needs, isolator=isolator)

@@ -17,16 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nebisect.case import (
-    PACKAGE,
-    Case,
-    CaseOptions,
-    SourceRef,
-    load_npz,
-    save_npz,
-    sha256_arrays,
-    sha256_path,
-)
+from nebisect.arrays import load_npz, save_npz, sha256_arrays, sha256_path
+from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef
 from nebisect.evaluate.judge import evaluate, evaluation_needs
 from nebisect.evaluate.programs import ProgramOutline, outline
 from nebisect.isolate import Isolator, Needs
@@ -39,8 +31,8 @@ from nebisect.sources.convert import (
     failed_attempts,
 )
 from nebisect.sources.resolve import Source
-from nebisect.targets import spec_of
 from nebisect.targets.placement import required_devices
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Stage, Verdict
 
 #: The stage a case's verdict names when its reference, not its target, failed.
@@ -66,7 +58,7 @@ class CellKey:
     """One cell: the target, the conversion path it runs (``""``: none) and its inputs
     file."""
 
-    target: str
+    target: TargetSpec
     path: str
     inputs: str
 
@@ -98,7 +90,7 @@ class Workbench:
     source: Source
     workdir: Path
     isolator: Isolator
-    reference: str
+    reference: TargetSpec
     timeouts: Timeouts
     convert: Converter | None = None
     plugins: list[str] = field(default_factory=list)
@@ -134,28 +126,28 @@ class Workbench:
             self.saved[label] = str(path)
         return str(path)
 
-    def paths_of(self, target: str, *, convert: bool = True) -> list[str] | Verdict:
+    def paths_of(self, target: TargetSpec, *, convert: bool = True) -> list[str] | Verdict:
         """The conversion paths ``target``'s cells run (``[""]``: no conversion), or the
         convert verdict when no path converts. Without ``convert`` nothing is converted
         now: a target whose conversion has not run has no paths (``[]``)."""
-        if not self.source.ref.is_torch or not spec_of(target).runs_programs:
+        if not self.source.ref.is_torch or not target.runs_programs:
             return [""]
-        precision = spec_of(target).precision
+        precision = target.precision
         if not convert and _conversion_key(precision) not in self.conversions:
             return []
         conversion = self._converted(precision)
         return list(conversion.packages) or conversion.verdict
 
-    def failed_paths(self, target: str, *, convert: bool = True) -> list[ConversionAttempt]:
+    def failed_paths(self, target: TargetSpec, *, convert: bool = True) -> list[ConversionAttempt]:
         """The conversion paths that failed for ``target`` while another converted (none
         when ``target`` runs no conversion, or none converted); ``convert`` as for
         :meth:`paths_of`."""
         paths = self.paths_of(target, convert=convert)
         if isinstance(paths, Verdict) or paths in ([""], []):
             return []
-        return failed_attempts(self._converted(spec_of(target).precision).verdict)
+        return failed_attempts(self._converted(target.precision).verdict)
 
-    def cured_paths(self, target: str, *, convert: bool = True) -> list[ConversionAttempt]:
+    def cured_paths(self, target: TargetSpec, *, convert: bool = True) -> list[ConversionAttempt]:
         """The conversion paths of ``target`` that failed at coremltools' defaults and
         converted with nebisect's converter overrides (``run``'s default; none under
         ``--strict-conversion`` or ``--converter-overrides``): each is judged, and its
@@ -164,16 +156,16 @@ class Workbench:
         paths = self.paths_of(target, convert=convert)
         if isinstance(paths, Verdict) or paths in ([""], []):
             return []
-        return cured_attempts(self._converted(spec_of(target).precision).verdict)
+        return cured_attempts(self._converted(target.precision).verdict)
 
-    def cured_failures(self, target: str, *, convert: bool = True
+    def cured_failures(self, target: TargetSpec, *, convert: bool = True
                        ) -> list[tuple[str, Verdict]]:
         """The failures at coremltools' defaults of :meth:`cured_paths`, as ``(path,
         verdict)`` (:func:`~nebisect.sources.convert.cured_failures`: per path, or one
         with path ``""`` when no path converted at the defaults)."""
         if not self.cured_paths(target, convert=convert):
             return []
-        return cured_failures(self._converted(spec_of(target).precision).verdict)
+        return cured_failures(self._converted(target.precision).verdict)
 
     def _note_overrides(self, key: CellKey, verdict: Verdict) -> None:
         """Say on the verdict of a cell whose program converted only with nebisect's
@@ -196,14 +188,14 @@ class Workbench:
                 self.source, key, self.workdir, self.isolator, timeout=self.timeouts.convert))
         return self.conversions[key]
 
-    def program(self, target: str, path: str) -> SourceRef:
+    def program(self, target: TargetSpec, path: str) -> SourceRef:
         """The package ``target`` runs on ``path`` (the source itself for a package, with
         its function)."""
         if not self.source.ref.is_torch:
             return self.source.ref
-        return SourceRef(PACKAGE, str(self._converted(spec_of(target).precision).packages[path]))
+        return SourceRef(PACKAGE, str(self._converted(target.precision).packages[path]))
 
-    def outline(self, target: str, path: str) -> ProgramOutline:
+    def outline(self, target: TargetSpec, path: str) -> ProgramOutline:
         """The dependency view of that package (read once, in the template that
         evaluates ``target``: coremltools is never imported in this process)."""
         package = self.program(target, path)
@@ -213,15 +205,15 @@ class Workbench:
                 needs=self.needs(target))
         return self._outlines[package]
 
-    def needs(self, target: str) -> Needs:
+    def needs(self, target: TargetSpec) -> Needs:
         """What the children that evaluate ``target``'s cells need: a torch source's
         reference runs there, so they find the module built."""
         held = self.source.location if self.source.ref.is_torch and self.reference else ""
-        return evaluation_needs(target, self.reference, held)
+        return evaluation_needs(str(target), str(self.reference), held)
 
     # -- running ---------------------------------------------------------------------------
 
-    def case(self, target: str, path: str, npz: str) -> Case:
+    def case(self, target: TargetSpec, path: str, npz: str) -> Case:
         """The case of one cell (``path`` must have converted for ``target``)."""
         options = CaseOptions(plugins=tuple(self.plugins),
                               masked_outputs=dict(self.source.masked_outputs),
@@ -232,10 +224,10 @@ class Workbench:
             if path:
                 model = self.program(target, path)
             options = options.judged_against(
-                self.source.ref, source=model, precision=spec_of(target).precision,
-                reference_precision=spec_of(self.reference).precision)
+                self.source.ref, source=model, precision=target.precision,
+                reference_precision=self.reference.precision)
         model_hash = sha256_path(model.location) if model.is_package else ""
-        return Case(model, target, inputs_path=npz, model_sha256=model_hash,
+        return Case(model, str(target), inputs_path=npz, model_sha256=model_hash,
                     inputs_sha256=sha256_arrays(load_npz(npz)), options=options)
 
     @property
@@ -243,14 +235,14 @@ class Workbench:
         """The steps a cell's case is judged over: :attr:`steps` for a stateful source."""
         return self.steps if self.source.states else 1
 
-    def notes_placement(self, target: str) -> bool:
+    def notes_placement(self, target: TargetSpec) -> bool:
         """Is placement off ``target``'s device a note rather than ``unrouted`` (see
         ``require``)?"""
-        devices = required_devices(target)
+        devices = required_devices(str(target))
         return self.require is not None and bool(devices) and not set(devices) & set(
             self.require)
 
-    def rejudge(self, reference: str) -> None:
+    def rejudge(self, reference: TargetSpec) -> None:
         """Judge against ``reference`` from now on: the cells evaluated against the
         previous one are dropped (the conversions stay)."""
         self.reference = reference
@@ -266,12 +258,13 @@ class Workbench:
         self._note_overrides(key, verdict)
         self._runs[key] = verdict, arrays
 
-    def run(self, target: str, path: str, npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
+    def evaluate_cell(self, target: TargetSpec, path: str,
+                      npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
         """The verdict of one cell and its outputs (``out:``/``ref:`` arrays), cached."""
         key = CellKey(target, path, npz)
         if key not in self._runs:
             started = time.perf_counter()
-            outcome = evaluate(self.case(target, path, npz), reference=self.reference,
+            outcome = evaluate(self.case(target, path, npz), reference=str(self.reference),
                                isolator=self.isolator, timeout=self.timeouts.predict,
                                reference_cache=str(self.workdir / "references"))
             total = time.perf_counter() - started

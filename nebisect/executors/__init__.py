@@ -19,12 +19,13 @@ only when ``--cluster`` is used (a missing Dask is a one-line error then).
 Adopting it in another command (as ``run``'s matrix cells did,
 :mod:`nebisect.detect.remote`):
 
-1. write a handler ``cell_unit(payload, root, workdir, isolator) -> dict`` next to the
-   code that evaluates a cell, taking everything from the JSON ``payload`` and the
-   files under ``root`` (never from the parent's memory), and register it in
-   :data:`~nebisect.executors.units.UNIT_KINDS`;
-2. build ``Unit("cell", payload, paths=[files and folders relative to root], root=...)``
-   per cell (the cluster executor hashes and ships them; models go once per worker);
+1. write a handler ``cell_unit(arguments: CellArguments, root, workdir, isolator) ->
+   dict`` next to the code that evaluates a cell, taking everything from its arguments
+   record and the files under ``root`` (never from the parent's memory), and register
+   it in :data:`~nebisect.executors.units.UNIT_KINDS`;
+2. build ``Unit("cell", encode(CellArguments(...)), paths=[files and folders relative to
+   root], root=...)`` per cell (the cluster executor hashes and ships them; models go
+   once per worker);
 3. ``results = runner.map_units(units, cb)`` on the command's runner and parse
    ``result.value`` (or report ``result.error``) in the parent.
 """
@@ -62,16 +63,17 @@ class Executor(Protocol):
 
 
 @contextlib.contextmanager
-def open_executor(cluster: str | None, *, isolators: Sequence[Isolator], mode: str = "auto"
-                  ) -> Iterator[Executor]:
+def open_executor(cluster: str | None, *, isolators: Sequence[Isolator], mode: str = "auto",
+                  memory: int | None = None, local: bool = False) -> Iterator[Executor]:
     """The cluster executor for ``cluster`` (or ``$NEBISECT_CLUSTER``; its workers isolate
-    in ``mode``), else the local one on ``isolators``."""
-    address = cluster or os.environ.get(CLUSTER_ENV, "")
+    in ``mode``, each job under ``memory`` bytes, None: the worker's default), else — or
+    when ``local`` — the local one on ``isolators``."""
+    address = "" if local else cluster or os.environ.get(CLUSTER_ENV, "")
     executor: Executor
     if address:
         from nebisect.executors.cluster import ClusterExecutor
 
-        executor = ClusterExecutor(address, mode=mode)
+        executor = ClusterExecutor(address, mode=mode, memory=memory)
     else:
         from nebisect.executors.local import LocalExecutor
 

@@ -1,7 +1,8 @@
 """The Dask executor: units on the workers of a Dask scheduler (``--cluster``).
 
 Client side of :mod:`nebisect.executors.worker`. Each unit is one task,
-``run_unit(unit JSON, run id, index, mode)``; a unit whose blobs the worker lacks is
+``run_unit(unit JSON, run id, index, mode, memory)``: the worker isolates it in the
+command's isolation mode, under the command's memory limit; a unit whose blobs the worker lacks is
 answered ``missing`` and resubmitted (to the same worker, others allowed) after exactly
 those blobs were pushed there. Dask reschedules a unit whose worker died; the worker
 that runs the retry reports the attempts that died, and a third start is refused, so
@@ -90,7 +91,7 @@ def _distributed() -> Any:
 class ClusterExecutor:
     """Runs units on the workers of the Dask scheduler at ``address``."""
 
-    def __init__(self, address: str, *, mode: str = "auto",
+    def __init__(self, address: str, *, mode: str = "auto", memory: int | None = None,
                  timeout: float | None = None) -> None:
         distributed = _distributed()
         self.timeout = cluster_timeout() if timeout is None else timeout
@@ -98,7 +99,7 @@ class ClusterExecutor:
         self.shipped: Counter[tuple[str, str]] = Counter()
         # The client's own reconnect chatter is not the user's business: one line is.
         logging.getLogger("distributed").setLevel(logging.CRITICAL)
-        self.name, self.mode = address, mode
+        self.name, self.mode, self.memory = address, mode, memory
         #: why the scheduler is given up on (it stopped answering…): no more waits on it
         self.failed: str | None = None
         self.client = _connect(distributed, address, self.timeout)
@@ -258,6 +259,7 @@ class _Run:
                  resources: Sequence[dict[str, float]] | None) -> None:
         self.executor = executor
         self.client, self.mode, self.shipped = executor.client, executor.mode, executor.shipped
+        self.memory = executor.memory
         self.units, self.resources = units, resources
         self.run_id = uuid.uuid4().hex[:12]
         self.manifests = [unit.manifest() for unit in units]
@@ -277,7 +279,8 @@ class _Run:
         workers = [prefer] if prefer is not None and resources is None else None
         future = self.client.submit(
             worker.run_unit, unit.to_json(self.manifests[index]),
-            self.run_id, index, self.mode, key=f"nebisect-{self.run_id}-{index}-{rounds}",
+            self.run_id, index, self.mode, self.memory,
+            key=f"nebisect-{self.run_id}-{index}-{rounds}",
             workers=workers, allow_other_workers=workers is not None, pure=False,
             resources=resources,
         )

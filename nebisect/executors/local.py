@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nebisect.executors.units import Attempt, Unit, UnitResult, handler, to_wire
+from nebisect.executors.units import Attempt, Unit, UnitResult, run_unit_here, to_wire
 from nebisect.isolation.isolator import Isolator
 from nebisect.isolation.pool import map_isolated
 
@@ -42,8 +42,7 @@ class LocalExecutor:
             def work(item: tuple[int, Unit], isolator: Isolator) -> UnitResult:
                 index, unit = item
                 assert unit.root is not None, "a local unit reads its files from its root"
-                value = handler(unit.kind)(unit.payload, unit.root, Path(scratch, str(index)),
-                                           isolator)
+                value = run_unit_here(unit, unit.root, Path(scratch, str(index)), isolator)
                 # The cluster's wire format, so both executors hand back the same data.
                 result = UnitResult(json.loads(to_wire(value)), [Attempt(LOCAL, "done")])
                 if on_result is not None:

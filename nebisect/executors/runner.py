@@ -31,6 +31,7 @@ from typing import TypeVar
 
 from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.executors import Executor, open_executor
+from nebisect.executors.invocation import Invocation
 from nebisect.executors.local import LocalExecutor
 from nebisect.executors.units import Unit, UnitResult
 from nebisect.isolation.isolator import Isolator
@@ -45,30 +46,49 @@ class Runner:
     """``jobs`` isolators of ``mode`` and the executor for ``cluster`` (or
     ``$NEBISECT_CLUSTER``; none: this machine), closed together.
 
+    ``memory``: the bytes each job of its isolators (and its cluster's workers) may use
+    (``--memory``; None: the machine default). :meth:`of` opens one for an
+    :class:`~nebisect.executors.invocation.Invocation`, which it keeps.
+
     ``isolator``: an isolator the caller owns and keeps (a bisection's, a test's) to
     serve as the first one; ``executor``: likewise, an executor the caller owns (a
-    cluster client it inspects) instead of the one ``cluster`` names. The runner closes
-    only what it made.
+    cluster client it inspects) instead of the one ``cluster`` names; ``local``: units
+    run on these isolators whatever ``$NEBISECT_CLUSTER`` says (a command that runs no
+    units — lint, fix, corpus record — connects to no cluster). The runner closes only
+    what it made.
     """
 
     def __init__(self, jobs: int = 1, *, cluster: str | None = None, mode: str = "auto",
-                 isolator: Isolator | None = None, executor: Executor | None = None) -> None:
+                 memory: int | None = None, isolator: Isolator | None = None,
+                 executor: Executor | None = None, local: bool = False) -> None:
         check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
         self.jobs = jobs
+        self.invocation = Invocation(memory=memory, jobs=jobs, cluster=cluster)
         self._made = contextlib.ExitStack()
         try:
-            first = isolator or self._made.enter_context(Isolator(mode))
+            first = isolator or self._made.enter_context(Isolator(mode, memory=memory))
             token = first.cancel_token
             self.isolators = [first, *(
-                self._made.enter_context(Isolator(first.mode, cancel=token))
+                self._made.enter_context(Isolator(first.mode, cancel=token, memory=memory))
                 for _ in range(jobs - 1))]
             self.isolator = first if isolator or first.mode != "persistent" else (
-                self._made.enter_context(Isolator(cancel=token)))
-            self.executor: Executor = executor or self._made.enter_context(
-                open_executor(cluster, isolators=self.isolators, mode=self.isolator.mode))
+                self._made.enter_context(Isolator(cancel=token, memory=memory)))
+            self.executor: Executor = executor or self._made.enter_context(open_executor(
+                cluster, isolators=self.isolators, mode=self.isolator.mode, memory=memory,
+                local=local))
         except BaseException:
             self._made.close()
             raise
+
+    @classmethod
+    def of(cls, invocation: Invocation, *, mode: str = "auto", local: bool = False
+           ) -> Runner:
+        """The runner of ``invocation``: its jobs, cluster and memory limit, kept as
+        :attr:`invocation` (``local``: as for the constructor)."""
+        runner = cls(invocation.jobs, cluster=invocation.cluster, mode=mode,
+                     memory=invocation.memory, local=local)
+        runner.invocation = invocation
+        return runner
 
     @property
     def remote(self) -> bool:
@@ -80,6 +100,14 @@ class Runner:
         jobs with ``needs`` will run in now (:meth:`Isolator.expect`)."""
         for isolator in self.isolators[:max(1, threads)]:
             isolator.expect(needs)
+
+    def extra_isolator(self, mode: str) -> Isolator:
+        """A further isolator of ``mode`` sharing the runner's cancel token, for a stage
+        that needs a kind of process of its own (a bisection's persistent graph
+        worker), its jobs under the runner's memory limit; the caller closes it (a
+        context manager) when the stage ends."""
+        return Isolator(mode, cancel=self.isolator.cancel_token,
+                        memory=self.invocation.memory)
 
     def map(self, items: Sequence[Item], work: Callable[[Item, Isolator], Result]
             ) -> list[Result]:
@@ -114,12 +142,13 @@ class Runner:
 
 
 @contextlib.contextmanager
-def using(runner: Runner | None, jobs: int = 1, mode: str = "auto") -> Iterator[Runner]:
+def using(runner: Runner | None, jobs: int = 1, mode: str = "auto",
+          memory: int | None = None) -> Iterator[Runner]:
     """``runner`` (the caller's, left open), else a runner of ``jobs`` threads here with
-    isolators of ``mode``, opened for the block: what a function called from a command
-    or from Python uses."""
+    isolators of ``mode`` under ``memory`` bytes a job, opened for the block: what a
+    function called from a command or from Python uses."""
     if runner is not None:
         yield runner
         return
-    with Runner(jobs, mode=mode) as made:
+    with Runner(jobs, mode=mode, memory=memory) as made:
         yield made

@@ -7,7 +7,9 @@ sha256. A result comes back as the JSON the kind's handler returned. Nothing is
 pickled but strings, bytes and dicts of them: a worker hands nebisect data, never code
 (the same rule as the isolation boundary, :mod:`nebisect.isolation.job`).
 
-A handler is ``handler(payload, root, workdir, isolator) -> dict``: ``root`` is a
+A handler is ``handler(arguments, root, workdir, isolator) -> dict``: ``arguments`` is
+the record its first parameter is annotated with, read from the unit's ``payload`` (that
+record's JSON object, :func:`~nebisect.codec.encode`) by :func:`run_unit_here`; ``root`` is a
 directory holding the unit's files under their relative names (locally, where they
 already are; on a worker, a fresh directory materialized from the blob cache),
 ``workdir`` a private scratch directory, ``isolator`` the calling thread's
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from nebisect.codec import Record
+from nebisect.codec import Record, arguments_for
 from nebisect.errors import NebisectError
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ UNIT_KINDS = {
 #: the signature of a unit no attempt finished (its workers died, its handler raised)
 LOST_SIGNATURE = "error:executor:no verdict"
 
-Handler = Callable[[dict[str, Any], Path, Path, "Isolator"], dict[str, Any]]
+Handler = Callable[[Any, Path, Path, "Isolator"], dict[str, Any]]
 
 
 def handler(kind: str) -> Handler:
@@ -55,6 +57,12 @@ def handler(kind: str) -> Handler:
     module, _, name = UNIT_KINDS[kind].partition(":")
     function: Handler = getattr(importlib.import_module(module), name)
     return function
+
+
+def run_unit_here(unit: Unit, root: Path, workdir: Path, isolator: Isolator) -> dict[str, Any]:
+    """What ``unit``'s handler returns for its arguments (read as the handler's record)."""
+    function = handler(unit.kind)
+    return function(arguments_for(function, unit.payload), root, workdir, isolator)
 
 
 def _plain(value: Any) -> Any:

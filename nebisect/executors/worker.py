@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.executors.devices import local_facts
-from nebisect.executors.units import Unit, handler, sha256_hex, to_wire
+from nebisect.executors.units import Unit, run_unit_here, sha256_hex, to_wire
 from nebisect.isolation.cancel import Cancelled, CancelToken
 from nebisect.isolation.isolator import Isolator
 
@@ -80,12 +80,13 @@ def _run_state(run_id: str) -> _RunState:
         return _runs.setdefault(run_id, _RunState())
 
 
-def _isolator(run_id: str, mode: str) -> Isolator:
-    """This thread's isolator for ``run_id`` (each run makes its own)."""
+def _isolator(run_id: str, mode: str, memory: int | None) -> Isolator:
+    """This thread's isolator for ``run_id`` (each run makes its own, under its
+    command's ``memory`` limit)."""
     current: tuple[str, str, Isolator] | None = getattr(_thread, "current", None)
     if current is not None and current[:2] == (run_id, mode):
         return current[2]
-    isolator = Isolator(mode, cancel=_run_state(run_id).token)
+    isolator = Isolator(mode, cancel=_run_state(run_id).token, memory=memory)
     _thread.current = (run_id, mode, isolator)
     return isolator
 
@@ -97,7 +98,7 @@ def _local_directory(dask_worker: Any = None) -> Path:
     return Path(worker.local_directory)
 
 
-def run_unit(unit_json: str, run_id: str, index: int, mode: str) -> str:
+def run_unit(unit_json: str, run_id: str, index: int, mode: str, memory: int | None) -> str:
     """Run unit ``index`` of ``run_id`` here; a JSON answer (see the module docstring).
 
     Claims name the unit by its index in the run, not by the task's key: a unit
@@ -123,11 +124,10 @@ def run_unit(unit_json: str, run_id: str, index: int, mode: str) -> str:
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(cache / digest, root / name)
         root.mkdir(exist_ok=True)
-        state, isolator = _run_state(run_id), _isolator(run_id, mode)
+        state, isolator = _run_state(run_id), _isolator(run_id, mode, memory)
         state.acquire(isolator)
         try:
-            answer["value"] = handler(unit.kind)(unit.payload, root, Path(scratch, "work"),
-                                                 isolator)
+            answer["value"] = run_unit_here(unit, root, Path(scratch, "work"), isolator)
         except Cancelled:
             answer["cancelled"] = True
         except Exception as exc:  # a handler's failure is this unit's error, not the worker's

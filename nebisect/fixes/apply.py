@@ -14,13 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import REFERENCE_TARGET, SourceRef
+from nebisect.case import SourceRef
+from nebisect.codec import encode
 from nebisect.errors import NebisectError
 from nebisect.fixes import resolve_fixes
 from nebisect.fixes.base import ConverterFix, Fix, GraphFix
 from nebisect.isolate import Isolator, Job, mark_stage
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import Stage, Status, Verdict
 
 
@@ -56,22 +58,34 @@ def apply_graph_fixes(program: Any, fixes: Sequence[GraphFix]) -> dict[str, int]
     return {fix.name: fix.apply(program) for fix in fixes}
 
 
-def fix_job(payload: dict[str, Any]) -> Verdict:
+@dataclass(frozen=True)
+class FixArguments:
+    """The arguments of :func:`fix_job`: the package, the graph fixes to apply (by name),
+    the modules that register them, and where the fixed package is saved."""
+
+    package: str
+    fixes: list[str]
+    modules: list[str]
+    output: str
+
+
+def fix_job(arguments: FixArguments) -> Verdict:
     """Child side: load ``package``, apply ``fixes``, save ``output`` if anything changed.
 
     ``modules`` names the modules that register the fixes, imported first, so fixes
     from plugins (registered by import, like targets) exist in the child too.
     """
+    from nebisect.isolation import memory
     from nebisect.mil.load import load_program, save_program
 
-    for module in payload.get("modules", ()):
+    for module in arguments.modules:
         importlib.import_module(module)
     mark_stage("load")
-    program = load_program(payload["package"])
-    graph, _ = split_levels(resolve_fixes(payload["fixes"]))
+    program = load_program(arguments.package, memory_budget=memory.budget())
+    graph, _ = split_levels(resolve_fixes(arguments.fixes))
     rewrites = apply_graph_fixes(program, graph)
     if any(rewrites.values()):
-        save_program(program, payload["output"])
+        save_program(program, arguments.output)
     return Verdict(Status.PASS, Stage.LOAD, job_result={"rewrites": rewrites})
 
 
@@ -117,9 +131,8 @@ def fix_source(
     output = workdir / "fixed.mlpackage"
     outcome = isolator.run(Job(
         function="nebisect.fixes.apply:fix_job",
-        payload={"package": str(converted), "fixes": [f.name for f in graph],
-                 "modules": sorted({type(f).__module__ for f in graph}),
-                 "output": str(output)},
+        payload=encode(FixArguments(str(converted), [f.name for f in graph],
+                                    sorted({type(f).__module__ for f in graph}), str(output))),
         stage="load",
         timeout=timeouts.load,
         # The job loads programs as the simulator does: sharing its needs lets both

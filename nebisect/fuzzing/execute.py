@@ -19,12 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, Case, save_npz, sha256_arrays
+from nebisect.arrays import save_npz, sha256_arrays
+from nebisect.case import Case
 from nebisect.evaluate.judge import build_job, split_arrays
 from nebisect.fuzzing.campaign import Evaluation
 from nebisect.fuzzing.subject import OpSubject, builder_case
 from nebisect.isolate import Isolator, Needs
 from nebisect.isolation.workspace import default_parent
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import Status, Tolerance, Verdict
 
 #: what a fuzz case's child also needs: the op specs, kernels and builder rehearsed

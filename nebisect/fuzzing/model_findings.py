@@ -29,6 +29,7 @@ from nebisect.evaluate.workbench import CellKey, Workbench
 from nebisect.fuzzing.campaign import CampaignResult, Finding
 from nebisect.fuzzing.model_subject import ModelSubject, cliff_family
 from nebisect.search.records import CliffFinding, FailureGroup, GroupKey, culprit_key
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
 
@@ -42,7 +43,7 @@ class ModelFindings:
 
 
 def model_findings(result: CampaignResult, subject: ModelSubject, bench: Workbench,
-                   target: str, *, explain: bool = True) -> ModelFindings:
+                   target: TargetSpec, *, explain: bool = True) -> ModelFindings:
     """``result``'s findings on ``target`` explained, grouped and merged (see the
     module docstring). Without ``explain`` (a campaign being stopped) nothing is
     evaluated: the groups carry no attribution nor culprit."""
@@ -58,21 +59,21 @@ def model_findings(result: CampaignResult, subject: ModelSubject, bench: Workben
                                  finding.cliff, spent=finding.cliff.predictions)
             # cases of several families localize in one (const, for a family without a
             # parameter): one bracket of a group is shown once, the first found
-            cliffs.setdefault((GroupKey.of_cliff(target, cliff), cliff.family,
+            cliffs.setdefault((GroupKey.of_cliff(str(target), cliff), cliff.family,
                                cliff.cliff.lo, cliff.cliff.hi), cliff)
     paths = [path for path in subject.paths if path]  # a package's one program: none
-    return ModelFindings(*grouped(rows, {target: list(cliffs.values())},
+    return ModelFindings(*grouped(rows, {str(target): list(cliffs.values())},
                                   _example_scale(subject), paths))
 
 
 def _row(finding: Finding, subject: ModelSubject, bench: Workbench,
-         attributor: Attributor | None, target: str) -> Row:
+         attributor: Attributor | None, target: TargetSpec) -> Row:
     """The row of ``finding``'s shrunk case on ``target`` (its verdict as the campaign
     recorded it), with its attribution and culprit when ``attributor`` is given."""
     input_set = subject.input_set(finding.case)
     path = str(finding.case["path"])
     verdict = Verdict.from_dict(finding.verdict)
-    row = Row(target, int(finding.case["length"]), verdict, path=path,
+    row = Row(str(target), int(finding.case["length"]), verdict, path=path,
               input_set=input_set.member)
     if attributor is not None:
         npz = bench.save_inputs(input_set.arrays, input_set.label)

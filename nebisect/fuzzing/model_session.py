@@ -25,9 +25,11 @@ from __future__ import annotations
 import functools
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nebisect.codec import encode
 from nebisect.evaluate.judge import split_arrays
 from nebisect.evaluate.workbench import Workbench
 from nebisect.executors import Unit, UnitResult
@@ -51,18 +53,20 @@ from nebisect.inputs.guided import guided_probes_of, within_domains
 from nebisect.isolate import Isolator
 from nebisect.sources.convert import PATHS, convert_paths
 from nebisect.sources.resolve import Source, resolve_source
+from nebisect.targets.registry import spec_of
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
 
 class ModelEvaluator:
     """Evaluates a model subject's cases on one target, one isolated cell each."""
 
-    def __init__(self, subject: ModelSubject, bench: Workbench, target: str) -> None:
+    def __init__(self, subject: ModelSubject, bench: Workbench, target: TargetSpec) -> None:
         self.subject, self.bench, self.target = subject, bench, target
 
     def __call__(self, case: dict[str, Any]) -> Evaluation:
         npz = self.bench.save_inputs(self.subject.input_set(case).arrays)
-        verdict, arrays = self.bench.run(self.target, case["path"], npz)
+        verdict, arrays = self.bench.evaluate_cell(self.target, case["path"], npz)
         output, reference = judged_values(verdict, split_arrays(arrays, "out:"),
                                           split_arrays(arrays, "ref:"))
         return Evaluation(verdict, output, reference, near_miss(verdict), arrays)
@@ -82,6 +86,8 @@ class ModelSession:
                  runner: Runner) -> None:
         check_target(options)
         self.options, self.runner, self.families = options, runner, families
+        #: the option's target, parsed once its plugins are described
+        self.target = spec_of(options.target)
         isolator = runner.isolator
         self.source: Source = resolve_source(text, function=function,
                                              timeout=options.timeouts.load, isolator=isolator)
@@ -90,13 +96,13 @@ class ModelSession:
         self.bench = Workbench(self.source, self.workdir, isolator, self.source.reference,
                                options.timeouts, functools.partial(convert_paths, paths=convert),
                                list(options.plugins), convert)
-        paths = self.bench.paths_of(options.target)
+        paths = self.bench.paths_of(self.target)
         self.skipped = (f"no conversion path converts: {paths.message}"
                         if isinstance(paths, Verdict) else "")
         self.subject = ModelSubject(
             self.source, [] if isinstance(paths, Verdict) else paths,
             [] if self.skipped else within_domains(guided_probes_of(
-                self.bench, [options.target]), self.source.domains)[0],
+                self.bench, [self.target]), self.source.domains)[0],
             families, options.seed,
         )
         for length in self.subject.lengths:
@@ -108,7 +114,7 @@ class ModelSession:
 
     @property
     def reference(self) -> str:
-        return self.bench.reference
+        return str(self.bench.reference)
 
     def close(self) -> None:
         self._tmp.cleanup()
@@ -133,16 +139,17 @@ class ModelSession:
         """Drive shard ``index`` (``budget`` cases from ``seed``) on ``isolator``, with a
         workbench of its own sharing the converted packages."""
         bench = self.bench.shard(self.workdir / f"shard-{index}", isolator)
-        return drive(self.subject, ModelEvaluator(self.subject, bench, self.options.target),
+        return drive(self.subject, ModelEvaluator(self.subject, bench, self.target),
                      budget, seed, self.options, report,
                      functools.partial(self._campaigns.__setitem__, index))
 
     def _run_units(self, on_progress: Callable[[int, CampaignProgress], None] | None) -> None:
         files = [*self.source.ref.files(), *(p for p in self.options.plugins if p.endswith(".py"))]
-        payload = {"source": self.source.location, "options": wire_options(self.options),
-                   "convert": list(self.bench.paths), "families": self.families,
-                   "function": self.source.function}
-        units = [Unit(MODEL_KIND, {**payload, "index": index, "budget": budget, "seed": seed},
+        options = wire_options(self.options)
+        units = [Unit(MODEL_KIND,
+                      encode(ModelShard(self.source.location, options, list(self.bench.paths),
+                                        self.families, self.source.function, index, budget,
+                                        seed)),
                       paths=[file.lstrip("/") for file in files], root=WIRE_ROOT,
                       label=f"{self.subject.name}#{index}")
                  for index, (budget, seed) in enumerate(self.units)]
@@ -156,7 +163,7 @@ class ModelSession:
     def findings(self, result: CampaignResult, *, explain: bool = True) -> ModelFindings:
         """The merged result's findings in ``run``'s form: explained on the session's
         workbench, grouped, merged by root cause (:mod:`nebisect.fuzzing.model_findings`)."""
-        return model_findings(result, self.subject, self.bench, self.options.target,
+        return model_findings(result, self.subject, self.bench, self.target,
                               explain=explain and not self.skipped)
 
     def results(self) -> list[CampaignResult]:
@@ -175,19 +182,34 @@ class ModelSession:
 MODEL_KIND = "fuzz-model"
 
 
-def model_shard_unit(payload: dict[str, Any], root: Path, workdir: Path,
+@dataclass(frozen=True)
+class ModelShard:
+    """A ``fuzz-model`` unit's arguments: the session's source (its absolute path, shipped
+    below the unit's root), options (as :func:`wire_options` writes them), conversion
+    paths, value families and function, and the shard's index, budget and seed."""
+
+    source: str
+    options: dict[str, Any]
+    convert: list[str]
+    families: list[str] | None
+    function: str
+    index: int
+    budget: int
+    seed: int
+
+
+def model_shard_unit(shard: ModelShard, root: Path, workdir: Path,
                      isolator: Isolator) -> dict[str, Any]:
     """Handler of ``fuzz-model`` units: the session set up from the shipped source, one
     shard driven as a local thread would drive it, its :class:`CampaignResult`."""
-    options = options_from_wire(payload["options"], root)
-    session = ModelSession(str(root / payload["source"].lstrip("/")), options,
-                           convert=tuple(payload["convert"]), families=payload["families"],
-                           function=payload["function"], runner=Runner(isolator=isolator))
+    options = options_from_wire(shard.options, root)
+    session = ModelSession(str(root / shard.source.lstrip("/")), options,
+                           convert=tuple(shard.convert), families=shard.families,
+                           function=shard.function, runner=Runner(isolator=isolator))
     try:
         if session.skipped:
             return CampaignResult(session.subject.name, options.seed, 0,
                                   skipped=session.skipped).to_dict()
-        return session.shard(payload["index"], payload["budget"], payload["seed"],
-                             isolator).to_dict()
+        return session.shard(shard.index, shard.budget, shard.seed, isolator).to_dict()
     finally:
         session.close()

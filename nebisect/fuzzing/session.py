@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.bounds import MAX_JOBS, check_count, check_seed
-from nebisect.case import REFERENCE_TARGET
+from nebisect.codec import encode
 from nebisect.errors import NebisectError
 from nebisect.executors import Unit, UnitResult
 from nebisect.executors.runner import Runner, using
@@ -43,8 +43,9 @@ from nebisect.fuzzing.subject import OpSubject
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.opspecs.ops import OpSpec, get_op, registered_ops
-from nebisect.targets import get_target, spec_of
 from nebisect.targets.plugins import absolute_plugin, use_plugins
+from nebisect.targets.registry import get_target, spec_of
+from nebisect.targets.spec import REFERENCE_TARGET
 
 #: A fuzz case is one small op: a minute is long for it.
 FUZZ_TIMEOUTS = Timeouts(predict=60.0)
@@ -68,6 +69,8 @@ class FuzzOptions:
     shrink_budget: int = 100
     cliff: bool = True
     timeouts: Timeouts = FUZZ_TIMEOUTS
+    #: bytes each isolated case may use (``--memory``; None: the machine default)
+    memory: int | None = None
 
     def __post_init__(self) -> None:
         # Resolved once, here: every child imports the same file whatever its cwd.
@@ -207,9 +210,8 @@ class Session:
 
     def _run_units(self, runner: Runner,
                    on_progress: Callable[[int, CampaignProgress], None] | None) -> None:
-        payload = wire_options(self.options)
-        units = [Unit("fuzz", {"op": u.spec.name, "index": u.index, "budget": u.budget,
-                               "seed": u.seed, "options": payload},
+        options = wire_options(self.options)
+        units = [Unit("fuzz", encode(OpShard(u.spec.name, u.index, u.budget, u.seed, options)),
                       paths=[p.lstrip("/") for p in self.options.plugins if p.endswith(".py")],
                       root=WIRE_ROOT, label=f"{u.spec.name}#{u.index}")
                  for u in self.units]
@@ -264,11 +266,25 @@ def options_from_wire(wired: dict[str, Any], root: Path) -> FuzzOptions:
     return options
 
 
-def fuzz_unit(payload: dict[str, Any], root: Path, workdir: Path,
+@dataclass(frozen=True)
+class OpShard:
+    """A ``fuzz`` unit's arguments: one campaign (its op, index, budget and seed) and the
+    session's options as :func:`wire_options` writes them — a JSON object, since its
+    ``.py`` plugins are checked only once :func:`options_from_wire` has found them
+    under the unit's root."""
+
+    op: str
+    index: int
+    budget: int
+    seed: int
+    options: dict[str, Any]
+
+
+def fuzz_unit(shard: OpShard, root: Path, workdir: Path,
               isolator: Isolator) -> dict[str, Any]:
     """Handler of ``fuzz`` units: one campaign shard, as a local thread would run it."""
-    options = options_from_wire(payload["options"], root)
-    unit = _Unit(payload["index"], get_op(payload["op"]), payload["budget"], payload["seed"])
+    options = options_from_wire(shard.options, root)
+    unit = _Unit(shard.index, get_op(shard.op), shard.budget, shard.seed)
     return run_campaign(unit, options, isolator).to_dict()
 
 
@@ -318,7 +334,7 @@ def run_session(
     """Fuzz each op (see :meth:`Session.run`) on ``runner`` (default: one of the
     options' jobs and isolation mode, for this call)."""
     session = Session(names, options)
-    with using(runner, options.jobs, options.isolation) as running:
+    with using(runner, options.jobs, options.isolation, options.memory) as running:
         return session.run(running, on_progress)
 
 

@@ -12,12 +12,13 @@ import json
 import os
 from dataclasses import replace
 
-from nebisect.case import REFERENCE_TARGET, CaseOptions
+from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus, Expected, NewCase
 from nebisect.fuzzing.campaign import Finding
 from nebisect.fuzzing.model_subject import ModelSubject, describe_case
 from nebisect.fuzzing.subject import BUILDER, OpSubject
 from nebisect.opspecs.strategies import describe
+from nebisect.targets.spec import REFERENCE_TARGET
 
 
 def describe_finding(finding: Finding, target: str) -> str:

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from nebisect.arrays import sha256_bytes
 from nebisect.case import BUILDER as BUILDER_KIND
-from nebisect.case import Case, CaseOptions, SourceRef, sha256_bytes
+from nebisect.case import Case, CaseOptions, SourceRef
 from nebisect.errors import NebisectError
 from nebisect.fuzzing.builders import WRAPS, output_names
 from nebisect.opspecs import strategies

@@ -22,11 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET, CaseOptions, save_npz, sha256_arrays
-from nebisect.evaluate.judge import evaluate_job
+from nebisect.arrays import save_npz, sha256_arrays
+from nebisect.case import CaseOptions
+from nebisect.evaluate.judge import EvaluateArguments, evaluate_job
 from nebisect.fuzzing.subject import builder_case
 from nebisect.mil.kernels import kernel_ops
 from nebisect.opspecs.ops import registered_ops
+from nebisect.targets.spec import REFERENCE_TARGET
 
 #: One target per simulator precision a fuzz campaign runs on (the profile included).
 REHEARSED_TARGETS = ("sim:fp16", "sim:fp16-naive", "sim:fp32", "sim:ane")
@@ -43,7 +45,7 @@ def rehearse() -> None:
         save_npz(inputs, arrays)
         for target in REHEARSED_TARGETS:
             case = builder_case(_PROGRAM, target, inputs, sha256_arrays(arrays), CaseOptions())
-            verdict, outputs = evaluate_job({"case": case.to_dict(), "reference": REFERENCE_TARGET})
+            verdict, outputs = evaluate_job(EvaluateArguments(case.to_dict(), REFERENCE_TARGET))
             verdict.to_json()
             save_npz(Path(scratch) / "outputs.npz", outputs)
 

@@ -51,7 +51,7 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state:
-        state["isolator"].close()
+        state["runner"].close()
         state["scratch"].cleanup()
 
 
@@ -88,7 +88,8 @@ class CorpusCaseItem(pytest.Item):
         from nebisect.guard.replay import replay_case
 
         state = _state(self.config)
-        result = replay_case(self.case, state["isolator"], Path(state["scratch"].name))
+        result = replay_case(self.case, state["runner"].isolator,
+                             Path(state["scratch"].name))
         if result.outcome == "skipped":
             pytest.skip(result.reason)
         if result.outcome == "regression":
@@ -122,12 +123,12 @@ class DamagedCaseItem(pytest.Item):
 
 
 def _state(config: pytest.Config) -> dict[str, Any]:
-    """One isolator and scratch directory for the whole session (closed at unconfigure)."""
+    """One runner and scratch directory for the whole session (closed at unconfigure)."""
     state = config.stash.get(_STATE, None)
     if state is None:
-        from nebisect.isolate import Isolator
+        from nebisect.executors.runner import Runner
 
-        state = {"isolator": Isolator(),
+        state = {"runner": Runner(local=True),
                  "scratch": tempfile.TemporaryDirectory(prefix="nebisect-pytest-")}
         config.stash[_STATE] = state
     return state

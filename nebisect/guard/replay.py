@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from nebisect.case import PACKAGE, Case, SourceRef
-from nebisect.codec import Form, Record
+from nebisect.codec import Form, Record, encode
 from nebisect.corpus.record import CASE_FILE, CaseRecord, CorruptCaseError, Expected
 from nebisect.corpus.store import Corpus, CorpusCase
 from nebisect.errors import NebisectError
@@ -50,7 +50,7 @@ from nebisect.fixes.apply import FixedSource, fix_source
 from nebisect.fixes.base import Fix
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
-from nebisect.targets import get_target, spec_of
+from nebisect.targets.registry import get_target, spec_of
 from nebisect.verdict import Stage, Status, Verdict
 
 OUTCOMES = ("ok", "regression", "improved", "skipped")
@@ -249,24 +249,33 @@ def replay(
     return summarize(cases, finished, targets)
 
 
+@dataclass(frozen=True)
+class ReplayArguments:
+    """A ``replay`` unit's arguments: the case's record as the JSON text of its case file
+    (checked by the handler, where a damaged one is a verdict) and the stage timeouts."""
+
+    record: str
+    timeouts: Timeouts
+
+
 def replay_unit_of(case: CorpusCase, timeouts: Timeouts) -> Unit:
     """The ``replay`` unit of a scanned case: its record and its listed files."""
-    return Unit("replay", {"record": case.record.to_json(), "timeouts": asdict(timeouts)},
+    return Unit("replay", encode(ReplayArguments(case.record.to_json(), timeouts)),
                 paths=sorted(case.record.files), root=case.path, label=case.case_id)
 
 
-def replay_unit(payload: dict[str, Any], root: Path, workdir: Path,
+def replay_unit(arguments: ReplayArguments, root: Path, workdir: Path,
                 isolator: Isolator) -> dict[str, Any]:
     """Handler of ``replay`` units: the case under ``root`` run as :func:`run_case` does
     (from a private, verified copy), its verdict as JSON (judged by the caller)."""
     try:
-        record = CaseRecord.from_json(payload["record"])
+        record = CaseRecord.from_json(arguments.record)
     except CorruptCaseError as exc:
         verdict = Verdict(Status.ERROR, Stage.LOAD, DAMAGED_SIGNATURE,
                           message=f"{CASE_FILE}: {exc}")
     else:
         verdict = run_case(CorpusCase(record, root), isolator, workdir,
-                           timeouts=Timeouts(**payload["timeouts"])).verdict
+                           timeouts=arguments.timeouts).verdict
     return {"verdict": verdict.to_dict()}
 
 

@@ -23,12 +23,11 @@ workers died twice) counts as ``regressed``: it proved nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from nebisect.case import REFERENCE_TARGET
-from nebisect.codec import Form, Record
+from nebisect.codec import Form, Record, encode
 from nebisect.corpus.record import CaseRecord
 from nebisect.corpus.store import CorpusCase
 from nebisect.evaluate.judge import evaluate
@@ -40,6 +39,7 @@ from nebisect.guard.replay import LOST_SIGNATURE, on_package, replay_unit_of, ru
 from nebisect.isolate import Isolator
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.targets.placement import required_devices
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import ProcessFacts, Status, Verdict
 
 CATEGORIES = ("fixed", "still failing", "regressed", "unaffected")
@@ -98,9 +98,9 @@ def verify(
     names = [f.name for f in fixes]
     units = []
     for case in cases:
-        unit = replay_unit_of(case, timeouts)
-        unit.kind, unit.payload["fixes"] = "verify", names
-        units.append(unit)
+        arguments = VerifyArguments(case.record.to_json(), timeouts, names)
+        units.append(replace(replay_unit_of(case, timeouts), kind="verify",
+                             payload=encode(arguments)))
 
     verifications: dict[int, CaseVerification] = {}
 
@@ -125,12 +125,22 @@ def _lost(case: CorpusCase, result: UnitResult) -> CaseVerification:
                             "regressed", f"no verification: {result.error}")
 
 
-def verify_unit(payload: dict[str, Any], root: Path, workdir: Path,
+@dataclass(frozen=True)
+class VerifyArguments:
+    """A ``verify`` unit's arguments: a replay unit's (the case file's JSON text, the
+    stage timeouts) and the names of the fixes to verify."""
+
+    record: str
+    timeouts: Timeouts
+    fixes: list[str]
+
+
+def verify_unit(arguments: VerifyArguments, root: Path, workdir: Path,
                 isolator: Isolator) -> dict[str, Any]:
     """Handler of ``verify`` units: :func:`verify_case` on the case under ``root``."""
-    case = CorpusCase(CaseRecord.from_json(payload["record"]), root)
-    result = verify_case(case, resolve_fixes(payload["fixes"]), isolator, workdir,
-                         Timeouts(**payload["timeouts"]))
+    case = CorpusCase(CaseRecord.from_json(arguments.record), root)
+    result = verify_case(case, resolve_fixes(arguments.fixes), isolator, workdir,
+                         arguments.timeouts)
     return result.to_dict()
 
 

@@ -10,8 +10,8 @@ analysis that proves an overflow for the inputs the user says they feed.
 API::
 
     lint_program(program, *, assume_fp16=False, input_ranges=None) -> LintResult
-    lint_source(source, *, assume_fp16=False, input_ranges=None, timeouts=Timeouts(),
-                paths=PATHS, setup=()) -> LintResult
+    lint_source(source, *, isolator, assume_fp16=False, input_ranges=None,
+                timeouts=Timeouts(), paths=PATHS, setup=()) -> LintResult
         (the program is loaded and linted in an isolated child,
         :mod:`nebisect.hazards.isolated`: a ``module:function`` builder is user code, and
         reading a package computes some of its ops; a torch ``file.py:factory`` is
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nebisect.case import SourceRef
 from nebisect.errors import NebisectError
@@ -35,6 +35,9 @@ from nebisect.hazards.registry import get_rule, lint_rule, registered_rules
 from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS, Timeouts
 from nebisect.sources.convert import PATHS
 from nebisect.sources.resolve import is_torch_location
+
+if TYPE_CHECKING:
+    from nebisect.isolate import Isolator
 
 __all__ = [
     "LintFinding", "LintResult", "Range", "Rule", "get_rule", "lint_program", "lint_rule",
@@ -53,15 +56,17 @@ def load_source(source: str) -> Any:
     """The MIL program of an ``.mlpackage`` path, read in this process (``lint_source``
     reads it in a child; builders are only ever loaded in one)."""
     if Path(source).exists():
+        from nebisect.isolation import memory
         from nebisect.mil.load import load_program
 
-        return load_program(source)
+        return load_program(source, memory_budget=memory.budget())
     raise NebisectError(f"{source}: no such .mlpackage")
 
 
 def lint_source(
     source: str,
     *,
+    isolator: Isolator,
     assume_fp16: bool = False,
     input_ranges: dict[str, Range] | None = None,
     timeouts: Timeouts = DEFAULT_TIMEOUTS,
@@ -70,7 +75,7 @@ def lint_source(
     function: str = "",
 ) -> LintResult:
     """Load ``source`` (of a multifunction package: ``function``, else its default) and
-    lint it, in isolated children bounded by ``timeouts.load``:
+    lint it, in isolated children of the caller's ``isolator`` bounded by ``timeouts.load``:
     a builder is built there, a package read there, a torch source described and
     converted (on ``paths``, after ``setup``) there: neither user code nor the model's
     loader runs here."""
@@ -84,7 +89,7 @@ def lint_source(
         from nebisect.hazards.torch import lint_torch
 
         return lint_torch(source, assume_fp16=assume_fp16, input_ranges=ranges,
-                          timeouts=timeouts, paths=paths, setup=setup)
+                          timeouts=timeouts, paths=paths, isolator=isolator, setup=setup)
     if is_builder(source):
         model = SourceRef("builder", source)
     elif Path(source).exists():
@@ -92,4 +97,4 @@ def lint_source(
     else:
         raise NebisectError(f"{source}: no such .mlpackage")
     return lint_isolated(model, source=source, assume_fp16=assume_fp16,
-                         input_ranges=ranges, timeout=timeouts.load)
+                         input_ranges=ranges, timeout=timeouts.load, isolator=isolator)

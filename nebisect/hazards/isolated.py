@@ -11,9 +11,10 @@ went wrong (:mod:`nebisect.sources.loading`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nebisect.case import REFERENCE_TARGET, SourceRef
+from nebisect.case import SourceRef
 from nebisect.errors import NebisectError
 from nebisect.hazards.engine import LintResult, lint_program
 from nebisect.hazards.graph import Range
@@ -25,7 +26,8 @@ from nebisect.sources.loading import (
     record_verdict,
     unprefixed,
 )
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
+from nebisect.targets.spec import REFERENCE_TARGET
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator
@@ -36,13 +38,24 @@ SUBJECTS = {
 }
 
 
-def lint_job(payload: dict[str, Any]) -> Any:
+@dataclass(frozen=True)
+class LintArguments:
+    """The arguments of :func:`lint_job`: the model (a builder or a package, of its
+    function), the source as the user named it, and lint's options."""
+
+    model: SourceRef
+    source: str
+    fp16: bool
+    input_ranges: dict[str, tuple[float, float]]
+
+
+def lint_job(arguments: LintArguments) -> Any:
     """Child side: load (or build) the program, lint it, return the result as a record."""
 
     def build() -> dict[str, Any]:
         from nebisect.sources.artifact import Artifact
 
-        model = SourceRef(payload["kind"], payload["location"], payload["function"])
+        model = arguments.model
         location = model.location
         try:
             program = Artifact.of(model).program
@@ -53,9 +66,9 @@ def lint_job(payload: dict[str, Any]) -> Any:
                 raise
             raise NebisectError(f"building the program raised {type(exc).__name__}: "
                                 f"{first_line(str(exc))}") from None
-        ranges = {name: Range(lo, hi) for name, (lo, hi) in payload["input_ranges"].items()}
-        return lint_program(program, assume_fp16=payload["fp16"], input_ranges=ranges,
-                            source=payload["source"]).to_dict()
+        ranges = {name: Range(lo, hi) for name, (lo, hi) in arguments.input_ranges.items()}
+        return lint_program(program, assume_fp16=arguments.fp16, input_ranges=ranges,
+                            source=arguments.source).to_dict()
 
     return record_verdict(build)
 
@@ -70,9 +83,8 @@ def lint_isolated(model: SourceRef, *, source: str, assume_fp16: bool,
     child imports (default: the simulator's, coremltools without torch)."""
     record = describe_in_child(
         "nebisect.hazards.isolated:lint_job",
-        {"kind": model.kind, "location": model.location, "function": model.function,
-         "source": source, "fp16": assume_fp16,
-         "input_ranges": {n: [r.lo, r.hi] for n, r in input_ranges.items()}},
+        LintArguments(model, source, assume_fp16,
+                      {n: (r.lo, r.hi) for n, r in input_ranges.items()}),
         label=source, subject=SUBJECTS[model.kind], timeout=timeout,
         # Builders and packages are read with coremltools, as the simulator's cases
         # read them: the same warm template (torch kept out) serves them.

@@ -36,11 +36,11 @@ PRECISION = "fp16"
 
 
 def lint_torch(source: str, *, assume_fp16: bool, input_ranges: dict[str, Range],
-               timeouts: Timeouts, paths: tuple[str, ...],
+               timeouts: Timeouts, paths: tuple[str, ...], isolator: Isolator,
                setup: tuple[str, ...] = ()) -> LintResult:
     """The findings of every program ``source`` converts to on ``paths``, most severe
-    first."""
-    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp, Isolator() as isolator:
+    first (its children run on the caller's ``isolator``)."""
+    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp:
         resolved = resolve_source(source, timeout=timeouts.load, isolator=isolator)
         packages, verdict = convert_paths(resolved, PRECISION, Path(tmp), isolator, paths=paths,
                                           setup=setup, timeout=timeouts.convert)

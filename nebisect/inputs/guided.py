@@ -20,7 +20,8 @@ from nebisect.inputs.probes import Probe
 from nebisect.isolate import Isolator, Needs
 from nebisect.search.cliff import Boundary
 from nebisect.sources.domains import InputDomain
-from nebisect.targets import spec_of
+from nebisect.sources.loading import PackageArguments
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
 
@@ -44,15 +45,19 @@ class Margin(Record):
                 f"{self.domain}")
 
 
-def guided_job(payload: dict[str, Any]) -> Verdict:
+def guided_job(package: PackageArguments) -> Verdict:
     """Child side of :func:`guided`."""
     from nebisect.inputs.probes import guided_probes
+    from nebisect.isolation import memory
     from nebisect.mil.load import load_program
     from nebisect.sources.loading import record_verdict
 
-    return record_verdict(lambda: {"probes": [
-        probe.to_dict() for probe in guided_probes(load_program(payload["package"],
-                                                                 payload["function"]))]})
+    def probes() -> dict[str, Any]:
+        program = load_program(package.package, package.function,
+                               memory_budget=memory.budget())
+        return {"probes": [probe.to_dict() for probe in guided_probes(program)]}
+
+    return record_verdict(probes)
 
 
 def guided(package: SourceRef, *, isolator: Isolator, needs: Needs,
@@ -63,12 +68,12 @@ def guided(package: SourceRef, *, isolator: Isolator, needs: Needs,
     return [Probe.from_dict(probe) for probe in record["probes"]]
 
 
-def guided_probes_of(bench: Workbench, targets: list[str]) -> list[Probe]:
+def guided_probes_of(bench: Workbench, targets: list[TargetSpec]) -> list[Probe]:
     """Lint's guided probes on the fp16 program of ``targets`` (the fp32 one, read as
     fp16 as the Neural Engine computes, when no target converts to fp16), read in the
     template that evaluates it."""
-    programs = [t for t in targets if spec_of(t).runs_programs]
-    chosen = [t for t in programs if spec_of(t).precision == "fp16"] or programs
+    programs = [t for t in targets if t.runs_programs]
+    chosen = [t for t in programs if t.precision == "fp16"] or programs
     paths = bench.paths_of(chosen[0]) if chosen else []
     if isinstance(paths, Verdict) or not paths:
         return []

@@ -14,7 +14,7 @@ the largest |value| (the length for generated lengths, like the ``lengths`` fami
 
 from __future__ import annotations
 
-from nebisect.case import load_npz
+from nebisect.arrays import load_npz
 from nebisect.inputs.families import InputSet, Member, ModelInputs
 from nebisect.inputs.families.base import largest
 from nebisect.sources.inputs import check, lengths_for

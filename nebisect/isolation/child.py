@@ -27,7 +27,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
+from nebisect.codec import arguments_for
 from nebisect.files import write_text
 from nebisect.isolation.job import (
     CaseFiles,
@@ -158,7 +159,7 @@ def execute(request: dict[str, Any], case_dir: Path) -> None:
     try:
         function = _resolve(job.function)
         with limited(job.memory_mb):
-            returned = function(job.payload)
+            returned = function(arguments_for(function, job.payload))
         verdict, arrays = _unpack(job.function, returned)
     except Exception as exc:
         verdict, arrays = exception_verdict(exc), {}
@@ -204,7 +205,7 @@ def write_result(case_dir: Path, verdict: Verdict, arrays: dict[str, np.ndarray]
     write_text(case_dir / CaseFiles.RESULT, document)
 
 
-def _resolve(function: str) -> Callable[[dict[str, Any]], Any]:
+def _resolve(function: str) -> Callable[[Any], Any]:
     module, _, name = function.partition(":")
     target = importlib.import_module(module)
     for part in name.split("."):

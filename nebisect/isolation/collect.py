@@ -24,12 +24,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from nebisect.case import load_npz
+from nebisect.arrays import load_npz
+from nebisect.bounds import format_size
 from nebisect.errors import NebisectError
 from nebisect.files import read_untrusted
 from nebisect.isolation.crashreport import find_crash_report
 from nebisect.isolation.job import OOM_PATTERN, CaseFiles, Job, Outcome, read_stage_file
-from nebisect.isolation.memory import MIB, format_size
+from nebisect.isolation.memory import MIB
 from nebisect.isolation.watch import read_tail
 from nebisect.verdict import ProcessFacts, Status, Verdict, crash_signature, error_signature
 

@@ -57,9 +57,10 @@ MAX_TEMPLATES = 6
 class ForkBackend:
     mode = "fork"
 
-    def __init__(self, workspace: Workspace, cancel: CancelToken) -> None:
+    def __init__(self, workspace: Workspace, cancel: CancelToken, memory_mb: int) -> None:
         self._workspace = workspace
         self._cancel = cancel
+        self._memory_mb = memory_mb
         self._templates: dict[Needs, Helper] = {}
         #: started, not yet known to be ready (see :meth:`expect`)
         self._starting: dict[Needs, Helper] = {}
@@ -107,7 +108,8 @@ class ForkBackend:
         log = self._workspace.root / f"template-{next(self._started)}.log"
         with log.open("ab") as stderr:
             return Helper("nebisect.isolation.template", key.adding(CORE_NEEDS), stderr,
-                          self._cancel, tmp_dir=self._workspace.helper_tmp(), log=log)
+                          self._cancel, memory_mb=self._memory_mb,
+                          tmp_dir=self._workspace.helper_tmp(), log=log)
 
     def _template(self, key: Needs) -> Helper:
         template = self._templates.pop(key, None)

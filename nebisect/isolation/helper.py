@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from nebisect.isolation import memory, reaper
+from nebisect.isolation import reaper
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.needs import Needs
 from nebisect.isolation.osproc import helper_command, helper_env, kill_group
@@ -82,17 +82,18 @@ class Helper:
 
     It receives the parent's pid (to die with it), the parent's ``sys.path`` (so a
     job's module imports the same way it would in the parent), what to provide before
-    its first case (:class:`~nebisect.isolation.needs.Needs`) and the memory limit (what
-    a held call that runs user code may use). ``stderr``
+    its first case (:class:`~nebisect.isolation.needs.Needs`) and ``memory_mb``, the
+    isolator's memory limit (what a held call that runs user code may use). ``stderr``
     is where its own diagnostics go (a log file, or a pipe the caller drains); ``log``
     names that file, if it is one, for error messages. ``tmp_dir`` is its ``TMPDIR``:
     the caller removes it, also after killing the helper in the middle of writing there.
     """
 
     def __init__(self, module: str, needs: Needs, stderr: int | IO[bytes],
-                 cancel: CancelToken, *, tmp_dir: Path, log: Path | None = None) -> None:
+                 cancel: CancelToken, *, memory_mb: int, tmp_dir: Path,
+                 log: Path | None = None) -> None:
         config = {"parent": os.getpid(), "sys_path": list(sys.path), "needs": needs.to_dict(),
-                  "memory_mb": memory.limit_mb()}
+                  "memory_mb": memory_mb}
         self.module = module
         self.log = log
         self._cancel = cancel

@@ -29,11 +29,11 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from nebisect.errors import NebisectError
-from nebisect.isolation import memory
 from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit, collect
 from nebisect.isolation.fork import ForkBackend
 from nebisect.isolation.job import Job, Outcome
+from nebisect.isolation.memory import limit_mb
 from nebisect.isolation.needs import Needs
 from nebisect.isolation.persistent import PersistentBackend
 from nebisect.isolation.provenance import provenance
@@ -72,12 +72,12 @@ def refused_mode(mode: str, platform: str) -> str:
     return ""
 
 
-def _backend(mode: str, workspace: Workspace, cancel: CancelToken) -> Backend:
+def _backend(mode: str, workspace: Workspace, cancel: CancelToken, memory_mb: int) -> Backend:
     if mode == "fork":
-        return ForkBackend(workspace, cancel)
+        return ForkBackend(workspace, cancel, memory_mb)
     if mode == "spawn":
         return SpawnBackend(cancel)
-    return PersistentBackend(workspace, cancel)
+    return PersistentBackend(workspace, cancel, memory_mb)
 
 
 def _shutdown(backends: list[Backend], workspace: Workspace, kill: bool = False) -> None:
@@ -95,10 +95,12 @@ class Isolator:
     thread to thread. ``tmp_dir`` chooses where the per-isolator temp root is created
     (default: /dev/shm on Linux unless TMPDIR is set, else the system temp dir).
     ``cancel`` lets another thread stop this isolator's work (see the module docstring).
+    ``memory``: the bytes each job may use unless it names its own limit (``--memory``;
+    None: the machine default, :func:`memory.default_limit`).
     """
 
     def __init__(self, mode: str = "auto", *, tmp_dir: str | os.PathLike[str] | None = None,
-                 cancel: CancelToken | None = None):
+                 cancel: CancelToken | None = None, memory: int | None = None):
         if mode not in MODES:
             raise NebisectError(f"unknown isolation mode {mode!r}: one of {', '.join(MODES)}")
         self.mode = fresh_mode() if mode == "auto" else mode
@@ -106,10 +108,12 @@ class Isolator:
         if refused:
             raise NebisectError(refused)
         self._cancel = cancel or CancelToken()
+        self.memory = memory
+        self.memory_mb = limit_mb(memory)
         self._workspace = Workspace(tmp_dir)
-        self._backend = _backend(self.mode, self._workspace, self._cancel)
+        self._backend = _backend(self.mode, self._workspace, self._cancel, self.memory_mb)
         self._confirm = (
-            _backend(fresh_mode(), self._workspace, self._cancel)
+            _backend(fresh_mode(), self._workspace, self._cancel, self.memory_mb)
             if self.mode == "persistent" else None
         )
         self._backends = [b for b in (self._backend, self._confirm) if b is not None]
@@ -130,10 +134,10 @@ class Isolator:
 
     def run(self, job: Job) -> Outcome:
         """One verdict for ``job``, stamped with provenance and wall time; a job that
-        names no memory limit runs under this process's (:func:`memory.limit_mb`)."""
+        names no memory limit runs under this isolator's (:attr:`memory_mb`)."""
         started = time.perf_counter()
         if job.memory_mb is None:
-            job = replace(job, memory_mb=memory.limit_mb())
+            job = replace(job, memory_mb=self.memory_mb)
         try:
             self._cancel.check()
             outcome = self._run_in(self._backend, job)

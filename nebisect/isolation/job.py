@@ -28,10 +28,13 @@ _STAGE_WIDTH = 64
 
 @dataclass
 class Job(Record):
-    """One unit of isolated work: ``function(payload)`` in a process of its own.
+    """One unit of isolated work: ``function(arguments)`` in a process of its own.
 
-    ``function`` is ``"package.module:function"``; it returns a :class:`Verdict` or
-    ``(Verdict, {name: array})``. ``stage`` is blamed for a crash until the child calls
+    ``function`` is ``"package.module:function"``; it takes one record, its arguments,
+    and returns a :class:`Verdict` or ``(Verdict, {name: array})``. ``payload`` is that
+    record's JSON object (:func:`~nebisect.codec.encode`), read back in the child as the
+    record the function's parameter is annotated with
+    (:func:`~nebisect.codec.arguments_for`). ``stage`` is blamed for a crash until the child calls
     :func:`mark_stage`. ``timeout`` is wall seconds for the whole case (the process
     group is killed). ``memory_mb`` is the memory the function may add to what the
     child holds when it starts (:mod:`~nebisect.isolation.memory`; exhausting it gives

@@ -19,8 +19,9 @@ the simulator's size check (:mod:`nebisect.mil.sizes`) refuses up front.
 
 The default is :data:`DEFAULT_FRACTION` of the machine's memory (the smaller of its
 physical memory and its cgroup's limit); a command's ``--memory SIZE`` replaces it for
-the command (:func:`configure`). Inside a job, :func:`budget` is the job's own limit —
-what the simulator sizes a program against.
+the isolators its runner opens (each isolator holds its own limit, :func:`limit_mb`).
+Inside a job, :func:`budget` is the job's own limit — what the simulator sizes a
+program against.
 """
 
 from __future__ import annotations
@@ -34,15 +35,12 @@ from pathlib import Path
 MIB = 1 << 20
 #: the share of the machine's memory a case may use when the command gives no ``--memory``
 DEFAULT_FRACTION = 0.5
-#: the binary units of a size, as ``--memory`` takes them
-UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 #: cgroup files that may cap this process's memory below the machine's (v2, then v1)
 _CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
 
 class _State:
-    configured: int | None = None  # bytes, from --memory
-    budget: int | None = None  # bytes, inside a limited job
+    budget: int | None = None  # bytes, inside a limited job of this process
 
 
 _STATE = _State()
@@ -67,35 +65,16 @@ def default_limit() -> int:
     return int(machine_memory() * DEFAULT_FRACTION)
 
 
-def format_size(size: int) -> str:
-    """Bytes as ``--memory`` takes them: ``11.8G``, ``512M``."""
-    for unit in ("T", "G", "M", "K"):
-        if size >= UNITS[unit]:
-            return f"{size / UNITS[unit]:.3g}{unit}"
-    return f"{size}B"
-
-
-def configure(size: int | None) -> None:
-    """The limit of every job this process starts from now on (``--memory``, bytes);
-    None: the machine default. A command sets it once, before its first job."""
-    _STATE.configured = size
-
-
-def limit() -> int:
-    """Bytes each job of this process may use: ``--memory``, else the default."""
-    return _STATE.configured if _STATE.configured is not None else default_limit()
-
-
-def limit_mb() -> int:
-    """:func:`limit` in whole MiB (at least 1), as a job carries it."""
-    return max(1, limit() // MIB)
+def limit_mb(size: int | None) -> int:
+    """The limit a job carries for ``size`` bytes (``--memory``; None: the machine
+    default), in whole MiB (at least 1)."""
+    return max(1, (default_limit() if size is None else size) // MIB)
 
 
 def budget() -> int:
     """Bytes the running code may allocate: the job's limit inside a limited job, else
-    this process's :func:`limit` (a command's own process, e.g. lint reading a
-    program)."""
-    return _STATE.budget if _STATE.budget is not None else limit()
+    the machine default (a command's own process, e.g. lint reading a program)."""
+    return _STATE.budget if _STATE.budget is not None else default_limit()
 
 
 def _data_bytes() -> int:

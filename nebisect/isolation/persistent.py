@@ -30,11 +30,11 @@ class _Worker:
     """A started worker: the helper process, its supervision, its case count."""
 
     def __init__(self, needs: Needs, log: Path, tmp_dir: Path,
-                 cancel: CancelToken) -> None:
+                 cancel: CancelToken, memory_mb: int) -> None:
         read_end, write_end = os.pipe()
         try:
             self.helper = Helper("nebisect.isolation.worker", needs.adding(CORE_NEEDS), write_end,
-                                 cancel, tmp_dir=tmp_dir)
+                                 cancel, memory_mb=memory_mb, tmp_dir=tmp_dir)
         except BaseException:
             os.close(read_end)
             raise
@@ -66,9 +66,10 @@ class _Worker:
 class PersistentBackend:
     mode = "persistent"
 
-    def __init__(self, workspace: Workspace, cancel: CancelToken) -> None:
+    def __init__(self, workspace: Workspace, cancel: CancelToken, memory_mb: int) -> None:
         self._workspace = workspace
         self._cancel = cancel
+        self._memory_mb = memory_mb
         self._worker: _Worker | None = None
         self._started = itertools.count(1)
 
@@ -109,8 +110,8 @@ class PersistentBackend:
     def _ensure(self, needs: Needs) -> _Worker:
         if self._worker is None:
             log = self._workspace.root / f"worker-{next(self._started)}.log"
-            self._worker = _Worker(needs, log,
-                                   self._workspace.helper_tmp(), self._cancel)
+            self._worker = _Worker(needs, log, self._workspace.helper_tmp(), self._cancel,
+                                   self._memory_mb)
         return self._worker
 
     def _discard(self, sink: StderrSink | None) -> int:

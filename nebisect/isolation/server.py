@@ -22,31 +22,29 @@ from nebisect.isolation.osproc import orphaned, set_pdeathsig
 
 
 def start_helper() -> dict[str, Any]:
-    """Common start-up: parent-death signal, SIGINT ignored, the parent's sys.path and
-    memory limit, needs."""
+    """Common start-up: parent-death signal, SIGINT ignored, the parent's sys.path, needs
+    (their held calls under the isolator's memory limit)."""
     config: dict[str, Any] = json.loads(sys.argv[1])
     set_pdeathsig(signal.SIGKILL)
     if orphaned(int(config["parent"])):
         sys.exit(0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.path[:] = config["sys_path"]
-    if config.get("memory_mb"):
-        memory.configure(int(config["memory_mb"]) * memory.MIB)
-    provide(Needs.from_dict(config["needs"]))
+    provide(Needs.from_dict(config["needs"]), int(config["memory_mb"]))
     return config
 
 
-def provide(needs: Needs) -> None:
+def provide(needs: Needs, memory_mb: int) -> None:
     """Give this process what ``needs`` asks for: the blocks, then the imports not made
-    yet, then the held calls. A failure is logged, not fatal: the case that needs a
-    module imports it again in its own process and reports the failure as its verdict,
-    at the right stage."""
+    yet, then the held calls (each under ``memory_mb``, a job's limit). A failure is
+    logged, not fatal: the case that needs a module imports it again in its own process
+    and reports the failure as its verdict, at the right stage."""
     for name in needs.blocked_modules():
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     for module in needs.imports:
         _import(module)
     for hold in needs.holds:
-        _hold(hold)
+        _hold(hold, memory_mb)
 
 
 def _import(module: str) -> None:
@@ -63,7 +61,7 @@ def _function(name: str) -> Any:
     return getattr(importlib.import_module(module), function)
 
 
-def _hold(hold: Hold) -> None:
+def _hold(hold: Hold, memory_mb: int) -> None:
     """Make one held call under the memory limit a job gets; a failure is logged, not
     fatal (the child that needs the result builds it again and reports its own
     failure — an ``oom`` included — as its verdict)."""
@@ -77,7 +75,7 @@ def _hold(hold: Hold) -> None:
         sys.stderr.flush()
         for fd in (1, 2):
             os.dup2(devnull, fd)
-        with memory.limited(memory.limit_mb()):
+        with memory.limited(memory_mb):
             _function(hold.function)(hold.argument)
     except Exception:
         failure = traceback.format_exc()

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.ddmin import Dag
 from nebisect.errors import NebisectError
+from nebisect.search.divergence import Dag
 
 
 class ExtractionError(NebisectError):

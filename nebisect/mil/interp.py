@@ -121,7 +121,7 @@ def _logical(plan: ExecutionPlan, name: str, env: dict[str, Any]) -> Any:
 
 
 _Entry = tuple[tuple[Any, ...], CompiledProgram]
-_Key = tuple[str, str | None, str, str | None]
+_Key = tuple[str, str | None, str, str | None, int | None]
 _CACHE: weakref.WeakKeyDictionary[Any, dict[_Key, _Entry]] = weakref.WeakKeyDictionary()
 
 
@@ -132,20 +132,24 @@ def compile_program(
     profile: str | None = None,
     semantics: str = DEFAULT_SEMANTICS,
     unit: str | None = None,
+    memory_budget: int | None = None,
 ) -> CompiledProgram:
     """Compile ``program``'s main function (cached while the program is unchanged).
 
     ``unit`` names the compute unit for the runtime's refusals (:func:`compile_function`);
-    a refusal is raised by :meth:`CompiledProgram.run`, or by the caller at load time."""
+    a refusal is raised by :meth:`CompiledProgram.run`, or by the caller at load time.
+    ``memory_budget``: the bytes one declared tensor may take, refused before its kernel
+    allocates it (:mod:`nebisect.mil.sizes`); None leaves shapes unchecked."""
     function = _main_function(program)
     fingerprint = _fingerprint(function)
-    key = (precision, profile, semantics, unit)
+    key = (precision, profile, semantics, unit, memory_budget)
     per_program = _CACHE.setdefault(program, {})
     cached = per_program.get(key)
     if cached is not None and cached[0] == fingerprint:
         return cached[1]
     device = get_profile(profile) if profile is not None else None
-    plan = compile_function(function, precision, device, get_semantics(semantics), unit)
+    plan = compile_function(function, precision, device, get_semantics(semantics), unit,
+                            memory_budget)
     compiled = CompiledProgram(plan, input_specs(function))
     per_program[key] = (fingerprint, compiled)
     return compiled
@@ -160,6 +164,7 @@ def run_program(
     semantics: str = DEFAULT_SEMANTICS,
     unit: str | None = None,
     intermediates: bool = False,
+    memory_budget: int | None = None,
 ) -> SimResult:
     """Execute ``program`` on ``inputs``; see the module docstring for the semantics.
 
@@ -169,9 +174,11 @@ def run_program(
     or ``spec`` (the op definitions; :mod:`nebisect.mil.semantics`). With a ``unit``
     (``cpu``, ``gpu``, ``ne``) the runtime's refusals for it apply, raised before any op
     runs (:class:`SimRefusal`, or :class:`SimPredictError` for a predict-time rule).
+    ``memory_budget``: as :func:`compile_program` takes it.
     """
     return compile_program(program, precision, profile=profile, semantics=semantics,
-                           unit=unit).run(inputs, intermediates=intermediates)
+                           unit=unit, memory_budget=memory_budget,
+                           ).run(inputs, intermediates=intermediates)
 
 
 def _main_function(program: Any) -> Any:

@@ -3,7 +3,8 @@
 Loading goes through coremltools' own milproto loader (the inverse of its serializer),
 with the package's weight blobs, so the simulator sees exactly the ops, attributes and
 weights Core ML would compile — once the shapes the program declares fit the memory
-limit (:mod:`nebisect.mil.sizes`): the loader computes some ops as it builds them.
+budget the caller gives (:mod:`nebisect.mil.sizes`): the loader computes some ops as it
+builds them.
 The package's model description carries the flexible input shapes (``shapeRange`` /
 ``enumeratedShapes``) that the MIL function itself does not; they are restored as the
 main function's ``input_types`` so inputs can be checked against their ranges and a
@@ -118,9 +119,12 @@ def _parse_spec(location: Path) -> Any:
     return spec
 
 
-def load_program(source: Any, function: str = "") -> Any:
+def load_program(source: Any, function: str = "", *, memory_budget: int | None = None) -> Any:
     """A MIL Program from a path (``.mlpackage`` / ``.mlmodel``), an MLModel or a Program;
-    of a multifunction package, the program of ``function`` (its default when "")."""
+    of a multifunction package, the program of ``function`` (its default when "").
+    ``memory_budget``: the bytes one declared tensor may take, refused before
+    coremltools builds the program (:func:`~nebisect.mil.sizes.check_spec`); None
+    leaves shapes unchecked."""
     if hasattr(source, "functions"):
         return source
     ct = import_coremltools()
@@ -128,10 +132,11 @@ def load_program(source: Any, function: str = "") -> Any:
         program = getattr(source, "_mil_program", None)
         if program is not None:
             return program
-        return _from_spec(source.get_spec(), source.weights_dir, "the MLModel", function)
+        return _from_spec(source.get_spec(), source.weights_dir, "the MLModel", function,
+                          memory_budget)
     if not isinstance(source, (str, os.PathLike)):
         raise ProgramLoadError(f"cannot load a program from a {type(source).__name__}")
-    return _load_path(Path(source), function)
+    return _load_path(Path(source), function, memory_budget)
 
 
 def function_names(spec: Any) -> tuple[str, ...]:
@@ -157,7 +162,7 @@ def function_description(spec: Any, function: str, where: str) -> Any:
     raise ProgramLoadError(f"{where}: no function {chosen!r} (its functions: {there})")
 
 
-def _load_path(path: Path, function: str) -> Any:
+def _load_path(path: Path, function: str, memory_budget: int | None) -> Any:
     if not path.exists():
         raise ProgramLoadError(f"{path}: no such file or directory")
     if path.is_dir() and not (path / MANIFEST).is_file():
@@ -168,10 +173,11 @@ def _load_path(path: Path, function: str) -> Any:
     except Exception as exc:
         raise ProgramLoadError(f"{path}: corrupt model package ({_first_line(exc)})") from exc
     return _from_spec(spec, _weights_dir(path, manifest) if manifest else None, str(path),
-                      function)
+                      function, memory_budget)
 
 
-def _from_spec(spec: Any, weights_dir: str | None, where: str, function: str = "") -> Any:
+def _from_spec(spec: Any, weights_dir: str | None, where: str, function: str,
+               memory_budget: int | None) -> Any:
     kind = spec.WhichOneof("Type")
     if kind == "neuralNetwork":
         raise ProgramLoadError(
@@ -182,7 +188,8 @@ def _from_spec(spec: Any, weights_dir: str | None, where: str, function: str = "
         raise ProgramLoadError(f"{where} is a {kind or 'empty'} model, not an ML program")
     description = function_description(spec, function, where)
     # Before coremltools builds any op: it computes a constant-shaped fill as it loads it.
-    check_spec(spec, where)
+    if memory_budget is not None:
+        check_spec(spec, where, memory_budget)
     _check_weight_files(spec.mlProgram, weights_dir, where)
     from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
 

@@ -143,9 +143,11 @@ class _Compiler:
 
     def __init__(
         self, model: PrecisionModel, profile: Profile | None, semantics: Semantics,
-        bound: frozenset[str] = frozenset(),
+        bound: frozenset[str] = frozenset(), memory_budget: int | None = None,
     ) -> None:
         self.profile = profile
+        #: bytes a declared tensor may take (:mod:`nebisect.mil.sizes`); None: unchecked
+        self.memory_budget = memory_budget
         #: the symbols the function's input shapes bind (a profile's placement reads them)
         self.bound = bound
         runtime = semantics.variants  # looked up after the precision and profile variants
@@ -226,7 +228,7 @@ class _Compiler:
 
     def block(self, block: Any, inputs: tuple[Any, ...], in_loop: bool) -> BlockPlan:
         for var in inputs:
-            check_shape(_declared_shape(var), f"input {var.name!r}")
+            self.check_size(var, f"input {var.name!r}")
             self.storage_of(var.name, self.value_mode, var_element_dtype(var))
         steps = []
         for op in block.operations:
@@ -237,6 +239,11 @@ class _Compiler:
         return BlockPlan(
             tuple(v.name for v in inputs), steps, tuple(v.name for v in block.outputs)
         )
+
+    def check_size(self, var: Any, label: str) -> None:
+        """Refuse ``var`` when its declared shape is over the memory budget."""
+        if self.memory_budget is not None:
+            check_shape(_declared_shape(var), label, self.memory_budget)
 
     def step(self, op: Any, in_loop: bool) -> Step:
         mode = self.mode_of(op)
@@ -264,7 +271,7 @@ class _Compiler:
                 dynamic.append((key, value.name, self.arg_conversion(value.name, compute)))
         outputs = []
         for var in op.outputs:
-            check_shape(_declared_shape(var), f"{var.name!r} ({op.op_type})")
+            self.check_size(var, f"{var.name!r} ({op.op_type})")
             storage = self.storage_of(var.name, mode, var_element_dtype(var))
             self.plan_produced.append(var.name)
             outputs.append((var.name, storage, None if in_loop else _declared_shape(var)))
@@ -308,16 +315,17 @@ def _declared_shape(var: Any) -> tuple[int | None, ...] | None:
 
 def compile_function(
     function: Any, precision: str, profile: Profile | None, semantics: Semantics,
-    unit: str | None = None,
+    unit: str | None = None, memory_budget: int | None = None,
 ) -> ExecutionPlan:
     """Build the execution plan of ``function`` under a precision model, a profile and
     an op semantics (the definition, or the Core ML runtime's).
 
     ``unit`` is the compute unit every op runs on (``cpu``, ``gpu``, ``ne``) for the
     runtime's refusals; a profile places each op itself. Without either, or under a
-    semantics without refusals, no rule applies (the float64 oracle)."""
+    semantics without refusals, no rule applies (the float64 oracle). ``memory_budget``:
+    the bytes one declared tensor may take (:mod:`nebisect.mil.sizes`), None unchecked."""
     model = get_precision(profile.precision if profile is not None else precision)
-    compiler = _Compiler(model, profile, semantics, bound_symbols(function))
+    compiler = _Compiler(model, profile, semantics, bound_symbols(function), memory_budget)
     inputs = tuple(function.inputs.values())
     main = compiler.block(function, inputs, False)
     plan = ExecutionPlan(

@@ -15,15 +15,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from nebisect.isolate import Needs
-
 VERBOSE = False
-
-#: What a child that reads or simulates ML programs and runs no torch needs: with torch,
-#: scikit-learn, transformers and scipy blocked, coremltools imports in about a second
-#: instead of six (see :data:`nebisect.isolation.needs.BLOCK_GROUPS`).
-COREMLTOOLS_ONLY = Needs(imports=("numpy", "coremltools"),
-                         blocks=("torch", "sklearn", "transformers", "scipy"))
 
 
 @contextlib.contextmanager

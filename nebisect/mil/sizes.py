@@ -5,9 +5,10 @@ A program can declare a tensor no machine holds — a ``fill`` of shape 60000×6
 would allocate until refused (or until the kernel kills the process): coremltools
 computes a ``fill`` of constant shape while it *loads* the op, the simulator's kernel
 allocates a ``tile``'s result at predict. So every tensor's element count is checked
-against the memory :func:`~nebisect.isolation.memory.budget` before anything is
-allocated, at :data:`ELEMENT_BYTES` an element (the float64 reference computes every
-value in float64):
+against a memory budget before anything is allocated, at :data:`ELEMENT_BYTES` an
+element (the float64 reference computes every value in float64). The budget is a plain
+number of bytes the caller hands in — a job's own limit
+(:func:`nebisect.isolation.memory.budget`), read by the layer that runs the job:
 
 * :func:`check_spec` — a package's ML program as protobuf, before coremltools builds a
   single op: every function input and every op output (nested blocks included) whose
@@ -27,8 +28,8 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from nebisect.bounds import format_size
 from nebisect.errors import NebisectError
-from nebisect.isolation import memory
 
 #: bytes an element is counted at: the widest dtype the simulator computes in (float64)
 ELEMENT_BYTES = 8
@@ -44,35 +45,38 @@ def approximate(count: int) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def element_limit() -> int:
-    """The most elements one tensor may have under the current memory budget."""
-    return memory.budget() // ELEMENT_BYTES
+def element_limit(budget: int) -> int:
+    """The most elements one tensor may have under a memory ``budget`` (bytes)."""
+    return budget // ELEMENT_BYTES
 
 
-def check_shape(shape: Sequence[int | None] | None, label: str, where: str = "") -> None:
-    """Refuse a tensor of static ``shape`` (None dims: unknown, not checked) over the
-    limit; ``label`` names the value (``'big' (fill)``), ``where`` the program."""
+def check_shape(shape: Sequence[int | None] | None, label: str, budget: int,
+                where: str = "") -> None:
+    """Refuse a tensor of static ``shape`` (None dims: unknown, not checked) over what
+    ``budget`` bytes hold; ``label`` names the value (``'big' (fill)``), ``where`` the
+    program."""
     if shape is None or any(d is None for d in shape):
         return
     dims = [int(d) for d in shape if d is not None]
     count = math.prod(dims)
-    limit = element_limit()
+    limit = element_limit(budget)
     if count > limit:
         prefix = f"{where}: " if where else ""
         raise TensorTooLarge(
             f"{prefix}tensor of {approximate(count)} elements exceeds the limit: {label} "
-            f"declares {dims}; {memory.format_size(memory.budget())} of memory (--memory) "
+            f"declares {dims}; {format_size(budget)} of memory (--memory) "
             f"holds {approximate(limit)} at {ELEMENT_BYTES} bytes each")
 
 
-def check_spec(spec: Any, where: str) -> None:
-    """Refuse an ML program spec (``Model_pb2.Model``) declaring a tensor over the limit."""
+def check_spec(spec: Any, where: str, budget: int) -> None:
+    """Refuse an ML program spec (``Model_pb2.Model``) declaring a tensor over what
+    ``budget`` bytes hold."""
     if spec.WhichOneof("Type") != "mlProgram":
         return
     for label, tensor in _declared_tensors(spec.mlProgram):
         shape = [d.constant.size if d.WhichOneof("dimension") == "constant" else None
                  for d in tensor.dimensions]
-        check_shape(shape, label, where)
+        check_shape(shape, label, budget, where)
 
 
 def _declared_tensors(program: Any) -> Iterator[tuple[str, Any]]:

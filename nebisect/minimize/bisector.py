@@ -39,8 +39,8 @@ from pathlib import Path
 
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
+from nebisect.executors.runner import Runner
 from nebisect.files import merge_into, staged
-from nebisect.isolate import Isolator
 from nebisect.minimize.context import GraphReduction, ReductionContext, ReductionOutput
 from nebisect.minimize.options import BisectOptions, Progress, SearchProgress
 from nebisect.sources.resolve import Source, resolve_source
@@ -92,12 +92,13 @@ class Bisector:
     hands the reduction its context, writes the summary."""
 
     def __init__(self, source: str, options: BisectOptions, out: Path,
-                 isolator: Isolator, progress: Progress | None = None,
+                 runner: Runner, progress: Progress | None = None,
                  reduction: GraphReduction | None = None) -> None:
         self.text = source
         self.options = options
         self.out = out
-        self.isolator = isolator
+        self.runner = runner
+        self.isolator = runner.isolator
         self.started = time.monotonic()
         self.reduction = reduction
         self.search_progress = SearchProgress(progress, "", options.max_evals)
@@ -118,11 +119,11 @@ class Bisector:
                 from nebisect.minimize.trigger import find_trigger
 
                 found = find_trigger(self.text, source, options, setup, Path(tmp) / "trigger",
-                                     self.isolator, self.search_progress)
+                                     self.runner, self.search_progress)
                 options, trigger = found.applied(options), found.line
             reduction = self.reduction or default_reduction(options)
             self.search_progress.line.unit = reduction.unit
-            context = ReductionContext(self.text, source, options, self.isolator,
+            context = ReductionContext(self.text, source, options, self.runner,
                                        Path(tmp), self.out, setup, self.search_progress)
             output = reduction.run(context)
         result = self.result(source, options, output, trigger)
@@ -146,7 +147,7 @@ class Bisector:
         original, reduction, before = output.original, output.reduction, output.before
         stats = reduction.stats
         return BisectResult(
-            source=source.location, target=options.target, stage=options.stage,
+            source=source.location, target=str(options.target), stage=options.stage,
             graph=options.reduced_graph, unit=self.search_progress.line.unit,
             signature=original.signature, reduced_signature=reduction.signature,
             units_before=before, units_after=len(reduction.units), kept=list(reduction.units),
@@ -163,11 +164,11 @@ class Bisector:
         )
 
 
-def bisect_source(source: str, options: BisectOptions, out: Path, *,
+def bisect_source(source: str, options: BisectOptions, out: Path, runner: Runner, *,
                   progress: Progress | None = None,
-                  isolator: Isolator | None = None,
                   reduction: GraphReduction | None = None) -> BisectResult:
-    """Reduce ``source``'s failure on ``options.target``; write ``out``; return the summary.
+    """Reduce ``source``'s failure on ``options.target`` in the children of ``runner``;
+    write ``out``; return the summary.
 
     The output is built in a directory of its own and its files are moved into ``out``
     when all are written (:func:`nebisect.files.merge_into`): ``out`` never holds half a
@@ -175,7 +176,4 @@ def bisect_source(source: str, options: BisectOptions, out: Path, *,
     """
     with staged(out, merge_into) as written:
         written.mkdir()
-        if isolator is not None:
-            return Bisector(source, options, written, isolator, progress, reduction).run()
-        with Isolator() as own:
-            return Bisector(source, options, written, own, progress, reduction).run()
+        return Bisector(source, options, written, runner, progress, reduction).run()

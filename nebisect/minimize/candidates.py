@@ -1,6 +1,6 @@
 """Candidates of a reduction, materialized and evaluated in isolation.
 
-The reducer (:mod:`nebisect.ddmin`) only sees unit lists; a *candidate space* turns a
+The reducer (:mod:`nebisect.search.ddmin`) only sees unit lists; a *candidate space* turns a
 unit list into bytes — an ``.mlpackage`` plus its inputs for MIL programs, a torch
 source file plus weights for FX graphs — keyed by the content hash of those bytes, and
 runs it in a fresh process exactly like the original failure ran: predict on the target
@@ -22,18 +22,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from nebisect.arrays import save_npz, sha256_arrays, sha256_bytes, sha256_path
 from nebisect.case import (
     PACKAGE,
-    REFERENCE_TARGET,
     TORCH,
-    TORCH_REFERENCE,
     Case,
     CaseOptions,
     SourceRef,
-    save_npz,
-    sha256_arrays,
-    sha256_bytes,
-    sha256_path,
 )
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate
@@ -42,10 +37,10 @@ from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.graphs.fx import TorchCandidate
 from nebisect.minimize.graphs.mil import MilGraph, SubgraphPlan, build
 from nebisect.sources.convert import PATHS
-from nebisect.targets import spec_of
+from nebisect.targets.spec import REFERENCE_SPEC, REFERENCE_TARGET, TORCH_REFERENCE, TargetSpec
 from nebisect.verdict import Verdict
 
-REFERENCE = REFERENCE_TARGET
+REFERENCE = REFERENCE_SPEC
 
 
 def _units_key(units: Sequence[str]) -> str:
@@ -115,7 +110,8 @@ class CandidateSpace(ABC):
 class MilCandidates(CandidateSpace):
     """Op subsets of one MIL program, predicted on ``target`` against ``sim:fp64``."""
 
-    def __init__(self, graph: MilGraph, recorded: dict[str, np.ndarray], target: str,
+    def __init__(self, graph: MilGraph, recorded: dict[str, np.ndarray],
+                 target: TargetSpec,
                  workdir: Path, isolator: Isolator, timeouts: Timeouts) -> None:
         super().__init__(workdir, isolator, timeouts)
         self.graph = graph
@@ -133,11 +129,11 @@ class MilCandidates(CandidateSpace):
         except NebisectError as exc:
             return f"invalid:{exc}"
         save_npz(directory / "inputs.npz", made.feeds)
-        case = Case(SourceRef(PACKAGE, str(directory / "model.mlpackage")), self.target,
+        case = Case(SourceRef(PACKAGE, str(directory / "model.mlpackage")), str(self.target),
                     inputs_path=str(directory / "inputs.npz"),
                     model_sha256=made.digest(), inputs_sha256=sha256_arrays(made.feeds))
         self.runs += 1
-        return evaluate(case, reference=REFERENCE, isolator=self.isolator,
+        return evaluate(case, reference=REFERENCE_TARGET, isolator=self.isolator,
                         timeout=self.timeouts.predict).verdict
 
 
@@ -156,7 +152,7 @@ class FxCandidates(CandidateSpace):
 
     def __init__(self, graph: Subgraphs, precision: str, setup: tuple[str, ...],
                  workdir: Path, isolator: Isolator, timeouts: Timeouts,
-                 target: str | None = None, paths: tuple[str, ...] = PATHS) -> None:
+                 target: TargetSpec | None = None, paths: tuple[str, ...] = PATHS) -> None:
         super().__init__(workdir, isolator, timeouts)
         self.graph = graph
         self.precision = precision
@@ -185,7 +181,8 @@ def coreml_feeds(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def run_torch_source(location: str, precision: str, setup: tuple[str, ...], directory: Path,
-                     isolator: Isolator, timeouts: Timeouts, *, target: str | None = None,
+                     isolator: Isolator, timeouts: Timeouts, *,
+                     target: TargetSpec | None = None,
                      inputs: dict[str, np.ndarray] | None = None,
                      paths: tuple[str, ...] = PATHS) -> tuple[Verdict, int]:
     """Convert a torch source in isolation on ``paths`` (the first that converts is
@@ -203,11 +200,11 @@ def run_torch_source(location: str, precision: str, setup: tuple[str, ...], dire
     feeds = coreml_feeds(inputs)
     path = directory / "coreml-inputs.npz"
     save_npz(path, feeds)
-    case = Case(SourceRef(PACKAGE, str(package)), target, inputs_path=str(path),
+    case = Case(SourceRef(PACKAGE, str(package)), str(target), inputs_path=str(path),
                 model_sha256=sha256_path(package), inputs_sha256=sha256_arrays(feeds),
                 options=CaseOptions().judged_against(
                     SourceRef(TORCH, location), source=SourceRef(PACKAGE, str(package)),
-                    precision=spec_of(target).precision))
+                    precision=target.precision))
     outcome = evaluate(case, reference=TORCH_REFERENCE, isolator=isolator,
                        timeout=timeouts.predict)
     return outcome.verdict, 2

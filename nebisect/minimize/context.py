@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from nebisect.ddmin import Budget, Evaluator, Reduction
+from nebisect.search.ddmin import Budget, Evaluator, Reduction
 
 if TYPE_CHECKING:
+    from nebisect.executors.runner import Runner
     from nebisect.isolate import Isolator
     from nebisect.minimize.candidates import CandidateSpace
     from nebisect.minimize.options import BisectOptions, SearchProgress
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 class ReductionContext:
     """All a reduction is given — it never sees the bisector.
 
-    ``label`` is the source as the user typed it (for messages); ``setup`` the converter
+    ``label`` is the source as the user typed it (for messages); ``runner`` the command's
+    (its isolator runs the reduction's children); ``setup`` the converter
     fixes' ``module:function`` setups (``--fix``); ``workdir`` is scratch space removed
     afterwards, ``out`` where the minimized artifact and the repro go (the bisector adds
     ``summary.json``); ``progress`` takes phases and isolated-run counts for the live line.
@@ -36,12 +38,16 @@ class ReductionContext:
     label: str
     source: Source
     options: BisectOptions
-    isolator: Isolator
+    runner: Runner
     workdir: Path
     out: Path
     setup: tuple[str, ...]
     progress: SearchProgress
     cache: MutableMapping[str, str | None] = field(default_factory=dict)
+
+    @property
+    def isolator(self) -> Isolator:
+        return self.runner.isolator
 
     def evaluator(self, space: CandidateSpace, signature: str) -> Evaluator[str]:
         """The search's evaluator over ``space``: cache, budget, re-checks, live line."""

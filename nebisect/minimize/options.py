@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nebisect.bounds import check_count, check_seconds
-from nebisect.ddmin import PredicateCall, Stats
 from nebisect.detect import DEFAULT_BUDGET
 from nebisect.errors import NebisectError
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.minimize.candidates import CandidateSpace
+from nebisect.search.ddmin import PredicateCall, Stats
 from nebisect.sources.convert import PATHS
-from nebisect.targets import spec_of
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Stage
 
 #: The case stages whose failures a reduction can keep while it shrinks the model.
@@ -37,7 +37,7 @@ class BisectOptions:
     ``inputs`` are given (:mod:`nebisect.minimize.trigger`).
     """
 
-    target: str
+    target: TargetSpec
     stage: str = "predict"
     inputs: str = ""
     length: int = DEFAULT_LENGTH
@@ -53,7 +53,6 @@ class BisectOptions:
     function: str = ""
 
     def __post_init__(self) -> None:
-        spec_of(self.target)
         if self.stage not in REDUCIBLE_STAGES:
             raise NebisectError(
                 f"unknown stage {self.stage!r}: one of {', '.join(REDUCIBLE_STAGES)}")
@@ -85,7 +84,7 @@ class BisectOptions:
         a device, a crash, a timeout can be flaky."""
         if self.confirm is not None:
             return self.confirm
-        deterministic = (self.stage == "convert" or spec_of(self.target).simulated) and (
+        deterministic = (self.stage == "convert" or self.target.simulated) and (
             signature.startswith(("error:", "mismatch:")))
         return 0 if deterministic else 1
 

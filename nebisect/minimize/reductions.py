@@ -27,15 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef, load_npz, save_npz, sha256_path
-from nebisect.ddmin import Evaluator, Reduction, ddmin, hierarchical_ddmin, locate_divergence
+from nebisect.arrays import load_npz, save_npz, sha256_path
+from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import evaluate, split_arrays
 from nebisect.minimize.candidates import REFERENCE, FxCandidates, MilCandidates, run_torch_source
 from nebisect.minimize.context import ReductionContext, ReductionOutput
+from nebisect.oracle import value_divergence
+from nebisect.search.ddmin import Evaluator, Reduction, ddmin, hierarchical_ddmin
+from nebisect.search.divergence import locate_divergence
 from nebisect.sources.convert import PATH_LABELS
-from nebisect.targets import spec_of
-from nebisect.verdict import Verdict, value_divergence
+from nebisect.targets.spec import REFERENCE_TARGET, TargetSpec
+from nebisect.verdict import Verdict
 
 if TYPE_CHECKING:
     from nebisect.minimize.graphs.mil import MilGraph
@@ -62,6 +65,7 @@ class TorchGraphReduction:
 
 def reduce_program(context: ReductionContext) -> ReductionOutput:
     """:class:`ProgramReduction`'s search, from the original run to the repro."""
+    from nebisect.isolation import memory
     from nebisect.mil.load import load_program
     from nebisect.minimize.graphs.mil import MilGraph
     from nebisect.sources.resolve import prove_loadable
@@ -71,10 +75,12 @@ def reduce_program(context: ReductionContext) -> ReductionOutput:
     prove_loadable(package, context.label, timeout=options.timeouts.load,
                    isolator=context.isolator)
     inputs_path = _program_inputs(context, package)
-    graph = MilGraph(load_program(package.location, package.function))
+    graph = MilGraph(load_program(package.location, package.function,
+                                  memory_budget=memory.budget()))
     progress.units(len(graph.units))
     progress.phase("running the original")
-    original, arrays = _evaluate(context, package, inputs_path, options.target, REFERENCE)
+    original, arrays = _evaluate(context, package, inputs_path, options.target,
+                                 REFERENCE_TARGET)
     if not original.failed:
         detail = f": {original.message}" if original.message else ""
         raise NebisectError(
@@ -109,7 +115,7 @@ def _search_program(context: ReductionContext, graph: MilGraph, original: Verdic
     progress = context.progress
     if original.status == "mismatch" and target_mid:
         progress.phase("first divergence")
-        precision = spec_of(context.options.target).precision
+        precision = context.options.target.precision
         found = locate_divergence(graph.dag, value_divergence(target_mid, reference_mid, precision),
                          evaluator)
         if found.signature:
@@ -134,7 +140,7 @@ def _package(context: ReductionContext) -> SourceRef:
     options = context.options
     context.progress.phase("converting")
     package, verdict = convert_isolated(
-        source, spec_of(options.target).precision, context.workdir, context.isolator,
+        source, options.target.precision, context.workdir, context.isolator,
         setup=context.setup, timeout=options.timeouts.convert, paths=options.paths,
     )
     context.progress.ran()
@@ -159,10 +165,10 @@ def _program_inputs(context: ReductionContext, package: SourceRef) -> Path:
     return path
 
 
-def _evaluate(context: ReductionContext, package: SourceRef, inputs_path: Path, target: str,
-              reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
+def _evaluate(context: ReductionContext, package: SourceRef, inputs_path: Path,
+              target: TargetSpec, reference: str | None) -> tuple[Verdict, dict[str, np.ndarray]]:
     """One isolated run of the whole program, returning every intermediate."""
-    case = Case(package, target, inputs_path=str(inputs_path),
+    case = Case(package, str(target), inputs_path=str(inputs_path),
                 model_sha256=sha256_path(package.location),
                 options=CaseOptions(intermediates=True))
     outcome = evaluate(case, reference=reference, isolator=context.isolator,
@@ -194,14 +200,13 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     The graph is exported, recorded and cut in a child of its own
     (:mod:`nebisect.minimize.graphs.fx_jobs`): the user's ``forward`` never runs here.
     """
-    from nebisect.isolate import Isolator
     from nebisect.minimize.graphs.fx_jobs import IsolatedFxGraph
     from nebisect.minimize.repro.script import write_torch_repro
 
     options, progress, workdir = context.options, context.progress, context.workdir
     source, setup = context.source, context.setup
     predict = options.stage == "predict"
-    precision = spec_of(options.target).precision
+    precision = options.target.precision
     arrays = _torch_inputs(context) if predict else None
     progress.phase("converting the original" + (" and running it" if predict else ""))
     original, runs = run_torch_source(
@@ -215,7 +220,7 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     if arrays is not None:
         recorded_inputs = workdir / "graph-inputs.npz"
         save_npz(recorded_inputs, arrays)
-    with Isolator("persistent") as graph_isolator:
+    with context.runner.extra_isolator("persistent") as graph_isolator:
         graph = IsolatedFxGraph(source.location, recorded_inputs, label=context.label,
                                 isolator=graph_isolator, timeout=options.timeouts.load)
         progress.units(len(graph.units))

@@ -25,10 +25,10 @@ from nebisect.detect.triggers import trigger_of
 from nebisect.errors import NebisectError
 from nebisect.executors.runner import Runner
 from nebisect.fixes.converter_compat import ConverterCompat
-from nebisect.isolate import Isolator
 from nebisect.sources.convert import PATH_LABELS, convert_paths
 from nebisect.sources.converter_overrides import overrides_hint
 from nebisect.sources.resolve import Source
+from nebisect.targets.spec import TargetSpec
 
 if TYPE_CHECKING:
     from nebisect.minimize.options import BisectOptions, SearchProgress
@@ -52,18 +52,19 @@ class Found:
 
 
 def find_trigger(label: str, source: Source, options: BisectOptions, setup: tuple[str, ...],
-                 workdir: Path, isolator: Isolator, progress: SearchProgress) -> Found:
+                 workdir: Path, runner: Runner, progress: SearchProgress) -> Found:
     """The first failure ``run``'s discovery finds on ``options.target`` (converting
-    with ``setup`` on ``options.paths``); a one-line error when there is none."""
+    with ``setup`` on ``options.paths``) in the bisection's ``runner``; a one-line error
+    when there is none."""
     target = options.target
     workdir.mkdir()
-    runner = MatrixRunner(
-        source, [target], workdir, Runner(isolator=isolator), timeouts=options.timeouts,
+    matrix = MatrixRunner(
+        source, [target], workdir, runner, timeouts=options.timeouts,
         convert=functools.partial(convert_paths, setup=setup, paths=options.paths),
         paths=options.paths, progress=progress.phase,
         discovery=Discovery(options.budget, targets=[target], first_failure=True),
     )
-    report = runner.run((options.length,))
+    report = matrix.run((options.length,))
     if not report.groups:
         raise NebisectError(f"{label} {_nothing(report, target)}; nothing to bisect")
     # A path that does not convert while another does is a finding of its own; the
@@ -78,13 +79,14 @@ def find_trigger(label: str, source: Source, options: BisectOptions, setup: tupl
     on = f" [{PATH_LABELS[group.path]}]" if group.path else ""
     line = (f"{group.smallest.label}{on}, found exploring {target} ({predictions} "
             f"predictions): {where(group.attribution, group)}")
-    return Found(runner.bench.saved[group.smallest.label], group.path, trigger.graph, line)
+    return Found(matrix.bench.saved[group.smallest.label], group.path, trigger.graph, line)
 
 
-def _nothing(report: RunReport, target: str) -> str:
+def _nothing(report: RunReport, target: TargetSpec) -> str:
     """Why no trigger was found: the reference failed, the target cannot run here, or
     no input set tried fails."""
-    rows = [row for row in report.rows if row.target == target]
+    name = str(target)
+    rows = [row for row in report.rows if row.target == name]
     reference = next((row.verdict for row in report.rows if row.role == "reference"), None)
     if reference is not None:
         return (f"cannot be judged: the reference {report.reference} fails "
@@ -92,6 +94,6 @@ def _nothing(report: RunReport, target: str) -> str:
     if rows and all(row.verdict.status == "skipped" for row in rows):
         return f"cannot run on {target} here ({rows[0].verdict.message})"
     tried = list(dict.fromkeys(row.input_set.label for row in rows if not row.explored))
-    explored = report.explorations[target].spent if target in report.explorations else 0
+    explored = report.explorations[name].spent if name in report.explorations else 0
     return (f"does not fail on {target} at any input set tried ({', '.join(tried)}, then "
             f"{explored} explored)")

@@ -61,7 +61,6 @@ from nebisect.report.payload import (
     Divergence,
     MatrixCell,
     NamedVerdict,
-    OpError,
     ReportPayload,
     RunMatrix,
     Table,
@@ -69,6 +68,7 @@ from nebisect.report.payload import (
 )
 from nebisect.report.sarif import sarif_log, write_sarif
 from nebisect.report.schema import REPORT_SCHEMA, REPORT_SCHEMA_VERSION
+from nebisect.search.divergence import OpError
 
 __all__ = [
     "REPORT_KINDS", "REPORT_SCHEMA", "REPORT_SCHEMA_VERSION", "CliffSweep", "Divergence",

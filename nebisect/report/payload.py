@@ -13,14 +13,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from nebisect.case import REFERENCE_TARGET
 from nebisect.codec import Form, Record, to_jsonable
+from nebisect.search.divergence import OpError
+from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import Verdict
 
 REPORT_KINDS = ("run", "bisect", "fuzz", "replay", "lint", "atlas")
 
 __all__ = ["REPORT_KINDS", "CliffSweep", "Divergence", "MatrixCell", "NamedVerdict",
-           "OpError", "ReportFinding", "ReportPayload", "RunMatrix", "Table", "WorstElement",
+           "ReportFinding", "ReportPayload", "RunMatrix", "Table", "WorstElement",
            "to_jsonable"]
 
 
@@ -71,17 +72,6 @@ class CliffSweep(_Record):
             raise ValueError("a sweep needs as many outputs and references as x values")
         if self.bracket is not None and len(self.bracket) != 2:
             raise ValueError("a cliff bracket is two x values")
-
-
-@dataclass
-class OpError(_Record):
-    """One op's output error against the reference, in the divergence's unit."""
-
-    index: int
-    name: str
-    op_type: str
-    error: float
-    passed: bool
 
 
 @dataclass

@@ -83,6 +83,11 @@ class Grid:
         bits = -ordinal | self.sign_bit if ordinal < 0 else ordinal
         return float(np.array(bits, dtype=self.int_type).view(self.float_type))
 
+    @property
+    def largest(self) -> float:
+        """The largest finite value (65504 for fp16): where an intermediate overflows."""
+        return float(np.finfo(self.float_type).max)
+
     def straddle(self, x: float) -> tuple[float, float]:
         """The largest grid value at or below ``x`` and the next one up: where a guided
         boundary is probed (the last x before theory's overflow, and the first after)."""

@@ -23,7 +23,7 @@ searches for such regimes without knowing the model, in this order:
 Failures are grouped by (signature, culprit op type, conversion path) — the culprit and
 path are opaque keys from the injected ``evaluate`` — and each group keeps its smallest
 member (nearest the benign start) and every input set it covers. The engine stops when
-the budget is spent or an injected stop condition fires (``nebisect.ddmin.Budget``:
+the budget is spent or an injected stop condition fires (``nebisect.search.ddmin.Budget``:
 deadline, Ctrl-C) and still returns everything found so far. It has no randomness of
 its own: the same families (same seed) give the same order and the same result.
 
@@ -37,7 +37,7 @@ API::
         # returns one Observation per path and is still charged once)
     families: Sequence[Space]          # nebisect.inputs.families.build(inputs, names, seed)
     guided: Sequence[Boundary]          # Probe.boundary() of nebisect.inputs.probes
-    stop(stats: nebisect.ddmin.Stats) -> reason | None
+    stop(stats: nebisect.search.ddmin.Stats) -> reason | None
     progress(ExploreProgress)                  # after every prediction
 
 The records (:class:`Observation`, :class:`Exploration` and its parts) live in
@@ -52,9 +52,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from nebisect.ddmin import Stats, Stop
-from nebisect.mil.dtypes import FP16_MAX
 from nebisect.search.cliff import GRIDS, Boundary, localize
+from nebisect.search.ddmin import Stats, Stop
 from nebisect.search.readout import Element, breaking_element, read
 from nebisect.search.records import (
     CliffFinding,
@@ -201,7 +200,7 @@ class _Explorer:
         if not isinstance(family, ParametricSpace) or not family.plan():
             return
         for boundary in self.guided:
-            if not 0 < boundary.value < FP16_MAX:
+            if not 0 < boundary.value < _FP16.largest:
                 continue
             below, above = _FP16.straddle(boundary.value)
             outcome = GuidedOutcome(boundary, family.label_at(below), family.label_at(above))

@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from nebisect.codec import Form, Record
-from nebisect.report.payload import OpError
 from nebisect.search.cliff import Boundary, Cliff
+from nebisect.search.divergence import OpError
 from nebisect.search.space import Member
 from nebisect.verdict import Verdict
 

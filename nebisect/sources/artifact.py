@@ -45,9 +45,10 @@ class Artifact:
     def program(self) -> Any:
         """The coremltools MIL Program of an mlpackage or builder artifact."""
         if self.ref.is_package:
+            from nebisect.isolation import memory
             from nebisect.mil.load import load_program
 
-            return load_program(self.location, self.function)
+            return load_program(self.location, self.function, memory_budget=memory.budget())
         if self.ref.is_builder:
             module, _, function = self.location.partition(":")
             if not function:

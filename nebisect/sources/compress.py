@@ -172,29 +172,39 @@ def compress_source(source: Source, spec: str, workdir: Path, isolator: Isolator
     package = workdir / f"compressed-{conversion_precision(COMPRESSED_PRECISION)}.mlpackage"
     describe_in_child(
         f"{__name__}:compress_job",
-        {"package": str(baseline), "destination": str(package), "spec": spec},
+        CompressArguments(str(baseline), str(package), spec),
         label=f"--compress {spec}", subject=COMPRESS_SUBJECT, timeout=timeout,
         needs=TORCH_AND_COREMLTOOLS, isolator=isolator)
     return CompressedConversion(spec, verdict.conversion.path or "", COMPRESSED_PRECISION,
                                 str(package), str(baseline)), verdict
 
 
-def compress_job(payload: dict[str, Any]) -> Verdict:
-    """Child side of :func:`compress_source`: ``payload["package"]`` compressed with
-    ``payload["spec"]``, saved at ``payload["destination"]``; its record counts the
-    ``constexpr_*`` ops that decompress its weights."""
-    return record_verdict(lambda: _compress(payload))
+@dataclass(frozen=True)
+class CompressArguments:
+    """The arguments of :func:`compress_job`: the package, where its compressed copy is
+    saved, and the ``--compress`` spec."""
+
+    package: str
+    destination: str
+    spec: str
 
 
-def _compress(payload: dict[str, Any]) -> dict[str, Any]:
+def compress_job(arguments: CompressArguments) -> Verdict:
+    """Child side of :func:`compress_source`: the package compressed with the spec, saved
+    at the destination; its record counts the ``constexpr_*`` ops that decompress its
+    weights."""
+    return record_verdict(lambda: _compress(arguments))
+
+
+def _compress(arguments: CompressArguments) -> dict[str, Any]:
     from nebisect.mil.quiet import import_coremltools, quiet
     from nebisect.sources.convert import converter_message, save_package
 
     ct = import_coremltools()
-    spec = parse_compress(payload["spec"])
+    spec = parse_compress(arguments.spec)
     try:
         with quiet():
-            model = ct.models.MLModel(payload["package"], skip_model_load=True)
+            model = ct.models.MLModel(arguments.package, skip_model_load=True)
             compressed = spec.apply(model)
     except Exception as exc:
         raise NebisectError(f"coremltools.optimize.coreml refused it: "
@@ -207,5 +217,5 @@ def _compress(payload: dict[str, Any]) -> dict[str, Any]:
             "coremltools compressed no weight: it leaves weights of fewer than "
             f"{WEIGHT_THRESHOLD} elements as they are (its default weight_threshold), and "
             "this model has no larger one")
-    save_package(compressed, os.fspath(payload["destination"]))
+    save_package(compressed, os.fspath(arguments.destination))
     return {"constexpr_ops": weights}

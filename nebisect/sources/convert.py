@@ -39,11 +39,11 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nebisect.codec import Record
+from nebisect.codec import Record, encode
 from nebisect.errors import NebisectError
 from nebisect.files import staged
 from nebisect.isolate import Needs
@@ -517,37 +517,45 @@ def save_package(model: Any, destination: str | os.PathLike[str]) -> Path:
     return Path(destination)
 
 
-def convert_job(payload: dict[str, Any]) -> Verdict:
-    """Child side: convert ``payload["source"]`` and write its package(s).
-
-    Payload: ``source`` (``file.py:factory``), ``precision`` (the target's), then either
-    ``package`` (the first of ``paths``, default every path, that converts is saved
-    there) or ``packages`` (``{path:
-    location}``: the paths tried, each saved where it says when it converts); optional
-    ``setup`` (``module:function`` callables run first — e.g. :data:`OVERRIDES_SETUP`),
-    ``deployment_target`` (default: the newest target the running macOS loads,
+@dataclass(frozen=True)
+class ConvertArguments:
+    """The arguments of :func:`convert_job`: ``source`` (``file.py:factory``),
+    ``precision`` (the target's), ``packages`` (``{path: location}``: the paths tried,
+    in order, each saved where it says when it converts — or, unless
+    ``every_path``, only the first that converts); ``setup`` (``module:function``
+    callables run first — e.g. :data:`OVERRIDES_SETUP`), ``deployment_target`` (""
+    : the newest target the running macOS loads,
     :func:`nebisect.sources.deployment.running_deployment`) and ``cure`` (a path that
     fails for a reason nebisect's converter overrides cure is converted again with
-    them: :func:`convert_source`). The verdict's
-    :class:`~nebisect.verdict.ConversionFacts` list the paths saved.
-    """
+    them: :func:`convert_source`)."""
+
+    source: str
+    precision: str
+    packages: dict[str, str]
+    every_path: bool = False
+    setup: list[str] = field(default_factory=list)
+    deployment_target: str = ""
+    cure: bool = False
+
+
+def convert_job(arguments: ConvertArguments) -> Verdict:
+    """Child side: convert the source and write its package(s). The verdict's
+    :class:`~nebisect.verdict.ConversionFacts` list the paths saved."""
     from nebisect.isolate import mark_stage
 
     mark_stage("convert")
-    for reference in payload.get("setup", ()):
+    for reference in arguments.setup:
         module, _, function = reference.partition(":")
         getattr(importlib.import_module(module), function)()
-    source = load_torch_source(payload["source"])
-    wanted: dict[str, str] = payload.get("packages") or {
-        path: payload["package"] for path in payload.get("paths", PATHS)}
+    source = load_torch_source(arguments.source)
+    wanted = arguments.packages
     models, attempts = convert_source(
-        source, payload["precision"],
-        deployment=payload.get("deployment_target") or running_deployment(),
-        paths=tuple(wanted), cure=bool(payload.get("cure")),
+        source, arguments.precision,
+        deployment=arguments.deployment_target or running_deployment(),
+        paths=tuple(wanted), cure=arguments.cure,
     )
     facts = ConversionFacts([a.to_dict() for a in attempts],
-                            conversion_precision(payload["precision"]),
-                            list(payload.get("setup", ())))
+                            conversion_precision(arguments.precision), list(arguments.setup))
     message = summarize(attempts)
     if not models and attempts and all(OOM_PATTERN.search(a.message) for a in attempts):
         # every path ran out of memory: the memory limit's verdict, not the converter's
@@ -558,7 +566,7 @@ def convert_job(payload: dict[str, Any]) -> Verdict:
         tried = "; ".join(f"{PATH_LABELS[a.path]}: {a.note}" for a in attempts if a.note)
         return Verdict(Status.ERROR, Stage.CONVERT, error_signature("convert", message),
                        message=message + (f" ({tried})" if tried else ""), conversion=facts)
-    kept = models if "packages" in payload else dict(list(models.items())[:1])
+    kept = models if arguments.every_path else dict(list(models.items())[:1])
     facts.path = next(iter(kept))
     facts.paths = list(kept)
     facts.op_types = op_type_counts(kept[facts.path])
@@ -585,9 +593,7 @@ def convert_isolated(
     ``crash``/``timeout`` from isolation.
     """
     package = Path(workdir) / f"converted-{conversion_precision(precision)}.mlpackage"
-    where: dict[str, Any] = {"package": str(package)}
-    if paths != PATHS:
-        where["paths"] = list(paths)
+    where = {path: str(package) for path in paths}
     verdict = _convert_in_child(source, precision, where, isolator, setup, timeout, deployment)
     ok = verdict.status == "pass" and package.is_dir()
     return (package if ok else None), verdict
@@ -612,19 +618,18 @@ def convert_paths(
     (:func:`convert_source`; ``run``'s default)."""
     key = conversion_precision(precision)
     packages = {path: Path(workdir) / f"converted-{key}-{path}.mlpackage" for path in paths}
-    where: dict[str, Any] = {"packages": {p: str(pkg) for p, pkg in packages.items()}}
-    if cure:
-        where["cure"] = True
+    where = {p: str(pkg) for p, pkg in packages.items()}
     verdict = _convert_in_child(source, precision, where, isolator, setup, timeout,
-                                deployment)
+                                deployment, every_path=True, cure=cure)
     converted = verdict.conversion if verdict.status == "pass" else None
     saved = (converted.paths or []) if converted else []
     return {path: packages[path] for path in saved if packages[path].is_dir()}, verdict
 
 
-def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
+def _convert_in_child(source: Source, precision: str, where: dict[str, str],
                       isolator: Isolator, setup: tuple[str, ...], timeout: float,
-                      deployment: str) -> Verdict:
+                      deployment: str, *, every_path: bool = False, cure: bool = False,
+                      ) -> Verdict:
     from nebisect.isolate import Job
 
     # Fork mode: the template has imported torch and coremltools and rehearsed a
@@ -633,8 +638,8 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, Any],
     # conversion is a fresh interpreter and the verdict says why.
     job = Job(
         function="nebisect.sources.convert:convert_job",
-        payload={"source": source.location, "precision": conversion_precision(precision),
-                 **where, "setup": list(setup), "deployment_target": deployment},
+        payload=encode(ConvertArguments(source.location, conversion_precision(precision),
+                                        where, every_path, list(setup), deployment, cure)),
         stage="convert",
         timeout=timeout,
         needs=CONVERSION,

@@ -16,6 +16,7 @@ Each extracted package is then an ordinary package source (``run``, ``lint``, ``
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,7 @@ def extract_programs(pte: str, directory: Path, *, timeout: float,
     if not Path(pte).is_file():
         raise NebisectError(f"{pte}: no such file")
     record = describe_in_child(f"{__name__}:extract_job",
-                               {"pte": str(Path(pte).resolve()), "directory": str(directory)},
+                               ExtractArguments(str(Path(pte).resolve()), str(directory)),
                                label=pte, subject=PTE_SUBJECT, timeout=timeout,
                                needs=Needs(imports=("torch",)), isolator=isolator)
     packages = [Path(p) for p in record["packages"]]
@@ -60,7 +61,16 @@ def extract_programs(pte: str, directory: Path, *, timeout: float,
     return packages
 
 
-def extract_job(payload: dict[str, Any]) -> Verdict:
+@dataclass(frozen=True)
+class ExtractArguments:
+    """The arguments of :func:`extract_job`: the ``.pte`` file and the directory its
+    packages are written under."""
+
+    pte: str
+    directory: str
+
+
+def extract_job(arguments: ExtractArguments) -> Verdict:
     """Child side of :func:`extract_programs`."""
 
     def build() -> dict[str, Any]:
@@ -71,7 +81,7 @@ def extract_job(payload: dict[str, Any]) -> Verdict:
             raise NebisectError(f"reading an ExecuTorch program needs the executorch "
                                 f"package ({INSTALL}): {exc}") from None
         try:
-            pte = deserialize_pte_binary(Path(payload["pte"]).read_bytes())
+            pte = deserialize_pte_binary(Path(arguments.pte).read_bytes())
         except Exception as exc:
             raise NebisectError(f"not an ExecuTorch program ({type(exc).__name__}: "
                                 f"{str(exc).strip()[:200]})") from None
@@ -82,7 +92,7 @@ def extract_job(payload: dict[str, Any]) -> Verdict:
             data = _payload(pte, delegate, seen)
             if data is None:
                 continue
-            where = Path(payload["directory"]) / f"delegate-{len(packages) + 1}"
+            where = Path(arguments.directory) / f"delegate-{len(packages) + 1}"
             where.mkdir(parents=True)
             if not executorchcoreml.unflatten_directory_contents(data, str(where)):
                 raise NebisectError(f"Core ML delegate {len(packages) + 1} does not unpack")

@@ -133,13 +133,15 @@ def generate(
 ) -> dict[str, np.ndarray]:
     """Deterministic inputs for every description at ``length``; an input too large for
     the memory limit is refused before it is drawn (:mod:`nebisect.mil.sizes`)."""
+    from nebisect.isolation import memory
     from nebisect.mil.sizes import check_shape
 
+    budget = memory.budget()
     rng = np.random.default_rng(seed)
     arrays = {}
     for desc in descriptions:
         shape = desc.shapes_at(length) if desc.flexible else [lo for lo, _ in desc.dims]
-        check_shape(shape, f"input {desc.name!r}")
+        check_shape(shape, f"input {desc.name!r}", budget)
         arrays[desc.name] = _values(desc, shape, rng)
     return arrays
 

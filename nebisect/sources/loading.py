@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from nebisect.codec import encode
 from nebisect.errors import NebisectError
 from nebisect.isolate import NOTHING, Isolator, Job, Needs, run_isolated
 from nebisect.verdict import Status, Verdict, error_signature
@@ -33,17 +34,35 @@ class ChildSubject:
     when: str = f" during {STAGE}"
 
 
-def describe_in_child(function: str, payload: dict[str, Any], **options: Any) -> dict[str, Any]:
-    """Run ``function(payload)`` at stage ``load``; its record, or NebisectError naming
-    ``label`` (the source or plugin as the user typed it). ``options``: those of
+@dataclass(frozen=True)
+class SourceArguments:
+    """The arguments of a job that reads one source: its location (``file.py:factory``,
+    a package path, …)."""
+
+    source: str
+
+
+@dataclass(frozen=True)
+class PackageArguments:
+    """The arguments of a job that reads one package: its path and the function of a
+    multifunction package ("": its default)."""
+
+    package: str
+    function: str = ""
+
+
+def describe_in_child(function: str, arguments: object, **options: Any) -> dict[str, Any]:
+    """Run ``function(arguments)`` (a record) at stage ``load``; its record, or
+    NebisectError naming ``label`` (the source or plugin as the user typed it).
+    ``options``: those of
     :func:`describe_with_arrays` (``label``, ``subject``, ``timeout``, ``needs``,
     ``isolator``)."""
-    return describe_with_arrays(function, payload, **options)[0]
+    return describe_with_arrays(function, arguments, **options)[0]
 
 
 def describe_with_arrays(
     function: str,
-    payload: dict[str, Any],
+    arguments: object,
     *,
     label: str,
     subject: ChildSubject,
@@ -53,7 +72,7 @@ def describe_with_arrays(
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """:func:`describe_in_child`, plus the arrays the child returned beside its record
     (e.g. a factory's example inputs: arrays travel as ``.npz``, never in the JSON)."""
-    job = Job(function=function, payload=payload, stage=STAGE, timeout=timeout,
+    job = Job(function=function, payload=encode(arguments), stage=STAGE, timeout=timeout,
               needs=needs)
     outcome = isolator.run(job) if isolator is not None else run_isolated(job)
     return (record_of(outcome.verdict, label=label, subject=subject, timeout=timeout),

@@ -27,8 +27,8 @@ import numpy as np
 
 from nebisect.case import SourceRef, torch_form
 from nebisect.errors import NebisectError
+from nebisect.isolate import COREMLTOOLS_ONLY
 from nebisect.isolation.timeouts import Timeouts
-from nebisect.mil.quiet import COREMLTOOLS_ONLY
 from nebisect.mil.roles import InputRole
 from nebisect.package import MANIFEST, check_package
 from nebisect.sources.domains import (
@@ -42,10 +42,12 @@ from nebisect.sources.domains import (
 from nebisect.sources.inputs import InputDescription, describe_spec
 from nebisect.sources.loading import (
     ChildSubject,
+    PackageArguments,
     describe_in_child,
     record_verdict,
     unprefixed,
 )
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -130,7 +132,7 @@ class Source:
         return SourceRef(self.kind, self.location, self.function)
 
     @property
-    def reference(self) -> str:
+    def reference(self) -> TargetSpec:
         """The oracle: torch fp64 for torch sources, the fp64 simulator otherwise."""
         return self.ref.reference_target
 
@@ -171,7 +173,7 @@ def resolve_source(text: str, *, function: str = "", timeout: float = Timeouts.l
         raise NebisectError(f"{text}: not an .mlpackage (no {MANIFEST})")
     check_package(path, text)
     record = describe_in_child(f"{__name__}:package_job",
-                               {"package": str(path), "function": function}, label=text,
+                               PackageArguments(str(path), function), label=text,
                                subject=PACKAGE_SUBJECT, timeout=timeout,
                                needs=COREMLTOOLS_ONLY, isolator=isolator)
     inputs = [InputDescription.from_dict(d) for d in record["inputs"]]
@@ -205,15 +207,15 @@ def package_functions(text: str, *, timeout: float = Timeouts.load,
     if is_torch_location(text) or not (path.is_dir() and (path / MANIFEST).is_file()):
         return ()
     check_package(path, text)
-    record = describe_in_child(f"{__name__}:functions_job", {"package": str(path)},
+    record = describe_in_child(f"{__name__}:functions_job", PackageArguments(str(path)),
                                label=text, subject=PACKAGE_SUBJECT, timeout=timeout,
                                needs=COREMLTOOLS_ONLY, isolator=isolator)
     return tuple(record["functions"])
 
 
-def functions_job(payload: dict[str, Any]) -> Verdict:
+def functions_job(arguments: PackageArguments) -> Verdict:
     """Child side of :func:`package_functions`."""
-    package = payload["package"]
+    package = arguments.package
 
     def build() -> dict[str, Any]:
         from nebisect.mil.load import function_names
@@ -224,7 +226,7 @@ def functions_job(payload: dict[str, Any]) -> Verdict:
     return record_verdict(build)
 
 
-def package_job(payload: dict[str, Any]) -> Verdict:
+def package_job(arguments: PackageArguments) -> Verdict:
     """Child side of resolving a package: is it an ML program that loads, what are the
     inputs, outputs and states of its (chosen) function, what does its graph say each
     input is for, and which outputs follow a mask? The function comes back by name: ""
@@ -234,9 +236,10 @@ def package_job(payload: dict[str, Any]) -> Verdict:
     cost seconds; the child is forked from the template that simulates the package
     next, so it costs that template nothing it would not import anyway.
     """
-    package, function = payload["package"], payload["function"]
+    package, function = arguments.package, arguments.function
 
     def build() -> dict[str, Any]:
+        from nebisect.isolation import memory
         from nebisect.mil.load import function_description, function_names, load_program
         from nebisect.mil.roles import infer_roles
 
@@ -249,7 +252,7 @@ def package_job(payload: dict[str, Any]) -> Verdict:
             # op coremltools does not know, a use before its definition) is bad input,
             # found here once, before any case: every case would fail the same way,
             # blamed on its target.
-            program = load_program(Path(package), chosen)
+            program = load_program(Path(package), chosen, memory_budget=memory.budget())
         roles = infer_roles(program)
         return {"inputs": [d.to_dict() for d in described], "function": chosen,
                 "states": [state.name for state in description.state],
@@ -293,20 +296,21 @@ def prove_loadable(package: SourceRef, label: str, *, timeout: float,
     the ones it computes, which the size check cannot see. A package that does not load
     there is one line naming ``label``."""
     describe_in_child(f"{__name__}:program_job",
-                      {"package": package.location, "function": package.function}, label=label,
+                      PackageArguments(package.location, package.function), label=label,
                       subject=PROGRAM_SUBJECT, timeout=timeout, needs=COREMLTOOLS_ONLY,
                       isolator=isolator)
 
 
-def program_job(payload: dict[str, Any]) -> Verdict:
+def program_job(arguments: PackageArguments) -> Verdict:
     """Child side of :func:`prove_loadable`: load the program, return an empty record."""
-    package = payload["package"]
+    package = arguments.package
 
     def build() -> dict[str, Any]:
+        from nebisect.isolation import memory
         from nebisect.mil.load import load_program
 
         with _named_by_the_parent(package):
-            load_program(package, payload["function"])
+            load_program(package, arguments.function, memory_budget=memory.budget())
         return {}
 
     return record_verdict(build)
@@ -324,6 +328,7 @@ def _named_by_the_parent(package: str) -> Iterator[None]:
 
 def _require_ml_program(path: Path) -> Any:
     """The spec of the package at ``path``, which must be an ML program."""
+    from nebisect.isolation import memory
     from nebisect.mil.load import read_spec
     from nebisect.mil.sizes import check_spec
 
@@ -334,5 +339,5 @@ def _require_ml_program(path: Path) -> Any:
     kind = spec.WhichOneof("Type")
     if kind != "mlProgram":
         raise NebisectError(f"{path}: a {kind} model; nebisect needs an ML program")
-    check_spec(spec, str(path))
+    check_spec(spec, str(path), memory.budget())
     return spec

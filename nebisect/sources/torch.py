@@ -28,7 +28,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from nebisect.case import FACTORY, TORCH, SourceRef, sha256_path, torch_form
+from nebisect.arrays import sha256_path
+from nebisect.case import FACTORY, TORCH, SourceRef, torch_form
 from nebisect.codec import Form, Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs
@@ -36,6 +37,7 @@ from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import InputDescription
 from nebisect.sources.loading import (
     ChildSubject,
+    SourceArguments,
     describe_in_child,
     describe_with_arrays,
     record_outcome,
@@ -93,14 +95,14 @@ def absolute_location(text: str) -> str:
     return f"{os.path.abspath(path)}:{factory}"
 
 
-def describe_job(payload: dict[str, Any]) -> Any:
+def describe_job(arguments: SourceArguments) -> Any:
     """Child side: import the source, call its factory, validate, return the record."""
 
     def build() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         from nebisect.sources.torch_load import load_torch_source
         from nebisect.sources.torch_module import check_rebuilds_identically
 
-        location = payload["source"]
+        location = arguments.source
         try:
             started = time.perf_counter()
             loaded = load_torch_source(location)
@@ -114,7 +116,7 @@ def describe_job(payload: dict[str, Any]) -> Any:
         example = {d.name: loaded.example_inputs[d.name].detach().cpu().numpy().astype(d.dtype)
                    for d in described}
         masked, inferred = loaded.output_masks()
-        record = TorchDescription(payload["source"], described, loaded.dynamic_dims,
+        record = TorchDescription(arguments.source, described, loaded.dynamic_dims,
                                   domains=loaded.domains, masked_outputs=masked,
                                   masks_inferred=inferred, build_seconds=build_seconds,
                                   states=loaded.state_names()).to_dict()
@@ -123,13 +125,13 @@ def describe_job(payload: dict[str, Any]) -> Any:
     return record_outcome(build)
 
 
-def outputs_job(payload: dict[str, Any]) -> Any:
+def outputs_job(arguments: SourceArguments) -> Any:
     """Child side of :func:`torch_outputs`: ``forward``'s output names on the example."""
 
     def build() -> dict[str, Any]:
         from nebisect.sources.torch_load import load_torch_source
 
-        location = payload["source"]
+        location = arguments.source
         try:
             return {"outputs": load_torch_source(location).output_names()}
         except NebisectError as exc:
@@ -144,7 +146,7 @@ def torch_outputs(location: str, *, timeout: float,
     ``forward`` is called on the example inputs in an isolated child. Only an option
     naming an output asks (``--masked-output``): a ``forward`` that crashes is otherwise
     a finding of the cases that run it, not a source that cannot be described."""
-    record = describe_in_child("nebisect.sources.torch:outputs_job", {"source": location},
+    record = describe_in_child("nebisect.sources.torch:outputs_job", SourceArguments(location),
                                label=location, subject=FACTORY_SUBJECT, timeout=timeout,
                                needs=TORCH_AND_COREMLTOOLS, isolator=isolator)
     return list(record["outputs"])
@@ -162,7 +164,7 @@ def describe_torch(text: str, *, timeout: float,
     with _lock:
         if key not in _described:
             record, example = describe_with_arrays(
-                "nebisect.sources.torch:describe_job", {"source": location}, label=text,
+                "nebisect.sources.torch:describe_job", SourceArguments(location), label=text,
                 subject=FACTORY_SUBJECT, timeout=timeout,
                 # the conversion job's needs: a run that describes and then converts a
                 # source forks both children from one warm template

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import load_npz
+from nebisect.arrays import load_npz
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs
@@ -64,15 +64,26 @@ class TorchGraph(Record):
     nodes: list[TorchNode] = field(default_factory=list)
 
 
-def record_job(payload: dict[str, Any]) -> tuple[Any, dict[str, np.ndarray]]:
+@dataclass(frozen=True)
+class RecordArguments:
+    """The arguments of :func:`record_job`: the torch source, its inputs file, the
+    conversion path whose graph is recorded and the precision it runs at."""
+
+    source: str
+    inputs: str
+    path: str
+    precision: str
+
+
+def record_job(arguments: RecordArguments) -> tuple[Any, dict[str, np.ndarray]]:
     """Child side of :func:`torch_intermediates`."""
 
     def build() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         from nebisect.sources.torch_load import load_torch_source
 
-        source = load_torch_source(payload["source"])
-        graph, values = record_graph(source, load_npz(payload["inputs"]), payload["path"],
-                                     payload["precision"])
+        source = load_torch_source(arguments.source)
+        graph, values = record_graph(source, load_npz(arguments.inputs), arguments.path,
+                                     arguments.precision)
         return graph.to_dict(), {f"{TORCH_PREFIX}{k}": v for k, v in values.items()}
 
     return record_outcome(build)
@@ -87,8 +98,7 @@ def torch_intermediates(location: str, inputs: str, path: str, precision: str, *
     outputs)."""
     try:
         record, arrays = describe_with_arrays(
-            f"{__name__}:record_job", {"source": location, "inputs": inputs, "path": path,
-                                       "precision": precision},
+            f"{__name__}:record_job", RecordArguments(location, inputs, path, precision),
             label=location, subject=RECORDING, timeout=timeout, needs=needs,
             isolator=isolator)
     except NebisectError:

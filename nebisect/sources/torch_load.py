@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nebisect.case import FACTORY, TORCH, SourceRef, sha256_path, torch_form
+from nebisect.arrays import sha256_path
+from nebisect.case import FACTORY, TORCH, SourceRef, torch_form
 from nebisect.errors import NebisectError
 from nebisect.isolate import Hold, Needs
 from nebisect.sources.torch_module import TorchSource, build_torch_source, parse_location

@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import EXPORTED, load_npz_bytes, torch_form
+from nebisect.arrays import load_npz_bytes
+from nebisect.case import EXPORTED, torch_form
 from nebisect.errors import NebisectError
 from nebisect.sources.torch_module import (
     PATHS,

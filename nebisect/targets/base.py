@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from nebisect.case import TargetSpec
 from nebisect.errors import NebisectError
 from nebisect.isolate import Needs
+from nebisect.targets.spec import TargetSpec
 
 
 @dataclass

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import sha256_path
+from nebisect.arrays import sha256_path
 from nebisect.errors import NebisectError
 from nebisect.files import keep_existing, staged
 from nebisect.isolate import Needs
@@ -52,7 +52,6 @@ from nebisect.sources.deployment import (
     running_os_build,
     version_tuple,
 )
-from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target, TargetSkipped
 from nebisect.targets.coreml_inspect import save_with_outputs, trusted_intermediates
 from nebisect.targets.coreml_io import (
@@ -62,6 +61,7 @@ from nebisect.targets.coreml_io import (
     shape_scope,
 )
 from nebisect.targets.coreml_plan import missing_device, plan_placement
+from nebisect.targets.registry import register_target
 
 _COMPUTE_UNITS = {"cpu": "CPU_ONLY", "gpu": "CPU_AND_GPU", "ne": "CPU_AND_NE", "all": "ALL"}
 #: MLComputePlan and MLModelStructure exist from macOS 14.4 (coremlpython bindings).

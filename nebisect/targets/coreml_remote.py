@@ -42,16 +42,16 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import COREML_VARIANTS
 from nebisect.isolate import Needs
 from nebisect.isolation.job import current_stage, mark_stage
 from nebisect.sources.deployment import SPEC_RELEASES, newer_os_needed, version_tuple
-from nebisect.targets import ANY_DEVICE, register_target
 from nebisect.targets.base import Prediction, Target, TargetSkipped
 from nebisect.targets.coreml import ReadyModel, cache_dir, compiled_path, inspected
 from nebisect.targets.coreml_inspect import trusted_intermediates
 from nebisect.targets.coreml_io import shape_scope
 from nebisect.targets.coreml_plan import op_kind
+from nebisect.targets.registry import ANY_DEVICE, register_target
+from nebisect.targets.spec import COREML_VARIANTS
 
 #: Device kinds (coremltools' ``DeviceType`` values) a remote target runs on.
 REMOTE_KINDS = ("iphone", "ipad")
@@ -240,17 +240,20 @@ class _Session:
                       intermediates: bool) -> Prediction:
         """The model's prediction and placement; with ``intermediates``, every value from
         a second run of its clone with extra outputs (when that clone is faithful)."""
-        prediction = await self.run(compiled, feeds)
+        prediction = await self.load_and_predict(compiled, feeds)
         if intermediates:
             mark_stage("inspect")
             with inspected(package) as (clone, names):
-                cloned = (await self.run(clone, feeds)).outputs
+                cloned = (await self.load_and_predict(clone, feeds)).outputs
             prediction.intermediates, dropped = trusted_intermediates(cloned, names,
                                                                       prediction.outputs)
             prediction.notes = [dropped] if dropped else []
         return prediction
 
-    async def run(self, compiled: Path, feeds: dict[str, np.ndarray]) -> Prediction:
+    async def load_and_predict(self, compiled: Path,
+                               feeds: dict[str, np.ndarray]) -> Prediction:
+        """Load ``compiled`` on the device (connecting first), read its compute plan,
+        predict ``feeds`` once and unload it: the outputs and each op's placement."""
         from coremltools.models.ml_program.experimental.remote_device import (
             _RemoteMLModelService,
         )

@@ -24,12 +24,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from nebisect.case import sha256_path
+from nebisect.arrays import sha256_path
 from nebisect.codec import Record
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Needs
 from nebisect.sources.loading import ChildSubject, describe_in_child, first_line, record_verdict
-from nebisect.targets import Prediction, Target, register_target, registered_targets
+from nebisect.targets.base import Prediction, Target
+from nebisect.targets.registry import register_target, registered_targets, spec_of
+from nebisect.targets.spec import TargetSpec
 
 PLUGIN_SUBJECT = ChildSubject("the plugin", "registering its targets")
 
@@ -70,13 +72,21 @@ def absolute_plugin(text: str) -> str:
     return os.path.abspath(text)
 
 
-def describe_plugin_job(payload: dict[str, Any]) -> Any:
+@dataclass(frozen=True)
+class PluginArguments:
+    """The arguments of :func:`describe_plugin_job`: the plugin (a module name or an
+    absolute ``.py`` path)."""
+
+    plugin: str
+
+
+def describe_plugin_job(arguments: PluginArguments) -> Any:
     """Child side: import the plugin; describe every target it registered."""
 
     def build() -> dict[str, Any]:
-        from nebisect.targets import load_plugins, spec_of
+        from nebisect.targets.registry import load_plugins
 
-        plugin = payload["plugin"]
+        plugin = arguments.plugin
         before = set(registered_targets())
         try:
             load_plugins([plugin])
@@ -117,12 +127,23 @@ def use_plugins(plugins: Iterable[str], *, timeout: float,
             if key not in _described:
                 record = describe_in_child(
                     "nebisect.targets.plugins:describe_plugin_job",
-                    {"plugin": plugin}, label=f"plugin {text}",
+                    PluginArguments(plugin), label=f"plugin {text}",
                     subject=PLUGIN_SUBJECT, timeout=timeout, isolator=isolator,
                 )
                 _described[key] = [PluginTarget.from_dict(t) for t in record["targets"]]
             _register(_described[key])
     return resolved
+
+
+def parse_targets(texts: Iterable[str], plugins: Iterable[str] = (), *,
+                  timeout: float) -> tuple[TargetSpec, ...]:
+    """Target names as given (an option, a file) parsed once, into the
+    :class:`~nebisect.targets.spec.TargetSpec` everything below the options holds; the
+    targets of ``plugins`` are known (each plugin described in a child first, once per
+    process: :func:`use_plugins`, bounded by ``timeout``). An unknown name is a
+    :class:`~nebisect.targets.spec.TargetSpecError`."""
+    use_plugins(plugins, timeout=timeout)
+    return tuple(spec_of(name) for name in texts)
 
 
 def _register(records: list[PluginTarget]) -> None:

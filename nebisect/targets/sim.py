@@ -23,12 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import REFERENCE_TARGET
-from nebisect.isolate import Needs
-from nebisect.mil.quiet import COREMLTOOLS_ONLY
+from nebisect.isolate import COREMLTOOLS_ONLY, Needs
 from nebisect.mil.semantics import DEFAULT_SEMANTICS
-from nebisect.targets import register_target, spec_of
 from nebisect.targets.base import Prediction, Target
+from nebisect.targets.registry import register_target, spec_of
+from nebisect.targets.spec import REFERENCE_TARGET
 
 
 class _SimTarget(Target):
@@ -48,11 +47,13 @@ class _SimTarget(Target):
 
     def _compiled(self, model: Any) -> Any:
         """The program's plan under this target (compiled once per program object)."""
+        from nebisect.isolation import memory
         from nebisect.mil.interp import compile_program
 
         program = model.program if hasattr(model, "program") else model
         return compile_program(program, self.sim_precision, profile=self.sim_profile,
-                               semantics=self.semantics, unit=self.sim_unit)
+                               semantics=self.semantics, unit=self.sim_unit,
+                               memory_budget=memory.budget())
 
     def load(self, model: Any) -> None:
         """Read the program and compile its plan (cached for :meth:`predict`): a program

@@ -27,8 +27,8 @@ import numpy as np
 from nebisect.errors import NebisectError
 from nebisect.isolate import Needs
 from nebisect.sources.torch_module import TORCH_DTYPE_NAMES
-from nebisect.targets import register_target
 from nebisect.targets.base import Prediction, Target
+from nebisect.targets.registry import register_target
 
 
 @register_target("torch:cpu", "torch:cpu:fp32", "torch:cpu:fp16", "torch:cpu:bf16",

@@ -25,8 +25,11 @@ from nebisect.detect.matrix import MatrixRunner
 from nebisect.detect.summary import finding_lines
 from nebisect.executors.runner import Runner
 from nebisect.isolate import Isolator
+from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import convert_paths
 from nebisect.sources.resolve import resolve_source
+from nebisect.targets.plugins import parse_targets
+from nebisect.targets.spec import TargetSpec
 
 NEBISECT = [sys.executable, "-m", "nebisect"]
 ADD_ONE = f"{SUPPORT / 'integer_models.py'}:add_one"
@@ -42,7 +45,8 @@ def test_a_conversion_failing_on_one_path_is_a_conversion_failure_there(
         tmp_path: Path, isolator: Isolator) -> None:
     source = resolve_source(f"{SUPPORT / 'one_path_override.py'}:model", isolator=isolator)
     convert = functools.partial(convert_paths, setup=("support.one_path_override:refuse_trace",))
-    report = MatrixRunner(source, ["sim:fp32", "sim:fp16"], tmp_path,
+    report = MatrixRunner(source, [TargetSpec.parse("sim:fp32"), TargetSpec.parse("sim:fp16")],
+                          tmp_path,
                           Runner(isolator=isolator),
                           convert=convert).run((2,))
     assert report.failed  # what makes `run` exit 1
@@ -68,7 +72,8 @@ def test_a_conversion_failing_on_one_path_is_a_conversion_failure_there(
 def test_a_forward_returning_its_input_converts_on_both_paths(
         tmp_path: Path, isolator: Isolator) -> None:
     source = resolve_source(f"{SUPPORT / 'one_path_override.py'}:identity", isolator=isolator)
-    report = MatrixRunner(source, ["sim:fp32"], tmp_path, Runner(isolator=isolator),
+    report = MatrixRunner(source, [TargetSpec.parse("sim:fp32")], tmp_path,
+                          Runner(isolator=isolator),
                           convert=convert_paths).run((2,))
     assert not report.failed, [r.verdict.message for r in report.rows]
     conversion = report.conversions["fp32"]
@@ -80,11 +85,14 @@ def test_a_forward_returning_its_input_converts_on_both_paths(
 def test_an_int32_routed_through_float32_is_an_integer_mismatch(
         tmp_path: Path, isolator: Isolator) -> None:
     source = resolve_source(ADD_ONE, isolator=isolator)
-    runner = MatrixRunner(source, ["sim:fp32", "sim:fp32-int-via-fp32"], tmp_path,
+    plugins = [str(SUPPORT / "plugins_integers.py")]
+    targets = parse_targets(["sim:fp32", "sim:fp32-int-via-fp32"], plugins,
+                            timeout=Timeouts().load)
+    runner = MatrixRunner(source, list(targets), tmp_path,
                           Runner(isolator=isolator),
                           convert=functools.partial(convert_paths, paths=("export",)),
                           paths=("export",),
-                          plugins=[str(SUPPORT / "plugins_integers.py")],
+                          plugins=plugins,
                           discovery=Discovery(budget=5, families=["bigints"]))
     report = runner.run((2,))
     (group,) = report.groups

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from nebisect.ddmin import Dag
 from nebisect.detect.culprit import by_intermediates
 from nebisect.evaluate.programs import ProgramOutline
+from nebisect.search.divergence import Dag
 
 #: GroupNorm's variance after a conv, scaled back into fp16's range:
 #: x → conv → sub(mean) → square → reduce_mean → mul

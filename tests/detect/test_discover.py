@@ -30,6 +30,7 @@ from nebisect.detect.matrix import MatrixRunner, RunReport
 from nebisect.executors.runner import Runner
 from nebisect.isolate import Isolator
 from nebisect.sources.resolve import resolve_source
+from nebisect.targets.spec import TargetSpec
 
 NEBISECT = [sys.executable, "-m", "nebisect"]
 
@@ -170,7 +171,8 @@ def test_converter_override_on_one_path_is_a_conversion_bug_there_only(
     source = resolve_source(f"{SUPPORT / 'one_path_override.py'}:model", isolator=isolator)
     assert list(source.example or {}) == ["x"]  # a tuple, named by forward()'s parameter
     convert = functools.partial(convert_paths, setup=("support.one_path_override:install",))
-    runner = MatrixRunner(source, ["sim:fp64", "sim:fp32"], tmp_path,
+    runner = MatrixRunner(source, [TargetSpec.parse("sim:fp64"), TargetSpec.parse("sim:fp32")],
+                          tmp_path,
                           Runner(isolator=isolator),
                           convert=convert, discovery=Discovery(budget=2, families=["const"]))
     report = runner.run((2,))
@@ -198,7 +200,8 @@ def test_variadic_forward_inputs_are_named_by_position(tmp_path: Path,
     source = resolve_source(f"{SUPPORT / 'one_path_override.py'}:variadic", isolator=isolator)
     assert [d.name for d in source.inputs] == ["x0", "x1"]
     assert source.example is not None and float(source.example["x1"][0, 0]) == 3.0
-    runner = MatrixRunner(source, ["sim:fp32"], tmp_path, Runner(isolator=isolator),
+    runner = MatrixRunner(source, [TargetSpec.parse("sim:fp32")], tmp_path,
+                          Runner(isolator=isolator),
                           convert=convert_paths, paths=("export",),
                           discovery=Discovery(budget=1))
     report = runner.run((2,))

@@ -13,9 +13,10 @@ from nebisect.detect.findings import Row
 from nebisect.detect.issue import environment, issue_finding, located, target_words
 from nebisect.detect.report import report_findings
 from nebisect.detect.titles import issue_title, title
+from nebisect.oracle import judge
 from nebisect.search.records import Culprit, FailureGroup
 from nebisect.search.space import Member
-from nebisect.verdict import Verdict, judge
+from nebisect.verdict import Verdict
 
 PATHS = ["export", "trace"]
 #: torch's std of a seeded 5×5×5 draw, and what the program computes dividing by N

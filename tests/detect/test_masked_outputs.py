@@ -16,7 +16,7 @@ from support import SUPPORT
 from support.masked_packages import PADDED_ELEMENTS, PADDED_INPUTS, save_padded_packages
 
 import nebisect
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.sources.resolve import resolve_source
 
 NEBISECT = [sys.executable, "-m", "nebisect"]

@@ -14,12 +14,15 @@ import numpy as np
 import pytest
 from support import REPO, SUPPORT
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.detect.attribution import attribute
 from nebisect.detect.matrix import MatrixRunner, RunReport
 from nebisect.executors.runner import Runner
 from nebisect.isolate import Isolator
+from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.resolve import resolve_source
+from nebisect.targets.plugins import parse_targets
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
 NEBISECT = [sys.executable, "-m", "nebisect"]
@@ -38,7 +41,10 @@ def _run(source: str, targets: list[str], tmp_path: Path, isolator: Isolator,
 
     inputs = str(kwargs.pop("inputs", ""))
     lengths = kwargs.pop("lengths", (2, 8, 37, 128, 380))
-    runner = MatrixRunner(resolve_source(source), ["sim:fp64", *targets], tmp_path,
+    names = ["sim:fp64", *targets]
+    plugins = [str(p) for p in kwargs.get("plugins", [])]  # type: ignore[attr-defined]
+    runner = MatrixRunner(resolve_source(source),
+                          list(parse_targets(names, plugins, timeout=Timeouts().load)), tmp_path,
                           Runner(isolator=isolator),
                           convert=functools.partial(convert_paths, paths=("export",)),
                           paths=("export",),
@@ -116,7 +122,7 @@ def test_segfault_in_predict_is_a_crash_with_stderr(tmp_path: Path, isolator: Is
 def test_attribution_rules(attribution: str, target: str, exact_ok: bool | None,
                            fp16_ok: bool | None, stage: str) -> None:
     verdict = Verdict("mismatch", stage, "mismatch:collapse")
-    assert attribute(target, verdict, exact_ok, fp16_ok) == attribution
+    assert attribute(TargetSpec.parse(target), verdict, exact_ok, fp16_ok) == attribution
 
 
 def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
@@ -226,7 +232,8 @@ def test_minilm_meanpool_dynamic(overrides: bool, tmp_path: Path, isolator: Isol
     from nebisect.sources.convert import OVERRIDES_SETUP, convert_paths
 
     runner = MatrixRunner(
-        resolve_source(f"{REPO}/examples/minilm_meanpool.py:model"), ["sim:fp64", "sim:fp32"],
+        resolve_source(f"{REPO}/examples/minilm_meanpool.py:model"),
+        [TargetSpec.parse("sim:fp64"), TargetSpec.parse("sim:fp32")],
         tmp_path, Runner(isolator=isolator),
         convert=functools.partial(convert_paths, setup=(OVERRIDES_SETUP,) if overrides else ()),
     )

@@ -18,7 +18,7 @@ import pytest
 from support import REPO, SUPPORT
 from support.conditioning_models import BELOW_FP16, CONSTANT
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.detect.findings import Row
 from nebisect.detect.matrix import RunReport
 from nebisect.detect.same_precision import (

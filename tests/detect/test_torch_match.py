@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from nebisect.ddmin import Dag
 from nebisect.detect.culprit import BY_TORCH, by_torch
 from nebisect.detect.torch_match import candidates, compatible, placed, reaching
 from nebisect.evaluate.programs import ProgramOutline
+from nebisect.search.divergence import Dag
 from nebisect.sources.torch_graph import TorchGraph, TorchNode
 
 #: the MIL program of a padded attention as coremltools converts it on torch.export: the

@@ -25,7 +25,8 @@ import pytest
 from support.corpus_helpers import filled, softplus_package
 from support.leftovers import Sandbox
 
-from nebisect.case import CaseOptions, save_npz, sha256_path
+from nebisect.arrays import save_npz, sha256_path
+from nebisect.case import CaseOptions
 from nebisect.corpus import CaseRecord, Corpus, CorpusCase, Expected, NewCase
 
 MODEL_PY = '''\

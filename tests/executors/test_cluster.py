@@ -36,7 +36,8 @@ from support.cluster_support import (
 from support.corpus_helpers import add, filled, lse_package
 
 import nebisect
-from nebisect.case import CaseOptions, save_npz
+from nebisect.arrays import save_npz
+from nebisect.case import CaseOptions
 from nebisect.corpus import Corpus, Expected
 from nebisect.errors import NebisectError
 from nebisect.executors.cluster import ClusterExecutor

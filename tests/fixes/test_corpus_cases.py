@@ -23,7 +23,7 @@ from nebisect.corpus import Corpus
 from nebisect.fixes import get_fix
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
-from nebisect.verdict import compare
+from nebisect.oracle import compare
 
 CORPUS = REPO / "corpus"
 NEBISECT = str(Path(sys.executable).parent / "nebisect")

@@ -12,7 +12,7 @@ import pytest
 from nebisect.fixes import get_fix, registered_fixes, resolve_fixes
 from nebisect.mil.interp import run_program
 from nebisect.mil.quiet import import_coremltools
-from nebisect.verdict import compare
+from nebisect.oracle import compare
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402

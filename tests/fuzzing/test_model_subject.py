@@ -31,6 +31,7 @@ from nebisect.search.cliff import Boundary
 from nebisect.search.records import FailureGroup
 from nebisect.sources.inputs import InputDescription
 from nebisect.sources.resolve import Source
+from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
 NEBISECT = [sys.executable, "-m", "nebisect"]
@@ -88,7 +89,8 @@ def test_findings_group_as_run_groups_them_with_their_cliffs_attached() -> None:
     result = Campaign(subject, collapse_on_export(subject),
                       CampaignConfig(budget=30, seed=0, shrink_budget=20)).run()
     # explain=False evaluates nothing: the grouping alone, on no workbench
-    found = model_findings(result, subject, None, "sim:ane", explain=False)  # type: ignore[arg-type]
+    found = model_findings(result, subject, None,  # type: ignore[arg-type]
+                           TargetSpec.parse("sim:ane"), explain=False)
     [group] = found.groups  # every case fails on export with one signature: one bug
     assert (group.target, group.path, group.signature) == ("sim:ane", "export",
                                                            "mismatch:collapse")

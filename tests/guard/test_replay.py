@@ -129,7 +129,7 @@ def test_pytest_plugin_turns_cases_into_items(corpus: Corpus, tmp_path: Path) ->
 
 
 def test_corpus_add_without_an_expectation_records_a_run(tmp_path: Path) -> None:
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
 
     package = lse_package(tmp_path / "lse.mlpackage")
     save_npz(tmp_path / "cliff.npz", filled("x", (1, 32), 7.7))

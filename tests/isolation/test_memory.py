@@ -6,26 +6,19 @@ from __future__ import annotations
 import os
 import resource
 import sys
-from collections.abc import Iterator
 
 import pytest
 
+from nebisect.bounds import format_size
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job
 from nebisect.isolation import memory
-from nebisect.options import parse_memory
+from nebisect.options.parsers import parse_memory
 
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"),
                            reason="RLIMIT_DATA bounds mmap on Linux only")
 MIB = 1 << 20
 ALLOCATE = "support.fault_jobs:allocate"
-
-
-@pytest.fixture
-def configured() -> Iterator[None]:
-    """Whatever a test configures is undone: the limit is process-wide."""
-    yield
-    memory.configure(None)
 
 
 @pytest.mark.parametrize(("text", "size"), [
@@ -50,22 +43,20 @@ def test_a_bad_memory_size_is_one_line(text: str, message: str) -> None:
     assert str(raised.value) == message
 
 
-def test_the_default_is_half_the_machine(configured: None) -> None:
+def test_the_default_is_half_the_machine() -> None:
     machine = memory.machine_memory()
     assert 0 < machine <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert memory.default_limit() == machine // 2
     assert parse_memory(None) is None
-    memory.configure(None)
-    assert memory.limit() == memory.budget() == machine // 2
-    memory.configure(512 * MIB)
-    assert (memory.limit(), memory.limit_mb(), memory.budget()) == (512 * MIB, 512, 512 * MIB)
-    assert memory.format_size(512 * MIB) == "512M"
-    assert memory.format_size(int(11.8 * (1 << 30))) == "11.8G"
+    assert memory.budget() == machine // 2
+    assert memory.limit_mb(None) == machine // 2 // MIB
+    assert memory.limit_mb(512 * MIB) == 512
+    assert format_size(512 * MIB) == "512M"
+    assert format_size(int(11.8 * (1 << 30))) == "11.8G"
 
 
-def test_an_isolator_gives_every_job_the_configured_limit(configured: None) -> None:
-    memory.configure(256 * MIB)
-    with Isolator() as isolator:
+def test_an_isolator_gives_every_job_its_own_limit() -> None:
+    with Isolator(memory=256 * MIB) as isolator:
         seen = isolator.run(Job("support.fault_jobs:memory_budget", {})).verdict
         own = isolator.run(Job("support.fault_jobs:memory_budget", {}, memory_mb=128)).verdict
     assert seen.status == "pass", seen.message
@@ -75,12 +66,11 @@ def test_an_isolator_gives_every_job_the_configured_limit(configured: None) -> N
 
 
 @LINUX
-def test_a_job_past_its_limit_is_oom_naming_the_limit(configured: None) -> None:
+def test_a_job_past_its_limit_is_oom_naming_the_limit() -> None:
     """The default limit of this machine lets 300 MiB through; 128M does not."""
-    with Isolator() as isolator:
+    with Isolator() as isolator, Isolator(memory=128 * MIB) as limited:
         fits = isolator.run(Job(ALLOCATE, {"mb": 300})).verdict
-        memory.configure(128 * MIB)
-        refused = isolator.run(Job(ALLOCATE, {"mb": 300})).verdict
+        refused = limited.run(Job(ALLOCATE, {"mb": 300})).verdict
     assert fits.status == "pass", fits.message
     assert (refused.status, refused.signature) == ("oom", "oom")
     assert refused.message.startswith("MemoryError: Unable to allocate 300. MiB")

@@ -11,7 +11,7 @@ from nebisect.mil.load import save_program
 from nebisect.mil.profiles import get_profile
 from nebisect.mil.quiet import import_coremltools
 from nebisect.sources.artifact import Artifact
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 from nebisect.hazards.engine import lint_program
 from nebisect.mil.interp import SimRefusal, compile_program, run_program
 from nebisect.mil.semantics.rules import RUNTIME_RULES, runtime_rule, runtime_rules
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
 
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from support import REPO
 
-from nebisect.case import SIM_SEMANTICS, TargetSpec, TargetSpecError
 from nebisect.mil.interp import run_program
 from nebisect.mil.semantics import SEMANTICS
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
 from nebisect.targets.sim import follow_semantics
+from nebisect.targets.spec import SIM_SEMANTICS, TargetSpec, TargetSpecError
 
 ct = pytest.importorskip("coremltools")
 from coremltools.converters.mil import Builder as mb  # noqa: E402
@@ -111,7 +111,7 @@ def test_run_takes_the_semantics_in_the_target_name(tmp_path):
     import subprocess
     import sys
 
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
 
     package = tmp_path / "mod.mlpackage"
     model = ct.convert(_mod_program(types.fp32), convert_to="mlprogram",

@@ -3,8 +3,9 @@ is refused from its shapes — by the package reader before coremltools builds (
 computes) the op, by the simulator's plan before the kernel allocates — and a case on
 such a package is an ``error`` at stage ``load``.
 
-Every load here runs under a 1 GiB RLIMIT_DATA (``memory.limited``): a check that
-failed to refuse would be a MemoryError in this test, not 28.8 GB of this machine.
+The simulator is handed its budget as a number of bytes; every load here also runs
+under a 1 GiB RLIMIT_DATA (``memory.limited``): a check that failed to refuse would be
+a MemoryError in this test, not 28.8 GB of this machine.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import numpy as np
 import pytest
 from support.memory_bombs import fill_bomb, tile_bomb
 
-from nebisect.case import Case, SourceRef, sha256_path
+from nebisect.arrays import sha256_path
+from nebisect.case import Case, SourceRef
 from nebisect.evaluate.judge import evaluate
 from nebisect.isolation import memory
 from nebisect.mil.interp import run_program
@@ -38,14 +40,9 @@ def bombs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture
 def guarded() -> Iterator[None]:
-    """--memory 4G for this process, and a job's budget of 1 GiB: what a check inside a
-    case sees (and this test process's guard)."""
-    memory.configure(4 * GIB)
-    try:
-        with memory.limited(1024):
-            yield
-    finally:
-        memory.configure(None)
+    """This test process's guard: 1 GiB it may allocate."""
+    with memory.limited(1024):
+        yield
 
 
 @pytest.mark.parametrize(("count", "text"), [
@@ -55,28 +52,23 @@ def test_counts_read_like_the_error_line(count: int, text: str) -> None:
     assert approximate(count) == text
 
 
-def test_a_shape_within_the_budget_passes_and_unknown_dims_are_left_to_the_limit(
-        guarded: None) -> None:
-    assert memory.budget() == 1024 << 20  # inside a job, the job's own limit counts
-    check_shape([8192, 16384], "'ok' (fill)")  # 1.3e8 elements, 1 GiB at 8 bytes
-    check_shape([None, 60000, 60000], "'dynamic' (tile)")
-    check_shape(None, "'list' (make_list)")
+def test_a_shape_within_the_budget_passes_and_unknown_dims_are_left_to_the_limit() -> None:
+    check_shape([8192, 16384], "'ok' (fill)", GIB)  # 1.3e8 elements, 1 GiB at 8 bytes
+    check_shape([None, 60000, 60000], "'dynamic' (tile)", GIB)
+    check_shape(None, "'list' (make_list)", GIB)
     with pytest.raises(TensorTooLarge, match=r"^tensor of 1.3e8 elements exceeds the limit"):
-        check_shape([8192, 16385], "'over' (fill)")
+        check_shape([8192, 16385], "'over' (fill)", GIB)
+    check_shape([8192, 16385], "'over' (fill)", 2 * GIB)  # the budget handed in decides
 
 
 @pytest.mark.parametrize("op", ["fill", "tile"])
 def test_the_package_reader_refuses_the_bomb_before_building_it(
         bombs: dict[str, Path], op: str) -> None:
-    memory.configure(4 * GIB)
-    try:
-        with pytest.raises(TensorTooLarge) as raised:
-            check_spec(read_spec(bombs[op]), str(bombs[op]))
-        assert str(raised.value) == f"{bombs[op]}: {OVER_4G.format(op=op)}"
-        with memory.limited(1024), pytest.raises(TensorTooLarge, match=r"tensor of 3\.6e9"):
-            load_program(bombs[op])
-    finally:
-        memory.configure(None)
+    with pytest.raises(TensorTooLarge) as raised:
+        check_spec(read_spec(bombs[op]), str(bombs[op]), 4 * GIB)
+    assert str(raised.value) == f"{bombs[op]}: {OVER_4G.format(op=op)}"
+    with memory.limited(1024), pytest.raises(TensorTooLarge, match=r"tensor of 3\.6e9"):
+        load_program(bombs[op], memory_budget=GIB)
 
 
 def test_the_simulator_refuses_an_in_memory_tile_bomb_before_its_kernel(
@@ -91,14 +83,14 @@ def test_the_simulator_refuses_an_in_memory_tile_bomb_before_its_kernel(
 
     with pytest.raises(TensorTooLarge, match=r"^tensor of 3.6e9 elements exceeds the limit: "
                                              r"'big' \(tile\) declares \[60000, 60000\]; 1G "):
-        run_program(program, {"x": np.ones((1, 1), np.float32)})
+        run_program(program, {"x": np.ones((1, 1), np.float32)}, memory_budget=GIB)
 
 
 @pytest.mark.parametrize("op", ["fill", "tile"])
 def test_a_case_on_the_bomb_is_an_error_at_load(bombs: dict[str, Path], op: str,
                                                 tmp_path: Path) -> None:
     """What replay sees of a corpus case holding one: the verdict, not an allocation."""
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
 
     inputs = tmp_path / "x.npz"
     save_npz(inputs, {"x": np.ones((1, 1), np.float32)})

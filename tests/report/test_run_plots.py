@@ -13,7 +13,8 @@ import pytest
 from support import REPO
 
 from nebisect.report import write_report
-from nebisect.report.payload import Divergence, OpError, ReportPayload
+from nebisect.report.payload import Divergence, ReportPayload
+from nebisect.search.divergence import OpError
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from nebisect.ddmin import Budget
 from nebisect.inputs.families import InputSet, ModelInputs, build
 from nebisect.search.cliff import Boundary
+from nebisect.search.ddmin import Budget
 from nebisect.search.explore import ExploreProgress, explore
 from nebisect.search.records import Culprit, Exploration, Observation, culprit_key
 from nebisect.sources.inputs import InputDescription
@@ -219,7 +219,8 @@ def elementwise_collapse(threshold: float) -> Callable[[InputSet], Observation]:
     """A fake device judged as ``run`` judges: every element of x above ``threshold``
     collapses to 0.0 on its own (a spatial position's logsumexp), the verdict is
     ``compare``'s, and the observation carries its arrays and the first output value."""
-    from nebisect.verdict import ErrorMetrics, compare
+    from nebisect.oracle import compare
+    from nebisect.verdict import ErrorMetrics
 
     def device(input_set: InputSet) -> Observation:
         x = input_set.arrays["x"].astype(np.float64)

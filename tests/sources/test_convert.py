@@ -16,7 +16,7 @@ import pytest
 import torch
 from support import REPO
 
-from nebisect.case import sha256_bytes
+from nebisect.arrays import sha256_bytes
 from nebisect.isolate import Isolator
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
@@ -24,6 +24,8 @@ from nebisect.sources import converter_overrides
 from nebisect.sources.convert import (
     OVERRIDES_NOTE,
     OVERRIDES_SETUP,
+    PATHS,
+    ConvertArguments,
     convert_isolated,
     convert_job,
     convert_source,
@@ -76,8 +78,8 @@ def converted(
         if key not in cache:
             package = root / f"{key}.mlpackage"
             try:
-                verdict = convert_job({"source": source, "precision": precision,
-                                       "package": str(package), "setup": list(setup)})
+                verdict = convert_job(ConvertArguments(
+                    source, precision, dict.fromkeys(PATHS, str(package)), setup=list(setup)))
             finally:
                 converter_overrides.uninstall()
             cache[key] = {"verdict": verdict, "package": package}

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from support.multifunction import DEFAULT, FUNCTIONS, build_multifunction
 
-from nebisect.case import Case, SourceRef, save_npz
+from nebisect.arrays import save_npz
+from nebisect.case import Case, SourceRef
 from nebisect.cli import main
 from nebisect.corpus import Corpus
 from nebisect.corpus.record import CaseRecord, Expected

@@ -20,7 +20,7 @@ from nebisect.sources.torch_module import (
     run_module,
     to_torch_inputs,
 )
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
 
 EXAMPLES = REPO / "examples"
 MEANPOOL = f"{EXAMPLES / 'meanpool.py'}:model"

@@ -13,7 +13,7 @@ from nebisect.sources.artifact import Artifact
 from nebisect.sources.convert import convert_source
 from nebisect.sources.torch_load import load_torch_source
 from nebisect.sources.torch_module import state_name
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
 
 MODELS = SUPPORT / "state_models.py"
 RUNNING_SUM, CACHED = f"{MODELS}:running_sum", f"{MODELS}:cached"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import REPO
 
-from nebisect.case import sha256_bytes
+from nebisect.arrays import sha256_bytes
 from nebisect.isolate import Isolator
 from nebisect.sources.convert import conversion_template, convert_paths
 from nebisect.sources.resolve import Source

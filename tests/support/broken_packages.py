@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.mil.load import save_program
 from nebisect.mil.quiet import import_coremltools
 

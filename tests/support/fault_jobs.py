@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,30 +35,44 @@ FLOOD_LAST_LINE = "LAST LINE OF THE FLOOD"
 _CALLS_IN_THIS_PROCESS = 0
 
 
-def passing(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+@dataclass(frozen=True)
+class FaultArguments:
+    """The arguments of every fault job (each reads the few it needs)."""
+
+    n: int = 5
+    echo: Any = None
+    mb: int = 0
+    started: str = ""
+    pid_file: str = ""
+    code: int = 0
+    module: str = ""
+    victim: str = ""
+
+
+def passing(payload: FaultArguments) -> tuple[Verdict, dict[str, np.ndarray]]:
     arrays = {
-        "values": np.arange(payload.get("n", 5), dtype=np.float16) / 3,
+        "values": np.arange(payload.n, dtype=np.float16) / 3,
         "flags": np.array([True, False]),
         "scalar": np.array(7, dtype=np.int64),
     }
-    return Verdict("pass", job_result={"echo": payload.get("echo")}), arrays
+    return Verdict("pass", job_result={"echo": payload.echo}), arrays
 
 
-def segfault(payload: dict[str, Any]) -> Verdict:
+def segfault(payload: FaultArguments) -> Verdict:
     ctypes.string_at(0)
     return Verdict("pass")
 
 
-def abort(payload: dict[str, Any]) -> Verdict:
+def abort(payload: FaultArguments) -> Verdict:
     os.abort()
 
 
-def sigfpe(payload: dict[str, Any]) -> Verdict:
+def sigfpe(payload: FaultArguments) -> Verdict:
     os.kill(os.getpid(), signal.SIGFPE)
     return Verdict("pass")
 
 
-def sigbus(payload: dict[str, Any]) -> Verdict:
+def sigbus(payload: FaultArguments) -> Verdict:
     """A real SIGBUS: touch a mapped page whose file was truncated away."""
     with tempfile.TemporaryFile() as handle:
         handle.write(b"\0" * mmap.PAGESIZE * 2)
@@ -68,22 +83,22 @@ def sigbus(payload: dict[str, Any]) -> Verdict:
     return Verdict("pass")
 
 
-def staged_crash(payload: dict[str, Any]) -> Verdict:
+def staged_crash(payload: FaultArguments) -> Verdict:
     mark_stage("load")
     mark_stage("convert")
     return segfault(payload)
 
 
-def staged_error(payload: dict[str, Any]) -> Verdict:
+def staged_error(payload: FaultArguments) -> Verdict:
     mark_stage("load")
     raise RuntimeError("cannot load var_12 from /tmp/model.mlpackage")
 
 
-def raise_error(payload: dict[str, Any]) -> Verdict:
+def raise_error(payload: FaultArguments) -> Verdict:
     raise ValueError("bad value 42 at 0xdeadbeef in /tmp/x/y.py")
 
 
-def memory_blowup(payload: dict[str, Any]) -> Verdict:
+def memory_blowup(payload: FaultArguments) -> Verdict:
     """Grow until the allocator refuses; the 4 GiB cap keeps an unenforced limit visible
     as a wrong verdict instead of a machine out of memory."""
     blocks = []
@@ -92,13 +107,13 @@ def memory_blowup(payload: dict[str, Any]) -> Verdict:
     return Verdict("pass", message="memory limit not enforced")
 
 
-def allocate(payload: dict[str, Any]) -> Verdict:
-    """Allocate ``payload["mb"]`` MiB at once and touch every page."""
-    block = np.ones(payload["mb"] << 20, np.uint8)
+def allocate(payload: FaultArguments) -> Verdict:
+    """Allocate ``payload.mb`` MiB at once and touch every page."""
+    block = np.ones(payload.mb << 20, np.uint8)
     return Verdict("pass", message=f"held {block.nbytes} bytes")
 
 
-def memory_budget(payload: dict[str, Any]) -> Verdict:
+def memory_budget(payload: FaultArguments) -> Verdict:
     """What the job sees of its memory limit: its budget and the soft RLIMIT_DATA."""
     import resource
 
@@ -108,14 +123,14 @@ def memory_budget(payload: dict[str, Any]) -> Verdict:
     return Verdict("pass", job_result={"budget": memory.budget(), "soft": soft})
 
 
-def allocator_message(payload: dict[str, Any]) -> Verdict:
+def allocator_message(payload: FaultArguments) -> Verdict:
     raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB")
 
 
-def infinite_loop(payload: dict[str, Any]) -> Verdict:
-    if "started" in payload:
+def infinite_loop(payload: FaultArguments) -> Verdict:
+    if payload.started:
         # Atomically: a test polls for this file and reads the pid as soon as it exists.
-        started = Path(payload["started"])
+        started = Path(payload.started)
         staging = started.with_name(f".{started.name}.tmp")
         staging.write_text(str(os.getpid()))
         staging.replace(started)
@@ -123,24 +138,24 @@ def infinite_loop(payload: dict[str, Any]) -> Verdict:
         pass
 
 
-def loop_with_grandchild(payload: dict[str, Any]) -> Verdict:
+def loop_with_grandchild(payload: FaultArguments) -> Verdict:
     """Leave a grandchild in the case's process group, then hang: the group kill must
     take it down too."""
     sleeper = subprocess.Popen(["sleep", "60"])
-    Path(payload["pid_file"]).write_text(str(sleeper.pid))
+    Path(payload.pid_file).write_text(str(sleeper.pid))
     while True:
         pass
 
 
-def exit_code(payload: dict[str, Any]) -> Verdict:
-    os._exit(payload["code"])
+def exit_code(payload: FaultArguments) -> Verdict:
+    os._exit(payload.code)
 
 
-def sys_exit(payload: dict[str, Any]) -> Verdict:
-    sys.exit(payload["code"])
+def sys_exit(payload: FaultArguments) -> Verdict:
+    sys.exit(payload.code)
 
 
-def stderr_flood(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+def stderr_flood(payload: FaultArguments) -> tuple[Verdict, dict[str, np.ndarray]]:
     chunk = b"noise from a native library\n" * 4096
     written = 0
     while written < FLOOD_BYTES:
@@ -149,7 +164,7 @@ def stderr_flood(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray
     return Verdict("pass"), {"ok": np.array([1.5])}
 
 
-def stdout_junk(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+def stdout_junk(payload: FaultArguments) -> tuple[Verdict, dict[str, np.ndarray]]:
     """Garbage shaped like every channel message, on both the Python and the fd level."""
     junk = '{"done": true}\n{"exit_code": 0, "timed_out": false}\n{"ready": 1}\nnot json\n'
     print(junk * 100, flush=True)
@@ -158,15 +173,15 @@ def stdout_junk(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]
     return Verdict("pass"), {"answer": np.array([42.0])}
 
 
-def bad_return(payload: dict[str, Any]) -> int:
+def bad_return(payload: FaultArguments) -> int:
     return 42
 
 
-def object_array(payload: dict[str, Any]) -> tuple[Verdict, dict[str, Any]]:
+def object_array(payload: FaultArguments) -> tuple[Verdict, dict[str, Any]]:
     return Verdict("pass"), {"boxed": np.array([object()])}
 
 
-def fails_when_warm(payload: dict[str, Any]) -> Verdict:
+def fails_when_warm(payload: FaultArguments) -> Verdict:
     """Passes in a fresh process, fails once the process has run a case before: the
     leaked-state failure only a persistent worker can produce."""
     global _CALLS_IN_THIS_PROCESS
@@ -176,10 +191,10 @@ def fails_when_warm(payload: dict[str, Any]) -> Verdict:
     return Verdict("pass")
 
 
-def importable(payload: dict[str, Any]) -> Verdict:
-    """Passes if ``payload["module"]`` imports in this case process (blocked or not)."""
+def importable(payload: FaultArguments) -> Verdict:
+    """Passes if ``payload.module`` imports in this case process (blocked or not)."""
     try:
-        importlib.import_module(payload["module"])
+        importlib.import_module(payload.module)
     except ImportError as exc:
         return Verdict("error", "predict", "error:predict:import-blocked", message=str(exc))
     return Verdict("pass")
@@ -199,15 +214,15 @@ def _setsid_sleeper(pid_file: str) -> None:
         time.sleep(0.01)
 
 
-def setsid_grandchild(payload: dict[str, Any]) -> Verdict:
+def setsid_grandchild(payload: FaultArguments) -> Verdict:
     """A case that finishes normally, leaving a grandchild the group kill cannot reach."""
-    _setsid_sleeper(payload["pid_file"])
+    _setsid_sleeper(payload.pid_file)
     return Verdict("pass")
 
 
-def setsid_grandchild_then_crash(payload: dict[str, Any]) -> Verdict:
+def setsid_grandchild_then_crash(payload: FaultArguments) -> Verdict:
     """The same grandchild, then a segfault: the case process can clean up nothing."""
-    _setsid_sleeper(payload["pid_file"])
+    _setsid_sleeper(payload.pid_file)
     return segfault(payload)
 
 
@@ -222,31 +237,31 @@ def _case_dir() -> Path:
     raise RuntimeError("no stage file open: not in an isolated child")
 
 
-def result_fifo(payload: dict[str, Any]) -> Verdict:
+def result_fifo(payload: FaultArguments) -> Verdict:
     """Leave a FIFO where the result belongs: a parent that opens it blocks forever."""
     os.mkfifo(_case_dir() / CaseFiles.RESULT)
     os._exit(0)
 
 
-def result_dev_zero(payload: dict[str, Any]) -> Verdict:
+def result_dev_zero(payload: FaultArguments) -> Verdict:
     """Leave a link to /dev/zero where the result belongs: endless bytes."""
     (_case_dir() / CaseFiles.RESULT).symlink_to("/dev/zero")
     os._exit(0)
 
 
-def result_not_utf8(payload: dict[str, Any]) -> Verdict:
+def result_not_utf8(payload: FaultArguments) -> Verdict:
     (_case_dir() / CaseFiles.RESULT).write_bytes(b'{"verdict": "\xff\xfe\xfd"}')
     os._exit(0)
 
 
-def forged_pass_then_segfault(payload: dict[str, Any]) -> Verdict:
+def forged_pass_then_segfault(payload: FaultArguments) -> Verdict:
     """Write a perfect ``pass`` result the way the child does, then die by SIGSEGV."""
     write_result(_case_dir(), Verdict("pass"), {"ok": np.array([1.0])})
     ctypes.string_at(0)
     return Verdict("pass")
 
 
-def workspace_links_then_segfault(payload: dict[str, Any]) -> Verdict:
+def workspace_links_then_segfault(payload: FaultArguments) -> Verdict:
     """Replace the stage file and the stderr capture by links (to /dev/zero, to a file
     of the user's), write to stderr, then crash: the parent must read no link and
     write through none."""
@@ -254,7 +269,7 @@ def workspace_links_then_segfault(payload: dict[str, Any]) -> Verdict:
     for name in (CaseFiles.STAGE, CaseFiles.STDERR):
         (case_dir / name).unlink(missing_ok=True)
     (case_dir / CaseFiles.STAGE).symlink_to("/dev/zero")
-    (case_dir / CaseFiles.STDERR).symlink_to(payload["victim"])
+    (case_dir / CaseFiles.STDERR).symlink_to(payload.victim)
     os.write(2, b"written through a link\n")
     time.sleep(0.2)
     ctypes.string_at(0)

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.targets import Prediction, Target, register_target
+from nebisect.targets.base import Prediction, Target
+from nebisect.targets.registry import register_target
 
 
 @register_target("sim:segv-in-predict")

@@ -14,7 +14,7 @@ import numpy as np
 from nebisect.mil.kernels import KernelContext, kernel
 from nebisect.mil.kernels.reduction import axes_of, keep
 from nebisect.mil.profiles import Profile, register_profile
-from nebisect.targets import register_target
+from nebisect.targets.registry import register_target
 from nebisect.targets.sim import SimFP16
 
 register_profile(Profile(

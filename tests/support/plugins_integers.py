@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.targets import Prediction, register_target
+from nebisect.targets.base import Prediction
+from nebisect.targets.registry import register_target
 from nebisect.targets.sim import SimFP32
 
 

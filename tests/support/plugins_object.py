@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.targets import Prediction, Target, get_target, register_target
+from nebisect.targets.base import Prediction, Target
+from nebisect.targets.registry import get_target, register_target
 
 
 @register_target("sim:object-out")

@@ -16,6 +16,7 @@ import numpy as np
 import support.lint_programs as lp
 from nebisect.mil.interp import run_program
 from nebisect.mil.quiet import import_coremltools
+from nebisect.oracle import compare, judge
 from nebisect.report import (
     CliffSweep,
     Divergence,
@@ -26,7 +27,7 @@ from nebisect.report import (
     Table,
 )
 from nebisect.search.cliff import Boundary, localize
-from nebisect.verdict import Verdict, compare, judge
+from nebisect.verdict import Verdict
 
 ct = import_coremltools()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass
 
 from nebisect.verdict import Status, Verdict
 
@@ -15,7 +15,12 @@ def warm_up() -> None:
     WARMED_IN.append(os.getpid())
 
 
-def where(payload: dict[str, Any]) -> Verdict:
+@dataclass(frozen=True)
+class NoArguments:
+    """A job that takes no arguments."""
+
+
+def where(payload: NoArguments) -> Verdict:
     """This child's parent (its template) and where the hook ran."""
     return Verdict(Status.PASS, "predict",
                    job_result={"template_pid": os.getppid(), "warmed_in": list(WARMED_IN)})

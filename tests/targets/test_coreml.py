@@ -18,7 +18,8 @@ import pytest
 from support import SUPPORT
 from support.coreml_plans import CPU, GPU, NE, block, op, recorded_plan
 
-from nebisect.case import Case, CaseOptions, SourceRef, sha256_path
+from nebisect.arrays import sha256_path
+from nebisect.case import Case, CaseOptions, SourceRef
 from nebisect.errors import NebisectError
 from nebisect.evaluate.judge import _routed
 from nebisect.sources.deployment import (
@@ -153,7 +154,7 @@ def test_routed_pass_reports_counts_and_consts_do_not_count() -> None:
     assert verdict.status == "pass"
     assert verdict.target_facts.routed == "2/3 compute ops on ne"
     assert _route("coreml:all", [op("ios18.conv", "c", "gpu")]).status == "pass"
-    assert _route("coreml:cpu", [op("ios18.conv", "c", "cpu")]).metrics() == {}
+    assert _route("coreml:cpu", [op("ios18.conv", "c", "cpu")]).metrics == {}
 
 
 def test_unknown_placement_turns_a_pass_into_skipped_and_keeps_failures() -> None:
@@ -308,7 +309,7 @@ def test_neural_engine_and_gpu_need_a_listed_device() -> None:
 def test_model_needing_a_newer_os_is_a_skipped_verdict(tmp_path: Path) -> None:
     """A target that cannot load the model here (TargetSkipped) gives ``skipped`` with
     the reason, never an error blamed on the device."""
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
     from nebisect.evaluate.judge import evaluate
     from nebisect.targets.plugins import use_plugins
 

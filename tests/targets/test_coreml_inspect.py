@@ -14,10 +14,11 @@ import pytest
 from support import REPO
 from support.bisect_programs import chain, lse_chain
 
-from nebisect.ddmin import first_divergence
 from nebisect.mil.interp import run_program
 from nebisect.mil.load import load_program
 from nebisect.minimize.graphs.mil import MilGraph
+from nebisect.oracle import value_divergence
+from nebisect.search.divergence import first_divergence
 from nebisect.targets.coreml_inspect import (
     inspectable_outputs,
     save_with_outputs,
@@ -25,7 +26,7 @@ from nebisect.targets.coreml_inspect import (
     trusted_intermediates,
     unfaithful,
 )
-from nebisect.verdict import value_divergence
+from nebisect.targets.spec import TargetSpec
 
 ON_MAC = platform.system() == "Darwin"
 
@@ -94,7 +95,7 @@ def test_coreml_intermediates_equal_the_real_inspectors(tmp_path: Path) -> None:
     from coremltools.models.ml_program.experimental.debugging_utils import MLModelInspector
 
     from nebisect.sources.artifact import Artifact
-    from nebisect.targets import get_target
+    from nebisect.targets.registry import get_target
 
     package, _ = chain(tmp_path, 7)
     feeds = lse_chain.chain_inputs()
@@ -120,15 +121,18 @@ def test_bisect_on_the_neural_engine_localizes_seed_000_by_first_divergence(
         tmp_path: Path) -> None:
     """Seed 000 on coreml:ne: the device's intermediates localize the collapsing lse
     without ddmin, and the repro asserts the lse runs on the Neural Engine."""
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
+    from nebisect.executors.runner import Runner
     from nebisect.minimize.bisector import bisect_source
     from nebisect.minimize.options import BisectOptions
 
     inputs = tmp_path / "x8.npz"
     save_npz(inputs, {"x": np.full((1, 1, 8, 8), 8.0, np.float32)})
-    result = bisect_source(f"{REPO}/examples/logsumexp_ne.py:model",
-                           BisectOptions(target="coreml:ne", inputs=str(inputs)),
-                           tmp_path / "out")
+    with Runner(local=True) as runner:
+        result = bisect_source(f"{REPO}/examples/logsumexp_ne.py:model",
+                               BisectOptions(target=TargetSpec.parse("coreml:ne"),
+                                             inputs=str(inputs)),
+                               tmp_path / "out", runner)
     assert result.strategy.startswith("first-divergence"), result
     assert result.divergence_checks > 0 and "reduce_log_sum_exp" in result.kept_types
     assert "OP_OF_INTEREST = 'reduce_log_sum_exp'" in (tmp_path / "out" / "repro.py").read_text()

@@ -23,10 +23,9 @@ from coremltools.models.ml_program.experimental.remote_device import (
 from support import REPO
 from support.bisect_programs import chain
 
-from nebisect.case import Case, SourceRef, TargetSpec, TargetSpecError
+from nebisect.case import Case, SourceRef
 from nebisect.isolation.child import exception_verdict
 from nebisect.isolation.job import mark_stage
-from nebisect.targets import ANY_DEVICE, get_target
 from nebisect.targets.base import TargetSkipped
 from nebisect.targets.coreml_remote import (
     CoreMLRemoteTarget,
@@ -40,6 +39,8 @@ from nebisect.targets.coreml_remote import (
     select_device,
 )
 from nebisect.targets.placement import required_devices
+from nebisect.targets.registry import ANY_DEVICE, get_target
+from nebisect.targets.spec import TargetSpec, TargetSpecError
 
 #: Names the connected device the on-device test uses (e.g. the device job's variable).
 REMOTE_VAR = "NEBISECT_REMOTE_DEVICE"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nebisect.case import SourceRef
-from nebisect.targets import get_target
+from nebisect.targets.registry import get_target
 
 ON_MAC = platform.system() == "Darwin"
 needs_coreml = pytest.mark.skipif(
@@ -100,7 +100,8 @@ def _rows(report: dict, target: str) -> list[dict]:
 @needs_coreml
 def test_cache_key_and_float64_inputs_on_cpu(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from nebisect.case import Case, save_npz, sha256_path
+    from nebisect.arrays import save_npz, sha256_path
+    from nebisect.case import Case
     from nebisect.evaluate.judge import evaluate
 
     monkeypatch.setenv("NEBISECT_CACHE", str(tmp_path / "cache"))
@@ -151,7 +152,8 @@ def test_fp32_logsumexp_on_the_neural_engine_is_unrouted(tmp_path: Path) -> None
     there is ``unrouted``, not a Neural Engine pass (seed 003's fp32 row)."""
     from coremltools.converters.mil import Builder as mb
 
-    from nebisect.case import Case, CaseOptions, save_npz
+    from nebisect.arrays import save_npz
+    from nebisect.case import Case, CaseOptions
     from nebisect.evaluate.judge import evaluate
     from nebisect.mil.load import save_program
 
@@ -175,7 +177,7 @@ def test_fp32_logsumexp_on_the_neural_engine_is_unrouted(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_seed_000_logsumexp_collapses_on_the_neural_engine(tmp_path: Path) -> None:
     """Seed 000: x = 8 > log(65504/32) ≈ 7.62 → the NE's lse collapses to 0.0."""
-    from nebisect.case import save_npz
+    from nebisect.arrays import save_npz
 
     inputs = tmp_path / "x8.npz"
     save_npz(inputs, {"x": np.full((1, 1, 8, 8), 8.0, np.float32)})

@@ -11,8 +11,8 @@ import pytest
 
 from nebisect.case import Case, CaseOptions, SourceRef
 from nebisect.evaluate.judge import _routed
-from nebisect.targets import get_target
 from nebisect.targets.base import Prediction
+from nebisect.targets.registry import get_target
 from nebisect.verdict import Verdict
 
 

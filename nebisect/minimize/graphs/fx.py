@@ -21,7 +21,7 @@ repro's model. Rules of the cut:
 * Outputs are the kept tensor values no kept node reads, plus kept graph outputs.
 
 :attr:`FxGraph.levels` groups units by the submodule they run in (``nn_module_stack``)
-at depth 1, 2, …: :func:`nebisect.ddmin.hierarchical_ddmin` strips whole submodules
+at depth 1, 2, …: :func:`nebisect.search.ddmin.hierarchical_ddmin` strips whole submodules
 before it looks at single nodes.
 """
 
@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import save_npz, sha256_arrays, sha256_bytes
-from nebisect.ddmin import Dag
+from nebisect.arrays import save_npz, sha256_arrays, sha256_bytes
 from nebisect.mil.graph import ExtractionError
 from nebisect.mil.quiet import quiet
+from nebisect.search.divergence import Dag
 from nebisect.sources.torch_module import TorchSource
 
 Range = tuple[int, int]

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import TORCH, SourceRef, load_npz, sha256_path
-from nebisect.codec import Record
+from nebisect.arrays import load_npz, sha256_path
+from nebisect.case import TORCH, SourceRef
+from nebisect.codec import Record, encode
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job, Needs
 from nebisect.mil.graph import ExtractionError
@@ -63,14 +64,31 @@ class GraphRecord(Record):
 _graphs: dict[tuple[str, str, str], FxGraph] = {}
 
 
-def _graph(payload: dict[str, Any]) -> FxGraph:
-    """The graph of ``payload``'s source and inputs, exported once per worker."""
+@dataclass(frozen=True)
+class GraphArguments:
+    """The arguments of :func:`describe_graph_job`: the torch source and the ``.npz`` of
+    the values to record and feed candidates ("": the source's example inputs)."""
+
+    source: str
+    inputs: str
+
+
+@dataclass(frozen=True)
+class CandidateArguments:
+    """The arguments of :func:`candidate_job`: the graph's and the units to keep."""
+
+    graph: GraphArguments
+    units: list[str]
+
+
+def _graph(arguments: GraphArguments) -> FxGraph:
+    """The graph of a source and its inputs, exported once per worker."""
     import torch
 
     from nebisect.sources.torch_load import load_torch_source
     from nebisect.sources.torch_module import to_torch_inputs
 
-    location, inputs = payload["source"], payload["inputs"]
+    location, inputs = arguments.source, arguments.inputs
     key = (location, sha256_path(SourceRef(TORCH, location).file),
            sha256_path(inputs) if inputs else "")
     if key not in _graphs:
@@ -84,11 +102,11 @@ def _graph(payload: dict[str, Any]) -> FxGraph:
     return _graphs[key]
 
 
-def describe_graph_job(payload: dict[str, Any]) -> Any:
+def describe_graph_job(arguments: GraphArguments) -> Any:
     """Child side: export and record the graph; its :class:`GraphRecord`."""
 
     def build() -> dict[str, Any]:
-        graph = _graph(payload)
+        graph = _graph(arguments)
         return GraphRecord(
             units=list(graph.units),
             groups=[{u: level(u) for u in graph.units} for level in graph.levels],
@@ -98,16 +116,16 @@ def describe_graph_job(payload: dict[str, Any]) -> Any:
     return record_verdict(build)
 
 
-def candidate_job(payload: dict[str, Any]) -> Any:
-    """Child side: the candidate of ``payload["units"]`` as a record and arrays, or
+def candidate_job(arguments: CandidateArguments) -> Any:
+    """Child side: the candidate of the units as a record and arrays, or
     ``{"invalid": why}`` when the subset cannot be cut (a verdict of the search, not
     an error of the source)."""
     arrays: dict[str, np.ndarray] = {}
 
     def build() -> dict[str, Any]:
-        graph = _graph(payload)
+        graph = _graph(arguments.graph)
         try:
-            record, made = graph.candidate(payload["units"]).to_record()
+            record, made = graph.candidate(arguments.units).to_record()
         except ExtractionError as exc:
             return {"invalid": str(exc)}
         arrays.update(made)
@@ -127,12 +145,12 @@ class IsolatedFxGraph:
 
     def __init__(self, location: str, inputs: Path | None, *, label: str,
                  isolator: Isolator, timeout: float) -> None:
-        self._payload = {"source": location, "inputs": str(inputs) if inputs else ""}
+        self._graph = GraphArguments(location, str(inputs) if inputs else "")
         self._label = label
         self._isolator = isolator
         self._timeout = timeout
         self.record = GraphRecord.from_dict(
-            self._ask("describe_graph_job", {}, EXPORTING)[0])
+            self._ask("describe_graph_job", self._graph, EXPORTING)[0])
 
     @property
     def units(self) -> list[str]:
@@ -141,15 +159,16 @@ class IsolatedFxGraph:
     def candidate(self, units: Sequence[str]) -> TorchCandidate:
         """The candidate of ``units``, built in the child; ExtractionError if it cannot
         be cut."""
-        record, arrays = self._ask("candidate_job", {"units": list(units)}, CUTTING)
+        record, arrays = self._ask("candidate_job",
+                                   CandidateArguments(self._graph, list(units)), CUTTING)
         if "invalid" in record:
             raise ExtractionError(str(record["invalid"]))
         return TorchCandidate.from_record(record, arrays)
 
-    def _ask(self, job: str, payload: dict[str, Any], subject: ChildSubject
+    def _ask(self, job: str, arguments: object, subject: ChildSubject
              ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         outcome = self._isolator.run(Job(
-            function=f"{__name__}:{job}", payload={**self._payload, **payload}, stage=STAGE,
+            function=f"{__name__}:{job}", payload=encode(arguments), stage=STAGE,
             timeout=self._timeout, needs=GRAPH_NEEDS,
         ))
         record = record_of(outcome.verdict, label=self._label, subject=subject,

@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import sha256_arrays, sha256_bytes
-from nebisect.ddmin import Cut
+from nebisect.arrays import sha256_arrays, sha256_bytes
 from nebisect.mil.dtypes import numpy_dtype
 from nebisect.mil.graph import ExtractionError, ProgramGraph, flat_vars, is_constant
 from nebisect.mil.quiet import import_coremltools
+from nebisect.search.divergence import Cut
 
 #: Core ML function inputs may be these element types (fp16 only from iOS16 on).
 _INPUT_DTYPES = ("fp32", "int32", "fp16")

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nebisect.case import FACTORY, load_npz, torch_form
+from nebisect.arrays import load_npz
+from nebisect.case import FACTORY, torch_form
 from nebisect.detect.causes import RunFinding
 from nebisect.detect.findings import Row
 from nebisect.detect.matrix import RunReport
@@ -31,7 +32,8 @@ from nebisect.minimize.repro.script import devices_for, factory_script, inline_i
 from nebisect.search.records import FailureGroup
 from nebisect.sources.convert import PATH_LABELS
 from nebisect.sources.torch_module import PATHS, parse_location
-from nebisect.targets import spec_of
+from nebisect.targets.registry import spec_of
+from nebisect.targets.spec import TargetSpec
 
 #: inputs with more values than this (constant fills aside) are not written out
 INLINE_ELEMENTS = 256
@@ -63,13 +65,14 @@ def finding_repro(finding: RunFinding, rows: Sequence[Row], inputs_files: Mappin
     arrays = load_npz(inputs_files[group.smallest.label])
     inputs, inputs_doc = _inputs(group, arrays, factory)
     paths = tuple(dict.fromkeys([group.path, *run_paths] if group.path else PATHS))
+    target = spec_of(group.target)
     script = factory_script(
         file.read_text(), factory, inputs, names=list(arrays), inputs_doc=inputs_doc,
-        signature=group.signature, message=group.message, target=group.target,
+        signature=group.signature, message=group.message, target=target,
         stage=trigger.stage, setup=_setups(trigger.fixes),
         header=f"{issue_title(finding, run_paths)}\n\nRepro written by nebisect run from "
                f"{file.name}:{factory}, inline below.", paths=paths)
-    return FindingRepro(script, _note(group, trigger.stage, paths, inputs_doc,
+    return FindingRepro(script, _note(group, target, trigger.stage, paths, inputs_doc,
                                       bool(trigger.fixes)))
 
 
@@ -108,8 +111,8 @@ def _setups(fixes: Sequence[str]) -> tuple[str, ...]:
     return tuple(f.setup for f in resolve_fixes(fixes) if isinstance(f, ConverterFix))
 
 
-def _note(group: FailureGroup, stage: str, paths: tuple[str, ...], inputs_doc: str,
-          fixed: bool) -> str:
+def _note(group: FailureGroup, target: TargetSpec, stage: str, paths: tuple[str, ...],
+          inputs_doc: str, fixed: bool) -> str:
     """What the script runs on and prints, where its inputs come from."""
     labels = " then ".join(PATH_LABELS.get(p, p) for p in paths)
     needs = ("It needs numpy, torch and coremltools" + (
@@ -118,9 +121,9 @@ def _note(group: FailureGroup, stage: str, paths: tuple[str, ...], inputs_doc: s
     if stage == "convert":
         does = f"It converts the module on {labels} and prints each converter's message."
     else:
-        units, sim = devices_for(group.target)
+        units, sim = devices_for(target)
         does = (f"It converts the module ({labels}: the first that converts) at "
-                f"{spec_of(group.target).precision}, predicts on Core ML with compute units "
+                f"{target.precision}, predicts on Core ML with compute units "
                 f"{units} on macOS — elsewhere Core ML cannot predict, so on nebisect's MIL "
                 f"simulator `{sim}` when nebisect is installed — and compares with the "
                 "module itself in float64.")

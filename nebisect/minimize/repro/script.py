@@ -35,13 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.minimize.graphs.fx import TorchCandidate, docstring_text
 from nebisect.minimize.graphs.mil import PlanOp, SubgraphPlan
 from nebisect.minimize.repro import templates
 from nebisect.sources.torch_module import FACTORY_SEED, PATHS
-from nebisect.targets import spec_of
 from nebisect.targets.placement import NOT_COMPUTE, required_devices
+from nebisect.targets.spec import TargetSpec
 
 #: Constants with more elements than this go to ``constants.npz`` instead of the code.
 INLINE_LIMIT = 64
@@ -57,29 +57,28 @@ _RESERVED = {"mb", "np", "ct", "types", "main", "program", "symbols", "inputs", 
 DEVICE_BACKENDS = ("coreml", "coreml-remote")
 
 
-def devices_for(target: str) -> tuple[str, str]:
+def devices_for(target: TargetSpec) -> tuple[str, str]:
     """(Core ML compute units on macOS, simulator target elsewhere) for a target spec."""
-    spec = spec_of(target)
-    if spec.backend in DEVICE_BACKENDS:
-        return _UNITS_FOR_COREML[spec.variant], _SIM_FOR_COREML[spec.variant]
-    if spec.backend == "sim":
-        return _UNITS_FOR_SIM[spec.variant], str(spec)
+    if target.backend in DEVICE_BACKENDS:
+        return _UNITS_FOR_COREML[target.variant], _SIM_FOR_COREML[target.variant]
+    if target.backend == "sim":
+        return _UNITS_FOR_SIM[target.variant], str(target)
     return "CPU_ONLY", "sim:fp32"
 
 
-def op_of_interest(target: str, plan: SubgraphPlan) -> str:
+def op_of_interest(target: TargetSpec, plan: SubgraphPlan) -> str:
     """The op type a device repro asserts the placement of: the last compute op of the
     minimized plan ('' for targets that require no device, e.g. every simulator)."""
-    if spec_of(target).backend not in DEVICE_BACKENDS or not required_devices(target):
+    if target.backend not in DEVICE_BACKENDS or not required_devices(str(target)):
         return ""
     compute = [op.op_type for op in plan.ops if op.op_type not in NOT_COMPUTE]
     return compute[-1] if compute else ""
 
 
-def attracted_value(target: str, plan: SubgraphPlan, op_type: str) -> str:
+def attracted_value(target: TargetSpec, plan: SubgraphPlan, op_type: str) -> str:
     """The value the ``ne-attract`` head reads when the plan is too small to be routed to
     the Neural Engine ('' when no wrapper is needed)."""
-    if not op_type or "ne" not in required_devices(target):
+    if not op_type or "ne" not in required_devices(str(target)):
         return ""
     compute = [op for op in plan.ops if op.op_type not in NOT_COMPUTE]
     if any(op.op_type != op_type for op in compute):
@@ -220,7 +219,7 @@ def _op_lines(op: PlanOp, ident: dict[str, str], constants: dict[str, np.ndarray
     return lines
 
 
-def mil_script(plan: SubgraphPlan, *, signature: str, target: str, header: str,
+def mil_script(plan: SubgraphPlan, *, signature: str, target: TargetSpec, header: str,
                op_of_interest: str = "") -> tuple[str, dict[str, np.ndarray]]:
     """The repro script for a MIL plan, and the large constants it reads; on a device
     it asserts that ``op_of_interest`` ran where ``target`` asks."""
@@ -236,14 +235,14 @@ def mil_script(plan: SubgraphPlan, *, signature: str, target: str, header: str,
     return script, constants
 
 
-def _settings(signature: str, target: str, op_of_interest: str) -> str:
+def _settings(signature: str, target: TargetSpec, op_of_interest: str) -> str:
     units, sim = devices_for(target)
-    return templates.SETTINGS.format(signature=signature, target=target, units=units, sim=sim,
-                                     precision=spec_of(target).precision,
+    return templates.SETTINGS.format(signature=signature, target=str(target), units=units,
+                                     sim=sim, precision=target.precision,
                                      op_of_interest=op_of_interest)
 
 
-def write_mil_repro(directory: Path, plan: SubgraphPlan, *, signature: str, target: str,
+def write_mil_repro(directory: Path, plan: SubgraphPlan, *, signature: str, target: TargetSpec,
                     header: str, op_of_interest: str = "") -> Path:
     """``repro.py`` (+ ``constants.npz`` when needed) and ``inputs.npz`` in ``directory``."""
     script, constants = mil_script(plan, signature=signature, target=target, header=header,
@@ -258,7 +257,7 @@ def write_mil_repro(directory: Path, plan: SubgraphPlan, *, signature: str, targ
 
 
 # --------------------------------------------------------------------------- torch
-def torch_script(candidate: TorchCandidate, *, signature: str, message: str, target: str,
+def torch_script(candidate: TorchCandidate, *, signature: str, message: str, target: TargetSpec,
                  stage: str, setup: tuple[str, ...], header: str,
                  op_of_interest: str = "") -> str:
     """The repro script for a torch candidate: one that fails to convert (``stage``
@@ -271,7 +270,7 @@ def torch_script(candidate: TorchCandidate, *, signature: str, message: str, tar
 
 
 def factory_script(module_source: str, factory: str, inputs: str, *, names: list[str],
-                   inputs_doc: str, signature: str, message: str, target: str, stage: str,
+                   inputs_doc: str, signature: str, message: str, target: TargetSpec, stage: str,
                    setup: tuple[str, ...], header: str, paths: tuple[str, ...]) -> str:
     """The repro script of a torch factory's failure: ``module_source`` (the factory's
     file, as :func:`factory_module` splits it) inline, the trigger's ``inputs`` (the
@@ -289,7 +288,7 @@ def factory_script(module_source: str, factory: str, inputs: str, *, names: list
                        setup=setup, paths=paths)
 
 
-def _torch_header(header: str, signature: str, stage: str, target: str, needs: str) -> str:
+def _torch_header(header: str, signature: str, stage: str, target: TargetSpec, needs: str) -> str:
     units, sim = devices_for(target)
     what = (templates.TORCH_CONVERT_WHAT if stage == "convert"
             else templates.TORCH_PREDICT_WHAT.format(units=units, sim=sim))
@@ -297,7 +296,7 @@ def _torch_header(header: str, signature: str, stage: str, target: str, needs: s
                                          needs=needs)
 
 
-def _torch_body(module: str, load: str, *, signature: str, message: str, target: str,
+def _torch_body(module: str, load: str, *, signature: str, message: str, target: TargetSpec,
                 stage: str, setup: tuple[str, ...], paths: tuple[str, ...],
                 op_of_interest: str = "") -> str:
     """``module`` (which defines the model and ``INPUT_NAMES``), the conversion recipe,
@@ -306,7 +305,7 @@ def _torch_body(module: str, load: str, *, signature: str, message: str, target:
         + load
     if stage == "convert":
         return script + templates.TORCH_CONVERT_MAIN.format(
-            signature=signature, message=message, precision=spec_of(target).precision)
+            signature=signature, message=message, precision=target.precision)
     return (script + _settings(signature, target, op_of_interest) + templates.ORACLE
             + templates.ON_DEVICE + templates.TORCH_PREDICT_MAIN.format())
 
@@ -362,7 +361,7 @@ def _shortest(value: np.generic) -> str:
 
 
 def write_torch_repro(directory: Path, candidate: TorchCandidate, *, signature: str,
-                      message: str, target: str, stage: str, setup: tuple[str, ...],
+                      message: str, target: TargetSpec, stage: str, setup: tuple[str, ...],
                       header: str) -> Path:
     """``repro.py``, ``model.py`` (the minimized torch source), ``weights.npz`` and
     ``inputs.npz`` in ``directory``."""

@@ -185,7 +185,7 @@ def walk(block):
 ORACLE = '''
 
 def predict_simulator(program, inputs, target):
-    from nebisect.targets import get_target
+    from nebisect.targets.registry import get_target
 
     return get_target(target).predict(program, inputs).outputs
 
@@ -205,7 +205,7 @@ def simulator_missing():
 def judge(reference, outputs):
     """nebisect's oracle when importable; else a plain fp16/fp32 ULP check."""
     try:
-        from nebisect.verdict import judge as nebisect_judge
+        from nebisect.oracle import judge as nebisect_judge
     except ImportError:
         return plain_judge(reference, outputs)
     verdict = nebisect_judge(reference, outputs, PRECISION)

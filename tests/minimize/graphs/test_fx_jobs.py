@@ -11,7 +11,7 @@ import pytest
 import torch
 from support.bisect_programs import lgamma_net
 
-from nebisect.case import save_npz
+from nebisect.arrays import save_npz
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator
 from nebisect.mil.graph import ExtractionError

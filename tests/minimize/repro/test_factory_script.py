@@ -10,6 +10,7 @@ import pytest
 
 from nebisect.minimize.repro import templates
 from nebisect.minimize.repro.script import factory_module, factory_script, inline_inputs
+from nebisect.targets.spec import TargetSpec
 
 FACTORY = '''"""A model: its docstring is the file's, not the script's."""
 
@@ -55,7 +56,8 @@ def test_inline_inputs_read_back_as_the_arrays(array: np.ndarray) -> None:
 def test_a_factory_script_seeds_then_inlines_the_factory() -> None:
     script = factory_script(
         FACTORY, "model", inline_inputs({"x": np.ones((2, 3), np.float32)}), names=["x"],
-        inputs_doc="The trigger.", signature="mismatch:tolerance", message="", target="sim:fp32",
+        inputs_doc="The trigger.", signature="mismatch:tolerance", message="",
+        target=TargetSpec.parse("sim:fp32"),
         stage="predict", setup=(), header="conversion: mul is off", paths=("trace", "export"))
     tree = ast.parse(script)
     assert ast.get_docstring(tree).startswith("conversion: mul is off\n\nSymptom: "

@@ -26,6 +26,7 @@ from nebisect.minimize.repro.script import (
     op_of_interest,
     write_mil_repro,
 )
+from nebisect.targets.spec import TargetSpec
 
 ct = import_coremltools()
 from coremltools.converters.mil import Builder as mb  # noqa: E402
@@ -102,11 +103,11 @@ def test_builder_source_builds_what_the_plan_builds() -> None:
 
 
 def test_devices_for_targets() -> None:
-    assert devices_for("sim:ane") == ("CPU_AND_NE", "sim:ane")
-    assert devices_for("coreml:ne") == ("CPU_AND_NE", "sim:ane")
-    assert devices_for("coreml:cpu") == ("CPU_ONLY", "sim:fp32")
-    assert devices_for("sim:fp16") == ("CPU_AND_GPU", "sim:fp16")
-    assert devices_for("coreml-remote:phone:gpu") == ("CPU_AND_GPU", "sim:fp16")
+    assert devices_for(TargetSpec.parse("sim:ane")) == ("CPU_AND_NE", "sim:ane")
+    assert devices_for(TargetSpec.parse("coreml:ne")) == ("CPU_AND_NE", "sim:ane")
+    assert devices_for(TargetSpec.parse("coreml:cpu")) == ("CPU_ONLY", "sim:fp32")
+    assert devices_for(TargetSpec.parse("sim:fp16")) == ("CPU_AND_GPU", "sim:fp16")
+    assert devices_for(TargetSpec.parse("coreml-remote:phone:gpu")) == ("CPU_AND_GPU", "sim:fp16")
 
 
 def write(plan_units: list[str], program: Any, feeds: dict[str, np.ndarray], directory: Path,
@@ -114,7 +115,8 @@ def write(plan_units: list[str], program: Any, feeds: dict[str, np.ndarray], dir
     graph = MilGraph(program)
     recorded = {**feeds, **run_program(program, feeds, "fp64", intermediates=True).intermediates}
     write_mil_repro(directory, graph.plan(plan_units, recorded), signature=signature,
-                    target=target, header='A "test" repro \\ with awkward text """.')
+                    target=TargetSpec.parse(target),
+                    header='A "test" repro \\ with awkward text """.')
     return directory / "repro.py"
 
 
@@ -155,9 +157,10 @@ def lse_plan(units: list[str], ops: int = 9) -> Any:
 
 def test_device_repro_asserts_the_op_and_keeps_the_ne_attract_wrapper(tmp_path: Path) -> None:
     plan = lse_plan(["lse"])
-    assert op_of_interest("coreml:ne", plan) == "reduce_log_sum_exp"
-    assert op_of_interest("coreml-remote:phone:ne", plan) == "reduce_log_sum_exp"
-    script, _ = mil_script(plan, signature="mismatch:collapse", target="coreml:ne",
+    assert op_of_interest(TargetSpec.parse("coreml:ne"), plan) == "reduce_log_sum_exp"
+    assert op_of_interest(TargetSpec.parse("coreml-remote:phone:ne"), plan) == "reduce_log_sum_exp"
+    script, _ = mil_script(plan, signature="mismatch:collapse",
+                           target=TargetSpec.parse("coreml:ne"),
                            header="h", op_of_interest="reduce_log_sum_exp")
     compile(script, "repro.py", "exec")
     assert "OP_OF_INTEREST = 'reduce_log_sum_exp'" in script
@@ -165,7 +168,7 @@ def test_device_repro_asserts_the_op_and_keeps_the_ne_attract_wrapper(tmp_path: 
     assert "op3 = ne_attract_input(main.inputs['op3'])" in script
     assert "main.set_outputs([lse] + ne_attract_head(lse))" in script
     scope = runpy.run_path(str(write_mil_repro(tmp_path, plan, signature="mismatch:collapse",
-                                               target="coreml:ne", header="h",
+                                               target=TargetSpec.parse("coreml:ne"), header="h",
                                                op_of_interest="reduce_log_sum_exp")))
     wrapped = scope["build_program"]()
     assert [o.op_type for o in wrapped.functions["main"].operations
@@ -184,17 +187,18 @@ def test_device_repro_asserts_the_op_and_keeps_the_ne_attract_wrapper(tmp_path: 
 
 def test_device_repro_of_a_routable_graph_asserts_its_last_compute_op() -> None:
     plan = lse_plan(["op3", "lse", "op5"])
-    assert op_of_interest("coreml:gpu", plan) == "mul"
-    script, _ = mil_script(plan, signature="mismatch:tolerance", target="coreml:ne",
-                           header="h", op_of_interest=op_of_interest("coreml:ne", plan))
+    assert op_of_interest(TargetSpec.parse("coreml:gpu"), plan) == "mul"
+    coreml_ne = TargetSpec.parse("coreml:ne")
+    script, _ = mil_script(plan, signature="mismatch:tolerance", target=coreml_ne,
+                           header="h", op_of_interest=op_of_interest(coreml_ne, plan))
     compile(script, "repro.py", "exec")
     assert "OP_OF_INTEREST = 'mul'" in script and "ne_attract" not in script
-    assert op_of_interest("coreml:cpu", plan) == ""
+    assert op_of_interest(TargetSpec.parse("coreml:cpu"), plan) == ""
 
 
 def test_simulator_repros_are_the_graph_as_kept() -> None:
     plan = lse_plan(["lse"])
-    for target in ("sim:ane", "sim:fp16"):
+    for target in (TargetSpec.parse("sim:ane"), TargetSpec.parse("sim:fp16")):
         assert op_of_interest(target, plan) == ""
         script, _ = mil_script(plan, signature="mismatch:collapse", target=target, header="h",
                                op_of_interest=op_of_interest(target, plan))

@@ -1,10 +1,10 @@
 """One run of a source over the target matrix: the work behind ``nebisect run``.
 
-:func:`run` takes a checked :class:`RunOptions`, opens the runner (isolators and executor;
-:func:`run_on` takes an open one), resolves the source, runs
+:func:`run_source` takes a checked :class:`RunOptions`, opens the runner (isolators and executor;
+:func:`run_source_on` takes an open one), resolves the source, runs
 :class:`~nebisect.detect.matrix.MatrixRunner` and returns the report with the inputs
 files its rows were evaluated on. It prints nothing: progress
-goes to the callable it is handed, rendering to :mod:`nebisect.detect.terminal` and
+goes to the callable it is handed, rendering to :mod:`nebisect.detect.run_console` and
 :class:`RunOutputs`.
 """
 
@@ -16,14 +16,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nebisect.case import REFERENCE_TARGET
 from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.errors import NebisectError
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
+from nebisect.executors.invocation import Invocation
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import PATHS
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import DEFAULT_LENGTHS
+from nebisect.targets.spec import REFERENCE_SPEC, TargetSpec
 
 if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
@@ -35,17 +36,18 @@ if TYPE_CHECKING:
 
 #: For torch sources the converted program is also run exactly: its row says whether
 #: conversion preserved the math (and feeds the ``conversion`` attribution).
-EXACT_ROW = REFERENCE_TARGET
+EXACT_ROW = REFERENCE_SPEC
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What a run evaluates, checked: the source as typed, the targets asked for, the
-    oracle (``""``: the source's own), the inputs (an ``.npz``, else the ``lengths``),
-    the conversion paths and how to convert (with nebisect's converter overrides from
-    the start, ``converter_overrides``; a failure they cure ending its path,
-    ``strict_conversion``), the plugins, the exploration (``explore``
-    False: only the lengths or inputs), the process limits, the placement devices
+    """What a run evaluates, checked: the source as typed, the command's
+    :class:`~nebisect.executors.invocation.Invocation` (the targets asked for, timeouts,
+    memory limit, plugins, jobs, cluster), the oracle (None: the source's own), the
+    inputs (an ``.npz``, else the ``lengths``), the conversion paths and how to convert
+    (with nebisect's converter overrides from the start, ``converter_overrides``; a
+    failure they cure ending its path, ``strict_conversion``), the exploration
+    (``explore`` False: only the lengths or inputs), the placement devices
     that fail closed (``require``), the decode steps a stateful model is judged over
     (``steps``; a model without state is predicted once) and the uncompressed package a
     compressed one is compared with (``baseline``, within ``compression_tolerance``), or
@@ -55,11 +57,10 @@ class RunOptions:
     function, each a run of its own)."""
 
     source: str
-    targets: tuple[str, ...]
-    reference: str = ""
+    invocation: Invocation
+    reference: TargetSpec | None = None
     inputs: Path | None = None
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
-    timeouts: Timeouts = field(default_factory=Timeouts)
     paths: tuple[str, ...] = PATHS
     converter_overrides: bool = False
     #: a conversion failure nebisect's converter overrides cure ends its path, as it does
@@ -70,7 +71,6 @@ class RunOptions:
     #: user's own ``@register_torch_op`` converters), after nebisect's overrides
     converter_setup: tuple[str, ...] = ()
     deployment_target: str = ""
-    plugins: tuple[str, ...] = ()
     explore: bool = True
     budget: int = DEFAULT_BUDGET
     families: list[str] | None = None
@@ -78,14 +78,24 @@ class RunOptions:
     input_ranges: Mapping[str, InputDomain] = field(default_factory=dict)
     #: ``--masked-output``: output → the mask input its padded positions follow
     masked_outputs: Mapping[str, str] = field(default_factory=dict)
-    jobs: int = 1
-    cluster: str | None = None
     require: tuple[str, ...] = ()
     function: str = ""
     baseline: Path | None = None
     compression_tolerance: float = DEFAULT_TOLERANCE
     steps: int = DEFAULT_STEPS
     compress: str = ""
+
+    @property
+    def targets(self) -> tuple[TargetSpec, ...]:
+        return self.invocation.targets
+
+    @property
+    def timeouts(self) -> Timeouts:
+        return self.invocation.timeouts
+
+    @property
+    def plugins(self) -> tuple[str, ...]:
+        return self.invocation.plugins
 
     @property
     def fixes(self) -> tuple[str, ...]:
@@ -114,8 +124,8 @@ class RunInterrupted(KeyboardInterrupt):
         self.earlier = earlier
 
 
-def run(options: RunOptions, workdir: Path,
-        progress: Callable[[str], None] = lambda _message: None) -> list[RunOutcome]:
+def run_source(options: RunOptions, workdir: Path,
+               progress: Callable[[str], None] = lambda _message: None) -> list[RunOutcome]:
     """Evaluate ``options.source`` on every target × path × input set in isolated
     children, attribute and explore; inputs files and conversions go to ``workdir``,
     which must outlive the outcomes' use. One outcome, or one per function of a
@@ -125,31 +135,30 @@ def run(options: RunOptions, workdir: Path,
     from nebisect.executors.runner import Runner
     from nebisect.sources.resolve import package_functions
 
-    with Runner(options.jobs, cluster=options.cluster) as runner:
+    with Runner.of(options.invocation) as runner:
         functions = () if options.function else package_functions(
             options.source, timeout=options.timeouts.load, isolator=runner.isolator)
         if not functions:
-            return [run_on(runner, options, workdir, progress)]
+            return [run_source_on(runner, options, workdir, progress)]
         outcomes: list[RunOutcome] = []
         for number, function in enumerate(functions, 1):
             folder = workdir / f"function-{number}"
             folder.mkdir()
             try:
-                outcomes.append(run_on(runner, replace(options, function=function), folder,
-                                       progress))
+                outcomes.append(run_source_on(runner, replace(options, function=function),
+                                              folder, progress))
             except RunInterrupted as stop:
                 raise RunInterrupted(stop.outcome, tuple(outcomes)) from stop.__cause__
         return outcomes
 
 
-def run_on(runner: Runner, options: RunOptions, workdir: Path,
-           progress: Callable[[str], None] = lambda _message: None) -> RunOutcome:
-    """:func:`run` on an open runner (``options.jobs`` and ``cluster`` are the runner's):
+def run_source_on(runner: Runner, options: RunOptions, workdir: Path,
+                  progress: Callable[[str], None] = lambda _message: None) -> RunOutcome:
+    """:func:`run_source` on an open runner (its invocation's jobs and cluster are the runner's):
     a sweep of many sources (the atlas) keeps one runner, so its warm templates serve
     every source."""
     from nebisect.sources.convert import CONVERSION
     from nebisect.sources.resolve import is_torch_location, output_names, resolve_source
-    from nebisect.targets import spec_of
     from nebisect.targets.plugins import use_plugins
 
     timeouts = options.timeouts
@@ -159,9 +168,6 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
         # template: it starts importing now.
         runner.expect(CONVERSION)
     plugins = use_plugins(options.plugins, timeout=timeouts.load, isolator=isolator)
-    targets = list(options.targets)
-    for spec in [*targets, *([options.reference] if options.reference else [])]:
-        spec_of(spec)
     resolved = resolve_source(options.source, function=options.function,
                               timeout=timeouts.load, isolator=isolator
                               ).with_domains(dict(options.input_ranges))
@@ -176,7 +182,7 @@ def run_on(runner: Runner, options: RunOptions, workdir: Path,
 
 def _judge(runner: Runner, options: RunOptions, resolved: Source, plugins: list[str],
            workdir: Path, progress: Callable[[str], None]) -> RunOutcome:
-    """:func:`run_on` from the resolved source on: the matrix, then the comparison with
+    """:func:`run_source_on` from the resolved source on: the matrix, then the comparison with
     the baseline."""
     from nebisect.detect.discover import Discovery
     from nebisect.detect.matrix import MatrixRunner
@@ -212,7 +218,7 @@ def _judge(runner: Runner, options: RunOptions, resolved: Source, plugins: list[
     if resolved.kind == "mlpackage":
         progress("linting the package")
         report.hazards = _lint_errors(resolved, options, isolator)
-    _require_a_judged_target(report, list(options.targets))
+    _require_a_judged_target(report, [str(target) for target in options.targets])
     return RunOutcome(report, matrix.bench.saved)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from nebisect.bounds import check_count, check_memory
+from nebisect.bounds import MEMORY_UNITS, check_count, check_memory
 from nebisect.errors import NebisectError
 from nebisect.isolation import memory
 from nebisect.sources.domains import (
@@ -150,11 +150,6 @@ def parse_memory(text: str | None) -> int | None:
     found = _SIZE.fullmatch(text.strip())
     if found is None:
         raise NebisectError(f"--memory {text!r}: give a size such as 4G or 512M")
-    size = int(float(found["number"]) * memory.UNITS[found["unit"].upper()])
+    size = int(float(found["number"]) * MEMORY_UNITS[found["unit"].upper()])
     return check_memory(f"--memory {text}", size)
 
-
-def use_memory(text: str | None) -> None:
-    """``--memory``: make it (or, not given, the machine default) the limit of every
-    isolated job this command starts."""
-    memory.configure(parse_memory(text))

@@ -1,0 +1,34 @@
+"""``nebisect replay``'s options (:mod:`nebisect.options.table`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nebisect.options.table import CLUSTER, MEMORY, TIMEOUT, Command, Many, Option
+
+ROOT = Option("root", (), Path, Any, ..., "Corpus directory.", api=False)
+TARGET = Option("target", ("--target", "-t"), list[str], Many, None,
+                "Only cases recorded for these targets (repeatable; globs like 'sim:*').")
+JOBS = Option("jobs", ("--jobs", "-j"), int, int, 1, "Cases evaluated in parallel.")
+JUNIT = Option("junit", ("--junit",), Path, Any, None,
+               "Write JUnit XML here (a new file, unless --force).", api=False)
+FORCE = Option("force", ("--force",), bool, bool, False, "Replace an existing --junit file.",
+               api=False)
+AS_JSON = Option("as_json", ("--json",), bool, bool, False, "Print the results as JSON.",
+                 api=False)
+UPDATE = Option("update", ("--update",), bool, bool, False,
+                "Re-record every case whose expectation no longer holds.")
+ALLOW_EMPTY = Option(
+    "allow_empty", ("--allow-empty",), bool, bool, False,
+    "Exit 0 when no case ran (an empty corpus, or every case skipped or filtered).")
+DEVICES = Option(
+    "devices", ("--devices",), str, Any, None,
+    "With --cluster: run every case once per device (workers with the same "
+    "facts, advertised as Dask resources) matching KEY=GLOB[,KEY=GLOB] (keys: family, "
+    "chip, os, compute_units, coremltools, nebisect; 'all'), judged by the case's "
+    "expectation for that chip family; prints a case × device matrix.", api=False)
+
+REPLAY = Command("replay", (
+    ROOT, TARGET, JOBS, JUNIT, FORCE, AS_JSON, UPDATE, TIMEOUT, MEMORY, ALLOW_EMPTY, CLUSTER,
+    DEVICES))

@@ -1,0 +1,88 @@
+"""The option table: every option of a command declared once.
+
+One :class:`Option` per option — its flags, the type the CLI reads and the type the
+Python API accepts, its default, help text, metavar and environment variable — and per
+command the options it takes, in ``--help`` order (a :class:`Command`, in the
+``*_table`` module of the command; :mod:`nebisect.options.commands` lists them all).
+Options several commands take alike are declared here. The typer command's signature and
+the API function's keyword arguments and docstring are both generated from it
+(:mod:`nebisect.options.generate`), so ``--help`` and the docstring cannot disagree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
+from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
+from nebisect.options.parsers import FUNCTION_HELP, MEMORY_HELP
+
+#: what ``lengths``, ``target`` and the other list-valued keywords accept: the CLI's text
+#: (one string is one item) or a sequence of values
+Many = str | Sequence[Any] | None
+#: what a keyword naming a file or directory accepts (None: not given)
+PathOption = str | os.PathLike[str] | None
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option as the CLI and the API both take it.
+
+    ``name`` is the API keyword and the typer parameter; ``flags`` the CLI's spellings
+    (none: the positional argument); ``cli_type`` the annotation typer parses the text
+    with, ``api_type`` what the API keyword accepts; ``default`` is both's (the API
+    parses it as it parses the CLI's text; ``...``: the option is required). ``api``
+    False: the option only shapes the CLI's output (``--json``), the API has no keyword
+    for it."""
+
+    name: str
+    flags: tuple[str, ...]
+    cli_type: Any
+    api_type: Any
+    default: Any
+    help: str
+    metavar: str | None = None
+    envvar: str | None = None
+    show_default: bool = True
+    api: bool = True
+
+    @property
+    def argument(self) -> bool:
+        """The positional argument (no flags)."""
+        return not self.flags
+
+    @property
+    def required(self) -> bool:
+        return self.default is ...
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command's options in ``--help`` order."""
+
+    name: str
+    options: tuple[Option, ...]
+
+    @property
+    def api_options(self) -> tuple[Option, ...]:
+        """The options the API function takes as keywords."""
+        return tuple(option for option in self.options if option.api)
+
+    def option(self, name: str) -> Option:
+        return next(option for option in self.options if option.name == name)
+
+
+TIMEOUT = Option("timeout", ("--timeout",), list[str], Many, None, TIMEOUT_HELP,
+                 metavar=TIMEOUT_METAVAR)
+MEMORY = Option("memory", ("--memory",), str, str | None, None, MEMORY_HELP, metavar="SIZE",
+                show_default=False)
+CLUSTER = Option("cluster", ("--cluster",), str, str | None, None, CLUSTER_HELP,
+                 envvar=CLUSTER_ENV)
+FUNCTION = Option("function", ("--function",), str, str, "", FUNCTION_HELP, metavar="NAME")
+PLUGIN = Option(
+    "plugin", ("--plugin",), list[str], Many, None,
+    "A module or .py file registering extra targets (repeatable); imported only in "
+    "isolated children, never in nebisect's own process.")
