@@ -298,7 +298,7 @@ def _run_programs(pte: str, report: Any, save_triggers: Any, progress: Progress,
 
 def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
     """The CLI's checks of ``run``'s options (``given``: every keyword of
-    :data:`~nebisect.options.table.RUN`), each error the CLI's one line; the checked
+    :data:`~nebisect.options.run_table.RUN`), each error the CLI's one line; the checked
     :class:`~nebisect.detect.source_run.RunOptions`."""
     from nebisect.bounds import MAX_JOBS, check_count, check_seed
     from nebisect.detect import DEFAULT_BUDGET

@@ -24,7 +24,7 @@ from pathlib import Path
 
 TESTS_PACKAGE = "coremltools.converters.mil.mil.ops.tests"
 ENVIRONMENT = {"PYMIL_TEST_TARGETS": "mlprogram", "INCLUDE_MIL_FP32_UNIT_TESTS": "1"}
-PLUGIN = "nebisect.mil.conformance_plugin"
+PYTEST_PLUGIN = "nebisect.mil.conformance_plugin"
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def run_pytest(
     ``extra`` goes to pytest verbatim (e.g. ``--conformance-audit-exclusions``).
     """
     command = [
-        sys.executable, "-m", "pytest", "-q", "-p", PLUGIN, "-p", "no:cacheprovider",
+        sys.executable, "-m", "pytest", "-q", "-p", PYTEST_PLUGIN, "-p", "no:cacheprovider",
         f"--conformance-log={log}", f"--conformance-sample={sample}",
         f"--conformance-hash-sample={hash_sample}",
         "-o", "addopts=", *extra, *paths,

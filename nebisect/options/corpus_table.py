@@ -6,19 +6,18 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.arrays import INPUTS_LIMIT_HELP
-from nebisect.options.table import FUNCTION, MEMORY, TIMEOUT, Command, Option
+from nebisect.options.table import CORPUS_ROOT, FUNCTION, MEMORY, TIMEOUT, Command, Option
 
-ROOT = Option("root", (), Path, Any, ..., "Corpus directory (created if missing).",
-              api=False)
-SOURCE = Option(
+ADD_ROOT = CORPUS_ROOT.but(help="Corpus directory (created if missing).")
+ADD_SOURCE = Option(
     "source", (), str, Any, ...,
     "An .mlpackage, a saved torch program (.pt2, TorchScript .pt) or a torch "
     "source file.py:factory.", api=False)
-TARGET = Option("target", ("--target", "-t"), str, Any, ..., "Target spec the case runs on.")
-INPUTS = Option(
+ADD_TARGET = Option("target", ("--target", "-t"), str, Any, ..., "Target spec the case runs on.")
+ADD_INPUTS = Option(
     "inputs", ("--inputs",), list[Path], Any, ...,
     f"An .npz of named inputs; repeat to add one case per file. {INPUTS_LIMIT_HELP}")
-STAGE = Option("stage", ("--stage",), str, Any, "predict", "convert | load | predict.")
+ADD_STAGE = Option("stage", ("--stage",), str, Any, "predict", "convert | load | predict.")
 EXPECT = Option(
     "expect", ("--expect",), str, Any, "",
     "failing | fixed | pass. Omitted: run the case in isolation and record its verdict.")
@@ -31,11 +30,11 @@ EXPECT_CHIP = Option(
 NAME = Option("name", ("--name",), str, Any, "", "A human name (unique names help `show`).")
 DESCRIPTION = Option("description", ("--description",), str, Any, "",
                      "What the case guards.")
-FIXES = Option("fixes", ("--fix",), list[str], Any, None,
-               "Fix that claims to cure it (repeat).")
+ADD_FIXES = Option("fixes", ("--fix",), list[str], Any, None,
+                   "Fix that claims to cure it (repeat).")
 OP_OF_INTEREST = Option("op_of_interest", ("--op-of-interest",), str, Any, "",
                         "Op type that must run on the target's accelerator.")
 
 ADD = Command("corpus add", (
-    ROOT, SOURCE, TARGET, INPUTS, STAGE, EXPECT, SIGNATURE, EXPECT_CHIP, NAME, DESCRIPTION,
-    FIXES, OP_OF_INTEREST, TIMEOUT, MEMORY, FUNCTION))
+    ADD_ROOT, ADD_SOURCE, ADD_TARGET, ADD_INPUTS, ADD_STAGE, EXPECT, SIGNATURE, EXPECT_CHIP, NAME,
+    DESCRIPTION, ADD_FIXES, OP_OF_INTEREST, TIMEOUT, MEMORY, FUNCTION))

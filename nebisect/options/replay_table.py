@@ -5,18 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nebisect.options.table import CLUSTER, MEMORY, TIMEOUT, Command, Many, Option
+from nebisect.options.table import (
+               AS_JSON,
+               CASE_JOBS,
+               CASE_TARGETS,
+               CLUSTER,
+               CORPUS_ROOT,
+               FORCE,
+               MEMORY,
+               TIMEOUT,
+               Command,
+               Option,
+)
 
-ROOT = Option("root", (), Path, Any, ..., "Corpus directory.", api=False)
-TARGET = Option("target", ("--target", "-t"), list[str], Many, None,
-                "Only cases recorded for these targets (repeatable; globs like 'sim:*').")
-JOBS = Option("jobs", ("--jobs", "-j"), int, int, 1, "Cases evaluated in parallel.")
 JUNIT = Option("junit", ("--junit",), Path, Any, None,
                "Write JUnit XML here (a new file, unless --force).", api=False)
-FORCE = Option("force", ("--force",), bool, bool, False, "Replace an existing --junit file.",
-               api=False)
-AS_JSON = Option("as_json", ("--json",), bool, bool, False, "Print the results as JSON.",
-                 api=False)
+JUNIT_FORCE = FORCE.but(help="Replace an existing --junit file.", api=False)
 UPDATE = Option("update", ("--update",), bool, bool, False,
                 "Re-record every case whose expectation no longer holds.")
 ALLOW_EMPTY = Option(
@@ -30,5 +34,5 @@ DEVICES = Option(
     "expectation for that chip family; prints a case × device matrix.", api=False)
 
 REPLAY = Command("replay", (
-    ROOT, TARGET, JOBS, JUNIT, FORCE, AS_JSON, UPDATE, TIMEOUT, MEMORY, ALLOW_EMPTY, CLUSTER,
-    DEVICES))
+    CORPUS_ROOT, CASE_TARGETS, CASE_JOBS, JUNIT, JUNIT_FORCE, AS_JSON, UPDATE, TIMEOUT, MEMORY,
+    ALLOW_EMPTY, CLUSTER, DEVICES))

@@ -8,15 +8,17 @@ from typing import Any
 from nebisect.arrays import INPUTS_LIMIT_HELP
 from nebisect.detect import DEFAULT_BUDGET, DEFAULT_STEPS
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
-from nebisect.options.parsers import (
-    INPUT_RANGE_HELP,
-    INPUT_RANGE_METAVAR,
-    MASKED_OUTPUT_HELP,
-)
+from nebisect.options.parsers import MASKED_OUTPUT_HELP
 from nebisect.options.table import (
+    AS_JSON,
     CLUSTER,
+    CONVERT,
+    CONVERTER_OVERRIDES,
+    INPUT_RANGE,
     MEMORY,
     PLUGIN,
+    REPORT,
+    SEED,
     TIMEOUT,
     Command,
     Many,
@@ -39,8 +41,8 @@ SOURCE_HELP = (
     "See examples/meanpool.py."
 )
 
-SOURCE = Option("source", (), str, Any, None, SOURCE_HELP, show_default=False, api=False)
-TARGETS = Option(
+RUN_SOURCE = Option("source", (), str, Any, None, SOURCE_HELP, show_default=False, api=False)
+RUN_TARGETS = Option(
     "target", ("--target", "-t"), list[str], Many, None,
     "Target spec (repeatable), e.g. sim:ane, coreml:ne, torch:cpu:fp32. "
     "Default: coreml:cpu,gpu,ne,all on macOS; sim:fp32, sim:fp16, sim:ane elsewhere.")
@@ -48,13 +50,8 @@ RUN_INPUTS = Option("inputs", ("--inputs",), Path, PathOption, None,
                     f"An .npz of named inputs (loaded without pickle). {INPUTS_LIMIT_HELP}")
 LENGTHS = Option("lengths", ("--lengths",), str, Many, ",".join(map(str, DEFAULT_LENGTHS)),
                  "Lengths for every flexible dimension, clipped to its range.")
-REFERENCE = Option("reference", ("--reference",), str, str, "",
-                   f"Oracle target (default: {REFERENCE_TARGET}; torch:cpu:fp64 for torch).")
-CONVERTER_OVERRIDES = Option(
-    "converter_overrides", ("--converter-overrides",), bool, bool, False,
-    "Install nebisect's converter overrides (the converter-compat fix: new_ones, "
-    "aten::Int, …) before converting a torch source, on every path. Without it a path "
-    "fails at coremltools' defaults first: see --strict-conversion.")
+RUN_REFERENCE = Option("reference", ("--reference",), str, str, "",
+                       f"Oracle target (default: {REFERENCE_TARGET}; torch:cpu:fp64 for torch).")
 STRICT_CONVERSION = Option(
     "strict_conversion", ("--strict-conversion",), bool, bool, False,
     "Let a conversion failure end its path, as plain coremltools does. By default a "
@@ -75,7 +72,7 @@ EXPLORE = Option(
 RUN_BUDGET = Option("budget", ("--budget",), str, int | str | None, str(DEFAULT_BUDGET),
                     "Exploration predictions per target (each evaluates every conversion "
                     "path).", metavar="N")
-STEPS = Option(
+RUN_STEPS = Option(
     "steps", ("--steps",), str, int | str | None, str(DEFAULT_STEPS),
     "Successive predictions a stateful model (ct.StateType, iOS 18: a KV cache, a "
     "running sum; a torch module whose forward updates its buffers in place) is judged "
@@ -86,26 +83,13 @@ RUN_FAMILIES = Option("families", ("--families",), str, Many, "",
                       "Explore only these value families (default: all).", metavar="A,B")
 LIST_FAMILIES = Option("list_families", ("--list-families",), bool, bool, False,
                        "List the value families and exit.", api=False)
-SEED = Option("seed", ("--seed",), int, int, 0, "Seed of the value families' random draws.")
-INPUT_RANGE = Option("input_range", ("--input-range",), list[str], Many, None,
-                     INPUT_RANGE_HELP, metavar=INPUT_RANGE_METAVAR)
 MASKED_OUTPUT = Option("masked_output", ("--masked-output",), list[str], Many, None,
                        MASKED_OUTPUT_HELP, metavar="OUTPUT=MASK")
-CONVERT = Option(
-    "convert", ("--convert",), str, str, "both",
-    "Torch conversion paths: torch.export, jit.trace, or both (every path that "
-    "converts is evaluated; a bug may live on one).", metavar="export|trace|both")
 RUN_JOBS = Option(
     "jobs", ("--jobs", "-j"), int, int | None, None,
     "Matrix cells and targets' explorations evaluated in parallel, each in "
     "isolated processes of its own (default: the cores this process may use).",
     show_default=False)
-AS_JSON = Option("as_json", ("--json",), bool, bool, False, "Print the matrix as JSON.",
-                 api=False)
-REPORT = Option(
-    "report", ("--report",), Path, PathOption, None,
-    "Write report.json/report.html here, and the findings' triggers as with "
-    "--save-triggers into its triggers/ (bisect --finding DIR/report.json#N).")
 SAVE_TRIGGERS = Option(
     "save_triggers", ("--save-triggers",), Path, PathOption, None,
     "Write each finding's smallest failing inputs as DIR/N.npz (N: the finding's "
@@ -155,9 +139,14 @@ COMPRESS = Option(
     "model.py:factory --compress palettize:4 -t sim:fp16. A package source: compress it "
     "yourself and pass the original with --baseline.", metavar="SPEC")
 
+RUN_AS_JSON = AS_JSON.but(help="Print the matrix as JSON.")
+RUN_REPORT = REPORT.but(
+    help="Write report.json/report.html here, and the findings' triggers as with "
+         "--save-triggers into its triggers/ (bisect --finding DIR/report.json#N).")
+
 RUN = Command("run", (
-    SOURCE, TARGETS, RUN_INPUTS, LENGTHS, REFERENCE, TIMEOUT, MEMORY,
+    RUN_SOURCE, RUN_TARGETS, RUN_INPUTS, LENGTHS, RUN_REFERENCE, TIMEOUT, MEMORY,
     CONVERTER_OVERRIDES, STRICT_CONVERSION, DEPLOYMENT_TARGET, PLUGIN, EXPLORE, RUN_BUDGET,
-    STEPS, RUN_FAMILIES, LIST_FAMILIES, SEED, INPUT_RANGE, MASKED_OUTPUT, CONVERT, RUN_JOBS,
-    AS_JSON, REPORT, SAVE_TRIGGERS, MARKDOWN, CLUSTER, REQUIRE, RUN_FUNCTION, BASELINE,
+    RUN_STEPS, RUN_FAMILIES, LIST_FAMILIES, SEED, INPUT_RANGE, MASKED_OUTPUT, CONVERT, RUN_JOBS,
+    RUN_AS_JSON, RUN_REPORT, SAVE_TRIGGERS, MARKDOWN, CLUSTER, REQUIRE, RUN_FUNCTION, BASELINE,
     COMPRESSION_TOLERANCE, COMPRESS))

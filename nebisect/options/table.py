@@ -4,7 +4,8 @@ One :class:`Option` per option — its flags, the type the CLI reads and the typ
 Python API accepts, its default, help text, metavar and environment variable — and per
 command the options it takes, in ``--help`` order (a :class:`Command`, in the
 ``*_table`` module of the command; :mod:`nebisect.options.commands` lists them all).
-Options several commands take alike are declared here. The typer command's signature and
+Options several commands take are declared here, once; a command whose help says
+something of its own takes ``OPTION.but(help=…)``. The typer command's signature and
 the API function's keyword arguments and docstring are both generated from it
 (:mod:`nebisect.options.generate`), so ``--help`` and the docstring cannot disagree.
 """
@@ -13,12 +14,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.isolation.timeouts import TIMEOUT_HELP, TIMEOUT_METAVAR
-from nebisect.options.parsers import FUNCTION_HELP, MEMORY_HELP
+from nebisect.options.parsers import (
+    FUNCTION_HELP,
+    INPUT_RANGE_HELP,
+    INPUT_RANGE_METAVAR,
+    MEMORY_HELP,
+)
 
 #: what ``lengths``, ``target`` and the other list-valued keywords accept: the CLI's text
 #: (one string is one item) or a sequence of values
@@ -58,6 +65,11 @@ class Option:
     def required(self) -> bool:
         return self.default is ...
 
+    def but(self, **changes: Any) -> Option:
+        """This option as one command takes it: the same option (name, flags, types)
+        with what that command says differently, most often its help text."""
+        return replace(self, **changes)
+
 
 @dataclass(frozen=True)
 class Command:
@@ -86,3 +98,25 @@ PLUGIN = Option(
     "plugin", ("--plugin",), list[str], Many, None,
     "A module or .py file registering extra targets (repeatable); imported only in "
     "isolated children, never in nebisect's own process.")
+AS_JSON = Option("as_json", ("--json",), bool, bool, False, "Print the results as JSON.",
+                 api=False)
+FORCE = Option("force", ("--force",), bool, bool, False, "Replace an existing --output.")
+SEED = Option("seed", ("--seed",), int, int, 0, "Seed of the value families' random draws.")
+CONVERT = Option(
+    "convert", ("--convert",), str, str, "both",
+    "Torch conversion paths: torch.export, jit.trace, or both (every path that "
+    "converts is evaluated; a bug may live on one).", metavar="export|trace|both")
+CONVERTER_OVERRIDES = Option(
+    "converter_overrides", ("--converter-overrides",), bool, bool, False,
+    "Install nebisect's converter overrides (the converter-compat fix: new_ones, "
+    "aten::Int, …) before converting a torch source, on every path. Without it a path "
+    "fails at coremltools' defaults first: see --strict-conversion.")
+INPUT_RANGE = Option("input_range", ("--input-range",), list[str], Many, None,
+                     INPUT_RANGE_HELP, metavar=INPUT_RANGE_METAVAR)
+REPORT = Option("report", ("--report",), Path, PathOption, None,
+                "Write report.json/report.html here.")
+CORPUS_ROOT = Option("root", (), Path, Any, ..., "Corpus directory.", api=False)
+CASE_TARGETS = Option(
+    "target", ("--target", "-t"), list[str], Many, None,
+    "Only cases recorded for these targets (repeatable; globs like 'sim:*').")
+CASE_JOBS = Option("jobs", ("--jobs", "-j"), int, int, 1, "Cases evaluated in parallel.")
