@@ -103,6 +103,7 @@ class RunKeywords(TypedDict, total=False):
     plugin: Many
     explore: str
     budget: int | str | None
+    time_budget: str | float | None
     steps: int | str | None
     families: Many
     seed: int
@@ -311,6 +312,7 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
         parse_budget,
         parse_choice,
         parse_compression_tolerance,
+        parse_duration,
         parse_families,
         parse_input_ranges,
         parse_masked_outputs,
@@ -344,6 +346,7 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
         strict_conversion=given["strict_conversion"],
         deployment_target=given["deployment_target"], explore=explores,
         budget=parse_budget(str(given["budget"])) if explores else DEFAULT_BUDGET,
+        time_budget=parse_duration("--time-budget", given["time_budget"]) if explores else None,
         families=parse_families(",".join(items(given["families"]))) if explores else None,
         seed=seed, lengths=parse_lengths(given["lengths"]),
         input_ranges=parse_input_ranges(items(given["input_range"])),

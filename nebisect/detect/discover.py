@@ -39,25 +39,30 @@ from nebisect.verdict import Status, Verdict
 @dataclass
 class Discovery:
     """How ``run`` explores: a prediction budget per target, the value families (None:
-    all), the seed, the targets to explore (None: every target of the run), and whether
+    all), the seed, the targets to explore (None: every target of the run), whether
     a target's exploration ends at its first failure (``bisect`` wants one trigger, not
     a survey; a failure among the input sets every run evaluates ends it before it
-    starts)."""
+    starts), and the whole run's wall seconds (``run --time-budget``; None: none given,
+    :data:`~nebisect.search.plan.DEFAULT_TIME_BUDGET` for an expensive model) the
+    exploration is planned to fit (:mod:`nebisect.search.plan`)."""
 
     budget: int = DEFAULT_BUDGET
     families: list[str] | None = None
     seed: int = 0
     targets: list[TargetSpec] | None = None
     first_failure: bool = False
+    time_budget: float | None = None
 
 
 def explore_target(
     attributor: Attributor, target: TargetSpec, paths: Sequence[str], families: Sequence[Family], *,
     budget: int, guided: Sequence[Boundary], rows: list[Row],
     progress: Callable[[ExploreProgress], None] | None = None, stop: Stop | None = None,
+    localize: int | None = None, locate: Callable[[], bool] = lambda: True,
 ) -> Exploration:
-    """Spend ``budget`` predictions on ``target`` (less when ``stop`` says so); every
-    evaluation is appended to ``rows``."""
+    """Spend ``budget`` predictions on ``target`` (less when ``stop`` says so; at most
+    ``localize`` of them bisecting cliffs); every evaluation is appended to ``rows``.
+    A failure's culprit op is searched for while ``locate()`` says there is time."""
     bench, name = attributor.bench, str(target)
     located: dict[tuple[str, str, str], Culprit | None] = {}
 
@@ -78,15 +83,15 @@ def explore_target(
                 cell = CellKey(target, path, npz)
                 row.attribution = attributor.attribution(cell, verdict)
                 key = (path, verdict.signature, row.attribution)
-                if key not in located:
+                if key not in located and locate():
                     located[key] = attributor.explain(cell, verdict)[1]
-                row.culprit = located[key]
+                row.culprit = located.get(key)
             observations.append(Observation(verdict, row.culprit, path, first_value(arrays),
                                             arrays, row.attribution, name))
         return observations
 
     return explore(evaluate, families, budget=budget, guided=guided, progress=progress,
-                   stop=stop)
+                   stop=stop, localize=localize)
 
 
 def first_value(arrays: dict[str, np.ndarray], prefix: str = "out:") -> float | None:

@@ -62,6 +62,18 @@ from nebisect.mil.roles import InputRole
 from nebisect.search.cliff import Cliff
 from nebisect.search.ddmin import Stats
 from nebisect.search.explore import ExploreProgress
+from nebisect.search.plan import (
+    DEFAULT_TIME_BUDGET,
+    EXPENSIVE_PREDICTION,
+    BudgetNote,
+    Clock,
+    Plan,
+    TimeBudget,
+    duration_words,
+    eta,
+    plan,
+    ranked_boundaries,
+)
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
 from nebisect.sources.compress import CompressedConversion
 from nebisect.sources.convert import (
@@ -94,7 +106,7 @@ class RunReport(Record):
     JSON (the verdicts' outcome first, the rows before what was made of them)."""
 
     json_form: ClassVar[Form] = Form(
-        omit_defaults=("interrupted", "function", "compressed", "compression",
+        omit_defaults=("interrupted", "function", "compressed", "compression", "time_budget",
                        "reference_note", "states", "steps", "shared_with_torch",
                        "torch_peers", "torch_note"),
         derived=(("failed", "reference"), ("reference_failed", "reference")),
@@ -102,7 +114,7 @@ class RunReport(Record):
                "reference_failed",
                "conversions", "rows",
                "findings", "far_findings", "shared_with_torch", "torch_peers", "torch_note",
-               "groups", "explorations", "discovery", "timings",
+               "groups", "explorations", "discovery", "time_budget", "timings",
                "margins", "undeclared", "input_scale", "declared_scale", "input_roles",
                "masked_outputs", "masks_inferred", "states", "steps", "paths", "hazards",
                "compression", "interrupted"))
@@ -173,6 +185,9 @@ class RunReport(Record):
     #: how a torch ``source`` was converted and compressed to be judged (``run
     #: --compress``; None: judged as it is)
     compressed: CompressedConversion | None = None
+    #: the time budget the exploration was planned to fit, and what it left unexplored
+    #: (None: no budget applied, :mod:`nebisect.search.plan`)
+    time_budget: BudgetNote | None = None
 
     @property
     def failed(self) -> bool:
@@ -263,6 +278,9 @@ class MatrixRunner:
     discovery: Discovery | None = None
     require: tuple[str, ...] | None = None
     steps: int = 1
+    #: what the time budget (``discovery.time_budget``, or the default an expensive model
+    #: gets) is read with, from the runner's making
+    clock: Clock = time.monotonic
     report: RunReport = field(init=False)
     #: the reference is the source's own, which a float32 one replaces for a model
     #: that pins float32 (never one the user named)
@@ -271,6 +289,10 @@ class MatrixRunner:
     attributor: Attributor = field(init=False)
     #: the reference the cells are judged against: ``reference``, else the source's own
     oracle: TargetSpec = field(init=False)
+    #: the run's time budget (applied once planning finds it given or the model expensive)
+    timer: TimeBudget = field(init=False)
+    #: whether :attr:`timer` stops the run's work (set when exploration is planned)
+    timed: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.replaceable = self.reference is None
@@ -283,6 +305,8 @@ class MatrixRunner:
                                self.timeouts, self.convert, self.plugins, self.paths,
                                self.require, self.steps)
         self.attributor = Attributor(self.bench)
+        given = self.discovery.time_budget if self.discovery else None
+        self.timer = TimeBudget(given or DEFAULT_TIME_BUDGET, self.clock, default=given is None)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         started = time.perf_counter()
@@ -481,6 +505,11 @@ class MatrixRunner:
         guided, report.margins = within_domains(probes, described.domains)
         explored = [(target, paths) for target in discovery.targets or self.targets
                     if not isinstance(paths := self.bench.paths_of(target), Verdict)]
+        planned = self._plan(report, discovery, explored)
+        guided = ranked_boundaries(guided)[:planned.guided]
+        wanted = [str(target) for target, _ in explored]
+        if not planned.explore:
+            explored = []
 
         def work(item: tuple[TargetSpec, list[str]], isolator: Isolator) -> tuple[Exploration,
                                                                            list[Row]]:
@@ -488,31 +517,67 @@ class MatrixRunner:
             rows: list[Row] = []
 
             def show(p: ExploreProgress) -> None:
+                left = eta(p.spent, p.budget, 1 / p.rate if p.rate > 0 else 0.0)
+                if self.timed:
+                    left = min(left, max(self.timer.left(), 0.0))
                 self.progress(f"exploring {target}: {p.spent}/{p.budget} predictions · "
-                              f"{p.rate:.1f}/s · {p.failures} failing · {p.label}")
+                              f"{p.rate:.1f}/s · ETA {duration_words(left)} · "
+                              f"{p.failures} failing · {p.label}")
 
             def failed(_stats: Stats) -> str | None:
                 # A path that did not convert is no reason to stop exploring the others.
                 seen = [*report.rows, *rows]
-                return FIRST_FAILURE if any(r.target == str(target) and r.role == "target"
-                                            and r.verdict.failed and r.verdict.stage != "convert"
-                                            for r in seen) else None
+                if discovery.first_failure and any(
+                        r.target == str(target) and r.role == "target" and r.verdict.failed
+                        and r.verdict.stage != "convert" for r in seen):
+                    return FIRST_FAILURE
+                return self.timer.stop() if self.timed else None
 
             attributor = self.attributor if isolator is self.bench.isolator else replace(
                 self.attributor, bench=replace(self.bench, isolator=isolator))
-            return explore_target(attributor, target, paths, families, budget=discovery.budget,
-                                  guided=guided, rows=rows, progress=show,
-                                  stop=failed if discovery.first_failure else None), rows
+            return explore_target(attributor, target, paths, families, budget=planned.explore,
+                                  guided=guided, rows=rows, progress=show, stop=failed,
+                                  localize=planned.localize, locate=self._time_left), rows
 
         # Rows join the report in target order, however the threads finished.
         for (target, _), (exploration, rows) in zip(explored, self.runner.map(explored, work),
                                                      strict=True):
             report.explorations[str(target)] = exploration
             report.rows += rows
+        if report.time_budget is not None:
+            report.time_budget.account({target: report.explorations[target].spent
+                                        if target in report.explorations else 0
+                                        for target in wanted}, self.timer.stop() or "")
         named = {family.name: family for family in families}
         for exploration in report.explorations.values():
             for finding in exploration.cliffs:
-                self._chart(finding, named.get(finding.family))
+                if self._time_left():
+                    self._chart(finding, named.get(finding.family))
+
+    def _time_left(self) -> bool:
+        """May new work start: no time budget applies, or it is not spent."""
+        return not self.timed or self.timer.left() > 0
+
+    def _plan(self, report: RunReport, discovery: Discovery,
+              explored: list[tuple[TargetSpec, list[str]]]) -> Plan:
+        """The exploration that fits the time left (:func:`~nebisect.search.plan.plan`),
+        from each explored target's first prediction: the whole ``--budget`` when no time
+        budget applies (none given and every prediction cheap). A budget that applies is
+        said in the report, with the targets it leaves unexplored."""
+        costs = {str(t): self.bench.prediction_seconds(t) or 0.0 for t, _ in explored}
+        slowest = max(costs.values(), default=0.0)
+        self.timed = discovery.time_budget is not None or slowest > EXPENSIVE_PREDICTION
+        if not self.timed:
+            return plan(None, costs, budget=discovery.budget, paths={})
+        planned = plan(self.timer.left(), costs, budget=discovery.budget,
+                       paths={str(t): len(paths) for t, paths in explored},
+                       jobs=self.runner.jobs)
+        report.time_budget = BudgetNote(
+            self.timer.seconds, self.timer.default, slowest,
+            self.bench.seconds()["conversion"], planned.explore, discovery.budget,
+            note=planned.note)
+        self.progress(report.time_budget.lines()[0])
+        return planned
 
     def _chart(self, finding: CliffFinding, family: Family | None) -> None:
         """The cliff plot's series: every target's output (and the reference's) at the

@@ -28,6 +28,7 @@ from nebisect.report.payload import (
     RunMatrix,
     Table,
 )
+from nebisect.search.plan import BudgetNote
 from nebisect.search.readout import Element
 from nebisect.sources.convert import OVERRIDES_NOTE, is_cured_failure
 from nebisect.verdict import placement_summary
@@ -87,6 +88,7 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
             "failure groups": len(getattr(result, "groups", ())),
             "explored predictions": sum(bool(getattr(r, "explored", False))
                                         for r in result.rows),
+            **_budget_summary(getattr(result, "time_budget", None)),
             **{f"{part} s": round(seconds, 2)
                for part, seconds in getattr(result, "timings", {}).items()},
             **({REPORT_KEY: f"{REPORT_DIRECTORY}/{INDEX}"} if triggers is not None else {}),
@@ -108,6 +110,21 @@ def run_payload(result: Any, triggers: TriggerIndex | None = None) -> ReportPayl
                                      if getattr(r, "role", "target") == "target"),
                                    result.reference]),
     )
+
+
+def _budget_summary(note: BudgetNote | None) -> dict[str, str]:
+    """The summary's entries of a run under a time budget: the budget (where it came from,
+    how to change it), the plan, what it left unexplored."""
+    if note is None:
+        return {}
+    skipped = {target: count for target, count in note.skipped.items() if count}
+    return {"time budget": note.words,
+            "planned exploration": f"{note.planned} of {note.budget} predictions per target"
+                                   + (f" ({note.note})" if note.note else ""),
+            **({"not explored": ", ".join(note.unexplored_targets)}
+               if note.unexplored_targets else {}),
+            **({"predictions not made": ", ".join(f"{t} {n}" for t, n in skipped.items())}
+               if skipped else {})}
 
 
 def _issue_findings(result: Any, triggers: TriggerIndex | None) -> list[ReportFinding]:

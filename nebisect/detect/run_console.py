@@ -49,6 +49,7 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
     _print_matrix(console, result)
     for line in [*(escape(line) for line in check_lines(result.compression)),
                  *map(escape, gap_lines(result.rows)), *prediction_lines(result.explorations),
+                 *map(escape, result.time_budget.lines() if result.time_budget else []),
                  *state_lines(result), *domain_lines(result),
                  *(escape(margin_line(finding, result.input_scale, result.undeclared))
                    for finding in result.far_findings),

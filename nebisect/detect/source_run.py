@@ -73,6 +73,9 @@ class RunOptions:
     deployment_target: str = ""
     explore: bool = True
     budget: int = DEFAULT_BUDGET
+    #: the whole run's wall seconds (``--time-budget``; None: none given, a default one
+    #: for an expensive model, :data:`~nebisect.search.plan.DEFAULT_TIME_BUDGET`)
+    time_budget: float | None = None
     families: list[str] | None = None
     seed: int = 0
     input_ranges: Mapping[str, InputDomain] = field(default_factory=dict)
@@ -192,7 +195,8 @@ def _judge(runner: Runner, options: RunOptions, resolved: Source, plugins: list[
     targets = list(options.targets)
     compared = _baseline_checked(options, resolved.kind, isolator)
     discovery = Discovery(options.budget, options.families, options.seed,
-                          list(targets)) if options.explore else None
+                          list(targets), time_budget=options.time_budget
+                          ) if options.explore else None
     if resolved.kind == "torch" and EXACT_ROW not in targets:
         targets.insert(0, EXACT_ROW)
     matrix = MatrixRunner(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
-from nebisect.bounds import MEMORY_UNITS, check_count, check_memory
+from nebisect.bounds import MEMORY_UNITS, check_count, check_memory, check_seconds
 from nebisect.errors import NebisectError
 from nebisect.isolation import memory
 from nebisect.sources.domains import (
@@ -54,6 +54,9 @@ MEMORY_HELP = (
 #: function without it: its help says so)
 FUNCTION_HELP = ("The function of a multifunction .mlpackage (ct.utils.save_multifunction) "
                  "to take (default: the package's default function).")
+_DURATION = re.compile(r"(?P<plain>\d+(?:\.\d*)?)|(?:(?P<h>\d+(?:\.\d*)?)h)?\s*"
+                       r"(?:(?P<m>\d+(?:\.\d*)?)m)?\s*(?:(?P<s>\d+(?:\.\d*)?)s)?")
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 _SIZE = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)\s*(?P<unit>[KMGT])(?:I?B)?", re.IGNORECASE)
 
 #: ``--convert`` → the conversion paths it evaluates, in order
@@ -140,6 +143,20 @@ def parse_compression_tolerance(text: str) -> float:
         raise NebisectError(f"--compression-tolerance {text!r}: give a positive fraction of "
                             "an output's scale, e.g. 0.05")
     return value
+
+
+def parse_duration(option: str, text: str | float | None) -> float | None:
+    """A wall-time length: ``90s``, ``5m``, ``1h``, ``1m30s``, or plain seconds as
+    ``--timeout`` takes them → seconds, checked; None when the option is not given."""
+    if text is None or text == "":
+        return None
+    spoken = str(text).strip().lower()
+    parts = _DURATION.fullmatch(spoken) if spoken else None
+    if parts is None:
+        raise NebisectError(f"{option} {text!r}: give a duration such as 5m, 90s or 1h30m")
+    seconds = (float(parts["plain"]) if parts["plain"] else
+               sum(float(parts[unit] or 0) * scale for unit, scale in _DURATION_UNITS.items()))
+    return check_seconds(f"{option} {text!r}", seconds)
 
 
 def parse_memory(text: str | None) -> int | None:

@@ -25,6 +25,7 @@ from nebisect.options.table import (
     Option,
     PathOption,
 )
+from nebisect.search.plan import DEFAULT_TIME_BUDGET, EXPENSIVE_PREDICTION, duration_words
 from nebisect.sources.compress import FORMS
 from nebisect.sources.inputs import DEFAULT_LENGTHS
 from nebisect.targets.spec import REFERENCE_TARGET
@@ -72,6 +73,15 @@ EXPLORE = Option(
 RUN_BUDGET = Option("budget", ("--budget",), str, int | str | None, str(DEFAULT_BUDGET),
                     "Exploration predictions per target (each evaluates every conversion "
                     "path).", metavar="N")
+TIME_BUDGET = Option(
+    "time_budget", ("--time-budget",), str, str | float | None, None,
+    "Wall time the whole run may take, e.g. 5m, 90s, 1h30m: the run measures one "
+    "prediction per target and plans the exploration, culprit search and cliff "
+    "localization that fit what the conversions and the example and lengths leave; once "
+    "it is spent no new work starts, and the report says what was not explored. Without "
+    f"it a model whose prediction takes over {EXPENSIVE_PREDICTION:g} s runs under "
+    f"{duration_words(DEFAULT_TIME_BUDGET)}, said in the report.",
+    metavar="DURATION", show_default=False)
 RUN_STEPS = Option(
     "steps", ("--steps",), str, int | str | None, str(DEFAULT_STEPS),
     "Successive predictions a stateful model (ct.StateType, iOS 18: a KV cache, a "
@@ -147,6 +157,6 @@ RUN_REPORT = REPORT.but(
 RUN = Command("run", (
     RUN_SOURCE, RUN_TARGETS, RUN_INPUTS, LENGTHS, RUN_REFERENCE, TIMEOUT, MEMORY,
     CONVERTER_OVERRIDES, STRICT_CONVERSION, DEPLOYMENT_TARGET, PLUGIN, EXPLORE, RUN_BUDGET,
-    RUN_STEPS, RUN_FAMILIES, LIST_FAMILIES, SEED, INPUT_RANGE, MASKED_OUTPUT, CONVERT, RUN_JOBS,
-    RUN_AS_JSON, RUN_REPORT, SAVE_TRIGGERS, MARKDOWN, CLUSTER, REQUIRE, RUN_FUNCTION, BASELINE,
-    COMPRESSION_TOLERANCE, COMPRESS))
+    TIME_BUDGET, RUN_STEPS, RUN_FAMILIES, LIST_FAMILIES, SEED, INPUT_RANGE, MASKED_OUTPUT,
+    CONVERT, RUN_JOBS, RUN_AS_JSON, RUN_REPORT, SAVE_TRIGGERS, MARKDOWN, CLUSTER, REQUIRE,
+    RUN_FUNCTION, BASELINE, COMPRESSION_TOLERANCE, COMPRESS))

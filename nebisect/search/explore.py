@@ -71,6 +71,8 @@ __all__ = ["Evaluate", "Exploration", "ExploreProgress", "Observation", "explore
 
 Evaluate = Callable[[InputSet], "Observation | Verdict | Sequence[Observation]"]
 _FP16 = GRIDS["fp16"]
+#: why a cliff's bisection stopped short when the plan's share of localization ran out
+LOCALIZATION_SPENT = "the predictions planned for localizing cliffs spent"
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,12 @@ def explore(
     stop: Stop | None = None,
     progress: Callable[[ExploreProgress], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    localize: int | None = None,
 ) -> Exploration:
-    """Evaluate ``families``' members within ``budget`` predictions (see the module doc)."""
-    return _Explorer(evaluate, families, budget, guided, stop, progress, clock).run(guided_family)
+    """Evaluate ``families``' members within ``budget`` predictions (see the module doc),
+    at most ``localize`` of them (None: any) bisecting cliffs."""
+    return _Explorer(evaluate, families, budget, guided, stop, progress, clock,
+                     localize).run(guided_family)
 
 
 class _Explorer:
@@ -106,8 +111,11 @@ class _Explorer:
         self, evaluate: Evaluate, families: Sequence[Space], budget: int,
         guided: Sequence[Boundary], stop: Stop | None,
         progress: Callable[[ExploreProgress], None] | None, clock: Callable[[], float],
+        localize: int | None = None,
     ) -> None:
         self.evaluate, self.budget, self.guided = evaluate, budget, list(guided)
+        #: predictions cliff localization may still make (None: within the budget alone)
+        self.localizing = localize
         self.stop, self.progress, self.clock = stop, progress, clock
         self.families = {family.name: family for family in families}
         self.result = Exploration(budget, families={name: FamilyTally() for name in self.families})
@@ -231,10 +239,13 @@ class _Explorer:
             label = family.label_at(x)
             if (family.name, label) in self.seen:
                 return self.seen[(family.name, label)]
+            if self.localizing is not None:
+                self.localizing -= 1
             return self._evaluate(family, family.inputs_at(x))
 
         def refused(x: float) -> bool:
-            return (family.name, family.label_at(x)) not in self.seen and not self._may_spend()
+            return (family.name, family.label_at(x)) not in self.seen and (
+                self.localizing == 0 or not self._may_spend())
 
         def shown(observations: list[Observation]) -> Observation | None:
             matching = [o for o in observations if o.key == key or o.path == key.path]
@@ -261,7 +272,7 @@ class _Explorer:
             self.result.cliffs.append(CliffFinding(
                 family.name, key.signature, key.culprit, key.path, cliff=cliff,
                 spent=self.result.spent - spent,
-                stopped=None if cliff.ulps == 1 else self.result.stopped))
+                stopped=None if cliff.ulps == 1 else self.result.stopped or LOCALIZATION_SPENT))
 
 
 def _keys(observations: list[Observation]) -> set[GroupKey]:
