@@ -279,8 +279,8 @@ class MatrixRunner:
     require: tuple[str, ...] | None = None
     steps: int = 1
     #: what the time budget (``discovery.time_budget``, or the default an expensive model
-    #: gets) is read with, from the runner's making
-    clock: Clock = time.monotonic
+    #: gets, from the runner's making) and each cell's cost are read with
+    clock: Clock = time.perf_counter
     report: RunReport = field(init=False)
     #: the reference is the source's own, which a float32 one replaces for a model
     #: that pins float32 (never one the user named)
@@ -303,7 +303,7 @@ class MatrixRunner:
                                    isolator=self.runner.isolator)
         self.bench = Workbench(self.source, self.workdir, self.runner.isolator, self.oracle,
                                self.timeouts, self.convert, self.plugins, self.paths,
-                               self.require, self.steps)
+                               self.require, self.steps, clock=self.clock)
         self.attributor = Attributor(self.bench)
         given = self.discovery.time_budget if self.discovery else None
         self.timer = TimeBudget(given or DEFAULT_TIME_BUDGET, self.clock, default=given is None)

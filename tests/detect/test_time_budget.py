@@ -1,0 +1,157 @@
+"""A run under a time budget (:mod:`nebisect.search.plan`), on a clock that moves 8 s per
+prediction: it plans its exploration from the first prediction's cost, stops starting
+new work when the budget is spent, and its report (JSON, text, HTML summary) says what
+was left unexplored. The one-op log-sum-exp package fails on the Neural Engine from
+x ≈ 7.62, so exploration has something to find; the seconds are the fake clock's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.corpus_helpers import lse_package
+
+import nebisect.evaluate.workbench as workbench
+from nebisect.detect.discover import Discovery
+from nebisect.detect.matrix import MatrixRunner, RunReport
+from nebisect.detect.report import run_payload
+from nebisect.detect.run_console import print_run
+from nebisect.executors.runner import Runner
+from nebisect.isolate import Isolator
+from nebisect.search.plan import CULPRIT_PREDICTIONS, CULPRIT_RESERVE, DEFAULT_TIME_BUDGET
+from nebisect.sources.resolve import resolve_source
+from nebisect.targets.spec import TargetSpec
+
+#: the fake cost of one prediction (ResNet-50's under the simulator)
+PREDICTION = 8.0
+TARGETS = [TargetSpec.parse("sim:fp16"), TargetSpec.parse("sim:ane")]
+
+
+class PredictionClock:
+    """Seconds that move by :data:`PREDICTION` whenever a cell is evaluated."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.predictions = 0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def isolator() -> Iterator[Isolator]:
+    with Isolator() as shared:
+        yield shared
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return lse_package(tmp_path_factory.mktemp("pkg") / "lse.mlpackage")
+
+
+def _run(package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.MonkeyPatch,
+         time_budget: float | None, cost: float = PREDICTION, later: float | None = None
+         ) -> tuple[RunReport, PredictionClock]:
+    """The run, each prediction costing ``cost`` seconds (``later``: those after the
+    matrix's first two)."""
+    clock = PredictionClock()
+    evaluate = workbench.evaluate
+
+    def costly(*args: Any, **kwargs: Any) -> Any:
+        clock.now += cost if later is None or clock.predictions < len(TARGETS) else later
+        clock.predictions += 1
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(workbench, "evaluate", costly)
+    runner = MatrixRunner(resolve_source(str(package)), list(TARGETS), tmp_path,
+                          Runner(isolator=isolator),
+                          discovery=Discovery(40, ["const", "normal"], 0, list(TARGETS),
+                                              time_budget=time_budget), clock=clock)
+    return runner.run((1,)), clock
+
+
+def test_the_plan_fits_the_budget_and_says_what_was_left(
+        package: Path, tmp_path: Path, isolator: Isolator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two targets at 8 s, 4 minutes: the matrix costs 16 s; the culprit reserve
+    2 × 2 targets × 3 × 8 s = 96 s; ⌊(240 - 16 - 96) / 16⌋ = 8 units per target."""
+    report, clock = _run(package, tmp_path, isolator, monkeypatch, 240.0)
+    note = report.time_budget
+    assert note is not None and not note.default
+    assert (note.prediction_seconds, note.planned, note.budget) == (PREDICTION, 8, 40)
+    spent = {target: e.spent for target, e in report.explorations.items()}
+    assert spent == {"sim:fp16": 8, "sim:ane": 8}
+    assert note.skipped == {"sim:fp16": 32, "sim:ane": 32} and note.unexplored_targets == []
+    assert len([r for r in report.rows if r.explored]) == 16
+    # the matrix, the plan, and the Neural Engine's failure explained (attribution
+    # probe and culprit search) within the reserve
+    assert 18 <= clock.predictions <= 18 + CULPRIT_RESERVE * CULPRIT_PREDICTIONS
+    assert clock.now <= 240.0
+    # the collapse is found and its cliff localized within the plan
+    (finding,) = report.findings
+    assert finding.attribution == "device"
+    (cliff,) = [c for e in report.explorations.values() for c in e.cliffs if c.family == "const"]
+    assert cliff.cliff.ulps == 1
+    said = report.to_dict()["time_budget"]
+    assert said["planned"] == 8 and said["skipped"] == note.skipped
+    summary = run_payload(report).summary
+    assert summary["time budget"] == "time budget 4m (--time-budget)"
+    assert summary["planned exploration"].startswith("8 of 40 predictions per target")
+    assert summary["predictions not made"] == ", ".join(
+        f"{t} {40 - n}" for t, n in spent.items())
+
+
+def test_a_model_slower_than_measured_stops_when_the_budget_is_spent(
+        package: Path, tmp_path: Path, isolator: Isolator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planned from 8 s, every later prediction takes 40 s: the 8 units do not fit, and
+    no prediction starts once the 4 minutes are spent."""
+    report, clock = _run(package, tmp_path, isolator, monkeypatch, 240.0, later=40.0)
+    note = report.time_budget
+    assert note is not None and note.planned == 8
+    stopped = {target: e.stopped for target, e in report.explorations.items()}
+    assert "time budget of 4m spent" in stopped.values()
+    assert note.note.endswith("; time budget of 4m spent")
+    spent = {target: e.spent for target, e in report.explorations.items()}
+    assert sum(spent.values()) < 16
+    assert note.skipped == {target: 40 - n for target, n in spent.items()}
+    # the last prediction started before the budget was spent
+    assert clock.now - 40.0 < 240.0
+
+
+def test_nothing_left_explores_nothing_and_says_so(
+        package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    report, clock = _run(package, tmp_path, isolator, monkeypatch, 20.0)
+    assert clock.predictions == 2  # the matrix: one input set on each target
+    assert report.explorations == {} and not report.failed
+    note = report.time_budget
+    assert note is not None and note.planned == 0
+    assert note.unexplored_targets == ["sim:fp16", "sim:ane"]
+    assert note.skipped == {"sim:fp16": 40, "sim:ane": 40}
+    assert note.lines()[0].endswith("(no exploration fits the 4s left)")
+    monkeypatch.setenv("COLUMNS", "400")
+    print_run(report, None)
+    printed = capsys.readouterr().out
+    assert "time budget 20s (--time-budget): planned 0 of 40 exploration predictions" in printed
+    assert "not explored within the budget: sim:fp16, sim:ane" in printed
+
+
+def test_an_expensive_model_gets_the_default_budget(
+        package: Path, tmp_path: Path, isolator: Isolator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    report, _ = _run(package, tmp_path, isolator, monkeypatch, None, cost=60.0)
+    note = report.time_budget
+    assert note is not None and note.default and note.seconds == DEFAULT_TIME_BUDGET
+    assert "--time-budget DURATION sets another" in note.words
+    assert run_payload(report).summary["time budget"] == note.words
+
+
+def test_a_cheap_model_has_no_time_budget(
+        package: Path, tmp_path: Path, isolator: Isolator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    report, _ = _run(package, tmp_path, isolator, monkeypatch, None, cost=0.1)
+    assert report.time_budget is None and "time_budget" not in report.to_dict()
+    assert "time budget" not in run_payload(report).summary
