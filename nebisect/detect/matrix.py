@@ -67,7 +67,7 @@ from nebisect.search.plan import (
     EXPENSIVE_PREDICTION,
     BudgetNote,
     Clock,
-    Plan,
+    ExplorationPlan,
     TimeBudget,
     duration_words,
     eta,
@@ -559,7 +559,7 @@ class MatrixRunner:
         return not self.timed or self.timer.left() > 0
 
     def _plan(self, report: RunReport, discovery: Discovery,
-              explored: list[tuple[TargetSpec, list[str]]]) -> Plan:
+              explored: list[tuple[TargetSpec, list[str]]]) -> ExplorationPlan:
         """The exploration that fits the time left (:func:`~nebisect.search.plan.plan`),
         from each explored target's first prediction: the whole ``--budget`` when no time
         budget applies (none given and every prediction cheap). A budget that applies is

@@ -14,7 +14,7 @@ is handed, so a test gives a fake one.
 
 API::
 
-    plan(seconds_left, costs, *, budget, paths, jobs=1) -> Plan
+    plan(seconds_left, costs, *, budget, paths, jobs=1) -> ExplorationPlan
     ranked_boundaries(boundaries) -> guided boundaries, most informative first
     TimeBudget(seconds, clock=time.monotonic, default=False)  # .left(), .spent(), .stop()
     eta(done, planned, unit_seconds) -> seconds
@@ -59,7 +59,7 @@ TIME_BUDGET_OPTION = "--time-budget"
 
 
 @dataclass(frozen=True)
-class Plan:
+class ExplorationPlan:
     """What fits: ``explore`` units per target (of ``budget`` asked), of which at most
     ``localize`` bisect cliffs and at most ``guided`` guided boundaries are probed (two
     units each; None: as many as there are); ``culprits`` culprit searches kept per
@@ -85,7 +85,7 @@ class Plan:
 
 
 def plan(seconds_left: float | None, costs: Mapping[str, float], *, budget: int,
-         paths: Mapping[str, int], jobs: int = 1) -> Plan:
+         paths: Mapping[str, int], jobs: int = 1) -> ExplorationPlan:
     """The exploration that fits ``seconds_left`` (None: no time budget, the whole
     ``budget``) for targets whose one prediction costs ``costs[target]`` seconds on
     ``paths[target]`` conversion paths, ``jobs`` targets explored at once.
@@ -94,7 +94,7 @@ def plan(seconds_left: float | None, costs: Mapping[str, float], *, budget: int,
     parallel, so their costs add up over the jobs); the culprit reserve comes off the top.
     """
     if seconds_left is None:
-        return Plan(budget, budget, budget, None, CULPRIT_RESERVE, 0.0)
+        return ExplorationPlan(budget, budget, budget, None, CULPRIT_RESERVE, 0.0)
     parallel = max(1, min(jobs, len(costs)))
     unit = sum(paths.get(t, 1) * cost for t, cost in costs.items()) / parallel
     reserve = sum(CULPRIT_RESERVE * CULPRIT_PREDICTIONS * cost for cost in costs.values()
@@ -105,11 +105,11 @@ def plan(seconds_left: float | None, costs: Mapping[str, float], *, budget: int,
     spare = left - reserve if culprits == CULPRIT_RESERVE else 0.0
     units = budget if unit <= 0 else min(budget, math.floor(spare / unit))
     if units >= budget:
-        return Plan(budget, budget, budget, None, culprits, budget * unit + reserve)
+        return ExplorationPlan(budget, budget, budget, None, culprits, budget * unit + reserve)
     note = (f"{units} of {budget} predictions per target fit the "
             f"{duration_words(left)} left" if units else
             f"no exploration fits the {duration_words(left)} left")
-    return Plan(units, budget, math.floor(units * LOCALIZE_SHARE),
+    return ExplorationPlan(units, budget, math.floor(units * LOCALIZE_SHARE),
                 math.floor(units * GUIDED_SHARE / 2), culprits,
                 units * unit + culprits * CULPRIT_PREDICTIONS * sum(costs.values()) / parallel,
                 note)
