@@ -42,9 +42,11 @@ class Discovery:
     all), the seed, the targets to explore (None: every target of the run), whether
     a target's exploration ends at its first failure (``bisect`` wants one trigger, not
     a survey; a failure among the input sets every run evaluates ends it before it
-    starts), and the whole run's wall seconds (``run --time-budget``; None: none given,
-    :data:`~nebisect.search.plan.DEFAULT_TIME_BUDGET` for an expensive model) the
-    exploration is planned to fit (:mod:`nebisect.search.plan`)."""
+    starts), and the whole run's wall seconds the exploration is planned to fit
+    (:mod:`nebisect.search.plan`): ``time_budget`` (``run --time-budget``), else
+    ``default_time_budget`` when one prediction is expensive (``run`` gives
+    :data:`~nebisect.search.plan.DEFAULT_TIME_BUDGET`; None: the whole ``budget``
+    whatever it costs, as ``bisect``'s trigger search wants)."""
 
     budget: int = DEFAULT_BUDGET
     families: list[str] | None = None
@@ -52,6 +54,7 @@ class Discovery:
     targets: list[TargetSpec] | None = None
     first_failure: bool = False
     time_budget: float | None = None
+    default_time_budget: float | None = None
 
 
 def explore_target(

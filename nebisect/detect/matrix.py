@@ -63,7 +63,6 @@ from nebisect.search.cliff import Cliff
 from nebisect.search.ddmin import Stats
 from nebisect.search.explore import ExploreProgress
 from nebisect.search.plan import (
-    DEFAULT_TIME_BUDGET,
     EXPENSIVE_PREDICTION,
     BudgetNote,
     Clock,
@@ -279,7 +278,7 @@ class MatrixRunner:
     require: tuple[str, ...] | None = None
     steps: int = 1
     #: what the time budget (``discovery.time_budget``, or the default an expensive model
-    #: gets, from the runner's making) and each cell's cost are read with
+    #: gets; from the runner's making) and each cell's cost are read with
     clock: Clock = time.perf_counter
     report: RunReport = field(init=False)
     #: the reference is the source's own, which a float32 one replaces for a model
@@ -306,7 +305,8 @@ class MatrixRunner:
                                self.require, self.steps, clock=self.clock)
         self.attributor = Attributor(self.bench)
         given = self.discovery.time_budget if self.discovery else None
-        self.timer = TimeBudget(given or DEFAULT_TIME_BUDGET, self.clock, default=given is None)
+        default = self.discovery.default_time_budget if self.discovery else None
+        self.timer = TimeBudget(given or default or math.inf, self.clock, default=given is None)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         started = time.perf_counter()
@@ -566,7 +566,8 @@ class MatrixRunner:
         said in the report, with the targets it leaves unexplored."""
         costs = {str(t): self.bench.prediction_seconds(t) or 0.0 for t, _ in explored}
         slowest = max(costs.values(), default=0.0)
-        self.timed = discovery.time_budget is not None or slowest > EXPENSIVE_PREDICTION
+        self.timed = discovery.time_budget is not None or (
+            discovery.default_time_budget is not None and slowest > EXPENSIVE_PREDICTION)
         if not self.timed:
             return plan(None, costs, budget=discovery.budget, paths={})
         planned = plan(self.timer.left(), costs, budget=discovery.budget,

@@ -21,6 +21,7 @@ from nebisect.errors import NebisectError
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
 from nebisect.executors.invocation import Invocation
 from nebisect.isolation.timeouts import Timeouts
+from nebisect.search.plan import DEFAULT_TIME_BUDGET
 from nebisect.sources.convert import PATHS
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import DEFAULT_LENGTHS
@@ -73,8 +74,8 @@ class RunOptions:
     deployment_target: str = ""
     explore: bool = True
     budget: int = DEFAULT_BUDGET
-    #: the whole run's wall seconds (``--time-budget``; None: none given, a default one
-    #: for an expensive model, :data:`~nebisect.search.plan.DEFAULT_TIME_BUDGET`)
+    #: the whole run's wall seconds (``--time-budget``; None: none given, then
+    #: :data:`~nebisect.search.plan.DEFAULT_TIME_BUDGET` for an expensive model)
     time_budget: float | None = None
     families: list[str] | None = None
     seed: int = 0
@@ -195,8 +196,8 @@ def _judge(runner: Runner, options: RunOptions, resolved: Source, plugins: list[
     targets = list(options.targets)
     compared = _baseline_checked(options, resolved.kind, isolator)
     discovery = Discovery(options.budget, options.families, options.seed,
-                          list(targets), time_budget=options.time_budget
-                          ) if options.explore else None
+                          list(targets), time_budget=options.time_budget,
+                          default_time_budget=DEFAULT_TIME_BUDGET) if options.explore else None
     if resolved.kind == "torch" and EXACT_ROW not in targets:
         targets.insert(0, EXACT_ROW)
     matrix = MatrixRunner(

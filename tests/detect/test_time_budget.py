@@ -52,10 +52,12 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run(package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.MonkeyPatch,
-         time_budget: float | None, cost: float = PREDICTION, later: float | None = None
+         time_budget: float | None, cost: float = PREDICTION, later: float | None = None,
+         budget: int = 40, default: float | None = DEFAULT_TIME_BUDGET
          ) -> tuple[RunReport, PredictionClock]:
     """The run, each prediction costing ``cost`` seconds (``later``: those after the
-    matrix's first two)."""
+    matrix's first two), exploring ``budget`` units under ``time_budget``, else
+    ``default`` for an expensive model."""
     clock = PredictionClock()
     evaluate = workbench.evaluate
 
@@ -67,8 +69,10 @@ def _run(package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.
     monkeypatch.setattr(workbench, "evaluate", costly)
     runner = MatrixRunner(resolve_source(str(package)), list(TARGETS), tmp_path,
                           Runner(isolator=isolator),
-                          discovery=Discovery(40, ["const", "normal"], 0, list(TARGETS),
-                                              time_budget=time_budget), clock=clock)
+                          discovery=Discovery(budget, ["const", "normal"], 0, list(TARGETS),
+                                              time_budget=time_budget,
+                                              default_time_budget=default),
+                          clock=clock)
     return runner.run((1,)), clock
 
 
@@ -155,3 +159,14 @@ def test_a_cheap_model_has_no_time_budget(
     report, _ = _run(package, tmp_path, isolator, monkeypatch, None, cost=0.1)
     assert report.time_budget is None and "time_budget" not in report.to_dict()
     assert "time budget" not in run_payload(report).summary
+
+
+def test_without_a_default_an_expensive_model_spends_the_whole_budget(
+        package: Path, tmp_path: Path, isolator: Isolator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bisect``'s trigger search has no default budget: it wants a trigger."""
+    report, _ = _run(package, tmp_path, isolator, monkeypatch, None, cost=60.0, budget=3,
+                     default=None)
+    assert report.time_budget is None
+    assert {target: e.spent for target, e in report.explorations.items()} == {
+        "sim:fp16": 3, "sim:ane": 3}
