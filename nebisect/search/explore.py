@@ -272,7 +272,8 @@ class _Explorer:
             self.result.cliffs.append(CliffFinding(
                 family.name, key.signature, key.culprit, key.path, cliff=cliff,
                 spent=self.result.spent - spent,
-                stopped=None if cliff.ulps == 1 else self.result.stopped or LOCALIZATION_SPENT))
+                stopped=None if cliff.ulps == 1 else self.result.stopped or (
+                    LOCALIZATION_SPENT if self.localizing == 0 else None)))
 
 
 def _keys(observations: list[Observation]) -> set[GroupKey]:

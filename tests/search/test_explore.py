@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from nebisect.inputs.families import InputSet, ModelInputs, build
 from nebisect.search.cliff import Boundary
 from nebisect.search.ddmin import Budget
-from nebisect.search.explore import ExploreProgress, explore
+from nebisect.search.explore import LOCALIZATION_SPENT, ExploreProgress, explore
 from nebisect.search.records import Culprit, Exploration, Observation, culprit_key
 from nebisect.sources.inputs import InputDescription
 from nebisect.verdict import Verdict
@@ -152,6 +153,23 @@ def test_a_budget_that_ends_inside_localization_keeps_the_bracket_reached() -> N
     assert cliff.spent == 5 and not cliff.complete and cliff.cliff.ulps > 1
     assert cliff.cliff.lo < LSE_CLIFF < cliff.cliff.hi
     assert cliff.cliff.probes[0]["x"] == 1.0
+
+
+def test_localization_within_its_share_leaves_the_rest_to_the_families() -> None:
+    """A plan's share of localization (``localize``): the const cliff's bisection (14
+    predictions after the first three) stops after 5, says why, and the rest of the
+    budget goes to the family's members."""
+    def const_only(**options: Any) -> tuple[Exploration, Counting]:
+        calls = Counting(collapsing_above(LSE_CLIFF))
+        return explore(calls, build(seed000(), ["const"]), budget=20, **options), calls
+
+    (capped, calls), (whole, _) = const_only(localize=5), const_only()
+    (cliff,) = capped.cliffs
+    assert cliff.spent == 5 and not cliff.complete and cliff.stopped == LOCALIZATION_SPENT
+    assert capped.spent == len(calls.labels) == 20
+    assert capped.families["const"].predictions == 20
+    (complete,) = whole.cliffs
+    assert complete.complete and complete.spent == 14 and complete.stopped is None
 
 
 def test_same_seed_same_result_json_and_the_record_round_trips() -> None:
