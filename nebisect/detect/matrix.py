@@ -561,9 +561,9 @@ class MatrixRunner:
     def _plan(self, report: RunReport, discovery: Discovery,
               explored: list[tuple[TargetSpec, list[str]]]) -> ExplorationPlan:
         """The exploration that fits the time left (:func:`~nebisect.search.plan.plan`),
-        from each explored target's first prediction: the whole ``--budget`` when no time
-        budget applies (none given and every prediction cheap). A budget that applies is
-        said in the report, with the targets it leaves unexplored."""
+        from what each explored target's matrix predictions cost: the whole ``--budget``
+        when no time budget applies (none given and every prediction cheap). A budget
+        that applies is said in the report, with the targets it leaves unexplored."""
         costs = {str(t): self.bench.prediction_seconds(t) or 0.0 for t, _ in explored}
         slowest = max(costs.values(), default=0.0)
         self.timed = discovery.time_budget is not None or (

@@ -106,8 +106,8 @@ class Workbench:
     _outlines: dict[SourceRef, ProgramOutline] = field(default_factory=dict)
     _spent: dict[str, float] = field(
         default_factory=lambda: {"predictions": 0.0, "reference": 0.0})
-    #: each target's first cell's wall seconds (:meth:`prediction_seconds`)
-    _first_seconds: dict[TargetSpec, float] = field(default_factory=dict)
+    #: each target's cheapest cell so far, wall seconds (:meth:`prediction_seconds`)
+    _cheapest: dict[TargetSpec, float] = field(default_factory=dict)
 
     def shard(self, workdir: Path, isolator: Isolator) -> Workbench:
         """A workbench of the same model for another thread: the conversions made so far
@@ -259,7 +259,7 @@ class Workbench:
     def store(self, key: CellKey, verdict: Verdict,
               arrays: dict[str, np.ndarray]) -> None:
         """A cell's verdict and outputs evaluated elsewhere (:mod:`nebisect.detect.remote`)."""
-        self._first_seconds.setdefault(key.target, verdict.timings.total or 0.0)
+        self._priced(key.target, verdict.timings.total or 0.0)
         self._note_overrides(key, verdict)
         self._runs[key] = verdict, arrays
 
@@ -277,16 +277,20 @@ class Workbench:
             if timings.total is None:
                 timings.total = total
             self._spent["predictions"] += total
-            self._first_seconds.setdefault(target, total)
+            self._priced(target, total)
             self._spent["reference"] += timings.reference or 0.0
             self._note_overrides(key, outcome.verdict)
             self._runs[key] = outcome.verdict, outcome.arrays
         return self._runs[key]
 
+    def _priced(self, target: TargetSpec, seconds: float) -> None:
+        self._cheapest[target] = min(seconds, self._cheapest.get(target, seconds))
+
     def prediction_seconds(self, target: TargetSpec) -> float | None:
-        """Wall seconds of ``target``'s first cell (process and reference included: what
-        one more of its predictions is planned to cost), None before it has one."""
-        return self._first_seconds.get(target)
+        """Wall seconds of ``target``'s cheapest cell so far (its first, when it has one):
+        what one more of its predictions is planned to cost, without what only a first
+        cell pays (a template still importing), None before it has one."""
+        return self._cheapest.get(target)
 
     def seconds(self) -> dict[str, float]:
         """Wall seconds of the conversions and of the cells run so far, and the part of

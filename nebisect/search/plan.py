@@ -4,8 +4,9 @@ run's time budget, given what one prediction costs.
 A run spends its exploration budget (``--budget`` units per target, a unit being one
 input set on every conversion path of the target) whatever one prediction costs: on a
 2 k-parameter model that is seconds, on a 25 M-parameter one over an hour. The run
-measures the wall seconds of each target's first prediction; :func:`plan` turns the
-seconds left of the time budget into units per target, reserving time for the culprit
+measures what each target's predictions of its matrix cost (the cheapest: a first one may
+wait for a template to import); :func:`plan` turns the seconds left of the time budget
+into units per target, reserving time for the culprit
 searches (each a recording prediction and its exact twin) that give a failure its op,
 and capping the part of the units cliff localization and guided probes may take so that
 the value families are still touched. Nothing here runs a model or reads a clock of

@@ -1,5 +1,5 @@
 """A run under a time budget (:mod:`nebisect.search.plan`), on a clock that moves 8 s per
-prediction: it plans its exploration from the first prediction's cost, stops starting
+prediction: it plans its exploration from the matrix predictions' cost, stops starting
 new work when the budget is spent, and its report (JSON, text, HTML summary) says what
 was left unexplored. The one-op log-sum-exp package fails on the Neural Engine from
 x ≈ 7.62, so exploration has something to find; the seconds are the fake clock's."""
