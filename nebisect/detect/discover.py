@@ -30,6 +30,7 @@ from nebisect.inputs.families import Family, InputSet
 from nebisect.search.cliff import Boundary
 from nebisect.search.ddmin import Stop
 from nebisect.search.explore import ExploreProgress, explore
+from nebisect.search.plan import TimeBudget
 from nebisect.search.readout import Element, read
 from nebisect.search.records import Culprit, Exploration, Observation
 from nebisect.targets.spec import TargetSpec
@@ -42,19 +43,17 @@ class Discovery:
     all), the seed, the targets to explore (None: every target of the run), whether
     a target's exploration ends at its first failure (``bisect`` wants one trigger, not
     a survey; a failure among the input sets every run evaluates ends it before it
-    starts), and the whole run's wall seconds the exploration is planned to fit
-    (:mod:`nebisect.search.plan`): ``time_budget`` (``run --time-budget``), else
-    ``default_time_budget`` when one prediction is expensive (``run`` gives
-    :data:`~nebisect.search.plan.DEFAULT_TIME_BUDGET`; None: the whole ``budget``
-    whatever it costs, as ``bisect``'s trigger search wants)."""
+    starts), and the run's time budget the exploration is planned to fit
+    (:mod:`nebisect.search.plan`; ``run --time-budget``, or a default one that applies
+    when a prediction is expensive; None: the whole ``budget`` whatever it costs, as
+    ``bisect``'s trigger search wants)."""
 
     budget: int = DEFAULT_BUDGET
     families: list[str] | None = None
     seed: int = 0
     targets: list[TargetSpec] | None = None
     first_failure: bool = False
-    time_budget: float | None = None
-    default_time_budget: float | None = None
+    timer: TimeBudget | None = None
 
 
 def explore_target(

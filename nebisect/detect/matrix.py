@@ -67,7 +67,6 @@ from nebisect.search.plan import (
     BudgetNote,
     Clock,
     ExplorationPlan,
-    TimeBudget,
     duration_words,
     eta,
     plan,
@@ -277,8 +276,7 @@ class MatrixRunner:
     discovery: Discovery | None = None
     require: tuple[str, ...] | None = None
     steps: int = 1
-    #: what the time budget (``discovery.time_budget``, or the default an expensive model
-    #: gets; from the runner's making) and each cell's cost are read with
+    #: what each cell's cost is read with
     clock: Clock = time.perf_counter
     report: RunReport = field(init=False)
     #: the reference is the source's own, which a float32 one replaces for a model
@@ -288,9 +286,8 @@ class MatrixRunner:
     attributor: Attributor = field(init=False)
     #: the reference the cells are judged against: ``reference``, else the source's own
     oracle: TargetSpec = field(init=False)
-    #: the run's time budget (applied once planning finds it given or the model expensive)
-    timer: TimeBudget = field(init=False)
-    #: whether :attr:`timer` stops the run's work (set when exploration is planned)
+    #: whether ``discovery.timer`` stops the run's work: given, or a default one and the
+    #: model expensive (set when exploration is planned)
     timed: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
@@ -304,9 +301,6 @@ class MatrixRunner:
                                self.timeouts, self.convert, self.plugins, self.paths,
                                self.require, self.steps, clock=self.clock)
         self.attributor = Attributor(self.bench)
-        given = self.discovery.time_budget if self.discovery else None
-        default = self.discovery.default_time_budget if self.discovery else None
-        self.timer = TimeBudget(given or default or math.inf, self.clock, default=given is None)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
         started = time.perf_counter()
@@ -510,6 +504,7 @@ class MatrixRunner:
         wanted = [str(target) for target, _ in explored]
         if not planned.explore:
             explored = []
+        timer = discovery.timer
 
         def work(item: tuple[TargetSpec, list[str]], isolator: Isolator) -> tuple[Exploration,
                                                                            list[Row]]:
@@ -518,8 +513,8 @@ class MatrixRunner:
 
             def show(p: ExploreProgress) -> None:
                 left = eta(p.spent, p.budget, 1 / p.rate if p.rate > 0 else 0.0)
-                if self.timed:
-                    left = min(left, max(self.timer.left(), 0.0))
+                if timer is not None and self.timed:
+                    left = min(left, max(timer.left(), 0.0))
                 self.progress(f"exploring {target}: {p.spent}/{p.budget} predictions · "
                               f"{p.rate:.1f}/s · ETA {duration_words(left)} · "
                               f"{p.failures} failing · {p.label}")
@@ -531,7 +526,7 @@ class MatrixRunner:
                         r.target == str(target) and r.role == "target" and r.verdict.failed
                         and r.verdict.stage != "convert" for r in seen):
                     return FIRST_FAILURE
-                return self.timer.stop() if self.timed else None
+                return timer.stop() if timer is not None and self.timed else None
 
             attributor = self.attributor if isolator is self.bench.isolator else replace(
                 self.attributor, bench=replace(self.bench, isolator=isolator))
@@ -547,7 +542,8 @@ class MatrixRunner:
         if report.time_budget is not None:
             report.time_budget.account({target: report.explorations[target].spent
                                         if target in report.explorations else 0
-                                        for target in wanted}, self.timer.stop() or "")
+                                        for target in wanted},
+                                       (timer.stop() if timer else None) or "")
         named = {family.name: family for family in families}
         for exploration in report.explorations.values():
             for finding in exploration.cliffs:
@@ -556,7 +552,8 @@ class MatrixRunner:
 
     def _time_left(self) -> bool:
         """May new work start: no time budget applies, or it is not spent."""
-        return not self.timed or self.timer.left() > 0
+        timer = self.discovery.timer if self.discovery else None
+        return not self.timed or timer is None or timer.left() > 0
 
     def _plan(self, report: RunReport, discovery: Discovery,
               explored: list[tuple[TargetSpec, list[str]]]) -> ExplorationPlan:
@@ -566,15 +563,15 @@ class MatrixRunner:
         that applies is said in the report, with the targets it leaves unexplored."""
         costs = {str(t): self.bench.prediction_seconds(t) or 0.0 for t, _ in explored}
         slowest = max(costs.values(), default=0.0)
-        self.timed = discovery.time_budget is not None or (
-            discovery.default_time_budget is not None and slowest > EXPENSIVE_PREDICTION)
-        if not self.timed:
+        timer = discovery.timer
+        self.timed = timer is not None and (not timer.default or slowest > EXPENSIVE_PREDICTION)
+        if timer is None or not self.timed:
             return plan(None, costs, budget=discovery.budget, paths={})
-        planned = plan(self.timer.left(), costs, budget=discovery.budget,
+        planned = plan(timer.left(), costs, budget=discovery.budget,
                        paths={str(t): len(paths) for t, paths in explored},
-                       jobs=self.runner.jobs)
+                       jobs=self.runner.jobs, reference=self.bench.reference_seconds())
         report.time_budget = BudgetNote(
-            self.timer.seconds, self.timer.default, slowest,
+            timer.seconds, timer.default, slowest,
             self.bench.seconds()["conversion"], planned.explore, discovery.budget,
             note=planned.note)
         self.progress(report.time_budget.lines()[0])

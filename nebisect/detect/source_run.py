@@ -21,7 +21,7 @@ from nebisect.errors import NebisectError
 from nebisect.evaluate.compression import DEFAULT_TOLERANCE
 from nebisect.executors.invocation import Invocation
 from nebisect.isolation.timeouts import Timeouts
-from nebisect.search.plan import DEFAULT_TIME_BUDGET
+from nebisect.search.plan import DEFAULT_TIME_BUDGET, TimeBudget
 from nebisect.sources.convert import PATHS
 from nebisect.sources.domains import InputDomain
 from nebisect.sources.inputs import DEFAULT_LENGTHS
@@ -160,11 +160,14 @@ def run_source_on(runner: Runner, options: RunOptions, workdir: Path,
                   progress: Callable[[str], None] = lambda _message: None) -> RunOutcome:
     """:func:`run_source` on an open runner (its invocation's jobs and cluster are the runner's):
     a sweep of many sources (the atlas) keeps one runner, so its warm templates serve
-    every source."""
+    every source. The time budget (``options.time_budget``, or the default an expensive
+    model gets) counts from here: describing the source and converting it spend it too."""
     from nebisect.sources.convert import CONVERSION
     from nebisect.sources.resolve import is_torch_location, output_names, resolve_source
     from nebisect.targets.plugins import use_plugins
 
+    timer = TimeBudget(options.time_budget or DEFAULT_TIME_BUDGET,
+                       default=options.time_budget is None)
     timeouts = options.timeouts
     isolator = runner.isolator
     if is_torch_location(options.source):
@@ -180,14 +183,14 @@ def run_source_on(runner: Runner, options: RunOptions, workdir: Path,
             dict(options.masked_outputs),
             output_names(resolved, timeout=timeouts.load, isolator=isolator))
     if options.compress:
-        return _run_compressed(runner, options, resolved, plugins, workdir, progress)
-    return _judge(runner, options, resolved, plugins, workdir, progress)
+        return _run_compressed(runner, options, resolved, plugins, workdir, progress, timer)
+    return _judge(runner, options, resolved, plugins, workdir, progress, timer)
 
 
 def _judge(runner: Runner, options: RunOptions, resolved: Source, plugins: list[str],
-           workdir: Path, progress: Callable[[str], None]) -> RunOutcome:
-    """:func:`run_source_on` from the resolved source on: the matrix, then the comparison with
-    the baseline."""
+           workdir: Path, progress: Callable[[str], None], timer: TimeBudget) -> RunOutcome:
+    """:func:`run_source_on` from the resolved source on: the matrix (its exploration
+    planned to fit ``timer``), then the comparison with the baseline."""
     from nebisect.detect.discover import Discovery
     from nebisect.detect.matrix import MatrixRunner
 
@@ -196,8 +199,7 @@ def _judge(runner: Runner, options: RunOptions, resolved: Source, plugins: list[
     targets = list(options.targets)
     compared = _baseline_checked(options, resolved.kind, isolator)
     discovery = Discovery(options.budget, options.families, options.seed,
-                          list(targets), time_budget=options.time_budget,
-                          default_time_budget=DEFAULT_TIME_BUDGET) if options.explore else None
+                          list(targets), timer=timer) if options.explore else None
     if resolved.kind == "torch" and EXACT_ROW not in targets:
         targets.insert(0, EXACT_ROW)
     matrix = MatrixRunner(
@@ -245,7 +247,8 @@ def _lint_errors(resolved: Source, options: RunOptions,
 
 
 def _run_compressed(runner: Runner, options: RunOptions, resolved: Source, plugins: list[str],
-                    workdir: Path, progress: Callable[[str], None]) -> RunOutcome:
+                    workdir: Path, progress: Callable[[str], None],
+                    timer: TimeBudget) -> RunOutcome:
     """``run SOURCE --compress SPEC`` (:mod:`nebisect.sources.compress`): the torch source
     converted by the run's converter and compressed, each in an isolated child, then the
     compressed package judged with the uncompressed one as its baseline, as ``run
@@ -278,7 +281,7 @@ def _run_compressed(runner: Runner, options: RunOptions, resolved: Source, plugi
             report.compression.baseline = compressed.baseline_words
 
     try:
-        outcome = _judge(runner, package_options, judged, plugins, workdir, progress)
+        outcome = _judge(runner, package_options, judged, plugins, workdir, progress, timer)
     except RunInterrupted as stop:
         named(stop.outcome.report)
         raise

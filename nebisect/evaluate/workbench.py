@@ -108,6 +108,9 @@ class Workbench:
         default_factory=lambda: {"predictions": 0.0, "reference": 0.0})
     #: each target's cheapest cell so far, wall seconds (:meth:`prediction_seconds`)
     _cheapest: dict[TargetSpec, float] = field(default_factory=dict)
+    #: per inputs file, the longest reference part of its cells: the one that computed
+    #: it, the others read it cached (:meth:`reference_seconds`)
+    _references: dict[str, float] = field(default_factory=dict)
 
     def shard(self, workdir: Path, isolator: Isolator) -> Workbench:
         """A workbench of the same model for another thread: the conversions made so far
@@ -278,6 +281,7 @@ class Workbench:
                 timings.total = total
             self._spent["predictions"] += total
             self._priced(target, total)
+            self._references[npz] = max(timings.reference or 0.0, self._references.get(npz, 0.0))
             self._spent["reference"] += timings.reference or 0.0
             self._note_overrides(key, outcome.verdict)
             self._runs[key] = outcome.verdict, outcome.arrays
@@ -291,6 +295,11 @@ class Workbench:
         what one more of its predictions is planned to cost, without what only a first
         cell pays (a template still importing), None before it has one."""
         return self._cheapest.get(target)
+
+    def reference_seconds(self) -> float:
+        """What computing the expected outputs of one more input set costs: the cheapest
+        computation so far (0 before any)."""
+        return min(self._references.values(), default=0.0)
 
     def seconds(self) -> dict[str, float]:
         """Wall seconds of the conversions and of the cells run so far, and the part of

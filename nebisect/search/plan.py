@@ -86,18 +86,21 @@ class ExplorationPlan:
 
 
 def plan(seconds_left: float | None, costs: Mapping[str, float], *, budget: int,
-         paths: Mapping[str, int], jobs: int = 1) -> ExplorationPlan:
+         paths: Mapping[str, int], jobs: int = 1, reference: float = 0.0) -> ExplorationPlan:
     """The exploration that fits ``seconds_left`` (None: no time budget, the whole
     ``budget``) for targets whose one prediction costs ``costs[target]`` seconds on
-    ``paths[target]`` conversion paths, ``jobs`` targets explored at once.
+    ``paths[target]`` conversion paths, ``jobs`` targets explored at once, the expected
+    outputs of a new input set costing ``reference`` seconds (once, whichever target
+    gets there first).
 
-    One unit of every target costs Σ paths × cost / jobs of wall time (the targets run in
-    parallel, so their costs add up over the jobs); the culprit reserve comes off the top.
+    One unit of every target costs (Σ paths × cost + reference) / jobs of wall time (the
+    targets run in parallel, so their costs add up over the jobs); the culprit reserve
+    comes off the top.
     """
     if seconds_left is None:
         return ExplorationPlan(budget, budget, budget, None, CULPRIT_RESERVE, 0.0)
     parallel = max(1, min(jobs, len(costs)))
-    unit = sum(paths.get(t, 1) * cost for t, cost in costs.items()) / parallel
+    unit = (sum(paths.get(t, 1) * cost for t, cost in costs.items()) + reference) / parallel
     reserve = sum(CULPRIT_RESERVE * CULPRIT_PREDICTIONS * cost for cost in costs.values()
                   ) / parallel
     left = max(seconds_left, 0.0)

@@ -20,7 +20,12 @@ from nebisect.detect.report import run_payload
 from nebisect.detect.run_console import print_run
 from nebisect.executors.runner import Runner
 from nebisect.isolate import Isolator
-from nebisect.search.plan import CULPRIT_PREDICTIONS, CULPRIT_RESERVE, DEFAULT_TIME_BUDGET
+from nebisect.search.plan import (
+    CULPRIT_PREDICTIONS,
+    CULPRIT_RESERVE,
+    DEFAULT_TIME_BUDGET,
+    TimeBudget,
+)
 from nebisect.sources.resolve import resolve_source
 from nebisect.targets.spec import TargetSpec
 
@@ -53,26 +58,27 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _run(package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.MonkeyPatch,
          time_budget: float | None, cost: float = PREDICTION, later: float | None = None,
-         budget: int = 40, default: float | None = DEFAULT_TIME_BUDGET
-         ) -> tuple[RunReport, PredictionClock]:
+         budget: int = 40, default: bool = True) -> tuple[RunReport, PredictionClock]:
     """The run, each prediction costing ``cost`` seconds (``later``: those after the
-    matrix's first two), exploring ``budget`` units under ``time_budget``, else
-    ``default`` for an expensive model."""
+    matrix's first two), exploring ``budget`` units under ``time_budget``, else (as
+    ``run`` does, unless not ``default``) under the default an expensive model gets."""
     clock = PredictionClock()
     evaluate = workbench.evaluate
 
     def costly(*args: Any, **kwargs: Any) -> Any:
         clock.now += cost if later is None or clock.predictions < len(TARGETS) else later
         clock.predictions += 1
-        return evaluate(*args, **kwargs)
+        outcome = evaluate(*args, **kwargs)
+        outcome.verdict.timings.reference = 0.0  # the fake cost is the whole cell's
+        return outcome
 
     monkeypatch.setattr(workbench, "evaluate", costly)
+    timer = TimeBudget(time_budget or DEFAULT_TIME_BUDGET, clock,
+                       default=time_budget is None) if time_budget or default else None
     runner = MatrixRunner(resolve_source(str(package)), list(TARGETS), tmp_path,
                           Runner(isolator=isolator),
                           discovery=Discovery(budget, ["const", "normal"], 0, list(TARGETS),
-                                              time_budget=time_budget,
-                                              default_time_budget=default),
-                          clock=clock)
+                                              timer=timer), clock=clock)
     return runner.run((1,)), clock
 
 
@@ -166,7 +172,7 @@ def test_without_a_default_an_expensive_model_spends_the_whole_budget(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``bisect``'s trigger search has no default budget: it wants a trigger."""
     report, _ = _run(package, tmp_path, isolator, monkeypatch, None, cost=60.0, budget=3,
-                     default=None)
+                     default=False)
     assert report.time_budget is None
     assert {target: e.spent for target, e in report.explorations.items()} == {
         "sim:fp16": 3, "sim:ane": 3}

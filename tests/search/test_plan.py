@@ -69,6 +69,12 @@ def test_targets_explored_at_once_share_the_wall_time() -> None:
     assert (one.explore, two.explore) == ((600 - 144) // 48, (600 - 72) // 24)
 
 
+def test_the_reference_of_a_new_input_set_is_paid_once_a_unit() -> None:
+    """One target at 1 s on one path, the reference 1 s: a unit costs 2 s."""
+    chosen = plan(26.0, {"sim:fp16": 1.0}, budget=40, paths={"sim:fp16": 1}, reference=1.0)
+    assert chosen.explore == (26 - CULPRIT_RESERVE * CULPRIT_PREDICTIONS) // 2
+
+
 def test_nothing_left_explores_nothing_and_says_so() -> None:
     chosen = plan(-5.0, {"sim:fp16": 8.0}, budget=40, paths={"sim:fp16": 1})
     assert (chosen.explore, chosen.localize, chosen.guided, chosen.culprits) == (0, 0, 0, 0)
