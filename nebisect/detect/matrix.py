@@ -494,16 +494,17 @@ class MatrixRunner:
     def _explore(self, report: RunReport, discovery: Discovery, lengths: tuple[int, ...]) -> None:
         described = model_inputs(self.source, lengths)
         families = build(described, discovery.families, discovery.seed)
-        probes = guided_probes_of(self.bench, self.targets) if any(
-            f.name == "const" for f in families) else []
-        guided, report.margins = within_domains(probes, described.domains)
         explored = [(target, paths) for target in discovery.targets or self.targets
                     if not isinstance(paths := self.bench.paths_of(target), Verdict)]
         planned = self._plan(report, discovery, explored)
-        guided = ranked_boundaries(guided)[:planned.guided]
         wanted = [str(target) for target, _ in explored]
         if not planned.explore:
-            explored = []
+            # no time left to explore: not even lint's probes (nor their margins)
+            explored, families = [], []
+        probes = guided_probes_of(self.bench, self.targets) if any(
+            f.name == "const" for f in families) else []
+        guided, report.margins = within_domains(probes, described.domains)
+        guided = ranked_boundaries(guided)[:planned.guided]
         timer = discovery.timer
 
         def work(item: tuple[TargetSpec, list[str]], isolator: Isolator) -> tuple[Exploration,
