@@ -71,6 +71,8 @@ class RunOptions:
     #: user's own ``@register_torch_op`` converters), after nebisect's overrides
     converter_setup: tuple[str, ...] = ()
     deployment_target: str = ""
+    #: the directory torch conversions are kept in across runs (``--cache``; ``""``: none)
+    cache: str = ""
     explore: bool = True
     budget: int = DEFAULT_BUDGET
     families: list[str] | None = None
@@ -335,7 +337,8 @@ def _converter(options: RunOptions) -> Callable[..., Any]:
     # coremltools' defaults alone (``--strict-conversion``).
     cure = not (options.converter_overrides or options.strict_conversion)
     return functools.partial(convert_paths, setup=_setup(options), paths=options.paths,
-                             deployment=options.deployment_target, cure=cure)
+                             deployment=options.deployment_target, cure=cure,
+                             cache=options.cache)
 
 
 def _setup(options: RunOptions) -> tuple[str, ...]:

@@ -527,7 +527,9 @@ class ConvertArguments:
     : the newest target the running macOS loads,
     :func:`nebisect.sources.deployment.running_deployment`) and ``cure`` (a path that
     fails for a reason nebisect's converter overrides cure is converted again with
-    them: :func:`convert_source`)."""
+    them: :func:`convert_source`); ``cache`` (a directory: the conversion is read from
+    there when it was made before, and kept there otherwise,
+    :mod:`nebisect.sources.conversion_cache`; ``""``: none)."""
 
     source: str
     precision: str
@@ -536,22 +538,52 @@ class ConvertArguments:
     setup: list[str] = field(default_factory=list)
     deployment_target: str = ""
     cure: bool = False
+    cache: str = ""
 
 
 def convert_job(arguments: ConvertArguments) -> Verdict:
-    """Child side: convert the source and write its package(s). The verdict's
-    :class:`~nebisect.verdict.ConversionFacts` list the paths saved."""
+    """Child side: convert the source and write its package(s), or copy them from the
+    cache when it holds this conversion (``arguments.cache``). The verdict's
+    :class:`~nebisect.verdict.ConversionFacts` list the paths saved and say where a
+    cached conversion came from."""
     from nebisect.isolate import mark_stage
+    from nebisect.sources import conversion_cache
 
     mark_stage("convert")
     for reference in arguments.setup:
         module, _, function = reference.partition(":")
         getattr(importlib.import_module(module), function)()
     source = load_torch_source(arguments.source)
+    deployment = arguments.deployment_target or running_deployment()
+    if not arguments.cache:
+        return _converted(arguments, source, deployment)
+    cache = Path(arguments.cache)
+    key = conversion_cache.conversion_key(source, {
+        "paths": list(arguments.packages), "precision": arguments.precision,
+        "every_path": arguments.every_path, "setup": arguments.setup,
+        "deployment": deployment, "cure": arguments.cure})
+    found = conversion_cache.lookup(cache, key, arguments.packages)
+    if found.verdict is not None and found.verdict.conversion is not None:
+        found.verdict.conversion.cache = f"{CACHE_HIT} {cache} ({key[:12]})"
+        return found.verdict
+    verdict = _converted(arguments, source, deployment)
+    if verdict.conversion is not None and verdict.status in (Status.PASS, Status.ERROR):
+        conversion_cache.store(cache, key, verdict, {
+            path: arguments.packages[path] for path in verdict.conversion.paths or ()})
+        verdict.conversion.cache = "; ".join(filter(None, (
+            found.ignored, f"kept in {cache} ({key[:12]})")))
+    return verdict
+
+
+#: how the ``cache`` fact of a conversion read from the cache begins
+CACHE_HIT = "read from the cache"
+
+
+def _converted(arguments: ConvertArguments, source: TorchSource, deployment: str) -> Verdict:
+    """Convert ``source`` as ``arguments`` say and save its package(s); the verdict."""
     wanted = arguments.packages
     models, attempts = convert_source(
-        source, arguments.precision,
-        deployment=arguments.deployment_target or running_deployment(),
+        source, arguments.precision, deployment=deployment,
         paths=tuple(wanted), cure=arguments.cure,
     )
     facts = ConversionFacts([a.to_dict() for a in attempts],
@@ -610,17 +642,19 @@ def convert_paths(
     timeout: float = 900.0,
     deployment: str = "",
     cure: bool = False,
+    cache: str = "",
 ) -> tuple[dict[str, Path], Verdict]:
     """:func:`convert_isolated` keeping every path of ``paths`` that converts: ``{path:
     package}`` (empty when none converts) and the convert verdict (one child converts
     them all, so torch and coremltools are imported once). ``cure``: a path that fails
     for a reason nebisect's converter overrides cure converts again with them
-    (:func:`convert_source`; ``run``'s default)."""
+    (:func:`convert_source`; ``run``'s default). ``cache``: the directory conversions are
+    kept in across runs (:mod:`nebisect.sources.conversion_cache`; ``""``: none)."""
     key = conversion_precision(precision)
     packages = {path: Path(workdir) / f"converted-{key}-{path}.mlpackage" for path in paths}
     where = {p: str(pkg) for p, pkg in packages.items()}
     verdict = _convert_in_child(source, precision, where, isolator, setup, timeout,
-                                deployment, every_path=True, cure=cure)
+                                deployment, every_path=True, cure=cure, cache=cache)
     converted = verdict.conversion if verdict.status == "pass" else None
     saved = (converted.paths or []) if converted else []
     return {path: packages[path] for path in saved if packages[path].is_dir()}, verdict
@@ -629,7 +663,7 @@ def convert_paths(
 def _convert_in_child(source: Source, precision: str, where: dict[str, str],
                       isolator: Isolator, setup: tuple[str, ...], timeout: float,
                       deployment: str, *, every_path: bool = False, cure: bool = False,
-                      ) -> Verdict:
+                      cache: str = "") -> Verdict:
     from nebisect.isolate import Job
 
     # Fork mode: the template has imported torch and coremltools and rehearsed a
@@ -639,7 +673,8 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, str],
     job = Job(
         function="nebisect.sources.convert:convert_job",
         payload=encode(ConvertArguments(source.location, conversion_precision(precision),
-                                        where, every_path, list(setup), deployment, cure)),
+                                        where, every_path, list(setup), deployment, cure,
+                                        cache)),
         stage="convert",
         timeout=timeout,
         needs=CONVERSION,
