@@ -34,6 +34,7 @@ convert verdict.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import sys
@@ -727,6 +728,8 @@ def convert_paths(
             deployment, every_path=True, cure=cure, cache=cache,
             derived={p: _packages(workdir, p, paths) for p in others},
             derived_verdicts={p: str(_handed_verdict(workdir, p)) for p in others})
+        for other in others:
+            _stamp(_handed_verdict(workdir, other), verdict)
     packages = {path: Path(location) for path, location in _packages(workdir, key, paths).items()}
     converted = verdict.conversion if verdict.status == "pass" else None
     saved = (converted.paths or []) if converted else []
@@ -742,6 +745,17 @@ def _packages(workdir: Path, precision: str, paths: tuple[str, ...]) -> dict[str
 def _handed_verdict(workdir: Path, precision: str) -> Path:
     """Where a conversion child leaves the verdict of a precision it derived."""
     return Path(workdir) / f"converted-{precision}.verdict.json"
+
+
+def _stamp(handed: Path, made_with: Verdict) -> None:
+    """Give the verdict a conversion child left at ``handed`` the provenance and process
+    facts of the child's own verdict ``made_with``: it was made in that process."""
+    if not handed.is_file():
+        return
+    verdict = Verdict.from_json(handed.read_text())
+    verdict.provenance = dict(made_with.provenance)
+    verdict.process = copy.deepcopy(made_with.process)
+    write_text(handed, verdict.to_json())
 
 
 def _convert_in_child(source: Source, precision: str, where: dict[str, str],

@@ -17,7 +17,10 @@ dialect, as a direct conversion's does, not ``milinternal``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +41,39 @@ class Outcome:
 
 @dataclass
 class _Snapshot:
-    """The program as the main pipeline received it, and the op-name counters then."""
+    """The program as the main pipeline received it (None when it could not be copied),
+    the op-name counters then, and whether the main pipeline was reached."""
 
     program: Any = None
     names: dict[str, int] = field(default_factory=dict)
+    reached: bool = False
+
+
+#: how deep copying a program may recurse (it follows the chain of ops), and the stack
+#: of the thread that copies it: a transformer's program is thousands of ops deep
+COPY_RECURSION, COPY_STACK_BYTES = 200_000, 512 << 20
+
+
+def _copied(program: Any) -> Any:
+    """A deep copy of ``program`` made on a thread with a stack as deep as the copy
+    needs; None when it cannot be made."""
+    copies: list[Any] = []
+
+    def copy_program() -> None:
+        # a program that cannot be copied converts at each precision on its own
+        with contextlib.suppress(Exception):
+            copies.append(copy.deepcopy(program))
+
+    limit, stack = sys.getrecursionlimit(), threading.stack_size(COPY_STACK_BYTES)
+    sys.setrecursionlimit(max(limit, COPY_RECURSION))
+    try:
+        thread = threading.Thread(target=copy_program)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(stack)
+        sys.setrecursionlimit(limit)
+    return copies[0] if copies else None
 
 
 _SNAPSHOT = _Snapshot()
@@ -63,7 +95,8 @@ def _register_snapshot_pass() -> None:
         """Keep a copy of the program and the op-name counters; change nothing."""
 
         def apply(self, prog: Any) -> None:
-            _SNAPSHOT.program = copy.deepcopy(prog)
+            _SNAPSHOT.reached = True
+            _SNAPSHOT.program = _copied(prog)
             _SNAPSHOT.names = dict(mb.name_count)
 
 
@@ -84,18 +117,25 @@ def convert_at_precisions(ct: Any, converted_from: Any, precisions: tuple[str, .
     if others:
         _register_snapshot_pass()
         pipeline.insert_pass(0, SNAPSHOT_PASS)
-    _SNAPSHOT.program = None
+    _SNAPSHOT.program, _SNAPSHOT.reached = None, False
     outcomes = {first: _outcome(lambda: ct.convert(
         converted_from, compute_precision=_compute_precision(ct, first),
         pass_pipeline=pipeline, **options, **convert_args))}
-    snapshot, names = _SNAPSHOT.program, _SNAPSHOT.names
+    snapshot, names, reached = _SNAPSHOT.program, _SNAPSHOT.names, _SNAPSHOT.reached
     _SNAPSHOT.program = None
     dialect = _determine_source_dialect(converted_from, "pytorch")
     for precision in others:
-        if snapshot is None:
+        if not reached:
+            # the frontend failed: at every precision alike
             outcomes[precision] = Outcome(error=outcomes[first].error)
             continue
-        program = copy.deepcopy(snapshot)
+        if snapshot is None:
+            # the program could not be copied: a conversion of its own
+            outcomes[precision] = _outcome(lambda precision=precision: ct.convert(
+                converted_from, compute_precision=_compute_precision(ct, precision),
+                **options, **convert_args))
+            continue
+        program = snapshot if precision == others[-1] else _copied(snapshot)
         if precision == "fp16":
             _default_fp16_outputs(ct, program, options["minimum_deployment_target"])
         mb.name_count.clear()
