@@ -607,7 +607,8 @@ def convert_job(arguments: ConvertArguments) -> Verdict:
         getattr(importlib.import_module(module), function)()
     source = load_torch_source(arguments.source)
     deployment = arguments.deployment_target or running_deployment()
-    wanted = {arguments.precision: arguments.packages, **arguments.derived}
+    precision = conversion_precision(arguments.precision)
+    wanted = {precision: arguments.packages, **arguments.derived}
     cache = Path(arguments.cache) if arguments.cache else None
     keys = {precision: conversion_cache.conversion_key(source, {
         "paths": list(arguments.packages), "precision": precision,
@@ -638,7 +639,7 @@ def convert_job(arguments: ConvertArguments) -> Verdict:
             ignored[precision], f"kept in {cache} ({keys[precision][:12]})")))
     for precision, location in arguments.derived_verdicts.items():
         write_text(location, verdicts[precision].to_json())
-    return verdicts[arguments.precision]
+    return verdicts[conversion_precision(arguments.precision)]
 
 
 #: how the ``cache`` fact of a conversion read from the cache begins

@@ -145,7 +145,9 @@ def convert_at_precisions(ct: Any, converted_from: Any, precisions: tuple[str, .
             model = ct.convert(program, compute_precision=_compute_precision(ct, precision),
                                **options)
             # recorded as converted from torch, in place of the MIL source it was given
+            # (and in the order a conversion from torch records it)
             del model._spec.mlProgram.attributes["buildInfo"]
+            model._spec.description.metadata.userDefined.clear()
             return _record_build_metadata(model, "pytorch", source_dialect=dialect)
 
         outcomes[precision] = _outcome(derived)
