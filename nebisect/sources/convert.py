@@ -53,7 +53,7 @@ from nebisect.mil.quiet import import_coremltools, quiet
 from nebisect.sources.converter_overrides import CURED_OPS, FAILS_TOO, overrides_hint
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.sources.export_guards import violated_condition
-from nebisect.sources.precisions import Outcome, convert_at_precisions
+from nebisect.sources.precisions import PrecisionOutcome, convert_at_precisions
 from nebisect.sources.torch_load import load_torch_source
 from nebisect.sources.torch_module import (
     PATHS,
@@ -285,7 +285,7 @@ RETURNED_INPUT = "Main block's input name"
 
 
 def _convert_path(ct: Any, path: str, source: TorchSource, options: dict[str, Any],
-                  precisions: tuple[str, ...]) -> tuple[dict[str, Outcome], str]:
+                  precisions: tuple[str, ...]) -> tuple[dict[str, PrecisionOutcome], str]:
     """One path's outcome at each of ``precisions``, and a note when it converted only
     with the outputs that return an input unchanged kept apart (a multiplication by one,
     exact in every dtype): a model whose ``forward`` is ``return x`` converts on both
@@ -303,7 +303,7 @@ def _convert_path(ct: Any, path: str, source: TorchSource, options: dict[str, An
 
 
 def _outcomes(converter: Any, ct: Any, source: TorchSource, options: dict[str, Any],
-              module: Any, precisions: tuple[str, ...]) -> dict[str, Outcome]:
+              module: Any, precisions: tuple[str, ...]) -> dict[str, PrecisionOutcome]:
     """``converter``'s outcomes; a failure before coremltools converts (torch.export,
     the tracer) is every precision's."""
     started = time.perf_counter()
@@ -311,7 +311,7 @@ def _outcomes(converter: Any, ct: Any, source: TorchSource, options: dict[str, A
         with quiet():
             return converter(ct, source, options, module, precisions)  # type: ignore[no-any-return]
     except Exception as exc:
-        return {precision: Outcome(error=exc, seconds=time.perf_counter() - started)
+        return {precision: PrecisionOutcome(error=exc, seconds=time.perf_counter() - started)
                 for precision in precisions}
 
 
@@ -360,13 +360,13 @@ def _input_types(ct: Any, source: TorchSource, *, shapes: bool) -> list[Any]:
 
 
 def _via_export(ct: Any, source: TorchSource, options: dict[str, Any], module: Any,
-                precisions: tuple[str, ...]) -> dict[str, Outcome]:
+                precisions: tuple[str, ...]) -> dict[str, PrecisionOutcome]:
     program = export_module(source, module).run_decompositions({})
     return _converted_program(ct, source, options, program, precisions, shapes=False)
 
 
 def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: Any,
-               precisions: tuple[str, ...]) -> dict[str, Outcome]:
+               precisions: tuple[str, ...]) -> dict[str, PrecisionOutcome]:
     """Trace ``module`` — a TorchScript program (the source's own trace-path program,
     or a loaded one) is converted as it is."""
     import torch
@@ -378,7 +378,7 @@ def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: An
 
 
 def _converted_program(ct: Any, source: TorchSource, options: dict[str, Any], program: Any,
-                       precisions: tuple[str, ...], *, shapes: bool) -> dict[str, Outcome]:
+                       precisions: tuple[str, ...], *, shapes: bool) -> dict[str, PrecisionOutcome]:
     """The exported or traced ``program`` converted at each of ``precisions``, its states
     named as the source's buffers."""
     states, renames = _state_types(ct, source, program)

@@ -30,7 +30,7 @@ SNAPSHOT_PASS = "nebisect::program_before_main_pipeline"
 
 
 @dataclass
-class Outcome:
+class PrecisionOutcome:
     """One precision's conversion of one path: the MLModel, or the exception it raised,
     and the seconds it took (the first precision's include the frontend)."""
 
@@ -100,8 +100,10 @@ def _register_snapshot_pass() -> None:
             _SNAPSHOT.names = dict(mb.name_count)
 
 
-def convert_at_precisions(ct: Any, converted_from: Any, precisions: tuple[str, ...],
-                          options: dict[str, Any], **convert_args: Any) -> dict[str, Outcome]:
+def convert_at_precisions(
+    ct: Any, converted_from: Any, precisions: tuple[str, ...], options: dict[str, Any],
+    **convert_args: Any,
+) -> dict[str, PrecisionOutcome]:
     """``ct.convert(converted_from, **options, **convert_args)`` at each of
     ``precisions`` (``fp32``/``fp16``; ``options`` without ``compute_precision``): the
     first converted from torch, the others from its program before the main pipeline.
@@ -127,7 +129,7 @@ def convert_at_precisions(ct: Any, converted_from: Any, precisions: tuple[str, .
     for precision in others:
         if not reached:
             # the frontend failed: at every precision alike
-            outcomes[precision] = Outcome(error=outcomes[first].error)
+            outcomes[precision] = PrecisionOutcome(error=outcomes[first].error)
             continue
         if snapshot is None:
             # the program could not be copied: a conversion of its own
@@ -154,13 +156,13 @@ def convert_at_precisions(ct: Any, converted_from: Any, precisions: tuple[str, .
     return outcomes
 
 
-def _outcome(convert: Any) -> Outcome:
+def _outcome(convert: Any) -> PrecisionOutcome:
     started = time.perf_counter()
     try:
         model = convert()
     except Exception as exc:
-        return Outcome(error=exc, seconds=time.perf_counter() - started)
-    return Outcome(model, seconds=time.perf_counter() - started)
+        return PrecisionOutcome(error=exc, seconds=time.perf_counter() - started)
+    return PrecisionOutcome(model, seconds=time.perf_counter() - started)
 
 
 def _compute_precision(ct: Any, precision: str) -> Any:
