@@ -20,22 +20,28 @@ LOGSUMEXP = f"{REPO / 'examples' / 'logsumexp_ne.py'}:model"
 
 @pytest.fixture
 def conversions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The precisions :func:`~nebisect.sources.convert.convert_source` converted at."""
+    """The precisions :func:`~nebisect.sources.convert.convert_precisions` converted at."""
     made: list[str] = []
-    converting = convert.convert_source
+    converting = convert.convert_precisions
 
-    def counted(source: Any, precision: str, **options: Any) -> Any:
-        made.append(precision)
-        return converting(source, precision, **options)
+    def counted(source: Any, precisions: tuple[str, ...], **options: Any) -> Any:
+        made.extend(precisions)
+        return converting(source, precisions, **options)
 
-    monkeypatch.setattr(convert, "convert_source", counted)
+    monkeypatch.setattr(convert, "convert_precisions", counted)
     return made
 
 
-def _job(cache: Path, out: Path, precision: str = "fp32", source: str = LOGSUMEXP) -> Verdict:
-    packages = {path: str(out / f"{precision}-{path}.mlpackage") for path in PATHS}
-    return convert_job(ConvertArguments(source, precision, packages, every_path=True,
-                                        cache=str(cache)))
+def _packages(out: Path, precision: str) -> dict[str, str]:
+    return {path: str(out / f"{precision}-{path}.mlpackage") for path in PATHS}
+
+
+def _job(cache: Path, out: Path, precision: str = "fp32", source: str = LOGSUMEXP,
+         derived: tuple[str, ...] = ()) -> Verdict:
+    return convert_job(ConvertArguments(
+        source, precision, _packages(out, precision), every_path=True, cache=str(cache),
+        derived={other: _packages(out, other) for other in derived},
+        derived_verdicts={other: str(out / f"{other}.json") for other in derived}))
 
 
 def test_a_second_conversion_of_the_same_model_is_read_from_the_cache(
@@ -102,3 +108,17 @@ def test_the_cache_is_the_option_else_the_environment(
     assert cache_directory("") == str(tmp_path / "env")
     monkeypatch.chdir(tmp_path)
     assert cache_directory("given") == str(tmp_path / "given")
+
+
+def test_a_derived_precision_is_kept_too(tmp_path: Path, conversions: list[str]) -> None:
+    cache = tmp_path / "cache"
+    _job(cache, tmp_path / "first", "fp16", derived=("fp32",))
+    assert conversions == ["fp16", "fp32"]
+    handed = Verdict.from_json((tmp_path / "first" / "fp32.json").read_text())
+    assert handed.status == Status.PASS and handed.conversion is not None
+    assert handed.conversion.precision == "fp32" and handed.conversion.paths == list(PATHS)
+    for precision in ("fp32", "fp16"):
+        again = _job(cache, tmp_path / f"again-{precision}", precision)
+        assert again.conversion is not None
+        assert again.conversion.cache.startswith(CACHE_HIT)
+    assert conversions == ["fp16", "fp32"]
