@@ -100,7 +100,9 @@ class ConversionFacts:
     """What a torch → Core ML conversion did: every path's ``attempts`` (the JSON form of
     :class:`nebisect.sources.convert.ConversionAttempt`), the program ``precision``, the
     ``setup`` callables run first and, once a path converted, the first ``path``, the
-    ``paths`` saved and the first program's ``op_types`` (MIL op → count)."""
+    ``paths`` saved and the first program's ``op_types`` (MIL op → count); ``cache``
+    says, when conversions are cached (``run --cache``), whether this one was read from
+    the cache or kept there (and why an entry found there was not trusted)."""
 
     attempts: list[dict[str, Any]] = field(default_factory=list)
     precision: str = ""
@@ -108,6 +110,7 @@ class ConversionFacts:
     path: str | None = None
     paths: list[str] | None = None
     op_types: dict[str, int] | None = None
+    cache: str = ""
 
 
 @dataclass

@@ -97,6 +97,7 @@ class RunKeywords(TypedDict, total=False):
     reference: str
     timeout: Many
     memory: str | None
+    cache: str | None
     converter_overrides: bool
     strict_conversion: bool
     deployment_target: str
@@ -320,6 +321,7 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
         parse_steps,
     )
     from nebisect.sources.compress import check_compress
+    from nebisect.sources.conversion_cache import cache_directory
     from nebisect.sources.deployment import check_deployment
     from nebisect.targets.plugins import parse_targets
 
@@ -344,7 +346,8 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
         source, invocation, oracle, Path(inputs) if inputs else None, paths=paths,
         converter_overrides=given["converter_overrides"],
         strict_conversion=given["strict_conversion"],
-        deployment_target=given["deployment_target"], explore=explores,
+        deployment_target=given["deployment_target"],
+        cache=cache_directory(given["cache"] or ""), explore=explores,
         budget=parse_budget(str(given["budget"])) if explores else DEFAULT_BUDGET,
         time_budget=parse_duration("--time-budget", given["time_budget"]) if explores else None,
         families=parse_families(",".join(items(given["families"]))) if explores else None,

@@ -14,6 +14,7 @@ from nebisect.detect.placement_notes import placement_lines
 from nebisect.detect.realistic import REALISTIC_FACTOR, margin_line
 from nebisect.detect.same_precision import note_line
 from nebisect.detect.summary import (
+    cache_lines,
     domain_lines,
     finding_lines,
     gap_lines,
@@ -50,7 +51,7 @@ def print_run(result: RunReport, index: TriggerIndex | None) -> None:
     for line in [*(escape(line) for line in check_lines(result.compression)),
                  *map(escape, gap_lines(result.rows)), *prediction_lines(result.explorations),
                  *map(escape, result.time_budget.lines() if result.time_budget else []),
-                 *state_lines(result), *domain_lines(result),
+                 *state_lines(result), *cache_lines(result), *domain_lines(result),
                  *(escape(margin_line(finding, result.input_scale, result.undeclared))
                    for finding in result.far_findings),
                  *(escape(note_line(finding, result.torch_peers))

@@ -72,6 +72,8 @@ class RunOptions:
     #: user's own ``@register_torch_op`` converters), after nebisect's overrides
     converter_setup: tuple[str, ...] = ()
     deployment_target: str = ""
+    #: the directory torch conversions are kept in across runs (``--cache``; ``""``: none)
+    cache: str = ""
     explore: bool = True
     budget: int = DEFAULT_BUDGET
     #: the whole run's wall seconds (``--time-budget``; None: none given, then
@@ -336,14 +338,17 @@ def _add_compression(report: RunReport, options: RunOptions, saved: Mapping[str,
 
 
 def _converter(options: RunOptions) -> Callable[..., Any]:
-    from nebisect.sources.convert import convert_paths
+    from nebisect.sources.convert import conversion_precision, convert_paths
 
     # A path that fails for a reason the overrides cure is converted again with them
     # and judged, unless the user asked for them (installed from the start) or for
     # coremltools' defaults alone (``--strict-conversion``).
     cure = not (options.converter_overrides or options.strict_conversion)
+    precisions = tuple(dict.fromkeys(conversion_precision(target.precision)
+                                     for target in options.targets if target.runs_programs))
     return functools.partial(convert_paths, setup=_setup(options), paths=options.paths,
-                             deployment=options.deployment_target, cure=cure)
+                             deployment=options.deployment_target, cure=cure,
+                             cache=options.cache, precisions=precisions)
 
 
 def _setup(options: RunOptions) -> tuple[str, ...]:

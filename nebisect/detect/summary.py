@@ -130,6 +130,18 @@ def prediction_lines(explorations: dict[str, Exploration]) -> list[str]:
     return lines
 
 
+def cache_lines(result: object) -> list[str]:
+    """Where each conversion of a torch source came from when conversions are cached
+    (``run --cache``): read from the cache (nothing converted) or converted and kept
+    there, and an entry found there that was not trusted."""
+    from nebisect.verdict import Verdict
+
+    conversions: dict[str, Verdict] = getattr(result, "conversions", {})
+    return [escape(f"conversion {precision}: {verdict.conversion.cache}")
+            for precision, verdict in conversions.items()
+            if verdict.conversion is not None and verdict.conversion.cache]
+
+
 def state_lines(result: object) -> list[str]:
     """The states of a stateful model and how many predictions each input set was
     judged over (a torch source's are the buffers its ``forward`` updates in place,

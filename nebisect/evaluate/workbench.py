@@ -1,8 +1,10 @@
 """The workbench of one model: every cell — a target × conversion path × inputs file —
 judged in isolation, once.
 
-Torch sources are converted once per precision (fp16 targets get a FLOAT16 program,
-everything else FLOAT32), every requested path in one isolated child; a package source
+Torch sources are converted for each precision (fp16 targets get a FLOAT16 program,
+everything else FLOAT32), every requested path in one isolated child — the converter
+``run`` gives converts each path once for every precision its targets need and derives
+one from the other (:func:`nebisect.sources.convert.convert_paths`); a package source
 has one program and the path ``""``. Every verdict is cached by its :class:`CellKey`, so
 a cell that exploration, attribution or the report asks for twice runs once. Explaining
 a failing cell (where it enters, at which op) is :mod:`nebisect.detect.attribution`.

@@ -26,6 +26,7 @@ from nebisect.options.parsers import (
     INPUT_RANGE_METAVAR,
     MEMORY_HELP,
 )
+from nebisect.sources.conversion_cache import CACHE_ENV, MAX_CACHE_BYTES
 
 #: what ``lengths``, ``target`` and the other list-valued keywords accept: the CLI's text
 #: (one string is one item) or a sequence of values
@@ -93,6 +94,14 @@ MEMORY = Option("memory", ("--memory",), str, str | None, None, MEMORY_HELP, met
                 show_default=False)
 CLUSTER = Option("cluster", ("--cluster",), str, str | None, None, CLUSTER_HELP,
                  envvar=CLUSTER_ENV)
+CACHE = Option(
+    "cache", ("--cache",), str, str | None, None,
+    "Keep torch conversions in this directory, by content (the factory file, the module's "
+    "weights, the paths, precision, deployment target, overrides and the versions), so "
+    "that converting the same model again converts nothing. Entries are checked when "
+    f"read; the directory holds at most {MAX_CACHE_BYTES >> 30} GiB (least recently used "
+    f"entries go first). Default: ${CACHE_ENV}, else no cache.", metavar="DIR",
+    envvar=CACHE_ENV, show_default=False)
 FUNCTION = Option("function", ("--function",), str, str, "", FUNCTION_HELP, metavar="NAME")
 PLUGIN = Option(
     "plugin", ("--plugin",), list[str], Many, None,

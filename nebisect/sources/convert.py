@@ -34,6 +34,7 @@ convert verdict.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import sys
@@ -45,13 +46,14 @@ from typing import TYPE_CHECKING, Any
 
 from nebisect.codec import Record, encode
 from nebisect.errors import NebisectError
-from nebisect.files import staged
+from nebisect.files import staged, write_text
 from nebisect.isolate import Needs
 from nebisect.isolation.job import OOM_PATTERN
 from nebisect.mil.quiet import import_coremltools, quiet
 from nebisect.sources.converter_overrides import CURED_OPS, FAILS_TOO, overrides_hint
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.sources.export_guards import violated_condition
+from nebisect.sources.precisions import PrecisionOutcome, convert_at_precisions
 from nebisect.sources.torch_load import load_torch_source
 from nebisect.sources.torch_module import (
     PATHS,
@@ -104,8 +106,20 @@ def convert_source(
     source: TorchSource, precision: str, *, deployment: str = DEFAULT_DEPLOYMENT,
     paths: tuple[str, ...] = PATHS, cure: bool = False,
 ) -> tuple[dict[str, Any], list[ConversionAttempt]]:
-    """Try ``paths`` in order; return the converted MLModel of each path that converts
-    (in that order) and every attempt.
+    """:func:`convert_precisions` at one precision: the converted MLModel of each path
+    that converts (in order of ``paths``) and every attempt."""
+    return convert_precisions(source, (precision,), deployment=deployment, paths=paths,
+                              cure=cure)[conversion_precision(precision)]
+
+
+def convert_precisions(
+    source: TorchSource, precisions: tuple[str, ...], *, deployment: str = DEFAULT_DEPLOYMENT,
+    paths: tuple[str, ...] = PATHS, cure: bool = False,
+) -> dict[str, tuple[dict[str, Any], list[ConversionAttempt]]]:
+    """Try ``paths`` in order, each converted from torch once for all of ``precisions``
+    (:func:`~nebisect.sources.precisions.convert_at_precisions`: the first conversion
+    precision converts, the others derive from its program); by conversion precision,
+    the converted MLModel of each path that converts (in order) and every attempt.
 
     With ``cure``, a path that fails with a message nebisect's converter overrides are
     known to cure (:func:`~nebisect.sources.converter_overrides.overrides_hint`), while they
@@ -115,10 +129,11 @@ def convert_source(
     stays ``failed`` with its message at the defaults, and the note says what the
     overrides ran into next."""
     ct = import_coremltools()
+    # fp32 first: the others derive from its program as FLOAT32 declares its outputs
+    order = tuple(sorted(dict.fromkeys(conversion_precision(p) for p in precisions),
+                         key=lambda precision: precision != "fp32"))
     options = {
         "convert_to": "mlprogram",
-        "compute_precision": (ct.precision.FLOAT16 if conversion_precision(precision) == "fp16"
-                              else ct.precision.FLOAT32),
         "minimum_deployment_target": _deployment(ct, deployment),
         "outputs": [ct.TensorType(name=name) for name in source.output_names()],
         # Conversion is a stage of its own: without this ct.convert compiles and loads the
@@ -127,31 +142,33 @@ def convert_source(
         "skip_model_load": True,
     }
     stateful = _stateful(ct, source, options)
-    models: dict[str, Any] = {}
-    attempts = []
+    converted: dict[str, tuple[dict[str, Any], list[ConversionAttempt]]] = {
+        precision: ({}, []) for precision in order}
     for path in (path for path in paths if path in source.paths):
-        started = time.perf_counter()
         # every path converts the module as the factory built it, whatever an earlier
         # forward (naming the outputs, another path's trace) wrote in its buffers
         source.reset_buffers()
-        try:
-            converted, note = _convert_path(ct, path, source, options)
-            note = "; ".join(n for n in (stateful, note) if n)
-        except Exception as exc:
-            message = converter_message(exc)
-            if not (cure and overrides_hint(message) and not _overrides_installed()):
-                attempts.append(ConversionAttempt(path, "failed", message,
-                                                  time.perf_counter() - started))
-                continue
-            attempt, converted = _cured_path(ct, path, source, options, message)
-            attempt.seconds = time.perf_counter() - started
+        outcomes, note = _convert_path(ct, path, source, options, order)
+        note = "; ".join(n for n in (stateful, note) if n)
+        curable = {precision: converter_message(outcome.error)
+                   for precision, outcome in outcomes.items() if outcome.error is not None
+                   and cure and overrides_hint(converter_message(outcome.error))
+                   and not _overrides_installed()}
+        cured = _cured_path(ct, path, source, options, curable) if curable else {}
+        for precision, outcome in outcomes.items():
+            models, attempts = converted[precision]
+            if precision in cured:
+                attempt, model = cured[precision]
+            elif outcome.error is not None:
+                attempt, model = ConversionAttempt(
+                    path, "failed", converter_message(outcome.error)), None
+            else:
+                attempt, model = ConversionAttempt(path, "ok", "", note=note), outcome.model
+            attempt.seconds = outcome.seconds + (attempt.seconds if precision in cured else 0)
             attempts.append(attempt)
-            if converted is not None:
-                models[path] = converted
-            continue
-        attempts.append(ConversionAttempt(path, "ok", "", time.perf_counter() - started, note))
-        models[path] = converted
-    return models, attempts
+            if model is not None:
+                models[path] = model
+    return converted
 
 
 #: the deployment target coremltools' stateful recipe converts for (states are iOS 18's)
@@ -237,23 +254,29 @@ def _overrides_installed() -> bool:
 
 
 def _cured_path(ct: Any, path: str, source: TorchSource, options: dict[str, Any],
-                message: str) -> tuple[ConversionAttempt, Any]:
+                messages: dict[str, str]) -> dict[str, tuple[ConversionAttempt, Any]]:
     """Convert ``path`` again with nebisect's converter overrides installed (and
-    uninstalled after, whatever happens: they stay opt-in for everything else); the
-    attempt, and the model when it converted (None otherwise). ``message`` is the
-    converter's failure at coremltools' defaults."""
+    uninstalled after, whatever happens: they stay opt-in for everything else), at the
+    precisions of ``messages`` (each its converter's failure at coremltools' defaults);
+    by precision, the attempt and the model when it converted (None otherwise)."""
     from nebisect.sources import converter_overrides
 
     converter_overrides.install()
     try:
-        converted, note = _convert_path(ct, path, source, options)
-    except Exception as exc:
-        return ConversionAttempt(path, "failed", message, note=(
-            f"{FAILS_TOO}: {converter_message(exc)}")), None
+        source.reset_buffers()
+        outcomes, note = _convert_path(ct, path, source, options, tuple(messages))
     finally:
         converter_overrides.uninstall()
-    return ConversionAttempt(path, "ok", "", note="; ".join(filter(None, (
-        OVERRIDES_NOTE, note))), cured=message), converted
+    cured: dict[str, tuple[ConversionAttempt, Any]] = {}
+    for precision, outcome in outcomes.items():
+        message = messages[precision]
+        if outcome.error is not None:
+            cured[precision] = ConversionAttempt(path, "failed", message, outcome.seconds, (
+                f"{FAILS_TOO}: {converter_message(outcome.error)}")), None
+        else:
+            cured[precision] = ConversionAttempt(path, "ok", "", outcome.seconds, note="; ".join(
+                filter(None, (OVERRIDES_NOTE, note))), cured=message), outcome.model
+    return cured
 
 
 #: what coremltools asserts when an output it is asked to name is a program input
@@ -261,24 +284,35 @@ def _cured_path(ct: Any, path: str, source: TorchSource, options: dict[str, Any]
 RETURNED_INPUT = "Main block's input name"
 
 
-def _convert_path(ct: Any, path: str, source: TorchSource,
-                  options: dict[str, Any]) -> tuple[Any, str]:
-    """One path's model, and a note when it converted only with the outputs that return
-    an input unchanged kept apart (a multiplication by one, exact in every dtype): a
-    model whose ``forward`` is ``return x`` converts on both paths then, instead of
-    failing on nebisect's own output naming."""
+def _convert_path(ct: Any, path: str, source: TorchSource, options: dict[str, Any],
+                  precisions: tuple[str, ...]) -> tuple[dict[str, PrecisionOutcome], str]:
+    """One path's outcome at each of ``precisions``, and a note when it converted only
+    with the outputs that return an input unchanged kept apart (a multiplication by one,
+    exact in every dtype): a model whose ``forward`` is ``return x`` converts on both
+    paths then, instead of failing on nebisect's own output naming."""
     converter = {"export": _via_export, "trace": _via_trace}[path]
+    outcomes = _outcomes(converter, ct, source, options, convertible(source), precisions)
+    failure = outcomes[precisions[0]].error
+    kept = (_returned_inputs(source) if isinstance(failure, AssertionError)
+            and RETURNED_INPUT in str(failure) else [])
+    if not kept:
+        return outcomes, ""
+    outcomes = _outcomes(converter, ct, source, options, convertible(source, kept), precisions)
+    return outcomes, ("returned an input unchanged, so passed through a multiplication by "
+                      f"one to be named: {', '.join(kept)}")
+
+
+def _outcomes(converter: Any, ct: Any, source: TorchSource, options: dict[str, Any],
+              module: Any, precisions: tuple[str, ...]) -> dict[str, PrecisionOutcome]:
+    """``converter``'s outcomes; a failure before coremltools converts (torch.export,
+    the tracer) is every precision's."""
+    started = time.perf_counter()
     try:
         with quiet():
-            return converter(ct, source, options, convertible(source)), ""
-    except AssertionError as exc:
-        kept = _returned_inputs(source)
-        if RETURNED_INPUT not in str(exc) or not kept:
-            raise
-    with quiet():
-        model = converter(ct, source, options, convertible(source, kept))
-    return model, ("returned an input unchanged, so passed through a multiplication by one "
-                   f"to be named: {', '.join(kept)}")
+            return converter(ct, source, options, module, precisions)  # type: ignore[no-any-return]
+    except Exception as exc:
+        return {precision: PrecisionOutcome(error=exc, seconds=time.perf_counter() - started)
+                for precision in precisions}
 
 
 def _deployment(ct: Any, name: str) -> Any:
@@ -325,15 +359,14 @@ def _input_types(ct: Any, source: TorchSource, *, shapes: bool) -> list[Any]:
     return types
 
 
-def _via_export(ct: Any, source: TorchSource, options: dict[str, Any], module: Any) -> Any:
+def _via_export(ct: Any, source: TorchSource, options: dict[str, Any], module: Any,
+                precisions: tuple[str, ...]) -> dict[str, PrecisionOutcome]:
     program = export_module(source, module).run_decompositions({})
-    states, renames = _state_types(ct, source, program)
-    model = ct.convert(program, inputs=_input_types(ct, source, shapes=False),
-                       **options, **({"states": states} if states else {}))
-    return _renamed_states(ct, model, renames)
+    return _converted_program(ct, source, options, program, precisions, shapes=False)
 
 
-def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: Any) -> Any:
+def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: Any,
+               precisions: tuple[str, ...]) -> dict[str, PrecisionOutcome]:
     """Trace ``module`` — a TorchScript program (the source's own trace-path program,
     or a loaded one) is converted as it is."""
     import torch
@@ -341,10 +374,21 @@ def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: An
     traced = (source.traced if source.traced is not None
               else module if isinstance(module, torch.jit.ScriptModule)
               else torch.jit.trace(module, tuple(source.example_inputs.values())))
-    states, renames = _state_types(ct, source, traced)
-    model = ct.convert(traced, inputs=_input_types(ct, source, shapes=True),
-                       **options, **({"states": states} if states else {}))
-    return _renamed_states(ct, model, renames)
+    return _converted_program(ct, source, options, traced, precisions, shapes=True)
+
+
+def _converted_program(ct: Any, source: TorchSource, options: dict[str, Any], program: Any,
+                       precisions: tuple[str, ...], *, shapes: bool) -> dict[str, PrecisionOutcome]:
+    """The exported or traced ``program`` converted at each of ``precisions``, its states
+    named as the source's buffers."""
+    states, renames = _state_types(ct, source, program)
+    outcomes = convert_at_precisions(ct, program, precisions, options,
+                                     inputs=_input_types(ct, source, shapes=shapes),
+                                     **({"states": states} if states else {}))
+    for outcome in outcomes.values():
+        if outcome.model is not None:
+            outcome.model = _renamed_states(ct, outcome.model, renames)
+    return outcomes
 
 
 def _returned(source: TorchSource) -> Any:
@@ -527,7 +571,12 @@ class ConvertArguments:
     : the newest target the running macOS loads,
     :func:`nebisect.sources.deployment.running_deployment`) and ``cure`` (a path that
     fails for a reason nebisect's converter overrides cure is converted again with
-    them: :func:`convert_source`)."""
+    them: :func:`convert_source`); ``cache`` (a directory: the conversion is read from
+    there when it was made before, and kept there otherwise,
+    :mod:`nebisect.sources.conversion_cache`; ``""``: none); ``derived`` (other
+    conversion precisions made from the same conversion of each path, their packages
+    ``{precision: {path: location}}``) and ``derived_verdicts`` (``{precision: file}``:
+    where each one's verdict is written)."""
 
     source: str
     precision: str
@@ -536,26 +585,72 @@ class ConvertArguments:
     setup: list[str] = field(default_factory=list)
     deployment_target: str = ""
     cure: bool = False
+    cache: str = ""
+    derived: dict[str, dict[str, str]] = field(default_factory=dict)
+    derived_verdicts: dict[str, str] = field(default_factory=dict)
 
 
 def convert_job(arguments: ConvertArguments) -> Verdict:
-    """Child side: convert the source and write its package(s). The verdict's
-    :class:`~nebisect.verdict.ConversionFacts` list the paths saved."""
+    """Child side: convert the source and write its package(s) — at
+    ``arguments.precision`` and at every precision of ``arguments.derived``, from one
+    conversion per path (:func:`convert_precisions`) — or copy them from the cache when it
+    holds a conversion (``arguments.cache``). The verdict of ``arguments.precision`` is
+    returned, the others' are written where ``arguments.derived_verdicts`` says. Each
+    verdict's :class:`~nebisect.verdict.ConversionFacts` list the paths saved and say
+    where a cached conversion came from."""
     from nebisect.isolate import mark_stage
+    from nebisect.sources import conversion_cache
 
     mark_stage("convert")
     for reference in arguments.setup:
         module, _, function = reference.partition(":")
         getattr(importlib.import_module(module), function)()
     source = load_torch_source(arguments.source)
-    wanted = arguments.packages
-    models, attempts = convert_source(
-        source, arguments.precision,
-        deployment=arguments.deployment_target or running_deployment(),
-        paths=tuple(wanted), cure=arguments.cure,
-    )
-    facts = ConversionFacts([a.to_dict() for a in attempts],
-                            conversion_precision(arguments.precision), list(arguments.setup))
+    deployment = arguments.deployment_target or running_deployment()
+    precision = conversion_precision(arguments.precision)
+    wanted = {precision: arguments.packages, **arguments.derived}
+    cache = Path(arguments.cache) if arguments.cache else None
+    keys = {precision: conversion_cache.conversion_key(source, {
+        "paths": list(arguments.packages), "precision": precision,
+        "every_path": arguments.every_path, "setup": arguments.setup,
+        "deployment": deployment, "cure": arguments.cure}) for precision in wanted} if cache else {}
+    verdicts: dict[str, Verdict] = {}
+    ignored: dict[str, str] = {}
+    for precision, key in keys.items():
+        assert cache is not None
+        found = conversion_cache.lookup(cache, key, wanted[precision])
+        ignored[precision] = found.ignored
+        if found.verdict is not None and found.verdict.conversion is not None:
+            found.verdict.conversion.cache = f"{CACHE_HIT} {cache} ({key[:12]})"
+            verdicts[precision] = found.verdict
+    missing = tuple(precision for precision in wanted if precision not in verdicts)
+    converted = convert_precisions(source, missing, deployment=deployment,
+                                   paths=tuple(arguments.packages), cure=arguments.cure
+                                   ) if missing else {}
+    for precision, (models, attempts) in converted.items():
+        verdict = _saved(arguments, precision, models, attempts, wanted[precision])
+        verdicts[precision] = verdict
+        if cache is None or verdict.conversion is None or verdict.status not in (
+                Status.PASS, Status.ERROR):
+            continue
+        conversion_cache.store(cache, keys[precision], verdict, {
+            path: wanted[precision][path] for path in verdict.conversion.paths or ()})
+        verdict.conversion.cache = "; ".join(filter(None, (
+            ignored[precision], f"kept in {cache} ({keys[precision][:12]})")))
+    for precision, location in arguments.derived_verdicts.items():
+        write_text(location, verdicts[precision].to_json())
+    return verdicts[conversion_precision(arguments.precision)]
+
+
+#: how the ``cache`` fact of a conversion read from the cache begins
+CACHE_HIT = "read from the cache"
+
+
+def _saved(arguments: ConvertArguments, precision: str, models: dict[str, Any],
+           attempts: list[ConversionAttempt], wanted: dict[str, str]) -> Verdict:
+    """The verdict of one precision's conversion, its package(s) saved where ``wanted``
+    says (every path that converted, or the first, as ``arguments`` ask)."""
+    facts = ConversionFacts([a.to_dict() for a in attempts], precision, list(arguments.setup))
     message = summarize(attempts)
     if not models and attempts and all(OOM_PATTERN.search(a.message) for a in attempts):
         # every path ran out of memory: the memory limit's verdict, not the converter's
@@ -610,26 +705,65 @@ def convert_paths(
     timeout: float = 900.0,
     deployment: str = "",
     cure: bool = False,
+    cache: str = "",
+    precisions: tuple[str, ...] = (),
 ) -> tuple[dict[str, Path], Verdict]:
     """:func:`convert_isolated` keeping every path of ``paths`` that converts: ``{path:
     package}`` (empty when none converts) and the convert verdict (one child converts
     them all, so torch and coremltools are imported once). ``cure``: a path that fails
     for a reason nebisect's converter overrides cure converts again with them
-    (:func:`convert_source`; ``run``'s default)."""
+    (:func:`convert_source`; ``run``'s default). ``cache``: the directory conversions are
+    kept in across runs (:mod:`nebisect.sources.conversion_cache`; ``""``: none).
+    ``precisions``: every conversion precision the caller asks ``workdir`` for — the first
+    call converts each path once for all of them (:func:`convert_precisions`) and leaves
+    the others' packages and verdicts in ``workdir``, where the calls that ask for them
+    find them."""
     key = conversion_precision(precision)
-    packages = {path: Path(workdir) / f"converted-{key}-{path}.mlpackage" for path in paths}
-    where = {p: str(pkg) for p, pkg in packages.items()}
-    verdict = _convert_in_child(source, precision, where, isolator, setup, timeout,
-                                deployment, every_path=True, cure=cure)
+    handed = _handed_verdict(workdir, key)
+    if handed.is_file():
+        verdict = Verdict.from_json(handed.read_text())
+    else:
+        others = [p for p in dict.fromkeys(map(conversion_precision, precisions)) if p != key]
+        verdict = _convert_in_child(
+            source, precision, _packages(workdir, key, paths), isolator, setup, timeout,
+            deployment, every_path=True, cure=cure, cache=cache,
+            derived={p: _packages(workdir, p, paths) for p in others},
+            derived_verdicts={p: str(_handed_verdict(workdir, p)) for p in others})
+        for other in others:
+            _stamp(_handed_verdict(workdir, other), verdict)
+    packages = {path: Path(location) for path, location in _packages(workdir, key, paths).items()}
     converted = verdict.conversion if verdict.status == "pass" else None
     saved = (converted.paths or []) if converted else []
     return {path: packages[path] for path in saved if packages[path].is_dir()}, verdict
 
 
+def _packages(workdir: Path, precision: str, paths: tuple[str, ...]) -> dict[str, str]:
+    """Where :func:`convert_paths` saves each path's package at ``precision``."""
+    return {path: str(Path(workdir) / f"converted-{precision}-{path}.mlpackage")
+            for path in paths}
+
+
+def _handed_verdict(workdir: Path, precision: str) -> Path:
+    """Where a conversion child leaves the verdict of a precision it derived."""
+    return Path(workdir) / f"converted-{precision}.verdict.json"
+
+
+def _stamp(handed: Path, made_with: Verdict) -> None:
+    """Give the verdict a conversion child left at ``handed`` the provenance and process
+    facts of the child's own verdict ``made_with``: it was made in that process."""
+    if not handed.is_file():
+        return
+    verdict = Verdict.from_json(handed.read_text())
+    verdict.provenance = dict(made_with.provenance)
+    verdict.process = copy.deepcopy(made_with.process)
+    write_text(handed, verdict.to_json())
+
+
 def _convert_in_child(source: Source, precision: str, where: dict[str, str],
                       isolator: Isolator, setup: tuple[str, ...], timeout: float,
                       deployment: str, *, every_path: bool = False, cure: bool = False,
-                      ) -> Verdict:
+                      cache: str = "", derived: dict[str, dict[str, str]] | None = None,
+                      derived_verdicts: dict[str, str] | None = None) -> Verdict:
     from nebisect.isolate import Job
 
     # Fork mode: the template has imported torch and coremltools and rehearsed a
@@ -639,7 +773,8 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, str],
     job = Job(
         function="nebisect.sources.convert:convert_job",
         payload=encode(ConvertArguments(source.location, conversion_precision(precision),
-                                        where, every_path, list(setup), deployment, cure)),
+                                        where, every_path, list(setup), deployment, cure,
+                                        cache, derived or {}, derived_verdicts or {})),
         stage="convert",
         timeout=timeout,
         needs=CONVERSION,

@@ -28,6 +28,7 @@ from nebisect.sources.convert import (
     ConvertArguments,
     convert_isolated,
     convert_job,
+    convert_paths,
     convert_source,
     summarize,
 )
@@ -399,3 +400,51 @@ def test_a_path_failing_with_the_overrides_too_is_told_in_the_whole_conversions_
         "violated (dim0)! | jit.trace: NotImplementedError: PyTorch convert function for op "
         "'new_ones' not implemented.; jit.trace judged as converted with nebisect's converter "
         "overrides")
+
+
+def _program_and_weights(package: Path) -> tuple[bytes, bytes]:
+    """What a package runs: its MIL program (build info included) and its weights."""
+    import coremltools as ct
+
+    spec = ct.models.MLModel(str(package), skip_model_load=True).get_spec()
+    weights = package / "Data" / "com.apple.CoreML" / "weights" / "weight.bin"
+    return spec.mlProgram.SerializeToString(deterministic=True), (
+        weights.read_bytes() if weights.is_file() else b"")
+
+
+@pytest.mark.parametrize("location", [LOGSUMEXP, MEANPOOL])
+def test_both_precisions_from_one_conversion_are_the_programs_two_conversions_make(
+        isolator: Isolator, tmp_path: Path, location: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from nebisect.sources import convert
+
+    children: list[str] = []
+    in_child = convert._convert_in_child
+
+    def counted(source: Source, precision: str, *args: object, **kwargs: object) -> object:
+        children.append(precision)
+        return in_child(source, precision, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(convert, "_convert_in_child", counted)
+    apart = {}
+    for precision in ("fp32", "fp16"):
+        (tmp_path / precision).mkdir()
+        apart[precision] = convert_paths(Source("torch", location), precision,
+                                         tmp_path / precision, isolator)
+    # the first call converts once per path for both precisions; the second converts nothing
+    (tmp_path / "together").mkdir()
+    together = {precision: convert_paths(Source("torch", location), precision,
+                                         tmp_path / "together", isolator,
+                                         precisions=("fp32", "fp16"))
+                for precision in ("fp16", "fp32")}
+    assert children == ["fp32", "fp16", "fp16"]
+    for precision, (packages, verdict) in apart.items():
+        derived_packages, derived = together[precision]
+        assert verdict.conversion is not None and derived.conversion is not None
+        assert derived.conversion.precision == precision
+        assert derived.conversion.op_types == verdict.conversion.op_types
+        assert [(a["path"], a["status"], a["note"]) for a in derived.conversion.attempts] == [
+            (a["path"], a["status"], a["note"]) for a in verdict.conversion.attempts]
+        assert list(derived_packages) == list(packages)
+        for path, package in packages.items():
+            assert _program_and_weights(derived_packages[path]) == _program_and_weights(package)

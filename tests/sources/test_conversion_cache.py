@@ -1,0 +1,124 @@
+"""Conversions kept across runs by content: a hit converts nothing, a damaged entry is
+converted again, a changed source or precision is another entry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import REPO
+
+from nebisect.arrays import sha256_path
+from nebisect.sources import convert
+from nebisect.sources.conversion_cache import MANIFEST_FILE, cache_bytes, cache_directory
+from nebisect.sources.convert import CACHE_HIT, PATHS, ConvertArguments, convert_job
+from nebisect.verdict import Status, Verdict
+
+LOGSUMEXP = f"{REPO / 'examples' / 'logsumexp_ne.py'}:model"
+
+
+@pytest.fixture
+def conversions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The precisions :func:`~nebisect.sources.convert.convert_precisions` converted at."""
+    made: list[str] = []
+    converting = convert.convert_precisions
+
+    def counted(source: Any, precisions: tuple[str, ...], **options: Any) -> Any:
+        made.extend(precisions)
+        return converting(source, precisions, **options)
+
+    monkeypatch.setattr(convert, "convert_precisions", counted)
+    return made
+
+
+def _packages(out: Path, precision: str) -> dict[str, str]:
+    return {path: str(out / f"{precision}-{path}.mlpackage") for path in PATHS}
+
+
+def _job(cache: Path, out: Path, precision: str = "fp32", source: str = LOGSUMEXP,
+         derived: tuple[str, ...] = ()) -> Verdict:
+    return convert_job(ConvertArguments(
+        source, precision, _packages(out, precision), every_path=True, cache=str(cache),
+        derived={other: _packages(out, other) for other in derived},
+        derived_verdicts={other: str(out / f"{other}.json") for other in derived}))
+
+
+def test_a_second_conversion_of_the_same_model_is_read_from_the_cache(
+        tmp_path: Path, conversions: list[str]) -> None:
+    cache = tmp_path / "cache"
+    first = _job(cache, tmp_path / "first")
+    second = _job(cache, tmp_path / "second")
+    assert conversions == ["fp32"]
+    assert first.status == second.status == Status.PASS
+    assert first.conversion is not None and second.conversion is not None
+    assert first.conversion.cache.startswith("kept in")
+    assert second.conversion.cache.startswith(CACHE_HIT)
+    assert second.conversion.paths == first.conversion.paths == list(PATHS)
+    assert second.conversion.attempts == first.conversion.attempts
+    for path in PATHS:
+        assert sha256_path(tmp_path / "second" / f"fp32-{path}.mlpackage") == sha256_path(
+            tmp_path / "first" / f"fp32-{path}.mlpackage")
+    assert cache_bytes(cache) > 0
+    # another precision is another conversion, kept beside the first
+    _job(cache, tmp_path / "fp16", "fp16")
+    assert conversions == ["fp32", "fp16"]
+    assert len([entry for entry in cache.iterdir() if entry.is_dir()]) == 2
+
+
+@pytest.mark.parametrize("damage", ["truncated", "added", "manifest"])
+def test_a_damaged_entry_is_ignored_and_converted_again(
+        tmp_path: Path, conversions: list[str], damage: str) -> None:
+    cache = tmp_path / "cache"
+    _job(cache, tmp_path / "first")
+    (entry,) = [entry for entry in cache.iterdir() if entry.is_dir()]
+    if damage == "truncated":
+        weights = max((f for f in entry.rglob("*") if f.is_file()), key=lambda f: f.stat().st_size)
+        weights.write_bytes(weights.read_bytes()[:-1])
+    elif damage == "added":
+        (entry / "export.mlpackage" / "stray").write_text("x")
+    else:
+        (entry / MANIFEST_FILE).write_text("{")
+    again = _job(cache, tmp_path / "again")
+    assert conversions == ["fp32", "fp32"]
+    assert again.status == Status.PASS and again.conversion is not None
+    assert "ignored and made again" in again.conversion.cache
+    assert "kept in" in again.conversion.cache
+    # the entry made again is trusted on the next read
+    _job(cache, tmp_path / "third")
+    assert conversions == ["fp32", "fp32"]
+
+
+def test_a_changed_factory_file_is_another_entry(tmp_path: Path,
+                                                  conversions: list[str]) -> None:
+    factory = tmp_path / "model.py"
+    factory.write_text((REPO / "examples" / "logsumexp_ne.py").read_text())
+    cache = tmp_path / "cache"
+    _job(cache, tmp_path / "first", source=f"{factory}:model")
+    factory.write_text(factory.read_text() + "\n# changed\n")
+    _job(cache, tmp_path / "second", source=f"{factory}:model")
+    assert conversions == ["fp32", "fp32"]
+
+
+def test_the_cache_is_the_option_else_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NEBISECT_CACHE", raising=False)
+    assert cache_directory("") == ""
+    monkeypatch.setenv("NEBISECT_CACHE", str(tmp_path / "env"))
+    assert cache_directory("") == str(tmp_path / "env")
+    monkeypatch.chdir(tmp_path)
+    assert cache_directory("given") == str(tmp_path / "given")
+
+
+def test_a_derived_precision_is_kept_too(tmp_path: Path, conversions: list[str]) -> None:
+    cache = tmp_path / "cache"
+    _job(cache, tmp_path / "first", "fp16", derived=("fp32",))
+    assert conversions == ["fp16", "fp32"]
+    handed = Verdict.from_json((tmp_path / "first" / "fp32.json").read_text())
+    assert handed.status == Status.PASS and handed.conversion is not None
+    assert handed.conversion.precision == "fp32" and handed.conversion.paths == list(PATHS)
+    for precision in ("fp32", "fp16"):
+        again = _job(cache, tmp_path / f"again-{precision}", precision)
+        assert again.conversion is not None
+        assert again.conversion.cache.startswith(CACHE_HIT)
+    assert conversions == ["fp16", "fp32"]
