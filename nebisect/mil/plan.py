@@ -14,7 +14,8 @@ Values that the precision model stores as fp16 while computing in fp32 (``fp16``
 Neural Engine profile) are held in float32 arrays rounded to fp16 values
 (:func:`nebisect.mil.precision.round_to_fp16`): bit-identical to fp16 storage, without
 numpy's slow half-precision casts before and after every kernel. They are returned as
-float16 arrays.
+float16 arrays. A movement op (:data:`MOVEMENT_OPS`) over values on the fp16 grid
+produces values on it: its outputs are stored without a rounding.
 """
 
 from __future__ import annotations
