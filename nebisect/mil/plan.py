@@ -14,7 +14,8 @@ Values that the precision model stores as fp16 while computing in fp32 (``fp16``
 Neural Engine profile) are held in float32 arrays rounded to fp16 values
 (:func:`nebisect.mil.precision.round_to_fp16`): bit-identical to fp16 storage, without
 numpy's slow half-precision casts before and after every kernel. They are returned as
-float16 arrays.
+float16 arrays. A movement op (:data:`MOVEMENT_OPS`) over values on the fp16 grid
+produces values on it: its outputs are stored without a rounding.
 """
 
 from __future__ import annotations
@@ -50,25 +51,45 @@ class Mode:
         return np.dtype(self.storage) if self.storage is not None else declared
 
 
+#: Ops whose float outputs are values of their float inputs, moved and none computed:
+#: from inputs on the fp16 grid they produce values on it, which need no rounding.
+MOVEMENT_OPS = frozenset({
+    "reshape", "transpose", "squeeze", "expand_dims", "slice_by_index", "slice_by_size",
+    "concat", "split", "stack", "tile", "gather", "gather_along_axis", "gather_nd",
+    "reverse", "identity",
+})
+
+
 @dataclass(frozen=True, slots=True)
 class Storage:
     """How a value is held: the ``logical`` dtype the model stores, the ``container``
-    numpy dtype holding it, and whether the container needs rounding to ``logical``."""
+    numpy dtype holding it, and whether the container needs rounding to ``logical``
+    (``rounds``) or arrives on the fp16 grid already (``on_grid``: a movement op's
+    output, laid out contiguous as a rounding lays it out, the same values with less
+    work)."""
 
     logical: np.dtype
     container: np.dtype
     rounds: bool = False
+    on_grid: bool = False
+
+    @property
+    def emulated(self) -> bool:
+        """True when fp16 values are held in a float32 container."""
+        return self.rounds or self.on_grid
 
     def hold(self, value: Any) -> Any:
         """``value`` as this storage holds it (cast, and rounded to fp16 if emulated)."""
         if not isinstance(value, np.ndarray):
             value = np.asarray(value)
         source = value.dtype
-        if self.rounds and source == np.float64:
+        if self.on_grid and source == self.container:
+            return np.asarray(value, order="C")  # rank 0 stays rank 0
+        if self.emulated and source == np.float64:
             return value.astype(np.float16).astype(np.float32)  # one rounding, not two
         if source != self.container:
             value = value.astype(self.container)
-        if self.rounds and source != self.logical:
+        if self.emulated and source != self.logical:
             value = round_to_fp16(value)
         return value
 
@@ -175,10 +196,14 @@ class _Compiler:
             return self.value_mode
         return self.cpu if self.profile.fallback(op, self.bound) else self.device_mode
 
-    def storage_of(self, name: str, mode: Mode, declared: np.dtype | None) -> Storage | None:
-        """Record and return how the value ``name`` is held under ``mode``."""
+    def storage_of(self, name: str, mode: Mode, declared: np.dtype | None,
+                   on_grid: bool = False) -> Storage | None:
+        """Record and return how the value ``name`` is held under ``mode``; ``on_grid``:
+        the op producing it only moves values already on the fp16 grid."""
         storage = self.held_as(mode, declared)
-        if storage is not None and storage.rounds:
+        if storage is not None and storage.rounds and on_grid:
+            storage = Storage(storage.logical, storage.container, on_grid=True)
+        if storage is not None and storage.emulated:
             self.emulated[name] = storage.logical
         self.storage[name] = storage
         return storage
@@ -240,6 +265,18 @@ class _Compiler:
             tuple(v.name for v in inputs), steps, tuple(v.name for v in block.outputs)
         )
 
+    def moves_grid_values(self, op: Any) -> bool:
+        """True when ``op`` is a movement op whose float inputs are all held on the fp16
+        grid (emulated), so its float outputs are on it too."""
+        if op.op_type not in MOVEMENT_OPS:
+            return False
+        for value in op.inputs.values():
+            for var in value if isinstance(value, (list, tuple)) else (value,):
+                storage = self.storage.get(var.name)
+                if storage is not None and storage.logical.kind == "f" and not storage.emulated:
+                    return False
+        return True
+
     def check_size(self, var: Any, label: str) -> None:
         """Refuse ``var`` when its declared shape is over the memory budget."""
         if self.memory_budget is not None:
@@ -270,9 +307,10 @@ class _Compiler:
             else:
                 dynamic.append((key, value.name, self.arg_conversion(value.name, compute)))
         outputs = []
+        on_grid = self.moves_grid_values(op)
         for var in op.outputs:
             self.check_size(var, f"{var.name!r} ({op.op_type})")
-            storage = self.storage_of(var.name, mode, var_element_dtype(var))
+            storage = self.storage_of(var.name, mode, var_element_dtype(var), on_grid)
             self.plan_produced.append(var.name)
             outputs.append((var.name, storage, None if in_loop else _declared_shape(var)))
         blocks: tuple[BlockPlan, ...] = ()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nebisect.mil.blocks import blockwise
 from nebisect.registry import Registry
 
 
@@ -92,60 +93,45 @@ FP16_NAIVE = register_precision(
 
 
 _SIGN = np.uint32(0x80000000)
-_HALF_MAX_BITS = np.uint32(0x477FE000)  # 65504.0, the largest fp16, as float32 bits
+_MAGNITUDE = np.uint32(0x7FFFFFFF)
+_EXPONENT = np.uint32(0x7F800000)
+_HALF_TINY_BITS = np.uint32(0x38800000)  # 2^-14, the smallest normal fp16
+_QUANTUM_SHIFT = np.uint32(13 << 23)  # 2^13 times: a number whose ulp is x's fp16 ulp
+_OVERFLOW_BITS = np.uint32(0x477FF000)  # from here on x rounds past 65504: ±inf
 _INF_BITS = np.uint32(0x7F800000)
-_HALF_TINY = np.float32(2.0**-14)  # the smallest normal fp16
-_HALF = np.float32(0.5)  # |x| + 0.5 has ulp 2^-24: the fp16 subnormal spacing
-
-
-_CHUNK = 1 << 16  # elements per block: each pass over a block stays in cache
 
 
 def round_to_fp16(x: np.ndarray) -> np.ndarray:
     """``x.astype(float16).astype(float32)`` bit for bit, without numpy's half casts.
 
     numpy converts to half precision in software — a few ns per element, and hundreds
-    when results are fp16 subnormals, as most softmax outputs are. Rounding the float32
-    bit pattern to 10 mantissa bits (round to nearest, ties to even) takes a handful of
-    integer passes; below the smallest normal fp16, ``(|x| + 0.5) - 0.5`` lands on the
-    subnormal grid (multiples of 2^-24) with the same rounding; past 65504 the result
-    is ±inf and NaN stays NaN. Large arrays go block by block so the passes run in
-    cache. The fp16 precision model keeps its values in float32 arrays rounded this
-    way, so kernels that compute in float32 need no conversions either side.
+    when results are fp16 subnormals, as most softmax outputs are. Here float32
+    arithmetic rounds: with ``e`` the exponent of ``|x|``, ``C = 2^(max(e, -14) + 13)``
+    has ulp 2^(max(e, -14) - 10), the spacing of fp16 numbers around ``|x|`` (the
+    subnormal spacing 2^-24 below the smallest normal), so ``(|x| + C) - C`` is ``|x|``
+    rounded to fp16 with float32's own round-to-nearest-even, and exact; the sign is
+    put back after. Past 65504 the result is ±inf and NaN stays NaN. The passes run
+    block by block in cache, on every core allowed (:mod:`nebisect.mil.blocks`). The
+    fp16 precision model keeps its values in float32 arrays rounded this way, so
+    kernels that compute in float32 need no conversions either side.
     """
-    shape = np.shape(x)  # ascontiguousarray turns a rank-0 value into rank 1
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    if x.size <= _CHUNK:
-        return _round_block(x).reshape(shape)
-    flat = x.reshape(-1)
-    out = np.empty_like(flat)
-    for start in range(0, flat.size, _CHUNK):
-        out[start : start + _CHUNK] = _round_block(flat[start : start + _CHUNK])
-    return out.reshape(x.shape)
+    return blockwise(_round_block, x, 2)
 
 
-def _round_block(x: np.ndarray) -> np.ndarray:
-    bits = x.view(np.uint32)
-    sign = bits & _SIGN
-    magnitude_bits = bits ^ sign
-    out = magnitude_bits >> np.uint32(13)
-    out &= np.uint32(1)
-    out += np.uint32(0x0FFF)
-    out += magnitude_bits
-    out &= np.uint32(0xFFFFE000)
-    magnitude = magnitude_bits.view(np.float32)
-    small = magnitude < _HALF_TINY
-    if small.any():
-        subnormal = magnitude + _HALF
-        subnormal -= _HALF
-        mask = small.astype(np.uint32)
-        np.negative(mask, out=mask)
-        out &= ~mask
-        mask &= subnormal.view(np.uint32)
-        out |= mask
-    if out.size and out.max() > _HALF_MAX_BITS:  # overflow to inf, or NaN (rare)
-        out[out > _HALF_MAX_BITS] = _INF_BITS
+def _round_block(x: np.ndarray, out: np.ndarray, scratch: list[np.ndarray]) -> None:
+    magnitude, quantum = scratch
+    x_bits, magnitude_bits, quantum_bits = (a.view(np.uint32) for a in (x, magnitude, quantum))
+    np.bitwise_and(x_bits, _MAGNITUDE, out=magnitude_bits)
+    np.bitwise_and(magnitude_bits, _EXPONENT, out=quantum_bits)
+    np.maximum(quantum_bits, _HALF_TINY_BITS, out=quantum_bits)
+    quantum_bits += _QUANTUM_SHIFT
+    with np.errstate(all="ignore"):  # past the fp16 range C is meaningless: fixed below
+        np.add(magnitude, quantum, out=out)
+        out -= quantum
+    rounded = out.view(np.uint32)
+    if magnitude_bits.size and magnitude_bits.max() >= _OVERFLOW_BITS:  # ±inf, NaN (rare)
+        rounded[magnitude_bits >= _OVERFLOW_BITS] = _INF_BITS
         nan = magnitude_bits > _INF_BITS
-        out[nan] = magnitude_bits[nan]
-    out |= sign
-    return out.view(np.float32)
+        rounded[nan] = magnitude_bits[nan]
+    np.bitwise_and(x_bits, _SIGN, out=quantum_bits)
+    rounded |= quantum_bits

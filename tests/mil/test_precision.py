@@ -115,3 +115,58 @@ def test_fp16_results_are_float16_arrays_outputs_and_intermediates():
     result = run_program(_softmax_lse, {"x": x}, "fp16", intermediates=True)
     assert all(v.dtype == np.float16 for v in result.outputs.values())
     assert all(v.dtype == np.float16 for v in result.intermediates.values())
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_fp16_rounding_of_many_blocks_is_bit_exact_whatever_the_thread_count(
+        monkeypatch, threads):
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(300_001) * np.exp2(rng.integers(-30, 20, 300_001))).astype(np.float32)
+    x = x.reshape(1, 300_001)
+    with np.errstate(all="ignore"):
+        expected = x.astype(np.float16).astype(np.float32)
+    got = round_to_fp16(x)
+    assert got.shape == x.shape
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+    assert round_to_fp16(np.float32(1 / 3)).shape == ()
+
+
+@mb.program(input_specs=[mb.TensorSpec(shape=(2, 3, 4))], opset_version=OPSET)
+def _moved(x):
+    scaled = mb.mul(x=x, y=np.float32(1 / 3))
+    moved = mb.transpose(x=mb.reshape(x=scaled, shape=[6, 4]), perm=[1, 0])
+    picked = mb.slice_by_index(x=moved, begin=[1, 0], end=[3, 6])
+    return mb.concat(values=[picked, mb.sub(x=picked, y=np.float32(0.1))], axis=0)
+
+
+def test_movement_ops_on_fp16_values_store_them_as_a_rounding_would(monkeypatch):
+    """A movement op's output on the fp16 grid skips the rounding, with the same bits."""
+    from nebisect.mil import plan
+    from nebisect.mil.interp import CompiledProgram
+    from nebisect.mil.semantics import DEFAULT_SEMANTICS, get_semantics
+    from nebisect.mil.validate import input_specs
+
+    function = _moved.functions["main"]
+
+    def compiled() -> CompiledProgram:
+        return CompiledProgram(plan.compile_function(
+            function, "fp16", None, get_semantics(DEFAULT_SEMANTICS)), input_specs(function))
+
+    skipping = compiled()
+    monkeypatch.setattr(plan, "MOVEMENT_OPS", frozenset())
+    rounding = compiled()
+    on_grid = [[step.op_type for step in program.plan.main.steps
+                if any(storage is not None and storage.on_grid
+                       for _, storage, _ in step.outputs)]
+               for program in (skipping, rounding)]
+    assert on_grid == [["reshape", "transpose", "slice_by_index", "concat"], []]
+    x = np.random.default_rng(3).standard_normal((2, 3, 4)).astype(np.float32)
+    skipped, rounded = (program.run({"x": x}, intermediates=True)
+                        for program in (skipping, rounding))
+    assert skipped.intermediates.keys() == rounded.intermediates.keys()
+    assert len(rounded.intermediates) == 6
+    for name, value in rounded.intermediates.items():
+        assert value.dtype == np.float16
+        np.testing.assert_array_equal(skipped.intermediates[name].view(np.uint16),
+                                      value.view(np.uint16))

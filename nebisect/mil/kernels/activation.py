@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.mil.kernels import KernelContext, kernel
-from nebisect.mil.kernels.special import erf
+from nebisect.mil.kernels.special import erf, gelu_exact32
 
 _SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
 
@@ -163,4 +163,6 @@ def gelu(ctx: KernelContext, x: np.ndarray, mode: Any = None) -> np.ndarray:
         return x * stable_sigmoid(ctx.dtype(1.702) * x)
     if mode != "EXACT":
         raise ValueError(f"unknown gelu mode {mode!r}")
+    if x.dtype == np.float32:
+        return gelu_exact32(x)
     return half * x * (one + erf(x * ctx.dtype(1.0 / np.sqrt(2.0))))

@@ -60,7 +60,14 @@ def matmul_naive(
 @kernel("linear")
 def linear(ctx: KernelContext, x: Any, weight: Any, bias: Any = None) -> np.ndarray:
     out = np.matmul(np.asarray(x), np.asarray(weight).T)
-    return out if bias is None else out + np.asarray(bias)
+    if bias is None:
+        return out
+    bias = np.asarray(bias)
+    shape = np.shape(out)
+    if np.result_type(out, bias) != out.dtype or np.broadcast_shapes(shape, bias.shape) != shape:
+        return out + bias
+    out += bias  # the product is a fresh array: the sum needs no second one
+    return out
 
 
 @kernel("linear", variant="naive")

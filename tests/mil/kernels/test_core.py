@@ -149,6 +149,20 @@ def test_erf_is_double_accurate_and_float_fast_path_is_close():
     assert np.isnan(erf(np.array([np.nan]))[0])
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_float32_exact_gelu_is_its_formula_bit_for_bit_over_many_blocks(monkeypatch, threads):
+    """The blockwise gelu computes each element by the formula's float32 operations."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    x = (np.random.default_rng(11).standard_normal((3, 70_001)) * 5).astype(np.float32)
+    x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    half, one = np.float32(0.5), np.float32(1)
+    with np.errstate(all="ignore"):
+        formula = half * x * (one + erf(x * np.float32(1.0 / np.sqrt(2.0))))
+        got = get_kernel("gelu")(KernelContext(dtype=np.float32), x=x, mode="EXACT")
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_array_equal(got.view(np.uint32), formula.view(np.uint32))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_careful_softplus_sigmoid_silu_never_overflow(dtype):
     xs = np.array([-1000, -100, -20, 0, 20, 100, 1000], dtype)

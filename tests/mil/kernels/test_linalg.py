@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nebisect.mil.kernels import KernelContext, get_kernel
 from nebisect.mil.single_op import build_op, inferred_outputs, run_kernel
 
 RNG = np.random.default_rng(11)
@@ -67,3 +68,14 @@ def test_naive_matmul_equals_matmul_in_float64():
     (careful,) = run_kernel(op)
     (naive,) = run_kernel(op, variants=("naive",))
     np.testing.assert_allclose(naive, careful, rtol=1e-12)
+
+
+def test_linear_adds_its_bias_to_the_product_as_a_separate_float32_sum():
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((2, 5, 7), np.float32), rng.standard_normal((3, 7), np.float32)
+    bias = rng.standard_normal(3, np.float32)
+    linear = get_kernel("linear")
+    got = linear(KernelContext(dtype=np.float32), x=x, weight=w, bias=bias)
+    np.testing.assert_array_equal(got.view(np.uint32), (np.matmul(x, w.T) + bias).view(np.uint32))
+    wide = linear(KernelContext(dtype=np.float32), x=x, weight=w, bias=bias.astype(np.float64))
+    assert wide.dtype == np.float64  # a wider bias widens the sum, never rounds into the product
