@@ -17,8 +17,9 @@ their cells included) — the
 predictions made (target rows, the explored ones included), the findings, and the peak
 resident memory of the run's whole process tree (its templates and case children
 included: ``/proc`` sampled every 0.2 s, at least the largest single process
-``getrusage`` saw). The load average is given at the start and end of each run: wall
-time depends on it. Not a test (a real-size run takes minutes).
+``getrusage`` saw). ``--timeout`` stops a run (SIGTERM) and reads the report of what
+it finished (its ``interrupted`` says so). The load average is given at the start and
+end of each run: wall time depends on it. Not a test (a real-size run takes minutes).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from typing import Any  # noqa: E402
 FACTORIES = Path(__file__).resolve().parent / "realsize_models.py"
 MODELS = ("resnet50", "vit_b16", "bert_base", "gpt2")
 SAMPLE_SECONDS = 0.2
+#: how long a run stopped by ``--timeout`` may take to write its report
+STOP_GRACE = 60.0
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MIB = 1 << 20
 
@@ -69,8 +72,11 @@ def tree_resident(root: int) -> int:
     return sum(resident.get(pid, 0) for pid in tree)
 
 
-def run_sampled(command: list[str]) -> tuple[subprocess.CompletedProcess[str], int]:
-    """Run ``command``; its result and the peak resident bytes of its process tree."""
+def run_sampled(command: list[str], timeout: float | None
+                ) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run ``command``; its result and the peak resident bytes of its process tree.
+    Past ``timeout`` seconds it gets SIGTERM (a stopped ``run`` still writes the report
+    of what it finished), then SIGKILL if it has not ended :data:`STOP_GRACE` later."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         process = subprocess.Popen(command, stdout=out, stderr=err, text=True, cwd=REPO)
         peak = 0
@@ -83,7 +89,15 @@ def run_sampled(command: list[str]) -> tuple[subprocess.CompletedProcess[str], i
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        code = process.wait()
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                code = process.wait(STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                code = process.wait()
         stop.set()
         sampler.join()
         out.seek(0)
@@ -93,20 +107,22 @@ def run_sampled(command: list[str]) -> tuple[subprocess.CompletedProcess[str], i
     return done, max(peak, largest)
 
 
-def measure(name: str, extra: list[str]) -> dict[str, Any]:
+def measure(name: str, extra: list[str], timeout: float | None) -> dict[str, Any]:
     """One model's default run: its row."""
     load_start = os.getloadavg()[0]
     started = time.perf_counter()
     done, peak = run_sampled([sys.executable, "-m", "nebisect", "run",
-                              f"{FACTORIES}:{name}", "--json", *extra])
+                              f"{FACTORIES}:{name}", "--json", *extra], timeout)
     row: dict[str, Any] = {"model": name, "exit": done.returncode,
                            "wall": round(time.perf_counter() - started, 1),
                            "peak_mb": round(peak / MIB), "load_start": load_start,
                            "load_end": os.getloadavg()[0]}
-    if done.returncode not in (0, 1):
+    try:
+        report = json.loads(done.stdout)
+    except ValueError:
         row["error"] = done.stderr.strip().splitlines()[-1:] or ["(no message)"]
         return row
-    report = json.loads(done.stdout)
+    row["interrupted"] = report.get("interrupted", "")
     timings = report["timings"]
     conversion, cells = timings.get("conversion", 0.0), timings.get("predictions", 0.0)
     reference = timings.get("reference", 0.0)
@@ -120,8 +136,8 @@ def measure(name: str, extra: list[str]) -> dict[str, Any]:
     return row
 
 
-COLUMNS = ("model", "exit", "wall", "conversion", "reference", "simulation", "search",
-           "predictions", "findings", "peak_mb", "load_start", "load_end")
+COLUMNS = ("model", "exit", "interrupted", "wall", "conversion", "reference", "simulation",
+           "search", "predictions", "findings", "peak_mb", "load_start", "load_end")
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -145,6 +161,8 @@ def main() -> None:
                         help="the same classes at tiny configs (a quick check)")
     parser.add_argument("--json", type=Path, help="also write every row here")
     parser.add_argument("--extra", default="", help="extra arguments for run")
+    parser.add_argument("--timeout", type=float,
+                        help="stop each run after this many seconds (its row: what it did)")
     args = parser.parse_args()
     names = [n for n in args.models.split(",") if n]
     unknown = sorted(set(names) - set(MODELS))
@@ -152,7 +170,8 @@ def main() -> None:
         parser.error(f"--models: unknown {', '.join(unknown)} (one of {', '.join(MODELS)})")
     rows = []
     for name in names:
-        rows.append(measure(f"{name}_small" if args.small else name, shlex.split(args.extra)))
+        rows.append(measure(f"{name}_small" if args.small else name, shlex.split(args.extra),
+                            args.timeout))
         print(f"{name}: exit {rows[-1]['exit']} in {rows[-1]['wall']} s", file=sys.stderr,
               flush=True)
         if args.json:

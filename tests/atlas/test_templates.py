@@ -21,7 +21,10 @@ from nebisect.executors.runner import Runner
 from nebisect.isolation.fork import MAX_TEMPLATES
 from nebisect.sources.torch import HOLD_FROM_SECONDS
 
-SAMPLES = 40
+#: twice the bound: a sweep that kept a template per slow source would pass it twice
+#: over (each sample starts a template of its own: seconds of imports, which is what
+#: limits the count a test can afford)
+SAMPLES = 2 * MAX_TEMPLATES
 #: what each sample's factory sleeps: every build is "slow", so every source asks to
 #: be held in a template of its own
 BUILD_SLEEP = 4 * HOLD_FROM_SECONDS
@@ -90,6 +93,7 @@ def census() -> Iterator[Census]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_a_sweep_of_slow_builds_keeps_its_templates_bounded(
         census: Census, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sweep_module, "source_text", slow_source)
