@@ -128,9 +128,11 @@ class RunReport(Record):
     groups: list[FailureGroup] = field(default_factory=list)
     #: the exploration settings (budget, families, seed; None: exploration off)
     discovery: dict[str, Any] | None = None
-    #: wall seconds: the whole run, and summed over its parts — ``conversion`` (every
-    #: isolated conversion), ``predictions`` (every matrix and exploration cell, process
-    #: included) and, within them, ``reference`` (computing the expected outputs)
+    #: wall seconds: the whole run; ``search``, its attribution and exploration (culprit
+    #: search, value families, guided probes, cliff localization, their cells included);
+    #: and summed over its parts — ``conversion`` (every isolated conversion),
+    #: ``predictions`` (every matrix and exploration cell, process included) and, within
+    #: them, ``reference`` (computing the expected outputs)
     timings: dict[str, float] = field(default_factory=dict)
     #: hazards beyond the declared input domains (not failures)
     margins: list[Margin] = field(default_factory=list)
@@ -351,14 +353,17 @@ class MatrixRunner:
                 f"judged against {FLOAT32_REFERENCE}, fp32 and fp64 targets within fp16's "
                 "ULPs (two float32 computations differ by their own rounding)")
             return report
+        searching = time.perf_counter()
         self._attribute(report, npzs)
         if discovery is not None and not self._unreferenced(report, sets):
             report.discovery = {"budget": discovery.budget, "families": discovery.families,
                                 "seed": discovery.seed, "paths": list(self.paths)}
             self._explore(report, discovery, lengths)
+        search = time.perf_counter() - searching
         report.regroup()
         self._beside_torch(report)
-        report.timings = {"total": time.perf_counter() - started, **self.bench.seconds()}
+        report.timings = {"total": time.perf_counter() - started, "search": search,
+                          **self.bench.seconds()}
         return report
 
     @staticmethod

@@ -9,11 +9,15 @@ The template does the supervising (timeout, stderr capture, reaping) because onl
 process's parent can reap it; this side sends the request and waits for the report,
 with a safety margin in case the template itself hangs.
 
-Templates are kept for reuse, at most :data:`MAX_TEMPLATES` of them: a command that
-judges many sources on one runner (the atlas: a template holds each torch source it
-builds, :class:`~nebisect.isolation.needs.Hold`) would otherwise keep one process per
-source alive. Starting one more stops the least recently used (an idle one: a backend
-runs one job at a time).
+Templates are kept for reuse, at most :data:`MAX_TEMPLATES` of them in this process,
+whatever its isolators (:data:`ROSTER`): a command that judges many sources (the atlas:
+a template holds each torch source that builds slowly, and on a loaded machine every
+build is slow, :class:`~nebisect.isolation.needs.Hold`) would otherwise keep one
+process of hundreds of MB per source alive. Starting one more stops the least recently
+used idle one, whichever isolator started it, and reaps it; when every one is busy
+(a case in flight on each of a runner's threads) the start waits for one to finish. A
+template started ahead (:meth:`ForkBackend.expect`) counts from its start: a hint that
+finds no room is dropped.
 
 Closing the isolator asks each template to stop (its request pipe closes; an idle
 template exits at once). An interrupted or cancelled run aborts the isolator instead,
@@ -29,6 +33,7 @@ what it wrote to temp is in the isolator's workspace.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +59,70 @@ REPORT_GRACE = 10.0
 MAX_TEMPLATES = 6
 
 
+Slot = tuple["ForkBackend", Needs]
+
+
+class TemplateRoster:
+    """Every fork template of this process, ready or starting, least recently used
+    first, at most ``limit`` of them; a template serving a job is busy and stays.
+
+    One lock guards the roster and every backend's templates, so that a start in one
+    thread can stop another thread's idle template.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.lock = threading.Condition(threading.RLock())
+        self._slots: dict[Slot, None] = {}
+        self._busy: set[Slot] = set()
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def admit(self, slot: Slot, cancel: CancelToken | None) -> bool:
+        """Make room for ``slot`` and enter it, busy when ``cancel`` is given (a job's
+        template: waits, cancellably, while every template is busy) and idle when not
+        (a hint: False, nothing entered, when there is no idle one to stop). Call with
+        :attr:`lock` held."""
+        while len(self._slots) >= self.limit:
+            idle = next((s for s in self._slots if s not in self._busy), None)
+            if idle is not None:
+                del self._slots[idle]
+                idle[0].evict(idle[1])
+                continue
+            if cancel is None:
+                return False
+            cancel.check()
+            self.lock.wait(0.2)
+        self._slots[slot] = None
+        if cancel is not None:
+            self._busy.add(slot)
+        return True
+
+    def use(self, slot: Slot) -> None:
+        """``slot`` serves a job: busy, and the most recently used."""
+        self._slots.pop(slot)
+        self._slots[slot] = None
+        self._busy.add(slot)
+
+    def release(self, slot: Slot) -> None:
+        """``slot``'s job is over: it may be stopped to make room."""
+        with self.lock:
+            self._busy.discard(slot)
+            self.lock.notify_all()
+
+    def leave(self, slot: Slot) -> None:
+        """``slot``'s template is stopped (or never started)."""
+        with self.lock:
+            self._slots.pop(slot, None)
+            self._busy.discard(slot)
+            self.lock.notify_all()
+
+
+#: the templates of this process: every isolator's count against one bound
+ROSTER = TemplateRoster(MAX_TEMPLATES)
+
+
 class ForkBackend:
     mode = "fork"
 
@@ -67,22 +136,27 @@ class ForkBackend:
         self._started = itertools.count(1)
 
     def expect(self, needs: Needs) -> None:
-        """Start the template for ``needs`` now, unless one that covers it exists; the
-        first job that needs it waits for it to be ready."""
+        """Start the template for ``needs`` now, unless one that covers it exists or
+        the roster has no room; the first job that needs it waits for it to be ready."""
         key = needs.template_key
-        if self._covering(key) is None:
-            self._starting[key] = self._start(key)
+        with ROSTER.lock:
+            if self._covering(key) is None and ROSTER.admit((self, key), None):
+                self._starting[key] = self._start(key)
 
     def run(self, job: Job, case_dir: Path, request: dict[str, Any]) -> RawExit:
         wanted = job.needs.template_key
-        key = self._covering(wanted) or wanted
+        with ROSTER.lock:
+            key = self._covering(wanted) or wanted
         message = {"case_dir": str(case_dir), "request": request}
         template = self._template(key)
-        if not template.send(message):
-            self._discard(key)
-            template = self._template(key)
-            template.send(message)
-        report = template.receive(time.monotonic() + job.timeout + REPORT_GRACE)
+        try:
+            if not template.send(message):
+                self._discard(key)
+                template = self._template(key)
+                template.send(message)
+            report = template.receive(time.monotonic() + job.timeout + REPORT_GRACE)
+        finally:
+            ROSTER.release((self, key))
         if report is None:
             code = self._discard(key)
             return RawExit(None, failure=f"isolation template stopped responding (exit {code})")
@@ -91,9 +165,23 @@ class ForkBackend:
     def close(self, *, kill: bool = False) -> None:
         """Stop every template: ask the ready ones (``kill``: kill them), kill the ones
         still starting (importing, so not reading their requests: no case to finish)."""
-        for key in list(self._templates):
-            self._discard(key, grace=0 if kill else STOP_GRACE)
-        for key in list(self._starting):
+        with ROSTER.lock:
+            ready, self._templates = self._templates, {}
+            starting, self._starting = self._starting, {}
+            for key in [*ready, *starting]:
+                ROSTER.leave((self, key))
+        for template in ready.values():
+            template.stop(grace=0 if kill else STOP_GRACE)
+        for template in starting.values():
+            template.stop(grace=0)
+
+    def evict(self, key: Needs) -> None:
+        """Stop and reap the idle template serving ``key`` (the roster makes room; its
+        lock held): a ready one exits when its request pipe closes, one still starting
+        is killed."""
+        if key in self._templates:
+            self._templates.pop(key).stop()
+        else:
             self._starting.pop(key).stop(grace=0)
 
     def _covering(self, key: Needs) -> Needs | None:
@@ -112,31 +200,42 @@ class ForkBackend:
                           tmp_dir=self._workspace.helper_tmp(), log=log)
 
     def _template(self, key: Needs) -> Helper:
-        template = self._templates.pop(key, None)
-        if template is not None:
-            self._templates[key] = template  # the most recently used: last
-            return template
-        while len(self._templates) >= MAX_TEMPLATES:
-            self._discard(next(iter(self._templates)))
-        template = self._starting.pop(key, None) or self._start(key)
+        """The ready template for ``key``, started if need be, busy in the roster."""
+        slot = (self, key)
+        with ROSTER.lock:
+            template = self._templates.get(key)
+            if template is not None:
+                ROSTER.use(slot)
+                return template
+            template = self._starting.pop(key, None)
+            if template is not None:
+                ROSTER.use(slot)
+            else:
+                ROSTER.admit(slot, self._cancel)
         ready = False
         try:
+            template = template or self._start(key)
             ready = template.await_ready()
         finally:
             if not ready:
-                code = template.process.poll()
-                template.stop(grace=0)  # still importing: it would not read a stop
+                ROSTER.leave(slot)
+                if template is not None:
+                    code = template.process.poll()
+                    template.stop(grace=0)  # still importing: it would not read a stop
         if not ready:
             why = (f"not ready after {STARTUP_SECONDS:.0f} s" if code is None
                    else f"exited with code {code}")
             tail = read_tail(template.log, 2000).strip() if template.log else ""
             raise NebisectError(f"isolation template failed to start ({why})"
                                 + (f": {tail}" if tail else ""))
-        self._templates[key] = template
+        with ROSTER.lock:
+            self._templates[key] = template
         return template
 
     def _discard(self, key: Needs, grace: float = STOP_GRACE) -> int:
         """Stop the template serving ``key`` (its exit code): an idle one exits when its
         request pipe closes; one not gone after ``grace`` seconds is killed."""
-        return self._templates.pop(key).stop(grace)
-
+        with ROSTER.lock:
+            template = self._templates.pop(key)
+            ROSTER.leave((self, key))
+        return template.stop(grace)

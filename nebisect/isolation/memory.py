@@ -87,6 +87,20 @@ def _data_bytes() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
+def _ceiling(memory_mb: int) -> tuple[int, int]:
+    """(soft, hard) RLIMIT_DATA that lets this process add ``memory_mb`` MiB to its data."""
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    ceiling = _data_bytes() + memory_mb * MIB
+    return (ceiling if hard == resource.RLIM_INFINITY else min(ceiling, hard)), hard
+
+
+def confine(memory_mb: int) -> None:
+    """Let this process add at most ``memory_mb`` MiB to its data from now on, for good:
+    a long-lived helper (template, worker) after its imports, so that what it builds and
+    keeps (a held source, a rehearsed conversion) is under ``--memory`` as a job is."""
+    resource.setrlimit(resource.RLIMIT_DATA, _ceiling(memory_mb))
+
+
 @contextlib.contextmanager
 def limited(memory_mb: int | None) -> Iterator[None]:
     """Let the block add at most ``memory_mb`` MiB to this process's data (RLIMIT_DATA,
@@ -95,13 +109,9 @@ def limited(memory_mb: int | None) -> Iterator[None]:
     if memory_mb is None:
         yield
         return
-    size = memory_mb * MIB
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    ceiling = _data_bytes() + size
-    if hard != resource.RLIM_INFINITY:
-        ceiling = min(ceiling, hard)
-    resource.setrlimit(resource.RLIMIT_DATA, (ceiling, hard))
-    _STATE.budget = size
+    resource.setrlimit(resource.RLIMIT_DATA, _ceiling(memory_mb))
+    _STATE.budget = memory_mb * MIB
     try:
         yield
     finally:

@@ -36,13 +36,17 @@ def start_helper() -> dict[str, Any]:
 
 def provide(needs: Needs, memory_mb: int) -> None:
     """Give this process what ``needs`` asks for: the blocks, then the imports not made
-    yet, then the held calls (each under ``memory_mb``, a job's limit). A failure is
-    logged, not fatal: the case that needs a module imports it again in its own process
-    and reports the failure as its verdict, at the right stage."""
+    yet, then the held calls (each under ``memory_mb``, a job's limit). From the imports
+    on, the helper itself may add at most ``memory_mb`` to its data
+    (:func:`~nebisect.isolation.memory.confine`): a long-lived process is under
+    ``--memory`` as a job is. A failure is logged, not fatal: the case that needs a
+    module imports it again in its own process and reports the failure as its verdict,
+    at the right stage."""
     for name in needs.blocked_modules():
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
     for module in needs.imports:
         _import(module)
+    memory.confine(memory_mb)
     for hold in needs.holds:
         _hold(hold, memory_mb)
 

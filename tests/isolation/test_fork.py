@@ -18,7 +18,7 @@ from support.leftovers import TOKEN_VAR, processes_with_token
 
 from nebisect.isolate import Isolator, Job, Needs
 from nebisect.isolation.cancel import Cancelled
-from nebisect.isolation.fork import MAX_TEMPLATES
+from nebisect.isolation.fork import MAX_TEMPLATES, ROSTER
 
 WHERE = f"{warm_jobs.__name__}:where"
 WARMED = Needs(imports=("numpy",), warm=(f"{warm_jobs.__name__}:warm_up",))
@@ -93,6 +93,41 @@ def test_templates_are_bounded_the_least_recently_used_stopped_first(
     restarted = served_by(isolator, Needs(("numpy", modules[0])))
     assert restarted not in pids
     assert not _alive(pids[3]) and _alive(pids[2])
+
+
+def test_the_bound_holds_across_isolators_and_for_templates_started_ahead(
+        isolator: Isolator, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The templates of every isolator of the process count against one bound: the
+    least recently used idle one goes, whichever isolator started it, also for a
+    template started ahead of its jobs (a hint: expect) that never serves one."""
+    modules = ["json", "csv", "fractions", "decimal", "difflib", "textwrap", "heapq",
+               "statistics", "bisect", "shlex"][:MAX_TEMPLATES + 2]
+    first = [served_by(isolator, Needs(("numpy", module))) for module in modules[:-2]]
+    with Isolator("fork", tmp_dir=tmp_path_factory.mktemp("other")) as other:
+        later = [served_by(other, Needs(("numpy", module))) for module in modules[-2:]]
+        assert [_alive(pid) for pid in first + later] == (
+            [False, False] + [True] * (MAX_TEMPLATES - 2) + [True, True])
+        assert len(ROSTER) == MAX_TEMPLATES
+        hints = ("this", "queue", "zipimport")
+        for module in hints:
+            other.expect(Needs(("numpy", module)))
+        assert len(ROSTER) == MAX_TEMPLATES
+        assert [_alive(pid) for pid in first[2:]] == (
+            [False] * len(hints) + [True] * (MAX_TEMPLATES - 2 - len(hints)))
+    assert len(ROSTER) == MAX_TEMPLATES - 2 - len(hints)
+
+
+def test_a_template_may_add_at_most_the_memory_limit_to_its_data(tmp_path: Path) -> None:
+    """--memory covers the templates: past its imports a template's data may grow by
+    the isolator's limit, as a job's may."""
+    with Isolator("fork", tmp_dir=tmp_path, memory=300 << 20) as limited_isolator:
+        pid = served_by(limited_isolator, Needs(("numpy",)))
+        data_pages = int(Path(f"/proc/{pid}/statm").read_text().split()[5])
+        limits = Path(f"/proc/{pid}/limits").read_text()
+    soft = next(line.split()[3] for line in limits.splitlines()
+                if line.startswith("Max data size"))
+    headroom = int(soft) - data_pages * os.sysconf("SC_PAGE_SIZE")
+    assert 250 << 20 < headroom <= 300 << 20
 
 
 def test_a_template_nobody_used_is_stopped_on_close(tmp_path: Path) -> None:

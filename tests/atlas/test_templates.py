@@ -1,0 +1,106 @@
+"""An atlas sweep's long-lived processes stay bounded whatever its sources' build times:
+every sample's factory sleeps past the hold threshold (as every build does on a loaded
+machine), and the sweep still keeps at most MAX_TEMPLATES templates alive, counted as
+this process's children while it runs, with their resident memory under a bound."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nebisect.atlas import sweep as sweep_module
+from nebisect.atlas.samples import OpSample, source_text
+from nebisect.atlas.sweep import SweepSettings, sweep
+from nebisect.executors.runner import Runner
+from nebisect.isolation.fork import MAX_TEMPLATES
+from nebisect.sources.torch import HOLD_FROM_SECONDS
+
+#: twice the bound: a sweep that kept a template per slow source would pass it twice
+#: over (each sample starts a template of its own: seconds of imports, which is what
+#: limits the count a test can afford)
+SAMPLES = 2 * MAX_TEMPLATES
+#: what each sample's factory sleeps: every build is "slow", so every source asks to
+#: be held in a template of its own
+BUILD_SLEEP = 4 * HOLD_FROM_SECONDS
+#: the most one template may hold: torch and coremltools imported (~350 MB), one
+#: one-op source built
+TEMPLATE_MB = 700
+TEMPLATE_MODULE = b"nebisect.isolation.template"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def slow_source(sample: OpSample) -> str:
+    """The sample's source with a factory that sleeps before it builds."""
+    text = source_text(sample)
+    return ("import time\n" + text).replace(
+        "def model():\n", f"def model():\n    time.sleep({BUILD_SLEEP})\n")
+
+
+def tanh_samples(count: int) -> list[OpSample]:
+    return [OpSample("tanh", "", f"float32:{n}", "torch.tanh(x0)",
+                     {"x0": np.linspace(-n, n, 4, dtype=np.float32)})
+            for n in range(1, count + 1)]
+
+
+@dataclass
+class Census:
+    """The most templates, and the most resident memory (MiB) of all children, seen at
+    once among this process's children."""
+
+    templates: int = 0
+    resident_mb: float = 0.0
+
+
+def children() -> Iterator[tuple[bytes, int]]:
+    """(command line, resident bytes) of each live child of this process."""
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) != me or fields[0] == "Z":
+                continue
+            resident = int((entry / "statm").read_text().split()[1]) * PAGE
+            yield (entry / "cmdline").read_bytes(), resident
+        except (OSError, IndexError, ValueError):
+            continue
+
+
+@pytest.fixture
+def census() -> Iterator[Census]:
+    seen = Census()
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.02):
+            found = list(children())
+            seen.templates = max(seen.templates,
+                                 sum(TEMPLATE_MODULE in line for line, _ in found))
+            seen.resident_mb = max(seen.resident_mb, sum(r for _, r in found) / 2**20)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    yield seen
+    stop.set()
+    watcher.join()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_sweep_of_slow_builds_keeps_its_templates_bounded(
+        census: Census, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweep_module, "source_text", slow_source)
+    with Runner(1) as runner:
+        atlas = sweep(tanh_samples(SAMPLES), SweepSettings(budget=1), runner)
+    assert [e.skipped for e in atlas.entries] == [""] * SAMPLES
+    assert all(e.cells["export"]["converts"] == "ok" for e in atlas.entries)
+    assert 2 <= census.templates <= MAX_TEMPLATES
+    assert census.resident_mb <= MAX_TEMPLATES * TEMPLATE_MB
+    assert not any(TEMPLATE_MODULE in line for line, _ in children())
