@@ -53,8 +53,9 @@ def tanh_samples(count: int) -> list[OpSample]:
 
 @dataclass
 class Census:
-    """The most templates, and the most resident memory (MiB) of all children, seen at
-    once among this process's children."""
+    """The most templates, and the most resident memory (MiB) of them, seen at once
+    among this process's children (the sweep's other children, a conversion or a
+    persistent worker, come and go with their job)."""
 
     templates: int = 0
     resident_mb: float = 0.0
@@ -84,9 +85,9 @@ def census() -> Iterator[Census]:
     def watch() -> None:
         while not stop.wait(0.02):
             found = list(children())
-            seen.templates = max(seen.templates,
-                                 sum(TEMPLATE_MODULE in line for line, _ in found))
-            seen.resident_mb = max(seen.resident_mb, sum(r for _, r in found) / 2**20)
+            templates = [resident for line, resident in found if TEMPLATE_MODULE in line]
+            seen.templates = max(seen.templates, len(templates))
+            seen.resident_mb = max(seen.resident_mb, sum(templates) / 2**20)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
