@@ -15,10 +15,13 @@ cells), each summed over the run's threads, and search (the wall time of attribu
 and exploration: culprit search, value families, guided probes, cliff localization,
 their cells included) — the
 predictions made (target rows, the explored ones included), the findings, and the peak
-resident memory of the run's whole process tree (its templates and case children
-included: ``/proc`` sampled every 0.2 s, at least the largest single process
-``getrusage`` saw). ``--timeout`` stops a run (SIGTERM) and reads the report of what
-it finished (its ``interrupted`` says so). The load average is given at the start and
+memory of the run's whole process tree, its templates and case children included
+(``/proc/PID/smaps_rollup`` sampled every 0.2 s): ``peak_mb`` sums proportional set
+sizes (a page shared by n processes counts 1/n in each, so the sum is the memory the
+tree occupies), ``rss_sum_mb`` sums resident sizes (shared pages counted in every
+process: an upper bound), ``largest_mb`` is the largest single process. ``--timeout``
+stops a run (SIGTERM) and reads the report of what it finished (its ``interrupted``
+says so). The load average is given at the start and
 end of each run: wall time depends on it. Not a test (a real-size run takes minutes).
 """
 
@@ -33,12 +36,12 @@ sys.path[0] = str(REPO)
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import resource  # noqa: E402
 import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
 FACTORIES = Path(__file__).resolve().parent / "realsize_models.py"
@@ -46,21 +49,18 @@ MODELS = ("resnet50", "vit_b16", "bert_base", "gpt2")
 SAMPLE_SECONDS = 0.2
 #: how long a run stopped by ``--timeout`` may take to write its report
 STOP_GRACE = 60.0
-PAGE = os.sysconf("SC_PAGE_SIZE")
 MIB = 1 << 20
 
 
-def tree_resident(root: int) -> int:
-    """Resident bytes of ``root`` and every live descendant (one pass over /proc)."""
+def tree_pids(root: int) -> set[int]:
+    """``root`` and every live descendant (one pass over /proc)."""
     parents: dict[int, int] = {}
-    resident: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            resident[int(entry.name)] = int((entry / "statm").read_text().split()[1]) * PAGE
-        except (OSError, IndexError, ValueError):
+        except (OSError, IndexError):
             continue
         parents[int(entry.name)] = int(fields[1])
     tree, frontier = {root}, [root]
@@ -69,23 +69,56 @@ def tree_resident(root: int) -> int:
         children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
         tree.update(children)
         frontier.extend(children)
-    return sum(resident.get(pid, 0) for pid in tree)
+    return tree
+
+
+def memory_of(pid: int) -> tuple[int, int]:
+    """Resident and proportional bytes of one process (0, 0 once it has gone).
+
+    The proportional set size divides each shared page among the processes that map it:
+    a forked template's copy-on-write model weights and the torch libraries every child
+    maps count once over the tree, where resident sizes count them in every process."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0, 0
+    sizes = {}
+    for line in text.splitlines()[1:]:
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Pss"):
+            sizes[key] = int(rest.split()[0]) * 1024
+    return sizes.get("Rss", 0), sizes.get("Pss", 0)
+
+
+@dataclass
+class Peaks:
+    """The peaks a run's sampler saw, in bytes: the whole tree's proportional and
+    resident sums, and the largest single process."""
+
+    proportional: int = 0
+    resident: int = 0
+    largest: int = 0
+
+    def sample(self, root: int) -> None:
+        sizes = [memory_of(pid) for pid in tree_pids(root)]
+        self.resident = max(self.resident, sum(rss for rss, _ in sizes))
+        self.proportional = max(self.proportional, sum(pss for _, pss in sizes))
+        self.largest = max([self.largest, *(rss for rss, _ in sizes)])
 
 
 def run_sampled(command: list[str], timeout: float | None
-                ) -> tuple[subprocess.CompletedProcess[str], int]:
-    """Run ``command``; its result and the peak resident bytes of its process tree.
+                ) -> tuple[subprocess.CompletedProcess[str], Peaks]:
+    """Run ``command``; its result and the memory peaks of its process tree.
     Past ``timeout`` seconds it gets SIGTERM (a stopped ``run`` still writes the report
     of what it finished), then SIGKILL if it has not ended :data:`STOP_GRACE` later."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         process = subprocess.Popen(command, stdout=out, stderr=err, text=True, cwd=REPO)
-        peak = 0
+        peaks = Peaks()
         stop = threading.Event()
 
         def sample() -> None:
-            nonlocal peak
             while not stop.wait(SAMPLE_SECONDS):
-                peak = max(peak, tree_resident(process.pid))
+                peaks.sample(process.pid)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -103,20 +136,21 @@ def run_sampled(command: list[str], timeout: float | None
         out.seek(0)
         err.seek(0)
         done = subprocess.CompletedProcess(command, code, out.read(), err.read())
-    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
-    return done, max(peak, largest)
+    return done, peaks
 
 
 def measure(name: str, extra: list[str], timeout: float | None) -> dict[str, Any]:
     """One model's default run: its row."""
     load_start = os.getloadavg()[0]
     started = time.perf_counter()
-    done, peak = run_sampled([sys.executable, "-m", "nebisect", "run",
-                              f"{FACTORIES}:{name}", "--json", *extra], timeout)
+    done, peaks = run_sampled([sys.executable, "-m", "nebisect", "run",
+                               f"{FACTORIES}:{name}", "--json", *extra], timeout)
     row: dict[str, Any] = {"model": name, "exit": done.returncode,
                            "wall": round(time.perf_counter() - started, 1),
-                           "peak_mb": round(peak / MIB), "load_start": load_start,
-                           "load_end": os.getloadavg()[0]}
+                           "peak_mb": round(peaks.proportional / MIB),
+                           "rss_sum_mb": round(peaks.resident / MIB),
+                           "largest_mb": round(peaks.largest / MIB),
+                           "load_start": load_start, "load_end": os.getloadavg()[0]}
     try:
         report = json.loads(done.stdout)
     except ValueError:
@@ -137,7 +171,8 @@ def measure(name: str, extra: list[str], timeout: float | None) -> dict[str, Any
 
 
 COLUMNS = ("model", "exit", "interrupted", "wall", "conversion", "reference", "simulation",
-           "search", "predictions", "findings", "peak_mb", "load_start", "load_end")
+           "search", "predictions", "findings", "peak_mb", "rss_sum_mb", "largest_mb",
+           "load_start", "load_end")
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
