@@ -67,6 +67,7 @@ from nebisect.search.plan import (
     BudgetNote,
     Clock,
     ExplorationPlan,
+    TimeBudget,
     duration_words,
     eta,
     plan,
@@ -291,6 +292,8 @@ class MatrixRunner:
     #: whether ``discovery.timer`` stops the run's work: given, or a default one and the
     #: model expensive (set when exploration is planned)
     timed: bool = field(init=False, default=False)
+    #: the labels of the matrix's input sets a spent time budget left unevaluated
+    unevaluated: list[str] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         self.replaceable = self.reference is None
@@ -335,8 +338,13 @@ class MatrixRunner:
                                               finished_only=True)
             report.conversions.update(self.bench.convert_verdicts())
             raise
-        for input_set in sets:
+        self.unevaluated = []
+        for index, input_set in enumerate(sets):
             npz = npzs[input_set.label]
+            if index and not self._matrix_time_left():
+                # the first set gives every target its verdict; the others wait on time
+                self.unevaluated.append(input_set.label)
+                continue
             # Rows go into the report as they finish, so an interrupted run keeps them.
             first = len(report.rows)
             for target in self.targets:
@@ -561,6 +569,25 @@ class MatrixRunner:
         timer = self.discovery.timer if self.discovery else None
         return not self.timed or timer is None or timer.left() > 0
 
+    def _matrix_time_left(self) -> bool:
+        """May the matrix evaluate another input set: :meth:`_time_left`, a time budget
+        applying as soon as the predictions made so far price the model
+        (:meth:`_applies`)."""
+        timer = self.discovery.timer if self.discovery else None
+        if timer is not None:
+            self.timed = self._applies(timer, self._slowest(self.targets))
+        return self._time_left()
+
+    def _slowest(self, targets: list[TargetSpec]) -> float:
+        """The dearest of ``targets``' priced predictions (0: none made yet)."""
+        return max((self.bench.prediction_seconds(t) or 0.0 for t in targets), default=0.0)
+
+    @staticmethod
+    def _applies(timer: TimeBudget, slowest: float) -> bool:
+        """Does ``timer`` stop the run's work: given, or a default one and the model
+        expensive (its dearest prediction over :data:`EXPENSIVE_PREDICTION`)."""
+        return not timer.default or slowest > EXPENSIVE_PREDICTION
+
     def _plan(self, report: RunReport, discovery: Discovery,
               explored: list[tuple[TargetSpec, list[str]]]) -> ExplorationPlan:
         """The exploration that fits the time left (:func:`~nebisect.search.plan.plan`),
@@ -570,7 +597,7 @@ class MatrixRunner:
         costs = {str(t): self.bench.prediction_seconds(t) or 0.0 for t, _ in explored}
         slowest = max(costs.values(), default=0.0)
         timer = discovery.timer
-        self.timed = timer is not None and (not timer.default or slowest > EXPENSIVE_PREDICTION)
+        self.timed = timer is not None and self._applies(timer, slowest)
         if timer is None or not self.timed:
             return plan(None, costs, budget=discovery.budget, paths={})
         planned = plan(timer.left(), costs, budget=discovery.budget,
@@ -579,7 +606,7 @@ class MatrixRunner:
         report.time_budget = BudgetNote(
             timer.seconds, timer.default, slowest,
             self.bench.seconds()["conversion"], planned.explore, discovery.budget,
-            note=planned.note)
+            note=planned.note, unevaluated_sets=list(self.unevaluated))
         self.progress(report.time_budget.lines()[0])
         return planned
 

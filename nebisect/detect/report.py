@@ -121,6 +121,8 @@ def _budget_summary(note: BudgetNote | None) -> dict[str, str]:
     return {"time budget": note.words,
             "planned exploration": f"{note.planned} of {note.budget} predictions per target"
                                    + (f" ({note.note})" if note.note else ""),
+            **({"input sets not evaluated": ", ".join(note.unevaluated_sets)}
+               if note.unevaluated_sets else {}),
             **({"not explored": ", ".join(note.unexplored_targets)}
                if note.unexplored_targets else {}),
             **({"predictions not made": ", ".join(f"{t} {n}" for t, n in skipped.items())}

@@ -153,8 +153,9 @@ class BudgetNote(Record):
     """What the report says of a run under a time budget: the budget (seconds; applied
     by ``default`` to an expensive model, or given), the slowest target's first
     prediction and the conversions' seconds it was planned from, the plan (units per
-    target of the budget asked), the units each explored target left unexplored, the
-    targets not explored at all, and why (the plan's note, or the budget spent)."""
+    target of the budget asked), the matrix's input sets left unevaluated, the units each
+    explored target left unexplored, the targets not explored at all, and why (the plan's
+    note, or the budget spent)."""
 
     seconds: float
     default: bool
@@ -165,6 +166,9 @@ class BudgetNote(Record):
     skipped: dict[str, int] = field(default_factory=dict)
     unexplored_targets: list[str] = field(default_factory=list)
     note: str = ""
+    #: the matrix's input sets (labels) not evaluated within the budget: every target has
+    #: the verdict of the first, the others wait on time
+    unevaluated_sets: list[str] = field(default_factory=list)
     #: how to run under another budget (a default one's note says it; "" for a given one)
     change: str = ""
 
@@ -193,6 +197,9 @@ class BudgetNote(Record):
         """What the report says: the budget, the plan, what was not explored."""
         said = [self.words + f": planned {self.planned} of {self.budget} exploration "
                 f"predictions per target" + (f" ({self.note})" if self.note else "")]
+        if self.unevaluated_sets:
+            said.append("  input sets not evaluated within the budget: "
+                        + ", ".join(self.unevaluated_sets))
         if self.unexplored_targets:
             said.append(f"  not explored within the budget: {', '.join(self.unexplored_targets)}")
         skipped = {t: n for t, n in self.skipped.items() if n}

@@ -7,12 +7,14 @@ x ≈ 7.62, so exploration has something to find; the seconds are the fake clock
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.corpus_helpers import lse_package
 
+import nebisect.detect.matrix as matrix
 import nebisect.evaluate.workbench as workbench
 from nebisect.detect.discover import Discovery
 from nebisect.detect.matrix import MatrixRunner, RunReport
@@ -26,6 +28,7 @@ from nebisect.search.plan import (
     DEFAULT_TIME_BUDGET,
     TimeBudget,
 )
+from nebisect.search.space import InputSet
 from nebisect.sources.resolve import resolve_source
 from nebisect.targets.spec import TargetSpec
 
@@ -176,3 +179,44 @@ def test_without_a_default_an_expensive_model_spends_the_whole_budget(
     assert report.time_budget is None
     assert {target: e.spent for target, e in report.explorations.items()} == {
         "sim:fp16": 3, "sim:ane": 3}
+
+
+@pytest.fixture
+def two_input_sets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The matrix starts from two input sets: the package's own and a copy of it."""
+    original = matrix.base_input_sets
+
+    def two(*args: Any, **kwargs: Any) -> list[InputSet]:
+        (first,) = original(*args, **kwargs)
+        return [first, replace(first, member=replace(first.member, label="static again"))]
+
+    monkeypatch.setattr(matrix, "base_input_sets", two)
+
+
+@pytest.mark.usefixtures("two_input_sets")
+def test_a_spent_budget_leaves_the_matrix_later_input_sets_unevaluated(
+        package: Path, tmp_path: Path, isolator: Isolator,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first input set gives every target its verdict (16 s of a 10 s budget); the
+    second is not evaluated, and the report names it."""
+    report, clock = _run(package, tmp_path, isolator, monkeypatch, 10.0)
+    assert clock.predictions == 2
+    assert {row.input_set.label for row in report.rows} == {"static"}
+    note = report.time_budget
+    assert note is not None and note.unevaluated_sets == ["static again"]
+    assert "  input sets not evaluated within the budget: static again" in note.lines()
+    assert report.to_dict()["time_budget"]["unevaluated_sets"] == ["static again"]
+    assert run_payload(report).summary["input sets not evaluated"] == "static again"
+
+
+@pytest.mark.usefixtures("two_input_sets")
+@pytest.mark.parametrize(("time_budget", "cost"), [(240.0, PREDICTION), (None, 0.1)])
+def test_the_matrix_evaluates_every_input_set_while_time_is_left(
+        package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.MonkeyPatch,
+        time_budget: float | None, cost: float) -> None:
+    """Time left in a given budget, or a cheap model (no default budget): both sets."""
+    report, _ = _run(package, tmp_path, isolator, monkeypatch, time_budget, cost=cost,
+                     budget=0)
+    labels = [row.input_set.label for row in report.rows if not row.explored]
+    assert {"static", "static again"} <= set(labels)
+    assert report.time_budget is None or report.time_budget.unevaluated_sets == []
