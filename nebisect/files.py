@@ -321,11 +321,11 @@ _JSON_NESTING = re.compile(r"[\[\]{}]")
 
 
 def read_json(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES, *,
-              follow_symlinks: bool = True) -> Any:
+              follow_symlinks: bool = True, nonfinite: bool = False) -> Any:
     """The JSON value in the file ``path``: a regular file (a FIFO never blocks, a device
     is never read) of at most ``limit`` bytes of UTF-8, parsed by
-    :func:`parse_untrusted_json`. Raises NebisectError, one line starting with the path
-    (``a.json: is nested deeper than 32 levels``)."""
+    :func:`parse_untrusted_json` (``nonfinite``: as it says). Raises NebisectError, one
+    line starting with the path (``a.json: is nested deeper than 32 levels``)."""
     try:
         with open_regular(path, follow_symlinks=follow_symlinks) as handle:
             data = handle.read(limit + 1)
@@ -336,21 +336,23 @@ def read_json(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES, *,
     if len(data) > limit:
         raise NebisectError(f"{path}: is larger than {limit} bytes")
     try:
-        return parse_untrusted_json(data.decode("utf-8"), limit)
+        return parse_untrusted_json(data.decode("utf-8"), limit, nonfinite=nonfinite)
     except UnicodeDecodeError:
         raise NebisectError(f"{path}: is not UTF-8 text") from None
     except ValueError as exc:
         raise NebisectError(f"{path}: {exc}") from None
 
 
-def parse_untrusted_json(text: str, max_chars: int = MAX_JSON_CHARS) -> Any:
+def parse_untrusted_json(text: str, max_chars: int = MAX_JSON_CHARS, *,
+                         nonfinite: bool = False) -> Any:
     """The value of a JSON document nebisect did not write, within the limits above
     (``max_chars`` characters at most).
 
     The nesting is measured before parsing (the parser recurses per level), numbers are
-    converted only when short, ``NaN``/``Infinity`` (not JSON) and a key repeated in
-    one object are refused. Raises ValueError whose message follows the document's name
-    (``case.json is nested deeper than 32 levels``).
+    converted only when short, a key repeated in one object is refused, and so are
+    ``NaN``/``Infinity`` (not JSON) unless ``nonfinite`` (a verdict's metrics, which
+    Python's json writes so). Raises ValueError whose message follows the document's
+    name (``case.json is nested deeper than 32 levels``).
     """
     if len(text) > max_chars:
         raise ValueError(f"is longer than {max_chars} characters")
@@ -362,7 +364,8 @@ def parse_untrusted_json(text: str, max_chars: int = MAX_JSON_CHARS) -> Any:
     try:
         return json.loads(text, parse_int=functools.partial(_json_number, int),
                           parse_float=functools.partial(_json_number, float),
-                          parse_constant=_json_constant, object_pairs_hook=_json_object)
+                          parse_constant=float if nonfinite else _json_constant,
+                          object_pairs_hook=_json_object)
     except json.JSONDecodeError as exc:
         raise ValueError(f"is not valid JSON ({exc.msg}, line {exc.lineno})") from None
 
