@@ -331,6 +331,8 @@ def read_json(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES, *,
             data = handle.read(limit + 1)
     except OSError as exc:
         raise NebisectError(f"{path}: cannot read it ({os_reason(exc)})") from None
+    except ValueError as exc:  # a NUL byte in the name
+        raise NebisectError(f"{path}: cannot read it ({exc})") from None
     except NebisectError as exc:
         raise NebisectError(f"{path}: {exc}") from None
     if len(data) > limit:

@@ -406,10 +406,10 @@ def test_a_result_nested_deep_is_an_error_and_a_nan_metric_reads_back(tmp_path: 
     assert verdict.status == "error"
     assert verdict.message.endswith("ValueError: is nested deeper than 32 levels")
     (tmp_path / CaseFiles.RESULT).unlink()
-    write_result(tmp_path, Verdict("pass", job_result={"max_abs_err": float("nan")}), {})
+    write_result(tmp_path, Verdict("pass", job_result={"ratio": float("nan")}), {})
     verdict = collect(Job("m:f", {}), tmp_path, RawExit(0)).verdict
     assert verdict.status == "pass"
-    assert np.isnan(verdict.job_result["max_abs_err"])
+    assert np.isnan(verdict.job_result["ratio"])
 
 
 def test_stderr_sink_keeps_head_and_tail_within_bounds(tmp_path: Path) -> None:

@@ -218,7 +218,7 @@ def read_finding(text: str) -> SavedTrigger:
         if document.get("kind") != "run" or not isinstance(name, str):
             raise NebisectError(f"{file}: a report without triggers (run --report writes them)")
         index_file = file.parent / name
-        if not index_file.resolve().is_relative_to(file.parent.resolve()):
+        if not _inside(index_file, file.parent):
             raise NebisectError(f"{file}: its summary names triggers outside its directory "
                                 f"({name!r})")
         file = index_file
@@ -239,6 +239,15 @@ def read_finding(text: str) -> SavedTrigger:
         raise NebisectError(f"{file}: finding {chosen} names inputs outside its directory "
                             f"({trigger.inputs!r})")
     return SavedTrigger(index.source, trigger, file.parent / trigger.inputs)
+
+
+def _inside(file: Path, directory: Path) -> bool:
+    """Whether ``file``, its symlinks followed, lies inside ``directory`` (not for a name
+    that cannot be resolved: a NUL byte, a symlink loop)."""
+    try:
+        return file.resolve().is_relative_to(directory.resolve())
+    except (OSError, ValueError, RuntimeError):
+        return False
 
 
 def _read_json(file: Path) -> dict[str, Any]:

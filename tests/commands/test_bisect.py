@@ -147,6 +147,8 @@ def _hostile_finding(tmp_path: Path, kind: str) -> tuple[str, str]:
         summary = {"triggers": "../elsewhere/triggers.json"}
         (tmp_path / "elsewhere").mkdir()
         (tmp_path / "elsewhere" / "triggers.json").write_text(json.dumps(index))
+    if kind == "triggers with NUL":
+        summary = {"triggers": "triggers\u0000.json"}
     report.write_text(json.dumps({"schema": "nebisect.report", "schema_version": 1,
                                   "kind": "run", "summary": summary}))
     (report.parent / "triggers").mkdir()
@@ -161,11 +163,13 @@ def _hostile_finding(tmp_path: Path, kind: str) -> tuple[str, str]:
                          f"{report}: a report without triggers (run --report writes them)"),
         "triggers outside": (f"{report}#1", f"{report}: its summary names triggers outside "
                                             "its directory ('../elsewhere/triggers.json')"),
+        "triggers with NUL": (f"{report}#1", f"{report}: its summary names triggers outside "
+                                             "its directory ('triggers\\x00.json')"),
     }[kind]
 
 
 @pytest.mark.parametrize("kind", ["5000 digits", "superscript", "deep index", "summary list",
-                                  "triggers outside"])
+                                  "triggers outside", "triggers with NUL"])
 def test_a_hostile_finding_file_is_one_line_and_exit_2(kind: str, tmp_path: Path) -> None:
     finding, message = _hostile_finding(tmp_path, kind)
     run = cli("bisect", "--finding", finding, "--out", str(tmp_path / "out"))
