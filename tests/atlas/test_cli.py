@@ -155,8 +155,8 @@ def test_a_saved_atlas_is_read_bounded(option: str, kind: str, reason: str,
 def test_a_cache_path_that_is_a_file_fails_before_the_sweep(tmp_path: Path) -> None:
     cache = tmp_path / "cache-file"
     cache.write_text("not a directory")
-    done = _atlas_quick("--ops", "tanh", "--dtypes", "float32", "--budget", "1",
-                        "--cache", str(cache), tmp_path=tmp_path)
+    done = _atlas("--ops", "tanh", "--dtypes", "float32", "--budget", "1", "--cache", str(cache),
+                  tmp_path=tmp_path)
     assert (done.returncode, done.stderr) == (
         2, f"nebisect: error: --cache {cache}: exists and is not a directory\n")
 
