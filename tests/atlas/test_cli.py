@@ -165,11 +165,10 @@ def test_a_cache_path_that_is_a_file_fails_before_the_sweep(tmp_path: Path) -> N
 HOSTILE = "evil\x1b[2J\x1b]0;pwned\x07[red]x[/red]<img src=x onerror=alert(1)>"
 
 
-def _hostile_atlas(path: Path) -> Path:
+def _hostile_atlas(path: Path, fp64: str = "mismatch:tolerance") -> Path:
     from nebisect.atlas.records import Atlas, AtlasEntry, AtlasFinding
 
-    row = {"converts": "ok", "fp64": "mismatch:tolerance", "fp32": "pass", "fp16": "pass",
-           "ane": "pass"}
+    row = {"converts": "ok", "fp64": fp64, "fp32": "pass", "fp16": "pass", "ane": "pass"}
     entry = AtlasEntry(HOSTILE, f"float32:0{HOSTILE}", f"torch.{HOSTILE}(x0)", "d",
                        {"trace": row}, [AtlasFinding(HOSTILE, "tolerance", "conversion",
                                                      HOSTILE, ["trace"], [], HOSTILE)])
@@ -180,15 +179,16 @@ def _hostile_atlas(path: Path) -> Path:
 def test_names_from_a_saved_atlas_drive_neither_the_terminal_nor_the_markdown(
         tmp_path: Path) -> None:
     saved = _hostile_atlas(tmp_path / "shared.json")
-    before = _hostile_atlas(tmp_path / "before.json")
+    before = _hostile_atlas(tmp_path / "before.json", fp64="pass")
     markdown = tmp_path / "atlas.md"
     done = _atlas_quick("--load", str(saved), "--diff", str(before), "--markdown",
                         str(markdown), tmp_path=tmp_path)
-    assert done.returncode == 0, done.stderr  # the failure is unchanged
+    assert done.returncode == 1, done.stderr  # fp64 regressed
     for output in (done.stdout, done.stderr):
         assert "\x1b" not in output and "\x07" not in output
     assert "evil\\x1b[2J\\x1b]0;pwned\\x07[red]x[/red]<img" in done.stdout  # literal text
-    assert "unchanged: evil\\x1b[2J" in done.stderr
+    assert "\n  evil\\x1b[2J\\x1b]0;pwned" in done.stderr  # its row in the diff table
+    assert "regressed: evil\\x1b[2J" in done.stderr
     text = markdown.read_text()
     assert "\x1b" not in text and "<img" not in text
     assert "evil\\x1b[2J\\x1b]0;pwned\\x07[red]x[/red]&lt;img src=x onerror=alert(1)&gt;" in text
