@@ -117,8 +117,11 @@ def test_a_forged_or_odd_cache_file_is_a_miss_not_a_verdict(tmp_path: Path) -> N
     cache.put(sample, passing)
     assert cache.get(sample) == passing
     file = tmp_path / f"{cache.key(sample)}.json"
-    good = json.loads(file.read_text())
     foreign = AtlasEntry("exp", other.index, other.call, other.digest(), {"export": PASS_ROW})
+    file.write_text(json.dumps(foreign.to_dict()))  # another sample's verdict, planted
+    assert cache.get(sample) is None
+    cache.put(sample, passing)
+    good = json.loads(file.read_text())
     cache.put(other, foreign)
     forged = {
         "a bare entry": passing.to_dict(),
