@@ -23,6 +23,10 @@ JSON nebisect did not write (a corpus case's ``case.json``, a package's
 nesting and number length, and without duplicate keys: a hostile file is one
 ``ValueError`` naming what is wrong, never a ``RecursionError`` or a quadratic integer
 conversion, and it cannot mean one thing to one reader and another to the next.
+:func:`read_json` is the one reader of a JSON file a user names or finds on disk (a
+saved atlas, a report, a ``triggers.json``, a cache entry): a regular file only, at
+most a cap of bytes, parsed by :func:`parse_untrusted_json`, every problem one line
+naming the file.
 """
 
 from __future__ import annotations
@@ -309,20 +313,51 @@ def _kind(mode: int) -> str:
 MAX_JSON_CHARS = 1 << 20
 MAX_JSON_DEPTH = 32
 MAX_JSON_NUMBER = 40
+#: The largest document nebisect writes and reads back (a saved atlas of every op, a
+#: long run's report.json: tens of MB at most).
+MAX_DOCUMENT_BYTES = 64 << 20
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _JSON_NESTING = re.compile(r"[\[\]{}]")
 
 
-def parse_untrusted_json(text: str) -> Any:
-    """The value of a JSON document nebisect did not write, within the limits above.
+def read_json(path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES, *,
+              follow_symlinks: bool = True, nonfinite: bool = False) -> Any:
+    """The JSON value in the file ``path``: a regular file (a FIFO never blocks, a device
+    is never read) of at most ``limit`` bytes of UTF-8, parsed by
+    :func:`parse_untrusted_json` (``nonfinite``: as it says). Raises NebisectError, one
+    line starting with the path (``a.json: is nested deeper than 32 levels``)."""
+    try:
+        with open_regular(path, follow_symlinks=follow_symlinks) as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise NebisectError(f"{path}: cannot read it ({os_reason(exc)})") from None
+    except ValueError as exc:  # a NUL byte in the name
+        raise NebisectError(f"{path}: cannot read it ({exc})") from None
+    except NebisectError as exc:
+        raise NebisectError(f"{path}: {exc}") from None
+    if len(data) > limit:
+        raise NebisectError(f"{path}: is larger than {limit} bytes")
+    try:
+        return parse_untrusted_json(data.decode("utf-8"), limit, nonfinite=nonfinite)
+    except UnicodeDecodeError:
+        raise NebisectError(f"{path}: is not UTF-8 text") from None
+    except ValueError as exc:
+        raise NebisectError(f"{path}: {exc}") from None
+
+
+def parse_untrusted_json(text: str, max_chars: int = MAX_JSON_CHARS, *,
+                         nonfinite: bool = False) -> Any:
+    """The value of a JSON document nebisect did not write, within the limits above
+    (``max_chars`` characters at most).
 
     The nesting is measured before parsing (the parser recurses per level), numbers are
-    converted only when short, ``NaN``/``Infinity`` (not JSON) and a key repeated in
-    one object are refused. Raises ValueError whose message follows the document's name
-    (``case.json is nested deeper than 32 levels``).
+    converted only when short, a key repeated in one object is refused, and so are
+    ``NaN``/``Infinity`` (not JSON) unless ``nonfinite`` (a verdict's metrics, which
+    Python's json writes so). Raises ValueError whose message follows the document's
+    name (``case.json is nested deeper than 32 levels``).
     """
-    if len(text) > MAX_JSON_CHARS:
-        raise ValueError(f"is longer than {MAX_JSON_CHARS} characters")
+    if len(text) > max_chars:
+        raise ValueError(f"is longer than {max_chars} characters")
     depth = 0
     for bracket in _JSON_NESTING.finditer(_JSON_STRING.sub("", text)):
         depth += 1 if bracket.group() in "[{" else -1
@@ -331,7 +366,8 @@ def parse_untrusted_json(text: str) -> Any:
     try:
         return json.loads(text, parse_int=functools.partial(_json_number, int),
                           parse_float=functools.partial(_json_number, float),
-                          parse_constant=_json_constant, object_pairs_hook=_json_object)
+                          parse_constant=float if nonfinite else _json_constant,
+                          object_pairs_hook=_json_object)
     except json.JSONDecodeError as exc:
         raise ValueError(f"is not valid JSON ({exc.msg}, line {exc.lineno})") from None
 

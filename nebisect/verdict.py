@@ -9,6 +9,7 @@ oracle (:mod:`nebisect.oracle`) measured travels in it as :class:`ErrorMetrics`.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field, fields
@@ -18,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from nebisect.codec import Form, Record, decode
+from nebisect.files import MAX_DOCUMENT_BYTES, read_json
 
 
 class Status(StrEnum):
@@ -228,6 +230,14 @@ class Verdict(Record):
     @classmethod
     def from_json(cls, text: str) -> Verdict:
         return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str], limit: int = MAX_DOCUMENT_BYTES) -> Verdict:
+        """The verdict in a file another process or a cache left (:meth:`to_json`'s
+        text, at most ``limit`` bytes: :func:`~nebisect.files.read_json`). Raises
+        NebisectError: one line naming the file, or a CodecError for a value that is
+        no verdict."""
+        return cls.from_dict(read_json(path, limit, follow_symlinks=False, nonfinite=True))
 
 
 #: The fields :meth:`Verdict.to_json` writes in a form of their own.

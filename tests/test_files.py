@@ -20,6 +20,7 @@ from nebisect.files import (
     copy_directory,
     keep_existing,
     merge_into,
+    read_json,
     read_untrusted,
     staged,
     write_bytes,
@@ -189,3 +190,40 @@ def test_untrusted_reads_refuse_links_fifos_devices_and_oversize(tmp_path: Path)
         read_untrusted(fifo, 10)
     with pytest.raises(FileNotFoundError):
         read_untrusted(tmp_path / "missing", 10)
+
+
+def test_read_json_reads_a_regular_file_within_bounds_or_says_why_in_one_line(
+        tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text('{"a": [1, 2.5, "x"]}')
+    assert read_json(good) == {"a": [1, 2.5, "x"]}
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.json"
+    link.symlink_to(good)
+    cases = {
+        fifo: "is not a regular file but a FIFO",
+        Path("/dev/zero"): "is not a regular file but a character device",
+        tmp_path: "is not a regular file but a directory",
+        tmp_path / "missing": "cannot read it (No such file or directory)",
+    }
+    for name, text in {"deep": "[" * 100_000 + "]" * 100_000, "big": "9" * 5000,
+                       "latin1": b"\xff".decode("latin-1"), "nan": "NaN",
+                       "twice": '{"a": 1, "a": 2}', "large": " " * 200}.items():
+        (tmp_path / name).write_text(text, encoding="latin-1" if name == "latin1" else "utf-8")
+    cases.update({
+        tmp_path / "deep": "is nested deeper than 32 levels",
+        tmp_path / "big": "holds a number longer than 40 characters",
+        tmp_path / "latin1": "is not UTF-8 text",
+        tmp_path / "nan": "is not valid JSON (NaN is no JSON number)",
+        tmp_path / "twice": "holds the key 'a' twice in one object",
+    })
+    for path, reason in cases.items():
+        with pytest.raises(NebisectError) as raised:
+            read_json(path)
+        assert str(raised.value) == f"{path}: {reason}"
+    with pytest.raises(NebisectError) as raised:
+        read_json(tmp_path / "large", 100)
+    assert str(raised.value) == f"{tmp_path / 'large'}: is larger than 100 bytes"
+    with pytest.raises(NebisectError, match="is a symbolic link"):
+        read_json(link, follow_symlinks=False)

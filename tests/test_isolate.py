@@ -396,6 +396,22 @@ def test_unreadable_result_is_an_error(tmp_path: Path) -> None:
     assert verdict.signature.startswith("error:predict:child wrote an unreadable result")
 
 
+def test_a_result_nested_deep_is_an_error_and_a_nan_metric_reads_back(tmp_path: Path) -> None:
+    from nebisect.isolation.child import write_result
+    from nebisect.verdict import Verdict
+
+    deep = "[" * 200_000 + "]" * 200_000
+    (tmp_path / CaseFiles.RESULT).write_text(f'{{"verdict": {deep}, "arrays": []}}')
+    verdict = collect(Job("m:f", {}), tmp_path, RawExit(0)).verdict
+    assert verdict.status == "error"
+    assert verdict.message.endswith("ValueError: is nested deeper than 32 levels")
+    (tmp_path / CaseFiles.RESULT).unlink()
+    write_result(tmp_path, Verdict("pass", job_result={"ratio": float("nan")}), {})
+    verdict = collect(Job("m:f", {}), tmp_path, RawExit(0)).verdict
+    assert verdict.status == "pass"
+    assert np.isnan(verdict.job_result["ratio"])
+
+
 def test_stderr_sink_keeps_head_and_tail_within_bounds(tmp_path: Path) -> None:
     sink = StderrSink(tmp_path / "log", head=100, tail=50)
     for i in range(1000):

@@ -2,8 +2,10 @@
 
 One row per op and path: each column says ``pass`` when every sample passed there, else
 the first failing sample's verdict and index; ``finding`` is that sample's first
-finding on the path. :func:`markdown` is the summary a maintainer pastes into an issue;
-:func:`payload` is the HTML report's content. Nothing here runs anything.
+finding on the path. :func:`markdown` is the summary a maintainer pastes into an issue
+(every name and message in it from the atlas, which may be a file someone shared, as
+inert text: :func:`~nebisect.report.safe_text.markdown_text`); :func:`payload` is the
+HTML report's content. Nothing here runs anything.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from nebisect.atlas.records import ATLAS_COLUMNS, NOT_RUN, PASSING, Atlas, AtlasEntry
+from nebisect.report.safe_text import markdown_text
 
 TABLE_COLUMNS = ("op", "path", *ATLAS_COLUMNS, "samples", "first failing sample", "finding")
 FAILURE_COLUMNS = ("op", "failure", "paths", "samples", "first sample", "call")
@@ -75,8 +78,10 @@ def failure_counts(atlas: Atlas) -> dict[str, int]:
 
 def markdown(atlas: Atlas) -> str:
     """The sweep as Markdown: versions, counts, the distinct failures, the op table."""
-    env = ", ".join(f"{name} {value}" for name, value in atlas.environment.items())
-    counts = ", ".join(f"{n} {symptom}" for symptom, n in failure_counts(atlas).items())
+    env = markdown_text(", ".join(f"{name} {value}"
+                                  for name, value in atlas.environment.items()))
+    counts = markdown_text(", ".join(f"{n} {symptom}"
+                                     for symptom, n in failure_counts(atlas).items()))
     lines = [
         "## nebisect converter atlas",
         "",
@@ -100,7 +105,7 @@ def _markdown_table(columns: tuple[str, ...], rows: list[list[str]]) -> list[str
         return ["(none)"]
 
     def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
+        return markdown_text(text.replace("\n", " ")).replace("|", "\\|")
 
     return [f"| {' | '.join(columns)} |", f"|{'---|' * len(columns)}",
             *(f"| {' | '.join(cell(c) for c in row)} |" for row in rows)]

@@ -11,9 +11,11 @@ values, large magnitudes, zeros, negatives, exact integers, tiny values) within
 :class:`~nebisect.atlas.records.AtlasEntry`.
 
 Entries are cached by (sample source, settings, coremltools, torch and nebisect
-versions): a re-run computes only what changed. A cache file that does not read back
-is computed again and rewritten. A skipped sample is not cached: its reason may be the
-machine's (a process that could not start), not the sample's.
+versions): a re-run computes only what changed. A cache file is trusted only when it
+reads back (:func:`nebisect.files.read_json`: bounded), names its own key and holds an
+entry of its sample in the shape a sweep writes; any other is computed again and
+rewritten. A skipped sample is not cached: its reason may be the machine's (a process
+that could not start), not the sample's.
 """
 
 from __future__ import annotations
@@ -32,9 +34,8 @@ from typing import TYPE_CHECKING
 from nebisect.atlas.records import ATLAS_COLUMNS, NOT_RUN, Atlas, AtlasEntry, AtlasFinding
 from nebisect.atlas.samples import OpSample, smaller, source_text
 from nebisect.atlas.store import keep, store
-from nebisect.codec import CodecError
 from nebisect.errors import NebisectError
-from nebisect.files import write_text
+from nebisect.files import MAX_JSON_CHARS, read_json, write_text
 from nebisect.targets.spec import REFERENCE_SPEC, TargetSpec
 from nebisect.verdict import normalize_message
 
@@ -88,7 +89,8 @@ def environment() -> dict[str, str]:
 
 
 class EntryCache:
-    """Entries by key, one JSON file each under ``directory`` (written atomically)."""
+    """Entries by key, one JSON file each under ``directory`` (written atomically): the
+    key and the entry (``{"key": …, "entry": …}``)."""
 
     def __init__(self, directory: Path, settings: SweepSettings) -> None:
         self.directory = directory
@@ -98,15 +100,33 @@ class EntryCache:
         return hashlib.sha256(f"{self._salt}\n{sample.digest()}".encode()).hexdigest()
 
     def get(self, sample: OpSample) -> AtlasEntry | None:
-        path = self.directory / f"{self.key(sample)}.json"
+        """``sample``'s cached entry; None when there is none to trust (see the module
+        docstring)."""
+        key = self.key(sample)
         try:
-            return AtlasEntry.from_dict(json.loads(path.read_text()))
-        except (OSError, ValueError, CodecError):
+            document = read_json(self.directory / f"{key}.json", MAX_JSON_CHARS,
+                                 follow_symlinks=False)
+            if not isinstance(document, dict) or document.get("key") != key:
+                return None
+            entry = AtlasEntry.from_dict(document.get("entry"))
+        except NebisectError:  # unreadable, or not an entry (CodecError)
             return None
+        return entry if _is_entry_of(entry, sample) else None
 
     def put(self, sample: OpSample, entry: AtlasEntry) -> None:
-        write_text(self.directory / f"{self.key(sample)}.json",
-                   json.dumps(entry.to_dict(), sort_keys=True))
+        key = self.key(sample)
+        write_text(self.directory / f"{key}.json",
+                   json.dumps({"key": key, "entry": entry.to_dict()}, sort_keys=True))
+
+
+def _is_entry_of(entry: AtlasEntry, sample: OpSample) -> bool:
+    """Whether ``entry`` is one :func:`judge` could have made of ``sample`` and
+    :func:`sweep` cached: the sample's identity, judged (not skipped), every path's
+    row with every column."""
+    return ((entry.op, entry.index, entry.call, entry.digest)
+            == (sample.op_name, sample.index, sample.call, sample.digest())
+            and not entry.skipped and entry.seconds >= 0 and entry.conversions >= 0
+            and all(path and set(row) == set(ATLAS_COLUMNS) for path, row in entry.cells.items()))
 
 
 Progress = Callable[[int, int, AtlasEntry, bool], None]

@@ -14,6 +14,9 @@ from nebisect.atlas.sweep import DEFAULT_SHRINK_BUDGET
 from nebisect.bounds import MAX_JOBS, check_count
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
+from nebisect.options.generate import typer_default
+from nebisect.options.table import FORCE
+from nebisect.report.safe_text import markup, printable
 
 if TYPE_CHECKING:
     from nebisect.atlas.records import Atlas, AtlasEntry
@@ -44,7 +47,9 @@ and the bisect / corpus add commands (--keep), or stored as corpus cases replay 
 Across versions: save one sweep's --json, run the next under the other coremltools
 (another environment) with --diff BEFORE.json; per op, failures fixed, regressed, new
 (samples the earlier sweep did not judge) and unchanged. --load ATLAS.json reads a
-saved sweep instead of sweeping (to render or diff two saved ones).
+saved sweep instead of sweeping (to render or diff two saved ones). A saved sweep is
+read as untrusted text: its names and messages are printed with control characters
+spelled out and written to --markdown with HTML escaped.
 
 Exit code: 1 when a failure is found (with --diff: a failure regressed or new), 0
 otherwise, 2 on bad input.
@@ -66,8 +71,12 @@ JOBS_OPTION = typer.Option(
     None, "--jobs", "-j", help="Samples judged side by side (default: the cores).")
 JSON_OPTION = typer.Option(False, "--json", help="Print the atlas as JSON (schema nebisect.atlas).")
 MARKDOWN_OPTION = typer.Option(
-    None, "--markdown", metavar="FILE", help="Write the Markdown summary (to paste into an issue).")
-REPORT_OPTION = typer.Option(None, "--report", help="Write report.json/report.html here.")
+    None, "--markdown", metavar="FILE",
+    help="Write the Markdown summary (to paste into an issue): a new file, unless --force.")
+REPORT_OPTION = typer.Option(
+    None, "--report", help="Write report.json/report.html here (new files, unless --force).")
+FORCE_OPTION = typer_default(FORCE.but(help="Replace an existing --markdown file or "
+                                       "--report's files."))
 KEEP_OPTION = typer.Option(
     None, "--keep", metavar="DIR",
     help="Write each distinct failure's shrunk sample, its triggers and next commands "
@@ -111,6 +120,7 @@ def atlas(
     as_json: bool = JSON_OPTION,
     markdown_file: Path = MARKDOWN_OPTION,
     report: Path = REPORT_OPTION,
+    force: bool = FORCE_OPTION,
     keep: Path = KEEP_OPTION,
     corpus: Path = CORPUS_OPTION,
     shrink_budget: int = SHRINK_OPTION,
@@ -131,6 +141,9 @@ def atlas(
     if list_ops:
         typer.echo("\n".join(op_names()))
         return
+    _check_outputs(markdown_file, report, force,
+                   [(option, path) for option, path in (("--load", load), ("--diff", diff_with))
+                    if path is not None])
     before = _read_atlas(diff_with, "--diff") if diff_with is not None else None
     if load is not None:
         result = _read_atlas(load, "--load")
@@ -140,11 +153,11 @@ def atlas(
         raise NebisectError("--ops and --all: choose one")
     settings = _settings(budget, seed, converter_overrides, tuple(converter_setup or ()), keep,
                          corpus, shrink_budget)
+    entries = None if no_cache else EntryCache(_cache_directory(cache), settings)
     planned = plan(_op_names(ops), parse_dtypes(dtypes), every=every)
     if not planned.samples:
         raise NebisectError("no sample to judge: " + "; ".join(
             reasons[0] for reasons in planned.unsampled.values()))
-    entries = None if no_cache else EntryCache(cache or _default_cache(), settings)
     workers = check_count("--jobs", jobs, MAX_JOBS) if jobs is not None else os.cpu_count() or 1
     _say(f"atlas: {len(planned.samples)} samples of {len({s.op_name for s in planned.samples})}"
          " ops")
@@ -185,15 +198,42 @@ def _settings(budget: int, seed: int, converter_overrides: bool,
                          shrink_budget=shrink_budget)
 
 
+def _check_outputs(markdown_file: Path | None, report: Path | None, force: bool,
+                   inputs: list[tuple[str, Path]]) -> None:
+    """The output files, checked before any work: none is one of the saved sweeps read
+    (``inputs``) or holds one, and none that exists is replaced without ``force``."""
+    from nebisect.report.outputs import apart_from_inputs, output_directory, output_file
+
+    if markdown_file is not None:
+        output_file(markdown_file, "--markdown", force=force, inputs=inputs)
+    if report is not None:
+        apart_from_inputs(report, "--report", inputs, holding=True)
+        for name in ("report.json", "report.html"):
+            output_file(output_directory(report, "--report") / name, "--report", force=force,
+                        inputs=inputs)
+
+
+def _cache_directory(cache: Path | None) -> Path:
+    """The entry cache's directory, created now: one that cannot be is a one-line error
+    before the sweep, not after it."""
+    from nebisect.report.outputs import output_directory
+
+    return output_directory(cache or _default_cache(), "--cache")
+
+
 def _read_atlas(path: Path, option: str) -> Atlas:
-    """A saved sweep's ``--json``; a file that is not one is a one-line error."""
+    """A saved sweep's ``--json`` (read by :func:`nebisect.files.read_json`: bounded);
+    a file that is not one is a one-line error."""
     from nebisect.atlas.records import Atlas
+    from nebisect.files import read_json
 
     try:
-        return Atlas.from_dict(json.loads(path.read_text()))
-    except OSError as error:
-        raise NebisectError(f"{option} {path}: {error.strerror or error}") from None
-    except ValueError as error:  # not JSON, or not an atlas (CodecError is one)
+        document = read_json(path)
+    except NebisectError as error:
+        raise NebisectError(f"{option} {error}") from None
+    try:
+        return Atlas.from_dict(document)
+    except NebisectError as error:  # CodecError: not an atlas
         raise NebisectError(f"{option} {path}: not a nebisect atlas ({error})") from None
 
 
@@ -222,7 +262,9 @@ def _default_cache() -> Path:
 
 
 def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    """A line on stderr; names and messages from a saved sweep are untrusted text, its
+    control characters are spelled out (:func:`~nebisect.report.safe_text.printable`)."""
+    print(printable(text), file=sys.stderr, flush=True)
 
 
 def _progress(total: int) -> Progress:
@@ -265,20 +307,20 @@ def _write(result: Atlas, as_json: bool, markdown_file: Path | None,
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     table = Table(title="nebisect atlas (first failing sample per cell; --markdown/--json: all)")
     for column in TABLE_COLUMNS[:TERMINAL_COLUMNS]:
         table.add_column(column, overflow="fold")
     for row in op_rows(result):
-        table.add_row(*(_short(cell) for cell in row[:TERMINAL_COLUMNS]))
+        table.add_row(*(markup(_short(cell)) for cell in row[:TERMINAL_COLUMNS]))
     console.print(table)
     failures = failure_rows(result)
     console.print(f"{len(result.entries)} samples ({result.computed} judged, "
                   f"{len(result.entries) - result.computed} cached) in {result.seconds:.0f} s; "
                   f"{len(failures)} distinct failures", markup=False)
     for op, failure, paths, count, index, call in failures:
-        console.print(f"  {op}: {failure} [{paths}] in {count} sample(s), first {index}: "
-                      f"{call}", markup=False)
+        console.print(printable(f"  {op}: {failure} [{paths}] in {count} sample(s), "
+                                f"first {index}: {call}"), markup=False)
 
 
 #: the table's columns a terminal shows (op, path, the verdict columns, samples)

@@ -11,12 +11,14 @@ input-set label, the ``.npz`` file name, and the exact commands that take it fur
 
 ``bisect --finding FILE#N`` reads entry N back (:func:`read_finding`); FILE is such an
 index or the ``report.json`` of a run, whose summary names its index
-(:data:`REPORT_KEY`). Every file is written atomically.
+(:data:`REPORT_KEY`), a file inside the report's directory. Every file is written
+atomically, and read back by :func:`nebisect.files.read_json` (bounded).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ from nebisect.codec import Form, Record
 from nebisect.detect.causes import COMPRESSION
 from nebisect.detect.findings import Row
 from nebisect.errors import NebisectError
-from nebisect.files import open_regular, staged, write_text
+from nebisect.files import read_json, staged, write_text
 from nebisect.search.records import FailureGroup
 from nebisect.sources.converter_overrides import overrides_hint
 from nebisect.targets.registry import spec_of
@@ -45,8 +47,8 @@ CORPUS = "corpus"
 #: the compressed package of a ``run --compress``, kept beside its triggers for the
 #: commands of a finding that is no compression's
 COMPRESSED = "compressed.mlpackage"
-#: the largest report or index read back (a long run's report.json is a few MB)
-MAX_JSON_BYTES = 256 << 20
+#: N of ``FILE#N``: a finding's number, in digits (no more than a run could find)
+_NUMBER = re.compile(r"[0-9]{1,9}")
 
 
 @dataclass
@@ -205,15 +207,21 @@ def read_finding(text: str) -> SavedTrigger:
     """Entry N of the index ``FILE`` names in ``FILE#N`` (a ``triggers.json``, or a run's
     ``report.json``); every problem is one line."""
     file_text, hashed, number = text.rpartition("#")
-    if not hashed or not number.isdigit():
-        raise NebisectError(f"{text}: name the finding as {text}#N")
+    if not hashed or not _NUMBER.fullmatch(number):
+        named = file_text if hashed else text
+        raise NebisectError(f"{named}: name the finding as {named}#N")
     file = Path(file_text)
     document = _read_json(file)
     if document.get("schema") == "nebisect.report":
-        name = document.get("summary", {}).get(REPORT_KEY)
+        summary = document.get("summary")
+        name = summary.get(REPORT_KEY) if isinstance(summary, dict) else None
         if document.get("kind") != "run" or not isinstance(name, str):
             raise NebisectError(f"{file}: a report without triggers (run --report writes them)")
-        file = file.parent / name
+        index_file = file.parent / name
+        if not _inside(index_file, file.parent):
+            raise NebisectError(f"{file}: its summary names triggers outside its directory "
+                                f"({name!r})")
+        file = index_file
         document = _read_json(file)
     if document.get("schema") != SCHEMA or document.get("schema_version") != SCHEMA_VERSION:
         raise NebisectError(f"{file}: neither a run's report.json nor a {INDEX} of "
@@ -233,21 +241,18 @@ def read_finding(text: str) -> SavedTrigger:
     return SavedTrigger(index.source, trigger, file.parent / trigger.inputs)
 
 
+def _inside(file: Path, directory: Path) -> bool:
+    """Whether ``file``, its symlinks followed, lies inside ``directory`` (not for a name
+    that cannot be resolved: a NUL byte, a symlink loop)."""
+    try:
+        return file.resolve().is_relative_to(directory.resolve())
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
 def _read_json(file: Path) -> dict[str, Any]:
-    """A JSON object from a regular file (no FIFO, at most :data:`MAX_JSON_BYTES`)."""
-    try:
-        with open_regular(file) as handle:
-            data = handle.read(MAX_JSON_BYTES + 1)
-    except OSError as exc:
-        raise NebisectError(f"{file}: cannot read it ({exc.strerror})") from None
-    except NebisectError as exc:
-        raise NebisectError(f"{file}: {exc}") from None
-    if len(data) > MAX_JSON_BYTES:
-        raise NebisectError(f"{file}: larger than {MAX_JSON_BYTES} bytes")
-    try:
-        document = json.loads(data)
-    except ValueError as exc:
-        raise NebisectError(f"{file}: not JSON ({exc})") from None
+    """A JSON object from a file (:func:`~nebisect.files.read_json`)."""
+    document = read_json(file)
     if not isinstance(document, dict):
         raise NebisectError(f"{file}: not a nebisect report")
     return document

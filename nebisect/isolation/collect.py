@@ -12,13 +12,14 @@ native stack from the OS's crash report when one is found
 
 Every file in the case directory was written by the child, so it is read as
 :func:`nebisect.files.read_untrusted` reads: no symlink followed, nothing but a regular
-file, at most a capped size, decoded strictly — a FIFO, a link to ``/dev/zero`` or
-bytes that are not UTF-8 give an ``error`` verdict, never a hung or dead parent.
+file, at most a capped size, decoded strictly and parsed within limits of nesting
+(:func:`nebisect.files.parse_untrusted_json`) — a FIFO, a link to ``/dev/zero``,
+bytes that are not UTF-8 or JSON nested 200 000 deep give an ``error`` verdict, never
+a hung or dead parent.
 """
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from pathlib import Path
 from nebisect.arrays import load_npz
 from nebisect.bounds import format_size
 from nebisect.errors import NebisectError
-from nebisect.files import read_untrusted
+from nebisect.files import parse_untrusted_json, read_untrusted
 from nebisect.isolation.crashreport import find_crash_report
 from nebisect.isolation.job import OOM_PATTERN, CaseFiles, Job, Outcome, read_stage_file
 from nebisect.isolation.memory import MIB
@@ -92,7 +93,7 @@ def _read_result(case_dir: Path, stage: str) -> Outcome | None:
     except (OSError, NebisectError) as exc:
         return _unreadable(stage, f"{CaseFiles.RESULT} {exc}")
     try:
-        document = json.loads(data.decode("utf-8"))
+        document = parse_untrusted_json(data.decode("utf-8"), RESULT_BYTES, nonfinite=True)
         verdict = Verdict.from_dict(document["verdict"])
         names = sorted(document["arrays"])
         arrays = load_npz(case_dir / CaseFiles.ARRAYS, follow_symlinks=False) if names else {}

@@ -17,11 +17,13 @@ tested anywhere against a directory of files in the real format.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any
+
+from nebisect.errors import NebisectError
+from nebisect.files import open_regular, parse_untrusted_json
 
 REPORTS_DIR = Path("~/Library/Logs/DiagnosticReports")
 #: Reports larger than this are not read (a normal one is tens of kilobytes).
@@ -69,13 +71,14 @@ def _scan(folder: Path, pid: int, since: float) -> dict[str, Any] | None:
 
 
 def _body(path: Path) -> dict[str, Any] | None:
-    """The report's body document (the JSON after the header line), or None."""
+    """The report's body document (the JSON after the header line, within the limits of
+    :func:`~nebisect.files.parse_untrusted_json`), or None."""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path, follow_symlinks=False) as handle:
             data = handle.read(MAX_REPORT_BYTES)
         _header, _, rest = data.partition(b"\n")
-        body = json.loads(rest)
-    except (OSError, ValueError):
+        body = parse_untrusted_json(rest.decode(), MAX_REPORT_BYTES)
+    except (OSError, ValueError, NebisectError):
         return None
     return body if isinstance(body, dict) else None
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from nebisect.errors import NebisectError
+from nebisect.files import read_json
 from nebisect.report.payload import REPORT_KINDS, ReportPayload
 from nebisect.report.schema import REPORT_SCHEMA_VERSION, SCHEMA_NAME
 from nebisect.version import __version__
@@ -46,13 +47,11 @@ def dumps(document: dict[str, Any]) -> str:
 
 
 def read_report(path: str | os.PathLike[str]) -> tuple[str, ReportPayload]:
-    """(kind, payload) of a report.json written by this schema version."""
+    """(kind, payload) of a report.json written by this schema version (read by
+    :func:`nebisect.files.read_json`: bounded, one-line errors)."""
     file = Path(path)
-    try:
-        document = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise NebisectError(f"{file}: unreadable report ({exc})") from None
-    if document.get("schema") != SCHEMA_NAME:
+    document = read_json(file)
+    if not isinstance(document, dict) or document.get("schema") != SCHEMA_NAME:
         raise NebisectError(f"{file}: not a nebisect report")
     if document.get("schema_version") != REPORT_SCHEMA_VERSION:
         raise NebisectError(

@@ -6,11 +6,14 @@ sequence in them (``ESC [2J`` clears the screen, ``ESC ]0;…`` retitles the win
 bidi override reorders what the reader sees) would drive the user's terminal, and a
 ``[red]`` would be taken for Rich markup. :func:`printable` spells such characters out
 (``\\x1b``); :func:`markup` also escapes Rich markup, for text interpolated into a
-string Rich renders (``console.print``, a table cell).
+string Rich renders (``console.print``, a table cell). Text pasted into an issue
+(Markdown, which GitHub renders with inline HTML) goes through :func:`markdown_text`:
+raw ``<img onerror=…>`` would be markup there.
 """
 
 from __future__ import annotations
 
+import html
 import re
 
 from rich.markup import escape
@@ -30,6 +33,12 @@ def printable(text: object) -> str:
 def markup(text: object) -> str:
     """:func:`printable` text that Rich prints literally, markup-looking brackets too."""
     return escape(printable(text))
+
+
+def markdown_text(text: object) -> str:
+    """:func:`printable` text that Markdown shows as it is: ``&``, ``<`` and ``>`` as
+    HTML entities, so no tag in it is rendered."""
+    return html.escape(printable(text), quote=False)
 
 
 def _spelled(match: re.Match[str]) -> str:

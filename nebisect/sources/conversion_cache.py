@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nebisect.files import keep_existing, staged
+from nebisect.errors import NebisectError
+from nebisect.files import MAX_JSON_CHARS, keep_existing, read_json, staged
 from nebisect.verdict import Verdict
 from nebisect.version import __version__
 
@@ -111,8 +112,8 @@ def lookup(cache: Path, key: str, destinations: dict[str, str]) -> Lookup:
     verdict = None
     if not problem:
         try:
-            verdict = Verdict.from_json((entry / VERDICT_FILE).read_text())
-        except ValueError as exc:
+            verdict = Verdict.read(entry / VERDICT_FILE)
+        except NebisectError as exc:
             problem = f"unreadable verdict: {exc}"
     if verdict is None or problem:
         shutil.rmtree(entry, ignore_errors=True)
@@ -128,8 +129,8 @@ def lookup(cache: Path, key: str, destinations: dict[str, str]) -> Lookup:
 def _damage(entry: Path) -> str:
     """What in ``entry`` differs from its manifest ("" when nothing does)."""
     try:
-        manifest = json.loads((entry / MANIFEST_FILE).read_text())
-    except (OSError, ValueError) as exc:
+        manifest = read_json(entry / MANIFEST_FILE, MAX_JSON_CHARS, follow_symlinks=False)
+    except NebisectError as exc:
         return f"unreadable manifest: {exc}"
     if not isinstance(manifest, dict):
         return "unreadable manifest"

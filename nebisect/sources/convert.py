@@ -719,10 +719,8 @@ def convert_paths(
     the others' packages and verdicts in ``workdir``, where the calls that ask for them
     find them."""
     key = conversion_precision(precision)
-    handed = _handed_verdict(workdir, key)
-    if handed.is_file():
-        verdict = Verdict.from_json(handed.read_text())
-    else:
+    verdict = _read_handed(_handed_verdict(workdir, key))
+    if verdict is None:
         others = [p for p in dict.fromkeys(map(conversion_precision, precisions)) if p != key]
         verdict = _convert_in_child(
             source, precision, _packages(workdir, key, paths), isolator, setup, timeout,
@@ -748,12 +746,25 @@ def _handed_verdict(workdir: Path, precision: str) -> Path:
     return Path(workdir) / f"converted-{precision}.verdict.json"
 
 
+def _read_handed(handed: Path) -> Verdict | None:
+    """The verdict a conversion child left at ``handed`` (:meth:`Verdict.read`:
+    bounded); None when there is none, or none to trust (it is removed, and the
+    conversion made again)."""
+    if not handed.is_file():
+        return None
+    try:
+        return Verdict.read(handed)
+    except NebisectError:
+        handed.unlink(missing_ok=True)
+        return None
+
+
 def _stamp(handed: Path, made_with: Verdict) -> None:
     """Give the verdict a conversion child left at ``handed`` the provenance and process
     facts of the child's own verdict ``made_with``: it was made in that process."""
-    if not handed.is_file():
+    verdict = _read_handed(handed)
+    if verdict is None:
         return
-    verdict = Verdict.from_json(handed.read_text())
     verdict.provenance = dict(made_with.provenance)
     verdict.process = copy.deepcopy(made_with.process)
     write_text(handed, verdict.to_json())

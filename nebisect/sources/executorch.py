@@ -15,12 +15,12 @@ Each extracted package is then an ordinary package source (``run``, ``lint``, ``
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nebisect.errors import NebisectError
+from nebisect.files import parse_untrusted_json
 from nebisect.isolate import Needs
 from nebisect.package import MANIFEST
 from nebisect.sources.loading import ChildSubject, describe_in_child, record_verdict
@@ -117,7 +117,13 @@ def _payload(pte: Any, delegate: Any, seen: set[str]) -> bytes | None:
     raw = bytes(pte.program.backend_delegate_data[reference.index].data)
     if not raw.startswith(NAMED_REFERENCE):
         return raw
-    key = json.loads(raw[len(NAMED_REFERENCE):].decode()).get("key")
+    try:
+        named_reference = parse_untrusted_json(raw[len(NAMED_REFERENCE):].decode())
+    except ValueError as exc:
+        raise NebisectError(f"a Core ML delegate's reference to named data {exc}") from None
+    key = named_reference.get("key") if isinstance(named_reference, dict) else None
+    if not isinstance(key, str):
+        raise NebisectError("a Core ML delegate's reference to named data names no key")
     if key in seen:
         return None
     seen.add(key)

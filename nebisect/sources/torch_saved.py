@@ -34,6 +34,7 @@ import numpy as np
 from nebisect.arrays import load_npz_bytes
 from nebisect.case import EXPORTED, torch_form
 from nebisect.errors import NebisectError
+from nebisect.files import parse_untrusted_json
 from nebisect.sources.torch_module import (
     PATHS,
     TorchSource,
@@ -151,7 +152,7 @@ def _record(location: str, text: str | bytes) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        record = json.loads(text)
+        record = parse_untrusted_json(text if isinstance(text, str) else text.decode())
     except ValueError:
         raise NebisectError(f"{location}: its {RECORD} is not JSON") from None
     if not isinstance(record, dict):

@@ -116,3 +116,106 @@ def test_a_published_converter_bug_is_stored_as_a_corpus_case_replay_guards(
                               env={**os.environ, "PYTHONPATH": str(TESTS)})
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "1 ok" in replayed.stdout + replayed.stderr
+
+
+def _atlas_quick(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """An atlas command that must end at once (a minute at most: a FIFO read would hang)."""
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "COLUMNS": "400"}
+    return subprocess.run([*NEBISECT, *args], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
+
+
+@pytest.mark.parametrize(("option", "kind", "reason"), [
+    ("--load", "fifo", "is not a regular file but a FIFO"),
+    ("--diff", "fifo", "is not a regular file but a FIFO"),
+    ("--load", "device", "is not a regular file but a character device"),
+    ("--load", "deep", "is nested deeper than 32 levels"),
+    ("--diff", "deep", "is nested deeper than 32 levels"),
+    ("--load", "number", "holds a number longer than 40 characters"),
+])
+def test_a_saved_atlas_is_read_bounded(option: str, kind: str, reason: str,
+                                       tmp_path: Path) -> None:
+    """A FIFO does not hang, /dev/zero is not read until memory runs out, deep nesting is
+    no RecursionError, a 5 000-digit number no int() overflow: each one line, exit 2."""
+    saved = tmp_path / "atlas.json"
+    if kind == "fifo":
+        os.mkfifo(saved)
+    elif kind == "device":
+        saved = Path("/dev/zero")
+    elif kind == "deep":
+        saved.write_text("[" * 200_000 + "]" * 200_000)
+    else:
+        saved.write_text('{"schema": "nebisect.atlas", "computed": ' + "9" * 5000 + "}")
+    load = ["--load", str(tmp_path / "other.json")] if option == "--diff" else []
+    done = _atlas_quick(option, str(saved), *load, tmp_path=tmp_path)
+    assert (done.returncode, done.stderr) == (2, f"nebisect: error: {option} {saved}: {reason}\n")
+
+
+def test_a_cache_path_that_is_a_file_fails_before_the_sweep(tmp_path: Path) -> None:
+    cache = tmp_path / "cache-file"
+    cache.write_text("not a directory")
+    done = _atlas("--ops", "tanh", "--dtypes", "float32", "--budget", "1", "--cache", str(cache),
+                  tmp_path=tmp_path)
+    assert (done.returncode, done.stderr) == (
+        2, f"nebisect: error: --cache {cache}: exists and is not a directory\n")
+
+
+#: a name that clears the screen, retitles the window, is Rich markup and HTML
+HOSTILE = "evil\x1b[2J\x1b]0;pwned\x07[red]x[/red]<img src=x onerror=alert(1)>"
+
+
+def _hostile_atlas(path: Path, fp64: str = "mismatch:tolerance") -> Path:
+    from nebisect.atlas.records import Atlas, AtlasEntry, AtlasFinding
+
+    row = {"converts": "ok", "fp64": fp64, "fp32": "pass", "fp16": "pass", "ane": "pass"}
+    entry = AtlasEntry(HOSTILE, f"float32:0{HOSTILE}", f"torch.{HOSTILE}(x0)", "d",
+                       {"trace": row}, [AtlasFinding(HOSTILE, "tolerance", "conversion",
+                                                     HOSTILE, ["trace"], [], HOSTILE)])
+    path.write_text(json.dumps(Atlas({"coremltools": HOSTILE}, {}, [entry]).to_dict()))
+    return path
+
+
+def test_names_from_a_saved_atlas_drive_neither_the_terminal_nor_the_markdown(
+        tmp_path: Path) -> None:
+    saved = _hostile_atlas(tmp_path / "shared.json")
+    before = _hostile_atlas(tmp_path / "before.json", fp64="pass")
+    markdown = tmp_path / "atlas.md"
+    done = _atlas_quick("--load", str(saved), "--diff", str(before), "--markdown",
+                        str(markdown), tmp_path=tmp_path)
+    assert done.returncode == 1, done.stderr  # fp64 regressed
+    for output in (done.stdout, done.stderr):
+        assert "\x1b" not in output and "\x07" not in output
+    assert "evil\\x1b[2J\\x1b]0;pwned\\x07[red]x[/red]<img" in done.stdout  # literal text
+    assert "\n  evil\\x1b[2J\\x1b]0;pwned" in done.stderr  # its row in the diff table
+    assert "regressed: evil\\x1b[2J" in done.stderr
+    text = markdown.read_text()
+    assert "\x1b" not in text and "<img" not in text
+    assert "evil\\x1b[2J\\x1b]0;pwned\\x07[red]x[/red]&lt;img src=x onerror=alert(1)&gt;" in text
+
+
+def test_an_output_is_never_an_input_nor_replaced_without_force(tmp_path: Path) -> None:
+    saved = _hostile_atlas(tmp_path / "a.json")
+    kept = saved.read_text()
+    done = _atlas_quick("--load", str(saved), "--markdown", str(saved), tmp_path=tmp_path)
+    assert (done.returncode, done.stderr) == (
+        2, f"nebisect: error: --markdown {saved}: overlaps --load {saved}, which it would "
+           "overwrite; choose another --markdown\n")
+    assert saved.read_text() == kept
+    markdown = tmp_path / "old.md"
+    markdown.write_text("my notes")
+    done = _atlas_quick("--load", str(saved), "--markdown", str(markdown), tmp_path=tmp_path)
+    assert (done.returncode, done.stderr) == (
+        2, f"nebisect: error: --markdown {markdown}: exists (--force replaces it)\n")
+    assert markdown.read_text() == "my notes"
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "report.json").write_text("{}")
+    done = _atlas_quick("--load", str(saved), "--report", str(report), tmp_path=tmp_path)
+    assert (done.returncode, done.stderr) == (
+        2, f"nebisect: error: --report {report / 'report.json'}: exists (--force replaces it)\n")
+    done = _atlas_quick("--load", str(saved), "--markdown", str(markdown), "--report",
+                        str(report), "--force", tmp_path=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert markdown.read_text().startswith("## nebisect converter atlas")
+    assert json.loads((report / "report.json").read_text())["kind"] == "atlas"

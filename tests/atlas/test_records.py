@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +105,41 @@ def test_a_cache_file_that_does_not_read_back_is_a_miss(tmp_path: Path) -> None:
     cache.put(sample, AtlasEntry("exp", "float32:0", sample.call, sample.digest()))
     (tmp_path / f"{cache.key(sample)}.json").write_text('{"op": "exp", "tampered": true}')
     assert cache.get(sample) is None
+
+
+def test_a_forged_or_odd_cache_file_is_a_miss_not_a_verdict(tmp_path: Path) -> None:
+    """Only an entry of this sample, under its own key, in the shape a sweep writes, is
+    trusted; anything else is judged again."""
+    settings = SweepSettings()
+    cache = EntryCache(tmp_path, settings)
+    sample, other = _sample("float32:0"), _sample("float32:1")
+    passing = AtlasEntry("exp", sample.index, sample.call, sample.digest(), {"export": PASS_ROW})
+    cache.put(sample, passing)
+    assert cache.get(sample) == passing
+    file = tmp_path / f"{cache.key(sample)}.json"
+    foreign = AtlasEntry("exp", other.index, other.call, other.digest(), {"export": PASS_ROW})
+    file.write_text(json.dumps(foreign.to_dict()))  # another sample's verdict, planted
+    assert cache.get(sample) is None
+    cache.put(sample, passing)
+    good = json.loads(file.read_text())
+    cache.put(other, foreign)
+    forged = {
+        "a bare entry": passing.to_dict(),
+        "another key's file": json.loads((tmp_path / f"{cache.key(other)}.json").read_text()),
+        "another sample's entry": {**good, "entry": foreign.to_dict()},
+        "a skipped entry": {**good, "entry": {**good["entry"], "skipped": "no"}},
+        "a row without its columns": {**good, "entry": {**good["entry"],
+                                                        "cells": {"export": {"fp64": "pass"}}}},
+        "a negative time": {**good, "entry": {**good["entry"], "seconds": -1.0}},
+    }
+    for name, document in forged.items():
+        file.write_text(json.dumps(document))
+        assert cache.get(sample) is None, name
+    file.write_text("[" * 200_000 + "]" * 200_000)
+    assert cache.get(sample) is None
+    file.unlink()
+    os.mkfifo(file)
+    assert cache.get(sample) is None  # not a hang
 
 
 def test_a_diff_sorts_each_ops_failures_into_fixed_regressed_new_and_unchanged() -> None:

@@ -134,6 +134,49 @@ def test_finding_errors_are_one_line(seed000_run: Path, finding: str, extra: lis
         f"nebisect: error: {message.format(report=report)}")
 
 
+def _hostile_finding(tmp_path: Path, kind: str) -> tuple[str, str]:
+    """(the --finding argument, the one-line error it must give) for a hostile file."""
+    index = {"schema": "nebisect.triggers", "schema_version": 1, "source": "x.py:model",
+             "triggers": []}
+    report = tmp_path / "report" / "report.json"
+    report.parent.mkdir()
+    summary: object = {"triggers": "triggers/triggers.json"}
+    if kind == "summary list":
+        summary = ["triggers/triggers.json"]
+    if kind == "triggers outside":
+        summary = {"triggers": "../elsewhere/triggers.json"}
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere" / "triggers.json").write_text(json.dumps(index))
+    if kind == "triggers with NUL":
+        summary = {"triggers": "triggers\u0000.json"}
+    report.write_text(json.dumps({"schema": "nebisect.report", "schema_version": 1,
+                                  "kind": "run", "summary": summary}))
+    (report.parent / "triggers").mkdir()
+    nested = report.parent / "triggers" / "triggers.json"
+    nested.write_text("[" * 200_000 + "]" * 200_000 if kind == "deep index"
+                      else json.dumps(index))
+    return {
+        "5000 digits": (f"{report}#{'9' * 5000}", f"{report}: name the finding as {report}#N"),
+        "superscript": (f"{report}#\u00b2", f"{report}: name the finding as {report}#N"),
+        "deep index": (f"{report}#1", f"{nested}: is nested deeper than 32 levels"),
+        "summary list": (f"{report}#1",
+                         f"{report}: a report without triggers (run --report writes them)"),
+        "triggers outside": (f"{report}#1", f"{report}: its summary names triggers outside "
+                                            "its directory ('../elsewhere/triggers.json')"),
+        "triggers with NUL": (f"{report}#1", f"{report}: its summary names triggers outside "
+                                             "its directory ('triggers\\x00.json')"),
+    }[kind]
+
+
+@pytest.mark.parametrize("kind", ["5000 digits", "superscript", "deep index", "summary list",
+                                  "triggers outside", "triggers with NUL"])
+def test_a_hostile_finding_file_is_one_line_and_exit_2(kind: str, tmp_path: Path) -> None:
+    finding, message = _hostile_finding(tmp_path, kind)
+    run = cli("bisect", "--finding", finding, "--out", str(tmp_path / "out"))
+    assert (run.returncode, run.stderr) == (2, f"nebisect: error: {message}\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_bisect_without_inputs_explores_for_a_trigger(tmp_path: Path) -> None:
     run = cli("bisect", SEED000, *ONE_PATH, "--out", str(tmp_path / "out"), "--json")
     assert run.returncode == 0, run.stderr

@@ -3,6 +3,9 @@ converted again, a changed source or precision is another entry."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,13 @@ from support import REPO
 
 from nebisect.arrays import sha256_path
 from nebisect.sources import convert
-from nebisect.sources.conversion_cache import MANIFEST_FILE, cache_bytes, cache_directory
+from nebisect.sources.conversion_cache import (
+    MANIFEST_FILE,
+    VERDICT_FILE,
+    cache_bytes,
+    cache_directory,
+    lookup,
+)
 from nebisect.sources.convert import CACHE_HIT, PATHS, ConvertArguments, convert_job
 from nebisect.verdict import Status, Verdict
 
@@ -122,3 +131,28 @@ def test_a_derived_precision_is_kept_too(tmp_path: Path, conversions: list[str])
         assert again.conversion is not None
         assert again.conversion.cache.startswith(CACHE_HIT)
     assert conversions == ["fp16", "fp32"]
+
+
+@pytest.mark.parametrize(("damage", "why"), [
+    ("fifo manifest", "unreadable manifest: {entry}/manifest.json: is not a regular file but a "
+                      "FIFO"),
+    ("deep verdict", "unreadable verdict: {entry}/verdict.json: is nested deeper than 32 levels"),
+])
+def test_an_entry_that_cannot_be_read_within_bounds_is_a_miss(tmp_path: Path, damage: str,
+                                                              why: str) -> None:
+    """A FIFO does not hang the lookup, a verdict nested 200 000 deep is no RecursionError:
+    the entry is ignored (and removed), as any damaged one."""
+    entry = tmp_path / "key"
+    entry.mkdir()
+    verdict = "[" * 200_000 + "]" * 200_000
+    (entry / VERDICT_FILE).write_text(verdict)
+    if damage == "fifo manifest":
+        os.mkfifo(entry / MANIFEST_FILE)
+    else:
+        digest = hashlib.sha256(verdict.encode()).hexdigest()
+        (entry / MANIFEST_FILE).write_text(json.dumps({VERDICT_FILE: digest}))
+    found = lookup(tmp_path, "key", {})
+    assert found.verdict is None
+    reason = why.format(entry=entry)
+    assert found.ignored == f"cached conversion key ignored and made again ({reason})"
+    assert not entry.exists()
