@@ -34,6 +34,7 @@ import numpy as np
 from nebisect.arrays import load_npz_bytes
 from nebisect.case import EXPORTED, torch_form
 from nebisect.errors import NebisectError
+from nebisect.sources.pickled import refuse_pickled
 from nebisect.sources.torch_module import (
     PATHS,
     TorchSource,
@@ -68,6 +69,7 @@ def _load_exported(location: str) -> TorchSource:
     import torch
 
     extra = {RECORD: ""}
+    refuse_pickled(location)
     try:
         program = torch.export.load(location, extra_files=extra)
     except Exception as exc:
