@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from nebisect.errors import ArgumentError, NebisectError
 from nebisect.options.generate import Function
@@ -64,7 +64,7 @@ def stoppable(function: Function) -> Function:
         with terminations_interrupt():
             return function(*args, **kwargs)
 
-    return stopped_cleanly  # type: ignore[return-value]
+    return cast(Function, stopped_cleanly)
 
 
 def items(given: Many) -> list[str]:

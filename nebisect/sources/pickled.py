@@ -63,16 +63,18 @@ def pickle_refusing(refused: bool) -> Iterator[None]:
     """The block's isolated children refuse ``.pt2`` files that unpickle when
     ``refused`` (``--no-pickle``): :data:`NO_PICKLE_ENV` set in this process's
     environment, which every child started meanwhile inherits, and restored after."""
+    if not refused:
+        yield
+        return
     before = os.environ.get(NO_PICKLE_ENV)
-    if refused:
-        os.environ[NO_PICKLE_ENV] = "1"
+    os.environ[NO_PICKLE_ENV] = "1"
     try:
         yield
     finally:
-        if refused and before is None:
+        if before is None:
             del os.environ[NO_PICKLE_ENV]
-        elif refused:
-            os.environ[NO_PICKLE_ENV] = before  # type: ignore[assignment]
+        else:
+            os.environ[NO_PICKLE_ENV] = before
 
 
 def pickled_entries(location: str) -> list[str]:
