@@ -26,12 +26,12 @@ def _refused(call: Any, *args: Any, **kwargs: Any) -> NebisectError:
 
 
 def test_ordinary_values_are_taken_or_refused_by_name(tmp_path: Path) -> None:
-    # the obvious numbers are the CLI's: seconds, bytes, one length
-    for timeout in (30, 30.0):
-        result = nebisect.run(EXAMPLE, timeout=timeout, memory=2 << 30, lengths=8,
-                              explore="none", target="sim:fp32", progress=False)
-        assert result.ok
-        assert {r.input_set.name for r in result.report.rows} == {"length 8"}
+    # the obvious numbers are the CLI's (seconds, bytes, one length): taken, the call
+    # goes on to the next check, a later option's
+    assert "unknown target 'nope'" in str(_refused(
+        nebisect.run, EXAMPLE, timeout=30, memory=2 << 30, reference="nope", progress=False))
+    assert str(_refused(nebisect.run, EXAMPLE, timeout=30.0, lengths=8, steps=0,
+                        progress=False)) == "--steps 0: give at least 1"
     # the rest name the keyword and what it takes
     for keyword, value in (("target", 5), ("seed", "x"), ("jobs", "x"), ("lengths", {8}),
                            ("memory", 2.5), ("timeout", object())):
@@ -52,9 +52,18 @@ def test_ordinary_values_are_taken_or_refused_by_name(tmp_path: Path) -> None:
     assert nebisect.save_torchscript(scripted, example, tmp_path / "m.pt").is_file()
 
 
-def test_the_docstrings_say_what_each_keyword_takes() -> None:
-    from nebisect.options.generate import spelled
+def test_the_numbers_mean_seconds_bytes_and_lengths_and_the_docstrings_say_so() -> None:
+    from nebisect.api.run import parse_lengths, run_invocation
+    from nebisect.isolation.timeouts import Timeouts
+    from nebisect.options.generate import keywords, spelled
+    from nebisect.options.run_table import RUN
 
+    given = keywords(RUN, {"timeout": 30, "memory": 2 << 30, "lengths": 8})
+    invocation = run_invocation(given)
+    assert (invocation.timeouts, invocation.memory) == (Timeouts(30.0, 30.0, 30.0), 2 << 30)
+    assert parse_lengths(given["lengths"]) == (8,)
+    assert run_invocation(keywords(RUN, {"timeout": [30.0, "convert=600"]})).timeouts == (
+        Timeouts(30.0, 600.0, 30.0))
     assert spelled(MEMORY.api_type) == "a string, an integer or None"
     assert spelled(TIMEOUT.api_type) == "a string, a number, a list or tuple of them or None"
     assert "``memory`` (``--memory``, default ``None``; a string, an integer or None)" in (
