@@ -50,7 +50,7 @@ try:
 except nebisect.Stopped as stop:
     print("stopped:", stop.result.report.interrupted, flush=True)
     sys.exit(3)
-print("finished:", sorted({{(r.path, r.verdict.status) for r in result.report.rows}}))
+print("finished:", sorted({{(r.path, str(r.verdict.status)) for r in result.report.rows}}))
 print("SIGTERM default again:", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
 """
 
