@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from nebisect.errors import NebisectError
+from nebisect.errors import ArgumentError, NebisectError
 from nebisect.version import __version__
 
-__all__ = ["NebisectError", "__version__"]
+__all__ = ["ArgumentError", "NebisectError", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -18,3 +18,13 @@ class CannotJudge(NebisectError):
     after ``cannot judge:``."""
 
     PREFIX = "cannot judge: "
+
+
+class ArgumentError(NebisectError):
+    """A keyword of an API call whose value is of no type its option takes
+    (``seed="x"``, ``target=5``): ``argument`` names the keyword, the message says what
+    it takes."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(message)
+        self.argument = argument

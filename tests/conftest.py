@@ -31,6 +31,7 @@ LINUX_ONLY = {
     "end_to_end/test_hostile_corpus.py": _LEFTOVERS,
     "end_to_end/test_hostile_user_code.py": _LEFTOVERS,
     "end_to_end/test_hostile_cluster.py": _LEFTOVERS,
+    "end_to_end/test_hostile_api.py": "RLIMIT_DATA bounds memory on Linux only; " + _LEFTOVERS,
 }
 DEVICE_TESTS_VAR = "NEBISECT_DEVICE_TESTS"
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Result, declared_of, items, progress_to, saved_path
+from nebisect.api.common import Result, declared_of, items, progress_to, saved_path, stoppable
 from nebisect.errors import NebisectError
 from nebisect.options.bisect_table import BISECT
 from nebisect.options.generate import api_function, keywords
-from nebisect.options.table import Many, PathOption
+from nebisect.options.table import Many, Numbers, PathOption
 
 if TYPE_CHECKING:
     from nebisect.minimize.bisector import BisectResult
@@ -82,14 +82,15 @@ class BisectKeywords(TypedDict, total=False):
     length: int
     max_evals: int | None
     timeout: float | None
-    case_timeout: Many
-    memory: str | None
+    case_timeout: Numbers
+    memory: str | int | None
     fix: Many
     out: str | os.PathLike[str]
     force: bool
     function: str
 
 
+@stoppable
 @api_function(BISECT)
 def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any = None,
            input_domains: Any = None, progress: BisectProgress = True,
@@ -115,15 +116,16 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
 
     given = keywords(BISECT, options)
     destination, target, inputs = Path(given["out"]), given["target"], given["inputs"]
+    limit = parse_memory(given["memory"])
+    timeouts = Timeouts.parse(items(given["case_timeout"]), BISECT_TIMEOUTS, "--case-timeout")
     with tempfile.TemporaryDirectory(prefix="nebisect-bisect-") as tmp:
         location = ("" if source is None else
                     saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
-                               Path(tmp), given["case_timeout"]))
+                               Path(tmp), timeout=timeouts.convert, memory=limit))
         subject = BisectSubject(
             location, target or "", Path(inputs) if inputs else None, given["stage"],
             given["graph"], tuple(items(given["fix"])),
             CONVERT_CHOICES[parse_choice("--convert", given["convert"], CONVERT_CHOICES)])
-        limit = parse_memory(given["memory"])
         if given["finding"]:
             subject = subject.with_finding(given["finding"])
         elif not location or not target:
@@ -135,8 +137,7 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
             length=given["length"], max_evals=given["max_evals"], timeout=given["timeout"],
             fixes=subject.fixes, graph=subject.graph, paths=subject.paths,
             function=given["function"], budget=parse_budget(str(given["budget"])),
-            timeouts=Timeouts.parse(items(given["case_timeout"]), BISECT_TIMEOUTS,
-                                    "--case-timeout"))
+            timeouts=timeouts)
         read = [("the source", source_path(subject.source)),
                 *([("--inputs", subject.inputs)] if subject.inputs else [])]
         fresh_output_directory(destination, "--out", force=given["force"], inputs=read)

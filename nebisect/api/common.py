@@ -4,14 +4,16 @@ progress, and the result protocol (``ok``, ``findings``, ``to_json()``,
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from nebisect.errors import NebisectError
+from nebisect.errors import ArgumentError, NebisectError
+from nebisect.options.generate import Function
 from nebisect.options.table import Many
 
 if TYPE_CHECKING:
@@ -50,6 +52,21 @@ class Stopped(KeyboardInterrupt):
         self.result = result
 
 
+def stoppable(function: Function) -> Function:
+    """An API function that SIGTERM and SIGHUP stop as Ctrl-C does, when the caller left
+    them at their default (:func:`~nebisect.isolation.interrupt.terminations_interrupt`):
+    its temporary directories and processes are cleaned up before the interruption
+    reaches the caller; the signals' default is restored when it returns."""
+    @functools.wraps(function)
+    def stopped_cleanly(*args: Any, **kwargs: Any) -> Any:
+        from nebisect.isolation.interrupt import terminations_interrupt
+
+        with terminations_interrupt():
+            return function(*args, **kwargs)
+
+    return cast(Function, stopped_cleanly)
+
+
 def items(given: Many) -> list[str]:
     """A list-valued option as the CLI's list of strings (one string is one item)."""
     if given is None:
@@ -58,10 +75,12 @@ def items(given: Many) -> list[str]:
 
 
 def saved_source(source: Any, example_inputs: Any, declared: dict[str, Any],
-                  directory: Path, timeout: Many = None) -> tuple[str, Capture | None]:
+                 directory: Path, *, timeout: float, memory: int | None
+                 ) -> tuple[str, Capture | None]:
     """The source as the CLI names it: a path as it is; an object saved into
-    ``directory`` (a module by :func:`~nebisect.sources.capture.capture_module`, whose
-    outcome comes back too)."""
+    ``directory`` (a module by :func:`~nebisect.sources.capture.capture_module`, each of
+    its forks within ``timeout`` seconds and ``memory`` bytes — None: the machine
+    default —, whose outcome comes back too)."""
     if isinstance(source, (str, os.PathLike)):
         if example_inputs is not None or any(v is not None for v in declared.values()):
             raise NebisectError("example_inputs, dynamic_dims, input_domains and "
@@ -89,12 +108,10 @@ def saved_source(source: Any, example_inputs: Any, declared: dict[str, Any],
                                  label)), None
     if example_inputs is None:
         raise NebisectError(f"{label}: give example_inputs (a tuple or a dict of tensors)")
-    from nebisect.isolation.timeouts import Timeouts
     from nebisect.sources.capture import capture_module
 
-    timeouts = Timeouts.parse(items(timeout))
     captured = capture_module(source, example_inputs, declared, directory, label=label,
-                              timeout=timeouts.convert)
+                              timeout=timeout, memory=memory)
     # a module no path saved is named as the caller knows it (the report's source)
     return str(captured.artifact or label), captured
 
@@ -119,16 +136,27 @@ def save_torchscript(module: Any, example_inputs: Any, path: str | os.PathLike[s
                      dynamic_dims: dict[str, dict[int, tuple[int, int]]] | None = None,
                      input_domains: dict[str, Any] | None = None) -> Path:
     """Save a TorchScript module (``torch.jit.trace`` / ``script``) with the example
-    inputs ``nebisect run model.pt`` needs (TorchScript keeps none of its own)."""
+    inputs ``nebisect run model.pt`` needs (TorchScript keeps none of its own), to
+    ``path``, a file in an existing directory. A module that is not TorchScript is an
+    :class:`~nebisect.errors.ArgumentError` (``nebisect.run`` takes the module itself)."""
+    from nebisect.report.outputs import output_file
+
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(module, torch.jit.ScriptModule):
+        raise ArgumentError("module", f"{type(module).__name__}: not TorchScript; give "
+                            "torch.jit.trace(module, example_inputs) or "
+                            "torch.jit.script(module), or the module itself to nebisect.run")
+    destination = output_file(path, "path", force=True, create=False)
     declared = declared_of(dynamic_dims, input_domains)
-    return saved_script(module, example_inputs, declared, Path(path), str(path))
+    return saved_script(module, example_inputs, declared, destination, str(path))
 
 
 def saved_path(source: Any, example_inputs: Any, declared: dict[str, Any],
-               directory: Path, timeout: Many = None) -> str:
+               directory: Path, *, timeout: float, memory: int | None) -> str:
     """:func:`saved_source` for a command that needs a program to work on (lint,
     bisect): a module no path could save is a one-line error naming why."""
-    location, capture = saved_source(source, example_inputs, declared, directory, timeout)
+    location, capture = saved_source(source, example_inputs, declared, directory,
+                                     timeout=timeout, memory=memory)
     if capture is not None and capture.artifact is None:
         reasons = "; ".join(v.message for v in capture.failures.values())
         raise NebisectError(f"the module could not be exported or traced: {reasons}")

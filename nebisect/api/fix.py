@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
-from nebisect.api.common import Result, declared_of, items, saved_path
+from nebisect.api.common import Result, declared_of, items, saved_path, stoppable
 from nebisect.errors import NebisectError
 from nebisect.options.fix_table import APPLY
 from nebisect.options.generate import api_function, keywords
-from nebisect.options.table import Many
+from nebisect.options.table import Many, Numbers
 
 if TYPE_CHECKING:
     from nebisect.fixes.base import Fix
@@ -57,10 +57,11 @@ class FixKeywords(TypedDict, total=False):
     output: Required[str | os.PathLike[str]]
     force: bool
     precision: str
-    timeout: Many
-    memory: str | None
+    timeout: Numbers
+    memory: str | int | None
 
 
+@stoppable
 @api_function(APPLY)
 def fix(source: Any, fixes: Many, *, example_inputs: Any = None, dynamic_dims: Any = None,
         input_domains: Any = None, **options: Unpack[FixKeywords]) -> FixReport:
@@ -90,7 +91,7 @@ def fix(source: Any, fixes: Many, *, example_inputs: Any = None, dynamic_dims: A
     with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, \
             Runner(memory=limit, local=True) as runner:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
-                              Path(tmp) / "source", timeout)
+                              Path(tmp) / "source", timeout=timeouts.convert, memory=limit)
         output_package(destination, "--output", force=given["force"],
                        inputs=[("the source", source_path(location))])
         chosen = resolve_fixes(names)

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Result, Stopped, declared_of, items, saved_path
+from nebisect.api.common import Result, Stopped, declared_of, items, saved_path, stoppable
 from nebisect.errors import NebisectError
 from nebisect.options.fuzz_table import FUZZ
 from nebisect.options.generate import api_function, keywords
-from nebisect.options.table import Many, PathOption
+from nebisect.options.table import Many, Numbers, PathOption
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -88,11 +88,12 @@ class FuzzKeywords(TypedDict, total=False):
     plugin: Many
     isolation: str
     shrink_budget: int
-    timeout: Many
-    memory: str | None
+    timeout: Numbers
+    memory: str | int | None
     cluster: str | None
 
 
+@stoppable
 @api_function(FUZZ)
 def fuzz(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any = None,
          input_domains: Any = None, progress: bool | Console = True,
@@ -139,7 +140,8 @@ def fuzz(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any = 
         raise NebisectError("--wrap is for --op campaigns (wraps embed a single op)")
     with tempfile.TemporaryDirectory(prefix="nebisect-fuzz-") as tmp:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
-                              Path(tmp), given["timeout"])
+                              Path(tmp), timeout=campaign.timeouts.convert,
+                              memory=campaign.memory)
         return _fuzz_model(location, campaign, cluster, given["convert"], given["families"],
                            function, out, progress)
 

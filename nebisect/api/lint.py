@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Result, declared_of, items, saved_path
+from nebisect.api.common import Result, declared_of, items, saved_path, stoppable
 from nebisect.options.generate import api_function, keywords
 from nebisect.options.lint_table import LINT
-from nebisect.options.table import Many
+from nebisect.options.table import Many, Numbers
 
 if TYPE_CHECKING:
     from nebisect.hazards.engine import LintResult
@@ -59,11 +59,12 @@ class LintKeywords(TypedDict, total=False):
     input_range: Many
     convert: str
     converter_overrides: bool
-    timeout: Many
-    memory: str | None
+    timeout: Numbers
+    memory: str | int | None
     function: str
 
 
+@stoppable
 @api_function(LINT)
 def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
          input_domains: Any = None, **options: Unpack[LintKeywords]) -> LintReport:
@@ -84,7 +85,7 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
     with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp, \
             Runner(memory=limit, local=True) as runner:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
-                              Path(tmp), given["timeout"])
+                              Path(tmp), timeout=timeouts.convert, memory=limit)
         return LintReport(lint_source(
             location, isolator=runner.isolator, assume_fp16=given["fp16"], input_ranges=ranges,
             timeouts=timeouts, paths=paths,

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Progress, Result, Stopped, items, progress_to
+from nebisect.api.common import Progress, Result, Stopped, items, progress_to, stoppable
 from nebisect.options.generate import api_function, keywords
 from nebisect.options.replay_table import REPLAY
-from nebisect.options.table import Many
+from nebisect.options.table import Many, Numbers
 
 if TYPE_CHECKING:
     from nebisect.corpus.store import Problem
@@ -78,12 +78,14 @@ class ReplayKeywords(TypedDict, total=False):
     target: Many
     jobs: int
     update: bool
-    timeout: Many
-    memory: str | None
+    timeout: Numbers
+    memory: str | int | None
+    no_pickle: bool
     allow_empty: bool
     cluster: str | None
 
 
+@stoppable
 @api_function(REPLAY)
 def replay(root: str | os.PathLike[str], *, progress: Progress = True,
            **options: Unpack[ReplayKeywords]) -> ReplayReport:
@@ -100,6 +102,7 @@ def replay(root: str | os.PathLike[str], *, progress: Progress = True,
     from nebisect.isolation.interrupt import describe
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.options.parsers import parse_memory
+    from nebisect.sources.pickled import pickle_refusing
 
     given = keywords(REPLAY, options)
     invocation = Invocation(
@@ -113,7 +116,7 @@ def replay(root: str | os.PathLike[str], *, progress: Progress = True,
     done: list[ReplayResult] = []
     with progress_to(progress) as told:
         try:
-            with Runner.of(invocation) as runner:
+            with pickle_refusing(given["no_pickle"]), Runner.of(invocation) as runner:
 
                 def finished(result: ReplayResult) -> None:
                     done.append(result)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from nebisect.detect.matrix import RunReport
     from nebisect.detect.source_run import RunOptions, RunOutcome, RunOutputs
     from nebisect.detect.triggers import TriggerIndex
+    from nebisect.executors.invocation import Invocation
     from nebisect.sources.capture import Capture
     from nebisect.targets.spec import TargetSpec
 
@@ -36,10 +37,11 @@ from nebisect.api.common import (
     items,
     progress_to,
     saved_source,
+    stoppable,
 )
 from nebisect.options.generate import api_function, keywords
 from nebisect.options.run_table import RUN
-from nebisect.options.table import Many, PathOption
+from nebisect.options.table import Many, Numbers, PathOption
 
 
 @dataclass
@@ -93,10 +95,10 @@ class RunKeywords(TypedDict, total=False):
 
     target: Many
     inputs: PathOption
-    lengths: Many
+    lengths: Numbers
     reference: str
-    timeout: Many
-    memory: str | None
+    timeout: Numbers
+    memory: str | int | None
     cache: str | None
     converter_overrides: bool
     strict_conversion: bool
@@ -123,6 +125,7 @@ class RunKeywords(TypedDict, total=False):
     compress: str
 
 
+@stoppable
 @api_function(RUN)
 def run(
     source: Any,
@@ -141,6 +144,13 @@ def run(
     the findings are written to as upstream issue texts (``issues`` holds the text).
     ``progress``: True shows it (a line in a notebook, a live status in a terminal,
     plain lines in a log), False hides it, a callable receives each message.
+
+    A module object is exported and traced in forks of this process, each within
+    ``memory`` and the convert ``timeout``, what its ``forward`` starts killed with it.
+    Ctrl-C, and SIGTERM or SIGHUP left at their default, raise
+    :class:`~nebisect.api.common.Stopped` with the result so far, nothing left running or
+    on disk; what this process keeps afterwards (a subreaper flag, one idle thread) is
+    in :mod:`nebisect.api`'s docstring and SECURITY.md.
     """
     given = keywords(RUN, options)
     markdown, inputs = given.pop("markdown"), given["inputs"]
@@ -195,11 +205,16 @@ def _run_one(source: Any, example_inputs: Any, declared: dict[str, Any], report:
     result carries its findings as upstream issue texts."""
     from nebisect.detect.source_run import RunInterrupted, RunOutputs, run_source
 
+    invocation = run_invocation(given)
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
         workdir = Path(tmp)
-        saved, capture = saved_source(source, example_inputs, declared, workdir / "source",
-                                      given["timeout"])
-        options = run_options(saved, given)
+        try:
+            saved, capture = saved_source(
+                source, example_inputs, declared, workdir / "source",
+                timeout=invocation.timeouts.convert, memory=invocation.memory)
+        except KeyboardInterrupt as stop:
+            raise Stopped(RunResult(_stopped_report(source, stop))) from stop
+        options = run_options(saved, given, invocation)
         outputs = RunOutputs(Path(report) if report is not None else None,
                              Path(save_triggers) if save_triggers else None,
                              saved, options.fixes)
@@ -216,6 +231,20 @@ def _run_one(source: Any, example_inputs: Any, declared: dict[str, Any], report:
                               ) from stop
         _add_capture_failures(outcomes[0].report, capture)
         return _results(saved, outcomes, outputs, issues)
+
+
+def _stopped_report(source: Any, stop: KeyboardInterrupt) -> RunReport:
+    """The report of a run stopped while it saved ``source`` (capturing a module): no
+    row, the interruption said."""
+    from nebisect.detect.matrix import RunReport
+    from nebisect.isolation.interrupt import describe
+    from nebisect.targets.spec import TORCH_REFERENCE
+
+    label = (os.fspath(source) if isinstance(source, (str, os.PathLike))
+             else f"the {type(source).__name__} module")
+    report = RunReport(label, TORCH_REFERENCE)
+    report.interrupted = describe(stop)
+    return report
 
 
 def _results(source: str, outcomes: Sequence[RunOutcome], outputs: RunOutputs,
@@ -298,16 +327,36 @@ def _run_programs(pte: str, report: Any, save_triggers: Any, progress: Progress,
                                              for number in range(1, len(results) + 1)])
 
 
-def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
-    """The CLI's checks of ``run``'s options (``given``: every keyword of
-    :data:`~nebisect.options.run_table.RUN`), each error the CLI's one line; the checked
-    :class:`~nebisect.detect.source_run.RunOptions`."""
-    from nebisect.bounds import MAX_JOBS, check_count, check_seed
-    from nebisect.detect import DEFAULT_BUDGET
-    from nebisect.detect.source_run import RunOptions
+def run_invocation(given: Mapping[str, Any]) -> Invocation:
+    """The :class:`~nebisect.executors.invocation.Invocation` of ``run``'s keywords
+    (``given``, :func:`~nebisect.options.generate.keywords`' of
+    :data:`~nebisect.options.run_table.RUN`), each error the CLI's one line: made before
+    anything runs, a module's capture included (its time and memory limits)."""
+    from nebisect.bounds import MAX_JOBS, check_count
     from nebisect.executors.invocation import Invocation
     from nebisect.isolation.pool import default_jobs
     from nebisect.isolation.timeouts import Timeouts
+    from nebisect.options.parsers import parse_memory
+    from nebisect.targets.plugins import parse_targets
+
+    jobs = given["jobs"]
+    timeouts, plugins = Timeouts.parse(items(given["timeout"])), tuple(items(given["plugin"]))
+    return Invocation(
+        parse_targets(items(given["target"]) or default_targets(), plugins,
+                      timeout=timeouts.load),
+        timeouts, parse_memory(given["memory"]), plugins,
+        default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
+        given["cluster"])
+
+
+def run_options(source: str, given: Mapping[str, Any], invocation: Invocation) -> RunOptions:
+    """The CLI's checks of ``run``'s options (``given``: every keyword of
+    :data:`~nebisect.options.run_table.RUN`, ``invocation`` their
+    :func:`run_invocation`), each error the CLI's one line; the checked
+    :class:`~nebisect.detect.source_run.RunOptions`."""
+    from nebisect.bounds import check_seed
+    from nebisect.detect import DEFAULT_BUDGET
+    from nebisect.detect.source_run import RunOptions
     from nebisect.options.parsers import (
         CONVERT_CHOICES,
         parse_budget,
@@ -317,7 +366,6 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
         parse_families,
         parse_input_ranges,
         parse_masked_outputs,
-        parse_memory,
         parse_steps,
     )
     from nebisect.sources.compress import check_compress
@@ -330,18 +378,12 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
     spec = check_compress(given["compress"], source, given["baseline"])
     check_deployment(given["deployment_target"])
     paths = CONVERT_CHOICES[parse_choice("--convert", given["convert"], CONVERT_CHOICES)]
-    seed, jobs = given["seed"], given["jobs"]
+    seed = given["seed"]
     check_seed(f"--seed {seed}", seed)
     explores = parse_choice("--explore", given["explore"], EXPLORE_CHOICES) != "none"
     inputs, baseline, reference = given["inputs"], given["baseline"], given["reference"]
-    timeouts, plugins = Timeouts.parse(items(given["timeout"])), tuple(items(given["plugin"]))
-    invocation = Invocation(
-        parse_targets(items(given["target"]) or default_targets(), plugins,
-                      timeout=timeouts.load),
-        timeouts, parse_memory(given["memory"]), plugins,
-        default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
-        given["cluster"])
-    oracle = parse_targets([reference], timeout=timeouts.load)[0] if reference else None
+    oracle = (parse_targets([reference], timeout=invocation.timeouts.load)[0] if reference
+              else None)
     return RunOptions(
         source, invocation, oracle, Path(inputs) if inputs else None, paths=paths,
         converter_overrides=given["converter_overrides"],
@@ -376,11 +418,13 @@ def default_targets() -> list[str]:
     return ["sim:fp32", "sim:fp16", "sim:ane"]
 
 
-def parse_lengths(given: str | Sequence[Any]) -> tuple[int, ...]:
-    """``--lengths``: comma-separated integers (or a sequence of them), each a count."""
+def parse_lengths(given: str | float | Sequence[Any]) -> tuple[int, ...]:
+    """``--lengths``: comma-separated integers (or one, or a sequence of them), each a
+    count."""
     from nebisect.bounds import check_count
 
-    text = given if isinstance(given, str) else ",".join(str(v) for v in given)
+    text = (str(given) if isinstance(given, (str, int, float))
+            else ",".join(str(v) for v in given))
     try:
         values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:

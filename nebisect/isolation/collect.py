@@ -72,9 +72,7 @@ def collect(job: Job, case_dir: Path, raw: RawExit) -> Outcome:
         outcome = Outcome(_exit_verdict(job, raw, stage, tail))
     verdict = outcome.verdict
     if verdict.status == Status.OOM and job.memory_mb is not None:
-        limit = format_size(job.memory_mb * MIB)
-        verdict.process.memory_limit = limit
-        verdict.message = f"{verdict.message} (memory limit {limit}, --memory)"
+        name_memory_limit(verdict, job.memory_mb)
     verdict.stderr_tail = verdict.stderr_tail or tail
     verdict.process.worker_case = raw.worker_case
     verdict.process.stderr_bytes = raw.stderr_bytes
@@ -83,6 +81,14 @@ def collect(job: Job, case_dir: Path, raw: RawExit) -> Outcome:
         if report is not None:
             verdict.process.crash_report = report
     return outcome
+
+
+def name_memory_limit(verdict: Verdict, memory_mb: int) -> None:
+    """An ``oom`` verdict's message and ``process.memory_limit`` name the limit it ran
+    under."""
+    limit = format_size(memory_mb * MIB)
+    verdict.process.memory_limit = limit
+    verdict.message = f"{verdict.message} (memory limit {limit}, --memory)"
 
 
 def _read_result(case_dir: Path, stage: str) -> Outcome | None:

@@ -14,7 +14,10 @@ prevent. Exit codes follow the shell convention, 128 + the signal number (130, 1
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
+from collections.abc import Iterator
 from types import FrameType
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -56,6 +59,28 @@ def install() -> None:
     for signum in HANDLED:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _raise_once)
+
+
+@contextlib.contextmanager
+def terminations_interrupt() -> Iterator[None]:
+    """For the block, SIGTERM and SIGHUP left at their default action (which ends the
+    process on the spot, no cleanup run) raise :class:`Interrupted` as :func:`install`
+    makes them; their default is restored after. For an API call inside a host program
+    (a script, a notebook kernel): its handlers, and Ctrl-C's, are left as they are. In
+    the main thread only (Python runs handlers there); elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    taken = [signum for signum in HANDLED[1:] if signal.getsignal(signum) is signal.SIG_DFL]
+    if taken:
+        _State.received = None
+    for signum in taken:
+        signal.signal(signum, _raise_once)
+    try:
+        yield
+    finally:
+        for signum in taken:
+            signal.signal(signum, signal.SIG_DFL)
 
 
 def received() -> Interrupted | None:

@@ -50,24 +50,39 @@ _registry_lock = threading.Lock()
 _registered: set[int] = set()
 
 
+class _Subreaper:
+    pid: int | None = None  # the process that became one (a fork child is not one)
+
+
 @functools.cache
+def _libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def become_subreaper() -> bool:
-    """Make this process adopt its orphaned descendants (Linux); False where impossible."""
+    """Make this process adopt its orphaned descendants (Linux); False where impossible.
+
+    Once per process: the flag is not inherited, so a fork of a subreaper (a capture's
+    supervisor, :mod:`nebisect.sources.capture`) sets its own."""
     if not _LINUX:
         return False
-    libc: Any = ctypes.CDLL(None, use_errno=True)
-    return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    if _Subreaper.pid != os.getpid():
+        if _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            return False
+        _Subreaper.pid = os.getpid()
+    return True
 
 
-def _parents() -> dict[int, int]:
-    """pid → parent pid for every process in /proc (zombies included)."""
+def _parents(live: bool = False) -> dict[int, int]:
+    """pid → parent pid for every process in /proc (zombies included unless ``live``)."""
     parents = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
-            stat = Path(entry.path, "stat").read_bytes()
-            parents[int(entry.name)] = int(stat.rsplit(b")", 1)[1].split()[1])
+            fields = Path(entry.path, "stat").read_bytes().rsplit(b")", 1)[1].split()
+            if not (live and fields[0] == b"Z"):
+                parents[int(entry.name)] = int(fields[1])
         except (OSError, IndexError, ValueError):
             continue
     return parents
@@ -106,6 +121,23 @@ def _kill_children(is_stray: Callable[[int], bool]) -> None:
         for pid in strays:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+
+
+def kill_descendants(pid: int) -> None:
+    """SIGKILL every live descendant of ``pid`` (not ``pid`` itself), again until none is
+    left (Linux): with ``pid`` a subreaper, whatever their deaths orphan stays under it,
+    so a descendant that forks meanwhile or left its process group is found too."""
+    if not _LINUX:
+        return
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
+        live = [p for p in _subtrees([pid], _parents(live=True)) if p != pid]
+        if not live:
+            return
+        for descendant in live:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(descendant, signal.SIGKILL)
+        time.sleep(0.005)
 
 
 def _has_children() -> bool:

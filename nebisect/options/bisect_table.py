@@ -17,6 +17,7 @@ from nebisect.options.table import (
     MEMORY,
     Command,
     Many,
+    Numbers,
     Option,
     PathOption,
 )
@@ -65,7 +66,7 @@ MAX_EVALS = Option("max_evals", ("--max-evals",), int, int | None, None,
                    "Stop after this many candidate evaluations.")
 SEARCH_TIMEOUT = Option("timeout", ("--timeout",), float, float | None, None,
                         "Stop after this many seconds (best result so far).")
-CASE_TIMEOUT = Option("case_timeout", ("--case-timeout",), list[str], Many, None,
+CASE_TIMEOUT = Option("case_timeout", ("--case-timeout",), list[str], Numbers, None,
                       CASE_TIMEOUT_HELP, metavar=TIMEOUT_METAVAR)
 BISECT_FIX = Option("fix", ("--fix",), list[str], Many, None,
                     "Converter fix to convert a torch source with (repeatable), "

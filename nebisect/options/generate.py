@@ -9,11 +9,15 @@ API call gave against the same table, so an option is declared in one place.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+import os
+import reprlib
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 import typer
 
+from nebisect.errors import ArgumentError
 from nebisect.options.table import Command, Option
 
 Function = TypeVar("Function", bound=Callable[..., Any])
@@ -71,15 +75,21 @@ def _described(command: Command) -> str:
     lines = [f"Options (the keywords of ``nebisect {command.name}``'s options):", ""]
     for option in command.api_options:
         default = "required" if option.required else f"default ``{option.default!r}``"
-        lines.append(f"``{option.name}`` (``{'/'.join(option.flags)}``, {default}): "
-                     f"{option.help}")
+        lines.append(f"``{option.name}`` (``{'/'.join(option.flags)}``, {default}; "
+                     f"{spelled(option.api_type)}): {option.help}")
     return "\n".join(lines)
 
 
 def keywords(command: Command, given: Mapping[str, Any]) -> dict[str, Any]:
     """Every API keyword of ``command``: ``given``'s, the table's default for the rest
     (and for one given as None: not given); a keyword the table does not know is the
-    ``TypeError`` Python raises for one."""
+    ``TypeError`` Python raises for one.
+
+    This is where an API call's values are checked, for every function: a value of no
+    type the option's ``api_type`` names is an :class:`~nebisect.errors.ArgumentError`
+    naming the keyword; one value where the CLI takes a repeatable option is that option
+    given once (``timeout=30`` is ``--timeout 30``, seconds). The option's own parser
+    then checks the value as it checks the CLI's."""
     known = {option.name: option for option in command.api_options}
     unknown = sorted(set(given) - set(known))
     if unknown:
@@ -89,5 +99,57 @@ def keywords(command: Command, given: Mapping[str, Any]) -> dict[str, Any]:
     if missing:
         raise TypeError(f"{command.name}() missing a required keyword argument: "
                         f"{missing[0]!r}")
-    return {name: option.default if given.get(name) is None else given[name]
+    return {name: option.default if given.get(name) is None else _as_cli(option, given[name])
             for name, option in known.items()}
+
+
+def _as_cli(option: Option, value: Any) -> Any:
+    """``value`` of the API keyword ``option`` as the CLI's parser of it reads it."""
+    if not accepts(option.api_type, value):
+        raise ArgumentError(option.name, f"{option.name}={reprlib.repr(value)}: give "
+                                         f"{spelled(option.api_type)}")
+    if option.cli_type == list[str] and isinstance(value, (str, int, float)):
+        return [value]
+    return value
+
+
+def accepts(annotation: Any, value: Any) -> bool:
+    """Is ``value`` of the type ``annotation`` names? The annotations of the option
+    table: classes (``bool`` is no ``int``, an ``int`` is a ``float``), unions,
+    ``Sequence[X]`` (a list or tuple, not a string), ``os.PathLike[str]``, ``Any``."""
+    if annotation is Any:
+        return True
+    if annotation is None or annotation is type(None):
+        return value is None
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return any(accepts(member, value) for member in get_args(annotation))
+    if origin is Sequence:
+        (element,) = get_args(annotation) or (Any,)
+        return (isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+                and all(accepts(element, item) for item in value))
+    if origin is not None:
+        return isinstance(value, origin)
+    if isinstance(value, bool):
+        return annotation is bool
+    if annotation is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, annotation)
+
+
+#: how :func:`spelled` names a class of the option table's annotations
+_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "True or False",
+          os.PathLike: "a path", type(None): "None"}
+
+
+def spelled(annotation: Any) -> str:
+    """What ``annotation`` accepts, in words: ``a string, a number or a sequence of
+    them``."""
+    if annotation is Any:
+        return "any value"
+    members = (get_args(annotation) if get_origin(annotation) in (Union, types.UnionType)
+               else (annotation,))
+    words = [_WORDS.get(get_origin(member) or member, getattr(member, "__name__", str(member)))
+             if get_origin(member) is not Sequence else "a list or tuple of them"
+             for member in members]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"

@@ -46,9 +46,9 @@ MASKED_OUTPUT_HELP = (
 
 MEMORY_HELP = (
     "Memory each isolated step may use on top of what its process holds at start, e.g. "
-    f"4G or 512M (default: {memory.DEFAULT_FRACTION:.0%} of this machine's memory). A step past "
-    "it is an 'oom' verdict; a program declaring a tensor it cannot hold (8 bytes an "
-    "element) is refused before anything is allocated."
+    f"4G or 512M (default: {memory.DEFAULT_FRACTION:.0%} of this machine's memory; the API "
+    "also takes a number of bytes). A step past it is an 'oom' verdict; a program declaring "
+    "a tensor it cannot hold (8 bytes an element) is refused before anything is allocated."
 )
 #: ``--function NAME``, for every command that takes a package (``run`` judges every
 #: function without it: its help says so)
@@ -159,11 +159,15 @@ def parse_duration(option: str, text: str | float | None) -> float | None:
     return check_seconds(f"{option} {text!r}", seconds)
 
 
-def parse_memory(text: str | None) -> int | None:
+def parse_memory(text: str | int | None) -> int | None:
     """``--memory``: a size in binary units (``4G``, ``512M``, ``1.5g``, ``4GiB``) → bytes,
-    checked; None (the machine default) when the option is not given."""
+    checked; None (the machine default) when the option is not given. The API's
+    ``memory=2 << 30`` is a number of bytes (a bare number on the command line is not:
+    ``--memory 4096`` may mean megabytes)."""
     if text is None:
         return None
+    if isinstance(text, int):
+        return check_memory(f"memory={text}", text)
     found = _SIZE.fullmatch(text.strip())
     if found is None:
         raise NebisectError(f"--memory {text!r}: give a size such as 4G or 512M")

@@ -13,6 +13,7 @@ from nebisect.options.table import (
                CORPUS_ROOT,
                FORCE,
                MEMORY,
+               NO_PICKLE,
                TIMEOUT,
                Command,
                Option,
@@ -35,4 +36,4 @@ DEVICES = Option(
 
 REPLAY = Command("replay", (
     CORPUS_ROOT, CASE_TARGETS, CASE_JOBS, JUNIT, JUNIT_FORCE, AS_JSON, UPDATE, TIMEOUT, MEMORY,
-    ALLOW_EMPTY, CLUSTER, DEVICES))
+    NO_PICKLE, ALLOW_EMPTY, CLUSTER, DEVICES))

@@ -23,6 +23,7 @@ from nebisect.options.table import (
     TIMEOUT,
     Command,
     Many,
+    Numbers,
     Option,
     PathOption,
 )
@@ -50,7 +51,7 @@ RUN_TARGETS = Option(
     "Default: coreml:cpu,gpu,ne,all on macOS; sim:fp32, sim:fp16, sim:ane elsewhere.")
 RUN_INPUTS = Option("inputs", ("--inputs",), Path, PathOption, None,
                     f"An .npz of named inputs (loaded without pickle). {INPUTS_LIMIT_HELP}")
-LENGTHS = Option("lengths", ("--lengths",), str, Many, ",".join(map(str, DEFAULT_LENGTHS)),
+LENGTHS = Option("lengths", ("--lengths",), str, Numbers, ",".join(map(str, DEFAULT_LENGTHS)),
                  "Lengths for every flexible dimension, clipped to its range.")
 RUN_REFERENCE = Option("reference", ("--reference",), str, str, "",
                        f"Oracle target (default: {REFERENCE_TARGET}; torch:cpu:fp64 for torch).")

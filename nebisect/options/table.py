@@ -27,10 +27,14 @@ from nebisect.options.parsers import (
     MEMORY_HELP,
 )
 from nebisect.sources.conversion_cache import CACHE_ENV, MAX_CACHE_BYTES
+from nebisect.sources.pickled import NO_PICKLE_ENV
 
 #: what ``lengths``, ``target`` and the other list-valued keywords accept: the CLI's text
 #: (one string is one item) or a sequence of values
 Many = str | Sequence[Any] | None
+#: what ``timeout`` and ``lengths`` accept: :data:`Many`, with numbers for their text
+#: (``timeout=30``: 30 seconds, ``lengths=[8, 64]``)
+Numbers = str | float | Sequence[str | float] | None
 #: what a keyword naming a file or directory accepts (None: not given)
 PathOption = str | os.PathLike[str] | None
 
@@ -88,9 +92,9 @@ class Command:
         return next(option for option in self.options if option.name == name)
 
 
-TIMEOUT = Option("timeout", ("--timeout",), list[str], Many, None, TIMEOUT_HELP,
+TIMEOUT = Option("timeout", ("--timeout",), list[str], Numbers, None, TIMEOUT_HELP,
                  metavar=TIMEOUT_METAVAR)
-MEMORY = Option("memory", ("--memory",), str, str | None, None, MEMORY_HELP, metavar="SIZE",
+MEMORY = Option("memory", ("--memory",), str, str | int | None, None, MEMORY_HELP, metavar="SIZE",
                 show_default=False)
 CLUSTER = Option("cluster", ("--cluster",), str, str | None, None, CLUSTER_HELP,
                  envvar=CLUSTER_ENV)
@@ -128,4 +132,11 @@ CORPUS_ROOT = Option("root", (), Path, Any, ..., "Corpus directory.", api=False)
 CASE_TARGETS = Option(
     "target", ("--target", "-t"), list[str], Many, None,
     "Only cases recorded for these targets (repeatable; globs like 'sim:*').")
+NO_PICKLE = Option(
+    "no_pickle", ("--no-pickle",), bool, bool, False,
+    "Refuse a saved torch program (.pt2) whose loading unpickles — a weight or constant "
+    "stored with pickle, an object constant, an archive of the older format — as damaged "
+    "data, not code: pickles can run code. The rest loads with torch's weights-only "
+    f"unpickler. With --cluster, set ${NO_PICKLE_ENV} on the workers too.",
+    envvar=NO_PICKLE_ENV)
 CASE_JOBS = Option("jobs", ("--jobs", "-j"), int, int, 1, "Cases evaluated in parallel.")

@@ -9,12 +9,25 @@ conversion and as the reference.
 
 Exporting or tracing runs ``forward`` (tracing on the real example inputs), and a
 ``forward`` can crash the process: a C extension, a ``ctypes`` call, a torch bug. So
-each capture runs in a **fork of the caller** (:func:`_in_fork`): the fork has the
-module and its classes, and when it dies the caller — a notebook kernel — lives on, with
-the death as the verdict of that path (``crash:SIGSEGV`` at stage ``convert``), as
-converting a factory's module in a child gives. A fork that hangs is killed after the
-timeout. Torch is held to one thread in the fork: an intra-op pool started before the
-fork is not usable in it.
+each capture runs in a **fork of the caller**, bounded as every isolated step of
+nebisect is (:func:`_in_fork`):
+
+* the fork has the module and its classes, and when it dies the caller — a notebook
+  kernel — lives on, with the death as the verdict of that path (``crash:SIGSEGV`` at
+  stage ``convert``), as converting a factory's module in a child gives;
+* it may add ``--memory`` to what it holds when it starts (``RLIMIT_DATA``, as a case
+  process: :func:`~nebisect.isolation.memory.confine`); an allocation past it is ``oom``;
+* past the convert timeout it is killed: ``timeout``;
+* what ``forward`` starts dies with the capture, also a process that left its group
+  with ``setsid()``: the fork runs under a **supervisor**, a second fork of the caller in
+  a session of its own that runs no code of the caller's, is a child subreaper (Linux),
+  and kills and reaps every process left under it when the capture ends. Stopped from
+  the caller (timeout, Ctrl-C, SIGTERM), every live process under the supervisor is
+  killed before it (:func:`~nebisect.isolation.reaper.kill_descendants`), and the
+  interruption is raised on; the caller is not made a subreaper for it.
+
+Torch is held to one thread in the fork: an intra-op pool started before the fork is
+not usable in it.
 
 Both paths are tried and every failure recorded (:class:`Capture`); a bad
 declaration (example inputs that are not ``forward``'s parameters, a dynamic range the
@@ -27,18 +40,20 @@ import faulthandler
 import json
 import os
 import re
-import signal
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from nebisect.errors import NebisectError
-from nebisect.isolation.collect import signal_name
-from nebisect.isolation.osproc import set_pdeathsig
+from nebisect.isolation.collect import name_memory_limit, signal_name
+from nebisect.isolation.job import is_out_of_memory
+from nebisect.isolation.memory import confine, limit_mb
+from nebisect.isolation.osproc import kill_group, reap, set_pdeathsig
+from nebisect.isolation.reaper import PATIENCE, become_subreaper, kill_descendants, reap_strays
 from nebisect.sources.convert import (
     PATH_LABELS,
     ConversionAttempt,
@@ -46,7 +61,13 @@ from nebisect.sources.convert import (
     convertible,
     summarize,
 )
-from nebisect.sources.torch_module import TorchSource, export_module, named_inputs, validated
+from nebisect.sources.torch_module import (
+    TorchSource,
+    export_module,
+    first_line,
+    named_inputs,
+    validated,
+)
 from nebisect.sources.torch_saved import save_exported, save_scripted
 from nebisect.verdict import Stage, Status, Verdict, crash_signature, error_signature
 
@@ -54,6 +75,11 @@ from nebisect.verdict import Stage, Status, Verdict, crash_signature, error_sign
 EXPORTED_FILE, TRACED = "module.pt2", "module.pt"
 #: how often the caller looks whether the fork has finished
 POLL_SECONDS = 0.02
+#: the exit code of a supervisor or fork that could not run the capture
+EXIT_UNSUPERVISED = 70
+#: a supervisor's exit code above this is 128 + the signal that ended the fork it
+#: watched (or the supervisor)
+EXIT_SIGNALLED = 128
 
 
 @dataclass
@@ -65,10 +91,12 @@ class Capture:
 
 
 def capture_module(module: Any, example_inputs: Any, declared: dict[str, Any],
-                   directory: Path, *, label: str, timeout: float) -> Capture:
+                   directory: Path, *, label: str, timeout: float,
+                   memory: int | None = None) -> Capture:
     """Save ``module`` into ``directory`` on both paths; ``declared`` holds what a
     factory would declare (``dynamic_dims``, ``input_domains``, ``masked_outputs``),
-    ``label`` names the module in errors.
+    ``label`` names the module in errors; each path's fork within ``timeout`` seconds
+    and ``memory`` bytes (None: the machine default).
 
     ``jit.trace`` runs first and saves TorchScript; ``torch.export`` then saves the
     ``.pt2``, naming the TorchScript as its trace-path program
@@ -91,7 +119,8 @@ def capture_module(module: Any, example_inputs: Any, declared: dict[str, Any],
                       traced=traced.name if traced.is_file() else "")
 
     for path, work, saved in (("trace", trace, traced), ("export", export, exported)):
-        verdict = _in_fork(work, directory / f"{path}.log", path, timeout)
+        verdict = _in_fork(work, directory / f"{path}.log", path, timeout,
+                           limit_mb(memory))
         if verdict is not None or not saved.is_file():
             failures[path] = verdict or _failed(path, "saved no program")
     artifact = exported if exported.is_file() else traced if traced.is_file() else None
@@ -110,42 +139,91 @@ def _source(module: Any, example_inputs: Any, declared: dict[str, Any],
     return validated(label, module, named_inputs(label, module, example_inputs), declared)
 
 
-def _in_fork(work: Callable[[], None], log: Path, path: str, timeout: float) -> Verdict | None:
-    """Run ``work`` in a fork of this process: None when it returned; the verdict of its
-    failure otherwise. A :class:`NebisectError` it raises is raised here."""
+def _in_fork(work: Callable[[], None], log: Path, path: str, timeout: float,
+             memory_mb: int) -> Verdict | None:
+    """Run ``work`` in a fork of this process under a supervisor (the module's
+    docstring), adding at most ``memory_mb`` MiB: None when it returned; the verdict of
+    its failure otherwise. A :class:`NebisectError` it raises is raised here."""
     result = log.with_suffix(".json")
     pid = os.fork()
-    if pid == 0:  # pragma: no cover - the fork's side; its outcome is read below
-        _fork_side(work, log, result)
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return Verdict(Status.TIMEOUT, Stage.CONVERT, "timeout",
-                           message=f"{PATH_LABELS[path]} of the module did not finish within "
-                           f"{timeout:g} s; the fork was killed")
-        time.sleep(POLL_SECONDS)
-    if os.WIFSIGNALED(status):
-        name = signal_name(os.WTERMSIG(status))
+    if pid == 0:  # pragma: no cover - the supervisor's side; its outcome is read below
+        _supervise(work, log, result, memory_mb)
+    try:
+        code = _exit_code(pid, time.monotonic() + timeout)
+    except BaseException:
+        _end(pid)
+        raise
+    if code is None:
+        _end(pid)
+        return Verdict(Status.TIMEOUT, Stage.CONVERT, "timeout",
+                       message=f"{PATH_LABELS[path]} of the module did not finish within "
+                       f"{timeout:g} s; the fork was killed")
+    if code > EXIT_SIGNALLED:
+        name = signal_name(code - EXIT_SIGNALLED)
         return Verdict(Status.CRASH, Stage.CONVERT, crash_signature(name),
                        message=f"killed by {name} while {_doing(path)} the module"
                        f"{_innermost_frame(log)} (in a fork of this process, which lives on)")
     try:
         outcome = json.loads(result.read_text())
     except (OSError, ValueError):
-        return _failed(path, f"exited with status {os.WEXITSTATUS(status)} without a result")
+        return _failed(path, f"exited with status {code} without a result")
     if outcome.get("user_error"):
         raise NebisectError(outcome["message"])
+    if outcome.get("oom"):
+        verdict = Verdict(Status.OOM, Stage.CONVERT, "oom",
+                          message=f"{outcome['message']} while {_doing(path)} the module")
+        name_memory_limit(verdict, memory_mb)
+        return verdict
     return None if outcome.get("ok") else _failed(path, outcome["message"])
 
 
-def _fork_side(work: Callable[[], None], log: Path, result: Path) -> None:
-    """The fork: quiet, one torch thread, dies with the caller; writes its outcome and
-    leaves by ``os._exit`` (never the caller's exit handlers or buffered output)."""
+def _exit_code(pid: int, deadline: float) -> int | None:
+    """The exit code of the supervisor ``pid`` (a signal that killed it: 128 + its
+    number, as the fork's), or None past ``deadline``, the supervisor running."""
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            return EXIT_SIGNALLED - code if code < 0 else code
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(POLL_SECONDS)
+
+
+def _end(pid: int) -> None:
+    """Stop the capture under the supervisor ``pid``: every live process under it
+    killed, then the supervisor, reaped (it reaps what it adopted when it can)."""
+    kill_descendants(pid)
+    if _exit_code(pid, time.monotonic() + PATIENCE) is None:
+        kill_group(pid)
+        reap(pid)
+
+
+def _supervise(work: Callable[[], None], log: Path, result: Path,
+               memory_mb: int) -> NoReturn:
+    """The supervisor: a session of its own, dies with the caller, adopts orphans;
+    forks the capture, waits for it, kills and reaps whatever is left under it, and
+    exits with the capture's code (128 + the signal that killed it)."""
+    code = EXIT_UNSUPERVISED
+    try:
+        os.setsid()
+        set_pdeathsig()
+        become_subreaper()
+        fork = os.fork()
+        if fork == 0:
+            _fork_side(work, log, result, memory_mb)
+        status = reap(fork)
+        reap_strays()
+        code = EXIT_SIGNALLED - status if status < 0 else min(status, EXIT_SIGNALLED - 1)
+    except BaseException:
+        pass
+    os._exit(code)
+
+
+def _fork_side(work: Callable[[], None], log: Path, result: Path, memory_mb: int) -> NoReturn:
+    """The fork: quiet, one torch thread, dies with the supervisor, adds at most
+    ``memory_mb`` MiB to its data; writes its outcome and leaves by ``os._exit`` (never
+    the caller's exit handlers or buffered output)."""
     code = 0
     try:
         set_pdeathsig()
@@ -158,6 +236,7 @@ def _fork_side(work: Callable[[], None], log: Path, result: Path) -> None:
         import torch
 
         torch.set_num_threads(1)
+        confine(memory_mb)
         try:
             work()
             outcome: dict[str, Any] = {"ok": True}
@@ -165,10 +244,11 @@ def _fork_side(work: Callable[[], None], log: Path, result: Path) -> None:
             outcome = {"user_error": True, "message": str(exc)}
         except Exception as exc:
             traceback.print_exc()
-            outcome = {"message": converter_message(exc)}
+            outcome = ({"oom": True, "message": f"{type(exc).__name__}: {first_line(exc)}"}
+                       if is_out_of_memory(exc) else {"message": converter_message(exc)})
         result.write_text(json.dumps(outcome))
     except BaseException:
-        code = 70
+        code = EXIT_UNSUPERVISED
     os._exit(code)
 
 

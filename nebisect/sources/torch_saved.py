@@ -35,6 +35,7 @@ from nebisect.arrays import load_npz_bytes
 from nebisect.case import EXPORTED, torch_form
 from nebisect.errors import NebisectError
 from nebisect.files import parse_untrusted_json
+from nebisect.sources.pickled import refuse_pickled
 from nebisect.sources.torch_module import (
     PATHS,
     TorchSource,
@@ -69,6 +70,7 @@ def _load_exported(location: str) -> TorchSource:
     import torch
 
     extra = {RECORD: ""}
+    refuse_pickled(location)
     try:
         program = torch.export.load(location, extra_files=extra)
     except Exception as exc:
