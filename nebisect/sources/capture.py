@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from nebisect.errors import NebisectError
+from nebisect.files import read_json
 from nebisect.isolation.collect import name_memory_limit, signal_name
 from nebisect.isolation.job import is_out_of_memory
 from nebisect.isolation.memory import confine, limit_mb
@@ -164,8 +165,10 @@ def _in_fork(work: Callable[[], None], log: Path, path: str, timeout: float,
                        message=f"killed by {name} while {_doing(path)} the module"
                        f"{_innermost_frame(log)} (in a fork of this process, which lives on)")
     try:
-        outcome = json.loads(result.read_text())
-    except (OSError, ValueError):
+        outcome = read_json(result)
+    except NebisectError:
+        return _failed(path, f"exited with status {code} without a result")
+    if not isinstance(outcome, dict):
         return _failed(path, f"exited with status {code} without a result")
     if outcome.get("user_error"):
         raise NebisectError(outcome["message"])
