@@ -327,6 +327,11 @@ class MatrixRunner:
         self._expect_evaluations()
         npzs = {s.label: self.bench.save_inputs(s.arrays, s.label) for s in sets}
         try:
+            if self.bench.convert is not None:
+                # the conversions first, under a stage of their own: minutes at real size
+                self.progress(f"converting on {', '.join(self.paths)}")
+                for target in self.targets:
+                    self.bench.paths_of(target)
             self._on_executor([CellKey(target, path, npz) for npz in npzs.values()
                                for target in self.targets for path in self._converted(target)])
         except KeyboardInterrupt:

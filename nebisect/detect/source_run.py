@@ -177,6 +177,7 @@ def run_source_on(runner: Runner, options: RunOptions, workdir: Path,
         # template: it starts importing now.
         runner.expect(CONVERSION)
     plugins = use_plugins(options.plugins, timeout=timeouts.load, isolator=isolator)
+    progress(f"loading {options.source}")
     resolved = resolve_source(options.source, function=options.function,
                               timeout=timeouts.load, isolator=isolator
                               ).with_domains(dict(options.input_ranges))
