@@ -111,6 +111,7 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
         source_path,
     )
     from nebisect.report.outputs import fresh_output_directory
+    from nebisect.sources.resolve import is_torch_location
     from nebisect.targets.plugins import parse_targets
 
     given = keywords(BISECT, options)
@@ -137,6 +138,10 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
             function=given["function"], budget=parse_budget(str(given["budget"])),
             timeouts=Timeouts.parse(items(given["case_timeout"]), BISECT_TIMEOUTS,
                                     "--case-timeout"))
+        if not reduction.target.runs_programs and not is_torch_location(subject.source):
+            raise NebisectError(f"--target {reduction.target} runs torch sources "
+                                "(path/file.py:factory, model.pt2, model.pt); "
+                                f"{subject.source} is not one")
         read = [("the source", source_path(subject.source)),
                 *([("--inputs", subject.inputs)] if subject.inputs else [])]
         fresh_output_directory(destination, "--out", force=given["force"], inputs=read)
