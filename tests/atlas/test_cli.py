@@ -20,6 +20,10 @@ def _atlas(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
                           timeout=900, check=False)
 
 
+#: a sweep of one sample, as quick as a sweep gets (what an unrefused option would start)
+ONE_SAMPLE = ("--ops", "tanh", "--dtypes", "float32", "--budget", "1", "--no-cache")
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--ops", "tahn"], "nebisect: error: --ops: 'tahn' not in torch's op database (did you "
                         "mean tan, tanh"),
@@ -28,6 +32,13 @@ def _atlas(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     (["--dtypes", "float99"], "nebisect: error: --dtypes 'float99'"),
     (["--converter-setup", "nocolon"], "nebisect: error: --converter-setup 'nocolon' must"),
     (["--corpus", "c", "--converter-overrides"], "nebisect: error: --corpus converts plainly"),
+    ([*ONE_SAMPLE, "--seed", "-1"], "nebisect: error: --seed -1: give a seed from 0 to "),
+    ([*ONE_SAMPLE, "--converter-setup", "support.one_path_overide:install"],
+     "nebisect: error: --converter-setup support.one_path_overide:install: "
+     "ModuleNotFoundError: No module named 'support.one_path_overide'\n"),
+    ([*ONE_SAMPLE, "--converter-setup", "support.one_path_override:instal"],
+     "nebisect: error: --converter-setup support.one_path_override:instal: "
+     "AttributeError: module 'support.one_path_override' has no attribute 'instal'\n"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str,
                                                 tmp_path: Path) -> None:
