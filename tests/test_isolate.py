@@ -27,6 +27,7 @@ from support import TERMINAL_SIGNALS, TESTS, fault_jobs
 
 from nebisect.errors import NebisectError
 from nebisect.isolate import Isolator, Job, Needs, mark_stage, run_isolated
+from nebisect.isolation import memory
 from nebisect.isolation.collect import RawExit, collect
 from nebisect.isolation.job import CaseFiles, current_stage
 from nebisect.isolation.provenance import provenance
@@ -180,6 +181,23 @@ def test_crash_is_a_verdict_with_the_signal_name(
     if isolator.mode == "persistent":
         assert verdict.process.reconfirmed is True
         assert verdict.process.persistent_signature == signature
+
+
+@pytest.mark.skipif(memory.oom_kills() is None, reason="the kernel does not count OOM kills")
+def test_a_case_that_kills_itself_is_a_crash_not_oom(isolator: Isolator) -> None:
+    verdict = isolator.run(job("kill_self")).verdict
+    assert (verdict.status, verdict.signature, verdict.stage) == (
+        "crash", "crash:SIGKILL", "predict")
+    assert verdict.message == "killed by SIGKILL during predict"
+
+
+def test_a_case_that_deletes_the_workspace_costs_its_own_verdict_only(
+        isolator: Isolator) -> None:
+    removed = isolator.run(job("remove_workspace")).verdict
+    assert removed.status == "error", removed.message  # its result had nowhere to go
+    for _ in range(2):
+        verdict = isolator.run(job("passing", {"n": 3})).verdict
+        assert verdict.status == "pass", verdict.message
 
 
 NO_RESULT = [
@@ -370,7 +388,9 @@ def test_mark_stage_outside_a_child_only_records() -> None:
 @pytest.mark.parametrize(
     ("exit_code", "tail", "status", "signature"),
     [
-        (-signal.SIGKILL, "", "oom", "oom"),
+        (-signal.SIGKILL, "", "oom", "oom"),  # where the kernel does not say
+        (RawExit(-signal.SIGKILL, oom_killed=True), "", "oom", "oom"),
+        (RawExit(-signal.SIGKILL, oom_killed=False), "", "crash", "crash:SIGKILL"),
         (-signal.SIGABRT, "terminate called after throwing an instance of 'std::bad_alloc'\n",
          "oom", "oom"),
         (-signal.SIGABRT, "assertion failed\n", "crash", "crash:SIGABRT"),
@@ -380,12 +400,13 @@ def test_mark_stage_outside_a_child_only_records() -> None:
     ],
 )
 def test_exit_status_classification(
-    tmp_path: Path, exit_code: int, tail: str, status: str, signature: str
+    tmp_path: Path, exit_code: int | RawExit, tail: str, status: str, signature: str
 ) -> None:
     """Memory exhaustion seen only from outside (OOM killer, bad_alloc) maps to oom."""
     (tmp_path / CaseFiles.STDERR).write_text(tail)
     (tmp_path / CaseFiles.STAGE).write_text("load".ljust(64))
-    verdict = collect(Job("m:f", {}), tmp_path, RawExit(exit_code)).verdict
+    raw = exit_code if isinstance(exit_code, RawExit) else RawExit(exit_code)
+    verdict = collect(Job("m:f", {}), tmp_path, raw).verdict
     assert (verdict.status, verdict.signature, verdict.stage) == (status, signature, "load")
 
 
