@@ -6,6 +6,10 @@ behind even when the host program forgets to close its isolator. Every case writ
 deletes a handful of small files; on a disk filesystem that costs more than the fork
 itself, so on Linux the root goes to tmpfs (/dev/shm) unless the user chose a temp
 dir (TMPDIR) or /dev/shm is too small to hold a case's arrays.
+
+A case is the user's code with the user's rights: it may delete the root. The root (and
+the helpers' temp dir in it) is then made again on next use, so one such case costs
+its own verdict, not the run.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 
 _SHM = "/dev/shm"
 _SHM_MIN_FREE = 1 << 30
+_HELPER_TMP = "helper-tmp"
 
 
 def default_parent() -> str | None:
@@ -42,15 +47,19 @@ class Workspace:
 
     @property
     def root(self) -> Path:
+        """The temp root, made on first use and again when something deleted it."""
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="nebisect-", dir=self._parent))
+        elif not os.path.lexists(self._root):
+            self._root.mkdir(mode=0o700, exist_ok=True)
+            (self._root / _HELPER_TMP).mkdir(exist_ok=True)  # running helpers' TMPDIR
         return self._root
 
     def helper_tmp(self) -> Path:
         """The ``TMPDIR`` of the isolator's helpers (fork templates, persistent workers):
         what a helper writes to temp (the conversion template's rehearsal packages) is
         removed with the root, also when the helper was killed half-way."""
-        path = self.root / "helper-tmp"
+        path = self.root / _HELPER_TMP
         path.mkdir(exist_ok=True)
         return path
 
