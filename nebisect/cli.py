@@ -20,6 +20,7 @@ from nebisect import commands
 from nebisect.errors import NebisectError
 from nebisect.files import os_reason
 from nebisect.isolation import interrupt
+from nebisect.isolation.workspace import own_torch_cache
 from nebisect.mil import quiet
 from nebisect.report.outputs import removed_if_unused
 from nebisect.report.safe_text import printable
@@ -100,7 +101,8 @@ def main() -> None:
     129 (SIGHUP), after every cleanup ran and the partial results were written."""
     interrupt.install()
     try:
-        _run()
+        with own_torch_cache():
+            _run()
     except BaseException:
         # typer turns a KeyboardInterrupt into a silent exit 130, and whatever the
         # unwinding raised after the signal is a consequence of it: which signal it was

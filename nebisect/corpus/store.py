@@ -286,6 +286,9 @@ class Corpus:
                    or [e for e in entries if e.name.startswith(key)]
                    or [c.path for c in self.scan().cases if c.record.name == key])
         if not matches:
+            if any(e.name == key for e in self.root.iterdir()):
+                raise NebisectError(f"{self.root / key}: not a case directory (no {CASE_FILE} "
+                                    "of its own)")
             raise NebisectError(f"{self.root}: no case {key!r}")
         if len(matches) > 1:
             raise NebisectError(f"{self.root}: {key!r} is ambiguous "

@@ -14,16 +14,21 @@ its own verdict, not the run.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 _SHM = "/dev/shm"
 _SHM_MIN_FREE = 1 << 30
 _HELPER_TMP = "helper-tmp"
+#: torch's compile cache (``$TMPDIR/torchinductor_$USER`` by default), which torch.export
+#: fills in whatever process imports it
+TORCH_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 
 
 def default_parent() -> str | None:
@@ -72,3 +77,22 @@ class Workspace:
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
+
+
+@contextlib.contextmanager
+def own_torch_cache() -> Iterator[None]:
+    """torch's compile cache, for this process and the children it starts, in a temp dir
+    of its own that is removed at the end (also after an interruption): a command whose
+    own process imports torch (the atlas's op database, a saved program) leaves no
+    ``torchinductor_$USER`` behind in ``$TMPDIR``. A cache the user chose
+    (``$TORCHINDUCTOR_CACHE_DIR``) is the user's and stays."""
+    if os.environ.get(TORCH_CACHE_ENV):
+        yield
+        return
+    path = tempfile.mkdtemp(prefix="nebisect-torch-cache-")
+    os.environ[TORCH_CACHE_ENV] = path
+    try:
+        yield
+    finally:
+        os.environ.pop(TORCH_CACHE_ENV, None)
+        shutil.rmtree(path, ignore_errors=True)

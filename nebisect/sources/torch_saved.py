@@ -34,6 +34,7 @@ import numpy as np
 from nebisect.arrays import load_npz_bytes
 from nebisect.case import EXPORTED, torch_form
 from nebisect.errors import NebisectError
+from nebisect.isolation.job import is_out_of_memory
 from nebisect.sources.torch_module import (
     PATHS,
     TorchSource,
@@ -71,6 +72,8 @@ def _load_exported(location: str) -> TorchSource:
     try:
         program = torch.export.load(location, extra_files=extra)
     except Exception as exc:
+        if is_out_of_memory(exc):
+            raise  # the child's verdict: oom, under the job's limit
         raise NebisectError(f"{location}: not an ExportedProgram torch.export.load reads "
                             f"({type(exc).__name__}: {first_line(exc)})") from None
     declared = _record(location, extra[RECORD])
@@ -128,6 +131,8 @@ def _load_scripted(location: str) -> TorchSource:
     try:
         module = torch.jit.load(location, map_location="cpu", _extra_files=extra)
     except Exception as exc:
+        if is_out_of_memory(exc):
+            raise
         raise NebisectError(f"{location}: not TorchScript torch.jit.load reads "
                             f"({type(exc).__name__}: {first_line(exc)}); a torch.save "
                             "checkpoint holds no program") from None
