@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support import TESTS
+from support.leftovers import Sandbox
 
 NEBISECT = [sys.executable, "-m", "nebisect", "atlas"]
 
@@ -95,6 +96,16 @@ def test_samples_judged_side_by_side_give_the_atlas_judged_one_by_one(tmp_path: 
     one_by_one = entries("1")
     assert len(one_by_one) > 2 and any(e["findings"] for e in one_by_one)
     assert entries("2") == one_by_one  # the same entries, in sample order
+
+
+def test_the_op_database_leaves_no_torch_cache_in_tmpdir(tmp_path: Path) -> None:
+    """The command's own process imports torch (the op database): torch's compile cache
+    goes to a temp dir of the command's, removed at its end."""
+    sandbox = Sandbox(tmp_path / "sandbox")
+    done = sandbox.run("atlas", "--list-ops")
+    assert done.returncode == 0, done.stderr
+    assert "tanh" in done.stdout.split()
+    assert sandbox.leftovers() == []
 
 
 def test_a_saved_atlas_that_is_not_one_is_one_line_and_exit_2(tmp_path: Path) -> None:
