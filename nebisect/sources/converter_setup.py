@@ -19,10 +19,10 @@ from nebisect.errors import NebisectError
 from nebisect.isolation.needs import check_function_name
 from nebisect.sources.loading import ChildSubject, describe_in_child, first_line, record_verdict
 from nebisect.sources.torch_module import TORCH_AND_COREMLTOOLS
+from nebisect.verdict import Verdict
 
 if TYPE_CHECKING:
     from nebisect.isolate import Isolator
-    from nebisect.verdict import Verdict
 
 OPTION = "--converter-setup"
 SETUP_SUBJECT = ChildSubject("the converter setup", "resolving its function")
