@@ -388,8 +388,6 @@ def test_mark_stage_outside_a_child_only_records() -> None:
     ("exit_code", "tail", "status", "signature"),
     [
         (-signal.SIGKILL, "", "oom", "oom"),  # where the kernel does not say
-        (RawExit(-signal.SIGKILL, oom_killed=True), "", "oom", "oom"),
-        (RawExit(-signal.SIGKILL, oom_killed=False), "", "crash", "crash:SIGKILL"),
         (-signal.SIGABRT, "terminate called after throwing an instance of 'std::bad_alloc'\n",
          "oom", "oom"),
         (-signal.SIGABRT, "assertion failed\n", "crash", "crash:SIGABRT"),
@@ -399,14 +397,23 @@ def test_mark_stage_outside_a_child_only_records() -> None:
     ],
 )
 def test_exit_status_classification(
-    tmp_path: Path, exit_code: int | RawExit, tail: str, status: str, signature: str
+    tmp_path: Path, exit_code: int, tail: str, status: str, signature: str
 ) -> None:
     """Memory exhaustion seen only from outside (OOM killer, bad_alloc) maps to oom."""
     (tmp_path / CaseFiles.STDERR).write_text(tail)
     (tmp_path / CaseFiles.STAGE).write_text("load".ljust(64))
-    raw = exit_code if isinstance(exit_code, RawExit) else RawExit(exit_code)
-    verdict = collect(Job("m:f", {}), tmp_path, raw).verdict
+    verdict = collect(Job("m:f", {}), tmp_path, RawExit(exit_code)).verdict
     assert (verdict.status, verdict.signature, verdict.stage) == (status, signature, "load")
+
+
+def test_a_sigkill_is_oom_only_when_the_kernels_oom_killer_struck(tmp_path: Path) -> None:
+    (tmp_path / CaseFiles.STDERR).write_text("")
+    struck, not_struck = (RawExit(-signal.SIGKILL, oom_killed=killed) for killed in (True, False))
+    verdict = collect(Job("m:f", {}), tmp_path, struck).verdict
+    assert (verdict.status, verdict.message) == (
+        "oom", "killed by the kernel's out-of-memory killer")
+    verdict = collect(Job("m:f", {}), tmp_path, not_struck).verdict
+    assert (verdict.status, verdict.signature) == ("crash", "crash:SIGKILL")
 
 
 def test_unreadable_result_is_an_error(tmp_path: Path) -> None:
