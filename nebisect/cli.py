@@ -9,8 +9,11 @@ line, exit 128 + the signal number.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
 import inspect
+import os
 import pkgutil
 import sys
 
@@ -20,6 +23,7 @@ from nebisect import commands
 from nebisect.errors import NebisectError
 from nebisect.files import os_reason
 from nebisect.isolation import interrupt
+from nebisect.isolation.workspace import own_torch_cache
 from nebisect.mil import quiet
 from nebisect.report.outputs import removed_if_unused
 from nebisect.report.safe_text import printable
@@ -100,7 +104,8 @@ def main() -> None:
     129 (SIGHUP), after every cleanup ran and the partial results were written."""
     interrupt.install()
     try:
-        _run()
+        with own_torch_cache():
+            _run()
     except BaseException:
         # typer turns a KeyboardInterrupt into a silent exit 130, and whatever the
         # unwinding raised after the signal is a consequence of it: which signal it was
@@ -109,7 +114,18 @@ def main() -> None:
         if stop is None:
             raise
         sys.stderr.write(f"nebisect: {interrupt.describe(stop)}; stopped and cleaned up\n")
-        sys.exit(stop.exit_code)
+        _exit_now(stop.exit_code)
+
+
+def _exit_now(code: int) -> None:
+    """Exit with ``code`` once the exit handlers ran, without tearing the interpreter
+    down: a process that imported torch's op database (the atlas) spends seconds
+    garbage-collecting it at exit, and an interrupted command must be gone at once."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 def _run() -> None:

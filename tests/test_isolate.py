@@ -182,6 +182,23 @@ def test_crash_is_a_verdict_with_the_signal_name(
         assert verdict.process.persistent_signature == signature
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="the kernel's count of OOM kills is Linux's /proc/vmstat")
+def test_a_case_that_kills_itself_is_a_crash_not_oom(isolator: Isolator) -> None:
+    verdict = isolator.run(job("kill_self")).verdict
+    assert (verdict.status, verdict.signature, verdict.stage) == (
+        "crash", "crash:SIGKILL", "predict")
+    assert verdict.message == "killed by SIGKILL during predict"
+
+
+def test_a_case_that_deletes_the_workspace_costs_its_own_verdict_only(
+        isolator: Isolator) -> None:
+    isolator.run(job("remove_workspace"))  # its own verdict: whatever the mode makes of it
+    for _ in range(2):
+        verdict = isolator.run(job("passing", {"n": 3})).verdict
+        assert verdict.status == "pass", verdict.message
+
+
 NO_RESULT = [
     ("exit_code", {"code": 3}, "error:predict:child exited with code 3 without a result"),
     ("exit_code", {"code": 0}, "error:predict:child exited with code 0 without a result"),
@@ -370,7 +387,7 @@ def test_mark_stage_outside_a_child_only_records() -> None:
 @pytest.mark.parametrize(
     ("exit_code", "tail", "status", "signature"),
     [
-        (-signal.SIGKILL, "", "oom", "oom"),
+        (-signal.SIGKILL, "", "oom", "oom"),  # where the kernel does not say
         (-signal.SIGABRT, "terminate called after throwing an instance of 'std::bad_alloc'\n",
          "oom", "oom"),
         (-signal.SIGABRT, "assertion failed\n", "crash", "crash:SIGABRT"),
@@ -387,6 +404,16 @@ def test_exit_status_classification(
     (tmp_path / CaseFiles.STAGE).write_text("load".ljust(64))
     verdict = collect(Job("m:f", {}), tmp_path, RawExit(exit_code)).verdict
     assert (verdict.status, verdict.signature, verdict.stage) == (status, signature, "load")
+
+
+def test_a_sigkill_is_oom_only_when_the_kernels_oom_killer_struck(tmp_path: Path) -> None:
+    (tmp_path / CaseFiles.STDERR).write_text("")
+    struck, not_struck = (RawExit(-signal.SIGKILL, oom_killed=killed) for killed in (True, False))
+    verdict = collect(Job("m:f", {}), tmp_path, struck).verdict
+    assert (verdict.status, verdict.message) == (
+        "oom", "killed by the kernel's out-of-memory killer")
+    verdict = collect(Job("m:f", {}), tmp_path, not_struck).verdict
+    assert (verdict.status, verdict.signature) == ("crash", "crash:SIGKILL")
 
 
 def test_unreadable_result_is_an_error(tmp_path: Path) -> None:

@@ -112,6 +112,7 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
         source_path,
     )
     from nebisect.report.outputs import fresh_output_directory
+    from nebisect.sources.resolve import is_torch_location
     from nebisect.targets.plugins import parse_targets
 
     given = keywords(BISECT, options)
@@ -138,6 +139,10 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
             fixes=subject.fixes, graph=subject.graph, paths=subject.paths,
             function=given["function"], budget=parse_budget(str(given["budget"])),
             timeouts=timeouts)
+        if not reduction.target.runs_programs and not is_torch_location(subject.source):
+            raise NebisectError(f"--target {reduction.target} runs torch sources "
+                                "(path/file.py:factory, model.pt2, model.pt); "
+                                f"{subject.source} is not one")
         read = [("the source", source_path(subject.source)),
                 *([("--inputs", subject.inputs)] if subject.inputs else [])]
         fresh_output_directory(destination, "--out", force=given["force"], inputs=read)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from nebisect.atlas.sweep import DEFAULT_SHRINK_BUDGET
-from nebisect.bounds import MAX_JOBS, check_count
+from nebisect.bounds import MAX_JOBS, check_count, check_seed
 from nebisect.errors import NebisectError
 from nebisect.executors import CLUSTER_ENV, CLUSTER_HELP
 from nebisect.options.generate import typer_default
@@ -184,15 +184,16 @@ def _settings(budget: int, seed: int, converter_overrides: bool,
               shrink_budget: int) -> SweepSettings:
     """The sweep's settings from its options, checked."""
     from nebisect.atlas.sweep import SweepSettings
-    from nebisect.isolation.needs import check_function_name
+    from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
+    from nebisect.sources.converter_setup import check_converter_setup
 
     check_count("--budget", budget)
     check_count("--shrink-budget", shrink_budget, least=0)
-    for call in converter_setup:
-        check_function_name(call, "--converter-setup")
+    check_seed(f"--seed {seed}", seed)
     if corpus is not None and (converter_setup or converter_overrides):
         raise NebisectError("--corpus converts plainly on replay: it cannot keep what "
                             "--converter-setup or --converter-overrides changed")
+    check_converter_setup(converter_setup, timeout=DEFAULT_TIMEOUTS.load)
     return SweepSettings(budget=budget, seed=seed, converter_overrides=converter_overrides,
                          converter_setup=converter_setup, keep=keep, corpus=corpus,
                          shrink_budget=shrink_budget)

@@ -15,7 +15,15 @@ system), holding an flock on that directory, fsyncs every file, then — holding
 corpus lock — renames it into place. Readers never lock: a case directory either does
 not exist yet or is complete. Removal renames to ``.trash-…`` under the lock before
 deleting, for the same reason. A ``.tmp-`` directory whose flock is free outlived its
-writer: it is reported, ignored, and removed by :meth:`Corpus.collect_garbage`.
+writer: it is reported, ignored, and removed by :meth:`Corpus.collect_garbage`. Both are
+named ``.tmp-``/``.trash-`` and 32 hex digits: only such a directory is nebisect's own, so
+a user's ``.tmp-notes`` in the root is never reported or removed.
+
+A directory is a corpus when it holds the ``.lock`` file (created with the corpus) or a
+case directory (one holding its own ``case.json``), and is no case itself. ``rm`` and
+``gc`` refuse any other root, and ``rm`` removes only case directories: whatever else lies
+in a directory given by mistake (a home folder, a case, a package) is never touched, and
+no ``.lock`` is left in it.
 
 A corpus arrives in pull requests, so it is untrusted (SECURITY.md). A verified case is
 *exactly* its listed, hashed, regular files: an unlisted file, a symlink anywhere, a
@@ -32,6 +40,7 @@ import contextlib
 import datetime
 import fcntl
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -66,6 +75,8 @@ LOCK_FILE = ".lock"
 MAX_RECORD_BYTES = 1 << 20
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".trash-"
+#: The name of a staging (``.tmp-``) or removal (``.trash-``) directory nebisect made.
+OWN_ENTRY = re.compile(rf"({re.escape(TMP_PREFIX)}|{re.escape(TRASH_PREFIX)})[0-9a-f]{{32}}")
 
 
 @dataclass
@@ -203,6 +214,19 @@ class Corpus:
                 ) from exc
         if not self.root.is_dir():
             raise NebisectError(f"{self.root}: no such corpus directory")
+        if create:
+            os.close(os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644))
+
+    def check_is_corpus(self) -> None:
+        """Raise unless the root is a corpus (see the module's docstring): what deletes
+        in it calls this before it locks or removes anything."""
+        if _is_regular(self.root / CASE_FILE):
+            raise NebisectError(f"{self.root}: a case directory, not a corpus (give the "
+                                "directory that holds the cases)")
+        if not _is_regular(self.root / LOCK_FILE) and not any(
+                _is_case_directory(entry) for entry in self.root.iterdir()):
+            raise NebisectError(f"{self.root}: not a corpus (no {LOCK_FILE} and no case "
+                                f"directory holding a {CASE_FILE})")
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -218,7 +242,7 @@ class Corpus:
         """Load and verify every case; damaged or unfinished ones become problems."""
         scan = Scan()
         for entry in sorted(self.root.iterdir()):
-            if entry.name.startswith(TMP_PREFIX):
+            if _is_own(entry, TMP_PREFIX):
                 reason = ("write in progress; ignored" if _in_use(entry) else
                           "unfinished write whose writer is gone; ignored "
                           "(`nebisect corpus gc` removes it)")
@@ -248,8 +272,8 @@ class Corpus:
         case by its directory name), else the verified case whose name is ``key``.
 
         A key is never joined to the root as a path, so an absolute path, a ``..`` or the
-        root itself names no case; what it resolves to must be a directory directly under
-        the root, not a symlink.
+        root itself names no case; what it resolves to must be a case directory (holding
+        its own ``case.json``) directly under the root, not a symlink.
         """
         if key.startswith("."):
             raise NebisectError(f"{self.root}: {key!r} is not a case; `nebisect corpus gc` "
@@ -257,11 +281,14 @@ class Corpus:
         if not key:
             raise NebisectError(f"{self.root}: an empty key names no case")
         entries = [e for e in sorted(self.root.iterdir())
-                   if not e.name.startswith(".") and (e.is_symlink() or e.is_dir())]
+                   if not e.name.startswith(".") and (e.is_symlink() or _is_case_directory(e))]
         matches = ([e for e in entries if e.name == key]
                    or [e for e in entries if e.name.startswith(key)]
                    or [c.path for c in self.scan().cases if c.record.name == key])
         if not matches:
+            if any(e.name == key for e in self.root.iterdir()):
+                raise NebisectError(f"{self.root / key}: not a case directory (no {CASE_FILE} "
+                                    "of its own)")
             raise NebisectError(f"{self.root}: no case {key!r}")
         if len(matches) > 1:
             raise NebisectError(f"{self.root}: {key!r} is ambiguous "
@@ -320,20 +347,23 @@ class Corpus:
         A writer's ``.tmp-`` directory is not a case: :meth:`collect_garbage` decides
         whether its writer is gone.
         """
+        self.check_is_corpus()
         target = self.locate(key)
         with self.lock():
             self._discard(target)
         return target.name
 
     def garbage(self) -> list[Path]:
-        """What interrupted writers and removers left: ``.tmp-`` directories whose writer
-        is gone (its flock is free) and ``.trash-`` directories."""
+        """What interrupted writers and removers left: nebisect's own ``.tmp-`` directories
+        whose writer is gone (its flock is free) and ``.trash-`` directories."""
+        self.check_is_corpus()
         return [entry for entry in sorted(self.root.iterdir())
-                if entry.name.startswith(TRASH_PREFIX)
-                or (entry.name.startswith(TMP_PREFIX) and not _in_use(entry))]
+                if _is_own(entry, TRASH_PREFIX)
+                or (_is_own(entry, TMP_PREFIX) and not _in_use(entry))]
 
     def collect_garbage(self) -> list[Path]:
         """Remove :meth:`garbage` (re-checked under the lock); the paths removed."""
+        self.check_is_corpus()
         removed = []
         with self.lock():
             for entry in self.garbage():
@@ -354,10 +384,38 @@ class Corpus:
 
     def _discard(self, path: Path) -> None:
         """Rename an entry of the root to ``.trash-…``, then delete it (:func:`_delete`)."""
-        trash = self.root / f"{TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}"
+        trash = self.root / f"{TRASH_PREFIX}{uuid.uuid4().hex}"
         os.rename(path, trash)
         fsync_directory(self.root)
         _delete(trash)
+
+
+def _is_own(entry: Path, prefix: str) -> bool:
+    """True for a real directory (not a symlink) named like nebisect's own ``prefix``
+    entries."""
+    if not entry.name.startswith(prefix) or OWN_ENTRY.fullmatch(entry.name) is None:
+        return False
+    try:
+        return stat.S_ISDIR(entry.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _is_regular(path: Path) -> bool:
+    """True for a regular file (a symlink is not followed)."""
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _is_case_directory(entry: Path) -> bool:
+    """True for a directory (not a symlink) holding its own ``case.json``: a case, intact
+    or damaged."""
+    try:
+        return stat.S_ISDIR(entry.lstat().st_mode) and _is_regular(entry / CASE_FILE)
+    except OSError:
+        return False
 
 
 def _delete(path: Path) -> None:

@@ -42,6 +42,7 @@ import numpy as np
 
 from nebisect.detect.causes import RunFinding
 from nebisect.inputs.families.base import largest
+from nebisect.sources.domains import input_range_option
 
 #: how far beyond the starting inputs' largest |value| a trigger may lie and still be an
 #: input the model sees, when its inputs declare no domain
@@ -97,13 +98,13 @@ def margin_line(finding: RunFinding, scale: float, undeclared: Sequence[str]) ->
     """One line saying what fails only beyond realistic inputs, how far out, and how to
     judge it anyway."""
     magnitude = finding.smallest.magnitude
-    name = undeclared[0] if undeclared else "NAME"
+    option = input_range_option(undeclared[0]) if undeclared else "--input-range NAME=LO:HI"
     where = (f"only at inputs with |value| ≥ {magnitude:.3g}, {magnitude / scale:,.0f}× "
              if magnitude > scale else
              f"only at constant inputs of |value| ≤ {_largest(finding):.3g}, "
              f"{scale / _largest(finding):,.0f}× below ")
     return (f"margin: {finding.title} — {where}the largest starting input ({scale:.3g}); "
-            f"not a failure: declare a domain to judge it (--input-range {name}=LO:HI)")
+            f"not a failure: declare a domain to judge it ({option})")
 
 
 def _largest(finding: RunFinding) -> float:

@@ -7,6 +7,7 @@ line per target saying where it shows — not 240 lines, nor six groups.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 
 from rich.markup import escape
@@ -22,6 +23,7 @@ from nebisect.search.readout import Element
 from nebisect.search.records import CliffFinding, Exploration, FailureGroup
 from nebisect.sources.convert import CURED_PREFIX, PATH_LABELS
 from nebisect.sources.converter_overrides import overrides_hint
+from nebisect.sources.domains import input_range_option
 
 
 def where(attribution: str, group: FailureGroup) -> str:
@@ -175,12 +177,12 @@ def domain_lines(result: object) -> list[str]:
         lines.append(escape(f"padded positions not compared ({how}): {pairs}"))
     undeclared: list[str] = getattr(result, "undeclared", [])
     if undeclared and getattr(result, "findings", None):
-        names = ", ".join(undeclared)
-        example = undeclared[0]
+        names = ", ".join(shlex.quote(name) for name in undeclared)
         lines.append(escape(
             f"no input domain declared for {names}: findings above are ranked by their "
             f"smallest trigger, and some may lie beyond any value the model sees; declare "
-            f"one with --input-range {example}=LO:HI or 'input_domains' in the factory"))
+            f"one with {input_range_option(undeclared[0])} or 'input_domains' in the "
+            "factory"))
     return lines
 
 

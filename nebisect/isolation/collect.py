@@ -6,8 +6,10 @@ the fork child's "done"); otherwise the exit status speaks — a signal is a ``c
 named after it whatever the child wrote before dying, a timeout is ``timeout``, an exit
 without a result is an ``error``, and the usual fingerprints of memory exhaustion are
 ``oom`` (its message and the verdict's ``process.memory_limit`` name the job's limit). The stage is
-the last one the child declared through ``mark_stage``. On macOS a crash carries the
-native stack from the OS's crash report when one is found
+the last one the child declared through ``mark_stage``. A SIGKILL is ``oom`` when the
+kernel's out-of-memory killer struck while the case ran (or, where the kernel does not
+say, as the likeliest cause); a case that sends itself SIGKILL is a ``crash``. On macOS
+a crash carries the native stack from the OS's crash report when one is found
 (:mod:`nebisect.isolation.crashreport`).
 
 Every file in the case directory was written by the child, so it is read as
@@ -47,6 +49,8 @@ class RawExit:
     worker that ran it had run, this one included (None: no persistent worker). ``pid``
     and ``started`` (epoch seconds) identify the case process, where the backend knows
     it, so that the crash report the OS wrote for it can be found (macOS).
+    ``oom_killed``: whether the kernel's out-of-memory killer killed a process while
+    the case ran (None: the kernel does not say), which tells its SIGKILL from any other.
     """
 
     exit_code: int | None
@@ -56,6 +60,7 @@ class RawExit:
     worker_case: int | None = None
     pid: int | None = None
     started: float = 0.0
+    oom_killed: bool | None = None
 
 
 #: The most a result document may hold: a verdict is a few kilobytes; anything near
@@ -135,8 +140,9 @@ def _exit_verdict(job: Job, raw: RawExit, stage: str, tail: str) -> Verdict:
     facts = ProcessFacts(exit_code=code)
     if code < 0:
         name = signal_name(-code)
-        if -code == signal.SIGKILL:
-            message = ("killed by SIGKILL, not by nebisect: most likely the kernel's "
+        if -code == signal.SIGKILL and raw.oom_killed is not False:
+            message = ("killed by the kernel's out-of-memory killer" if raw.oom_killed else
+                       "killed by SIGKILL, not by nebisect: most likely the kernel's "
                        "out-of-memory killer")
             return Verdict(Status.OOM, stage, "oom", message=message, process=facts)
         if -code == signal.SIGABRT and "std::bad_alloc" in tail:

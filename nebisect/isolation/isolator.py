@@ -33,7 +33,7 @@ from nebisect.isolation.cancel import CancelToken
 from nebisect.isolation.collect import RawExit, collect
 from nebisect.isolation.fork import ForkBackend
 from nebisect.isolation.job import Job, Outcome
-from nebisect.isolation.memory import limit_mb
+from nebisect.isolation.memory import limit_mb, oom_kills
 from nebisect.isolation.needs import Needs
 from nebisect.isolation.persistent import PersistentBackend
 from nebisect.isolation.provenance import provenance
@@ -177,8 +177,11 @@ class Isolator:
     def _run_in(self, backend: Backend, job: Job) -> Outcome:
         case_dir = self._workspace.new_case_dir()
         request = {"job": job.to_dict(), "sys_path": list(sys.path), "parent": os.getpid()}
+        kills = oom_kills()
         try:
             raw = backend.run(job, case_dir, request)
+            after = oom_kills()
+            raw.oom_killed = None if kills is None or after is None else after > kills
             self._cancel.check()  # a case killed because of the cancellation has no verdict
             outcome = collect(job, case_dir, raw)
         finally:

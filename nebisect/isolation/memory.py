@@ -71,6 +71,21 @@ def limit_mb(size: int | None) -> int:
     return max(1, (default_limit() if size is None else size) // MIB)
 
 
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot
+    (``/proc/vmstat``'s ``oom_kill``, a cgroup's limit included; Linux ≥ 4.13); None
+    where the kernel does not say."""
+    try:
+        text = Path("/proc/vmstat").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return None
+
+
 def budget() -> int:
     """Bytes the running code may allocate: the job's limit inside a limited job, else
     the machine default (a command's own process, e.g. lint reading a program)."""

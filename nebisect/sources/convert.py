@@ -35,7 +35,6 @@ convert verdict.
 from __future__ import annotations
 
 import copy
-import importlib
 import os
 import sys
 import time
@@ -51,6 +50,7 @@ from nebisect.isolate import Needs
 from nebisect.isolation.job import OOM_PATTERN
 from nebisect.mil.quiet import import_coremltools, quiet
 from nebisect.sources.converter_overrides import CURED_OPS, FAILS_TOO, overrides_hint
+from nebisect.sources.converter_setup import setup_function
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.sources.export_guards import violated_condition
 from nebisect.sources.precisions import PrecisionOutcome, convert_at_precisions
@@ -602,9 +602,8 @@ def convert_job(arguments: ConvertArguments) -> Verdict:
     from nebisect.sources import conversion_cache
 
     mark_stage("convert")
-    for reference in arguments.setup:
-        module, _, function = reference.partition(":")
-        getattr(importlib.import_module(module), function)()
+    for call in arguments.setup:
+        setup_function(call)()
     source = load_torch_source(arguments.source)
     deployment = arguments.deployment_target or running_deployment()
     precision = conversion_precision(arguments.precision)

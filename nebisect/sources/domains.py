@@ -37,6 +37,7 @@ Nothing here imports torch; every mistake is one :class:`NebisectError` line.
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,12 @@ MASKED_OUTPUT_FORMAT = "OUTPUT=MASK (e.g. last_hidden_state=attention_mask)"
 #: how an input becomes a mask, after a ``--masked-output`` naming one that is not
 MASK_HINT = ("; declare one with --input-range NAME=mask (a package's integer input that "
              "gates a softmax or a select is one already, read off the graph)")
+
+
+def input_range_option(name: str) -> str:
+    """``--input-range NAME=LO:HI`` for the input ``name``, quoted for the shell as a
+    hint's command must be (an input name is the model's, and may hold anything)."""
+    return f"--input-range {shlex.quote(f'{name}=LO:HI')}"
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from nebisect.arrays import load_npz_bytes
 from nebisect.case import EXPORTED, torch_form
 from nebisect.errors import NebisectError
 from nebisect.files import parse_untrusted_json
+from nebisect.isolation.job import OOM_PATTERN
 from nebisect.sources.pickled import refuse_pickled
 from nebisect.sources.torch_module import (
     PATHS,
@@ -71,11 +73,18 @@ def _load_exported(location: str) -> TorchSource:
 
     extra = {RECORD: ""}
     refuse_pickled(location)
+    logged = _Logged()
+    logging.getLogger("torch.export").addHandler(logged)
     try:
         program = torch.export.load(location, extra_files=extra)
     except Exception as exc:
+        refusal = _memory_refusal(exc, logged.texts)
+        if refusal:
+            raise MemoryError(refusal) from exc  # the child's verdict: oom
         raise NebisectError(f"{location}: not an ExportedProgram torch.export.load reads "
                             f"({type(exc).__name__}: {first_line(exc)})") from None
+    finally:
+        logging.getLogger("torch.export").removeHandler(logged)
     declared = _record(location, extra[RECORD])
     args, kwargs = program.example_inputs or ((), {})
     if kwargs or not args:
@@ -89,6 +98,33 @@ def _load_exported(location: str) -> TorchSource:
                        PATHS if traced is not None else EXPORTED_PATHS)
     source.traced = traced
     return source
+
+
+class _Logged(logging.Handler):
+    """The records torch logs meanwhile: torch.export.load logs the error a weight's
+    load raised (the allocator's refusal) and raises a generic one in its place."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.texts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.texts.append(self.format(record))
+
+
+def _memory_refusal(exc: BaseException, logged: list[str]) -> str:
+    """The allocator's refusal behind a failed load (its line), from the chain of
+    causes or what torch logged; "" when the load failed for another reason."""
+    texts = []
+    seen: BaseException | None = exc
+    while seen is not None:
+        texts.append(f"{type(seen).__name__}: {seen}")
+        seen = seen.__cause__ or seen.__context__
+    for text in [*texts, *logged]:
+        line = next((ln for ln in text.splitlines() if OOM_PATTERN.search(ln)), "")
+        if line:
+            return line.strip()
+    return ""
 
 
 def _companion(location: str, name: str) -> Any:
@@ -131,6 +167,9 @@ def _load_scripted(location: str) -> TorchSource:
     try:
         module = torch.jit.load(location, map_location="cpu", _extra_files=extra)
     except Exception as exc:
+        refusal = _memory_refusal(exc, [])
+        if refusal:
+            raise MemoryError(refusal) from exc
         raise NebisectError(f"{location}: not TorchScript torch.jit.load reads "
                             f"({type(exc).__name__}: {first_line(exc)}); a torch.save "
                             "checkpoint holds no program") from None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support import TESTS
+from support.leftovers import Sandbox
 
 NEBISECT = [sys.executable, "-m", "nebisect", "atlas"]
 
@@ -20,6 +21,10 @@ def _atlas(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
                           timeout=900, check=False)
 
 
+#: a sweep of one sample, as quick as a sweep gets (what an unrefused option would start)
+ONE_SAMPLE = ("--ops", "tanh", "--dtypes", "float32", "--budget", "1", "--no-cache")
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--ops", "tahn"], "nebisect: error: --ops: 'tahn' not in torch's op database (did you "
                         "mean tan, tanh"),
@@ -28,6 +33,13 @@ def _atlas(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     (["--dtypes", "float99"], "nebisect: error: --dtypes 'float99'"),
     (["--converter-setup", "nocolon"], "nebisect: error: --converter-setup 'nocolon' must"),
     (["--corpus", "c", "--converter-overrides"], "nebisect: error: --corpus converts plainly"),
+    ([*ONE_SAMPLE, "--seed", "-1"], "nebisect: error: --seed -1: give a seed from 0 to "),
+    ([*ONE_SAMPLE, "--converter-setup", "support.one_path_overide:install"],
+     "nebisect: error: --converter-setup support.one_path_overide:install: "
+     "ModuleNotFoundError: No module named 'support.one_path_overide'\n"),
+    ([*ONE_SAMPLE, "--converter-setup", "support.one_path_override:instal"],
+     "nebisect: error: --converter-setup support.one_path_override:instal: "
+     "AttributeError: module 'support.one_path_override' has no attribute 'instal'\n"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str,
                                                 tmp_path: Path) -> None:
@@ -84,6 +96,16 @@ def test_samples_judged_side_by_side_give_the_atlas_judged_one_by_one(tmp_path: 
     one_by_one = entries("1")
     assert len(one_by_one) > 2 and any(e["findings"] for e in one_by_one)
     assert entries("2") == one_by_one  # the same entries, in sample order
+
+
+def test_the_op_database_leaves_no_torch_cache_in_tmpdir(tmp_path: Path) -> None:
+    """The command's own process imports torch (the op database): torch's compile cache
+    goes to a temp dir of the command's, removed at its end."""
+    sandbox = Sandbox(tmp_path / "sandbox")
+    done = sandbox.run("atlas", "--list-ops")
+    assert done.returncode == 0, done.stderr
+    assert "tanh" in done.stdout.split()
+    assert sandbox.leftovers() == []
 
 
 def test_a_saved_atlas_that_is_not_one_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -55,6 +55,19 @@ def test_usage_errors_are_one_line_exit_2(chain40: tuple[Path, Path], args: list
     assert "Traceback" not in run.stderr
 
 
+def test_a_package_on_a_torch_target_is_refused_before_any_work(
+        chain40: tuple[Path, Path], tmp_path: Path) -> None:
+    package, _ = chain40
+    out = tmp_path / "out"
+    run = cli("bisect", str(package), "--target", "torch:cpu", "--out", str(out),
+              "--max-evals", "2")
+    assert (run.returncode, run.stdout) == (2, ""), run.stdout
+    assert run.stderr.splitlines() == [
+        f"nebisect: error: --target torch:cpu:fp32 runs torch sources (path/file.py:factory, "
+        f"model.pt2, model.pt); {package} is not one"]
+    assert not out.exists()
+
+
 # ------------------------------------------------------------- from a finding to bisect
 SEED000 = "examples/logsumexp_ne.py:model"
 #: seed 000's model, as fast as it still fails: one target, one conversion path

@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -112,7 +113,9 @@ def test_damaged_cases_are_reported_and_skipped(
 
 def test_half_written_and_renamed_directories(corpus: Corpus, package: Path) -> None:
     ids = _ids(corpus, package, 2)
-    (corpus.root / ".tmp-abandoned").mkdir()
+    abandoned = f".tmp-{uuid.uuid4().hex}"
+    (corpus.root / abandoned).mkdir()
+    (corpus.root / ".tmp-notes").mkdir()  # a user's, not a writer's: not reported
     half = corpus.root / "0123456789abcdef"
     half.mkdir()
     save_npz(half / "inputs.npz", filled("x", (1, 32), 0.0))
@@ -120,8 +123,9 @@ def test_half_written_and_renamed_directories(corpus: Corpus, package: Path) -> 
     scan = corpus.scan()
     assert sorted(c.case_id for c in scan.cases) == sorted(ids)
     problems = {p.path.name: (p.damaged, p.reason) for p in scan.problems}
-    assert problems[".tmp-abandoned"][0] is False
-    assert "unfinished write" in problems[".tmp-abandoned"][1]
+    assert problems[abandoned][0] is False
+    assert "unfinished write" in problems[abandoned][1]
+    assert ".tmp-notes" not in problems
     assert problems["0123456789abcdef"] == (True, "no case.json (half-written or not a case)")
     assert problems["renamed"][1] == f"directory name does not match case id {ids[0]}"
 
@@ -145,6 +149,7 @@ def test_update_and_remove(corpus: Corpus, package: Path) -> None:
     assert not corpus.scan().cases
     broken = corpus.root / "fedcba9876543210"
     broken.mkdir()
+    (broken / "case.json").write_text("{not json")
     assert corpus.remove("fedcba9876543210") == "fedcba9876543210"
     assert not any(p for p in corpus.root.iterdir() if not p.name.startswith(".lock"))
 
@@ -356,11 +361,45 @@ def test_gc_never_follows_a_symlink(corpus: Corpus) -> None:
     outside = corpus.root.parent / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("kept\n")
-    for name in (".trash-link", ".tmp-link"):
+    links = sorted(f"{prefix}{uuid.uuid4().hex}" for prefix in (".trash-", ".tmp-"))
+    for name in links:
         (corpus.root / name).symlink_to(outside, target_is_directory=True)
-    corpus.collect_garbage()
+    assert corpus.collect_garbage() == []
     assert (outside / "keep.txt").read_text() == "kept\n"
-    assert sorted(p.name for p in corpus.root.iterdir()) == [".lock"]
+    assert sorted(p.name for p in corpus.root.iterdir()) == [".lock", *links]
+
+
+def test_rm_and_gc_touch_only_a_corpus_and_its_cases(corpus: Corpus, package: Path) -> None:
+    home = corpus.root.parent / "home"
+    (home / "Documents").mkdir(parents=True)
+    (home / ".tmp-build").mkdir()
+    (home / f".trash-{uuid.uuid4().hex}").mkdir()
+    before = sorted(p.name for p in home.iterdir())
+    for act in (lambda: Corpus(home).remove("Doc"), Corpus(home).collect_garbage,
+                Corpus(home).garbage):
+        with pytest.raises(NebisectError, match=r"home: not a corpus \(no \.lock and no case "
+                                                r"directory holding a case\.json\)"):
+            act()
+    assert sorted(p.name for p in home.iterdir()) == before  # no .lock left either
+
+    case_id = add(corpus, package, filled("x", (1, 32), 3.0), Expected("pass"))
+    case = corpus.root / case_id
+    with pytest.raises(NebisectError, match="a case directory, not a corpus"):
+        Corpus(case).remove("model")
+    with pytest.raises(NebisectError, match="not a corpus"):
+        Corpus(case / "model.mlpackage").remove("Data")
+    assert (case / "model.mlpackage" / "Data").is_dir()
+
+    (corpus.root / "models").mkdir()  # not a case: no case.json of its own
+    users = [".tmp-notes", ".trash-old", f".tmp-{uuid.uuid4().hex[:31]}"]
+    for name in users:
+        (corpus.root / name).mkdir()
+    with pytest.raises(NebisectError, match="no case 'mod'"):
+        corpus.remove("mod")
+    assert corpus.collect_garbage() == []
+    assert sorted(p.name for p in corpus.root.iterdir()) == sorted(
+        [".lock", case_id, "models", *users])
+    assert corpus.find(case_id).case_id == case_id
 
 
 def _rewritten(record_file: Path, edit: object) -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 from nebisect.detect.findings import Row
 from nebisect.detect.matrix import RunReport
 from nebisect.detect.realistic import REALISTIC_FACTOR, margin_line, realistic_limit
+from nebisect.detect.summary import domain_lines
 from nebisect.search.records import Culprit
 from nebisect.search.space import Member
 from nebisect.verdict import Verdict
@@ -47,6 +49,18 @@ def test_an_overflow_only_thousands_of_times_beyond_the_example_is_a_margin() ->
         f"margin: {far.title} — only at inputs with |value| ≥ 1.4e+04, 3,889× the largest "
         "starting input (3.6); not a failure: declare a domain to judge it "
         "(--input-range x=LO:HI)")
+
+
+def test_the_input_range_hints_quote_the_input_names_for_the_shell() -> None:
+    name = "input ids; rm -rf ~"
+    report = _report(_row("mismatch:nonfinite", _normal(1.4e4)), undeclared=(name, "mask"))
+    (far,) = report.far_findings
+    assert margin_line(far, report.input_scale, report.undeclared).endswith(
+        "(--input-range 'input ids; rm -rf ~=LO:HI')")
+    (line,) = domain_lines(SimpleNamespace(undeclared=[name, "mask"], findings=[far]))
+    assert line.startswith("no input domain declared for 'input ids; rm -rf ~', mask: ")
+    assert line.endswith("declare one with --input-range 'input ids; rm -rf ~=LO:HI' or "
+                         "'input_domains' in the factory")
 
 
 def test_a_cliff_within_the_factor_is_a_failure() -> None:

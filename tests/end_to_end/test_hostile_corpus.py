@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -254,7 +255,7 @@ def test_gc_removes_what_a_killed_writer_left_and_spares_a_live_one(
     assert killed.returncode == -signal.SIGKILL
     [stale] = root.glob(".tmp-*")
     assert (stale / "model.mlpackage").is_dir()
-    live = root / ".tmp-live"
+    live = root / f".tmp-{uuid.uuid4().hex}"
     live.mkdir()
     fd = os.open(live, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)  # a writer still at work
@@ -269,7 +270,7 @@ def test_gc_removes_what_a_killed_writer_left_and_spares_a_live_one(
         assert {Path(p["path"]).name: p["reason"] for p in json.loads(listed.stdout)["problems"]} \
             == {stale.name: "unfinished write whose writer is gone; ignored "
                             "(`nebisect corpus gc` removes it)",
-                ".tmp-live": "write in progress; ignored"}
+                live.name: "write in progress; ignored"}
         dry = sandbox.run("corpus", "gc", str(root))
         assert dry.returncode == 0
         assert dry.stdout.splitlines() == [
@@ -277,11 +278,11 @@ def test_gc_removes_what_a_killed_writer_left_and_spares_a_live_one(
         assert stale.exists()
         done = sandbox.run("corpus", "gc", str(root), "--yes")
         assert done.returncode == 0 and done.stdout.splitlines() == [f"removed {stale.name}"]
-        assert sorted(p.name for p in root.iterdir()) == [".lock", ".tmp-live"]
+        assert sorted(p.name for p in root.iterdir()) == [".lock", live.name]
     finally:
         os.close(fd)
     assert sandbox.run("corpus", "gc", str(root)).stdout.splitlines() == [
-        "would remove .tmp-live", "1 left-over director(ies); `--yes` removes them"]
+        f"would remove {live.name}", "1 left-over director(ies); `--yes` removes them"]
 
 
 
@@ -300,6 +301,32 @@ def test_rm_and_show_take_case_keys_not_paths(
             assert done.stderr.splitlines() == [f"nebisect: error: {root}: no case {key!r}"]
     assert (victim / "keep.txt").read_text() == "kept\n"
     assert [c.case_id for c in Corpus(root).scan().cases] == [case.case_id]
+
+
+def test_rm_and_gc_refuse_a_directory_that_is_not_a_corpus(
+    tmp_path: Path, package: Path, sandbox: Sandbox
+) -> None:
+    home = tmp_path / "A" / "home"
+    (home / "Documents").mkdir(parents=True)
+    (home / "Documents" / "keep.txt").write_text("kept\n")
+    (home / ".tmp-build").mkdir()
+    (home / ".trash-old").mkdir()
+    for args in (("rm", str(home), "Doc"), ("gc", str(home), "--yes")):
+        done = sandbox.run("corpus", *args)
+        assert (done.returncode, done.stdout) == (2, ""), done.stdout
+        assert done.stderr.splitlines() == [
+            f"nebisect: error: {home}: not a corpus (no .lock and no case directory holding "
+            "a case.json)"]
+    assert sorted(p.name for p in home.iterdir()) == [".tmp-build", ".trash-old", "Documents"]
+    assert (home / "Documents" / "keep.txt").read_text() == "kept\n"
+    root = tmp_path / "corpus"
+    case = Corpus(root, create=True).add(NewCase(
+        "mlpackage", str(package), "sim:fp16", filled("x", (1, 16), 1.0), Expected("pass"))).case
+    done = sandbox.run("corpus", "rm", str(case.path), "model")
+    assert done.returncode == 2 and done.stderr.splitlines() == [
+        f"nebisect: error: {case.path}: a case directory, not a corpus (give the directory "
+        "that holds the cases)"]
+    assert Corpus(root).find(case.case_id).model_path.is_dir()
 
 
 MALFORMED_RECORDS = {

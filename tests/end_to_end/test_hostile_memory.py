@@ -156,3 +156,28 @@ def test_a_torch_forward_past_its_memory_is_oom_not_a_crash(sandbox: Sandbox,
     assert all("can't allocate memory: you tried to allocate 2147483648 bytes" in v["message"]
                for v in verdicts)
     assert sandbox.leftovers() == []
+
+
+def test_a_saved_program_past_its_memory_while_loading_is_out_of_memory(
+        sandbox: Sandbox, tmp_path: Path) -> None:
+    """A ``.pt2`` holding 256 MB of weights, loaded under --memory 128M: the load is
+    refused for memory, which the line says (not that the file is no ExportedProgram)."""
+    import torch
+
+    class Heavy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(8192, 8192))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x @ self.weight[:4, :4]
+
+    program = tmp_path / "heavy.pt2"
+    torch.export.save(torch.export.export(Heavy(), (torch.ones(1, 4),)), str(program))
+    done = sandbox.run("run", str(program), "-t", "sim:fp32", "--explore", "none",
+                       "--memory", "128M", address_space=SAFETY_LIMIT)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = one_error_line(done.stderr)
+    assert line.startswith(f"nebisect: error: {program}: ") and "out of memory" in line, line
+    assert "not an ExportedProgram" not in line
+    assert sandbox.leftovers() == []

@@ -202,6 +202,21 @@ def test_sigterm_while_a_torch_template_starts_kills_it_at_once(sandbox: Sandbox
     assert sandbox.leftovers() == []
 
 
+def test_sigterm_during_an_atlas_sweep_stops_it_at_once(sandbox: Sandbox) -> None:
+    """The signal comes once the sweep's first case runs (samples side by side, their
+    templates starting and serving): the command exits as run does, leaving nothing."""
+    process = sandbox.start("atlas", "--ops", "tanh,exp,sigmoid,reciprocal", "--dtypes",
+                            "float32", "--budget", "1", "--no-cache", "--jobs", "2")
+    waiting = sandbox.wait_for(process, "case-*")
+    signalled = time.monotonic()
+    code, _, err = sandbox.terminate_when(process, waiting)
+    stopped = time.monotonic() - signalled
+    assert code == 143, err
+    assert last_line(err) == "nebisect: interrupted by SIGTERM; stopped and cleaned up"
+    assert stopped < STOPPED_WITHIN, f"exited {stopped:.1f} s after SIGTERM"
+    assert sandbox.leftovers() == []
+
+
 def test_sigterm_while_the_conversion_warms_up_then_sigkill_leaves_nothing(
     sandbox: Sandbox
 ) -> None:

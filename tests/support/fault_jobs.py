@@ -72,6 +72,12 @@ def sigfpe(payload: FaultArguments) -> Verdict:
     return Verdict("pass")
 
 
+def kill_self(payload: FaultArguments) -> Verdict:
+    """SIGKILL sent by the case to itself: no memory anywhere near a limit."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    return Verdict("pass")
+
+
 def sigbus(payload: FaultArguments) -> Verdict:
     """A real SIGBUS: touch a mapped page whose file was truncated away."""
     with tempfile.TemporaryFile() as handle:
@@ -273,4 +279,13 @@ def workspace_links_then_segfault(payload: FaultArguments) -> Verdict:
     os.write(2, b"written through a link\n")
     time.sleep(0.2)
     ctypes.string_at(0)
+    return Verdict("pass")
+
+
+def remove_workspace(payload: FaultArguments) -> Verdict:
+    """Delete the isolator's temp root (the case directory's parent), every case
+    directory in it included."""
+    import shutil
+
+    shutil.rmtree(_case_dir().parent)
     return Verdict("pass")
