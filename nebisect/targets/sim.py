@@ -85,7 +85,7 @@ class _SimTarget(Target):
         if shared is None or compiled.plan.states:
             return _prediction(compiled.run(inputs, intermediates=intermediates))
         program = model.program if hasattr(model, "program") else model
-        return _prediction(shared.run(program, compiled, inputs, intermediates))
+        return _prediction(shared.run(self.spec, program, compiled, inputs, intermediates))
 
     def predict_steps(
         self, model: Any, inputs: dict[str, np.ndarray], steps: int, *,
@@ -116,26 +116,28 @@ def shares_predictions(first: TargetSpec, second: TargetSpec) -> bool:
 
 @dataclass
 class _SharedEvaluations:
-    """The first evaluation of a program on one input set, kept for the sibling plans
-    predicted after it (with each pair's plan difference, computed once)."""
+    """The first evaluation of a program on one input set by a target that shares
+    predictions, kept for the others predicting it after (with each pair's plan
+    difference, computed once)."""
 
-    held: tuple[Any, dict[str, Any], CompiledProgram, ComputedValues] | None = None
+    held: tuple[TargetSpec, Any, dict[str, Any], CompiledProgram, ComputedValues] | None = None
     diffs: dict[tuple[int, int], PlanDiff] = field(default_factory=dict)
 
-    def run(self, program: Any, compiled: CompiledProgram, inputs: dict[str, Any],
-            intermediates: bool) -> SimResult:
+    def run(self, spec: TargetSpec, program: Any, compiled: CompiledProgram,
+            inputs: dict[str, Any], intermediates: bool) -> SimResult:
+        if self.held is None and spec.variant in SHARING_VARIANTS:
+            evaluation = compiled.evaluate(inputs)
+            self.held = spec, program, inputs, compiled, evaluation
+            return evaluation.result(intermediates)
         if self.held is not None:
-            held_program, held_inputs, base, evaluation = self.held
-            if held_program is program and base is not compiled and _same_inputs(
-                    held_inputs, inputs):
+            held_spec, held_program, held_inputs, base, evaluation = self.held
+            if shares_predictions(held_spec, spec) and held_program is program and (
+                    _same_inputs(held_inputs, inputs)):
                 diff = self._diff(base, compiled)
                 if diff.shareable:
                     return compiled.run_beside(evaluation, diff, inputs,
                                                intermediates=intermediates)
-            return compiled.run(inputs, intermediates=intermediates)
-        evaluation = compiled.evaluate(inputs)
-        self.held = program, inputs, compiled, evaluation
-        return evaluation.result(intermediates)
+        return compiled.run(inputs, intermediates=intermediates)
 
     def _diff(self, base: CompiledProgram, other: CompiledProgram) -> PlanDiff:
         from nebisect.mil.plan import diff_plans
@@ -158,10 +160,11 @@ _SHARED: ContextVar[_SharedEvaluations | None] = ContextVar("nebisect_sim_shared
 
 @contextmanager
 def predicting_together() -> Iterator[None]:
-    """Within it, the first sim prediction of a program keeps every value it computed,
-    and a sibling plan predicting the same program on the same inputs
-    (:func:`shares_predictions`) re-runs only the ops it computes differently. A program
-    with state, or a prediction that raised, shares nothing."""
+    """Within it, the first prediction of a program by ``sim:fp16`` or ``sim:ane`` keeps
+    every value it computed, and the other (:func:`shares_predictions`) predicting the
+    same program on the same inputs re-runs only the ops it computes differently; any
+    other prediction runs as it does outside. A program with state, or a prediction that
+    raised, shares nothing."""
     token = _SHARED.set(_SharedEvaluations())
     try:
         yield
