@@ -531,8 +531,10 @@ def evaluate_together(
                                      memory_mb=memory_mb, reference_cache=reference_cache))
             continue
         own = Verdict.from_dict(document)
+        # what isolation stamps on the verdict of the child they shared
         own.process = replace(verdict.process)
         own.stderr_tail = verdict.stderr_tail
+        own.provenance = dict(verdict.provenance)
         own.timings.wall = own.timings.call
         for part in ("call", "wall"):
             if getattr(verdict.timings, part) is not None:

@@ -57,19 +57,20 @@ def packages(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _package(name: str, packages: Path) -> Path:
-    if name == "lse":
-        return packages / "lse.mlpackage" if (packages / "lse.mlpackage").exists() else (
-            lse_package(packages / "lse.mlpackage"))
-    return build(name, packages)
+    """The zoo's recipe ``name``, or the one-op log-sum-exp package (``lse``)."""
+    if name != "lse":
+        return build(name, packages)
+    path = packages / "lse.mlpackage"
+    return path if path.exists() else lse_package(path)
 
 
 def _input_sets(bench: Workbench) -> list[str]:
-    """The run's generated inputs, and the same scaled 40× (fp16 overflows somewhere in
-    most of these models: failing verdicts are compared too)."""
+    """The run's generated inputs, and the same with their floats scaled 40× (fp16
+    overflows somewhere in most of these models: failing verdicts are compared too)."""
     generated = base_input_sets(bench.source, (8,), example=False)[0].arrays
     scaled = {name: value * 40 if value.dtype.kind == "f" else value
               for name, value in generated.items()}
-    return [bench.save_inputs(generated), bench.save_inputs(scaled)]
+    return list(dict.fromkeys([bench.save_inputs(generated), bench.save_inputs(scaled)]))
 
 
 def _bench(package: Path, workdir: Path, isolator: Any,
