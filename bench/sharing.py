@@ -5,12 +5,13 @@ predicting_together`), in CPU seconds of this one process.
     .venv/bin/python bench/sharing.py [SOURCE ...] [--sets 6] [--repeats 3] [--threads 1]
                                       [--workdir DIR]
 
-Each source (default: ``examples/logsumexp_ne.py:model`` and the zoo's BERT) is converted
-once at fp16 (isolated, with nebisect's converter overrides); its generated input set and
-copies scaled ×2 … ×``--sets`` are predicted on both targets, apart and together, and
-the outputs compared bit for bit. Printed: median CPU seconds over ``--repeats`` of all
-the sets, the ratio, the ops of the program, those whose plans differ, those re-run at
-worst and those re-run on the first set; with the load average.
+Each torch source (default: ``examples/logsumexp_ne.py:model`` and the zoo's ViT) is
+converted once at fp16 (isolated, with nebisect's converter overrides); a package is
+taken as it is. Its generated input set and copies scaled ×2 … ×``--sets`` are
+predicted on both targets, apart and together, and the outputs compared bit for bit.
+Printed: median CPU seconds over ``--repeats`` of all the sets, the ratio, the ops of
+the program, those whose plans differ, those re-run at worst and those re-run on the
+first set; with the load average.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-SOURCES = (f"{ROOT / 'examples' / 'logsumexp_ne.py'}:model", f"{ROOT / 'zoo' / 'bert.py'}:model")
+SOURCES = (f"{ROOT / 'examples' / 'logsumexp_ne.py'}:model", f"{ROOT / 'zoo' / 'vit.py'}:model")
 
 
 def cpu_seconds(fn: Callable[[], Any], repeats: int) -> float:
@@ -59,7 +60,10 @@ def main() -> None:
 
 
 def convert(source: str, workdir: Path) -> Path:
-    """``source`` converted at fp16 into ``workdir`` (kept between runs)."""
+    """``source`` converted at fp16 into ``workdir`` (kept between runs); a package is
+    taken as it is."""
+    if source.endswith(".mlpackage"):
+        return Path(source)
     from nebisect.isolate import Isolator
     from nebisect.sources.convert import OVERRIDES_SETUP, convert_isolated
     from nebisect.sources.resolve import Source
@@ -78,7 +82,6 @@ def convert(source: str, workdir: Path) -> Path:
 def bench(source: str, workdir: Path, sets: int, repeats: int) -> None:
     import numpy as np
 
-    from nebisect.case import PACKAGE
     from nebisect.inputs.inputsets import base_input_sets
     from nebisect.mil import interp
     from nebisect.mil.plan import diff_plans, same_value
@@ -88,10 +91,11 @@ def bench(source: str, workdir: Path, sets: int, repeats: int) -> None:
     from nebisect.targets.sim import predicting_together
 
     package = convert(source, workdir)
-    generated = base_input_sets(resolve_source(str(package)), (8,), example=False)[0].arrays
+    resolved = resolve_source(str(package))
+    generated = base_input_sets(resolved, (8,), example=False)[0].arrays
     inputs = [{name: value * scale if value.dtype.kind == "f" else value
                for name, value in generated.items()} for scale in range(1, sets + 1)]
-    artifact = Artifact(PACKAGE, str(package))
+    artifact = Artifact.of(resolved.ref)
     fp16, ane = get_target("sim:fp16"), get_target("sim:ane")
 
     def apart() -> list[Any]:
