@@ -304,7 +304,8 @@ class MatrixRunner:
                                    isolator=self.runner.isolator)
         self.bench = Workbench(self.source, self.workdir, self.runner.isolator, self.oracle,
                                self.timeouts, self.convert, self.plugins, self.paths,
-                               self.require, self.steps, clock=self.clock)
+                               self.require, self.steps, together=tuple(self.targets),
+                               clock=self.clock)
         self.attributor = Attributor(self.bench)
 
     def run(self, lengths: tuple[int, ...], inputs_path: str = "") -> RunReport:
@@ -547,8 +548,10 @@ class MatrixRunner:
                     return FIRST_FAILURE
                 return timer.stop() if timer is not None and self.timed else None
 
-            attributor = self.attributor if isolator is self.bench.isolator else replace(
-                self.attributor, bench=replace(self.bench, isolator=isolator))
+            # Each target explores input sets of its own choosing: its cells are judged
+            # apart (judged beside them, the other target's would mostly go unused).
+            attributor = replace(self.attributor, bench=replace(
+                self.bench, isolator=isolator, together=()))
             return explore_target(attributor, target, paths, families, budget=planned.explore,
                                   guided=guided, rows=rows, progress=show, stop=failed,
                                   localize=planned.localize, locate=self._time_left), rows

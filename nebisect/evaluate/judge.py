@@ -11,9 +11,10 @@ and if it fails the verdict says so explicitly rather than blaming the target.
 from __future__ import annotations
 
 import functools
+import json
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from nebisect.sources.torch import held_needs
 from nebisect.targets.base import Prediction, TargetSkipped
 from nebisect.targets.placement import check_routing, off_device, required_devices
 from nebisect.targets.registry import get_target, load_plugins
-from nebisect.targets.sim import follow_semantics
+from nebisect.targets.sim import follow_semantics, predicting_together
 from nebisect.targets.spec import REFERENCE_TARGET
 from nebisect.verdict import Stage, Status, Tolerance, Verdict, error_signature, mismatch_signature
 
@@ -62,19 +63,61 @@ class EvaluateArguments:
     reference: str | None
     reference_cache: str = ""
     tolerance: Tolerance | None = None
+    #: further cases (as JSON objects) of the case's model on its inputs, each on a sim
+    #: target sharing predictions with the case's (:func:`evaluate_together`), judged
+    #: in the same child after it
+    beside: tuple[dict[str, Any], ...] = ()
+
+
+#: Where a job judging cases together hands back the verdicts of those beside its own
+#: (``job_result``), and the prefix of the ``i``-th one's arrays (``beside0/out:y``).
+BESIDE = "beside"
 
 
 def evaluate_job(arguments: EvaluateArguments) -> tuple[Verdict, dict[str, np.ndarray]]:
-    """Child side of :func:`evaluate`; see its docstring for the options honoured."""
+    """Child side of :func:`evaluate` and :func:`evaluate_together`; see their
+    docstrings for the options honoured."""
     # Plugins first: a fresh child knows a plugin target's name only once it is loaded,
     # and Case validates its target name on construction.
     load_plugins(arguments.case.get("options", {}).get("plugins", ()))
     case = Case.from_dict(arguments.case)
+    if not arguments.beside:
+        return _evaluate_case(case, arguments)
+    with predicting_together():
+        mark_stage(Stage.LOAD)
+        artifact = Artifact.of(case.ref, case.options.params)
+        inputs = load_npz(case.inputs_path) if case.inputs_path else {}
+        verdict, arrays = _evaluate_case(case, arguments, artifact, inputs)
+        judged: list[dict[str, Any] | None] = []
+        for index, document in enumerate(arguments.beside):
+            other = Case.from_dict(document)
+            started = time.perf_counter()
+            try:
+                if (other.ref, other.inputs_path, other.options.params) != (
+                        case.ref, case.inputs_path, case.options.params):
+                    raise ValueError("a case judged beside another runs its model and inputs")
+                beside, beside_arrays = _evaluate_case(other, arguments, artifact, inputs)
+            except Exception:  # that case is judged in a process of its own
+                judged.append(None)
+                continue
+            beside.timings.call = time.perf_counter() - started
+            judged.append(json.loads(beside.to_json()))
+            arrays.update(_prefixed(f"{BESIDE}{index}/", beside_arrays))
+    verdict.job_result[BESIDE] = judged
+    return verdict, arrays
+
+
+def _evaluate_case(case: Case, arguments: EvaluateArguments, artifact: Artifact | None = None,
+                   inputs: dict[str, np.ndarray] | None = None,
+                   ) -> tuple[Verdict, dict[str, np.ndarray]]:
+    """One case judged in this child (its model and inputs loaded unless given)."""
     options = case.options
     want_intermediates = options.intermediates
     mark_stage(Stage.LOAD)
-    artifact = Artifact.of(case.ref, options.params)
-    inputs = load_npz(case.inputs_path) if case.inputs_path else {}
+    if artifact is None:
+        artifact = Artifact.of(case.ref, options.params)
+    if inputs is None:
+        inputs = load_npz(case.inputs_path) if case.inputs_path else {}
     target = get_target(case.target)
     unavailable = target.availability()
     if unavailable:
@@ -401,16 +444,19 @@ def build_job(
     timeout: float = 60.0,
     memory_mb: int | None = None,
     reference_cache: str = "",
+    beside: Sequence[Case] = (),
 ) -> Job:
     """The isolation job for one case; its child has what the target needs.
 
     ``reference_cache``: a directory where the reference's outputs are kept per inputs
     (one run's cells share it). A judged verdict's timings say how long the target's
     prediction (``predict``) and the reference's (``reference``) took, in the child.
+    ``beside``: cases judged in the same child after it (:func:`evaluate_together`).
     """
     needs = evaluation_needs(case.target, reference,
                              torch_source_of(case) if reference else "")
-    arguments = EvaluateArguments(case.to_dict(), reference, reference_cache, tolerance)
+    arguments = EvaluateArguments(case.to_dict(), reference, reference_cache, tolerance,
+                                  tuple(other.to_dict() for other in beside))
     return Job(
         function="nebisect.evaluate.judge:evaluate_job",
         payload=encode(arguments),
@@ -442,3 +488,58 @@ def evaluate(
     outcome = isolator.run(job) if isolator is not None else run_isolated(job)
     outcome.verdict.target = outcome.verdict.target or case.target
     return outcome
+
+
+def evaluate_together(
+    case: Case,
+    beside: Sequence[Case],
+    *,
+    reference: str | None = REFERENCE_TARGET,
+    isolator: Isolator | None = None,
+    tolerance: Tolerance | None = None,
+    timeout: float = 60.0,
+    memory_mb: int | None = None,
+    reference_cache: str = "",
+) -> list[Outcome]:
+    """:func:`evaluate` of ``case`` and of each case ``beside`` it — the same model and
+    inputs on sim targets that share predictions with the case's
+    (:func:`~nebisect.targets.sim.shares_predictions`) — in one child: the program runs
+    once, each further target re-running only the ops it computes differently. Every
+    outcome is the one its own job gives: the same verdict and arrays, the process facts
+    of the child they shared; a case the child did not judge (its prediction raised,
+    or the case before it failed the child) is evaluated in a process of its own.
+
+    Timings: the job's ``timeout`` covers all of them (a multiple of ``timeout``); each
+    beside verdict's ``call`` and ``wall`` are its share of the child, the case's its
+    own share (the child's call and wall less theirs)."""
+    if not beside:
+        return [evaluate(case, reference=reference, isolator=isolator, tolerance=tolerance,
+                         timeout=timeout, memory_mb=memory_mb, reference_cache=reference_cache)]
+    job = build_job(case, reference=reference, tolerance=tolerance,
+                    timeout=timeout * (1 + len(beside)), memory_mb=memory_mb,
+                    reference_cache=reference_cache, beside=beside)
+    shared = isolator.run(job) if isolator is not None else run_isolated(job)
+    verdict = shared.verdict
+    verdict.target = verdict.target or case.target
+    judged = verdict.job_result.pop(BESIDE, None) or [None] * len(beside)
+    outcomes = [Outcome(verdict, {name: array for name, array in shared.arrays.items()
+                                  if not name.startswith(BESIDE)})]
+    for index, (other, document) in enumerate(zip(beside, judged, strict=True)):
+        if document is None:
+            outcomes.append(evaluate(other, reference=reference, isolator=isolator,
+                                     tolerance=tolerance, timeout=timeout,
+                                     memory_mb=memory_mb, reference_cache=reference_cache))
+            continue
+        own = Verdict.from_dict(document)
+        # what isolation stamps on the verdict of the child they shared
+        own.process = replace(verdict.process)
+        own.stderr_tail = verdict.stderr_tail
+        own.provenance = dict(verdict.provenance)
+        own.timings.wall = own.timings.call
+        for part in ("call", "wall"):
+            if getattr(verdict.timings, part) is not None:
+                setattr(verdict.timings, part,
+                        getattr(verdict.timings, part) - (own.timings.call or 0.0))
+        prefix = f"{BESIDE}{index}/"
+        outcomes.append(Outcome(own, split_arrays(shared.arrays, prefix)))
+    return outcomes

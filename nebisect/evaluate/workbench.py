@@ -21,9 +21,9 @@ import numpy as np
 
 from nebisect.arrays import load_npz, save_npz, sha256_arrays, sha256_path
 from nebisect.case import PACKAGE, Case, CaseOptions, SourceRef
-from nebisect.evaluate.judge import evaluate, evaluation_needs
+from nebisect.evaluate.judge import evaluate_together, evaluation_needs
 from nebisect.evaluate.programs import ProgramOutline, outline
-from nebisect.isolate import Isolator, Needs
+from nebisect.isolate import Isolator, Needs, Outcome
 from nebisect.isolation.timeouts import Timeouts
 from nebisect.sources.convert import (
     OVERRIDES_NOTE,
@@ -34,6 +34,7 @@ from nebisect.sources.convert import (
 )
 from nebisect.sources.resolve import Source
 from nebisect.targets.placement import required_devices
+from nebisect.targets.sim import shares_predictions
 from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Stage, Verdict
 
@@ -87,6 +88,10 @@ class Workbench:
     in the verdict (:attr:`~nebisect.case.CaseOptions.note_placement`). ``steps``: the
     decode steps a stateful source's cells are judged over (one for a source without
     state, whose case then stays as it always was). ``clock`` times the cells.
+    ``together``: the run's targets whose cells on one program and inputs file are
+    judged in one child when they share predictions (``sim:fp16`` with ``sim:ane``,
+    :func:`~nebisect.evaluate.judge.evaluate_together`): asking for one judges the
+    others not judged yet.
     """
 
     source: Source
@@ -100,6 +105,7 @@ class Workbench:
     require: tuple[str, ...] | None = None
     steps: int = 1
     conversions: dict[str, Conversion] = field(default_factory=dict)
+    together: tuple[TargetSpec, ...] = ()
     #: what a cell's wall seconds are read with (a planning test gives a fake one)
     clock: Callable[[], float] = time.perf_counter
     saved: dict[str, str] = field(default_factory=dict)
@@ -120,7 +126,7 @@ class Workbench:
         workdir.mkdir()
         return Workbench(self.source, workdir, isolator, self.reference, self.timeouts,
                          self.convert, list(self.plugins), self.paths, self.require,
-                         self.steps, dict(self.conversions), self.clock)
+                         self.steps, dict(self.conversions), self.together, self.clock)
 
     # -- inputs and programs -----------------------------------------------------------
 
@@ -270,24 +276,40 @@ class Workbench:
 
     def evaluate_cell(self, target: TargetSpec, path: str,
                       npz: str) -> tuple[Verdict, dict[str, np.ndarray]]:
-        """The verdict of one cell and its outputs (``out:``/``ref:`` arrays), cached."""
+        """The verdict of one cell and its outputs (``out:``/``ref:`` arrays), cached;
+        the cells of the targets :attr:`together` with it are judged in its child."""
         key = CellKey(target, path, npz)
         if key not in self._runs:
+            partners = [CellKey(other, path, npz) for other in self.together
+                        if shares_predictions(target, other)
+                        and CellKey(other, path, npz) not in self._runs]
             started = self.clock()
-            outcome = evaluate(self.case(target, path, npz), reference=str(self.reference),
-                               isolator=self.isolator, timeout=self.timeouts.predict,
-                               reference_cache=str(self.workdir / "references"))
+            outcomes = evaluate_together(
+                self.case(target, path, npz), [self.case(k.target, path, npz) for k in partners],
+                reference=str(self.reference), isolator=self.isolator,
+                timeout=self.timeouts.predict, reference_cache=str(self.workdir / "references"))
             total = self.clock() - started
-            timings = outcome.verdict.timings
-            if timings.total is None:
-                timings.total = total
-            self._spent["predictions"] += total
-            self._priced(target, total)
-            self._references[npz] = max(timings.reference or 0.0, self._references.get(npz, 0.0))
-            self._spent["reference"] += timings.reference or 0.0
-            self._note_overrides(key, outcome.verdict)
-            self._runs[key] = outcome.verdict, outcome.arrays
+            shares = [outcome.verdict.timings.wall or 0.0 for outcome in outcomes[1:]]
+            own = total - sum(shares)
+            self._record(key, outcomes[0], own, own)
+            for partner, outcome, share in zip(partners, outcomes[1:], shares, strict=True):
+                # Priced as the cell it was judged beside: alone, it runs the whole program.
+                self._record(partner, outcome, share, max(own, share))
         return self._runs[key]
+
+    def _record(self, key: CellKey, outcome: Outcome, total: float, price: float) -> None:
+        """Keep a cell's verdict and outputs; ``total``: its wall seconds, ``price``: what
+        one more of its target's predictions is planned to cost."""
+        timings = outcome.verdict.timings
+        if timings.total is None:
+            timings.total = total
+        self._spent["predictions"] += total
+        self._priced(key.target, price)
+        self._references[key.inputs] = max(timings.reference or 0.0,
+                                           self._references.get(key.inputs, 0.0))
+        self._spent["reference"] += timings.reference or 0.0
+        self._note_overrides(key, outcome.verdict)
+        self._runs[key] = outcome.verdict, outcome.arrays
 
     def _priced(self, target: TargetSpec, seconds: float) -> None:
         self._cheapest[target] = min(seconds, self._cheapest.get(target, seconds))

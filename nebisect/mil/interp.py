@@ -29,13 +29,21 @@ import numpy as np
 
 from nebisect.errors import NebisectError
 from nebisect.mil.kernels import MissingKernelError
-from nebisect.mil.plan import BlockPlan, ExecutionPlan, Step, compile_function
+from nebisect.mil.kernels.state import StateCell
+from nebisect.mil.plan import (
+    BlockPlan,
+    ExecutionPlan,
+    PlanDiff,
+    Step,
+    compile_function,
+    same_value,
+)
 from nebisect.mil.profiles import get_profile
 from nebisect.mil.semantics import DEFAULT_SEMANTICS, get_semantics
 from nebisect.mil.validate import bind_inputs, input_specs
 
-__all__ = ["SimError", "SimPredictError", "SimRefusal", "SimResult", "compile_program",
-           "run_program"]
+__all__ = ["ComputedValues", "SimError", "SimPredictError", "SimRefusal", "SimResult",
+           "compile_program", "run_program"]
 
 MAX_LOOP_ITERATIONS = 1_000_000
 
@@ -86,11 +94,13 @@ class CompiledProgram:
             state: dict[str, np.ndarray] | None = None) -> SimResult:
         """One prediction. A stateful program starts from ``state`` (what the previous
         prediction's :attr:`SimResult.state` holds), else from zeroed states."""
-        arrays = bind_inputs(self.specs, inputs)
+        return self.evaluate(inputs, state=state).result(intermediates)
+
+    def evaluate(self, inputs: dict[str, Any], *,
+                 state: dict[str, np.ndarray] | None = None) -> ComputedValues:
+        """One prediction, every value it computed kept (:meth:`run_beside` reuses them)."""
+        arrays = self._admitted(inputs)
         plan = self.plan
-        if plan.device_error is not None:
-            raise SimPredictError(plan.device_error)
-        self.refuse(stages=("load", "plan", "predict"))
         env: dict[str, Any] = dict(plan.constants)
         carried = state or {}
         cells = {name: slot.cell(carried.get(name)) for name, slot in plan.states.items()}
@@ -100,13 +110,67 @@ class CompiledProgram:
                 storage = plan.input_storage.get(name)
                 env[name] = storage.hold(value) if storage is not None else value
             _run_block(plan.main, env)
+        return ComputedValues(plan, env, cells)
+
+    def run_beside(self, base: ComputedValues, diff: PlanDiff, inputs: dict[str, Any], *,
+                   intermediates: bool = False) -> SimResult:
+        """:meth:`run` on the inputs ``base`` evaluated under another plan of the same
+        function, running only what this plan computes differently: the steps ``diff``
+        (:func:`~nebisect.mil.plan.diff_plans` of base's plan and this one) names, and
+        those reading a value whose bits came out different — the rest is base's, bit
+        for bit what running it here would give. ``diff`` must be shareable."""
+        arrays = self._admitted(inputs)
+        plan = self.plan
+        env = dict(base.env)
+        changed: set[str] = set()
+        with np.errstate(all="ignore"):
+            for name in diff.entries:
+                if name in plan.constants:
+                    env[name] = plan.constants[name]
+                elif name in arrays:
+                    storage = plan.input_storage.get(name)
+                    env[name] = storage.hold(arrays[name]) if storage is not None else arrays[name]
+                if not same_value(env.get(name), base.env.get(name)):
+                    changed.add(name)
+            for index, step in enumerate(plan.main.steps):
+                if not diff.reruns(index, step, changed):
+                    continue
+                _run_step(step, env)
+                changed.update(name for name, _, _ in step.outputs
+                               if not same_value(env[name], base.env.get(name)))
+        return ComputedValues(plan, env, {}).result(intermediates)
+
+    def _admitted(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The inputs bound to the program's signature, once the device and the runtime
+        have nothing to refuse."""
+        arrays = bind_inputs(self.specs, inputs)
+        if self.plan.device_error is not None:
+            raise SimPredictError(self.plan.device_error)
+        self.refuse(stages=("load", "plan", "predict"))
+        return arrays
+
+
+@dataclass
+class ComputedValues:
+    """One prediction's every value (``env``: constants, inputs, each op's outputs) and
+    its state cells, under ``plan``."""
+
+    plan: ExecutionPlan
+    env: dict[str, Any]
+    cells: dict[str, StateCell]
+
+    def result(self, intermediates: bool) -> SimResult:
+        """The prediction: outputs (and every intermediate, when asked) as the precision
+        model stores them, with the plan's placement."""
+        plan, env = self.plan, self.env
+        with np.errstate(all="ignore"):
             outputs = {name: _logical(plan, name, env) for name in plan.output_names}
             inter = (
                 {name: _logical(plan, name, env) for name in plan.produced if name in env}
                 if intermediates
                 else {}
             )
-        held = {name: plan.states[name].logical(cell) for name, cell in cells.items()}
+        held = {name: plan.states[name].logical(cell) for name, cell in self.cells.items()}
         return SimResult(outputs, inter, dict(plan.placement), dict(plan.op_types),
                          dict(plan.fallbacks), held)
 
@@ -217,12 +281,16 @@ def _block_parts(block: Any) -> tuple[Any, ...]:
 
 def _run_block(block: BlockPlan, env: dict[str, Any]) -> None:
     for step in block.steps:
-        if step.fn is not None:
-            _run_kernel(step, env)
-        elif step.op_type == "cond":
-            _run_cond(step, env)
-        else:
-            _run_while(step, env)
+        _run_step(step, env)
+
+
+def _run_step(step: Step, env: dict[str, Any]) -> None:
+    if step.fn is not None:
+        _run_kernel(step, env)
+    elif step.op_type == "cond":
+        _run_cond(step, env)
+    else:
+        _run_while(step, env)
 
 
 def _run_kernel(step: Step, env: dict[str, Any]) -> None:

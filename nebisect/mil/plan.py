@@ -385,3 +385,119 @@ def compile_function(
         plan.refusal = first_refusal(
             function, lambda op: placement.get(op_key(op)) if profile is not None else unit)
     return plan
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    """Where two plans of one function compute differently, op by op: what running the
+    ``other`` plan must redo when the ``base`` plan has run on the same inputs.
+
+    ``entries`` are the inputs and constants the plans hold differently (an fp32 input
+    the fp16 model rounds at entry, a constant stored as declared beside one stored in
+    fp16); ``differing`` names each main-block step whose kernel, compute dtype,
+    constant arguments, argument conversions, output storage or nested blocks differ,
+    with why; ``reads`` holds every main-block step's inputs, those of its nested blocks
+    included. ``shareable`` is False when a plan carries state from one prediction to the
+    next (a state cell is written in place: each plan needs its own) or the plans'
+    steps do not pair up (not one function): then nothing is shared."""
+
+    entries: frozenset[str]
+    differing: dict[str, str]
+    reads: tuple[frozenset[str], ...]
+    shareable: bool = True
+
+    def reruns(self, index: int, step: Step, changed: set[str]) -> bool:
+        """Must the ``index``-th main step, ``step``, run again, given the values whose
+        content ``changed`` from the base's?"""
+        return step.name in self.differing or not self.reads[index].isdisjoint(changed)
+
+    def downstream(self, plan: ExecutionPlan) -> list[str]:
+        """The steps of ``plan`` (the other) re-run when every re-run step's outputs
+        differ from the base's: the differing steps and everything downstream of them or
+        of a differing entry, in plan order. At run time a re-run whose outputs come out
+        bit-identical stops the spread earlier."""
+        changed = set(self.entries)
+        rerun = []
+        for index, step in enumerate(plan.main.steps):
+            if self.reruns(index, step, changed):
+                rerun.append(step.name)
+                changed.update(name for name, _, _ in step.outputs)
+        return rerun
+
+
+def diff_plans(base: ExecutionPlan, other: ExecutionPlan) -> PlanDiff:
+    """Compare two plans of one function (compiled under two precision models or
+    profiles) step by step: see :class:`PlanDiff`."""
+    base_steps, other_steps = base.main.steps, other.main.steps
+    reads = tuple(step_reads(step) for step in other_steps)
+    paired = len(base_steps) == len(other_steps) and all(
+        a.name == b.name and a.op_type == b.op_type
+        for a, b in zip(base_steps, other_steps, strict=True))
+    if not paired or base.states or other.states or base.constants.keys() != other.constants.keys():
+        return PlanDiff(frozenset(), {}, reads, shareable=False)
+    entries = {name for name, storage in other.input_storage.items()
+               if base.input_storage.get(name) != storage}
+    entries.update(name for name, value in other.constants.items()
+                   if not same_value(base.constants[name], value))
+    differing = {a.name: why for a, b in zip(base_steps, other_steps, strict=True)
+                 if (why := step_difference(a, b))}
+    return PlanDiff(frozenset(entries), differing, reads)
+
+
+def step_difference(base: Step, other: Step) -> str:
+    """Why two plans' steps of one op compute differently (``""``: they do not)."""
+    if base.fn is not other.fn:
+        return "kernel"
+    if base.ctx.dtype is not other.ctx.dtype:
+        return "compute dtype"
+    if base.dynamic != other.dynamic or base.tuples != other.tuples:
+        return "argument conversion"
+    if base.outputs != other.outputs:
+        return "output storage"
+    if base.static.keys() != other.static.keys() or not all(
+            same_value(value, other.static[key]) for key, value in base.static.items()):
+        return "constant arguments"
+    if len(base.blocks) != len(other.blocks) or any(
+            len(a.steps) != len(b.steps) or a.inputs != b.inputs or a.outputs != b.outputs
+            or any(step_difference(x, y) for x, y in zip(a.steps, b.steps, strict=True))
+            for a, b in zip(base.blocks, other.blocks, strict=True)):
+        return "nested block"
+    return ""
+
+
+def step_reads(step: Step) -> frozenset[str]:
+    """The values ``step`` reads from its environment: its dynamic and tuple arguments
+    and, for control flow, every value its nested blocks read (their own values too: a
+    superset is what deciding a re-run needs)."""
+    names = {name for _, name, _ in step.dynamic}
+    names.update(name for _, members in step.tuples for name, _ in members)
+    for block in step.blocks:
+        names.update(block.outputs)
+        for inner in block.steps:
+            names.update(step_reads(inner))
+    return frozenset(names)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Are two plan values (constants, kernel arguments) the same bits: arrays of one
+    dtype and shape with equal bytes, lists of such, or equal plain values?"""
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+            return False
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        if a.dtype.hasobject:
+            return bool(np.array_equal(a, b))
+        return bool(np.array_equal(np.ascontiguousarray(a).view(np.uint8),
+                                   np.ascontiguousarray(b).view(np.uint8)))
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(
+            same_value(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False

@@ -14,12 +14,21 @@ Under the ``coreml`` semantics the targets also refuse what the runtime refuses
 Core ML's CPU, ``sim:fp16`` and ``sim:fp16-naive`` its GPU, ``sim:ane`` the Neural
 Engine with the CPU for the ops it falls back on. The float64 oracle models no unit and
 refuses nothing: it is the reference every other target is judged against.
+
+``sim:fp16`` and ``sim:ane`` run one fp16 program; the Neural Engine profile computes a
+few of its ops differently (its kernels, its CPU fallbacks). Predicted in one process
+(:func:`predicting_together`), the second of them runs only the ops whose plan differs
+and what their changed values reach (:func:`nebisect.mil.plan.diff_plans`), bit for bit
+the prediction it would make alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,7 +36,14 @@ from nebisect.isolate import COREMLTOOLS_ONLY, Needs
 from nebisect.mil.semantics import DEFAULT_SEMANTICS
 from nebisect.targets.base import Prediction, Target
 from nebisect.targets.registry import register_target, spec_of
-from nebisect.targets.spec import REFERENCE_TARGET
+from nebisect.targets.spec import REFERENCE_TARGET, TargetSpec
+
+if TYPE_CHECKING:
+    from nebisect.mil.interp import CompiledProgram, ComputedValues, SimResult
+    from nebisect.mil.plan import PlanDiff
+
+#: The sim variants that run one program under sibling plans (:func:`predict_together`).
+SHARING_VARIANTS = frozenset({"fp16", "ane"})
 
 
 class _SimTarget(Target):
@@ -64,7 +80,12 @@ class _SimTarget(Target):
     def predict(
         self, model: Any, inputs: dict[str, np.ndarray], *, intermediates: bool = False
     ) -> Prediction:
-        return _prediction(self._compiled(model).run(inputs, intermediates=intermediates))
+        compiled = self._compiled(model)
+        shared = _SHARED.get()
+        if shared is None or compiled.plan.states:
+            return _prediction(compiled.run(inputs, intermediates=intermediates))
+        program = model.program if hasattr(model, "program") else model
+        return _prediction(shared.run(self.spec, program, compiled, inputs, intermediates))
 
     def predict_steps(
         self, model: Any, inputs: dict[str, np.ndarray], steps: int, *,
@@ -82,6 +103,73 @@ class _SimTarget(Target):
             prediction = _prediction(compiled.run(inputs, intermediates=intermediates,
                                                   state=prediction.state))
             yield prediction
+
+
+def shares_predictions(first: TargetSpec, second: TargetSpec) -> bool:
+    """Do two targets run one program under sibling plans, so that predicting both in
+    one process (:func:`predicting_together`) runs its common ops once? ``sim:fp16`` and
+    ``sim:ane`` of one semantics do."""
+    return (first != second and first.backend == second.backend == "sim"
+            and {first.variant, second.variant} <= SHARING_VARIANTS
+            and first.semantics == second.semantics and not first.device)
+
+
+@dataclass
+class _SharedEvaluations:
+    """The first evaluation of a program on one input set by a target that shares
+    predictions, kept for the others predicting it after (with each pair's plan
+    difference, computed once)."""
+
+    held: tuple[TargetSpec, Any, dict[str, Any], CompiledProgram, ComputedValues] | None = None
+    diffs: dict[tuple[int, int], PlanDiff] = field(default_factory=dict)
+
+    def run(self, spec: TargetSpec, program: Any, compiled: CompiledProgram,
+            inputs: dict[str, Any], intermediates: bool) -> SimResult:
+        if self.held is None and spec.variant in SHARING_VARIANTS:
+            evaluation = compiled.evaluate(inputs)
+            self.held = spec, program, inputs, compiled, evaluation
+            return evaluation.result(intermediates)
+        if self.held is not None:
+            held_spec, held_program, held_inputs, base, evaluation = self.held
+            if shares_predictions(held_spec, spec) and held_program is program and (
+                    _same_inputs(held_inputs, inputs)):
+                diff = self._diff(base, compiled)
+                if diff.shareable:
+                    return compiled.run_beside(evaluation, diff, inputs,
+                                               intermediates=intermediates)
+        return compiled.run(inputs, intermediates=intermediates)
+
+    def _diff(self, base: CompiledProgram, other: CompiledProgram) -> PlanDiff:
+        from nebisect.mil.plan import diff_plans
+
+        key = id(base), id(other)
+        if key not in self.diffs:
+            self.diffs[key] = diff_plans(base.plan, other.plan)
+        return self.diffs[key]
+
+
+def _same_inputs(first: dict[str, Any], second: dict[str, Any]) -> bool:
+    from nebisect.mil.plan import same_value
+
+    return first.keys() == second.keys() and all(
+        same_value(np.asarray(value), np.asarray(second[name])) for name, value in first.items())
+
+
+_SHARED: ContextVar[_SharedEvaluations | None] = ContextVar("nebisect_sim_shared", default=None)
+
+
+@contextmanager
+def predicting_together() -> Iterator[None]:
+    """Within it, the first prediction of a program by ``sim:fp16`` or ``sim:ane`` keeps
+    every value it computed, and the other (:func:`shares_predictions`) predicting the
+    same program on the same inputs re-runs only the ops it computes differently; any
+    other prediction runs as it does outside. A program with state, or a prediction that
+    raised, shares nothing."""
+    token = _SHARED.set(_SharedEvaluations())
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 def _prediction(result: Any) -> Prediction:

@@ -66,16 +66,22 @@ def _run(package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.
     matrix's first two), exploring ``budget`` units under ``time_budget``, else (as
     ``run`` does, unless not ``default``) under the default an expensive model gets."""
     clock = PredictionClock()
-    evaluate = workbench.evaluate
+    evaluate_together = workbench.evaluate_together
 
-    def costly(*args: Any, **kwargs: Any) -> Any:
-        clock.now += cost if later is None or clock.predictions < len(TARGETS) else later
-        clock.predictions += 1
-        outcome = evaluate(*args, **kwargs)
-        outcome.verdict.timings.reference = 0.0  # the fake cost is the whole cell's
-        return outcome
+    def costly(case: Any, beside: Any, **kwargs: Any) -> Any:
+        costs = []
+        for _ in range(1 + len(beside)):  # cells judged together cost as much as apart
+            costs.append(cost if later is None or clock.predictions < len(TARGETS) else later)
+            clock.now += costs[-1]
+            clock.predictions += 1
+        outcomes = evaluate_together(case, beside, **kwargs)
+        for outcome, spent in zip(outcomes, costs, strict=True):
+            outcome.verdict.timings.reference = 0.0  # the fake cost is the whole cell's
+            if outcome is not outcomes[0]:
+                outcome.verdict.timings.wall = spent
+        return outcomes
 
-    monkeypatch.setattr(workbench, "evaluate", costly)
+    monkeypatch.setattr(workbench, "evaluate_together", costly)
     timer = TimeBudget(time_budget or DEFAULT_TIME_BUDGET, clock,
                        default=time_budget is None) if time_budget or default else None
     runner = MatrixRunner(resolve_source(str(package)), list(TARGETS), tmp_path,
