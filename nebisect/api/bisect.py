@@ -85,6 +85,7 @@ class BisectKeywords(TypedDict, total=False):
     case_timeout: Many
     memory: str | None
     fix: Many
+    cache: str | None
     out: str | os.PathLike[str]
     force: bool
     function: str
@@ -111,6 +112,7 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
         source_path,
     )
     from nebisect.report.outputs import fresh_output_directory
+    from nebisect.sources.conversion_cache import cache_directory
     from nebisect.targets.plugins import parse_targets
 
     given = keywords(BISECT, options)
@@ -135,6 +137,7 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
             length=given["length"], max_evals=given["max_evals"], timeout=given["timeout"],
             fixes=subject.fixes, graph=subject.graph, paths=subject.paths,
             function=given["function"], budget=parse_budget(str(given["budget"])),
+            cache=cache_directory(given["cache"] or ""),
             timeouts=Timeouts.parse(items(given["case_timeout"]), BISECT_TIMEOUTS,
                                     "--case-timeout"))
         read = [("the source", source_path(subject.source)),

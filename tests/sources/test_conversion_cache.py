@@ -1,5 +1,6 @@
 """Conversions kept across runs by content: a hit converts nothing, a damaged entry is
-converted again, a changed source or precision is another entry."""
+converted again, a changed source or precision is another entry; ``bisect`` and
+``fuzz SOURCE`` read and keep theirs as ``run`` does."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 from support import REPO
 
+import nebisect
 from nebisect.arrays import sha256_path
 from nebisect.sources import convert
 from nebisect.sources.conversion_cache import MANIFEST_FILE, cache_bytes, cache_directory
@@ -122,3 +124,78 @@ def test_a_derived_precision_is_kept_too(tmp_path: Path, conversions: list[str])
         assert again.conversion is not None
         assert again.conversion.cache.startswith(CACHE_HIT)
     assert conversions == ["fp16", "fp32"]
+
+
+# ------------------------------------------------------------- bisect and fuzz take it too
+@pytest.fixture
+def children(monkeypatch: pytest.MonkeyPatch) -> list[Verdict]:
+    """The verdict of every conversion child this process starts, in order (the child
+    converts in a template of its own, out of this process's reach: its verdict says
+    whether it read the cache or converted and kept the conversion)."""
+    verdicts: list[Verdict] = []
+    in_child = convert._convert_in_child
+
+    def counted(*args: Any, **options: Any) -> Verdict:
+        verdict = in_child(*args, **options)
+        verdicts.append(verdict)
+        return verdict
+
+    monkeypatch.setattr(convert, "_convert_in_child", counted)
+    return verdicts
+
+
+def _sources(verdicts: list[Verdict]) -> list[str]:
+    """Where each conversion came from: ``read`` from the cache or ``made`` (and kept)."""
+    assert all(v.conversion is not None for v in verdicts)
+    return ["read" if v.conversion and v.conversion.cache.startswith(CACHE_HIT) else "made"
+            for v in verdicts]
+
+
+def test_a_second_bisect_of_the_same_model_converts_nothing(
+        tmp_path: Path, children: list[Verdict]) -> None:
+    """Without --inputs a bisection converts at least twice: every path to look for a
+    trigger, then the trigger's path to reduce; the second bisection reads them all."""
+    cache = tmp_path / "cache"
+
+    def bisect(out: str) -> nebisect.BisectReport:
+        return nebisect.bisect(LOGSUMEXP, target="sim:ane", convert="export",
+                               cache=str(cache), out=tmp_path / out, progress=False)
+
+    first = bisect("first")
+    made = len(children)
+    second = bisect("second")
+    assert made >= 2 and _sources(children) == ["made"] * made + ["read"] * made
+    assert first.ok and second.ok
+    assert second.result.kept_types == first.result.kept_types
+    assert second.result.trigger == first.result.trigger
+    assert len([entry for entry in cache.iterdir() if entry.is_dir()]) == made
+
+
+def test_a_second_fuzz_of_the_same_model_converts_nothing(
+        tmp_path: Path, children: list[Verdict], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache comes from ``--cache``, else ``$NEBISECT_CACHE`` (here)."""
+    monkeypatch.setenv("NEBISECT_CACHE", str(tmp_path / "cache"))
+
+    def fuzz() -> nebisect.FuzzReport:
+        return nebisect.fuzz(LOGSUMEXP, target="sim:ane", convert="export", budget=2,
+                             shrink_budget=0, progress=False)
+
+    first = fuzz()
+    made = len(children)
+    second = fuzz()
+    assert made >= 1 and _sources(children) == ["made"] * made + ["read"] * made
+    assert [(r.generated, r.statuses) for r in second.results] == [
+        (r.generated, r.statuses) for r in first.results]
+    assert {f.signature for f in second.findings} == {f.signature for f in first.findings}
+
+
+def test_run_bisect_and_fuzz_say_they_take_the_cache() -> None:
+    from typer.testing import CliRunner
+
+    from nebisect.cli import app
+
+    for command in ("run", "bisect", "fuzz"):
+        shown = CliRunner().invoke(app, [command, "--help"], terminal_width=400).output
+        text = " ".join(shown.replace("│", " ").split())
+        assert "--cache DIR" in text
+        assert "(run, bisect and fuzz SOURCE all take it)" in text
