@@ -9,15 +9,24 @@
 * ``macos_device``-marked tests need a Neural Engine and a GPU (a self-hosted
   Apple-silicon runner): skipped unless ``NEBISECT_DEVICE_TESTS=1`` says one is here —
   GitHub's hosted macOS runners are virtual machines without either.
+
+It also holds the fixtures many modules share: a module's ``isolator`` and the one-op
+log-sum-exp package ``lse``.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from support import TESTS
+
+if TYPE_CHECKING:
+    from nebisect.isolate import Isolator
 
 _LEFTOVERS = "finds leftover processes through /proc (support/leftovers.py)"
 #: Test modules (relative to tests/) that need Linux, and why.
@@ -59,3 +68,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 reason=f"needs a Neural Engine and a GPU: runs on the self-hosted Apple-silicon "
                 f"runner ({DEVICE_TESTS_VAR}=1); hosted macOS runners are VMs without either"))
 
+
+
+@pytest.fixture(scope="module")
+def isolator() -> Iterator[Isolator]:
+    """An isolator in the platform's default mode (fork on Linux, spawn on macOS), shared
+    by one module's tests and closed after them, templates and all."""
+    from nebisect.isolate import Isolator
+
+    with Isolator() as shared:
+        yield shared
+
+
+@pytest.fixture(scope="session")
+def lse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one-op package of seed 000's bug: x (1, 32) fp16 → reduce_log_sum_exp over the
+    channels, which collapses on ``sim:ane`` past x = log(65504/32) ≈ 7.62."""
+    from support.corpus_helpers import lse_package
+
+    return lse_package(tmp_path_factory.mktemp("lse") / "lse.mlpackage")

@@ -127,10 +127,11 @@ def shared(shared_root: Path, token: str) -> Iterator[dict[str, Isolator]]:
 
 
 @pytest.fixture(params=MODES)
-def isolator(
+def mode_isolator(
     request: pytest.FixtureRequest, shared: dict[str, Isolator], shared_root: Path, token: str
 ) -> Iterator[Isolator]:
-    """A shared isolator; after the test, no case process and no case dir remain."""
+    """The module's isolator of each mode in turn; after the test, no case process and no
+    case dir remain."""
     yield shared[request.param]
     assert_no_strays(token)
     assert list(shared_root.glob("*/case-*")) == []
@@ -169,15 +170,15 @@ CRASHES = [
 
 @pytest.mark.parametrize(("function", "signature", "fatal"), CRASHES)
 def test_crash_is_a_verdict_with_the_signal_name(
-    isolator: Isolator, function: str, signature: str, fatal: str
+    mode_isolator: Isolator, function: str, signature: str, fatal: str
 ) -> None:
-    verdict = isolator.run(job(function)).verdict
+    verdict = mode_isolator.run(job(function)).verdict
     assert (verdict.status, verdict.signature, verdict.stage) == ("crash", signature, "predict")
     assert verdict.message == f"killed by {signature.split(':')[1]} during predict"
     # faulthandler wrote the fatal error and the Python stack of the faulting function.
     assert f"Fatal Python error: {fatal}" in verdict.stderr_tail
     assert f"in {function}" in verdict.stderr_tail
-    if isolator.mode == "persistent":
+    if mode_isolator.mode == "persistent":
         assert verdict.process.reconfirmed is True
         assert verdict.process.persistent_signature == signature
 
@@ -208,9 +209,9 @@ NO_RESULT = [
 
 @pytest.mark.parametrize(("function", "payload", "signature"), NO_RESULT)
 def test_exit_without_result_is_an_error(
-    isolator: Isolator, function: str, payload: dict, signature: str
+    mode_isolator: Isolator, function: str, payload: dict, signature: str
 ) -> None:
-    verdict = isolator.run(job(function, payload)).verdict
+    verdict = mode_isolator.run(job(function, payload)).verdict
     assert (verdict.status, verdict.signature) == ("error", signature)
     assert verdict.process.exit_code == payload["code"]
 
@@ -231,35 +232,35 @@ ERRORS = [
 
 @pytest.mark.parametrize(("function", "status", "stage", "signature"), ERRORS)
 def test_exception_becomes_a_normalized_verdict(
-    isolator: Isolator, function: str, status: str, stage: str, signature: str
+    mode_isolator: Isolator, function: str, status: str, stage: str, signature: str
 ) -> None:
-    verdict = isolator.run(job(function)).verdict
+    verdict = mode_isolator.run(job(function)).verdict
     assert (verdict.status, verdict.stage, verdict.signature) == (status, stage, signature)
     assert "Traceback (most recent call last)" in verdict.stderr_tail
 
 
-def test_missing_module_is_an_error_at_the_job_stage(isolator: Isolator) -> None:
-    verdict = isolator.run(Job("no_such_module_for_nebisect:f", {}, stage="load")).verdict
+def test_missing_module_is_an_error_at_the_job_stage(mode_isolator: Isolator) -> None:
+    verdict = mode_isolator.run(Job("no_such_module_for_nebisect:f", {}, stage="load")).verdict
     assert verdict.signature == (
         "error:load:ModuleNotFoundError: No module named 'no_such_module_for_nebisect'"
     )
 
 
-def test_crash_is_blamed_on_the_last_marked_stage(isolator: Isolator) -> None:
-    verdict = isolator.run(job("staged_crash")).verdict
+def test_crash_is_blamed_on_the_last_marked_stage(mode_isolator: Isolator) -> None:
+    verdict = mode_isolator.run(job("staged_crash")).verdict
     assert (verdict.status, verdict.stage) == ("crash", "convert")
     assert verdict.signature == "crash:SIGSEGV"
     assert verdict.message == "killed by SIGSEGV during convert"
 
 
-def test_memory_blowup_under_the_limit_is_oom(isolator: Isolator) -> None:
-    verdict = isolator.run(job("memory_blowup", memory_mb=128)).verdict
+def test_memory_blowup_under_the_limit_is_oom(mode_isolator: Isolator) -> None:
+    verdict = mode_isolator.run(job("memory_blowup", memory_mb=128)).verdict
     assert (verdict.status, verdict.signature) == ("oom", "oom")
     assert verdict.message.startswith("MemoryError")
 
 
-def test_infinite_loop_times_out(isolator: Isolator) -> None:
-    verdict = isolator.run(job("infinite_loop", timeout=0.5)).verdict
+def test_infinite_loop_times_out(mode_isolator: Isolator) -> None:
+    verdict = mode_isolator.run(job("infinite_loop", timeout=0.5)).verdict
     assert (verdict.status, verdict.signature, verdict.stage) == ("timeout", "timeout", "predict")
     assert verdict.message == "no result within 0.5 s during predict; process group killed"
     assert verdict.timings.wall is not None and verdict.timings.wall >= 0.5
@@ -283,8 +284,8 @@ def test_timeout_kills_the_whole_process_group(
     assert gone(grandchild)
 
 
-def test_stderr_flood_is_bounded_and_keeps_the_last_bytes(isolator: Isolator) -> None:
-    outcome = isolator.run(job("stderr_flood"))
+def test_stderr_flood_is_bounded_and_keeps_the_last_bytes(mode_isolator: Isolator) -> None:
+    outcome = mode_isolator.run(job("stderr_flood"))
     verdict = outcome.verdict
     assert (verdict.status, verdict.signature) == ("pass", "pass")
     assert verdict.process.stderr_bytes == fault_jobs.FLOOD_BYTES + len(
@@ -294,24 +295,24 @@ def test_stderr_flood_is_bounded_and_keeps_the_last_bytes(isolator: Isolator) ->
     np.testing.assert_array_equal(outcome.arrays["ok"], [1.5])
 
 
-def test_junk_on_stdout_cannot_corrupt_the_result(isolator: Isolator) -> None:
-    outcome = isolator.run(job("stdout_junk"))
+def test_junk_on_stdout_cannot_corrupt_the_result(mode_isolator: Isolator) -> None:
+    outcome = mode_isolator.run(job("stdout_junk"))
     assert (outcome.verdict.status, outcome.verdict.signature) == ("pass", "pass")
     assert list(outcome.arrays) == ["answer"]
     np.testing.assert_array_equal(outcome.arrays["answer"], [42.0])
-    assert isolator.run(job("passing")).verdict.status == "pass"
+    assert mode_isolator.run(job("passing")).verdict.status == "pass"
 
 
-def test_a_wrong_argument_is_an_error_at_the_boundary(isolator: Isolator) -> None:
+def test_a_wrong_argument_is_an_error_at_the_boundary(mode_isolator: Isolator) -> None:
     """The child reads a job's JSON arguments as the record its function declares: a
     misspelt key is a one-line error verdict, never a KeyError inside the job."""
-    verdict = isolator.run(job("passing", {"nn": 6})).verdict
+    verdict = mode_isolator.run(job("passing", {"nn": 6})).verdict
     assert verdict.status == "error"
     assert "unknown FaultArguments field 'nn'" in verdict.message
 
 
-def test_pass_returns_arrays_provenance_and_timings(isolator: Isolator) -> None:
-    outcome = isolator.run(job("passing", {"n": 6, "echo": "hello"}))
+def test_pass_returns_arrays_provenance_and_timings(mode_isolator: Isolator) -> None:
+    outcome = mode_isolator.run(job("passing", {"n": 6, "echo": "hello"}))
     verdict = outcome.verdict
     assert (verdict.status, verdict.job_result["echo"]) == ("pass", "hello")
     assert sorted(outcome.arrays) == ["flags", "scalar", "values"]
@@ -319,7 +320,7 @@ def test_pass_returns_arrays_provenance_and_timings(isolator: Isolator) -> None:
     np.testing.assert_array_equal(outcome.arrays["values"], np.arange(6, dtype=np.float16) / 3)
     np.testing.assert_array_equal(outcome.arrays["flags"], [True, False])
     assert outcome.arrays["scalar"].shape == () and int(outcome.arrays["scalar"]) == 7
-    assert verdict.provenance == provenance(isolator.mode)
+    assert verdict.provenance == provenance(mode_isolator.mode)
     assert set(verdict.provenance) >= {
         "nebisect", "coremltools", "torch", "numpy", "python", "os", "machine", "isolation",
     }
@@ -553,9 +554,9 @@ HOSTILE_RESULTS = [
 
 @pytest.mark.parametrize(("function", "status", "message"), HOSTILE_RESULTS)
 def test_a_hostile_result_file_gives_the_right_verdict_promptly(
-        isolator: Isolator, function: str, status: str, message: str) -> None:
+        mode_isolator: Isolator, function: str, status: str, message: str) -> None:
     started = time.monotonic()
-    verdict = isolator.run(job(function, timeout=60)).verdict
+    verdict = mode_isolator.run(job(function, timeout=60)).verdict
     assert time.monotonic() - started < 20
     assert verdict.status == status
     assert message in verdict.message
@@ -564,11 +565,11 @@ def test_a_hostile_result_file_gives_the_right_verdict_promptly(
 
 
 def test_links_in_the_workspace_are_neither_read_nor_written_through(
-        isolator: Isolator, tmp_path: Path) -> None:
+        mode_isolator: Isolator, tmp_path: Path) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("the user's file\n")
     started = time.monotonic()
-    verdict = isolator.run(job("workspace_links_then_segfault", {"victim": str(victim)},
+    verdict = mode_isolator.run(job("workspace_links_then_segfault", {"victim": str(victim)},
                                timeout=60)).verdict
     assert time.monotonic() - started < 20
     assert (verdict.status, verdict.signature, verdict.stage) == ("crash", "crash:SIGSEGV",

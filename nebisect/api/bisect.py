@@ -85,6 +85,7 @@ class BisectKeywords(TypedDict, total=False):
     case_timeout: Numbers
     memory: str | int | None
     fix: Many
+    cache: str | None
     out: str | os.PathLike[str]
     force: bool
     function: str
@@ -112,6 +113,7 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
         source_path,
     )
     from nebisect.report.outputs import fresh_output_directory
+    from nebisect.sources.conversion_cache import cache_directory
     from nebisect.sources.resolve import is_torch_location
     from nebisect.targets.plugins import parse_targets
 
@@ -138,6 +140,7 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
             length=given["length"], max_evals=given["max_evals"], timeout=given["timeout"],
             fixes=subject.fixes, graph=subject.graph, paths=subject.paths,
             function=given["function"], budget=parse_budget(str(given["budget"])),
+            cache=cache_directory(given["cache"] or ""),
             timeouts=timeouts)
         if not reduction.target.runs_programs and not is_torch_location(subject.source):
             raise NebisectError(f"--target {reduction.target} runs torch sources "

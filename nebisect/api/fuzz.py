@@ -78,6 +78,7 @@ class FuzzKeywords(TypedDict, total=False):
     target: str | None
     budget: int
     convert: str
+    cache: str | None
     families: str | None
     function: str
     seed: int
@@ -143,7 +144,7 @@ def fuzz(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any = 
                               Path(tmp), timeout=campaign.timeouts.convert,
                               memory=campaign.memory)
         return _fuzz_model(location, campaign, cluster, given["convert"], given["families"],
-                           function, out, progress)
+                           function, given["cache"] or "", out, progress)
 
 
 @dataclass(frozen=True)
@@ -207,14 +208,17 @@ def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None, out: 
 
 
 def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert: str,
-                families: str | None, function: str, out: _Outputs,
+                families: str | None, function: str, cache: str, out: _Outputs,
                 progress: bool | Console) -> FuzzReport:
     """A model campaign — on ``function`` of a multifunction package — set up (resolve,
-    convert, probe), fuzz (on ``cluster`` when given), explain the findings, store."""
+    convert, probe; a torch source's conversion read from and kept in the conversion
+    cache ``cache``, else ``$NEBISECT_CACHE``), fuzz (on ``cluster`` when given),
+    explain the findings, store."""
     from nebisect.executors.runner import Runner
     from nebisect.fuzzing.model_session import ModelSession
     from nebisect.options.parsers import CONVERT_CHOICES, parse_choice, parse_families, source_path
     from nebisect.report.outputs import apart_from_inputs, output_directory
+    from nebisect.sources.conversion_cache import cache_directory
 
     paths = CONVERT_CHOICES[parse_choice("--convert", convert, CONVERT_CHOICES)]
     chosen = parse_families(families or "")
@@ -224,7 +228,7 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
     with Runner(options.jobs, cluster=cluster, mode=options.isolation,
                 memory=options.memory) as runner:
         session = ModelSession(source, options, convert=paths, families=chosen,
-                               function=function, runner=runner)
+                               function=function, cache=cache_directory(cache), runner=runner)
         try:
             keep = functools.partial(_store_model, session=session)
             try:

@@ -13,7 +13,8 @@ the same findings.
 On a cluster each shard is one ``fuzz-model`` unit: the source's file (and ``.py``
 plugins) shipped, the options, the shard's budget and seed as JSON. The worker sets
 the session up as this process did — the same resolution, conversion and probes — and
-drives exactly the shard a local thread would, so the merged findings are the same.
+drives exactly the shard a local thread would, so the merged findings are the same
+(it converts without ``--cache``: that directory is on this machine).
 
 The campaign's target is ``fuzz``'s: the device's own (``coreml:ne``) on a Mac, its
 simulator (``sim:ane``) elsewhere; the oracle is the source's (torch fp64 for a torch
@@ -77,12 +78,14 @@ class ModelSession:
 
     ``convert`` are the conversion paths to try (``--convert``); ``families`` the value
     families (None: all); ``function`` the function of a multifunction package fuzzed
-    (``--function``; "": its default), resolved as ``run`` resolves it. The converted
-    packages live in a private directory removed by :meth:`close`.
+    (``--function``; "": its default), resolved as ``run`` resolves it; ``cache`` the
+    directory a torch source's conversion is read from when it was made before and kept
+    in otherwise (``--cache``, :mod:`nebisect.sources.conversion_cache`; "": none). The
+    converted packages live in a private directory removed by :meth:`close`.
     """
 
     def __init__(self, text: str, options: FuzzOptions, *, convert: tuple[str, ...] = PATHS,
-                 families: list[str] | None = None, function: str = "",
+                 families: list[str] | None = None, function: str = "", cache: str = "",
                  runner: Runner) -> None:
         check_target(options)
         self.options, self.runner, self.families = options, runner, families
@@ -94,7 +97,8 @@ class ModelSession:
         self._tmp = tempfile.TemporaryDirectory(prefix="nebisect-fuzz-model-")
         self.workdir = Path(self._tmp.name)
         self.bench = Workbench(self.source, self.workdir, isolator, self.source.reference,
-                               options.timeouts, functools.partial(convert_paths, paths=convert),
+                               options.timeouts,
+                               functools.partial(convert_paths, paths=convert, cache=cache),
                                list(options.plugins), convert)
         paths = self.bench.paths_of(self.target)
         self.skipped = (f"no conversion path converts: {paths.message}"

@@ -184,17 +184,18 @@ def run_torch_source(location: str, precision: str, setup: tuple[str, ...], dire
                      isolator: Isolator, timeouts: Timeouts, *,
                      target: TargetSpec | None = None,
                      inputs: dict[str, np.ndarray] | None = None,
-                     paths: tuple[str, ...] = PATHS) -> tuple[Verdict, int]:
+                     paths: tuple[str, ...] = PATHS, cache: str = "") -> tuple[Verdict, int]:
     """Convert a torch source in isolation on ``paths`` (the first that converts is
-    kept) and, with ``target`` and ``inputs``, predict the package on ``target`` against
-    the module in float64 (a second isolated run). Returns the verdict that decides
-    (conversion's, or prediction's) and the run count."""
+    kept; read from and kept in the conversion cache ``cache`` when one is given) and,
+    with ``target`` and ``inputs``, predict the package on ``target`` against the module
+    in float64 (a second isolated run). Returns the verdict that decides (conversion's,
+    or prediction's) and the run count."""
     from nebisect.sources.convert import convert_isolated
     from nebisect.sources.resolve import Source
 
     package, verdict = convert_isolated(Source("torch", location), precision, directory,
                                         isolator, setup=setup, timeout=timeouts.convert,
-                                        paths=paths)
+                                        paths=paths, cache=cache)
     if target is None or inputs is None or package is None:
         return verdict, 1
     feeds = coreml_feeds(inputs)

@@ -34,7 +34,10 @@ class BisectOptions:
 
     ``paths`` are the torch conversion paths tried, in order (the first that converts
     is reduced); ``budget`` bounds the predictions spent looking for a trigger when no
-    ``inputs`` are given (:mod:`nebisect.minimize.trigger`).
+    ``inputs`` are given (:mod:`nebisect.minimize.trigger`); ``cache`` is the directory
+    the source's own conversions are kept in across runs (``--cache``,
+    :mod:`nebisect.sources.conversion_cache`; ``""``: none) — a reduction's candidates
+    are new models each time and are not kept.
     """
 
     target: TargetSpec
@@ -51,6 +54,7 @@ class BisectOptions:
     budget: int = DEFAULT_BUDGET
     #: the function of a multifunction package to reduce ("": its default)
     function: str = ""
+    cache: str = ""
 
     def __post_init__(self) -> None:
         if self.stage not in REDUCIBLE_STAGES:

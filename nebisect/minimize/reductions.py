@@ -142,6 +142,7 @@ def _package(context: ReductionContext) -> SourceRef:
     package, verdict = convert_isolated(
         source, options.target.precision, context.workdir, context.isolator,
         setup=context.setup, timeout=options.timeouts.convert, paths=options.paths,
+        cache=options.cache,
     )
     context.progress.ran()
     if package is None:
@@ -212,6 +213,7 @@ def reduce_torch_graph(context: ReductionContext) -> ReductionOutput:
     original, runs = run_torch_source(
         source.location, precision, setup, workdir, context.isolator, options.timeouts,
         target=options.target if predict else None, inputs=arrays, paths=options.paths,
+        cache=options.cache,
     )
     progress.ran(runs)
     _require_failure(context, original)

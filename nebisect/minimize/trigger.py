@@ -60,7 +60,8 @@ def find_trigger(label: str, source: Source, options: BisectOptions, setup: tupl
     workdir.mkdir()
     matrix = MatrixRunner(
         source, [target], workdir, runner, timeouts=options.timeouts,
-        convert=functools.partial(convert_paths, setup=setup, paths=options.paths),
+        convert=functools.partial(convert_paths, setup=setup, paths=options.paths,
+                                  cache=options.cache),
         paths=options.paths, progress=progress.phase,
         discovery=Discovery(options.budget, targets=[target], first_failure=True),
     )

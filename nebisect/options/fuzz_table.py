@@ -7,6 +7,7 @@ from typing import Any
 
 from nebisect.options.table import (
     AS_JSON,
+    CACHE,
     CLUSTER,
     CONVERT,
     FUNCTION,
@@ -39,6 +40,7 @@ FUZZ_FAMILIES = Option(
     "SOURCE only: draw from these value families (default: all; see "
     "nebisect run --list-families).", metavar="A,B")
 FUZZ_FUNCTION = FUNCTION.but(help=f"SOURCE only. {FUNCTION.help}")
+FUZZ_CACHE = CACHE.but(help=f"SOURCE only. {CACHE.help}")
 FUZZ_SEED = SEED.but(help="Same seed (and --jobs), same findings.")
 FUZZ_JOBS = Option(
     "jobs", ("--jobs", "-j"), int, int, 1,
@@ -64,6 +66,6 @@ FUZZ_CLUSTER = CLUSTER.but(
          "one unit; same --seed and --jobs, same findings as here.")
 
 FUZZ = Command("fuzz", (
-    FUZZ_SOURCE, OP, FUZZ_TARGET, FUZZ_BUDGET, FUZZ_CONVERT, FUZZ_FAMILIES, FUZZ_FUNCTION,
-    FUZZ_SEED, FUZZ_JOBS, WRAP, FUZZ_CORPUS, AS_JSON, REPORT, LIST_OPS, PLUGIN, ISOLATION,
-    SHRINK_BUDGET, FUZZ_TIMEOUT, MEMORY, FUZZ_CLUSTER))
+    FUZZ_SOURCE, OP, FUZZ_TARGET, FUZZ_BUDGET, FUZZ_CONVERT, FUZZ_CACHE, FUZZ_FAMILIES,
+    FUZZ_FUNCTION, FUZZ_SEED, FUZZ_JOBS, WRAP, FUZZ_CORPUS, AS_JSON, REPORT, LIST_OPS, PLUGIN,
+    ISOLATION, SHRINK_BUDGET, FUZZ_TIMEOUT, MEMORY, FUZZ_CLUSTER))

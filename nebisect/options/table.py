@@ -102,9 +102,10 @@ CACHE = Option(
     "cache", ("--cache",), str, str | None, None,
     "Keep torch conversions in this directory, by content (the factory file, the module's "
     "weights, the paths, precision, deployment target, overrides and the versions), so "
-    "that converting the same model again converts nothing. Entries are checked when "
-    f"read; the directory holds at most {MAX_CACHE_BYTES >> 30} GiB (least recently used "
-    f"entries go first). Default: ${CACHE_ENV}, else no cache.", metavar="DIR",
+    "that converting the same model again converts nothing (run, bisect and fuzz SOURCE "
+    "all take it). Entries are checked when read; the directory holds at most "
+    f"{MAX_CACHE_BYTES >> 30} GiB (least recently used entries go first). Default: "
+    f"${CACHE_ENV}, else no cache.", metavar="DIR",
     envvar=CACHE_ENV, show_default=False)
 FUNCTION = Option("function", ("--function",), str, str, "", FUNCTION_HELP, metavar="NAME")
 PLUGIN = Option(

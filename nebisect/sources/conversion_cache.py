@@ -1,4 +1,5 @@
-"""Conversions kept across runs, by content (``run --cache DIR``, or ``NEBISECT_CACHE``).
+"""Conversions kept across runs, by content (``--cache DIR`` of ``run``, ``bisect`` and
+``fuzz SOURCE``, or ``NEBISECT_CACHE``).
 
 A conversion is a function of what it converts and how: the source's identity (the
 factory file's bytes, the module's structure, its parameters and buffers, its example

@@ -679,16 +679,19 @@ def convert_isolated(
     timeout: float = 900.0,
     deployment: str = "",
     paths: tuple[str, ...] = PATHS,
+    cache: str = "",
 ) -> tuple[Path | None, Verdict]:
     """Parent side: run :func:`convert_job` in a fresh process.
 
     Returns the package of the first of ``paths`` that converts (None when none does)
     and the convert verdict — ``error`` with the converter's messages, or
-    ``crash``/``timeout`` from isolation.
+    ``crash``/``timeout`` from isolation. ``cache``: the directory conversions are kept
+    in across runs (:mod:`nebisect.sources.conversion_cache`; ``""``: none).
     """
     package = Path(workdir) / f"converted-{conversion_precision(precision)}.mlpackage"
     where = {path: str(package) for path in paths}
-    verdict = _convert_in_child(source, precision, where, isolator, setup, timeout, deployment)
+    verdict = _convert_in_child(source, precision, where, isolator, setup, timeout, deployment,
+                                cache=cache)
     ok = verdict.status == "pass" and package.is_dir()
     return (package if ok else None), verdict
 

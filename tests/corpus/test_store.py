@@ -23,23 +23,18 @@ from nebisect.verdict import Verdict
 NEBISECT = [str(Path(sys.executable).parent / "nebisect")]
 
 
-@pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return lse_package(tmp_path_factory.mktemp("pkg") / "lse.mlpackage")
-
-
 @pytest.fixture
 def corpus(tmp_path: Path) -> Corpus:
     return Corpus(tmp_path / "corpus", create=True)
 
 
-def test_add_is_content_addressed_and_round_trips(corpus: Corpus, package: Path) -> None:
+def test_add_is_content_addressed_and_round_trips(corpus: Corpus, lse: Path) -> None:
     inputs = filled("x", (1, 32), 7.7)
     failing = Expected("failing", "mismatch:collapse", "mismatch")
-    first = corpus.add(NewCase("mlpackage", str(package), "sim:ane", inputs, failing,
+    first = corpus.add(NewCase("mlpackage", str(lse), "sim:ane", inputs, failing,
                                name="lse-cliff", fixes=["logsumexp-max-shift"]))
-    again = corpus.add(NewCase("mlpackage", str(package), "sim:ane", inputs, failing))
-    other = corpus.add(NewCase("mlpackage", str(package), "sim:fp16", inputs, Expected("pass")))
+    again = corpus.add(NewCase("mlpackage", str(lse), "sim:ane", inputs, failing))
+    other = corpus.add(NewCase("mlpackage", str(lse), "sim:fp16", inputs, Expected("pass")))
 
     assert first.created and not again.created
     assert again.case.case_id == first.case.case_id != other.case.case_id
@@ -60,8 +55,8 @@ def test_add_is_content_addressed_and_round_trips(corpus: Corpus, package: Path)
     assert not list(corpus.root.glob(".tmp-*"))
 
 
-def test_find_by_prefix_and_errors(corpus: Corpus, package: Path) -> None:
-    case_id = add(corpus, package, filled("x", (1, 32), 1.0), Expected("pass"))
+def test_find_by_prefix_and_errors(corpus: Corpus, lse: Path) -> None:
+    case_id = add(corpus, lse, filled("x", (1, 32), 1.0), Expected("pass"))
     assert corpus.find(case_id[:6]).case_id == case_id
     with pytest.raises(NebisectError, match="no case 'zzz'"):
         corpus.find("zzz")
@@ -99,9 +94,9 @@ def _ids(corpus: Corpus, package: Path, n: int) -> list[str]:
     ],
 )
 def test_damaged_cases_are_reported_and_skipped(
-    corpus: Corpus, package: Path, damage: object, reason: str
+    corpus: Corpus, lse: Path, damage: object, reason: str
 ) -> None:
-    ids = _ids(corpus, package, 3)
+    ids = _ids(corpus, lse, 3)
     damage(corpus.root / ids[1])  # type: ignore[operator]
     scan = corpus.scan()
     assert sorted(c.case_id for c in scan.cases) == sorted([ids[0], ids[2]])
@@ -111,8 +106,8 @@ def test_damaged_cases_are_reported_and_skipped(
         corpus.find(ids[1])
 
 
-def test_half_written_and_renamed_directories(corpus: Corpus, package: Path) -> None:
-    ids = _ids(corpus, package, 2)
+def test_half_written_and_renamed_directories(corpus: Corpus, lse: Path) -> None:
+    ids = _ids(corpus, lse, 2)
     abandoned = f".tmp-{uuid.uuid4().hex}"
     (corpus.root / abandoned).mkdir()
     (corpus.root / ".tmp-notes").mkdir()  # a user's, not a writer's: not reported
@@ -130,17 +125,17 @@ def test_half_written_and_renamed_directories(corpus: Corpus, package: Path) -> 
     assert problems["renamed"][1] == f"directory name does not match case id {ids[0]}"
 
 
-def test_a_damaged_copy_is_replaced_by_a_fresh_add(corpus: Corpus, package: Path) -> None:
-    case_id = add(corpus, package, filled("x", (1, 32), 2.0), Expected("pass"))
+def test_a_damaged_copy_is_replaced_by_a_fresh_add(corpus: Corpus, lse: Path) -> None:
+    case_id = add(corpus, lse, filled("x", (1, 32), 2.0), Expected("pass"))
     (corpus.root / case_id / "inputs.npz").write_bytes(b"truncated")
-    again = corpus.add(NewCase("mlpackage", str(package), "sim:ane", filled("x", (1, 32), 2.0),
+    again = corpus.add(NewCase("mlpackage", str(lse), "sim:ane", filled("x", (1, 32), 2.0),
                                Expected("pass")))
     assert again.created and "does not match its sha256" in again.replaced
     assert not corpus.scan().problems
 
 
-def test_update_and_remove(corpus: Corpus, package: Path) -> None:
-    case_id = add(corpus, package, filled("x", (1, 32), 7.7), Expected("pass"), name="x")
+def test_update_and_remove(corpus: Corpus, lse: Path) -> None:
+    case_id = add(corpus, lse, filled("x", (1, 32), 7.7), Expected("pass"), name="x")
     updated = corpus.update_expected(corpus.find(case_id),
                                      Expected("failing", "mismatch:collapse"))
     assert updated.record.expected.signature == "mismatch:collapse"
@@ -171,7 +166,7 @@ def test_record_rejects_unknown_kinds() -> None:
         CaseRecord.from_json("[]")
 
 
-def test_two_concurrent_writers_leave_every_case_intact(tmp_path: Path, package: Path) -> None:
+def test_two_concurrent_writers_leave_every_case_intact(tmp_path: Path, lse: Path) -> None:
     root = tmp_path / "corpus"
     commands = []
     for writer in range(2):
@@ -181,7 +176,7 @@ def test_two_concurrent_writers_leave_every_case_intact(tmp_path: Path, package:
             path.parent.mkdir(exist_ok=True)
             save_npz(path, filled("x", (1, 32), writer * 100 + i))
             files += ["--inputs", str(path)]
-        commands.append([*NEBISECT, "corpus", "add", str(root), str(package),
+        commands.append([*NEBISECT, "corpus", "add", str(root), str(lse),
                          "--target", "sim:fp16", "--expect", "pass", *files])
     writers = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                for c in commands]
@@ -196,14 +191,14 @@ def test_two_concurrent_writers_leave_every_case_intact(tmp_path: Path, package:
 
 
 def test_concurrent_writers_of_the_same_cases_store_each_once(
-    tmp_path: Path, package: Path
+    tmp_path: Path, lse: Path
 ) -> None:
     root = tmp_path / "corpus"
     files = []
     for i in range(20):
         save_npz(tmp_path / f"{i}.npz", filled("x", (1, 32), i))
         files += ["--inputs", str(tmp_path / f"{i}.npz")]
-    command = [*NEBISECT, "corpus", "add", str(root), str(package), "--target", "sim:fp16",
+    command = [*NEBISECT, "corpus", "add", str(root), str(lse), "--target", "sim:fp16",
                "--expect", "pass", *files]
     writers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [w.communicate(timeout=300)[0] for w in writers]
@@ -213,10 +208,10 @@ def test_concurrent_writers_of_the_same_cases_store_each_once(
     assert len(Corpus(root).scan().cases) == 20
 
 
-def test_cli_ls_show_rm_and_usage_errors(tmp_path: Path, package: Path) -> None:
+def test_cli_ls_show_rm_and_usage_errors(tmp_path: Path, lse: Path) -> None:
     root = tmp_path / "corpus"
     save_npz(tmp_path / "x.npz", filled("x", (1, 32), 7.7))
-    add_cmd = [*NEBISECT, "corpus", "add", str(root), str(package), "--target", "sim:ane",
+    add_cmd = [*NEBISECT, "corpus", "add", str(root), str(lse), "--target", "sim:ane",
                "--inputs", str(tmp_path / "x.npz"), "--name", "cliff"]
     missing_sig = subprocess.run([*add_cmd, "--expect", "failing"], capture_output=True,
                                  text=True)
@@ -277,10 +272,10 @@ def test_per_chip_expectations_are_a_compatible_schema_field(tmp_path: Path) -> 
         Expected("pass", chips={"m1": "failing"})
 
 
-def test_cli_add_records_per_chip_expectations(tmp_path: Path, package: Path) -> None:
+def test_cli_add_records_per_chip_expectations(tmp_path: Path, lse: Path) -> None:
     root = tmp_path / "corpus"
     save_npz(tmp_path / "x.npz", filled("x", (1, 32), 7.7))
-    add_cmd = [*NEBISECT, "corpus", "add", str(root), str(package), "--target", "sim:ane",
+    add_cmd = [*NEBISECT, "corpus", "add", str(root), str(lse), "--target", "sim:ane",
                "--inputs", str(tmp_path / "x.npz"), "--expect-chip", "m4=fixed"]
     alone = subprocess.run(add_cmd, capture_output=True, text=True)
     assert alone.returncode == 2
@@ -337,7 +332,7 @@ def test_an_unknown_case_option_is_a_one_line_input_error(tmp_path: Path) -> Non
     "link-to-outside",
 ])
 def test_a_key_names_a_case_directory_under_the_root_and_nothing_else(
-    corpus: Corpus, package: Path, key: str
+    corpus: Corpus, lse: Path, key: str
 ) -> None:
     """``rm`` and ``show`` resolve a key to a case directory directly under the root: an
     absolute path, a ``..``, the root itself or a symlinked case directory is no case,
@@ -345,7 +340,7 @@ def test_a_key_names_a_case_directory_under_the_root_and_nothing_else(
     outside = corpus.root.parent / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("not the corpus's\n")
-    case_id = add(corpus, package, filled("x", (1, 32), 1.0), Expected("pass"))
+    case_id = add(corpus, lse, filled("x", (1, 32), 1.0), Expected("pass"))
     (corpus.root / "link-to-outside").symlink_to(outside, target_is_directory=True)
     key = key.format(outside=outside, case=case_id, root=corpus.root)
     before = sorted(p.name for p in corpus.root.iterdir())
@@ -369,7 +364,7 @@ def test_gc_never_follows_a_symlink(corpus: Corpus) -> None:
     assert sorted(p.name for p in corpus.root.iterdir()) == [".lock", *links]
 
 
-def test_rm_and_gc_touch_only_a_corpus_and_its_cases(corpus: Corpus, package: Path) -> None:
+def test_rm_and_gc_touch_only_a_corpus_and_its_cases(corpus: Corpus, lse: Path) -> None:
     home = corpus.root.parent / "home"
     (home / "Documents").mkdir(parents=True)
     (home / ".tmp-build").mkdir()
@@ -382,7 +377,7 @@ def test_rm_and_gc_touch_only_a_corpus_and_its_cases(corpus: Corpus, package: Pa
             act()
     assert sorted(p.name for p in home.iterdir()) == before  # no .lock left either
 
-    case_id = add(corpus, package, filled("x", (1, 32), 3.0), Expected("pass"))
+    case_id = add(corpus, lse, filled("x", (1, 32), 3.0), Expected("pass"))
     case = corpus.root / case_id
     with pytest.raises(NebisectError, match="a case directory, not a corpus"):
         Corpus(case).remove("model")
@@ -435,9 +430,9 @@ def _duplicate_expected(record_file: Path) -> str:
      "field 'expected' has the wrong type ('pass')"),
 ])
 def test_a_malformed_record_is_a_damaged_case_not_a_crash(
-    corpus: Corpus, package: Path, write: object, reason: str
+    corpus: Corpus, lse: Path, write: object, reason: str
 ) -> None:
-    ids = _ids(corpus, package, 2)
+    ids = _ids(corpus, lse, 2)
     record_file = corpus.root / ids[1] / "case.json"
     record_file.write_text(write(record_file))  # type: ignore[operator]
     scan = corpus.scan()

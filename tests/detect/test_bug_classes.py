@@ -13,10 +13,8 @@ from __future__ import annotations
 import functools
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from support import REPO, SUPPORT
 from support.one_path_override import REFUSAL
 
@@ -33,12 +31,6 @@ from nebisect.targets.spec import TargetSpec
 
 NEBISECT = [sys.executable, "-m", "nebisect"]
 ADD_ONE = f"{SUPPORT / 'integer_models.py'}:add_one"
-
-
-@pytest.fixture(scope="module")
-def isolator() -> Iterator[Isolator]:
-    with Isolator() as shared:
-        yield shared
 
 
 def test_a_conversion_failing_on_one_path_is_a_conversion_failure_there(

@@ -16,14 +16,12 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from support import REPO, SUPPORT
-from support.corpus_helpers import lse_package
 
 from nebisect.detect.discover import Discovery
 from nebisect.detect.matrix import MatrixRunner, RunReport
@@ -33,17 +31,6 @@ from nebisect.sources.resolve import resolve_source
 from nebisect.targets.spec import TargetSpec
 
 NEBISECT = [sys.executable, "-m", "nebisect"]
-
-
-@pytest.fixture(scope="module")
-def isolator() -> Iterator[Isolator]:
-    with Isolator() as shared:
-        yield shared
-
-
-@pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return lse_package(tmp_path_factory.mktemp("pkg") / "lse.mlpackage")
 
 
 #: the CLI, saying on its last stderr line which heavy packages its own process imported
@@ -223,8 +210,8 @@ def _findings(report: dict[str, Any]) -> dict[str, Any]:
     return strip({k: report[k] for k in ("rows", "groups", "explorations", "discovery")})
 
 
-def test_same_seed_same_findings(package: Path) -> None:
-    args = (str(package), "-t", "sim:ane", "--budget", "14", "--seed", "7")
+def test_same_seed_same_findings(lse: Path) -> None:
+    args = (str(lse), "-t", "sim:ane", "--budget", "14", "--seed", "7")
     first, second = _json(*args, audited=True), _json(*args)
     assert first[0] == second[0] == 1
     assert _findings(first[1]) == _findings(second[1])
@@ -233,9 +220,9 @@ def test_same_seed_same_findings(package: Path) -> None:
     assert len([r for r in first[1]["rows"] if r["explored"]]) == 14
 
 
-def test_parallel_exploration_finds_what_one_job_finds(package: Path) -> None:
+def test_parallel_exploration_finds_what_one_job_finds(lse: Path) -> None:
     """Targets explored on two threads: the same rows, in the same order, and groups."""
-    args = (str(package), "-t", "sim:fp16", "-t", "sim:ane", "--budget", "10")
+    args = (str(lse), "-t", "sim:fp16", "-t", "sim:ane", "--budget", "10")
     (one_code, one), (two_code, two) = _json(*args, "--jobs", "1"), _json(*args, "--jobs", "2")
     assert one_code == two_code == 1
     assert _findings(one) == _findings(two)
@@ -249,10 +236,10 @@ def test_jobs_default_to_the_cores_this_process_may_use() -> None:
     assert default_jobs() == len(os.sched_getaffinity(0))
 
 
-def test_explore_none_is_todays_matrix(package: Path) -> None:
+def test_explore_none_is_todays_matrix(lse: Path) -> None:
     """The rows the base commit's ``run`` made for this package: one per target, no
     example (a package has none), no explored rows, no groups beyond the matrix's."""
-    code, report = _json(str(package), "--explore", "none")
+    code, report = _json(str(lse), "--explore", "none")
     assert code == 0
     rows = [(r["target"], r["length"], r["verdict"]["status"], r["attribution"])
             for r in report["rows"]]
@@ -279,9 +266,9 @@ def test_list_families() -> None:
         (["--jobs", "0"], "--jobs 0: give at least 1"),
     ],
 )
-def test_bad_discovery_options_are_one_line_exit_2(package: Path, args: list[str],
+def test_bad_discovery_options_are_one_line_exit_2(lse: Path, args: list[str],
                                                    message: str) -> None:
-    done = _cli("run", str(package), *args)
+    done = _cli("run", str(lse), *args)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +25,6 @@ from nebisect.targets.spec import TargetSpec
 from nebisect.verdict import Verdict
 
 NEBISECT = [sys.executable, "-m", "nebisect"]
-
-
-@pytest.fixture(scope="module")
-def isolator() -> Iterator[Isolator]:
-    with Isolator() as shared:
-        yield shared
 
 
 def _run(source: str, targets: list[str], tmp_path: Path, isolator: Isolator,

@@ -6,13 +6,11 @@ x ≈ 7.62, so exploration has something to find; the seconds are the fake clock
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.corpus_helpers import lse_package
 
 import nebisect.detect.matrix as matrix
 import nebisect.evaluate.workbench as workbench
@@ -48,17 +46,6 @@ class PredictionClock:
         return self.now
 
 
-@pytest.fixture(scope="module")
-def isolator() -> Iterator[Isolator]:
-    with Isolator() as shared:
-        yield shared
-
-
-@pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return lse_package(tmp_path_factory.mktemp("pkg") / "lse.mlpackage")
-
-
 def _run(package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.MonkeyPatch,
          time_budget: float | None, cost: float = PREDICTION, later: float | None = None,
          budget: int = 40, default: bool = True) -> tuple[RunReport, PredictionClock]:
@@ -92,11 +79,11 @@ def _run(package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.
 
 
 def test_the_plan_fits_the_budget_and_says_what_was_left(
-        package: Path, tmp_path: Path, isolator: Isolator,
+        lse: Path, tmp_path: Path, isolator: Isolator,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Two targets at 8 s, 4 minutes: the matrix costs 16 s; the culprit reserve
     2 × 2 targets × 3 × 8 s = 96 s; ⌊(240 - 16 - 96) / 16⌋ = 8 units per target."""
-    report, clock = _run(package, tmp_path, isolator, monkeypatch, 240.0)
+    report, clock = _run(lse, tmp_path, isolator, monkeypatch, 240.0)
     note = report.time_budget
     assert note is not None and not note.default
     assert (note.prediction_seconds, note.planned, note.budget) == (PREDICTION, 8, 40)
@@ -123,11 +110,11 @@ def test_the_plan_fits_the_budget_and_says_what_was_left(
 
 
 def test_a_model_slower_than_measured_stops_when_the_budget_is_spent(
-        package: Path, tmp_path: Path, isolator: Isolator,
+        lse: Path, tmp_path: Path, isolator: Isolator,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Planned from 8 s, every later prediction takes 40 s: the 8 units do not fit, and
     no prediction starts once the 4 minutes are spent."""
-    report, clock = _run(package, tmp_path, isolator, monkeypatch, 240.0, later=40.0)
+    report, clock = _run(lse, tmp_path, isolator, monkeypatch, 240.0, later=40.0)
     note = report.time_budget
     assert note is not None and note.planned == 8
     stopped = {target: e.stopped for target, e in report.explorations.items()}
@@ -141,9 +128,9 @@ def test_a_model_slower_than_measured_stops_when_the_budget_is_spent(
 
 
 def test_nothing_left_explores_nothing_and_says_so(
-        package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.MonkeyPatch,
+        lse: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    report, clock = _run(package, tmp_path, isolator, monkeypatch, 20.0)
+    report, clock = _run(lse, tmp_path, isolator, monkeypatch, 20.0)
     assert clock.predictions == 2  # the matrix: one input set on each target
     assert report.explorations == {} and not report.failed
     note = report.time_budget
@@ -159,9 +146,9 @@ def test_nothing_left_explores_nothing_and_says_so(
 
 
 def test_an_expensive_model_gets_the_default_budget(
-        package: Path, tmp_path: Path, isolator: Isolator,
+        lse: Path, tmp_path: Path, isolator: Isolator,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    report, _ = _run(package, tmp_path, isolator, monkeypatch, None, cost=60.0)
+    report, _ = _run(lse, tmp_path, isolator, monkeypatch, None, cost=60.0)
     note = report.time_budget
     assert note is not None and note.default and note.seconds == DEFAULT_TIME_BUDGET
     assert "--time-budget DURATION sets another" in note.words
@@ -169,18 +156,18 @@ def test_an_expensive_model_gets_the_default_budget(
 
 
 def test_a_cheap_model_has_no_time_budget(
-        package: Path, tmp_path: Path, isolator: Isolator,
+        lse: Path, tmp_path: Path, isolator: Isolator,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    report, _ = _run(package, tmp_path, isolator, monkeypatch, None, cost=0.1)
+    report, _ = _run(lse, tmp_path, isolator, monkeypatch, None, cost=0.1)
     assert report.time_budget is None and "time_budget" not in report.to_dict()
     assert "time budget" not in run_payload(report).summary
 
 
 def test_without_a_default_an_expensive_model_spends_the_whole_budget(
-        package: Path, tmp_path: Path, isolator: Isolator,
+        lse: Path, tmp_path: Path, isolator: Isolator,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``bisect``'s trigger search has no default budget: it wants a trigger."""
-    report, _ = _run(package, tmp_path, isolator, monkeypatch, None, cost=60.0, budget=3,
+    report, _ = _run(lse, tmp_path, isolator, monkeypatch, None, cost=60.0, budget=3,
                      default=False)
     assert report.time_budget is None
     assert {target: e.spent for target, e in report.explorations.items()} == {
@@ -201,11 +188,11 @@ def two_input_sets(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("two_input_sets")
 def test_a_spent_budget_leaves_the_matrix_later_input_sets_unevaluated(
-        package: Path, tmp_path: Path, isolator: Isolator,
+        lse: Path, tmp_path: Path, isolator: Isolator,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The first input set gives every target its verdict (16 s of a 10 s budget); the
     second is not evaluated, and the report names it."""
-    report, clock = _run(package, tmp_path, isolator, monkeypatch, 10.0)
+    report, clock = _run(lse, tmp_path, isolator, monkeypatch, 10.0)
     assert clock.predictions == 2
     assert {row.input_set.label for row in report.rows} == {"static"}
     note = report.time_budget
@@ -218,10 +205,10 @@ def test_a_spent_budget_leaves_the_matrix_later_input_sets_unevaluated(
 @pytest.mark.usefixtures("two_input_sets")
 @pytest.mark.parametrize(("time_budget", "cost"), [(240.0, PREDICTION), (None, 0.1)])
 def test_the_matrix_evaluates_every_input_set_while_time_is_left(
-        package: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.MonkeyPatch,
+        lse: Path, tmp_path: Path, isolator: Isolator, monkeypatch: pytest.MonkeyPatch,
         time_budget: float | None, cost: float) -> None:
     """Time left in a given budget, or a cheap model (no default budget): both sets."""
-    report, _ = _run(package, tmp_path, isolator, monkeypatch, time_budget, cost=cost,
+    report, _ = _run(lse, tmp_path, isolator, monkeypatch, time_budget, cost=cost,
                      budget=0)
     labels = [row.input_set.label for row in report.rows if not row.explored]
     assert {"static", "static again"} <= set(labels)

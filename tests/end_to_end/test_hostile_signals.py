@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO, SUPPORT
-from support.corpus_helpers import add, filled, lse_package
+from support.corpus_helpers import add, filled
 from support.leftovers import READY_WAIT, TOKEN_VAR, Sandbox, processes_with_token
 
 from nebisect.case import CaseOptions
@@ -51,11 +51,6 @@ def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
     box.leftovers(settle=0)  # whatever a failed test left: killed, not inherited
 
 
-@pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return lse_package(tmp_path_factory.mktemp("signals") / "lse.mlpackage")
-
-
 def slow_env(sandbox: Sandbox, ready_after: int = 1, crashes: int = 0) -> dict[str, str]:
     return {
         "NEBISECT_TEST_READY": str(sandbox.root / "ready"),
@@ -69,11 +64,11 @@ def last_line(stderr: str) -> str:
     return [line for line in stderr.splitlines() if line.strip()][-1]
 
 
-def test_sigterm_during_run_writes_the_rows_so_far(sandbox: Sandbox, package: Path) -> None:
+def test_sigterm_during_run_writes_the_rows_so_far(sandbox: Sandbox, lse: Path) -> None:
     report = sandbox.root / "report"
     process = sandbox.start(
         # One job: sim:fp16's cell finishes before sim:slow's starts and signals ready.
-        "run", str(package), "-t", "sim:fp16", "-t", "sim:slow", "--plugin", SLOW_PLUGIN,
+        "run", str(lse), "-t", "sim:fp16", "-t", "sim:slow", "--plugin", SLOW_PLUGIN,
         "--jobs", "1", "--json", "--report", str(report), **slow_env(sandbox),
     )
     code, out, err = sandbox.terminate_when(process, sandbox.root / "ready")
@@ -88,8 +83,8 @@ def test_sigterm_during_run_writes_the_rows_so_far(sandbox: Sandbox, package: Pa
     assert sandbox.leftovers() == []
 
 
-def test_sighup_during_run_exits_129(sandbox: Sandbox, package: Path) -> None:
-    process = sandbox.start("run", str(package), "-t", "sim:slow", "--plugin", SLOW_PLUGIN,
+def test_sighup_during_run_exits_129(sandbox: Sandbox, lse: Path) -> None:
+    process = sandbox.start("run", str(lse), "-t", "sim:slow", "--plugin", SLOW_PLUGIN,
                             **slow_env(sandbox))
     code, out, err = sandbox.terminate_when(process, sandbox.root / "ready", sig=signal.SIGHUP)
     assert code == 129, err
@@ -144,12 +139,12 @@ def wait_until_collected(process: subprocess.Popen[str], sandbox: Sandbox) -> No
 
 
 def test_sigterm_during_replay_jobs_2_reports_done_and_not_run(
-    sandbox: Sandbox, package: Path
+    sandbox: Sandbox, lse: Path
 ) -> None:
     """The quick case runs on one thread, the slow one on the other and is in flight once
     the quick one predicted; the signal comes once the quick one's verdict is collected:
     the quick one is reported, the slow one "not run", the JUnit file complete and valid."""
-    corpus = slow_corpus(sandbox.root / "corpus", package, fast=True)
+    corpus = slow_corpus(sandbox.root / "corpus", lse, fast=True)
     junit, ready = sandbox.root / "junit.xml", sandbox.root / "ready"
     process = sandbox.start("replay", str(corpus), "--jobs", "2", "--timeout", "300",
                             "--junit", str(junit), "--json", **slow_env(sandbox),
@@ -171,11 +166,11 @@ def test_sigterm_during_replay_jobs_2_reports_done_and_not_run(
 
 
 def test_ctrl_c_on_replay_jobs_2_does_not_wait_for_cases_in_flight(
-    sandbox: Sandbox, package: Path
+    sandbox: Sandbox, lse: Path
 ) -> None:
     """Both cases sleep for an hour under a 300 s timeout: the command must kill them at
     once, not wait for them (the bound is generous; waiting would take 300 s)."""
-    corpus = slow_corpus(sandbox.root / "corpus", package, fast=False)
+    corpus = slow_corpus(sandbox.root / "corpus", lse, fast=False)
     process = sandbox.start("replay", str(corpus), "--jobs", "2", "--timeout", "300",
                             **slow_env(sandbox, ready_after=2))
     ready = sandbox.wait_for(process, "ready")

@@ -3,7 +3,6 @@ would have computed in-process with coremltools (which ``run``'s process never i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,12 +18,6 @@ from nebisect.mil.load import load_program
 from nebisect.minimize.graphs.mil import MilGraph
 
 SIMULATOR = Needs(("numpy", "coremltools"), blocks=("torch",))
-
-
-@pytest.fixture(scope="module")
-def isolator() -> Iterator[Isolator]:
-    with Isolator("fork") as shared:
-        yield shared
 
 
 @pytest.mark.parametrize("make", [lse_package, softplus_package])

@@ -23,9 +23,11 @@ PLUGIN = str(SUPPORT / "plugins_fuzz.py")
 
 
 @pytest.fixture(scope="module")
-def isolator() -> Iterator[Isolator]:
-    with Isolator("persistent") as warm:
-        yield warm
+def warm() -> Iterator[Isolator]:
+    """A persistent isolator (warm workers; failures re-confirmed in a fresh process), as
+    ``fuzz`` runs its campaigns."""
+    with Isolator("persistent") as persistent:
+        yield persistent
 
 
 def fuzz(isolator: Isolator, op: str, target: str, budget: int, **kw) -> CampaignResult:
@@ -38,8 +40,8 @@ def adjacent(lo: float, hi: float) -> bool:
     return float(np.nextafter(np.float16(lo), np.float16(np.inf))) == hi
 
 
-def test_logsumexp_collapse_on_simulated_neural_engine(isolator: Isolator) -> None:
-    result = fuzz(isolator, "reduce_log_sum_exp", "sim:ane", 12, shrink_budget=40)
+def test_logsumexp_collapse_on_simulated_neural_engine(warm: Isolator) -> None:
+    result = fuzz(warm, "reduce_log_sum_exp", "sim:ane", 12, shrink_budget=40)
     collapses = [f for f in result.findings if f.signature == "mismatch:collapse"]
     assert collapses, result.statuses
     for finding in collapses:
@@ -51,7 +53,7 @@ def test_logsumexp_collapse_on_simulated_neural_engine(isolator: Isolator) -> No
     assert all(f.verdict["metrics"]["reconfirmed"] for f in collapses)
 
 
-def test_seed_000_cliff_for_32_delta_replicated_channels(isolator: Isolator) -> None:
+def test_seed_000_cliff_for_32_delta_replicated_channels(warm: Isolator) -> None:
     subject = OpSubject(get_op("reduce_log_sum_exp"))
     case = {"program": {"op": "reduce_log_sum_exp", "dtype": "fp16",
                         "inputs": {"x": [1, 32, 8, 8]},
@@ -59,7 +61,7 @@ def test_seed_000_cliff_for_32_delta_replicated_channels(isolator: Isolator) -> 
             "values": {"x": delta(8.0)}}
     finding = Finding("reduce_log_sum_exp", subject.param_class(case), "mismatch:collapse",
                       "mismatch", "", case, case)
-    evaluator = SubjectEvaluator(subject, "sim:ane", isolator)
+    evaluator = SubjectEvaluator(subject, "sim:ane", warm)
     try:
         cliff = localize_finding(subject, evaluator, finding)
     finally:
@@ -72,17 +74,17 @@ def test_seed_000_cliff_for_32_delta_replicated_channels(isolator: Isolator) -> 
 
 
 def test_careful_fp16_has_no_cliff_naive_fp16_has_the_graph_level_one(
-    isolator: Isolator,
+    warm: Isolator,
 ) -> None:
-    assert fuzz(isolator, "reduce_log_sum_exp", "sim:fp16", 25).findings == []
-    naive = fuzz(isolator, "reduce_log_sum_exp", "sim:fp16-naive", 12, shrink_budget=40)
+    assert fuzz(warm, "reduce_log_sum_exp", "sim:fp16", 25).findings == []
+    naive = fuzz(warm, "reduce_log_sum_exp", "sim:fp16-naive", 12, shrink_budget=40)
     overflow = [f for f in naive.findings if f.signature == "mismatch:nonfinite"]
     assert overflow and overflow[0].cliff is not None
     assert overflow[0].cliff.hi_output["output"] == math.inf
 
 
-def test_softplus_cliff_on_simulated_neural_engine(isolator: Isolator) -> None:
-    result = fuzz(isolator, "softplus", "sim:ane", 12)
+def test_softplus_cliff_on_simulated_neural_engine(warm: Isolator) -> None:
+    result = fuzz(warm, "softplus", "sim:ane", 12)
     [finding] = [f for f in result.findings if f.signature == "mismatch:collapse"]
     assert finding.cliff is not None
     assert (finding.cliff.lo, finding.cliff.hi) == (10.390625, 10.3984375)
@@ -90,8 +92,8 @@ def test_softplus_cliff_on_simulated_neural_engine(isolator: Isolator) -> None:
     assert finding.cliff.predicted["label"] == "ln 2^15"
 
 
-def test_nan_suppressing_max_is_caught_and_shrunk_to_rank_1(isolator: Isolator) -> None:
-    result = fuzz(isolator, "reduce_max", "sim:fp16-nan-suppressing", 60,
+def test_nan_suppressing_max_is_caught_and_shrunk_to_rank_1(warm: Isolator) -> None:
+    result = fuzz(warm, "reduce_max", "sim:fp16-nan-suppressing", 60,
                   plugins=(PLUGIN,), cliff=False)
     suppressed = [f for f in result.findings if f.signature == "mismatch:nan-suppressed"]
     assert suppressed, result.statuses
@@ -102,33 +104,33 @@ def test_nan_suppressing_max_is_caught_and_shrunk_to_rank_1(isolator: Isolator) 
         assert len(shape) == 1 and shape[0] <= 2
 
 
-def test_same_seed_same_findings_through_isolation(isolator: Isolator) -> None:
+def test_same_seed_same_findings_through_isolation(warm: Isolator) -> None:
     def summary() -> list:
-        result = fuzz(isolator, "softplus", "sim:ane", 8, cliff=False)
+        result = fuzz(warm, "softplus", "sim:ane", 8, cliff=False)
         return [(f.key, f.case, f.first_case, f.hits) for f in result.findings]
 
     first = summary()
     assert first and summary() == first
 
 
-def test_unsupported_ops_are_skipped_with_the_reason(isolator: Isolator,
+def test_unsupported_ops_are_skipped_with_the_reason(warm: Isolator,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import nebisect.mil.kernels as kernels
 
     monkeypatch.setattr(kernels, "kernel_ops", lambda: ["relu"])
     [result] = run_session(["softplus"], FuzzOptions(target="sim:fp16", budget=5),
-                           runner=Runner(isolator=isolator))
+                           runner=Runner(isolator=warm))
     assert result.findings == [] and "no kernel for softplus" in result.skipped
 
 
 def test_findings_go_to_the_corpus_and_replay_as_recorded(
-    isolator: Isolator, tmp_path: Path,
+    warm: Isolator, tmp_path: Path,
 ) -> None:
     from nebisect.corpus import Corpus
     from nebisect.fuzzing.store import record_finding
     from nebisect.guard.replay import replay_case
 
-    result = fuzz(isolator, "softplus", "sim:ane", 8, cliff=False)
+    result = fuzz(warm, "softplus", "sim:ane", 8, cliff=False)
     finding = result.findings[0]
     corpus = Corpus(tmp_path / "corpus", create=True)
     case_dir = record_finding(corpus, finding, OpSubject(get_op("softplus")), "sim:ane")
@@ -136,7 +138,7 @@ def test_findings_go_to_the_corpus_and_replay_as_recorded(
     assert str(stored.path) == case_dir
     assert stored.record.expected.signature == finding.signature
     assert "softplus on sim:ane" in stored.record.description
-    replayed = replay_case(stored, isolator, tmp_path)
+    replayed = replay_case(stored, warm, tmp_path)
     assert replayed.outcome == "ok", replayed.reason
 
 

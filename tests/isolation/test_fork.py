@@ -17,8 +17,9 @@ from support import warm_jobs
 from support.leftovers import TOKEN_VAR, processes_with_token
 
 from nebisect.isolate import Isolator, Job, Needs
+from nebisect.isolation import fork
 from nebisect.isolation.cancel import Cancelled
-from nebisect.isolation.fork import MAX_TEMPLATES, ROSTER
+from nebisect.isolation.fork import MAX_TEMPLATES, TemplateRoster
 
 WHERE = f"{warm_jobs.__name__}:where"
 WARMED = Needs(imports=("numpy",), warm=(f"{warm_jobs.__name__}:warm_up",))
@@ -47,10 +48,36 @@ def test_a_template_serves_a_job_it_covers(template: Needs, job: Needs, served: 
 
 
 @pytest.fixture
-def isolator(tmp_path: Path) -> Iterator[Isolator]:
+def fork_isolator(tmp_path: Path) -> Iterator[Isolator]:
+    """A fork isolator of the test's own, its workspace in ``tmp_path``: nothing of it
+    may be left there once it is closed."""
     with Isolator("fork", tmp_dir=tmp_path) as made:
         yield made
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def roster(monkeypatch: pytest.MonkeyPatch) -> Iterator[TemplateRoster]:
+    """An empty roster for a test that counts templates: the roster is the process's, so
+    the idle templates other tests' isolators left in it are stopped and reaped first
+    (an isolator starts its template again when it needs it), the test gets a roster of
+    its own, and the process's is put back after it, once the templates the test left
+    are stopped too."""
+    _stop_idle(fork.ROSTER)
+    assert len(fork.ROSTER) == 0, "a template outside this test is busy"
+    own = TemplateRoster(MAX_TEMPLATES)
+    monkeypatch.setattr(fork, "ROSTER", own)
+    yield own
+    _stop_idle(own)
+
+
+def _stop_idle(roster: TemplateRoster) -> None:
+    """Stop and reap every idle template in ``roster``, as making room for others does."""
+    with roster.lock:
+        for slot in [slot for slot in roster._slots if slot not in roster._busy]:
+            backend, key = slot
+            roster.leave(slot)
+            backend.evict(key)
 
 
 def served_by(isolator: Isolator, needs: Needs) -> int:
@@ -61,14 +88,14 @@ def served_by(isolator: Isolator, needs: Needs) -> int:
 
 
 def test_an_expected_template_serves_the_jobs_it_covers_and_no_other(
-        isolator: Isolator) -> None:
-    isolator.expect(Needs(("numpy", "json", "csv")))
-    first = served_by(isolator, Needs(("numpy", "json")))
-    assert served_by(isolator, Needs(("numpy", "json", "csv"))) == first
-    assert served_by(isolator, Needs(("numpy",))) == first
-    blocked = served_by(isolator, Needs(("numpy",), blocks=("csv",)))
+        fork_isolator: Isolator) -> None:
+    fork_isolator.expect(Needs(("numpy", "json", "csv")))
+    first = served_by(fork_isolator, Needs(("numpy", "json")))
+    assert served_by(fork_isolator, Needs(("numpy", "json", "csv"))) == first
+    assert served_by(fork_isolator, Needs(("numpy",))) == first
+    blocked = served_by(fork_isolator, Needs(("numpy",), blocks=("csv",)))
     assert blocked != first
-    assert served_by(isolator, Needs(("numpy",), blocks=("csv",))) == blocked
+    assert served_by(fork_isolator, Needs(("numpy",), blocks=("csv",))) == blocked
 
 
 def _alive(pid: int) -> bool:
@@ -80,41 +107,42 @@ def _alive(pid: int) -> bool:
 
 
 def test_templates_are_bounded_the_least_recently_used_stopped_first(
-        isolator: Isolator) -> None:
+        roster: TemplateRoster, fork_isolator: Isolator) -> None:
     """A sweep of many sources (each held by a template of its own) keeps at most
     MAX_TEMPLATES processes: starting one more stops the one used longest ago."""
     modules = ["json", "csv", "fractions", "decimal", "difflib", "textwrap", "heapq",
                "statistics", "bisect", "shlex"][:MAX_TEMPLATES + 2]
-    pids = [served_by(isolator, Needs(("numpy", module))) for module in modules]
+    pids = [served_by(fork_isolator, Needs(("numpy", module))) for module in modules]
     assert len(set(pids)) == len(modules)  # each needs a template of its own
     assert [_alive(pid) for pid in pids] == [False, False] + [True] * MAX_TEMPLATES
     # used again, the third becomes the most recent: the fourth is the next to go
-    assert served_by(isolator, Needs(("numpy", modules[2]))) == pids[2]
-    restarted = served_by(isolator, Needs(("numpy", modules[0])))
+    assert served_by(fork_isolator, Needs(("numpy", modules[2]))) == pids[2]
+    restarted = served_by(fork_isolator, Needs(("numpy", modules[0])))
     assert restarted not in pids
     assert not _alive(pids[3]) and _alive(pids[2])
 
 
 def test_the_bound_holds_across_isolators_and_for_templates_started_ahead(
-        isolator: Isolator, tmp_path_factory: pytest.TempPathFactory) -> None:
+        roster: TemplateRoster, fork_isolator: Isolator,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
     """The templates of every isolator of the process count against one bound: the
     least recently used idle one goes, whichever isolator started it, also for a
     template started ahead of its jobs (a hint: expect) that never serves one."""
     modules = ["json", "csv", "fractions", "decimal", "difflib", "textwrap", "heapq",
                "statistics", "bisect", "shlex"][:MAX_TEMPLATES + 2]
-    first = [served_by(isolator, Needs(("numpy", module))) for module in modules[:-2]]
+    first = [served_by(fork_isolator, Needs(("numpy", module))) for module in modules[:-2]]
     with Isolator("fork", tmp_dir=tmp_path_factory.mktemp("other")) as other:
         later = [served_by(other, Needs(("numpy", module))) for module in modules[-2:]]
         assert [_alive(pid) for pid in first + later] == (
             [False, False] + [True] * (MAX_TEMPLATES - 2) + [True, True])
-        assert len(ROSTER) == MAX_TEMPLATES
+        assert len(roster) == MAX_TEMPLATES
         hints = ("this", "queue", "zipimport")
         for module in hints:
             other.expect(Needs(("numpy", module)))
-        assert len(ROSTER) == MAX_TEMPLATES
+        assert len(roster) == MAX_TEMPLATES
         assert [_alive(pid) for pid in first[2:]] == (
             [False] * len(hints) + [True] * (MAX_TEMPLATES - 2 - len(hints)))
-    assert len(ROSTER) == MAX_TEMPLATES - 2 - len(hints)
+    assert len(roster) == MAX_TEMPLATES - 2 - len(hints)
 
 
 def test_a_template_may_add_at_most_the_memory_limit_to_its_data(tmp_path: Path) -> None:
@@ -138,8 +166,8 @@ def test_a_template_nobody_used_is_stopped_on_close(tmp_path: Path) -> None:
 
 
 def test_a_warm_up_hook_runs_once_in_the_template_and_children_inherit_it(
-        isolator: Isolator) -> None:
-    runs = [isolator.run(Job(WHERE, {}, needs=WARMED)).verdict for _ in range(3)]
+        fork_isolator: Isolator) -> None:
+    runs = [fork_isolator.run(Job(WHERE, {}, needs=WARMED)).verdict for _ in range(3)]
     templates = {v.job_result["template_pid"] for v in runs}
     assert len(templates) == 1
     # The spare forked before the template knew the job's module was retired: even the

@@ -1,5 +1,6 @@
 """Conversions kept across runs by content: a hit converts nothing, a damaged entry is
-converted again, a changed source or precision is another entry."""
+converted again, a changed source or precision is another entry; ``bisect`` and
+``fuzz SOURCE`` read and keep theirs as ``run`` does."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from support import REPO
 
+import nebisect
 from nebisect.arrays import sha256_path
 from nebisect.sources import convert
 from nebisect.sources.conversion_cache import (
@@ -156,3 +158,80 @@ def test_an_entry_that_cannot_be_read_within_bounds_is_a_miss(tmp_path: Path, da
     reason = why.format(entry=entry)
     assert found.ignored == f"cached conversion key ignored and made again ({reason})"
     assert not entry.exists()
+
+
+# ------------------------------------------------------------- bisect and fuzz take it too
+@pytest.fixture
+def children(monkeypatch: pytest.MonkeyPatch) -> list[Verdict]:
+    """The verdict of every conversion child this process starts, in order (the child
+    converts in a template of its own, out of this process's reach: its verdict says
+    whether it read the cache or converted and kept the conversion)."""
+    verdicts: list[Verdict] = []
+    in_child = convert._convert_in_child
+
+    def counted(*args: Any, **options: Any) -> Verdict:
+        verdict = in_child(*args, **options)
+        verdicts.append(verdict)
+        return verdict
+
+    monkeypatch.setattr(convert, "_convert_in_child", counted)
+    return verdicts
+
+
+def _sources(verdicts: list[Verdict]) -> list[str]:
+    """Where each conversion came from: ``read`` from the cache or ``made`` (and kept)."""
+    assert all(v.conversion is not None for v in verdicts)
+    return ["read" if v.conversion and v.conversion.cache.startswith(CACHE_HIT) else "made"
+            for v in verdicts]
+
+
+@pytest.mark.slow
+def test_a_second_bisect_of_the_same_model_converts_nothing(
+        tmp_path: Path, children: list[Verdict]) -> None:
+    """Without --inputs a bisection converts at least twice: every path to look for a
+    trigger, then the trigger's path to reduce; the second bisection reads them all."""
+    cache = tmp_path / "cache"
+
+    def bisect(out: str) -> nebisect.BisectReport:
+        return nebisect.bisect(LOGSUMEXP, target="sim:ane", convert="export",
+                               cache=str(cache), out=tmp_path / out, progress=False)
+
+    first = bisect("first")
+    made = len(children)
+    second = bisect("second")
+    assert made >= 2 and _sources(children) == ["made"] * made + ["read"] * made
+    assert first.ok and second.ok
+    assert second.result.kept_types == first.result.kept_types
+    assert second.result.trigger == first.result.trigger
+    assert len([entry for entry in cache.iterdir() if entry.is_dir()]) == made
+
+
+@pytest.mark.slow
+def test_a_second_fuzz_of_the_same_model_converts_nothing(
+        tmp_path: Path, children: list[Verdict], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache comes from ``--cache``, else ``$NEBISECT_CACHE`` (here)."""
+    monkeypatch.setenv("NEBISECT_CACHE", str(tmp_path / "cache"))
+
+    def fuzz() -> nebisect.FuzzReport:
+        return nebisect.fuzz(LOGSUMEXP, target="sim:ane", convert="export", budget=2,
+                             shrink_budget=0, progress=False)
+
+    first = fuzz()
+    made = len(children)
+    second = fuzz()
+    assert made >= 1 and _sources(children) == ["made"] * made + ["read"] * made
+    assert [(r.generated, r.statuses) for r in second.results] == [
+        (r.generated, r.statuses) for r in first.results]
+    assert [f.title for f in second.findings] == [f.title for f in first.findings]
+
+
+def test_run_bisect_and_fuzz_say_they_take_the_cache() -> None:
+    from typer.testing import CliRunner
+
+    from nebisect.cli import app
+
+    for command in ("run", "bisect", "fuzz"):
+        shown = CliRunner().invoke(app, [command, "--help"], terminal_width=400).output
+        text = " ".join(shown.replace("│", " ").split())
+        assert "--cache DIR" in text
+        assert "(run, bisect and fuzz SOURCE all take it)" in text

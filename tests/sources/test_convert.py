@@ -8,7 +8,7 @@ at the same converted package.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -55,12 +55,6 @@ def model():
     return {"module": Probe(), "example_inputs": (torch.randn(2, 5),),
             "dynamic_dims": {"x": {1: (2, 64)}}}
 """
-
-
-@pytest.fixture(scope="session")
-def isolator() -> Iterator[Isolator]:
-    with Isolator() as iso:
-        yield iso
 
 
 @pytest.fixture(scope="session")
