@@ -306,7 +306,7 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
     from nebisect.detect import DEFAULT_BUDGET
     from nebisect.detect.source_run import RunOptions
     from nebisect.executors.invocation import Invocation
-    from nebisect.isolation.pool import default_jobs
+    from nebisect.isolation.threads import cores
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.options.parsers import (
         CONVERT_CHOICES,
@@ -339,7 +339,7 @@ def run_options(source: str, given: Mapping[str, Any]) -> RunOptions:
         parse_targets(items(given["target"]) or default_targets(), plugins,
                       timeout=timeouts.load),
         timeouts, parse_memory(given["memory"]), plugins,
-        default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
+        cores() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
         given["cluster"])
     oracle = parse_targets([reference], timeout=timeouts.load)[0] if reference else None
     return RunOptions(

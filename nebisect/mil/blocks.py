@@ -8,12 +8,11 @@ independent, so contiguous runs of them go to worker threads (numpy releases the
 inside its loops); every element is computed by the same operations in the same
 order whichever thread takes it, so results do not depend on the thread count.
 
-The thread count is ``OMP_NUM_THREADS`` when set (the variable the BLAS numpy uses
-honours), else one: a run evaluates its targets in parallel children (``--jobs``
-defaults to the cores), so a child that took every core would oversubscribe them, and
-on a busy machine the extra threads only wait (a default ``run`` of
-``examples/logsumexp_ne.py`` took 80 s with a thread per core against 56 s with one, at
-load 5.5).
+The thread count is ``OMP_NUM_THREADS`` when set, else one. A run evaluates its
+targets in parallel children (``--jobs`` defaults to the cores), so a child that took
+every core would oversubscribe them (a default ``run`` of ``examples/logsumexp_ne.py``
+took 80 s with a thread per core against 56 s with one, at load 5.5); the process that
+starts the jobs gives each its share of the cores, which the child sets there.
 """
 
 from __future__ import annotations
