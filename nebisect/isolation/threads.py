@@ -10,12 +10,16 @@ the isolators it opens), travels with the job (:attr:`Job.threads
 <nebisect.isolation.job.Job>`) and is applied in the child around the job's function
 (:func:`sharing`) to every thread pool its kernels use:
 
-* ``OMP_NUM_THREADS`` — the simulator's blockwise passes read it
+* ``OMP_NUM_THREADS`` — the simulator's elementwise passes and matrix products read it
   (:mod:`nebisect.mil.blocks`), and so does an OpenMP runtime or torch loaded during
   the job;
-* the BLAS numpy computes matrix products with (OpenBLAS's pool, through threadpoolctl:
-  it read its thread count when it was loaded, in the template);
 * torch's intra-op threads, when the process holds torch already.
+
+The BLAS numpy loaded (OpenBLAS, set through threadpoolctl: it read its thread count
+when it was loaded, in the template) computes on one thread whatever the share: its own
+threads change the values of a vector–matrix product (summed in parts), so a verdict
+would depend on ``--jobs``; the simulator splits large products among the share itself,
+by rows, which changes no value.
 
 A persistent worker gets its own settings back after each job. A job that names no
 share (an isolator opened without one) runs with the process's defaults.
@@ -58,7 +62,7 @@ def sharing(threads: int | None) -> Iterator[None]:
     torch_threads = torch.get_num_threads() if torch is not None else None
     os.environ[THREADS_VARIABLE] = str(threads)
     try:
-        with threadpool_limits(limits=threads, user_api="blas"):
+        with threadpool_limits(limits=1, user_api="blas"):
             if torch is not None:
                 torch.set_num_threads(threads)
             yield
