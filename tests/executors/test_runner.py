@@ -95,3 +95,10 @@ def test_a_job_naming_its_share_keeps_it_and_an_isolator_without_one_sets_none(
     assert given.job_result["variable"] == "1" and given.job_result["blockwise"] == 1
     assert untouched.job_result["variable"] is None
     assert untouched.job_result["blockwise"] == 1
+
+
+def test_a_job_share_of_no_thread_is_refused() -> None:
+    from nebisect.errors import NebisectError
+
+    with pytest.raises(NebisectError, match="threads must be positive, got 0"):
+        Job("a:b", {}, threads=0)
