@@ -334,7 +334,7 @@ def run_invocation(given: Mapping[str, Any]) -> Invocation:
     anything runs, a module's capture included (its time and memory limits)."""
     from nebisect.bounds import MAX_JOBS, check_count
     from nebisect.executors.invocation import Invocation
-    from nebisect.isolation.pool import default_jobs
+    from nebisect.isolation.threads import cores
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.options.parsers import parse_memory
     from nebisect.targets.plugins import parse_targets
@@ -345,7 +345,7 @@ def run_invocation(given: Mapping[str, Any]) -> Invocation:
         parse_targets(items(given["target"]) or default_targets(), plugins,
                       timeout=timeouts.load),
         timeouts, parse_memory(given["memory"]), plugins,
-        default_jobs() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
+        cores() if jobs is None else check_count(f"--jobs {jobs}", jobs, MAX_JOBS),
         given["cluster"])
 
 

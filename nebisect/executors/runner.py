@@ -37,6 +37,7 @@ from nebisect.executors.units import Unit, UnitResult
 from nebisect.isolation.isolator import Isolator
 from nebisect.isolation.needs import Needs
 from nebisect.isolation.pool import map_isolated
+from nebisect.isolation.threads import share
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -47,8 +48,10 @@ class Runner:
     ``$NEBISECT_CLUSTER``; none: this machine), closed together.
 
     ``memory``: the bytes each job of its isolators (and its cluster's workers) may use
-    (``--memory``; None: the machine default). :meth:`of` opens one for an
-    :class:`~nebisect.executors.invocation.Invocation`, which it keeps.
+    (``--memory``; None: the machine default). Each job of the isolators it opens
+    computes on its share of the cores among the ``jobs`` running at once
+    (:attr:`threads`, :func:`~nebisect.isolation.threads.share`). :meth:`of` opens one
+    for an :class:`~nebisect.executors.invocation.Invocation`, which it keeps.
 
     ``isolator``: an isolator the caller owns and keeps (a bisection's, a test's) to
     serve as the first one; ``executor``: likewise, an executor the caller owns (a
@@ -63,16 +66,21 @@ class Runner:
                  executor: Executor | None = None, local: bool = False) -> None:
         check_count(f"--jobs {jobs}", jobs, MAX_JOBS)
         self.jobs = jobs
+        #: the threads each job of this runner's isolators may compute on
+        self.threads = share(jobs)
         self.invocation = Invocation(memory=memory, jobs=jobs, cluster=cluster)
         self._made = contextlib.ExitStack()
         try:
-            first = isolator or self._made.enter_context(Isolator(mode, memory=memory))
+            first = isolator or self._made.enter_context(
+                Isolator(mode, memory=memory, threads=self.threads))
             token = first.cancel_token
             self.isolators = [first, *(
-                self._made.enter_context(Isolator(first.mode, cancel=token, memory=memory))
+                self._made.enter_context(Isolator(first.mode, cancel=token, memory=memory,
+                                                  threads=self.threads))
                 for _ in range(jobs - 1))]
             self.isolator = first if isolator or first.mode != "persistent" else (
-                self._made.enter_context(Isolator(cancel=token, memory=memory)))
+                self._made.enter_context(Isolator(cancel=token, memory=memory,
+                                                  threads=self.threads)))
             self.executor: Executor = executor or self._made.enter_context(open_executor(
                 cluster, isolators=self.isolators, mode=self.isolator.mode, memory=memory,
                 local=local))
@@ -107,7 +115,7 @@ class Runner:
         worker), its jobs under the runner's memory limit; the caller closes it (a
         context manager) when the stage ends."""
         return Isolator(mode, cancel=self.isolator.cancel_token,
-                        memory=self.invocation.memory)
+                        memory=self.invocation.memory, threads=self.threads)
 
     def map(self, items: Sequence[Item], work: Callable[[Item, Isolator], Result]
             ) -> list[Result]:

@@ -11,7 +11,8 @@ Modules, by side of the process boundary:
   worker), ``server`` (their common start-up and framing);
 * both — ``job`` (the records that cross the boundary as JSON), ``osproc`` (process
   groups, parent-death signals, exit handles), ``memory`` (the memory limit of every
-  job: ``--memory``, the machine default, RLIMIT_DATA in the child), ``watch``
+  job: ``--memory``, the machine default, RLIMIT_DATA in the child), ``threads`` (a
+  job's share of the cores among the jobs running at once, set in the child), ``watch``
   (waiting for a process with a timeout while draining its stderr), ``reaper`` (child
   subreapers: the descendants a case leaves outside its process group), ``cancel``
   (stopping the waits of other threads at once);

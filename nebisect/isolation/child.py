@@ -39,6 +39,7 @@ from nebisect.isolation.job import (
 )
 from nebisect.isolation.memory import limited
 from nebisect.isolation.osproc import orphaned, set_pdeathsig, set_process_name
+from nebisect.isolation.threads import sharing
 from nebisect.verdict import Status, Verdict, error_signature
 
 #: Exit codes for a child that never reached the job (visible in "exited with code N").
@@ -158,7 +159,7 @@ def execute(request: dict[str, Any], case_dir: Path) -> None:
     started = time.perf_counter()
     try:
         function = _resolve(job.function)
-        with limited(job.memory_mb):
+        with limited(job.memory_mb), sharing(job.threads):
             returned = function(arguments_for(function, job.payload))
         verdict, arrays = _unpack(job.function, returned)
     except Exception as exc:

@@ -96,11 +96,14 @@ class Isolator:
     (default: /dev/shm on Linux unless TMPDIR is set, else the system temp dir).
     ``cancel`` lets another thread stop this isolator's work (see the module docstring).
     ``memory``: the bytes each job may use unless it names its own limit (``--memory``;
-    None: the machine default, :func:`memory.default_limit`).
+    None: the machine default, :func:`memory.default_limit`). ``threads``: the threads
+    each job may compute on unless it names its own (a runner's share of the cores,
+    :func:`threads.share`; None: the child's defaults).
     """
 
     def __init__(self, mode: str = "auto", *, tmp_dir: str | os.PathLike[str] | None = None,
-                 cancel: CancelToken | None = None, memory: int | None = None):
+                 cancel: CancelToken | None = None, memory: int | None = None,
+                 threads: int | None = None):
         if mode not in MODES:
             raise NebisectError(f"unknown isolation mode {mode!r}: one of {', '.join(MODES)}")
         self.mode = fresh_mode() if mode == "auto" else mode
@@ -110,6 +113,7 @@ class Isolator:
         self._cancel = cancel or CancelToken()
         self.memory = memory
         self.memory_mb = limit_mb(memory)
+        self.threads = threads
         self._workspace = Workspace(tmp_dir)
         self._backend = _backend(self.mode, self._workspace, self._cancel, self.memory_mb)
         self._confirm = (
@@ -134,10 +138,13 @@ class Isolator:
 
     def run(self, job: Job) -> Outcome:
         """One verdict for ``job``, stamped with provenance and wall time; a job that
-        names no memory limit runs under this isolator's (:attr:`memory_mb`)."""
+        names no memory limit runs under this isolator's (:attr:`memory_mb`), one that
+        names no thread share with this isolator's (:attr:`threads`)."""
         started = time.perf_counter()
         if job.memory_mb is None:
             job = replace(job, memory_mb=self.memory_mb)
+        if job.threads is None:
+            job = replace(job, threads=self.threads)
         try:
             self._cancel.check()
             outcome = self._run_in(self._backend, job)

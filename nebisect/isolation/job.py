@@ -38,7 +38,9 @@ class Job(Record):
     :func:`mark_stage`. ``timeout`` is wall seconds for the whole case (the process
     group is killed). ``memory_mb`` is the memory the function may add to what the
     child holds when it starts (:mod:`~nebisect.isolation.memory`; exhausting it gives
-    ``oom``); an isolator gives a job without one its process's limit.
+    ``oom``); an isolator gives a job without one its process's limit. ``threads`` is
+    the job's share of the cores (:mod:`~nebisect.isolation.threads`; None: the child's
+    defaults); an isolator gives a job without one its own share.
     ``needs`` is what the child must have in its process
     (:class:`~nebisect.isolation.needs.Needs`): a fork-mode template provides it once,
     before forking (and imports ``function``'s own module there on first use).
@@ -50,6 +52,7 @@ class Job(Record):
     timeout: float = 60.0
     memory_mb: int | None = None
     needs: Needs = NOTHING
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         check_function_name(self.function, "job function")
@@ -57,6 +60,8 @@ class Job(Record):
             raise NebisectError(f"job timeout must be positive, got {self.timeout}")
         if self.memory_mb is not None and self.memory_mb <= 0:
             raise NebisectError(f"job memory_mb must be positive, got {self.memory_mb}")
+        if self.threads is not None and self.threads <= 0:
+            raise NebisectError(f"job threads must be positive, got {self.threads}")
 
 
 

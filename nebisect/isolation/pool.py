@@ -11,7 +11,6 @@ exception goes on (the runner that owns the isolators then aborts them).
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,12 +21,6 @@ from nebisect.isolation.isolator import Isolator
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
-
-
-def default_jobs() -> int:
-    """The cores this process may run on (its CPU affinity where the OS has one)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def map_isolated(

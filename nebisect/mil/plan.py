@@ -15,7 +15,8 @@ Neural Engine profile) are held in float32 arrays rounded to fp16 values
 (:func:`nebisect.mil.precision.round_to_fp16`): bit-identical to fp16 storage, without
 numpy's slow half-precision casts before and after every kernel. They are returned as
 float16 arrays. A movement op (:data:`MOVEMENT_OPS`) over values on the fp16 grid
-produces values on it: its outputs are stored without a rounding.
+produces values on it, and so does an op that picks among its inputs' values
+(:data:`PICKING_OPS`, a maximum or a relu): their outputs are stored without a rounding.
 """
 
 from __future__ import annotations
@@ -59,14 +60,22 @@ MOVEMENT_OPS = frozenset({
     "reverse", "identity",
 })
 
+#: Ops whose float outputs are picked among the values of the named inputs (or are 0, or
+#: relu6's 6): from those inputs on the fp16 grid they produce values on it.
+PICKING_OPS: dict[str, tuple[str, ...]] = {
+    "relu": ("x",), "relu6": ("x",), "maximum": ("x", "y"), "minimum": ("x", "y"),
+    "clip": ("x", "alpha", "beta"), "threshold": ("x", "alpha"), "select": ("a", "b"),
+    "reduce_max": ("x",), "reduce_min": ("x",), "max_pool": ("x",), "band_part": ("x",),
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Storage:
     """How a value is held: the ``logical`` dtype the model stores, the ``container``
     numpy dtype holding it, and whether the container needs rounding to ``logical``
-    (``rounds``) or arrives on the fp16 grid already (``on_grid``: a movement op's
-    output, laid out contiguous as a rounding lays it out, the same values with less
-    work)."""
+    (``rounds``) or arrives on the fp16 grid already (``on_grid``: a movement or picking
+    op's output, laid out contiguous as a rounding lays it out, the same values with
+    less work)."""
 
     logical: np.dtype
     container: np.dtype
@@ -199,7 +208,7 @@ class _Compiler:
     def storage_of(self, name: str, mode: Mode, declared: np.dtype | None,
                    on_grid: bool = False) -> Storage | None:
         """Record and return how the value ``name`` is held under ``mode``; ``on_grid``:
-        the op producing it only moves values already on the fp16 grid."""
+        the op producing it keeps values already on the fp16 grid."""
         storage = self.held_as(mode, declared)
         if storage is not None and storage.rounds and on_grid:
             storage = Storage(storage.logical, storage.container, on_grid=True)
@@ -265,9 +274,14 @@ class _Compiler:
             tuple(v.name for v in inputs), steps, tuple(v.name for v in block.outputs)
         )
 
-    def moves_grid_values(self, op: Any) -> bool:
-        """True when ``op`` is a movement op whose float inputs are all held on the fp16
-        grid (emulated), so its float outputs are on it too."""
+    def keeps_grid_values(self, op: Any) -> bool:
+        """True when ``op``'s float outputs are on the fp16 grid because its inputs are: a
+        movement op whose float inputs are all held on the grid (emulated), or a picking
+        op whose value inputs are all floats held on it."""
+        if op.op_type in PICKING_OPS:
+            picked = [op.inputs.get(name) for name in PICKING_OPS[op.op_type]]
+            held = [self.storage.get(var.name) for var in picked if var is not None]
+            return all(storage is not None and storage.emulated for storage in held)
         if op.op_type not in MOVEMENT_OPS:
             return False
         for value in op.inputs.values():
@@ -307,7 +321,7 @@ class _Compiler:
             else:
                 dynamic.append((key, value.name, self.arg_conversion(value.name, compute)))
         outputs = []
-        on_grid = self.moves_grid_values(op)
+        on_grid = self.keeps_grid_values(op)
         for var in op.outputs:
             self.check_size(var, f"{var.name!r} ({op.op_type})")
             storage = self.storage_of(var.name, mode, var_element_dtype(var), on_grid)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nebisect.mil.blocks import blockwise
+from nebisect.mil.blocks import BLOCK, blockwise
 from nebisect.registry import Registry
 
 
@@ -98,7 +98,11 @@ _EXPONENT = np.uint32(0x7F800000)
 _HALF_TINY_BITS = np.uint32(0x38800000)  # 2^-14, the smallest normal fp16
 _QUANTUM_SHIFT = np.uint32(13 << 23)  # 2^13 times: a number whose ulp is x's fp16 ulp
 _OVERFLOW_BITS = np.uint32(0x477FF000)  # from here on x rounds past 65504: ±inf
+_ROUNDED_PAST_BITS = np.uint32(0x47800000)  # 65536: |x| rounded to it or past overflowed
 _INF_BITS = np.uint32(0x7F800000)
+#: 2^-14 in every element of a block: numpy's integer maximum against an array runs its
+#: vector loop, against a scalar a loop several times slower
+_HALF_TINY_BLOCK = np.full(BLOCK, _HALF_TINY_BITS, np.uint32)
 
 
 def round_to_fp16(x: np.ndarray) -> np.ndarray:
@@ -110,26 +114,28 @@ def round_to_fp16(x: np.ndarray) -> np.ndarray:
     has ulp 2^(max(e, -14) - 10), the spacing of fp16 numbers around ``|x|`` (the
     subnormal spacing 2^-24 below the smallest normal), so ``(|x| + C) - C`` is ``|x|``
     rounded to fp16 with float32's own round-to-nearest-even, and exact; the sign is
-    put back after. Past 65504 the result is ±inf and NaN stays NaN. The passes run
+    put back after. Past 65504 the result is ±inf and NaN stays NaN: both are the rare
+    case of a block where ``(|x| + C) - C`` reaches 65536 or is NaN (C itself overflows
+    for the largest float32 values), fixed from ``|x|``. The passes run
     block by block in cache, on every core allowed (:mod:`nebisect.mil.blocks`). The
     fp16 precision model keeps its values in float32 arrays rounded this way, so
     kernels that compute in float32 need no conversions either side.
     """
-    return blockwise(_round_block, x, 2)
+    return blockwise(_round_block, x, 1)
 
 
 def _round_block(x: np.ndarray, out: np.ndarray, scratch: list[np.ndarray]) -> None:
-    magnitude, quantum = scratch
-    x_bits, magnitude_bits, quantum_bits = (a.view(np.uint32) for a in (x, magnitude, quantum))
-    np.bitwise_and(x_bits, _MAGNITUDE, out=magnitude_bits)
-    np.bitwise_and(magnitude_bits, _EXPONENT, out=quantum_bits)
-    np.maximum(quantum_bits, _HALF_TINY_BITS, out=quantum_bits)
+    (quantum,) = scratch
+    x_bits, rounded, quantum_bits = (a.view(np.uint32) for a in (x, out, quantum))
+    np.bitwise_and(x_bits, _EXPONENT, out=quantum_bits)
+    np.maximum(quantum_bits, _HALF_TINY_BLOCK[: x.size], out=quantum_bits)
     quantum_bits += _QUANTUM_SHIFT
+    np.bitwise_and(x_bits, _MAGNITUDE, out=rounded)
     with np.errstate(all="ignore"):  # past the fp16 range C is meaningless: fixed below
-        np.add(magnitude, quantum, out=out)
+        out += quantum
         out -= quantum
-    rounded = out.view(np.uint32)
-    if magnitude_bits.size and magnitude_bits.max() >= _OVERFLOW_BITS:  # ±inf, NaN (rare)
+    if rounded.size and rounded.max() >= _ROUNDED_PAST_BITS:  # ±inf, NaN (rare)
+        magnitude_bits = x_bits & _MAGNITUDE
         rounded[magnitude_bits >= _OVERFLOW_BITS] = _INF_BITS
         nan = magnitude_bits > _INF_BITS
         rounded[nan] = magnitude_bits[nan]

@@ -231,9 +231,9 @@ def test_parallel_exploration_finds_what_one_job_finds(lse: Path) -> None:
 
 
 def test_jobs_default_to_the_cores_this_process_may_use() -> None:
-    from nebisect.isolation.pool import default_jobs
+    from nebisect.isolation.threads import cores
 
-    assert default_jobs() == len(os.sched_getaffinity(0))
+    assert cores() == len(os.sched_getaffinity(0))
 
 
 def test_explore_none_is_todays_matrix(lse: Path) -> None:

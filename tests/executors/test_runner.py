@@ -11,7 +11,10 @@ from support import warm_jobs
 
 from nebisect.executors.runner import Runner
 from nebisect.isolate import Isolator, Job
+from nebisect.isolation import threads
 from nebisect.isolation.cancel import Cancelled
+
+THREAD_SHARE = "support.fault_jobs:thread_share"
 
 
 def test_a_runners_isolators_share_the_first_ones_cancel_token_and_it_closes_only_its_own(
@@ -55,3 +58,47 @@ def test_a_failing_item_cancels_every_isolator_of_the_runner(tmp_path: Path) -> 
             runner.map([0, 1, 2, 3], work)
         with pytest.raises(Cancelled):
             first.run(Job(f"{warm_jobs.__name__}:where", {}))
+
+
+@pytest.mark.parametrize(("jobs", "available", "expected"),
+                         [(1, 2, 2), (2, 2, 1), (3, 2, 1), (2, 8, 4), (3, 8, 2), (1, 1, 1)])
+def test_a_share_is_the_cores_over_the_jobs_at_least_one(jobs: int, available: int,
+                                                         expected: int) -> None:
+    assert threads.share(jobs, available) == expected
+
+
+@pytest.mark.parametrize(("jobs", "share"), [(1, 2), (2, 1)])
+def test_every_child_of_a_runner_computes_on_its_share_of_two_cores(
+        monkeypatch: pytest.MonkeyPatch, jobs: int, share: int) -> None:
+    """One job alone on two cores gets both, each of two jobs one: the variable the
+    blockwise passes read and the passes' own count; the BLAS numpy loaded in the
+    template on one thread whatever the share (its threads would change values)."""
+    monkeypatch.setattr(threads, "cores", lambda: 2)
+    with Runner(jobs, mode="fork") as runner:
+        assert runner.threads == share
+        seen = [isolator.run(Job(THREAD_SHARE, {})).verdict for isolator in runner.isolators]
+    assert len(seen) == jobs
+    for verdict in seen:
+        assert verdict.status == "pass", verdict.message
+        assert verdict.job_result == {"variable": str(share), "blas": [1],
+                                      "blockwise": share}
+
+
+def test_a_job_naming_its_share_keeps_it_and_an_isolator_without_one_sets_none(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with Isolator("fork", threads=1) as shared, Isolator("fork") as unshared:
+        own = shared.run(Job(THREAD_SHARE, {}, threads=2)).verdict
+        given = shared.run(Job(THREAD_SHARE, {})).verdict
+        untouched = unshared.run(Job(THREAD_SHARE, {})).verdict
+    assert own.job_result["variable"] == "2" and own.job_result["blockwise"] == 2
+    assert given.job_result["variable"] == "1" and given.job_result["blockwise"] == 1
+    assert untouched.job_result["variable"] is None
+    assert untouched.job_result["blockwise"] == 1
+
+
+def test_a_job_share_of_no_thread_is_refused() -> None:
+    from nebisect.errors import NebisectError
+
+    with pytest.raises(NebisectError, match="threads must be positive, got 0"):
+        Job("a:b", {}, threads=0)

@@ -170,3 +170,51 @@ def test_movement_ops_on_fp16_values_store_them_as_a_rounding_would(monkeypatch)
         assert value.dtype == np.float16
         np.testing.assert_array_equal(skipped.intermediates[name].view(np.uint16),
                                       value.view(np.uint16))
+
+
+@mb.program(input_specs=[mb.TensorSpec(shape=(2, 3, 4)), mb.TensorSpec(shape=(2, 3, 4))],
+            opset_version=OPSET)
+def _picked(x, y):
+    third = mb.mul(x=x, y=np.float32(1 / 3))
+    larger = mb.maximum(x=third, y=y)
+    chosen = mb.select(cond=mb.greater(x=x, y=y), a=larger, b=mb.relu(x=third))
+    clipped = mb.clip(x=chosen, alpha=np.float32(-0.1), beta=np.float32(0.7))
+    return mb.reduce_max(x=clipped, axes=[1]), mb.relu6(x=mb.add(x=y, y=np.float32(0.1)))
+
+
+def test_picking_ops_on_fp16_values_store_them_as_a_rounding_would(monkeypatch):
+    """An op that picks among its inputs' values (maximum, select, relu, clip,
+    reduce_max) skips the rounding of values on the fp16 grid, with the same bits."""
+    from nebisect.mil import plan
+    from nebisect.mil.interp import CompiledProgram
+    from nebisect.mil.semantics import DEFAULT_SEMANTICS, get_semantics
+    from nebisect.mil.validate import input_specs
+
+    function = _picked.functions["main"]
+
+    def compiled() -> CompiledProgram:
+        return CompiledProgram(plan.compile_function(
+            function, "fp16", None, get_semantics(DEFAULT_SEMANTICS)), input_specs(function))
+
+    skipping = compiled()
+    monkeypatch.setattr(plan, "PICKING_OPS", {})
+    rounding = compiled()
+    on_grid = [[step.op_type for step in program.plan.main.steps
+                if any(storage is not None and storage.on_grid
+                       for _, storage, _ in step.outputs)]
+               for program in (skipping, rounding)]
+    assert on_grid == [["maximum", "relu", "select", "clip", "reduce_max", "relu6"], []]
+    rng = np.random.default_rng(4)
+    inputs = {name: (rng.standard_normal((2, 3, 4)) * 3).astype(np.float32)
+              for name in ("x", "y")}
+    skipped, rounded = (program.run(inputs, intermediates=True)
+                        for program in (skipping, rounding))
+    assert skipped.intermediates.keys() == rounded.intermediates.keys()
+    assert len(rounded.intermediates) == 9
+    for name, value in rounded.intermediates.items():
+        same = skipped.intermediates[name]
+        assert same.dtype == value.dtype
+        if value.dtype == np.float16:
+            np.testing.assert_array_equal(same.view(np.uint16), value.view(np.uint16))
+        else:
+            np.testing.assert_array_equal(same, value)

@@ -129,6 +129,18 @@ def memory_budget(payload: FaultArguments) -> Verdict:
     return Verdict("pass", job_result={"budget": memory.budget(), "soft": soft})
 
 
+def thread_share(payload: FaultArguments) -> Verdict:
+    """What the job sees of its thread share: the variable, the BLAS numpy's threads
+    and the simulator's blockwise passes."""
+    from threadpoolctl import threadpool_info
+
+    from nebisect.mil import blocks
+
+    blas = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    return Verdict("pass", job_result={"variable": os.environ.get("OMP_NUM_THREADS"),
+                                       "blas": blas, "blockwise": blocks.threads()})
+
+
 def allocator_message(payload: FaultArguments) -> Verdict:
     raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB")
 

@@ -53,6 +53,17 @@ def scalar(value: Any, default: float) -> float:
     return float(np.asarray(value).item())
 
 
+def into_fresh(ufunc: np.ufunc, fresh: Any, operand: Any) -> Any:
+    """``ufunc(fresh, operand)`` written into ``fresh`` — an array the kernel itself made
+    and holds alone — when the result has its dtype and shape, else a new array: the
+    same values with one array fewer to allocate and fill."""
+    operand = np.asarray(operand)
+    if (not isinstance(fresh, np.ndarray) or np.result_type(fresh, operand) != fresh.dtype
+            or np.broadcast_shapes(fresh.shape, operand.shape) != fresh.shape):
+        return ufunc(fresh, operand)
+    return ufunc(fresh, operand, out=fresh)
+
+
 def numpy_dtype_of(type_name: str, ctx: KernelContext) -> Any:
     """The numpy dtype for a MIL dtype name; floats compute in ``ctx.dtype``."""
     if type_name in _FLOAT_NAMES:

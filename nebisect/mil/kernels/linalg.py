@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from nebisect.mil.blocks import matmul_batches, matmul_rows
 from nebisect.mil.kernels import KernelContext, kernel
-from nebisect.mil.kernels._args import flag, text
+from nebisect.mil.kernels._args import flag, into_fresh, text
 
 
 def _operands(x: Any, y: Any, transpose_x: Any, transpose_y: Any) -> tuple[np.ndarray, ...]:
@@ -31,7 +32,7 @@ def matmul(
     ctx: KernelContext, x: Any, y: Any, transpose_x: Any = False, transpose_y: Any = False
 ) -> np.ndarray:
     a, b = _operands(x, y, transpose_x, transpose_y)
-    return np.asarray(np.matmul(a, b))
+    return matmul_batches(a, b)
 
 
 def naive_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -59,15 +60,13 @@ def matmul_naive(
 
 @kernel("linear")
 def linear(ctx: KernelContext, x: Any, weight: Any, bias: Any = None) -> np.ndarray:
-    out = np.matmul(np.asarray(x), np.asarray(weight).T)
-    if bias is None:
-        return out
-    bias = np.asarray(bias)
-    shape = np.shape(out)
-    if np.result_type(out, bias) != out.dtype or np.broadcast_shapes(shape, bias.shape) != shape:
-        return out + bias
-    out += bias  # the product is a fresh array: the sum needs no second one
-    return out
+    x, weight = np.asarray(x), np.asarray(weight)
+    if x.ndim >= 2 and weight.ndim == 2 and x.size == x.shape[-2] * x.shape[-1]:
+        rows = matmul_rows(x.reshape(x.shape[-2:]), weight.T)  # one matrix, one product
+        out = rows.reshape(*x.shape[:-1], weight.shape[0])
+    else:
+        out = np.matmul(x, weight.T)
+    return out if bias is None else into_fresh(np.add, out, bias)
 
 
 @kernel("linear", variant="naive")

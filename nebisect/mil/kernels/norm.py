@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from nebisect.mil.kernels import KernelContext, kernel
-from nebisect.mil.kernels._args import axis_of, ints, scalar
+from nebisect.mil.kernels._args import axis_of, into_fresh, ints, scalar
 from nebisect.mil.kernels.reduction import sequential_sum
 
 Normalize = Callable[[np.ndarray, tuple[int, ...], float], np.ndarray]
@@ -26,7 +26,7 @@ Normalize = Callable[[np.ndarray, tuple[int, ...], float], np.ndarray]
 def _normalize(x: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
     centered = x - np.mean(x, axis=axes, keepdims=True)
     var = np.mean(np.square(centered), axis=axes, keepdims=True)
-    return centered / np.sqrt(var + x.dtype.type(eps))
+    return into_fresh(np.divide, centered, np.sqrt(var + x.dtype.type(eps)))
 
 
 def _normalize_naive(x: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarray:
@@ -50,9 +50,9 @@ def _layer_norm(
     out = normalize(x, dims, scalar(epsilon, 1e-5))
     param_shape = [x.shape[i] if i in dims else 1 for i in range(x.ndim)]
     if gamma is not None:
-        out = out * np.asarray(gamma).reshape(param_shape)
+        out = into_fresh(np.multiply, out, np.asarray(gamma).reshape(param_shape))
     if beta is not None:
-        out = out + np.asarray(beta).reshape(param_shape)
+        out = into_fresh(np.add, out, np.asarray(beta).reshape(param_shape))
     return out
 
 

@@ -28,7 +28,8 @@ def softmax(ctx: KernelContext, x: np.ndarray, axis: Any = None) -> np.ndarray:
         return x.copy()
     top = np.max(x, axis=ax, keepdims=True)
     shift = np.where(np.isfinite(top), top, x.dtype.type(0))
-    e = np.exp(x - shift)
+    e = np.subtract(x, shift)
+    np.exp(e, out=e)
     e /= np.sum(e, axis=ax, keepdims=True)
     return e
 
