@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nebisect.isolation.threads import BLAS_THREADS
+
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
 _MADV_COLLAPSE = 25
@@ -138,13 +140,15 @@ def collapse_to_huge_pages() -> int:
 
 
 def helper_env() -> dict[str, str]:
-    """Environment for helper interpreters: ours, plus the directory holding nebisect.
+    """Environment for helper interpreters: ours, plus the directory holding nebisect,
+    and numpy's BLAS held to one thread (:data:`~nebisect.isolation.threads.BLAS_THREADS`).
 
     ``python -m nebisect.isolation.…`` must import nebisect before the parent's
     ``sys.path`` (sent with every request) is applied, even from an uninstalled checkout.
     """
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ)
+    env[BLAS_THREADS[0]] = BLAS_THREADS[1]
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     return env
 

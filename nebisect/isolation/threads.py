@@ -15,11 +15,13 @@ the isolators it opens), travels with the job (:attr:`Job.threads
   the job;
 * torch's intra-op threads, when the process holds torch already.
 
-The BLAS numpy loaded (OpenBLAS, set through threadpoolctl: it read its thread count
-when it was loaded, in the template) computes on one thread whatever the share: its own
-threads change the values of a vector–matrix product (summed in parts), so a verdict
-would depend on ``--jobs``; the simulator splits large products among the share itself,
-by rows, which changes no value.
+The BLAS numpy loads (OpenBLAS) computes on one thread in every helper interpreter,
+whatever the share: its own threads change the values of a vector–matrix product (summed
+in parts), so a verdict would depend on ``--jobs``; the simulator splits large products
+among the share itself, by rows, which changes no value. OpenBLAS reads its thread count
+once, when it loads, so :data:`BLAS_THREADS` is set in the helpers' environment
+(:func:`~nebisect.isolation.osproc.helper_env`) rather than per job: changing it in a
+forked child costs more than a small job's whole prediction.
 
 A persistent worker gets its own settings back after each job. A job that names no
 share (an isolator opened without one) runs with the process's defaults.
@@ -32,10 +34,10 @@ import os
 import sys
 from collections.abc import Iterator
 
-from threadpoolctl import threadpool_limits
-
 #: the variable OpenMP runtimes, torch and the simulator's blockwise passes read
 THREADS_VARIABLE = "OMP_NUM_THREADS"
+#: the variable and value that hold numpy's OpenBLAS to one thread from its load
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
 
 
 def cores() -> int:
@@ -62,10 +64,9 @@ def sharing(threads: int | None) -> Iterator[None]:
     torch_threads = torch.get_num_threads() if torch is not None else None
     os.environ[THREADS_VARIABLE] = str(threads)
     try:
-        with threadpool_limits(limits=1, user_api="blas"):
-            if torch is not None:
-                torch.set_num_threads(threads)
-            yield
+        if torch is not None:
+            torch.set_num_threads(threads)
+        yield
     finally:
         if torch is not None and torch_threads is not None:
             torch.set_num_threads(torch_threads)

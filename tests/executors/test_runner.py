@@ -80,7 +80,7 @@ def test_every_child_of_a_runner_computes_on_its_share_of_two_cores(
     assert len(seen) == jobs
     for verdict in seen:
         assert verdict.status == "pass", verdict.message
-        assert verdict.job_result == {"variable": str(share), "blas": [1],
+        assert verdict.job_result == {"variable": str(share), "blas": "1",
                                       "blockwise": share}
 
 

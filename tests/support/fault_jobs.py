@@ -130,15 +130,13 @@ def memory_budget(payload: FaultArguments) -> Verdict:
 
 
 def thread_share(payload: FaultArguments) -> Verdict:
-    """What the job sees of its thread share: the variable, the BLAS numpy's threads
-    and the simulator's blockwise passes."""
-    from threadpoolctl import threadpool_info
-
+    """What the job sees of its thread share: the variable, the threads numpy's BLAS
+    loaded with, and the simulator's blockwise passes."""
     from nebisect.mil import blocks
 
-    blas = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
     return Verdict("pass", job_result={"variable": os.environ.get("OMP_NUM_THREADS"),
-                                       "blas": blas, "blockwise": blocks.threads()})
+                                       "blas": os.environ.get("OPENBLAS_NUM_THREADS"),
+                                       "blockwise": blocks.threads()})
 
 
 def allocator_message(payload: FaultArguments) -> Verdict:
