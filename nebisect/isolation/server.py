@@ -17,7 +17,7 @@ import traceback
 from typing import Any
 
 from nebisect.isolation import memory
-from nebisect.isolation.needs import Hold, Needs
+from nebisect.isolation.needs import Hold, Needs, import_lean
 from nebisect.isolation.osproc import orphaned, set_pdeathsig
 
 
@@ -55,7 +55,7 @@ def _import(module: str) -> None:
     if module in sys.modules:
         return
     try:
-        importlib.import_module(module)
+        import_lean(module)
     except Exception:
         traceback.print_exc()
 

@@ -15,6 +15,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from nebisect.isolation.needs import import_lean
+
 VERBOSE = False
 
 
@@ -45,9 +47,9 @@ def quiet() -> Iterator[None]:
 
 
 def import_coremltools() -> Any:
-    """Import coremltools once, quietly, with its tqdm progress bars disabled."""
+    """Import coremltools once, quietly, with its tqdm progress bars disabled and
+    without the optional dependencies it only probes for
+    (:data:`~nebisect.isolation.needs.PROBED_AT_IMPORT`)."""
     os.environ.setdefault("TQDM_DISABLE", "0" if VERBOSE else "1")
     with quiet():
-        import coremltools
-
-    return coremltools
+        return import_lean("coremltools")

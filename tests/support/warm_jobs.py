@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from dataclasses import dataclass
 
 from nebisect.verdict import Status, Verdict
@@ -24,3 +26,21 @@ def where(payload: NoArguments) -> Verdict:
     """This child's parent (its template) and where the hook ran."""
     return Verdict(Status.PASS, "predict",
                    job_result={"template_pid": os.getppid(), "warmed_in": list(WARMED_IN)})
+
+
+#: optional dependencies coremltools probes for while it imports
+PROBED = ("executorch", "sklearn", "transformers")
+
+
+def probed_modules(payload: NoArguments) -> Verdict:
+    """Which of :data:`PROBED` this child holds before the job imports them, and
+    whether each then imports."""
+    held = [name for name in PROBED if sys.modules.get(name) is not None]
+    importable = []
+    for name in PROBED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        importable.append(name)
+    return Verdict(Status.PASS, "predict", job_result={"held": held, "importable": importable})
