@@ -154,7 +154,7 @@ class Attributor:
             return None  # a torch target: no program whose ops could be named
         outcome = evaluate(self._intermediates_case(target, path, npz),
                            reference=REFERENCE_TARGET, isolator=bench.isolator,
-                           timeout=bench.timeouts.predict)
+                           timeout=bench.timeouts.predict, among=bench.needs(target))
         target_mid = split_arrays(outcome.arrays, "mid:")
         if not target_mid:
             return None

@@ -445,6 +445,7 @@ def build_job(
     memory_mb: int | None = None,
     reference_cache: str = "",
     beside: Sequence[Case] = (),
+    among: Needs | None = None,
 ) -> Job:
     """The isolation job for one case; its child has what the target needs.
 
@@ -452,9 +453,14 @@ def build_job(
     (one run's cells share it). A judged verdict's timings say how long the target's
     prediction (``predict``) and the reference's (``reference``) took, in the child.
     ``beside``: cases judged in the same child after it (:func:`evaluate_together`).
+    ``among``: the needs of the jobs this one runs among; its child then has what theirs
+    have (blocks only where both block), so their template serves it — a one-off job
+    (a cell's intermediates) does not start a template of its own.
     """
     needs = evaluation_needs(case.target, reference,
                              torch_source_of(case) if reference else "")
+    if among is not None:
+        needs = Needs.serving(needs, among)
     arguments = EvaluateArguments(case.to_dict(), reference, reference_cache, tolerance,
                                   tuple(other.to_dict() for other in beside))
     return Job(
@@ -476,15 +482,16 @@ def evaluate(
     timeout: float = 60.0,
     memory_mb: int | None = None,
     reference_cache: str = "",
+    among: Needs | None = None,
 ) -> Outcome:
     """Run one case in a fresh process and judge it against ``reference``.
 
     Every field of ``case.options`` (:class:`~nebisect.case.CaseOptions`) is honoured;
     with ``intermediates`` every intermediate value comes back as ``mid:``/``refmid:``
-    arrays. The verdict's timings: see :func:`build_job`.
+    arrays. The verdict's timings and ``among``: see :func:`build_job`.
     """
     job = build_job(case, reference=reference, tolerance=tolerance, timeout=timeout,
-                    memory_mb=memory_mb, reference_cache=reference_cache)
+                    memory_mb=memory_mb, reference_cache=reference_cache, among=among)
     outcome = isolator.run(job) if isolator is not None else run_isolated(job)
     outcome.verdict.target = outcome.verdict.target or case.target
     return outcome
