@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -519,9 +520,10 @@ def evaluate_together(
     Timings: the job's ``timeout`` covers all of them (a multiple of ``timeout``); each
     beside verdict's ``call`` and ``wall`` are its share of the child, the case's its
     own share (the child's call and wall less theirs)."""
+    alone = partial(evaluate, reference=reference, isolator=isolator, tolerance=tolerance,
+                    timeout=timeout, memory_mb=memory_mb, reference_cache=reference_cache)
     if not beside:
-        return [evaluate(case, reference=reference, isolator=isolator, tolerance=tolerance,
-                         timeout=timeout, memory_mb=memory_mb, reference_cache=reference_cache)]
+        return [alone(case)]
     job = build_job(case, reference=reference, tolerance=tolerance,
                     timeout=timeout * (1 + len(beside)), memory_mb=memory_mb,
                     reference_cache=reference_cache, beside=beside)
@@ -533,9 +535,7 @@ def evaluate_together(
                                   if not name.startswith(BESIDE)})]
     for index, (other, document) in enumerate(zip(beside, judged, strict=True)):
         if document is None:
-            outcomes.append(evaluate(other, reference=reference, isolator=isolator,
-                                     tolerance=tolerance, timeout=timeout,
-                                     memory_mb=memory_mb, reference_cache=reference_cache))
+            outcomes.append(alone(other))
             continue
         own = Verdict.from_dict(document)
         # what isolation stamps on the verdict of the child they shared

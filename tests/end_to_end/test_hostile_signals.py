@@ -187,14 +187,7 @@ def test_sigterm_while_a_torch_template_starts_kills_it_at_once(sandbox: Sandbox
     conversion template, which is still importing torch: the template is killed, not
     waited for, and the command exits at once, leaving nothing."""
     process = sandbox.start("run", TORCH_SOURCE, "--json")
-    waiting = sandbox.wait_for(process, "case-1")
-    signalled = time.monotonic()
-    code, _, err = sandbox.terminate_when(process, waiting)
-    stopped = time.monotonic() - signalled
-    assert code == 143, err
-    assert last_line(err) == "nebisect: interrupted by SIGTERM; stopped and cleaned up"
-    assert stopped < STOPPED_WITHIN, f"exited {stopped:.1f} s after SIGTERM"
-    assert sandbox.leftovers() == []
+    _stops_at_once_on_sigterm(sandbox, process, "case-1")
 
 
 def test_sigterm_during_an_atlas_sweep_stops_it_at_once(sandbox: Sandbox) -> None:
@@ -202,7 +195,14 @@ def test_sigterm_during_an_atlas_sweep_stops_it_at_once(sandbox: Sandbox) -> Non
     templates starting and serving): the command exits as run does, leaving nothing."""
     process = sandbox.start("atlas", "--ops", "tanh,exp,sigmoid,reciprocal", "--dtypes",
                             "float32", "--budget", "1", "--no-cache", "--jobs", "2")
-    waiting = sandbox.wait_for(process, "case-*")
+    _stops_at_once_on_sigterm(sandbox, process, "case-*")
+
+
+def _stops_at_once_on_sigterm(sandbox: Sandbox, process: subprocess.Popen[str],
+                              case: str) -> None:
+    """SIGTERM once a case directory matching ``case`` appears: the command exits 143
+    within :data:`STOPPED_WITHIN` with the one-line notice, leaving nothing."""
+    waiting = sandbox.wait_for(process, case)
     signalled = time.monotonic()
     code, _, err = sandbox.terminate_when(process, waiting)
     stopped = time.monotonic() - signalled
