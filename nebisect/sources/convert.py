@@ -709,6 +709,7 @@ def convert_paths(
     cure: bool = False,
     cache: str = "",
     precisions: tuple[str, ...] = (),
+    threads: int | None = None,
 ) -> tuple[dict[str, Path], Verdict]:
     """:func:`convert_isolated` keeping every path of ``paths`` that converts: ``{path:
     package}`` (empty when none converts) and the convert verdict (one child converts
@@ -719,14 +720,14 @@ def convert_paths(
     ``precisions``: every conversion precision the caller asks ``workdir`` for — the first
     call converts each path once for all of them (:func:`convert_precisions`) and leaves
     the others' packages and verdicts in ``workdir``, where the calls that ask for them
-    find them."""
+    find them. ``threads``: the child's share of the cores (None: the isolator's)."""
     key = conversion_precision(precision)
     verdict = _read_handed(_handed_verdict(workdir, key))
     if verdict is None:
         others = [p for p in dict.fromkeys(map(conversion_precision, precisions)) if p != key]
         verdict = _convert_in_child(
             source, precision, _packages(workdir, key, paths), isolator, setup, timeout,
-            deployment, every_path=True, cure=cure, cache=cache,
+            deployment, every_path=True, cure=cure, cache=cache, threads=threads,
             derived={p: _packages(workdir, p, paths) for p in others},
             derived_verdicts={p: str(_handed_verdict(workdir, p)) for p in others})
         for other in others:
@@ -776,7 +777,8 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, str],
                       isolator: Isolator, setup: tuple[str, ...], timeout: float,
                       deployment: str, *, every_path: bool = False, cure: bool = False,
                       cache: str = "", derived: dict[str, dict[str, str]] | None = None,
-                      derived_verdicts: dict[str, str] | None = None) -> Verdict:
+                      derived_verdicts: dict[str, str] | None = None,
+                      threads: int | None = None) -> Verdict:
     from nebisect.isolate import Job
 
     # Fork mode: the template has imported torch and coremltools and rehearsed a
@@ -791,6 +793,7 @@ def _convert_in_child(source: Source, precision: str, where: dict[str, str],
         stage="convert",
         timeout=timeout,
         needs=CONVERSION,
+        threads=threads,
     )
     verdict = isolator.run(job).verdict
     verdict.process.template = conversion_template(isolator.mode)
