@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from nebisect.sources import fp16_pass
+
 #: the pass nebisect puts first in the main pipeline of the first precision's conversion
 SNAPSHOT_PASS = "nebisect::program_before_main_pipeline"
 
@@ -114,6 +116,7 @@ def convert_at_precisions(
     )
     from coremltools.converters.mil.mil import Builder as mb
 
+    fp16_pass.install()
     first, *others = precisions
     pipeline = ct.PassPipeline()
     if others:
