@@ -15,12 +15,7 @@ coremltools treats them as not installed (:data:`BLOCK_GROUPS`).
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from types import ModuleType
 from typing import ClassVar
 
 from nebisect.codec import Form, Record
@@ -34,17 +29,6 @@ BLOCK_GROUPS: dict[str, tuple[str, ...]] = {
     "sklearn": ("sklearn",),
     "transformers": ("transformers",),
     "scipy": ("scipy",),
-}
-
-#: Optional dependencies a module probes for while it imports, which nebisect never uses
-#: through it: coremltools tries executorch (for its EXECUTORCH frontend, which nebisect
-#: does not call), scikit-learn (its sklearn converters) and transformers (a flag nothing
-#: reads). They are most of its import: 10.3–11.0 s against 4.3–5.6 s with them hidden,
-#: torch included, on a 2-core VM — paid by every template that converts or runs a
-#: torch reference. :func:`import_lean` hides them for the import only, so user code
-#: (a factory) that imports one afterwards gets the real module.
-PROBED_AT_IMPORT: dict[str, tuple[str, ...]] = {
-    "coremltools": ("executorch", "sklearn", "transformers"),
 }
 
 #: nebisect's own modules cost milliseconds: a template imports (and warms) a job's own
@@ -156,26 +140,3 @@ NOTHING = Needs()
 COREMLTOOLS_ONLY = Needs(imports=("numpy", "coremltools"),
                          blocks=("torch", "sklearn", "transformers", "scipy"))
 
-
-def import_lean(module: str) -> ModuleType:
-    """Import ``module`` with the optional dependencies it probes for
-    (:data:`PROBED_AT_IMPORT`) hidden for the length of the import, unless they are
-    already imported; afterwards they import normally."""
-    if module in sys.modules:
-        return importlib.import_module(module)
-    top = module.partition(".")[0]
-    hidden = [name for name in PROBED_AT_IMPORT.get(top, ()) if name not in sys.modules]
-    with _hidden(hidden):
-        return importlib.import_module(module)
-
-
-@contextlib.contextmanager
-def _hidden(names: list[str]) -> Iterator[None]:
-    for name in names:
-        sys.modules[name] = None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        for name in names:
-            if sys.modules.get(name, "") is None:
-                del sys.modules[name]

@@ -16,8 +16,9 @@ import sys
 import traceback
 from typing import Any
 
+from nebisect.imports import import_lean
 from nebisect.isolation import memory
-from nebisect.isolation.needs import Hold, Needs, import_lean
+from nebisect.isolation.needs import Hold, Needs
 from nebisect.isolation.osproc import orphaned, set_pdeathsig
 
 

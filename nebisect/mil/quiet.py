@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from nebisect.isolation.needs import import_lean
+from nebisect.imports import import_lean
 
 VERBOSE = False
 
@@ -49,7 +49,7 @@ def quiet() -> Iterator[None]:
 def import_coremltools() -> Any:
     """Import coremltools once, quietly, with its tqdm progress bars disabled and
     without the optional dependencies it only probes for
-    (:data:`~nebisect.isolation.needs.PROBED_AT_IMPORT`)."""
+    (:data:`~nebisect.imports.PROBED_AT_IMPORT`)."""
     os.environ.setdefault("TQDM_DISABLE", "0" if VERBOSE else "1")
     with quiet():
         return import_lean("coremltools")

@@ -5,10 +5,11 @@ when one of its fp32 const inputs holds a finite value beyond fp16's range
 (``fp16_overflow``): for every const input of every op it takes ``|x|``, gathers the
 values below 1e38 through ``np.where`` (an int64 index array per dimension) and takes
 their maximum. On GPT-2 124M that check was 44.7 s of a 105 s conversion job (2,573
-calls, cProfile). Most weights lie within ±65504, and their minimum and maximum — read
-in place, nothing copied — settle it: then no value can overflow. A const whose extremes
-lie beyond that, or that holds a NaN, goes to coremltools' own check, which decides; the
-answer is coremltools' for every program.
+calls, cProfile). Most weights lie within ±65504
+(:data:`~nebisect.mil.dtypes.FP16_MAX`, coremltools' bound), and their minimum and
+maximum — read in place, nothing copied — settle it: then no value can overflow. A
+const whose extremes lie beyond that, or that holds a NaN, goes to coremltools' own
+check, which decides; the answer is coremltools' for every program.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-#: fp16's largest finite value: coremltools' bound
-FP16_MAX = 65504.0
+from nebisect.mil.dtypes import FP16_MAX
+
 #: the attribute of the installed check that holds coremltools' own
 COREMLTOOLS_CHECK = "coremltools_check"
 
