@@ -117,6 +117,7 @@ class RunKeywords(TypedDict, total=False):
     report: PathOption
     save_triggers: PathOption
     markdown: PathOption
+    force: bool
     cluster: str | None
     require: Many
     function: str
@@ -155,7 +156,7 @@ def run(
     given = keywords(RUN, options)
     markdown, inputs = given.pop("markdown"), given["inputs"]
     report, save_triggers = given.pop("report"), given.pop("save_triggers")
-    issues = _markdown_file(markdown, source, inputs)
+    issues = _markdown_file(markdown, source, inputs, force=given["force"])
     if isinstance(source, (str, os.PathLike)) and is_executorch_program(os.fspath(source)):
         from nebisect.sources.compress import check_compress
 
@@ -174,9 +175,9 @@ def run(
 
 
 def _markdown_file(markdown: str | os.PathLike[str] | None, source: Any,
-                   inputs: str | os.PathLike[str] | None) -> Path | None:
+                   inputs: str | os.PathLike[str] | None, *, force: bool) -> Path | None:
     """``markdown`` checked before the run: a file in an existing, writable directory,
-    apart from what the run reads (None: not asked for)."""
+    apart from what the run reads, new unless ``force`` (None: not asked for)."""
     if markdown is None:
         return None
     from nebisect.options.parsers import source_path
@@ -184,7 +185,7 @@ def _markdown_file(markdown: str | os.PathLike[str] | None, source: Any,
 
     read = [("the source", source_path(os.fspath(source)))] if isinstance(
         source, (str, os.PathLike)) else []
-    return output_file(markdown, "--markdown", force=True, create=False,
+    return output_file(markdown, "--markdown", force=force, create=False,
                        inputs=[*read, *([("--inputs", Path(inputs))] if inputs else [])])
 
 
@@ -218,7 +219,7 @@ def _run_one(source: Any, example_inputs: Any, declared: dict[str, Any], report:
         outputs = RunOutputs(Path(report) if report is not None else None,
                              Path(save_triggers) if save_triggers else None,
                              saved, options.fixes)
-        check_outputs(outputs, options.inputs)
+        check_outputs(outputs, options.inputs, force=given["force"])
         if capture is not None and capture.artifact is None:
             captured = _capture_report(saved, capture, options.targets)
             return RunResult(captured, issues=_issue_text(captured) if issues else "")
@@ -434,8 +435,10 @@ def parse_lengths(given: str | float | Sequence[Any]) -> tuple[int, ...]:
     return tuple(check_count(f"--lengths {value}", value) for value in values)
 
 
-def check_outputs(outputs: Any, inputs: Path | None) -> None:
-    """``report`` and ``save_triggers`` are directories apart from what the run reads."""
+def check_outputs(outputs: Any, inputs: Path | None, *, force: bool) -> None:
+    """``report`` and ``save_triggers`` are directories apart from what the run reads;
+    unless ``force``, ``report`` holds no report (:data:`REPORT_FILES`, its own or a
+    function's) that this run's would replace."""
     from nebisect.options.parsers import source_path
     from nebisect.report.outputs import apart_from_inputs, output_directory
 
@@ -445,6 +448,17 @@ def check_outputs(outputs: Any, inputs: Path | None) -> None:
                 ("the source", source_path(outputs.source)),
                 *([("--inputs", inputs)] if inputs else [])])
             output_directory(directory, option)
+    if outputs.report and not force:
+        held = sorted(path for pattern in REPORT_FILES for path in outputs.report.glob(pattern))
+        if held:
+            raise NebisectError(f"--report {outputs.report}: holds the report of an earlier "
+                                f"run ({held[0].relative_to(outputs.report)}; --force "
+                                "replaces it)")
+
+
+#: the files of a run's report, in a ``--report`` directory or a function's directory in it
+REPORT_FILES = ("report.json", "report.html", "function-*/report.json",
+                "function-*/report.html")
 
 
 def _capture_report(location: str, capture: Capture,

@@ -15,6 +15,7 @@ from nebisect.options.table import (
     CLUSTER,
     CONVERT,
     CONVERTER_OVERRIDES,
+    FORCE,
     INPUT_RANGE,
     MEMORY,
     PLUGIN,
@@ -151,6 +152,9 @@ COMPRESS = Option(
     "model.py:factory --compress palettize:4 -t sim:fp16. A package source: compress it "
     "yourself and pass the original with --baseline.", metavar="SPEC")
 
+RUN_FORCE = FORCE.but(
+    help="Replace an existing --markdown file, and the report.json/report.html a --report "
+         "directory holds.")
 RUN_AS_JSON = AS_JSON.but(help="Print the matrix as JSON.")
 RUN_REPORT = REPORT.but(
     help="Write report.json/report.html here, and the findings' triggers as with "
@@ -160,5 +164,6 @@ RUN = Command("run", (
     RUN_SOURCE, RUN_TARGETS, RUN_INPUTS, LENGTHS, RUN_REFERENCE, TIMEOUT, MEMORY, CACHE,
     CONVERTER_OVERRIDES, STRICT_CONVERSION, DEPLOYMENT_TARGET, PLUGIN, EXPLORE, RUN_BUDGET,
     TIME_BUDGET, RUN_STEPS, RUN_FAMILIES, LIST_FAMILIES, SEED, INPUT_RANGE, MASKED_OUTPUT,
-    CONVERT, RUN_JOBS, RUN_AS_JSON, RUN_REPORT, SAVE_TRIGGERS, MARKDOWN, CLUSTER, REQUIRE,
+    CONVERT, RUN_JOBS, RUN_AS_JSON, RUN_REPORT, SAVE_TRIGGERS, MARKDOWN, RUN_FORCE, CLUSTER,
+    REQUIRE,
     RUN_FUNCTION, BASELINE, COMPRESSION_TOLERANCE, COMPRESS))

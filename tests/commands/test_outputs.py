@@ -96,7 +96,7 @@ def test_an_output_never_writes_over_an_input(tmp_path: Path) -> None:
           str(source / "report")], "--report", source / "report", f"the source {source}"),
     ]
     for args, option, output, what in cases:
-        for force in ([], ["--force"]) if args[0] != "run" else ([],):
+        for force in ([], ["--force"]):
             done = _nebisect(*args, *force)
             assert done.returncode == 2, (args, done.stdout)
             assert done.stderr.splitlines() == [f"nebisect: error: {option} {output}: "
@@ -132,3 +132,24 @@ def test_an_existing_output_is_replaced_only_with_force(tmp_path: Path) -> None:
         assert done.returncode == code, (args, done.stderr)
     assert not (package / "old-file").exists()
     assert report.read_text() != "old\n" and junit.read_text().startswith("<?xml")
+
+
+def test_a_runs_markdown_and_report_are_replaced_only_with_force(tmp_path: Path) -> None:
+    """A second run into the same files would silently replace the first run's issue
+    texts and report (the findings a user meant to keep or compare)."""
+    issue, reports = tmp_path / "issue.md", tmp_path / "reports"
+    issue.write_text("old\n")
+    (reports / "function-1").mkdir(parents=True)
+    (reports / "function-1" / "report.html").write_text("old\n")
+    run = ["run", PACKAGE, "-t", "sim:fp32", "--explore", "none"]
+    refused = [_nebisect(*run, "--markdown", str(issue)), _nebisect(*run, "--report", str(reports))]
+    assert [done.returncode for done in refused] == [2, 2]
+    assert [done.stderr.splitlines() for done in refused] == [
+        [f"nebisect: error: --markdown {issue}: exists (--force replaces it)"],
+        [f"nebisect: error: --report {reports}: holds the report of an earlier run "
+         "(function-1/report.html; --force replaces it)"]]
+    assert issue.read_text() == "old\n"
+    assert sorted(p.name for p in reports.rglob("*")) == ["function-1", "report.html"]
+    done = _nebisect(*run, "--markdown", str(issue), "--report", str(reports), "--force")
+    assert done.returncode == 0, done.stderr
+    assert issue.read_text() != "old\n" and (reports / "report.json").is_file()
