@@ -53,7 +53,9 @@ def main() -> None:
     for variable in THREAD_VARIABLES:  # before numpy loads its BLAS
         os.environ[variable] = str(args.threads)
     sys.path.insert(0, str(ROOT))
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="nebisect-bench-"))
+    # without --workdir: a directory its finalizer removes when the script exits
+    scratch = tempfile.TemporaryDirectory(prefix="nebisect-bench-")
+    workdir = args.workdir or Path(scratch.name)
     workdir.mkdir(parents=True, exist_ok=True)
     for source in args.sources:
         bench(source, workdir, args.sets, args.repeats)

@@ -143,7 +143,9 @@ def bench(args: argparse.Namespace) -> None:
     from nebisect.sources.torch_module import run_module, to_torch_inputs
 
     torch.set_num_threads(args.threads)
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="nebisect-bench-"))
+    # without --workdir: a directory its finalizer removes when the script exits
+    scratch = tempfile.TemporaryDirectory(prefix="nebisect-bench-")
+    workdir = args.workdir or Path(scratch.name)
     workdir.mkdir(parents=True, exist_ok=True)
     source = static_source(workdir, args.model, args.length)
 
