@@ -437,9 +437,10 @@ def parse_lengths(given: str | float | Sequence[Any]) -> tuple[int, ...]:
 
 def check_outputs(outputs: Any, inputs: Path | None, *, force: bool) -> None:
     """``report`` and ``save_triggers`` are directories apart from what the run reads;
-    unless ``force``, ``report`` holds no report (:data:`REPORT_FILES`, its own or a
-    function's) that this run's would replace."""
+    unless ``force``, ``report`` holds no report (its own, or a function's in its
+    ``function-N``) that this run's would replace."""
     from nebisect.options.parsers import source_path
+    from nebisect.report import REPORT_FILE_NAMES
     from nebisect.report.outputs import apart_from_inputs, output_directory
 
     for directory, option in ((outputs.report, "--report"), (outputs.triggers, "--save-triggers")):
@@ -449,16 +450,13 @@ def check_outputs(outputs: Any, inputs: Path | None, *, force: bool) -> None:
                 *([("--inputs", inputs)] if inputs else [])])
             output_directory(directory, option)
     if outputs.report and not force:
-        held = sorted(path for pattern in REPORT_FILES for path in outputs.report.glob(pattern))
+        held = sorted(path for name in REPORT_FILE_NAMES for where in ("", "function-*/")
+                      for path in outputs.report.glob(where + name))
         if held:
             raise NebisectError(f"--report {outputs.report}: holds the report of an earlier "
                                 f"run ({held[0].relative_to(outputs.report)}; --force "
                                 "replaces it)")
 
-
-#: the files of a run's report, in a ``--report`` directory or a function's directory in it
-REPORT_FILES = ("report.json", "report.html", "function-*/report.json",
-                "function-*/report.html")
 
 
 def _capture_report(location: str, capture: Capture,

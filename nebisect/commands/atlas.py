@@ -203,13 +203,14 @@ def _check_outputs(markdown_file: Path | None, report: Path | None, force: bool,
                    inputs: list[tuple[str, Path]]) -> None:
     """The output files, checked before any work: none is one of the saved sweeps read
     (``inputs``) or holds one, and none that exists is replaced without ``force``."""
+    from nebisect.report import REPORT_FILE_NAMES
     from nebisect.report.outputs import apart_from_inputs, output_directory, output_file
 
     if markdown_file is not None:
         output_file(markdown_file, "--markdown", force=force, inputs=inputs)
     if report is not None:
         apart_from_inputs(report, "--report", inputs, holding=True)
-        for name in ("report.json", "report.html"):
+        for name in REPORT_FILE_NAMES:
             output_file(output_directory(report, "--report") / name, "--report", force=force,
                         inputs=inputs)
 

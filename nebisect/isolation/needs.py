@@ -139,4 +139,3 @@ NOTHING = Needs()
 #: instead of six.
 COREMLTOOLS_ONLY = Needs(imports=("numpy", "coremltools"),
                          blocks=("torch", "sklearn", "transformers", "scipy"))
-

@@ -71,12 +71,16 @@ from nebisect.report.schema import REPORT_SCHEMA, REPORT_SCHEMA_VERSION
 from nebisect.search.divergence import OpError
 
 __all__ = [
-    "REPORT_KINDS", "REPORT_SCHEMA", "REPORT_SCHEMA_VERSION", "CliffSweep", "Divergence",
-    "MatrixCell",
+    "REPORT_FILE_NAMES", "REPORT_KINDS", "REPORT_SCHEMA", "REPORT_SCHEMA_VERSION", "CliffSweep",
+    "Divergence", "MatrixCell",
     "NamedVerdict", "OpError", "ReportFiles", "ReportPayload", "RunMatrix", "Table",
     "junit_xml", "read_report", "sarif_log", "to_jsonable", "write_junit",
     "write_report", "write_sarif",
 ]
+
+
+#: the files :func:`write_report` writes into a ``--report`` directory: json, then html
+REPORT_FILE_NAMES = ("report.json", "report.html")
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,8 @@ def write_report(
     """Write ``report.json`` and ``report.html`` for ``payload`` into ``report_dir``."""
     directory = output_directory(report_dir, "--report")
     document = report_document(kind, payload, created)
-    json_path = write_text(directory / "report.json", dumps(document))
-    html_path = write_text(directory / "report.html", render_html(document, payload))
+    json_name, html_name = REPORT_FILE_NAMES
+    json_path = write_text(directory / json_name, dumps(document))
+    html_path = write_text(directory / html_name, render_html(document, payload))
     return ReportFiles(json_path, html_path)
 
