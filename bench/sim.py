@@ -94,6 +94,9 @@ def main() -> None:
         os.environ[variable] = str(args.threads)
     os.environ["OPENBLAS_NUM_THREADS"] = "1"  # as in an isolated job: the sim splits products
     sys.path.insert(0, str(ROOT))
+    from nebisect.isolation.osproc import reuse_freed_memory
+
+    reuse_freed_memory()  # as a job's process does, for both engines
     bench(args)
 
 

@@ -12,6 +12,7 @@ to assert anything is the "parent survives" check.
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -309,6 +310,26 @@ def test_a_wrong_argument_is_an_error_at_the_boundary(mode_isolator: Isolator) -
     verdict = mode_isolator.run(job("passing", {"nn": 6})).verdict
     assert verdict.status == "error"
     assert "unknown FaultArguments field 'nn'" in verdict.message
+
+
+GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+_REALLOCATION_FAULTS = textwrap.dedent("""
+    from support import fault_jobs
+    print(fault_jobs.page_faults_of_reallocation(None).job_result["faults"])
+""")
+
+
+@pytest.mark.skipif(not GLIBC, reason="the thresholds set are glibc's allocator's")
+def test_a_job_writes_its_next_arrays_into_the_memory_it_freed(mode_isolator: Isolator) -> None:
+    # The same allocations in a plain interpreter: glibc gives most of what a
+    # "prediction" frees back to the kernel, and the next one faults its pages in again
+    plain = subprocess.run([sys.executable, "-c", _REALLOCATION_FAULTS], cwd=TESTS,
+                           capture_output=True, text=True, timeout=120, check=True)
+    pages = fault_jobs.HELD_ARRAYS * fault_jobs.REALLOCATED_BYTES // 4096
+    assert int(plain.stdout) >= fault_jobs.REALLOCATIONS * pages // 2
+    verdict = mode_isolator.run(job("page_faults_of_reallocation")).verdict
+    assert verdict.status == "pass", verdict.message
+    assert verdict.job_result["faults"] < pages // 4
 
 
 def test_pass_returns_arrays_provenance_and_timings(mode_isolator: Isolator) -> None:

@@ -38,7 +38,12 @@ from nebisect.isolation.job import (
     is_out_of_memory,
 )
 from nebisect.isolation.memory import limited
-from nebisect.isolation.osproc import orphaned, set_pdeathsig, set_process_name
+from nebisect.isolation.osproc import (
+    orphaned,
+    reuse_freed_memory,
+    set_pdeathsig,
+    set_process_name,
+)
 from nebisect.isolation.threads import sharing
 from nebisect.verdict import Status, Verdict, error_signature
 
@@ -156,6 +161,7 @@ def execute(request: dict[str, Any], case_dir: Path) -> None:
     sys.path[:] = request["sys_path"]
     bind_stage_file(case_dir / CaseFiles.STAGE, job.stage)
     private_temp(case_dir / CaseFiles.TEMP)
+    reuse_freed_memory()
     started = time.perf_counter()
     try:
         function = _resolve(job.function)

@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 from nebisect.isolation.child import arm_faulthandler, leave, run_job
+from nebisect.isolation.osproc import release_freed_memory
 from nebisect.isolation.reaper import become_subreaper, reap_strays
 from nebisect.isolation.server import send, start_helper
 from nebisect.isolation.watch import LineReader
@@ -43,6 +44,7 @@ def main() -> None:
         message = json.loads(line)
         code = run_job(message["request"], Path(message["case_dir"]))
         reap_strays()
+        release_freed_memory()
         if code is not None:
             leave(code)
         send(responses, {"done": True})

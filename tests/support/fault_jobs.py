@@ -139,6 +139,34 @@ def thread_share(payload: FaultArguments) -> Verdict:
                                        "blockwise": blocks.threads()})
 
 
+#: bytes of each array :func:`page_faults_of_reallocation` writes: below numpy's 4 MiB
+#: huge-page threshold, so every 4 KiB page written anew is a fault of its own
+REALLOCATED_BYTES = 1 << 20
+#: arrays one "prediction" holds at once, as a model's intermediate values are held
+HELD_ARRAYS = 16
+#: predictions measured after a first
+REALLOCATIONS = 4
+
+
+def page_faults_of_reallocation(payload: FaultArguments) -> Verdict:
+    """The minor page faults of :data:`REALLOCATIONS` "predictions" after a first, each
+    writing :data:`HELD_ARRAYS` fresh arrays and freeing them all at its end: about a
+    fault per page written when freed memory goes back to the kernel, none when the
+    process keeps it for its next allocations."""
+    import resource
+
+    def predict() -> None:
+        held = [np.ones(REALLOCATED_BYTES // 4, np.float32) for _ in range(HELD_ARRAYS)]
+        del held
+
+    predict()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(REALLOCATIONS):
+        predict()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    return Verdict("pass", job_result={"faults": faults})
+
+
 def allocator_message(payload: FaultArguments) -> Verdict:
     raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 GB")
 
