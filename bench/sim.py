@@ -132,6 +132,27 @@ def print_profile(name: str, run: Callable[[], Any]) -> None:
     pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
 
 
+def print_products(program: Any, length: int, repeats: int) -> None:
+    """The program's ``linear`` products alone, as numpy's BLAS (the simulator's) and
+    torch's compute them: each weight of the program once, on ``length`` rows."""
+    import numpy as np
+    import torch
+
+    main = program.functions["main"]
+    weights = [np.asarray(op.weight.val, np.float32) for op in main.operations
+               if op.op_type == "linear" and op.weight.val is not None]
+    rows = {w.shape[1]: np.ones((length, w.shape[1]), np.float32) for w in weights}
+    torch_weights = [torch.from_numpy(w) for w in weights]
+    torch_rows = {k: torch.from_numpy(v) for k, v in rows.items()}
+    numpy_s, _ = median_seconds(lambda: [np.matmul(rows[w.shape[1]], w.T) for w in weights],
+                                repeats)
+    torch_s, _ = median_seconds(
+        lambda: [torch.nn.functional.linear(torch_rows[w.shape[1]], w) for w in torch_weights],
+        repeats)
+    print(f"\n{len(weights)} linear products alone: numpy (the simulator's BLAS) "
+          f"{numpy_s * 1e3:.1f} ms, torch {torch_s * 1e3:.1f} ms: {numpy_s / torch_s:.2f}×")
+
+
 def bench(args: argparse.Namespace) -> None:
     import numpy as np
     import torch
@@ -190,6 +211,7 @@ def bench(args: argparse.Namespace) -> None:
               f"{ratio:5.2f}× torch wall, {cpu / base_cpu:5.2f}× CPU  "
               f"(goal ≤ {GOALS[name]:.1f}×: {verdict})  cosine {cosine:.7f}")
     if args.profile:
+        print_products(packages["fp32"], args.length, args.repeats)
         for name in ("sim:fp32", "sim:fp16"):
             print_profile(name, engines[name])
 
