@@ -30,22 +30,30 @@ import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
-from typing import Any  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from nebisect.isolate import Isolator, Job  # noqa: E402
-from nebisect.verdict import Verdict  # noqa: E402
+from nebisect.verdict import Status, Verdict  # noqa: E402
 
 GOAL_FORK_MS = 5.0
 GOAL_RATIO = 300.0
 
 
-def trivial(payload: dict[str, Any]) -> tuple[Verdict, dict[str, np.ndarray]]:
+@dataclass(frozen=True)
+class TrivialArguments:
+    """The child's arguments: how many values, and whether it returns them."""
+
+    n: int
+    arrays: bool
+
+
+def trivial(payload: TrivialArguments) -> tuple[Verdict, dict[str, np.ndarray]]:
     """The child: numpy only, microseconds of work; with ``arrays``, returns its array."""
-    values = np.arange(payload["n"], dtype=np.float32)
-    arrays = {"values": values} if payload["arrays"] else {}
-    return Verdict("pass", metrics={"sum": float(values.sum())}), arrays
+    values = np.arange(payload.n, dtype=np.float32)
+    arrays = {"values": values} if payload.arrays else {}
+    return Verdict(Status.PASS, job_result={"sum": float(values.sum())}), arrays
 
 
 def _cpu_seconds() -> float:

@@ -206,10 +206,10 @@ def bench(args: argparse.Namespace) -> None:
         out = np.asarray(next(iter(engines[name]().outputs.values())), np.float64).ravel()
         cosine = out @ reference / (np.linalg.norm(out) * np.linalg.norm(reference))
         ratio = seconds / base
-        verdict = "ok" if ratio <= GOALS[name] else "OVER GOAL"
+        against_goal = "ok" if ratio <= GOALS[name] else "OVER GOAL"
         print(f"  {name:<17} {seconds * 1e3:8.1f} ms wall {cpu * 1e3:8.1f} ms CPU  "
               f"{ratio:5.2f}× torch wall, {cpu / base_cpu:5.2f}× CPU  "
-              f"(goal ≤ {GOALS[name]:.1f}×: {verdict})  cosine {cosine:.7f}")
+              f"(goal ≤ {GOALS[name]:.1f}×: {against_goal})  cosine {cosine:.7f}")
     if args.profile:
         print_products(packages["fp32"], args.length, args.repeats)
         for name in ("sim:fp32", "sim:fp16"):
