@@ -201,6 +201,17 @@ def test_a_case_that_deletes_the_workspace_costs_its_own_verdict_only(
         assert verdict.status == "pass", verdict.message
 
 
+def test_after_a_case_deleted_the_workspace_a_new_template_starts_in_it(tmp_path: Path) -> None:
+    # The fault a run met: its next template (other needs) was started with its temp
+    # directory inside the deleted root — exit 2 'No such file or directory'.
+    with Isolator("fork", tmp_dir=tmp_path) as fresh:
+        fresh.run(job("remove_workspace"))
+        other_needs = Needs(imports=("fractions",))
+        verdict = fresh.run(job("passing", {"n": 3}, needs=other_needs)).verdict
+        assert verdict.status == "pass", verdict.message
+    assert list(tmp_path.iterdir()) == []
+
+
 NO_RESULT = [
     ("exit_code", {"code": 3}, "error:predict:child exited with code 3 without a result"),
     ("exit_code", {"code": 0}, "error:predict:child exited with code 0 without a result"),

@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -320,10 +320,11 @@ def workspace_links_then_segfault(payload: FaultArguments) -> Verdict:
     return Verdict("pass")
 
 
-def remove_workspace(payload: FaultArguments) -> Verdict:
+def remove_workspace(payload: FaultArguments) -> NoReturn:
     """Delete the isolator's temp root (the case directory's parent), every case
-    directory in it included."""
+    directory in it included, and exit: writing a result would make the case directory,
+    and the root with it, again."""
     import shutil
 
     shutil.rmtree(_case_dir().parent)
-    return Verdict("pass")
+    os._exit(0)
