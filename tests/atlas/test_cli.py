@@ -98,13 +98,15 @@ def test_samples_judged_side_by_side_give_the_atlas_judged_one_by_one(tmp_path: 
     assert entries("2") == one_by_one  # the same entries, in sample order
 
 
-def test_the_op_database_leaves_no_torch_cache_in_tmpdir(tmp_path: Path) -> None:
-    """The command's own process imports torch (the op database): torch's compile cache
-    goes to a temp dir of the command's, removed at its end."""
+def test_a_sweep_leaves_no_torch_cache_in_tmpdir(tmp_path: Path) -> None:
+    """The command's own process imports torch (the op database, a sample's module):
+    torch's compile cache goes to a temp dir of the command's, removed at its end
+    (a one-sample sweep left ``$TMPDIR/torchinductor_$USER`` on 13f2717)."""
     sandbox = Sandbox(tmp_path / "sandbox")
-    done = sandbox.run("atlas", "--list-ops")
+    done = sandbox.run("atlas", *ONE_SAMPLE, "--json",
+                       XDG_CACHE_HOME=str(tmp_path / "cache"))
     assert done.returncode == 0, done.stderr
-    assert "tanh" in done.stdout.split()
+    assert [entry["op"] for entry in json.loads(done.stdout)["entries"]] == ["tanh"]
     assert sandbox.leftovers() == []
 
 
