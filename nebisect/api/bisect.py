@@ -11,7 +11,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Result, declared_of, items, progress_to, saved_path, stoppable
+from nebisect.api.common import (
+    Result,
+    declared_of,
+    items,
+    progress_to,
+    saved_path,
+    source_label,
+    stoppable,
+    stopped_with,
+)
 from nebisect.errors import NebisectError
 from nebisect.options.bisect_table import BISECT
 from nebisect.options.generate import api_function, keywords
@@ -28,10 +37,12 @@ BisectProgress = bool | Callable[["ProgressLine"], None]
 @dataclass
 class BisectReport(Result):
     """The reduction (``result``: ``summary.json``, what ``--json`` prints) and the
-    directory it was written to; ``repro`` is the standalone script there."""
+    directory it was written to; ``repro`` is the standalone script there. Interrupted,
+    it says what stopped it (``interrupted``) and holds no reduction."""
 
     result: BisectResult
     out: Path
+    interrupted: str = ""
 
     @property
     def ok(self) -> bool:
@@ -103,7 +114,7 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
     default)."""
     from nebisect.executors.runner import Runner
     from nebisect.isolation.timeouts import Timeouts
-    from nebisect.minimize.bisector import bisect_source
+    from nebisect.minimize.bisector import BisectResult, bisect_source
     from nebisect.minimize.options import BISECT_TIMEOUTS, BisectOptions
     from nebisect.options.parsers import (
         CONVERT_CHOICES,
@@ -121,7 +132,12 @@ def bisect(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any 
     destination, target, inputs = Path(given["out"]), given["target"], given["inputs"]
     limit = parse_memory(given["memory"])
     timeouts = Timeouts.parse(items(given["case_timeout"]), BISECT_TIMEOUTS, "--case-timeout")
-    with tempfile.TemporaryDirectory(prefix="nebisect-bisect-") as tmp:
+    def stopped(why: str) -> BisectReport:
+        label = source_label(source) if source is not None else given["finding"] or ""
+        return BisectReport(BisectResult.not_started(label, target or "", why), destination,
+                            why)
+
+    with stopped_with(stopped), tempfile.TemporaryDirectory(prefix="nebisect-bisect-") as tmp:
         location = ("" if source is None else
                     saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                                Path(tmp), timeout=timeouts.convert, memory=limit))

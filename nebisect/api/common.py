@@ -36,6 +36,12 @@ class Result:
     def findings(self) -> list[Any]:
         raise NotImplementedError
 
+    @property
+    def interrupted(self) -> str:
+        """What stopped the command before it finished ("interrupted by SIGTERM"); ""
+        when it finished."""
+        return ""
+
     def to_json(self) -> str:
         raise NotImplementedError
 
@@ -50,6 +56,29 @@ class Stopped(KeyboardInterrupt):
     def __init__(self, result: Result) -> None:
         super().__init__()
         self.result = result
+
+
+@contextmanager
+def stopped_with(result: Callable[[str], Result]) -> Iterator[None]:
+    """An interruption of the block (Ctrl-C, or SIGTERM and SIGHUP under
+    :func:`stoppable`) that is not :class:`Stopped` already becomes one holding
+    ``result(why)``: the command's own result, saying what stopped it. For a step that
+    keeps no partial work (capturing a module, converting, a lint), that result holds
+    nothing found. The block's temporary directories and processes are gone by then."""
+    try:
+        yield
+    except Stopped:
+        raise
+    except KeyboardInterrupt as stop:
+        from nebisect.isolation.interrupt import describe
+
+        raise Stopped(result(describe(stop))) from stop
+
+
+def source_label(source: Any) -> str:
+    """How a result names ``source``: a path as given, an object by its type."""
+    return (os.fspath(source) if isinstance(source, (str, os.PathLike))
+            else f"the {type(source).__name__} module")
 
 
 def stoppable(function: Function) -> Function:

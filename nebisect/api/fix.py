@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, TypedDict, Unpack
 
-from nebisect.api.common import Result, declared_of, items, saved_path, stoppable
+from nebisect.api.common import Result, declared_of, items, saved_path, stoppable, stopped_with
 from nebisect.errors import NebisectError
 from nebisect.options.fix_table import APPLY
 from nebisect.options.generate import api_function, keywords
@@ -24,15 +24,17 @@ class FixReport(Result):
     """The package written (``output``) and what each fix did to it: ``applied`` maps a
     fix to "applied at conversion", "N rewrite(s)", "no match" or why it does not apply.
 
-    ``ok``: some fix changed the model; ``findings``: the fixes that did."""
+    ``ok``: some fix changed the model; ``findings``: the fixes that did. Interrupted, it
+    says what stopped it (``interrupted``) and holds no fix's outcome."""
 
     output: Path
     applied: dict[str, str] = field(default_factory=dict)
     changed: list[str] = field(default_factory=list)
+    interrupted: str = ""
 
     @property
     def ok(self) -> bool:
-        return bool(self.changed)
+        return not self.interrupted and bool(self.changed)
 
     @property
     def findings(self) -> list[str]:
@@ -88,7 +90,8 @@ def fix(source: Any, fixes: Many, *, example_inputs: Any = None, dynamic_dims: A
     destination = Path(given["output"])
     timeouts = Timeouts.parse(items(timeout))
     limit = parse_memory(given["memory"])
-    with tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, \
+    with stopped_with(lambda why: FixReport(destination, interrupted=why)), \
+            tempfile.TemporaryDirectory(prefix="nebisect-fix-") as tmp, \
             Runner(memory=limit, local=True) as runner:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                               Path(tmp) / "source", timeout=timeouts.convert, memory=limit)

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Result, Stopped, declared_of, items, saved_path, stoppable
+from nebisect.api.common import (
+    Result,
+    Stopped,
+    declared_of,
+    items,
+    saved_path,
+    stoppable,
+    stopped_with,
+)
 from nebisect.errors import NebisectError
 from nebisect.options.fuzz_table import FUZZ
 from nebisect.options.generate import api_function, keywords
@@ -35,7 +43,9 @@ class FuzzReport(Result):
     model campaign's findings in ``run``'s form (``model``), whether they were stored
     in a corpus, the units that returned no result (``lost``) and the report page.
 
-    ``ok`` is ``fuzz``'s exit code 0: no failure (and, for a model, a path converted)."""
+    ``ok`` is ``fuzz``'s exit code 0: no failure (and, for a model, a path converted).
+    Interrupted, it holds what was found until then and says what stopped it
+    (``interrupted``)."""
 
     results: list[CampaignResult]
     options: FuzzOptions
@@ -43,11 +53,13 @@ class FuzzReport(Result):
     stored: bool = False
     lost: list[str] = field(default_factory=list)
     report_html: Path | None = None
+    interrupted: str = ""
 
     @property
     def ok(self) -> bool:
         failed = any(r.findings for r in self.results)
-        return not (failed or (self.model is not None and any(r.skipped for r in self.results)))
+        skipped = self.model is not None and any(r.skipped for r in self.results)
+        return not (self.interrupted or failed or skipped)
 
     @property
     def findings(self) -> list[Any]:
@@ -139,7 +151,8 @@ def fuzz(source: Any = None, *, example_inputs: Any = None, dynamic_dims: Any = 
         return _fuzz_ops(ops, campaign, cluster, out, progress)
     if wrap != "none":
         raise NebisectError("--wrap is for --op campaigns (wraps embed a single op)")
-    with tempfile.TemporaryDirectory(prefix="nebisect-fuzz-") as tmp:
+    with stopped_with(lambda why: FuzzReport([], campaign, interrupted=why)), \
+            tempfile.TemporaryDirectory(prefix="nebisect-fuzz-") as tmp:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                               Path(tmp), timeout=campaign.timeouts.convert,
                               memory=campaign.memory)
@@ -172,10 +185,10 @@ class _Outputs:
 
     def outcome(self, results: list[CampaignResult], options: FuzzOptions,
                 keep: Callable[..., None], lost: list[str],
-                model: ModelFindings | None = None) -> FuzzReport:
+                model: ModelFindings | None = None, interrupted: str = "") -> FuzzReport:
         self.store(results, keep)
         return FuzzReport(results, options, model, self.corpus is not None, lost,
-                          self.write(results, options, model))
+                          self.write(results, options, model), interrupted)
 
 
 def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None, out: _Outputs,
@@ -184,6 +197,7 @@ def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None, out: 
     from nebisect.corpus import Corpus
     from nebisect.executors.runner import Runner
     from nebisect.fuzzing.session import Session, check_target, resolve_ops
+    from nebisect.isolation.interrupt import describe
     from nebisect.report.outputs import output_directory
 
     # Bad ops, targets and corpus paths fail now, not after minutes of fuzzing.
@@ -203,7 +217,8 @@ def _fuzz_ops(names: list[str], options: FuzzOptions, cluster: str | None, out: 
             session.run(runner, display)
     except KeyboardInterrupt as stop:
         # Ctrl-C, SIGTERM, SIGHUP: keep and report what was found until then.
-        raise Stopped(out.outcome(session.results(), options, keep, [])) from stop
+        raise Stopped(out.outcome(session.results(), options, keep, [],
+                                  interrupted=describe(stop))) from stop
     return out.outcome(session.results(), options, keep, list(session.lost))
 
 
@@ -216,6 +231,7 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
     explain the findings, store."""
     from nebisect.executors.runner import Runner
     from nebisect.fuzzing.model_session import ModelSession
+    from nebisect.isolation.interrupt import describe
     from nebisect.options.parsers import CONVERT_CHOICES, parse_choice, parse_families, source_path
     from nebisect.report.outputs import apart_from_inputs, output_directory
     from nebisect.sources.conversion_cache import cache_directory
@@ -237,7 +253,8 @@ def _fuzz_model(source: str, options: FuzzOptions, cluster: str | None, convert:
             except KeyboardInterrupt as stop:
                 stopped = session.results()
                 raise Stopped(out.outcome(stopped, options, keep, [],
-                                          session.findings(stopped[0], explain=False))) from stop
+                                          session.findings(stopped[0], explain=False),
+                                          describe(stop))) from stop
             results = session.results()
             return out.outcome(results, options, keep, list(session.lost),
                                session.findings(results[0]))

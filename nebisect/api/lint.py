@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-from nebisect.api.common import Result, declared_of, items, saved_path, stoppable
+from nebisect.api.common import (
+    Result,
+    declared_of,
+    items,
+    saved_path,
+    source_label,
+    stoppable,
+    stopped_with,
+)
 from nebisect.options.generate import api_function, keywords
 from nebisect.options.lint_table import LINT
 from nebisect.options.table import Many, Numbers
@@ -21,13 +29,15 @@ if TYPE_CHECKING:
 @dataclass
 class LintReport(Result):
     """``lint``'s findings, most severe first (``result``: the record ``--format json``
-    prints); ``ok`` is its exit code 0 (no error-severity hazard)."""
+    prints); ``ok`` is its exit code 0 (no error-severity hazard). Interrupted, it holds
+    no finding and says what stopped it (``interrupted``)."""
 
     result: LintResult
+    interrupted: str = ""
 
     @property
     def ok(self) -> bool:
-        return self.result.exit_code == 0
+        return not self.interrupted and self.result.exit_code == 0
 
     @property
     def findings(self) -> list[LintFinding]:
@@ -73,6 +83,7 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
     function of a multifunction package (else its default)."""
     from nebisect.executors.runner import Runner
     from nebisect.hazards import lint_source, parse_input_range
+    from nebisect.hazards.engine import LintResult
     from nebisect.isolation.timeouts import Timeouts
     from nebisect.options.parsers import CONVERT_CHOICES, parse_choice, parse_memory
     from nebisect.sources.convert import OVERRIDES_SETUP
@@ -82,7 +93,9 @@ def lint(source: Any, *, example_inputs: Any = None, dynamic_dims: Any = None,
     limit = parse_memory(given["memory"])
     ranges = dict(parse_input_range(text) for text in items(given["input_range"]))
     timeouts = Timeouts.parse(items(given["timeout"]))
-    with tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp, \
+    nothing = LintResult(source_label(source), given["fp16"], ranges)
+    with stopped_with(lambda why: LintReport(nothing, why)), \
+            tempfile.TemporaryDirectory(prefix="nebisect-lint-") as tmp, \
             Runner(memory=limit, local=True) as runner:
         location = saved_path(source, example_inputs, declared_of(dynamic_dims, input_domains),
                               Path(tmp), timeout=timeouts.convert, memory=limit)

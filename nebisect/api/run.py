@@ -37,7 +37,9 @@ from nebisect.api.common import (
     items,
     progress_to,
     saved_source,
+    source_label,
     stoppable,
+    stopped_with,
 )
 from nebisect.options.generate import api_function, keywords
 from nebisect.options.run_table import RUN
@@ -59,13 +61,17 @@ class RunResult(Result):
 
     @property
     def ok(self) -> bool:
-        """No failure was found (``nebisect run`` exits 0)."""
-        return not self.report.failed
+        """No failure was found and the run finished (``nebisect run`` exits 0)."""
+        return not self.report.interrupted and not self.report.failed
 
     @property
     def findings(self) -> list[RunFinding]:
         """One per root cause, most severe first."""
         return self.report.findings
+
+    @property
+    def interrupted(self) -> str:
+        return self.report.interrupted
 
     def to_json(self) -> str:
         """The report as ``nebisect run --json`` prints it."""
@@ -209,12 +215,10 @@ def _run_one(source: Any, example_inputs: Any, declared: dict[str, Any], report:
     invocation = run_invocation(given)
     with tempfile.TemporaryDirectory(prefix="nebisect-run-") as tmp:
         workdir = Path(tmp)
-        try:
+        with stopped_with(lambda why: RunResult(_stopped_report(source, why))):
             saved, capture = saved_source(
                 source, example_inputs, declared, workdir / "source",
                 timeout=invocation.timeouts.convert, memory=invocation.memory)
-        except KeyboardInterrupt as stop:
-            raise Stopped(RunResult(_stopped_report(source, stop))) from stop
         options = run_options(saved, given, invocation)
         outputs = RunOutputs(Path(report) if report is not None else None,
                              Path(save_triggers) if save_triggers else None,
@@ -234,17 +238,14 @@ def _run_one(source: Any, example_inputs: Any, declared: dict[str, Any], report:
         return _results(saved, outcomes, outputs, issues)
 
 
-def _stopped_report(source: Any, stop: KeyboardInterrupt) -> RunReport:
-    """The report of a run stopped while it saved ``source`` (capturing a module): no
-    row, the interruption said."""
+def _stopped_report(source: Any, why: str) -> RunReport:
+    """The report of a run stopped (``why``) while it saved ``source`` (capturing a
+    module): no row, the interruption said."""
     from nebisect.detect.matrix import RunReport
-    from nebisect.isolation.interrupt import describe
     from nebisect.targets.spec import TORCH_REFERENCE
 
-    label = (os.fspath(source) if isinstance(source, (str, os.PathLike))
-             else f"the {type(source).__name__} module")
-    report = RunReport(label, TORCH_REFERENCE)
-    report.interrupted = describe(stop)
+    report = RunReport(source_label(source), TORCH_REFERENCE)
+    report.interrupted = why
     return report
 
 

@@ -79,6 +79,16 @@ class BisectResult(Record):
     #: the trigger the reduction started from when no inputs were given (one line)
     trigger: str = ""
 
+    @classmethod
+    def not_started(cls, source: str, target: str, why: str) -> BisectResult:
+        """A bisection stopped (``why``) before its reduction began: nothing reduced,
+        nothing written."""
+        return cls(source, target, stage="", graph="", unit="", signature="",
+                   reduced_signature="", units_before=0, units_after=0, kept=[],
+                   kept_types=[], strategy="", complete=False, stopped=why, evaluations=0,
+                   candidate_evaluations=0, cache_hits=0, confirmations=0, flaky=0,
+                   seconds=0.0)
+
 
 def default_reduction(options: BisectOptions) -> GraphReduction:
     """The torch graph's nodes for ``--graph fx`` (and conversions), else the ML program's ops."""

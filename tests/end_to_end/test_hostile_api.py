@@ -25,8 +25,8 @@ from support.leftovers import READY_WAIT, Sandbox
 import nebisect
 
 #: ``forward`` starts a grandchild in its process group and one in a session of its own,
-#: says so in READY, then hangs; the script reports how ``nebisect.run`` ended.
-SCRIPT = f"""{TERMINAL_SIGNALS}
+#: says so in READY (argv[1]), then hangs.
+SPAWNER = f"""{TERMINAL_SIGNALS}
 import os, subprocess, sys, time
 import torch
 import nebisect
@@ -43,15 +43,40 @@ class Spawner(torch.nn.Module):
         time.sleep(600)
         return x + 1
 
-
+"""
+#: The script reports how ``nebisect.run`` ended (argv[2]: its timeout).
+SCRIPT = SPAWNER + """
 try:
     result = nebisect.run(Spawner(), example_inputs=(torch.ones(1, 4),), progress=False,
                           target="sim:fp32", explore="none", timeout=sys.argv[2])
 except nebisect.Stopped as stop:
     print("stopped:", stop.result.report.interrupted, flush=True)
     sys.exit(3)
-print("finished:", sorted({{(r.path, str(r.verdict.status)) for r in result.report.rows}}))
+print("finished:", sorted({(r.path, str(r.verdict.status)) for r in result.report.rows}))
 print("SIGTERM default again:", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+"""
+#: How each other command that takes a module is called on it (argv[3]: a directory it
+#: may write to); each captures the module first.
+CAPTURING_CALLS = {
+    "lint": "nebisect.lint(Spawner(), example_inputs=INPUTS, timeout='convert=300')",
+    "bisect": "nebisect.bisect(Spawner(), example_inputs=INPUTS, target='sim:fp32', "
+              "out=OUT, case_timeout='convert=300', progress=False)",
+    "fix": "nebisect.fix(Spawner(), ['converter-compat'], example_inputs=INPUTS, "
+           "output=OUT + '/fixed.mlpackage', timeout='convert=300')",
+    "fuzz": "nebisect.fuzz(Spawner(), example_inputs=INPUTS, progress=False, "
+            "timeout='convert=300')",
+}
+#: The script reports the type of the result a stopped command holds, what stopped it
+#: and whether the result reads as a success.
+CAPTURING = SPAWNER + """
+INPUTS, OUT = (torch.ones(1, 4),), sys.argv[3]
+try:
+    CALL
+except nebisect.Stopped as stop:
+    print("stopped:", type(stop.result).__name__, stop.result.interrupted,
+          stop.result.ok, flush=True)
+    sys.exit(3)
+print("finished")
 """
 
 
@@ -78,6 +103,25 @@ def test_a_forward_over_memory_is_oom_in_both_capture_forks() -> None:
             for r in result.report.rows}
     assert seen == {("export", "oom", "oom", "256M"), ("trace", "oom", "oom", "256M")}
     assert all("memory limit 256M" in r.verdict.message for r in result.report.rows)
+
+
+@pytest.mark.parametrize(("command", "result"), [
+    ("lint", "LintReport"), ("bisect", "BisectReport"), ("fix", "FixReport"),
+    ("fuzz", "FuzzReport"),
+])
+def test_every_command_stopped_while_capturing_raises_stopped_with_its_own_result(
+        tmp_path: Path, sandbox: Sandbox, command: str, result: str) -> None:
+    script, ready, out = tmp_path / "script.py", sandbox.root / "ready", tmp_path / "out"
+    script.write_text(CAPTURING.replace("CALL", CAPTURING_CALLS[command]))
+    process = subprocess.Popen([sys.executable, str(script), str(ready), "", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=sandbox.env())
+    code, printed, err = sandbox.terminate_when(process, ready, sig=signal.SIGINT)
+    assert printed.splitlines() == [f"stopped: {result} interrupted False"], err[-3000:]
+    assert code == 3 and "Traceback" not in err, err[-3000:]
+    assert not out.exists()
+    assert [debris for debris in sandbox.leftovers()
+            if not debris.startswith("temp ") or debris.startswith("temp nebisect-")] == []
 
 
 @pytest.mark.parametrize(("stop", "timeout", "expected"), [
