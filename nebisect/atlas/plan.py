@@ -18,6 +18,7 @@ from typing import Any
 from nebisect.atlas.samples import (
     SAMPLE_DTYPES,
     OpSample,
+    Sample,
     first_of_each_form,
     op_database,
     op_name,
@@ -36,13 +37,15 @@ DEFAULT_OPS = (
     "nn.functional.avg_pool2d", "nn.functional.pad.constant",
 )
 DEFAULT_DTYPES = ("float32", "int32")
+#: the most pattern programs one sweep generates
+MAX_PATTERNS = 100_000
 
 
 @dataclass
 class Plan:
     """The samples to judge, in order, and per op the samples it could not make."""
 
-    samples: list[OpSample] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
     unsampled: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -85,3 +88,11 @@ def plan(ops: Sequence[str] | None, dtypes: Sequence[str], *, every: bool = Fals
 def op_names() -> list[str]:
     """Every op of the database, as ``--ops`` takes them."""
     return sorted(op_name(info) for info in op_database())
+
+
+def pattern_plan(count: int, seed: int) -> Plan:
+    """The first ``count`` pattern programs of the campaign ``seed``
+    (:func:`nebisect.patterns.program.campaign`)."""
+    from nebisect.patterns.program import campaign
+
+    return Plan(list(campaign(count, seed)))

@@ -34,6 +34,8 @@ ATLAS_COLUMNS: dict[str, TargetSpec | None] = {
     "fp16": TargetSpec("sim", "fp16"), "ane": TargetSpec("sim", "ane")}
 #: a cell of a path that did not convert
 NOT_RUN = "-"
+#: the setting that says what a sweep's samples are, and its value for pattern programs
+SAMPLES_SETTING, PATTERNS = "samples", "patterns"
 #: cell values that are not failures
 PASSING = ("ok", "pass", "skipped", NOT_RUN)
 
@@ -127,9 +129,15 @@ class Atlas(Record):
 
     def distinct_failures(self) -> dict[tuple[str, str, tuple[str, ...]], list[AtlasEntry]]:
         """Failures by (op, ``column: signature``, paths), each with the entries that
-        show it, first first: what a maintainer would file one issue for."""
+        show it, first first: what a maintainer would file one issue for. In a sweep of
+        pattern programs one converter bug shows in every program that uses its
+        pattern: failures are told apart by signature and paths alone, and named after
+        the first program that shows them."""
+        across = self.settings.get(SAMPLES_SETTING) == PATTERNS
+        first: dict[tuple[str, tuple[str, ...]], str] = {}
         found: dict[tuple[str, str, tuple[str, ...]], list[AtlasEntry]] = {}
         for entry in self.entries:
             for failure, paths in entry.failures().items():
-                found.setdefault((entry.op, failure, tuple(paths)), []).append(entry)
+                op = first.setdefault((failure, tuple(paths)), entry.op) if across else entry.op
+                found.setdefault((op, failure, tuple(paths)), []).append(entry)
         return found

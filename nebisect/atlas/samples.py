@@ -4,7 +4,7 @@ torch's ``op_db`` lists about 700 ops, each with ``sample_inputs`` that cover it
 arguments (``var(correction=2)``, ``gelu(approximate='tanh')``, ``div(rounding_mode=…)``,
 pooling with ``ceil_mode``, padding modes, …). Each sample becomes an :class:`OpSample`:
 its tensors are the module's named inputs (``x0``, ``x1``, …); every other argument is
-baked in as a Python literal. :func:`source_text` writes it as an ordinary
+baked in as a Python literal. :meth:`OpSample.source_text` writes it as an ordinary
 ``file.py:model`` source — what ``run`` judges, what a corpus case stores and what a
 maintainer reads as the repro.
 
@@ -28,7 +28,7 @@ import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -41,6 +41,40 @@ SAMPLE_DTYPES = ("float32", "int32", "int64", "bool")
 #: the largest tensor a sample may carry, in elements (OpInfo's are small; this keeps the
 #: written sources readable)
 MAX_ELEMENTS = 4096
+
+
+class Sample(Protocol):
+    """What a sweep judges: an :class:`OpSample`, or a generated pattern program
+    (:class:`~nebisect.patterns.program.PatternProgram`). ``op_name`` is its row in the
+    atlas, ``index`` which of that row's samples it is, ``call`` what it computes;
+    ``source_text()`` is the torch source ``run`` judges and ``smaller()`` the samples
+    one step simpler a shrink tries."""
+
+    @property
+    def op_name(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def index(self) -> str: ...
+
+    @property
+    def call(self) -> str: ...
+
+    @property
+    def shapes(self) -> str: ...
+
+    def digest(self) -> str: ...
+
+    @property
+    def found_by(self) -> str:
+        """The command that finds it again (a corpus case's provenance)."""
+        ...
+
+    def source_text(self) -> str: ...
+
+    def smaller(self) -> Iterator[Sample]: ...
 
 
 @dataclass(frozen=True)
@@ -77,9 +111,55 @@ class OpSample:
         """The inputs' shapes, ``5×5×5 10×5``."""
         return " ".join("×".join(map(str, a.shape)) for a in self.inputs.values())
 
+    @property
+    def found_by(self) -> str:
+        return f"nebisect atlas --ops {self.op_name}"
+
     def digest(self) -> str:
         """What identifies the sample's content (its source text's hash)."""
-        return hashlib.sha256(source_text(self).encode()).hexdigest()
+        return hashlib.sha256(self.source_text().encode()).hexdigest()
+
+    def source_text(self) -> str:
+        """The sample as a torch source (``file.py:model``): a one-op module whose example
+        inputs are the sample's own values, written exactly."""
+        names = list(self.inputs)
+        lines = [
+            f'"""{self.op_name} sample {self.index} from torch\'s op database (OpInfo):',
+            f"``{self.call}``",
+            '"""',
+            "",
+            "import torch",
+            "",
+            "",
+            "class OneOp(torch.nn.Module):",
+            f"    def forward(self, {', '.join(names)}):",
+            f"        return {self.call}",
+            "",
+            "",
+            "def model():",
+            '    return {"module": OneOp(), "example_inputs": {',
+            *(f"        {name!r}: {_tensor_literal(array)},"
+              for name, array in self.inputs.items()),
+            "    }}",
+            "",
+        ]
+        return "\n".join(lines)
+
+    def smaller(self) -> Iterator[OpSample]:
+        """The sample with one input's axis cut, each way in turn: to length 1, then to half
+        its length (its first elements), largest inputs first — what a shrink tries. The
+        rank and the call stay: a cut that makes the call invalid fails in torch, and the
+        run judging it says so."""
+        names = sorted(self.inputs, key=lambda n: -self.inputs[n].size)
+        for name in names:
+            array = self.inputs[name]
+            for axis, size in enumerate(array.shape):
+                for length in dict.fromkeys((1, (size + 1) // 2)):
+                    if length >= size:
+                        continue
+                    cut = np.take(array, np.arange(length), axis=axis)
+                    yield OpSample(self.op, self.variant, _shrunk(self.index), self.call,
+                                   {**self.inputs, name: cut})
 
 
 def op_database() -> list[Any]:
@@ -210,32 +290,6 @@ def _argument(value: Any, inputs: dict[str, np.ndarray], *, scalars: bool = Fals
     raise _Unsupported(f"argument of type {type(value).__name__}")
 
 
-def source_text(sample: OpSample) -> str:
-    """The sample as a torch source (``file.py:model``): a one-op module whose example
-    inputs are the sample's own values, written exactly."""
-    names = list(sample.inputs)
-    lines = [
-        f'"""{sample.op_name} sample {sample.index} from torch\'s op database (OpInfo):',
-        f"``{sample.call}``",
-        '"""',
-        "",
-        "import torch",
-        "",
-        "",
-        "class OneOp(torch.nn.Module):",
-        f"    def forward(self, {', '.join(names)}):",
-        f"        return {sample.call}",
-        "",
-        "",
-        "def model():",
-        '    return {"module": OneOp(), "example_inputs": {',
-        *(f"        {name!r}: {_tensor_literal(array)}," for name, array in sample.inputs.items()),
-        "    }}",
-        "",
-    ]
-    return "\n".join(lines)
-
-
 def _tensor_literal(array: np.ndarray) -> str:
     """``torch.tensor(...)`` of exactly these values (float32 values are exact as
     Python floats; non-finite ones are spelled out)."""
@@ -265,23 +319,6 @@ def first_of_each_form(samples: Iterable[OpSample]) -> list[OpSample]:
     for sample in samples:
         seen.setdefault(sample.form, sample)
     return list(seen.values())
-
-
-def smaller(sample: OpSample) -> Iterator[OpSample]:
-    """The sample with one input's axis cut, each way in turn: to length 1, then to half
-    its length (its first elements), largest inputs first — what a shrink tries. The
-    rank and the call stay: a cut that makes the call invalid fails in torch, and the
-    run judging it says so."""
-    names = sorted(sample.inputs, key=lambda n: -sample.inputs[n].size)
-    for name in names:
-        array = sample.inputs[name]
-        for axis, size in enumerate(array.shape):
-            for length in dict.fromkeys((1, (size + 1) // 2)):
-                if length >= size:
-                    continue
-                cut = np.take(array, np.arange(length), axis=axis)
-                yield OpSample(sample.op, sample.variant, _shrunk(sample.index), sample.call,
-                               {**sample.inputs, name: cut})
 
 
 def _shrunk(index: str) -> str:

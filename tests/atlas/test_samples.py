@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nebisect.atlas.plan import parse_dtypes, plan
-from nebisect.atlas.samples import OpSample, first_of_each_form, source_text
+from nebisect.atlas.samples import OpSample, first_of_each_form
 from nebisect.errors import NebisectError
 
 
@@ -18,7 +18,7 @@ def var_samples() -> list[OpSample]:
 
 def _module_of(sample: OpSample) -> dict:
     namespace: dict = {}
-    exec(compile(source_text(sample), sample.name, "exec"), namespace)
+    exec(compile(sample.source_text(), sample.name, "exec"), namespace)
     return namespace["model"]()
 
 
@@ -89,11 +89,9 @@ def test_dtypes_are_checked() -> None:
 
 
 def test_smaller_cuts_one_axis_of_one_input_at_a_time() -> None:
-    from nebisect.atlas.samples import smaller
-
     sample = OpSample("add", "", "float32:0", "torch.add(x0, x1)",
                       {"x0": np.zeros((4, 3)), "x1": np.zeros((3,))})
-    cuts = [(c.inputs["x0"].shape, c.inputs["x1"].shape, c.index) for c in smaller(sample)]
+    cuts = [(c.inputs["x0"].shape, c.inputs["x1"].shape, c.index) for c in sample.smaller()]
     assert cuts == [((1, 3), (3,), "float32:0:shrunk"), ((2, 3), (3,), "float32:0:shrunk"),
                     ((4, 1), (3,), "float32:0:shrunk"), ((4, 2), (3,), "float32:0:shrunk"),
                     ((4, 3), (1,), "float32:0:shrunk"), ((4, 3), (2,), "float32:0:shrunk")]
