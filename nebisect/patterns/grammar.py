@@ -12,10 +12,12 @@ chain of idioms is therefore a valid program, and each idiom's own choices (whic
 element, which head count, which dtype) are drawn from :class:`Choices`.
 
 Everything here writes text and draws numbers: no torch, no I/O. The choices come
-from Hypothesis when a campaign searches (its shrinker then reduces a failing program to
-the fewest idioms and smallest sizes, :mod:`nebisect.patterns.search`) or from a seeded
-random generator (:class:`SeededChoices`) when a test or a replay needs one program
-again.
+from a seeded random generator (:class:`SeededChoices`: a campaign's program ``n`` is
+the same in every campaign) or from Hypothesis, whose shrinker, lowering the same
+decisions, reaches the fewest idioms on the smallest input. Each idiom's decisions are
+kept (:class:`IdiomStep`), so :func:`build` writes a program again from them and
+:func:`smaller` writes the programs one step simpler — what a kept failure is shrunk
+with.
 """
 
 from __future__ import annotations
@@ -178,7 +180,7 @@ class _Replay:
 
 
 @dataclass(frozen=True)
-class Step:
+class IdiomStep:
     """One idiom of a program and the decisions it made."""
 
     idiom: str
@@ -193,7 +195,7 @@ class Draft:
 
     shape: tuple[int, int, int]
     flexible: bool
-    steps: tuple[Step, ...]
+    steps: tuple[IdiomStep, ...]
     init: tuple[str, ...]
     body: tuple[str, ...]
     output: str
@@ -220,11 +222,11 @@ def generate(choices: Choices, *, max_idioms: int = MAX_IDIOMS,
         picked = IDIOMS.get(choices.pick(chosen))
         recording = _Recording(choices)
         stream = picked.emit(scratch, stream, recording)
-        steps.append(Step(picked.name, tuple(recording.decisions)))
+        steps.append(IdiomStep(picked.name, tuple(recording.decisions)))
     return build(shape, flexible, steps)
 
 
-def build(shape: tuple[int, int, int], flexible: bool, steps: Sequence[Step]) -> Draft:
+def build(shape: tuple[int, int, int], flexible: bool, steps: Sequence[IdiomStep]) -> Draft:
     """The program of ``steps`` on an input of ``shape``: each idiom written again from
     its decisions (brought into range where the stream before it changed)."""
     builder = Builder()
