@@ -127,13 +127,18 @@ class Atlas(Record):
     def ops(self) -> list[str]:
         return list(dict.fromkeys(e.op for e in self.entries))
 
+    @property
+    def of_patterns(self) -> bool:
+        """The samples are generated pattern programs (``atlas --patterns``)."""
+        return self.settings.get(SAMPLES_SETTING) == PATTERNS
+
     def distinct_failures(self) -> dict[tuple[str, str, tuple[str, ...]], list[AtlasEntry]]:
         """Failures by (op, ``column: signature``, paths), each with the entries that
         show it, first first: what a maintainer would file one issue for. In a sweep of
         pattern programs one converter bug shows in every program that uses its
         pattern: failures are told apart by signature and paths alone, and named after
         the first program that shows them."""
-        across = self.settings.get(SAMPLES_SETTING) == PATTERNS
+        across = self.of_patterns
         first: dict[tuple[str, tuple[str, ...]], str] = {}
         found: dict[tuple[str, str, tuple[str, ...]], list[AtlasEntry]] = {}
         for entry in self.entries:

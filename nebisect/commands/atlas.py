@@ -309,7 +309,15 @@ def _progress(total: int) -> Progress:
 
 def _write(result: Atlas, as_json: bool, markdown_file: Path | None,
            report: Path | None) -> None:
-    from nebisect.atlas.render import TABLE_COLUMNS, failure_rows, markdown, op_rows, payload
+    from nebisect.atlas.render import (
+        IDIOM_COLUMNS,
+        TABLE_COLUMNS,
+        failure_rows,
+        idiom_rows,
+        markdown,
+        op_rows,
+        payload,
+    )
     from nebisect.files import write_text
 
     if markdown_file is not None:
@@ -327,11 +335,19 @@ def _write(result: Atlas, as_json: bool, markdown_file: Path | None,
     from rich.table import Table
 
     console = Console(highlight=False, emoji=False)
-    table = Table(title="nebisect atlas (first failing sample per cell; --markdown/--json: all)")
-    for column in TABLE_COLUMNS[:TERMINAL_COLUMNS]:
+    if result.of_patterns:  # a row per program would bury what the idioms reached
+        table = Table(title="nebisect atlas: pattern programs by idiom (--markdown/--json: "
+                      "every program)")
+        columns, rows = list(IDIOM_COLUMNS), idiom_rows(result)
+    else:
+        table = Table(title="nebisect atlas (first failing sample per cell; --markdown/--json: "
+                      "all)")
+        columns = list(TABLE_COLUMNS[:TERMINAL_COLUMNS])
+        rows = [[_short(cell) for cell in row[:TERMINAL_COLUMNS]] for row in op_rows(result)]
+    for column in columns:
         table.add_column(column, overflow="fold")
-    for row in op_rows(result):
-        table.add_row(*(markup(_short(cell)) for cell in row[:TERMINAL_COLUMNS]))
+    for row in rows:
+        table.add_row(*(markup(cell) for cell in row))
     console.print(table)
     failures = failure_rows(result)
     console.print(f"{len(result.entries)} samples ({result.computed} judged, "

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nebisect.atlas.records import ATLAS_SCHEMA, Atlas, AtlasEntry, AtlasFinding
-from nebisect.atlas.render import failure_counts, failure_rows, markdown, op_rows
+from nebisect.atlas.render import failure_counts, failure_rows, idiom_rows, markdown, op_rows
 from nebisect.atlas.samples import OpSample
 from nebisect.atlas.sweep import EntryCache, SweepSettings, sweep
 from nebisect.codec import CodecError
@@ -80,6 +80,10 @@ def test_a_pattern_sweep_tells_failures_apart_across_programs() -> None:
             in across.distinct_failures().items()] == [
         ("sdpa_mask", "converts: error: TypeError: only N-dimensional arrays", ["0:0", "0:1"]),
         ("slice_assign", f"fp64: {TOLERANCE}", ["0:2"])]
+    assert idiom_rows(across) == [["lstm_twice", "1", "0", "1", "0"],
+                                  ["sdpa_mask", "2", "0", "2", "1"],
+                                  ["slice_assign", "1", "1", "1", "1"]]
+    assert "### Idioms" in markdown(across) and "### Idioms" not in markdown(per_op)
 
 
 def test_the_atlas_json_has_a_schema_and_reads_back() -> None:
