@@ -43,10 +43,12 @@ MAX_PATTERNS = 100_000
 
 @dataclass
 class Plan:
-    """The samples to judge, in order, and per op the samples it could not make."""
+    """The samples to judge, in order; per op the samples it could not make, and the
+    axes its samples cover (:func:`covered_axes`)."""
 
     samples: list[Sample] = field(default_factory=list)
     unsampled: dict[str, list[str]] = field(default_factory=dict)
+    covered: dict[str, list[str]] = field(default_factory=dict)
 
 
 def parse_dtypes(text: str) -> tuple[str, ...]:
@@ -78,11 +80,22 @@ def plan(ops: Sequence[str] | None, dtypes: Sequence[str], *, every: bool = Fals
     result = Plan()
     for info in chosen:
         made = list(samples_of(info, dtypes))
-        result.samples.extend(first_of_each_form(s for s in made if isinstance(s, OpSample)))
+        kept = first_of_each_form(s for s in made if isinstance(s, OpSample))
+        result.samples.extend(kept)
+        if kept:
+            result.covered[op_name(info)] = covered_axes(kept)
         reasons = [s for s in made if isinstance(s, str)]
         if reasons:
             result.unsampled[op_name(info)] = reasons
     return result
+
+
+def covered_axes(samples: Sequence[OpSample]) -> list[str]:
+    """The axes an op's samples cover: the dtypes they are at, then how they were moved
+    (``one``: constants set to 1; ``neg-dims``; ``flip-NAME``), each once, in order."""
+    dtypes = [s.index.split(":")[0] for s in samples]
+    moved = [axis for s in samples for axis in s.index.split(":")[2:] if axis != "shrunk"]
+    return list(dict.fromkeys([*dtypes, *moved]))
 
 
 def op_names() -> list[str]:

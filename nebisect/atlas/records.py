@@ -108,7 +108,9 @@ def _normalized(value: str) -> str:
 class Atlas(Record):
     """A sweep: the environment it ran in (the versions an atlas is diffed across), its
     settings, every entry in sweep order, the samples each op could not make and why,
-    and how many entries were computed rather than read from the cache."""
+    how many entries were computed rather than read from the cache, and the axes each
+    op's samples covered (dtypes, and how they were moved:
+    :func:`~nebisect.atlas.plan.covered_axes`)."""
 
     json_form: ClassVar[Form] = Form(schema=(ATLAS_SCHEMA, ATLAS_SCHEMA_VERSION))
 
@@ -118,6 +120,7 @@ class Atlas(Record):
     unsampled: dict[str, list[str]] = field(default_factory=dict)
     computed: int = 0
     seconds: float = 0.0
+    covered: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:

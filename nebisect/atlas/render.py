@@ -101,6 +101,16 @@ def idiom_rows(atlas: Atlas) -> list[list[str]]:
     return [[name, *map(str, tally)] for name, tally in sorted(counts.items())]
 
 
+#: the columns of the axes each op's samples covered
+COVERED_COLUMNS = ("op", "dtypes and mutations sampled")
+
+
+def covered_rows(atlas: Atlas) -> list[list[str]]:
+    """Per op, the axes its samples covered: which dtypes, and which of the moves
+    converters get wrong (dims from the end, each boolean flipped, constants set to 1)."""
+    return [[op, ", ".join(axes)] for op, axes in atlas.covered.items()]
+
+
 def markdown(atlas: Atlas) -> str:
     """The sweep as Markdown: versions, counts, the distinct failures, the op table."""
     env = markdown_text(", ".join(f"{name} {value}"
@@ -119,6 +129,8 @@ def markdown(atlas: Atlas) -> str:
         "",
         *(["### Idioms", "", *_markdown_table(IDIOM_COLUMNS, idiom_rows(atlas)), ""]
           if atlas.of_patterns else []),
+        *(["### Axes sampled", "", *_markdown_table(COVERED_COLUMNS, covered_rows(atlas)),
+           ""] if atlas.covered else []),
         "### Ops",
         "",
         *_markdown_table(TABLE_COLUMNS, op_rows(atlas)),
@@ -150,5 +162,7 @@ def payload(atlas: Atlas) -> Any:
         tables=[Table("distinct failures", list(FAILURE_COLUMNS), failure_rows(atlas)),
                 *([Table("idioms", list(IDIOM_COLUMNS), idiom_rows(atlas))]
                   if atlas.of_patterns else []),
+                *([Table("axes sampled", list(COVERED_COLUMNS), covered_rows(atlas))]
+                  if atlas.covered else []),
                 Table("ops", list(TABLE_COLUMNS), op_rows(atlas))],
     )

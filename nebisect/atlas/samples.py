@@ -102,9 +102,10 @@ class OpSample:
 
     @property
     def form(self) -> str:
-        """The call with every input's shape left out: samples of one form call the op
-        the same way."""
-        return self.call
+        """The call and its inputs' dtypes, their shapes left out: samples of one form
+        call the op the same way on the same dtypes (an int32 sample is not a float32
+        one: converters lower the two differently)."""
+        return f"{self.call} @ {' '.join(str(a.dtype) for a in self.inputs.values())}"
 
     @property
     def shapes(self) -> str:
@@ -222,30 +223,90 @@ def samples_of(info: Any, dtypes: Sequence[str]) -> Iterator[OpSample | str]:
             yield f"{op_name(info)}: sample_inputs failed ({type(error).__name__})"
             continue
         for index, sample in enumerate(samples):
-            made = sample_of(info, function, f"{dtype_name}:{index}", sample)
+            at = f"{dtype_name}:{index}"
+            made = sample_of(info, function, at, sample.input, sample.args, sample.kwargs)
             yield made
-            if isinstance(made, OpSample) and _SCALAR in made.call:
-                yield sample_of(info, function, f"{dtype_name}:{index}:one", sample, one=True)
+            if not isinstance(made, OpSample):
+                continue
+            if _SCALAR in made.call:
+                yield sample_of(info, function, f"{at}:one", sample.input, sample.args,
+                                sample.kwargs, one=True)
+            for axis, args, kwargs in mutations(info, sample.input, sample.args,
+                                                sample.kwargs):
+                yield sample_of(info, function, f"{at}:{axis}", sample.input, args, kwargs)
 
 
-def sample_of(info: Any, function: str, index: str, sample: Any, *,
-              one: bool = False) -> OpSample | str:
-    """One OpInfo ``SampleInput`` as an :class:`OpSample`, or why it cannot be one. Its
-    rank-0 tensors after the first argument are constants (a Core ML input has a
-    rank); ``one`` sets them to 1 — the divisor, exponent or factor a converter folds
-    (``x % 1``, ``x // 1``), which OpInfo's random scalars never are."""
+#: argument names that hold a dimension (or a list of them)
+DIM_ARGUMENTS = frozenset({"dim", "dims", "axis", "dim0", "dim1", "start_dim", "end_dim"})
+
+
+def mutations(info: Any, tensor: Any, args: Sequence[Any], kwargs: dict[str, Any]
+              ) -> Iterator[tuple[str, list[Any], dict[str, Any]]]:
+    """An OpInfo sample moved along the axes converters get wrong and OpInfo's samples
+    rarely take: its dimensions counted from the end (``neg-dims``: ``cumsum(x, -1)``
+    where OpInfo only has ``cumsum(x, 1)``), and each boolean argument flipped
+    (``flip-ceil_mode``). Positional arguments are named by the op's ATen schema; an op
+    without one has only its keyword arguments moved. Each: ``(axis, args, kwargs)``."""
+    names = _positional_names(info, len(args))
+    rank = getattr(tensor, "ndim", 0)
+    negative_args = [_negative_dims(a, rank) if name in DIM_ARGUMENTS else a
+                     for name, a in zip(names, args, strict=True)]
+    negative_kwargs = {k: _negative_dims(v, rank) if k in DIM_ARGUMENTS else v
+                       for k, v in kwargs.items()}
+    if rank and (negative_args != list(args) or negative_kwargs != kwargs):
+        yield "neg-dims", negative_args, negative_kwargs
+    for position, (name, value) in enumerate(zip(names, args, strict=True)):
+        if isinstance(value, bool):
+            flipped = [*args[:position], not value, *args[position + 1:]]
+            yield f"flip-{name or position}", flipped, dict(kwargs)
+    for key, value in kwargs.items():
+        if isinstance(value, bool):
+            yield f"flip-{key}", list(args), {**kwargs, key: not value}
+
+
+def _positional_names(info: Any, count: int) -> list[str]:
+    """The names of an op's first ``count`` arguments after its input, from the first
+    ATen schema of its name that takes that many (no ``out=``); "" each when none does."""
+    import torch
+
+    aten = info.name.rpartition(".")[2]
+    for schema in torch._C._jit_get_schemas_for_operator(f"aten::{aten}"):
+        arguments = [a.name for a in schema.arguments]
+        if "out" not in arguments and len(arguments) > count:
+            return arguments[1:count + 1]
+    return [""] * count
+
+
+def _negative_dims(value: Any, rank: int) -> Any:
+    """A dimension (or a list or tuple of them) counted from the end of a rank-``rank``
+    tensor; anything else as it is."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < rank:
+        return value - rank
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return type(value)(_negative_dims(v, rank) for v in value)
+    return value
+
+
+def sample_of(info: Any, function: str, index: str, tensor: Any, args: Sequence[Any],
+              kwargs: dict[str, Any], *, one: bool = False) -> OpSample | str:
+    """One OpInfo sample (its input ``tensor``, further ``args`` and ``kwargs``) as an
+    :class:`OpSample`, or why it cannot be one. Its rank-0 tensors after the first
+    argument are constants (a Core ML input has a rank); ``one`` sets them to 1 — the
+    divisor, exponent or factor a converter folds (``x % 1``, ``x // 1``), which
+    OpInfo's random scalars never are."""
     inputs: dict[str, np.ndarray] = {}
     try:
-        args = [_argument(sample.input, inputs),
-                *(_argument(a, inputs, scalars=True, one=one) for a in sample.args)]
-        kwargs = [f"{k}={_argument(v, inputs, scalars=True, one=one)}"
-                  for k, v in sample.kwargs.items()]
+        written = [_argument(tensor, inputs),
+                   *(_argument(a, inputs, scalars=True, one=one) for a in args)]
+        keywords = [f"{k}={_argument(v, inputs, scalars=True, one=one)}"
+                    for k, v in kwargs.items()]
     except _Unsupported as why:
         return f"{op_name(info)} sample {index}: {why}"
     if not inputs:
         return f"{op_name(info)} sample {index}: no tensor input"
     return OpSample(info.name, info.variant_test_name, index,
-                    f"{function}({', '.join([*args, *kwargs])})", inputs)
+                    f"{function}({', '.join([*written, *keywords])})", inputs)
 
 
 #: how a rank-0 constant starts in a call's text

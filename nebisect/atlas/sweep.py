@@ -146,6 +146,7 @@ Progress = Callable[[int, int, AtlasEntry, bool], None]
 
 def sweep(samples: Sequence[Sample], settings: SweepSettings, runner: Runner,
           cache: EntryCache | None = None, *, unsampled: dict[str, list[str]] | None = None,
+          covered: dict[str, list[str]] | None = None,
           progress: Progress = lambda _done, _total, _entry, _cached: None,
           told: Callable[[str], None] = lambda _line: None) -> Atlas:
     """Judge every sample (or read it from ``cache``); the atlas lists them in sample
@@ -154,7 +155,8 @@ def sweep(samples: Sequence[Sample], settings: SweepSettings, runner: Runner,
     (:func:`judge_all`); with a cluster, samples go one by one and their cells to the
     cluster. When failures are kept (:attr:`SweepSettings.keeps`), each distinct failure
     is then shrunk and kept (:func:`keep_failures`; ``told`` hears a line per failure)."""
-    atlas = Atlas(environment(), settings.describe(), unsampled=dict(unsampled or {}))
+    atlas = Atlas(environment(), settings.describe(), unsampled=dict(unsampled or {}),
+                  covered=dict(covered or {}))
     start = time.monotonic()
     entries: dict[int, AtlasEntry] = {}
     lock = threading.Lock()

@@ -180,7 +180,8 @@ def atlas(
          f"atlas: {len(planned.samples)} samples of {rows} ops")
     with Runner(workers, cluster=cluster) as runner:
         result = sweep(planned.samples, settings, runner, entries,
-                       unsampled=planned.unsampled, progress=_progress(len(planned.samples)),
+                       unsampled=planned.unsampled, covered=planned.covered,
+                       progress=_progress(len(planned.samples)),
                        told=_say)
     _write(result, as_json, markdown_file, report)
     raise typer.Exit(_finish(result, before))
