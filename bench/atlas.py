@@ -31,7 +31,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 
 from nebisect.atlas.plan import plan  # noqa: E402
-from nebisect.atlas.samples import OpSample  # noqa: E402
+from nebisect.atlas.samples import Sample  # noqa: E402
 from nebisect.atlas.sweep import SweepSettings, judge  # noqa: E402
 from nebisect.executors.runner import Runner  # noqa: E402
 
@@ -44,7 +44,7 @@ def conversions(seconds_and_counts: list[tuple[float, int]]) -> tuple[float, flo
     return len(seconds_and_counts) / wall, sum(c for _, c in seconds_and_counts) / wall
 
 
-def timed(sample: OpSample, settings: SweepSettings, runner: Runner,
+def timed(sample: Sample, settings: SweepSettings, runner: Runner,
           scratch: Path) -> tuple[float, int]:
     start = time.perf_counter()
     entry, _ = judge(sample, settings, runner, scratch)

@@ -56,6 +56,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("nebisect.detect",),
     ("nebisect.minimize",),
     ("nebisect.fuzzing",),
+    ("nebisect.patterns",),
     ("nebisect.atlas",),
     ("nebisect.guard",),
     ("nebisect.options",),

@@ -18,6 +18,7 @@ from typing import Any
 from nebisect.atlas.samples import (
     SAMPLE_DTYPES,
     OpSample,
+    Sample,
     first_of_each_form,
     op_database,
     op_name,
@@ -36,14 +37,18 @@ DEFAULT_OPS = (
     "nn.functional.avg_pool2d", "nn.functional.pad.constant",
 )
 DEFAULT_DTYPES = ("float32", "int32")
+#: the most pattern programs one sweep generates
+MAX_PATTERNS = 100_000
 
 
 @dataclass
 class Plan:
-    """The samples to judge, in order, and per op the samples it could not make."""
+    """The samples to judge, in order; per op the samples it could not make, and the
+    axes its samples cover (:func:`covered_axes`)."""
 
-    samples: list[OpSample] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
     unsampled: dict[str, list[str]] = field(default_factory=dict)
+    covered: dict[str, list[str]] = field(default_factory=dict)
 
 
 def parse_dtypes(text: str) -> tuple[str, ...]:
@@ -75,13 +80,32 @@ def plan(ops: Sequence[str] | None, dtypes: Sequence[str], *, every: bool = Fals
     result = Plan()
     for info in chosen:
         made = list(samples_of(info, dtypes))
-        result.samples.extend(first_of_each_form(s for s in made if isinstance(s, OpSample)))
+        kept = first_of_each_form(s for s in made if isinstance(s, OpSample))
+        result.samples.extend(kept)
+        if kept:
+            result.covered[op_name(info)] = covered_axes(kept)
         reasons = [s for s in made if isinstance(s, str)]
         if reasons:
             result.unsampled[op_name(info)] = reasons
     return result
 
 
+def covered_axes(samples: Sequence[OpSample]) -> list[str]:
+    """The axes an op's samples cover: the dtypes they are at, then how they were moved
+    (``one``: constants set to 1; ``neg-dims``; ``flip-NAME``), each once, in order."""
+    dtypes = [s.index.split(":")[0] for s in samples]
+    moved = [axis for s in samples for axis in s.index.split(":")[2:] if axis != "shrunk"]
+    return list(dict.fromkeys([*dtypes, *moved]))
+
+
 def op_names() -> list[str]:
     """Every op of the database, as ``--ops`` takes them."""
     return sorted(op_name(info) for info in op_database())
+
+
+def pattern_plan(count: int, seed: int) -> Plan:
+    """The first ``count`` pattern programs of the campaign ``seed``
+    (:func:`nebisect.patterns.program.campaign`)."""
+    from nebisect.patterns.program import campaign
+
+    return Plan(list(campaign(count, seed)))

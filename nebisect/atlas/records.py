@@ -34,6 +34,8 @@ ATLAS_COLUMNS: dict[str, TargetSpec | None] = {
     "fp16": TargetSpec("sim", "fp16"), "ane": TargetSpec("sim", "ane")}
 #: a cell of a path that did not convert
 NOT_RUN = "-"
+#: the setting that says what a sweep's samples are, and its value for pattern programs
+SAMPLES_SETTING, PATTERNS = "samples", "patterns"
 #: cell values that are not failures
 PASSING = ("ok", "pass", "skipped", NOT_RUN)
 
@@ -106,7 +108,9 @@ def _normalized(value: str) -> str:
 class Atlas(Record):
     """A sweep: the environment it ran in (the versions an atlas is diffed across), its
     settings, every entry in sweep order, the samples each op could not make and why,
-    and how many entries were computed rather than read from the cache."""
+    how many entries were computed rather than read from the cache, and the axes each
+    op's samples covered (dtypes, and how they were moved:
+    :func:`~nebisect.atlas.plan.covered_axes`)."""
 
     json_form: ClassVar[Form] = Form(schema=(ATLAS_SCHEMA, ATLAS_SCHEMA_VERSION))
 
@@ -116,6 +120,7 @@ class Atlas(Record):
     unsampled: dict[str, list[str]] = field(default_factory=dict)
     computed: int = 0
     seconds: float = 0.0
+    covered: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -125,11 +130,22 @@ class Atlas(Record):
     def ops(self) -> list[str]:
         return list(dict.fromkeys(e.op for e in self.entries))
 
+    @property
+    def of_patterns(self) -> bool:
+        """The samples are generated pattern programs (``atlas --patterns``)."""
+        return self.settings.get(SAMPLES_SETTING) == PATTERNS
+
     def distinct_failures(self) -> dict[tuple[str, str, tuple[str, ...]], list[AtlasEntry]]:
         """Failures by (op, ``column: signature``, paths), each with the entries that
-        show it, first first: what a maintainer would file one issue for."""
+        show it, first first: what a maintainer would file one issue for. In a sweep of
+        pattern programs one converter bug shows in every program that uses its
+        pattern: failures are told apart by signature and paths alone, and named after
+        the first program that shows them."""
+        across = self.of_patterns
+        first: dict[tuple[str, tuple[str, ...]], str] = {}
         found: dict[tuple[str, str, tuple[str, ...]], list[AtlasEntry]] = {}
         for entry in self.entries:
             for failure, paths in entry.failures().items():
-                found.setdefault((entry.op, failure, tuple(paths)), []).append(entry)
+                op = first.setdefault((failure, tuple(paths)), entry.op) if across else entry.op
+                found.setdefault((op, failure, tuple(paths)), []).append(entry)
         return found

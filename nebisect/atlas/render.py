@@ -76,6 +76,41 @@ def failure_counts(atlas: Atlas) -> dict[str, int]:
     return counts
 
 
+#: the columns of a pattern sweep's coverage, one row per idiom
+IDIOM_COLUMNS = ("idiom", "programs", "convert on both paths", "failing",
+                 "distinct failures first shown")
+
+
+def idiom_rows(atlas: Atlas) -> list[list[str]]:
+    """Per idiom of a pattern sweep: the judged programs that use it, those that convert
+    on both paths, those failing somewhere, and the distinct failures first shown by a
+    program that uses it — which patterns were reached, and which the failures sit in."""
+    counts: dict[str, list[int]] = {}
+    for entry in atlas.entries:
+        if entry.skipped:
+            continue
+        converts = all(row.get("converts") == "ok" for row in entry.cells.values())
+        for name in set(entry.op.split("+")):
+            tally = counts.setdefault(name, [0, 0, 0, 0])
+            tally[0] += 1
+            tally[1] += converts
+            tally[2] += entry.failed
+    for op, _, _ in atlas.distinct_failures():
+        for name in set(op.split("+")):
+            counts[name][3] += 1
+    return [[name, *map(str, tally)] for name, tally in sorted(counts.items())]
+
+
+#: the columns of the axes each op's samples covered
+COVERED_COLUMNS = ("op", "dtypes and mutations sampled")
+
+
+def covered_rows(atlas: Atlas) -> list[list[str]]:
+    """Per op, the axes its samples covered: which dtypes, and which of the moves
+    converters get wrong (dims from the end, each boolean flipped, constants set to 1)."""
+    return [[op, ", ".join(axes)] for op, axes in atlas.covered.items()]
+
+
 def markdown(atlas: Atlas) -> str:
     """The sweep as Markdown: versions, counts, the distinct failures, the op table."""
     env = markdown_text(", ".join(f"{name} {value}"
@@ -92,6 +127,10 @@ def markdown(atlas: Atlas) -> str:
         "",
         *_markdown_table(FAILURE_COLUMNS, failure_rows(atlas)),
         "",
+        *(["### Idioms", "", *_markdown_table(IDIOM_COLUMNS, idiom_rows(atlas)), ""]
+          if atlas.of_patterns else []),
+        *(["### Axes sampled", "", *_markdown_table(COVERED_COLUMNS, covered_rows(atlas)),
+           ""] if atlas.covered else []),
         "### Ops",
         "",
         *_markdown_table(TABLE_COLUMNS, op_rows(atlas)),
@@ -121,5 +160,9 @@ def payload(atlas: Atlas) -> Any:
                  "distinct failures": len(atlas.distinct_failures()),
                  "by class": failure_counts(atlas)},
         tables=[Table("distinct failures", list(FAILURE_COLUMNS), failure_rows(atlas)),
+                *([Table("idioms", list(IDIOM_COLUMNS), idiom_rows(atlas))]
+                  if atlas.of_patterns else []),
+                *([Table("axes sampled", list(COVERED_COLUMNS), covered_rows(atlas))]
+                  if atlas.covered else []),
                 Table("ops", list(TABLE_COLUMNS), op_rows(atlas))],
     )

@@ -4,7 +4,7 @@ torch's ``op_db`` lists about 700 ops, each with ``sample_inputs`` that cover it
 arguments (``var(correction=2)``, ``gelu(approximate='tanh')``, ``div(rounding_mode=…)``,
 pooling with ``ceil_mode``, padding modes, …). Each sample becomes an :class:`OpSample`:
 its tensors are the module's named inputs (``x0``, ``x1``, …); every other argument is
-baked in as a Python literal. :func:`source_text` writes it as an ordinary
+baked in as a Python literal. :meth:`OpSample.source_text` writes it as an ordinary
 ``file.py:model`` source — what ``run`` judges, what a corpus case stores and what a
 maintainer reads as the repro.
 
@@ -28,7 +28,7 @@ import math
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -41,6 +41,40 @@ SAMPLE_DTYPES = ("float32", "int32", "int64", "bool")
 #: the largest tensor a sample may carry, in elements (OpInfo's are small; this keeps the
 #: written sources readable)
 MAX_ELEMENTS = 4096
+
+
+class Sample(Protocol):
+    """What a sweep judges: an :class:`OpSample`, or a generated pattern program
+    (:class:`~nebisect.patterns.program.PatternProgram`). ``op_name`` is its row in the
+    atlas, ``index`` which of that row's samples it is, ``call`` what it computes;
+    ``source_text()`` is the torch source ``run`` judges and ``smaller()`` the samples
+    one step simpler a shrink tries."""
+
+    @property
+    def op_name(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def index(self) -> str: ...
+
+    @property
+    def call(self) -> str: ...
+
+    @property
+    def shapes(self) -> str: ...
+
+    def digest(self) -> str: ...
+
+    @property
+    def found_by(self) -> str:
+        """The command that finds it again (a corpus case's provenance)."""
+        ...
+
+    def source_text(self) -> str: ...
+
+    def smaller(self) -> Iterator[Sample]: ...
 
 
 @dataclass(frozen=True)
@@ -68,18 +102,65 @@ class OpSample:
 
     @property
     def form(self) -> str:
-        """The call with every input's shape left out: samples of one form call the op
-        the same way."""
-        return self.call
+        """The call and its inputs' dtypes, their shapes left out: samples of one form
+        call the op the same way on the same dtypes (an int32 sample is not a float32
+        one: converters lower the two differently)."""
+        return f"{self.call} @ {' '.join(str(a.dtype) for a in self.inputs.values())}"
 
     @property
     def shapes(self) -> str:
         """The inputs' shapes, ``5×5×5 10×5``."""
         return " ".join("×".join(map(str, a.shape)) for a in self.inputs.values())
 
+    @property
+    def found_by(self) -> str:
+        return f"nebisect atlas --ops {self.op_name}"
+
     def digest(self) -> str:
         """What identifies the sample's content (its source text's hash)."""
-        return hashlib.sha256(source_text(self).encode()).hexdigest()
+        return hashlib.sha256(self.source_text().encode()).hexdigest()
+
+    def source_text(self) -> str:
+        """The sample as a torch source (``file.py:model``): a one-op module whose example
+        inputs are the sample's own values, written exactly."""
+        names = list(self.inputs)
+        lines = [
+            f'"""{self.op_name} sample {self.index} from torch\'s op database (OpInfo):',
+            f"``{self.call}``",
+            '"""',
+            "",
+            "import torch",
+            "",
+            "",
+            "class OneOp(torch.nn.Module):",
+            f"    def forward(self, {', '.join(names)}):",
+            f"        return {self.call}",
+            "",
+            "",
+            "def model():",
+            '    return {"module": OneOp(), "example_inputs": {',
+            *(f"        {name!r}: {_tensor_literal(array)},"
+              for name, array in self.inputs.items()),
+            "    }}",
+            "",
+        ]
+        return "\n".join(lines)
+
+    def smaller(self) -> Iterator[OpSample]:
+        """The sample with one input's axis cut, each way in turn: to length 1, then to half
+        its length (its first elements), largest inputs first — what a shrink tries. The
+        rank and the call stay: a cut that makes the call invalid fails in torch, and the
+        run judging it says so."""
+        names = sorted(self.inputs, key=lambda n: -self.inputs[n].size)
+        for name in names:
+            array = self.inputs[name]
+            for axis, size in enumerate(array.shape):
+                for length in dict.fromkeys((1, (size + 1) // 2)):
+                    if length >= size:
+                        continue
+                    cut = np.take(array, np.arange(length), axis=axis)
+                    yield OpSample(self.op, self.variant, _shrunk(self.index), self.call,
+                                   {**self.inputs, name: cut})
 
 
 def op_database() -> list[Any]:
@@ -142,30 +223,90 @@ def samples_of(info: Any, dtypes: Sequence[str]) -> Iterator[OpSample | str]:
             yield f"{op_name(info)}: sample_inputs failed ({type(error).__name__})"
             continue
         for index, sample in enumerate(samples):
-            made = sample_of(info, function, f"{dtype_name}:{index}", sample)
+            at = f"{dtype_name}:{index}"
+            made = sample_of(info, function, at, sample.input, sample.args, sample.kwargs)
             yield made
-            if isinstance(made, OpSample) and _SCALAR in made.call:
-                yield sample_of(info, function, f"{dtype_name}:{index}:one", sample, one=True)
+            if not isinstance(made, OpSample):
+                continue
+            if _SCALAR in made.call:
+                yield sample_of(info, function, f"{at}:one", sample.input, sample.args,
+                                sample.kwargs, one=True)
+            for axis, args, kwargs in mutations(info, sample.input, sample.args,
+                                                sample.kwargs):
+                yield sample_of(info, function, f"{at}:{axis}", sample.input, args, kwargs)
 
 
-def sample_of(info: Any, function: str, index: str, sample: Any, *,
-              one: bool = False) -> OpSample | str:
-    """One OpInfo ``SampleInput`` as an :class:`OpSample`, or why it cannot be one. Its
-    rank-0 tensors after the first argument are constants (a Core ML input has a
-    rank); ``one`` sets them to 1 — the divisor, exponent or factor a converter folds
-    (``x % 1``, ``x // 1``), which OpInfo's random scalars never are."""
+#: argument names that hold a dimension (or a list of them)
+DIM_ARGUMENTS = frozenset({"dim", "dims", "axis", "dim0", "dim1", "start_dim", "end_dim"})
+
+
+def mutations(info: Any, tensor: Any, args: Sequence[Any], kwargs: dict[str, Any]
+              ) -> Iterator[tuple[str, list[Any], dict[str, Any]]]:
+    """An OpInfo sample moved along the axes converters get wrong and OpInfo's samples
+    rarely take: its dimensions counted from the end (``neg-dims``: ``cumsum(x, -1)``
+    where OpInfo only has ``cumsum(x, 1)``), and each boolean argument flipped
+    (``flip-ceil_mode``). Positional arguments are named by the op's ATen schema; an op
+    without one has only its keyword arguments moved. Each: ``(axis, args, kwargs)``."""
+    names = _positional_names(info, len(args))
+    rank = getattr(tensor, "ndim", 0)
+    negative_args = [_negative_dims(a, rank) if name in DIM_ARGUMENTS else a
+                     for name, a in zip(names, args, strict=True)]
+    negative_kwargs = {k: _negative_dims(v, rank) if k in DIM_ARGUMENTS else v
+                       for k, v in kwargs.items()}
+    if rank and (negative_args != list(args) or negative_kwargs != kwargs):
+        yield "neg-dims", negative_args, negative_kwargs
+    for position, (name, value) in enumerate(zip(names, args, strict=True)):
+        if isinstance(value, bool):
+            flipped = [*args[:position], not value, *args[position + 1:]]
+            yield f"flip-{name or position}", flipped, dict(kwargs)
+    for key, value in kwargs.items():
+        if isinstance(value, bool):
+            yield f"flip-{key}", list(args), {**kwargs, key: not value}
+
+
+def _positional_names(info: Any, count: int) -> list[str]:
+    """The names of an op's first ``count`` arguments after its input, from the first
+    ATen schema of its name that takes that many (no ``out=``); "" each when none does."""
+    import torch
+
+    aten = info.name.rpartition(".")[2]
+    for schema in torch._C._jit_get_schemas_for_operator(f"aten::{aten}"):
+        arguments = [a.name for a in schema.arguments]
+        if "out" not in arguments and len(arguments) > count:
+            return arguments[1:count + 1]
+    return [""] * count
+
+
+def _negative_dims(value: Any, rank: int) -> Any:
+    """A dimension (or a list or tuple of them) counted from the end of a rank-``rank``
+    tensor; anything else as it is."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < rank:
+        return value - rank
+    if isinstance(value, (list, tuple)) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return type(value)(_negative_dims(v, rank) for v in value)
+    return value
+
+
+def sample_of(info: Any, function: str, index: str, tensor: Any, args: Sequence[Any],
+              kwargs: dict[str, Any], *, one: bool = False) -> OpSample | str:
+    """One OpInfo sample (its input ``tensor``, further ``args`` and ``kwargs``) as an
+    :class:`OpSample`, or why it cannot be one. Its rank-0 tensors after the first
+    argument are constants (a Core ML input has a rank); ``one`` sets them to 1 — the
+    divisor, exponent or factor a converter folds (``x % 1``, ``x // 1``), which
+    OpInfo's random scalars never are."""
     inputs: dict[str, np.ndarray] = {}
     try:
-        args = [_argument(sample.input, inputs),
-                *(_argument(a, inputs, scalars=True, one=one) for a in sample.args)]
-        kwargs = [f"{k}={_argument(v, inputs, scalars=True, one=one)}"
-                  for k, v in sample.kwargs.items()]
+        written = [_argument(tensor, inputs),
+                   *(_argument(a, inputs, scalars=True, one=one) for a in args)]
+        keywords = [f"{k}={_argument(v, inputs, scalars=True, one=one)}"
+                    for k, v in kwargs.items()]
     except _Unsupported as why:
         return f"{op_name(info)} sample {index}: {why}"
     if not inputs:
         return f"{op_name(info)} sample {index}: no tensor input"
     return OpSample(info.name, info.variant_test_name, index,
-                    f"{function}({', '.join([*args, *kwargs])})", inputs)
+                    f"{function}({', '.join([*written, *keywords])})", inputs)
 
 
 #: how a rank-0 constant starts in a call's text
@@ -210,32 +351,6 @@ def _argument(value: Any, inputs: dict[str, np.ndarray], *, scalars: bool = Fals
     raise _Unsupported(f"argument of type {type(value).__name__}")
 
 
-def source_text(sample: OpSample) -> str:
-    """The sample as a torch source (``file.py:model``): a one-op module whose example
-    inputs are the sample's own values, written exactly."""
-    names = list(sample.inputs)
-    lines = [
-        f'"""{sample.op_name} sample {sample.index} from torch\'s op database (OpInfo):',
-        f"``{sample.call}``",
-        '"""',
-        "",
-        "import torch",
-        "",
-        "",
-        "class OneOp(torch.nn.Module):",
-        f"    def forward(self, {', '.join(names)}):",
-        f"        return {sample.call}",
-        "",
-        "",
-        "def model():",
-        '    return {"module": OneOp(), "example_inputs": {',
-        *(f"        {name!r}: {_tensor_literal(array)}," for name, array in sample.inputs.items()),
-        "    }}",
-        "",
-    ]
-    return "\n".join(lines)
-
-
 def _tensor_literal(array: np.ndarray) -> str:
     """``torch.tensor(...)`` of exactly these values (float32 values are exact as
     Python floats; non-finite ones are spelled out)."""
@@ -265,23 +380,6 @@ def first_of_each_form(samples: Iterable[OpSample]) -> list[OpSample]:
     for sample in samples:
         seen.setdefault(sample.form, sample)
     return list(seen.values())
-
-
-def smaller(sample: OpSample) -> Iterator[OpSample]:
-    """The sample with one input's axis cut, each way in turn: to length 1, then to half
-    its length (its first elements), largest inputs first — what a shrink tries. The
-    rank and the call stay: a cut that makes the call invalid fails in torch, and the
-    run judging it says so."""
-    names = sorted(sample.inputs, key=lambda n: -sample.inputs[n].size)
-    for name in names:
-        array = sample.inputs[name]
-        for axis, size in enumerate(array.shape):
-            for length in dict.fromkeys((1, (size + 1) // 2)):
-                if length >= size:
-                    continue
-                cut = np.take(array, np.arange(length), axis=axis)
-                yield OpSample(sample.op, sample.variant, _shrunk(sample.index), sample.call,
-                               {**sample.inputs, name: cut})
 
 
 def _shrunk(index: str) -> str:

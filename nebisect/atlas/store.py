@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nebisect.arrays import load_npz
-from nebisect.atlas.samples import OpSample, source_text
+from nebisect.atlas.samples import Sample
 from nebisect.case import CaseOptions, case_stage
 from nebisect.files import write_text
 
@@ -24,21 +24,21 @@ if TYPE_CHECKING:
     from nebisect.detect.source_run import RunOutcome
 
 
-def keep(sample: OpSample, outcome: RunOutcome, directory: Path) -> Path:
+def keep(sample: Sample, outcome: RunOutcome, directory: Path) -> Path:
     """The failing sample as a torch source beside its findings' triggers, under
     ``directory/<sample name>/`` (returned)."""
     from nebisect.detect.triggers import save_triggers
 
     here = directory / sample.name
     source = here / "model.py"
-    write_text(source, source_text(sample))
+    write_text(source, sample.source_text())
     report = outcome.report
     save_triggers(here, [f.representative for f in report.findings], report.rows,
                   outcome.inputs_files, source=f"{source}:model", typed=f"{source}:model")
     return here
 
 
-def store(sample: OpSample, outcome: RunOutcome, source: Path, corpus_root: Path) -> list[str]:
+def store(sample: Sample, outcome: RunOutcome, source: Path, corpus_root: Path) -> list[str]:
     """Each finding's smallest trigger as a corpus case under ``corpus_root``; the case
     directories."""
     from nebisect.corpus import Corpus, Expected, NewCase
@@ -61,7 +61,7 @@ def store(sample: OpSample, outcome: RunOutcome, source: Path, corpus_root: Path
             stage=case_stage(trigger.stage), options=CaseOptions(convert_path=trigger.path),
             name=f"atlas-{sample.name}-{number}",
             description=f"{sample.call} on {trigger.target} [{trigger.path}]: {finding.title}",
-            provenance={"found_by": f"nebisect atlas --ops {sample.op_name}",
+            provenance={"found_by": sample.found_by,
                         "sample": sample.index},
         ))
         stored.append(os.fspath(added.case.path))

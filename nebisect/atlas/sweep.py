@@ -1,6 +1,6 @@
 """Sweep torch ops through coremltools: every sample judged as ``run`` judges a model.
 
-Each :class:`~nebisect.atlas.samples.OpSample` is written as a one-op torch source and
+Each :class:`~nebisect.atlas.samples.Sample` is written as a one-op torch source and
 run by :func:`nebisect.detect.source_run.run_source_on` on one
 :class:`~nebisect.executors.runner.Runner` for the whole sweep (its warm conversion
 template serves every sample): both conversion paths, the exact program (``sim:fp64``,
@@ -31,8 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nebisect.atlas.records import ATLAS_COLUMNS, NOT_RUN, Atlas, AtlasEntry, AtlasFinding
-from nebisect.atlas.samples import OpSample, smaller, source_text
+from nebisect.atlas.records import (
+    ATLAS_COLUMNS,
+    NOT_RUN,
+    PATTERNS,
+    SAMPLES_SETTING,
+    Atlas,
+    AtlasEntry,
+    AtlasFinding,
+)
+from nebisect.atlas.samples import Sample
 from nebisect.atlas.store import keep, store
 from nebisect.errors import NebisectError
 from nebisect.files import MAX_JSON_CHARS, read_json, write_text
@@ -59,7 +67,9 @@ class SweepSettings:
     broken one a test plants); ``keep``: where each failing sample's source and
     triggers go, ``corpus``: the corpus its findings are stored in (None: nowhere;
     :mod:`nebisect.atlas.store`); ``shrink_budget``: the smaller samples tried per
-    kept failure."""
+    kept failure; ``patterns``: the samples are generated pattern programs, whose
+    failures are told apart across programs (:meth:`Atlas.distinct_failures
+    <nebisect.atlas.records.Atlas.distinct_failures>`)."""
 
     budget: int = SAMPLE_BUDGET
     seed: int = 0
@@ -68,6 +78,7 @@ class SweepSettings:
     keep: Path | None = field(default=None, compare=False)
     corpus: Path | None = field(default=None, compare=False)
     shrink_budget: int = field(default=DEFAULT_SHRINK_BUDGET, compare=False)
+    patterns: bool = False
 
     @property
     def keeps(self) -> bool:
@@ -75,10 +86,11 @@ class SweepSettings:
         return self.keep is not None or self.corpus is not None
 
     def describe(self) -> dict[str, str]:
-        return {"budget": str(self.budget), "seed": str(self.seed),
-                "converter_overrides": str(self.converter_overrides).lower(),
-                "converter_setup": ",".join(self.converter_setup),
-                "targets": ",".join(map(str, SWEEP_TARGETS))}
+        described = {"budget": str(self.budget), "seed": str(self.seed),
+                     "converter_overrides": str(self.converter_overrides).lower(),
+                     "converter_setup": ",".join(self.converter_setup),
+                     "targets": ",".join(map(str, SWEEP_TARGETS))}
+        return {**described, SAMPLES_SETTING: PATTERNS} if self.patterns else described
 
 
 def environment() -> dict[str, str]:
@@ -96,10 +108,10 @@ class EntryCache:
         self.directory = directory
         self._salt = json.dumps([settings.describe(), environment()], sort_keys=True)
 
-    def key(self, sample: OpSample) -> str:
+    def key(self, sample: Sample) -> str:
         return hashlib.sha256(f"{self._salt}\n{sample.digest()}".encode()).hexdigest()
 
-    def get(self, sample: OpSample) -> AtlasEntry | None:
+    def get(self, sample: Sample) -> AtlasEntry | None:
         """``sample``'s cached entry; None when there is none to trust (see the module
         docstring)."""
         key = self.key(sample)
@@ -113,13 +125,13 @@ class EntryCache:
             return None
         return entry if _is_entry_of(entry, sample) else None
 
-    def put(self, sample: OpSample, entry: AtlasEntry) -> None:
+    def put(self, sample: Sample, entry: AtlasEntry) -> None:
         key = self.key(sample)
         write_text(self.directory / f"{key}.json",
                    json.dumps({"key": key, "entry": entry.to_dict()}, sort_keys=True))
 
 
-def _is_entry_of(entry: AtlasEntry, sample: OpSample) -> bool:
+def _is_entry_of(entry: AtlasEntry, sample: Sample) -> bool:
     """Whether ``entry`` is one :func:`judge` could have made of ``sample`` and
     :func:`sweep` cached: the sample's identity, judged (not skipped), every path's
     row with every column."""
@@ -132,8 +144,9 @@ def _is_entry_of(entry: AtlasEntry, sample: OpSample) -> bool:
 Progress = Callable[[int, int, AtlasEntry, bool], None]
 
 
-def sweep(samples: Sequence[OpSample], settings: SweepSettings, runner: Runner,
+def sweep(samples: Sequence[Sample], settings: SweepSettings, runner: Runner,
           cache: EntryCache | None = None, *, unsampled: dict[str, list[str]] | None = None,
+          covered: dict[str, list[str]] | None = None,
           progress: Progress = lambda _done, _total, _entry, _cached: None,
           told: Callable[[str], None] = lambda _line: None) -> Atlas:
     """Judge every sample (or read it from ``cache``); the atlas lists them in sample
@@ -142,7 +155,8 @@ def sweep(samples: Sequence[OpSample], settings: SweepSettings, runner: Runner,
     (:func:`judge_all`); with a cluster, samples go one by one and their cells to the
     cluster. When failures are kept (:attr:`SweepSettings.keeps`), each distinct failure
     is then shrunk and kept (:func:`keep_failures`; ``told`` hears a line per failure)."""
-    atlas = Atlas(environment(), settings.describe(), unsampled=dict(unsampled or {}))
+    atlas = Atlas(environment(), settings.describe(), unsampled=dict(unsampled or {}),
+                  covered=dict(covered or {}))
     start = time.monotonic()
     entries: dict[int, AtlasEntry] = {}
     lock = threading.Lock()
@@ -194,7 +208,7 @@ def judge_all(items: list[int], judged: Callable[[int, Runner], None], runner: R
     runner.map(items, lambda item, isolator: judged(item, Runner(isolator=isolator)))
 
 
-def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
+def judge(sample: Sample, settings: SweepSettings, runner: Runner,
           scratch: Path) -> tuple[AtlasEntry, RunOutcome | None]:
     """One sample through ``run`` on ``runner``, in a directory of its own under
     ``scratch``: its entry (``skipped`` when the run cannot judge it: the op fails in
@@ -205,7 +219,7 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
     here = scratch / f"{sample.name}-{next(_judged)}"
     here.mkdir()
     source = here / "model.py"
-    source.write_text(source_text(sample))
+    source.write_text(sample.source_text())
     entry = AtlasEntry(sample.op_name, sample.index, sample.call, sample.digest())
     start = time.monotonic()
     options = RunOptions(source=f"{source}:model", invocation=Invocation(SWEEP_TARGETS),
@@ -232,7 +246,7 @@ def judge(sample: OpSample, settings: SweepSettings, runner: Runner,
 _judged = itertools.count(1)
 
 
-def keep_failures(atlas: Atlas, samples: Sequence[OpSample], settings: SweepSettings,
+def keep_failures(atlas: Atlas, samples: Sequence[Sample], settings: SweepSettings,
                   runner: Runner, scratch: Path, told: Callable[[str], None]) -> None:
     """Each distinct failure (:meth:`Atlas.distinct_failures`) once: the first sample
     that shows it, shrunk while it still fails the same way on the same paths
@@ -243,7 +257,7 @@ def keep_failures(atlas: Atlas, samples: Sequence[OpSample], settings: SweepSett
     for (op, failure, paths), entries in atlas.distinct_failures().items():
         first = by_identity[(op, entries[0].index, entries[0].call)]
 
-        def still_fails(candidate: OpSample, failure: str = failure,
+        def still_fails(candidate: Sample, failure: str = failure,
                         paths: tuple[str, ...] = paths) -> bool:
             entry, _ = judge(candidate, settings, runner, scratch)
             return entry.failures().get(failure) == list(paths)
@@ -267,13 +281,13 @@ def keep_failures(atlas: Atlas, samples: Sequence[OpSample], settings: SweepSett
              f"({sample.shapes}): {', '.join(where)}")
 
 
-def shrink(sample: OpSample, still_fails: Callable[[OpSample], bool], budget: int) -> OpSample:
-    """The smallest sample :func:`~nebisect.atlas.samples.smaller` reaches from
+def shrink(sample: Sample, still_fails: Callable[[Sample], bool], budget: int) -> Sample:
+    """The smallest sample :meth:`~nebisect.atlas.samples.Sample.smaller` reaches from
     ``sample`` that ``still_fails``, greedily (the first smaller candidate that fails is
     taken, and shrunk again), trying at most ``budget`` candidates."""
     tried = 0
     while tried < budget:
-        for candidate in smaller(sample):
+        for candidate in sample.smaller():
             if tried >= budget:
                 break
             tried += 1

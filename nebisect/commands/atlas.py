@@ -44,6 +44,15 @@ settings and coremltools/torch/nebisect versions: a re-run computes only what ch
 and the bisect / corpus add commands (--keep), or stored as corpus cases replay guards
 (--corpus). Needs the 'atlas' extra (expecttest).
 
+Patterns: --patterns N judges N generated torch programs instead of op samples, each
+a chain of 1 to 4 idioms models are written in (in-place writes through slices, masked
+and small-index gathers, shapes read off a flexible length, LSTMs with their state
+carried, SDPA with grouped heads and masks, normalization variants, integer scalars,
+fusable broadcasts, dtype arguments); program n of --seed S is the same in every
+campaign. A converter bug shows in every program that uses its pattern: distinct
+failures are told apart by signature and paths, and a kept one is shrunk by leaving
+idioms out and making its input smaller.
+
 Across versions: save one sweep's --json, run the next under the other coremltools
 (another environment) with --diff BEFORE.json; per op, failures fixed, regressed, new
 (samples the earlier sweep did not judge) and unchanged. --load ATLAS.json reads a
@@ -60,6 +69,10 @@ OPS_OPTION = typer.Option(
     help="Ops by their name in torch's op database (e.g. var,nn.functional.gelu,"
     "div.floor_rounding; --list-ops lists them). Default: the curated list.")
 ALL_OPTION = typer.Option(False, "--all", help="Every op of the database (hours on 2 cores).")
+PATTERNS_OPTION = typer.Option(
+    None, "--patterns", metavar="N",
+    help="Judge N generated pattern programs (chains of the idioms models are written in) "
+    "instead of op samples; --seed picks the campaign.")
 DTYPES_OPTION = typer.Option(
     "float32,int32", "--dtypes", metavar="A,B",
     help="Sample dtypes, of float32, int32, int64, bool (each op at those it supports).")
@@ -113,6 +126,7 @@ LIST_OPS_OPTION = typer.Option(False, "--list-ops", help="List the database's op
 def atlas(
     ops: str = OPS_OPTION,
     every: bool = ALL_OPTION,
+    patterns: int = PATTERNS_OPTION,
     dtypes: str = DTYPES_OPTION,
     budget: int = BUDGET_OPTION,
     seed: int = SEED_OPTION,
@@ -134,7 +148,7 @@ def atlas(
     list_ops: bool = LIST_OPS_OPTION,
 ) -> None:
     """``nebisect atlas`` (its help is :data:`ATLAS_HELP`)."""
-    from nebisect.atlas.plan import op_names, parse_dtypes, plan
+    from nebisect.atlas.plan import MAX_PATTERNS, op_names, parse_dtypes, pattern_plan, plan
     from nebisect.atlas.sweep import EntryCache, sweep
     from nebisect.executors.runner import Runner
 
@@ -149,21 +163,25 @@ def atlas(
         result = _read_atlas(load, "--load")
         _write(result, as_json, markdown_file, report)
         raise typer.Exit(_finish(result, before))
-    if ops is not None and every:
-        raise NebisectError("--ops and --all: choose one")
+    if sum((ops is not None, every, patterns is not None)) > 1:
+        raise NebisectError("--ops, --all and --patterns: choose one")
     settings = _settings(budget, seed, converter_overrides, tuple(converter_setup or ()), keep,
-                         corpus, shrink_budget)
+                         corpus, shrink_budget, patterns is not None)
     entries = None if no_cache else EntryCache(_cache_directory(cache), settings)
-    planned = plan(_op_names(ops), parse_dtypes(dtypes), every=every)
+    planned = (pattern_plan(check_count("--patterns", patterns, MAX_PATTERNS), seed)
+               if patterns is not None else plan(_op_names(ops), parse_dtypes(dtypes),
+                                                 every=every))
     if not planned.samples:
         raise NebisectError("no sample to judge: " + "; ".join(
             reasons[0] for reasons in planned.unsampled.values()))
     workers = check_count("--jobs", jobs, MAX_JOBS) if jobs is not None else os.cpu_count() or 1
-    _say(f"atlas: {len(planned.samples)} samples of {len({s.op_name for s in planned.samples})}"
-         " ops")
+    rows = len({s.op_name for s in planned.samples})
+    _say(f"atlas: {len(planned.samples)} pattern programs" if patterns is not None else
+         f"atlas: {len(planned.samples)} samples of {rows} ops")
     with Runner(workers, cluster=cluster) as runner:
         result = sweep(planned.samples, settings, runner, entries,
-                       unsampled=planned.unsampled, progress=_progress(len(planned.samples)),
+                       unsampled=planned.unsampled, covered=planned.covered,
+                       progress=_progress(len(planned.samples)),
                        told=_say)
     _write(result, as_json, markdown_file, report)
     raise typer.Exit(_finish(result, before))
@@ -181,7 +199,7 @@ def _op_names(ops: str | None) -> list[str] | None:
 
 def _settings(budget: int, seed: int, converter_overrides: bool,
               converter_setup: tuple[str, ...], keep: Path | None, corpus: Path | None,
-              shrink_budget: int) -> SweepSettings:
+              shrink_budget: int, patterns: bool) -> SweepSettings:
     """The sweep's settings from its options, checked."""
     from nebisect.atlas.sweep import SweepSettings
     from nebisect.isolation.timeouts import DEFAULT_TIMEOUTS
@@ -196,7 +214,7 @@ def _settings(budget: int, seed: int, converter_overrides: bool,
     check_converter_setup(converter_setup, timeout=DEFAULT_TIMEOUTS.load)
     return SweepSettings(budget=budget, seed=seed, converter_overrides=converter_overrides,
                          converter_setup=converter_setup, keep=keep, corpus=corpus,
-                         shrink_budget=shrink_budget)
+                         shrink_budget=shrink_budget, patterns=patterns)
 
 
 def _check_outputs(markdown_file: Path | None, report: Path | None, force: bool,
@@ -292,7 +310,15 @@ def _progress(total: int) -> Progress:
 
 def _write(result: Atlas, as_json: bool, markdown_file: Path | None,
            report: Path | None) -> None:
-    from nebisect.atlas.render import TABLE_COLUMNS, failure_rows, markdown, op_rows, payload
+    from nebisect.atlas.render import (
+        IDIOM_COLUMNS,
+        TABLE_COLUMNS,
+        failure_rows,
+        idiom_rows,
+        markdown,
+        op_rows,
+        payload,
+    )
     from nebisect.files import write_text
 
     if markdown_file is not None:
@@ -310,11 +336,19 @@ def _write(result: Atlas, as_json: bool, markdown_file: Path | None,
     from rich.table import Table
 
     console = Console(highlight=False, emoji=False)
-    table = Table(title="nebisect atlas (first failing sample per cell; --markdown/--json: all)")
-    for column in TABLE_COLUMNS[:TERMINAL_COLUMNS]:
+    if result.of_patterns:  # a row per program would bury what the idioms reached
+        table = Table(title="nebisect atlas: pattern programs by idiom (--markdown/--json: "
+                      "every program)")
+        columns, rows = list(IDIOM_COLUMNS), idiom_rows(result)
+    else:
+        table = Table(title="nebisect atlas (first failing sample per cell; --markdown/--json: "
+                      "all)")
+        columns = list(TABLE_COLUMNS[:TERMINAL_COLUMNS])
+        rows = [[_short(cell) for cell in row[:TERMINAL_COLUMNS]] for row in op_rows(result)]
+    for column in columns:
         table.add_column(column, overflow="fold")
-    for row in op_rows(result):
-        table.add_row(*(markup(_short(cell)) for cell in row[:TERMINAL_COLUMNS]))
+    for row in rows:
+        table.add_row(*(markup(cell) for cell in row))
     console.print(table)
     failures = failure_rows(result)
     console.print(f"{len(result.entries)} samples ({result.computed} judged, "

@@ -12,6 +12,8 @@ import pytest
 from support import TESTS
 from support.leftovers import Sandbox
 
+from nebisect.patterns.program import campaign
+
 NEBISECT = [sys.executable, "-m", "nebisect", "atlas"]
 
 
@@ -29,7 +31,10 @@ ONE_SAMPLE = ("--ops", "tanh", "--dtypes", "float32", "--budget", "1", "--no-cac
     (["--ops", "tahn"], "nebisect: error: --ops: 'tahn' not in torch's op database (did you "
                         "mean tan, tanh"),
     (["--ops", ","], "nebisect: error: --ops '': name at least one op"),
-    (["--ops", "tanh", "--all"], "nebisect: error: --ops and --all: choose one"),
+    (["--ops", "tanh", "--all"], "nebisect: error: --ops, --all and --patterns: choose one"),
+    (["--ops", "tanh", "--patterns", "2"],
+     "nebisect: error: --ops, --all and --patterns: choose one"),
+    (["--patterns", "0"], "nebisect: error: --patterns: give at least 1"),
     (["--dtypes", "float99"], "nebisect: error: --dtypes 'float99'"),
     (["--converter-setup", "nocolon"], "nebisect: error: --converter-setup 'nocolon' must"),
     (["--corpus", "c", "--converter-overrides"], "nebisect: error: --corpus converts plainly"),
@@ -108,6 +113,22 @@ def test_a_sweep_leaves_no_torch_cache_in_tmpdir(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert [entry["op"] for entry in json.loads(done.stdout)["entries"]] == ["tanh"]
     assert sandbox.leftovers() == []
+
+
+def test_a_pattern_sweep_judges_the_campaigns_programs_on_both_paths(tmp_path: Path) -> None:
+    """Program 0 of campaign 0 (integer arithmetic with Python ints, in int32) converts
+    and computes as torch does on both paths."""
+    done = _atlas("--patterns", "1", "--budget", "1", "--no-cache", "--json",
+                  tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    saved = json.loads(done.stdout)
+    assert saved["settings"]["samples"] == "patterns"
+    (entry,) = saved["entries"]
+    (program,) = campaign(1, 0)
+    assert (entry["op"], entry["index"], entry["digest"]) == (
+        program.op_name, "0:0", program.digest())
+    assert {path: row["converts"] for path, row in entry["cells"].items()} == {
+        "export": "ok", "trace": "ok"}
 
 
 def test_a_saved_atlas_that_is_not_one_is_one_line_and_exit_2(tmp_path: Path) -> None:

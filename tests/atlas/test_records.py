@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nebisect.atlas.records import ATLAS_SCHEMA, Atlas, AtlasEntry, AtlasFinding
-from nebisect.atlas.render import failure_counts, failure_rows, markdown, op_rows
+from nebisect.atlas.render import failure_counts, failure_rows, idiom_rows, markdown, op_rows
 from nebisect.atlas.samples import OpSample
 from nebisect.atlas.sweep import EntryCache, SweepSettings, sweep
 from nebisect.codec import CodecError
@@ -63,6 +63,27 @@ def test_distinct_failures_are_op_failure_and_paths() -> None:
     assert rows[("var", "export")][3] == f"{TOLERANCE} (float32:0)"
     assert rows[("exp", "trace")][2:7] == ["ok", "pass", "pass", "pass", "pass"]
     assert "| var | fp64: mismatch:tolerance | trace | 2 | float32:6 |" in markdown(atlas)
+
+
+def test_a_pattern_sweep_tells_failures_apart_across_programs() -> None:
+    """One converter bug in two programs (and another program's own): two distinct
+    failures, each named after the first program that shows it."""
+    broken = {"converts": "error: TypeError: only 0-dimensional arrays", "fp64": "-",
+              "fp32": "-", "fp16": "-", "ane": "-"}
+    entries = [_entry("0:0", {"trace": broken}, op="sdpa_mask"),
+               _entry("0:1", {"trace": broken}, op="sdpa_mask+lstm_twice"),
+               _entry("0:2", {"trace": {**PASS_ROW, "fp64": TOLERANCE}}, op="slice_assign")]
+    per_op = Atlas({"coremltools": "9.0"}, {}, entries)
+    assert len(per_op.distinct_failures()) == 3
+    across = Atlas({"coremltools": "9.0"}, {"samples": "patterns"}, entries)
+    assert [(op, failure, [e.index for e in found]) for (op, failure, _), found
+            in across.distinct_failures().items()] == [
+        ("sdpa_mask", "converts: error: TypeError: only N-dimensional arrays", ["0:0", "0:1"]),
+        ("slice_assign", f"fp64: {TOLERANCE}", ["0:2"])]
+    assert idiom_rows(across) == [["lstm_twice", "1", "0", "1", "0"],
+                                  ["sdpa_mask", "2", "0", "2", "1"],
+                                  ["slice_assign", "1", "1", "1", "1"]]
+    assert "### Idioms" in markdown(across) and "### Idioms" not in markdown(per_op)
 
 
 def test_the_atlas_json_has_a_schema_and_reads_back() -> None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nebisect.atlas.plan import parse_dtypes, plan
-from nebisect.atlas.samples import OpSample, first_of_each_form, source_text
+from nebisect.atlas.samples import OpSample, first_of_each_form
 from nebisect.errors import NebisectError
 
 
@@ -18,17 +18,41 @@ def var_samples() -> list[OpSample]:
 
 def _module_of(sample: OpSample) -> dict:
     namespace: dict = {}
-    exec(compile(source_text(sample), sample.name, "exec"), namespace)
+    exec(compile(sample.source_text(), sample.name, "exec"), namespace)
     return namespace["model"]()
 
 
 def test_every_call_form_of_var_is_one_sample_with_its_keywords_baked_in(
         var_samples: list[OpSample]) -> None:
     calls = [s.call for s in var_samples]
-    assert len(calls) == len(set(calls)) == 14  # 17 OpInfo samples: 2 rank-0, 1 repeated form
+    # 17 OpInfo samples: 2 rank-0, 1 repeated form; 13 moved along a mutation axis
+    assert len(calls) == len(set(calls)) == 14 + 13
     assert "torch.var(x0, dim=(1,), correction=2)" in calls  # coremltools PR #2718's form
     assert "torch.var(x0)" in calls
     assert all(list(s.inputs) == ["x0"] for s in var_samples)
+
+
+def test_samples_are_moved_to_dims_from_the_end_and_flipped_booleans() -> None:
+    """OpInfo has cumsum along dims 0 and 1 only, and avg_pool2d's flags as given: the
+    sweep also judges ``cumsum(x, -2)`` and each flag flipped (named by the ATen
+    schema, positional or not), and an int32 sample of a form float32 also has."""
+    cumsum = {s.index: s.call for s in plan(["cumsum"], ["float32"]).samples}
+    assert cumsum["float32:1:neg-dims"] == "torch.cumsum(x0, -2)"
+    pool = {s.index: s.call for s in plan(["nn.functional.avg_pool2d"], ["float32"]).samples}
+    assert pool["float32:0"] == "torch.nn.functional.avg_pool2d(x0, 3, 1, 1, True, False, 2)"
+    assert pool["float32:0:flip-ceil_mode"] == (
+        "torch.nn.functional.avg_pool2d(x0, 3, 1, 1, False, False, 2)")
+    assert pool["float32:0:flip-count_include_pad"] == (
+        "torch.nn.functional.avg_pool2d(x0, 3, 1, 1, True, True, 2)")
+    mm = plan(["mm"], ["float32", "int32"]).samples
+    assert [(s.index, s.call) for s in mm] == [("float32:0", "torch.mm(x0, x1)"),
+                                               ("int32:0", "torch.mm(x0, x1)")]
+    covered = plan(["cumsum", "nn.functional.avg_pool2d", "remainder"],
+                   ["float32", "int32"]).covered
+    assert covered == {  # avg_pool2d has no int32 sample: OpInfo lists no int32 for it
+        "cumsum": ["float32", "int32", "neg-dims"],
+        "nn.functional.avg_pool2d": ["float32", "flip-ceil_mode", "flip-count_include_pad"],
+        "remainder": ["float32", "int32", "one"]}
 
 
 def test_the_written_source_computes_what_torch_computes_at_the_samples_values(
@@ -68,7 +92,8 @@ def test_first_of_each_form_keeps_order() -> None:
     a = OpSample("op", "", "float32:0", "torch.op(x0)", {"x0": np.zeros(2)})
     b = OpSample("op", "", "float32:1", "torch.op(x0)", {"x0": np.ones(3)})
     c = OpSample("op", "", "float32:2", "torch.op(x0, 1)", {"x0": np.ones(3)})
-    assert first_of_each_form([a, b, c]) == [a, c]
+    d = OpSample("op", "", "int32:0", "torch.op(x0)", {"x0": np.ones(3, np.int32)})
+    assert first_of_each_form([a, b, c, d]) == [a, c, d]
 
 
 @pytest.mark.parametrize(("names", "message"), [
@@ -89,11 +114,9 @@ def test_dtypes_are_checked() -> None:
 
 
 def test_smaller_cuts_one_axis_of_one_input_at_a_time() -> None:
-    from nebisect.atlas.samples import smaller
-
     sample = OpSample("add", "", "float32:0", "torch.add(x0, x1)",
                       {"x0": np.zeros((4, 3)), "x1": np.zeros((3,))})
-    cuts = [(c.inputs["x0"].shape, c.inputs["x1"].shape, c.index) for c in smaller(sample)]
+    cuts = [(c.inputs["x0"].shape, c.inputs["x1"].shape, c.index) for c in sample.smaller()]
     assert cuts == [((1, 3), (3,), "float32:0:shrunk"), ((2, 3), (3,), "float32:0:shrunk"),
                     ((4, 1), (3,), "float32:0:shrunk"), ((4, 2), (3,), "float32:0:shrunk"),
                     ((4, 3), (1,), "float32:0:shrunk"), ((4, 3), (2,), "float32:0:shrunk")]

@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nebisect.atlas import sweep as sweep_module
-from nebisect.atlas.samples import OpSample, source_text
+from nebisect.atlas.samples import OpSample
 from nebisect.atlas.sweep import SweepSettings, sweep
 from nebisect.executors.runner import Runner
 from nebisect.isolation import fork
@@ -38,16 +37,17 @@ TEMPLATE_MODULE = b"nebisect.isolation.template"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def slow_source(sample: OpSample) -> str:
-    """The sample's source with a factory that sleeps before it builds."""
-    text = source_text(sample)
-    return ("import time\n" + text).replace(
-        "def model():\n", f"def model():\n    time.sleep({BUILD_SLEEP})\n")
+class SlowSample(OpSample):
+    """A sample whose source's factory sleeps before it builds."""
+
+    def source_text(self) -> str:
+        return ("import time\n" + super().source_text()).replace(
+            "def model():\n", f"def model():\n    time.sleep({BUILD_SLEEP})\n")
 
 
 def tanh_samples(count: int) -> list[OpSample]:
-    return [OpSample("tanh", "", f"float32:{n}", "torch.tanh(x0)",
-                     {"x0": np.linspace(-n, n, 4, dtype=np.float32)})
+    return [SlowSample("tanh", "", f"float32:{n}", "torch.tanh(x0)",
+                       {"x0": np.linspace(-n, n, 4, dtype=np.float32)})
             for n in range(1, count + 1)]
 
 
@@ -100,7 +100,6 @@ def census() -> Iterator[Census]:
 @pytest.mark.timeout(1200)
 def test_a_sweep_of_slow_builds_keeps_its_templates_bounded(
         census: Census, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sweep_module, "source_text", slow_source)
     monkeypatch.setattr(fork.ROSTER, "limit", BOUND)
     with Runner(1) as runner:
         atlas = sweep(tanh_samples(SAMPLES), SweepSettings(budget=1), runner)
