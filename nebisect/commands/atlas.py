@@ -34,8 +34,13 @@ the sample's values and at run's value families. Prints a table op × path ×
 failures (op × column: signature × paths; a column failing as the one before it
 inherits that failure); --json has every sample with run's findings for it.
 
+Each OpInfo sample is also judged moved along the axes converters get wrong and
+OpInfo rarely takes: its dimensions counted from the end, each boolean argument
+flipped, its rank-0 constants set to 1; an int32 sample is its own form, not a copy of
+the float32 one. --json and --markdown say per op which axes were sampled.
+
 The default op list (the ops behind published converter bugs and what models
-convert through: 33 ops, 177 samples) takes about 7 minutes on 2 cores; --all
+convert through: 33 ops, 374 samples) takes about 8 minutes on 2 cores; --all
 sweeps every op (587 ops, 4389 samples: about an hour). Entries are cached by sample,
 settings and coremltools/torch/nebisect versions: a re-run computes only what changed.
 --keep DIR and --corpus DIR keep each distinct failure once: its first sample, shrunk
