@@ -38,6 +38,7 @@ from nebisect.mil.semantics import SEMANTICS, Semantics, get_semantics, register
 from nebisect.mil.semantics.rules import RUNTIME_RULES, runtime_rule, runtime_rules
 from nebisect.opspecs.ops import OP_SPECS, get_op, op_spec, registered_ops
 from nebisect.opspecs.shapes import unary_with
+from nebisect.patterns.grammar import IDIOMS, idiom
 from nebisect.registry import Registry
 from nebisect.targets.base import Target
 from nebisect.targets.registry import TARGETS, register_target, registered_targets
@@ -160,6 +161,15 @@ FAMILIES_UNDER_TEST = {
         {"softplus-fp16", "lse-no-max-shift", "data-dependent-shape"},
         lambda: get_rule("softplus-f16"),
         r"unknown lint rule 'softplus-f16' \(did you mean softplus-fp16",
+    ),
+    "pattern idioms": Family(
+        IDIOMS,
+        lambda: idiom("slice_assign", "in-place")(_unused),
+        "slice_assign",
+        lambda: IDIOMS.names(),
+        {"slice_assign", "sdpa_gqa", "lstm_twice", "mha_padding_mask"},
+        lambda: IDIOMS.get("slice_asign"),
+        r"unknown idiom 'slice_asign' \(did you mean slice_assign",
     ),
     "interval transfers": Family(
         TRANSFERS,
