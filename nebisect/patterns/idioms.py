@@ -23,11 +23,16 @@ def slice_assign(b: Builder, x: Tensor, c: Choices) -> Tensor:
                            f"{{out}}[..., {column}] = {value}"))
 
 
+def _span(x: Tensor, c: Choices) -> tuple[int, int]:
+    """A non-empty slice ``low:high`` of the stream's width."""
+    low = c.integer(0, x.width - 2)
+    return low, c.integer(low + 1, x.width)
+
+
 @idiom("slice_fill", "in-place")
 def slice_fill(b: Builder, x: Tensor, c: Choices) -> Tensor:
     """``fill_`` through a slice of the result of an ``add``."""
-    low = c.integer(0, x.width - 2)
-    high = c.integer(low + 1, x.width)
+    low, high = _span(x, c)
     value = c.pick(("0.0", "1.5"))
     return x.renamed(b.let("f", f"{{out}} = {x.name} + 1.0",
                            f"{{out}}[:, :, {low}:{high}].fill_({value})"))
@@ -36,8 +41,7 @@ def slice_fill(b: Builder, x: Tensor, c: Choices) -> Tensor:
 @idiom("slice_update", "in-place")
 def slice_update(b: Builder, x: Tensor, c: Choices) -> Tensor:
     """A slice assigned from a computation on the same slice (``index_put`` on a view)."""
-    low = c.integer(0, x.width - 2)
-    high = c.integer(low + 1, x.width)
+    low, high = _span(x, c)
     return x.renamed(b.let("u", f"{{out}} = {x.name}.clone()",
                            f"{{out}}[..., {low}:{high}] = {x.name}[..., {low}:{high}] * 2.0"))
 
