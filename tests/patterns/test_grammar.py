@@ -1,6 +1,7 @@
 """The pattern grammar: every program it writes is one torch runs, in the stream's form,
-at its example length and at another when the length is flexible; Hypothesis's shrinker
-reduces a program to the one idiom that makes it fail, on the smallest input."""
+at its example length and at another when the length is flexible; the shrink a kept
+failure gets reduces a program to the one idiom that makes it fail, on the smallest
+input."""
 
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import HealthCheck, find, settings
-from hypothesis import strategies as st
 
+from nebisect.atlas.sweep import shrink
 from nebisect.patterns.grammar import (
     FLEXIBLE_LENGTH,
     IDIOMS,
     MAX_IDIOMS,
     WIDTHS,
-    Draft,
     SeededChoices,
     build,
     generate,
@@ -76,31 +75,15 @@ def test_every_smaller_program_is_simpler_and_runs_in_torch() -> None:
             assert y.dim() == 3 and y.shape[2] in WIDTHS
 
 
-class _Drawn:
-    """:class:`~nebisect.patterns.grammar.Choices` from Hypothesis's draws."""
-
-    def __init__(self, draw: Any) -> None:
-        self._draw = draw
-
-    def integer(self, low: int, high: int) -> int:
-        return self._draw(st.integers(low, high))
-
-    def pick(self, options: Any) -> Any:
-        return self._draw(st.sampled_from(options))
-
-
-@st.composite
-def drafts(draw: Any) -> Draft:
-    return generate(_Drawn(draw))
-
-
 @pytest.mark.parametrize("culprit", ["lstm_twice", "sdpa_gqa", "slice_assign"])
 def test_shrinking_reduces_a_failing_program_to_its_one_idiom_on_the_smallest_input(
         culprit: str) -> None:
     """A converter bug in one idiom, however many others the failing program chains:
-    the shrinker's answer is that idiom alone, on a 1×2×4 input of fixed length."""
-    found = find(drafts(), lambda draft: culprit in draft.idioms,
-                 settings=settings(max_examples=2000, database=None,
-                                   suppress_health_check=list(HealthCheck)))
-    assert found.idioms == (culprit,)
-    assert found.shape == (1, FLEXIBLE_LENGTH[0], WIDTHS[0]) and not found.flexible
+    the shrink a kept failure gets (``atlas --keep``) reaches that idiom alone, on a
+    1×2×4 input of fixed length — deterministically, from a seeded campaign program."""
+    program = next(p for p in campaign(400, 0)
+                   if culprit in p.draft.idioms and len(p.draft.idioms) >= 3)
+    shrunk = shrink(program, lambda p: culprit in p.draft.idioms, budget=400)
+    assert isinstance(shrunk, PatternProgram)
+    assert shrunk.draft.idioms == (culprit,)
+    assert shrunk.draft.shape == (1, FLEXIBLE_LENGTH[0], WIDTHS[0]) and not shrunk.draft.flexible
