@@ -13,11 +13,10 @@ element, which head count, which dtype) are drawn from :class:`Choices`.
 
 Everything here writes text and draws numbers: no torch, no I/O. The choices come
 from a seeded random generator (:class:`SeededChoices`: a campaign's program ``n`` is
-the same in every campaign) or from Hypothesis, whose shrinker, lowering the same
-decisions, reaches the fewest idioms on the smallest input. Each idiom's decisions are
-kept (:class:`IdiomStep`), so :func:`build` writes a program again from them and
-:func:`smaller` writes the programs one step simpler — what a kept failure is shrunk
-with.
+the same in every campaign), or from any other :class:`Choices` (Hypothesis's draws,
+say). Each idiom's decisions are kept (:class:`IdiomStep`), so :func:`build` writes a
+program again from them and :func:`smaller` writes the programs one step simpler —
+what a kept failure is shrunk with.
 """
 
 from __future__ import annotations
