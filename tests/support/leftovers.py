@@ -104,6 +104,14 @@ class Sandbox:
         passes before ``ready`` appears. The process is killed (SIGKILL, as CI does after
         its grace period) if it has not exited ``patience`` seconds after the signal."""
         _appeared(process, lambda: ready if ready.exists() else None, ready.name, wait)
+        return self.terminate(process, sig=sig, patience=patience)
+
+    def terminate(self, process: subprocess.Popen[str], *, sig: int = signal.SIGTERM,
+                  patience: float = 60) -> tuple[int, str, str]:
+        """Send ``sig`` now; return (exit code, stdout, stderr), the process killed
+        ``patience`` seconds after the signal if it has not exited. For a sign that may
+        vanish once seen (a case's directory, removed when the case ends): seen by
+        :meth:`wait_for`, it needs no second look."""
         process.send_signal(sig)
         out, err = _stop(process, patience)
         return process.returncode, out, err
