@@ -10,7 +10,9 @@ A **failure** of an entry (:meth:`AtlasEntry.failures`) is read off its grid, co
 column down the precisions: a conversion error, the exact program (``fp64``) disagreeing
 with torch — the converter's math —, or a column failing where the one before it passed
 or failed otherwise (fp32 rounding, fp16 range, the Neural Engine). A column that fails
-as the one before it inherits that failure. Each failure lists the paths it shows on:
+as the one before it inherits that failure. torch refusing a path's program (``not
+exportable``, ``not traceable``: :mod:`~nebisect.sources.frontend`) is no failure: the
+program never reached the converter. Each failure lists the paths it shows on:
 ``var(correction=2)`` wrong in the exact program on ``trace`` only is one failure,
 ``std(x)`` wrong on both paths another, whatever ``run``'s root-cause merging makes of
 the fp16 overflow beside them.
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from nebisect.codec import Form, Record
+from nebisect.sources.frontend import is_refusal
 from nebisect.targets.spec import REFERENCE_SPEC, TargetSpec
 from nebisect.verdict import normalize_message
 
@@ -38,6 +41,8 @@ NOT_RUN = "-"
 SAMPLES_SETTING, PATTERNS = "samples", "patterns"
 #: cell values that are not failures
 PASSING = ("ok", "pass", "skipped", NOT_RUN)
+#: how a ``converts`` cell of a path that did not convert begins
+ERROR_PREFIX = "error: "
 
 
 @dataclass
@@ -86,7 +91,7 @@ class AtlasEntry(Record):
             before = ""
             for column in ATLAS_COLUMNS:
                 value = row.get(column, NOT_RUN)
-                if value in PASSING:
+                if value in PASSING or refused(value):
                     before = ""
                     continue
                 if value != before:
@@ -95,13 +100,17 @@ class AtlasEntry(Record):
         return found
 
 
+def refused(value: str) -> bool:
+    """Is a cell's value torch refusing the path's program (no converter failure)?"""
+    return value.startswith(ERROR_PREFIX) and is_refusal(value[len(ERROR_PREFIX):])
+
+
 def _normalized(value: str) -> str:
     """A cell's value as failures are keyed: a conversion error's message normalized
     (:func:`~nebisect.verdict.normalize_message`: ``Op "10"`` and ``Op "9"`` are one
     error), whatever the entry's cache kept."""
-    prefix = "error: "
-    return prefix + normalize_message(value[len(prefix):]) if value.startswith(prefix) \
-        else value
+    return (ERROR_PREFIX + normalize_message(value[len(ERROR_PREFIX):])
+            if value.startswith(ERROR_PREFIX) else value)
 
 
 @dataclass

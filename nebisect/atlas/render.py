@@ -10,9 +10,18 @@ HTML report's content. Nothing here runs anything.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
-from nebisect.atlas.records import ATLAS_COLUMNS, NOT_RUN, PASSING, Atlas, AtlasEntry
+from nebisect.atlas.records import (
+    ATLAS_COLUMNS,
+    NOT_RUN,
+    PASSING,
+    Atlas,
+    AtlasEntry,
+    refused,
+)
 from nebisect.report.safe_text import markdown_text
 
 TABLE_COLUMNS = ("op", "path", *ATLAS_COLUMNS, "samples", "first failing sample", "finding")
@@ -77,28 +86,51 @@ def failure_counts(atlas: Atlas) -> dict[str, int]:
 
 
 #: the columns of a pattern sweep's coverage, one row per idiom
-IDIOM_COLUMNS = ("idiom", "programs", "convert on both paths", "failing",
+IDIOM_COLUMNS = ("idiom", "programs", "refused by torch", "convert on both paths", "failing",
                  "distinct failures first shown")
+#: the columns of the idiom pairs a pattern sweep reached, one row per pair in order
+PAIR_COLUMNS = ("idiom, then idiom", "programs", "refused by torch", "convert on both paths",
+                "failing")
 
 
 def idiom_rows(atlas: Atlas) -> list[list[str]]:
-    """Per idiom of a pattern sweep: the judged programs that use it, those that convert
-    on both paths, those failing somewhere, and the distinct failures first shown by a
+    """Per idiom of a pattern sweep: the judged programs that use it, those torch
+    refuses on some path (``not exportable``, ``not traceable``), those that convert on
+    both paths, those failing somewhere, and the distinct failures first shown by a
     program that uses it — which patterns were reached, and which the failures sit in."""
-    counts: dict[str, list[int]] = {}
+    counts = _tallies(atlas, lambda idioms: set(idioms), extra=1)
+    for op, _, _ in atlas.distinct_failures():
+        for name in set(op.split("+")):
+            counts[name][4] += 1
+    return [[name, *map(str, tally)] for name, tally in sorted(counts.items())]
+
+
+def pair_rows(atlas: Atlas) -> list[list[str]]:
+    """Per pair of idioms one right after the other in a program (``a, then b``), the
+    same counts as :func:`idiom_rows`: which compositions the sweep reached, failing
+    pairs first."""
+    counts = _tallies(atlas, lambda idioms: set(pairwise(idioms)))
+    ranked = sorted(counts.items(), key=lambda item: (-item[1][3], item[0]))
+    return [[f"{first}, then {second}", *map(str, tally)] for (first, second), tally in ranked]
+
+
+def _tallies(atlas: Atlas, keys: Callable[[list[str]], set[Any]],
+             extra: int = 0) -> dict[Any, list[int]]:
+    """Per key a program's idioms give (:func:`idiom_rows`' idioms, :func:`pair_rows`'
+    pairs): judged programs, refused by torch, converting on both paths, failing, and
+    ``extra`` zeros for the caller to fill."""
+    counts: dict[Any, list[int]] = {}
     for entry in atlas.entries:
         if entry.skipped:
             continue
-        converts = all(row.get("converts") == "ok" for row in entry.cells.values())
-        for name in set(entry.op.split("+")):
-            tally = counts.setdefault(name, [0, 0, 0, 0])
-            tally[0] += 1
-            tally[1] += converts
-            tally[2] += entry.failed
-    for op, _, _ in atlas.distinct_failures():
-        for name in set(op.split("+")):
-            counts[name][3] += 1
-    return [[name, *map(str, tally)] for name, tally in sorted(counts.items())]
+        rows = entry.cells.values()
+        tally_of = (1, any(refused(row.get("converts", "")) for row in rows),
+                    all(row.get("converts") == "ok" for row in rows), entry.failed)
+        for key in keys(entry.op.split("+")):
+            tally = counts.setdefault(key, [0] * (len(tally_of) + extra))
+            for column, value in enumerate(tally_of):
+                tally[column] += value
+    return counts
 
 
 #: the columns of the axes each op's samples covered
@@ -127,7 +159,8 @@ def markdown(atlas: Atlas) -> str:
         "",
         *_markdown_table(FAILURE_COLUMNS, failure_rows(atlas)),
         "",
-        *(["### Idioms", "", *_markdown_table(IDIOM_COLUMNS, idiom_rows(atlas)), ""]
+        *(["### Idioms", "", *_markdown_table(IDIOM_COLUMNS, idiom_rows(atlas)), "",
+           "### Idiom pairs", "", *_markdown_table(PAIR_COLUMNS, pair_rows(atlas)), ""]
           if atlas.of_patterns else []),
         *(["### Axes sampled", "", *_markdown_table(COVERED_COLUMNS, covered_rows(atlas)),
            ""] if atlas.covered else []),
@@ -160,7 +193,8 @@ def payload(atlas: Atlas) -> Any:
                  "distinct failures": len(atlas.distinct_failures()),
                  "by class": failure_counts(atlas)},
         tables=[Table("distinct failures", list(FAILURE_COLUMNS), failure_rows(atlas)),
-                *([Table("idioms", list(IDIOM_COLUMNS), idiom_rows(atlas))]
+                *([Table("idioms", list(IDIOM_COLUMNS), idiom_rows(atlas)),
+                   Table("idiom pairs", list(PAIR_COLUMNS), pair_rows(atlas))]
                   if atlas.of_patterns else []),
                 *([Table("axes sampled", list(COVERED_COLUMNS), covered_rows(atlas))]
                   if atlas.covered else []),

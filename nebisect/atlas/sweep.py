@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from nebisect.atlas.records import (
     ATLAS_COLUMNS,
+    ERROR_PREFIX,
     NOT_RUN,
     PATTERNS,
     SAMPLES_SETTING,
@@ -325,7 +326,7 @@ def _conversions(report: RunReport) -> dict[str, str]:
             path, status = str(attempt.get("path", "")), attempt.get("status")
             if found.get(path, "ok") == "ok":
                 found[path] = "ok" if status == "ok" else (
-                    f"error: {normalize_message(str(attempt.get('message', '')))}")
+                    ERROR_PREFIX + normalize_message(str(attempt.get("message", ""))))
     return found
 
 

@@ -322,6 +322,7 @@ def _write(result: Atlas, as_json: bool, markdown_file: Path | None,
         idiom_rows,
         markdown,
         op_rows,
+        pair_rows,
         payload,
     )
     from nebisect.files import write_text
@@ -355,6 +356,11 @@ def _write(result: Atlas, as_json: bool, markdown_file: Path | None,
     for row in rows:
         table.add_row(*(markup(cell) for cell in row))
     console.print(table)
+    if result.of_patterns:
+        pairs = pair_rows(result)
+        console.print(f"{len(pairs)} idiom pairs reached, "
+                      f"{sum(row[4] != '0' for row in pairs)} of them in a failing program "
+                      "(--markdown: the pairs' table)", markup=False)
     failures = failure_rows(result)
     console.print(f"{len(result.entries)} samples ({result.computed} judged, "
                   f"{len(result.entries) - result.computed} cached) in {result.seconds:.0f} s; "

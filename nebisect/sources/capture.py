@@ -62,6 +62,7 @@ from nebisect.sources.convert import (
     convertible,
     summarize,
 )
+from nebisect.sources.frontend import torch_step
 from nebisect.sources.torch_module import (
     TorchSource,
     export_module,
@@ -111,13 +112,15 @@ def capture_module(module: Any, example_inputs: Any, declared: dict[str, Any],
     def trace() -> None:
         source = _source(module, example_inputs, declared, label)
         wrapper = convertible(source)
-        save_scripted(torch.jit.trace(wrapper, tuple(source.example_inputs.values())),
-                      source, traced)
+        with torch_step("trace"):
+            scripted = torch.jit.trace(wrapper, tuple(source.example_inputs.values()))
+        save_scripted(scripted, source, traced)
 
     def export() -> None:
         source = _source(module, example_inputs, declared, label)
-        save_exported(export_module(source, source.module), source, exported,
-                      traced=traced.name if traced.is_file() else "")
+        with torch_step("export"):
+            program = export_module(source, source.module)
+        save_exported(program, source, exported, traced=traced.name if traced.is_file() else "")
 
     for path, work, saved in (("trace", trace, traced), ("export", export, exported)):
         verdict = _in_fork(work, directory / f"{path}.log", path, timeout,

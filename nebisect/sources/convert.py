@@ -53,6 +53,7 @@ from nebisect.sources.converter_overrides import CURED_OPS, FAILS_TOO, overrides
 from nebisect.sources.converter_setup import setup_function
 from nebisect.sources.deployment import DEFAULT_DEPLOYMENT, running_deployment
 from nebisect.sources.export_guards import violated_condition
+from nebisect.sources.frontend import Refused, torch_step
 from nebisect.sources.precisions import PrecisionOutcome, convert_at_precisions
 from nebisect.sources.torch_load import load_torch_source
 from nebisect.sources.torch_module import (
@@ -325,7 +326,11 @@ def _deployment(ct: Any, name: str) -> Any:
 def converter_message(exc: BaseException) -> str:
     """``TypeError: first line of the message``: a converter's failure in one line — and
     the condition a torch.export constraint violation states on a later line
-    (``UserError: Constraints violated (seq): needs seq ≠ 2 (seq: ids.shape[1], …)``)."""
+    (``UserError: Constraints violated (seq): needs seq ≠ 2 (seq: ids.shape[1], …)``);
+    torch's step refusing the program says so first (``not exportable: UserError: …``,
+    :mod:`~nebisect.sources.frontend`)."""
+    if isinstance(exc, Refused) and exc.__cause__ is not None:
+        return f"{exc}: {converter_message(exc.__cause__)}"
     text = str(exc).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     first = lines[0] if lines else "(no message)"
@@ -361,7 +366,8 @@ def _input_types(ct: Any, source: TorchSource, *, shapes: bool) -> list[Any]:
 
 def _via_export(ct: Any, source: TorchSource, options: dict[str, Any], module: Any,
                 precisions: tuple[str, ...]) -> dict[str, PrecisionOutcome]:
-    program = export_module(source, module).run_decompositions({})
+    with torch_step("export"):
+        program = export_module(source, module).run_decompositions({})
     return _converted_program(ct, source, options, program, precisions, shapes=False)
 
 
@@ -371,9 +377,10 @@ def _via_trace(ct: Any, source: TorchSource, options: dict[str, Any], module: An
     or a loaded one) is converted as it is."""
     import torch
 
-    traced = (source.traced if source.traced is not None
-              else module if isinstance(module, torch.jit.ScriptModule)
-              else torch.jit.trace(module, tuple(source.example_inputs.values())))
+    with torch_step("trace"):
+        traced = (source.traced if source.traced is not None
+                  else module if isinstance(module, torch.jit.ScriptModule)
+                  else torch.jit.trace(module, tuple(source.example_inputs.values())))
     return _converted_program(ct, source, options, traced, precisions, shapes=True)
 
 

@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from nebisect.atlas.records import ATLAS_SCHEMA, Atlas, AtlasEntry, AtlasFinding
-from nebisect.atlas.render import failure_counts, failure_rows, idiom_rows, markdown, op_rows
+from nebisect.atlas.render import (
+    failure_counts,
+    failure_rows,
+    idiom_rows,
+    markdown,
+    op_rows,
+    pair_rows,
+)
 from nebisect.atlas.samples import OpSample
 from nebisect.atlas.sweep import EntryCache, SweepSettings, sweep
 from nebisect.codec import CodecError
@@ -46,6 +53,22 @@ def test_a_path_that_does_not_convert_is_a_converts_failure() -> None:
     assert entry.failures() == {"converts: error: NotImplementedError": ["trace"]}
 
 
+def test_a_path_torch_refuses_is_no_converter_failure() -> None:
+    """torch.export refusing the program (a data-dependent row count) never reached
+    coremltools: no failure, whatever the other path does."""
+    refused = {"converts": "error: not exportable: GuardOnDataDependentSymNode: Could not "
+               "guard on data-dependent expression Eq(uN, N)", "fp64": "-", "fp32": "-",
+               "fp16": "-", "ane": "-"}
+    entry = AtlasEntry("masked_rows", "0:3", "call", "digest", {"export": refused,
+                                                                 "trace": PASS_ROW})
+    assert entry.failures() == {} and not entry.failed
+    not_traceable = {**refused, "converts": "error: not traceable: TracingCheckError: …"}
+    broken = {**refused, "converts": "error: NotImplementedError: not exportable: x"}
+    assert AtlasEntry("x", "0", "c", "d", {"trace": not_traceable}).failures() == {}
+    assert AtlasEntry("x", "0", "c", "d", {"export": broken}).failures() == {
+        "converts: error: NotImplementedError: not exportable: x": ["export"]}
+
+
 def test_distinct_failures_are_op_failure_and_paths() -> None:
     trace_only = {**PASS_ROW, "fp64": TOLERANCE}
     atlas = Atlas({"coremltools": "9.0"}, {}, [
@@ -72,7 +95,11 @@ def test_a_pattern_sweep_tells_failures_apart_across_programs() -> None:
               "fp32": "-", "fp16": "-", "ane": "-"}
     entries = [_entry("0:0", {"trace": broken}, op="sdpa_mask"),
                _entry("0:1", {"trace": broken}, op="sdpa_mask+lstm_twice"),
-               _entry("0:2", {"trace": {**PASS_ROW, "fp64": TOLERANCE}}, op="slice_assign")]
+               _entry("0:2", {"trace": {**PASS_ROW, "fp64": TOLERANCE}}, op="slice_assign"),
+               AtlasEntry("masked_rows+slice_assign", "0:3", "call", "digest", {
+                   "export": {"converts": "error: not exportable: GuardOnDataDependentSymNode",
+                              "fp64": "-", "fp32": "-", "fp16": "-", "ane": "-"},
+                   "trace": PASS_ROW})]
     per_op = Atlas({"coremltools": "9.0"}, {}, entries)
     assert len(per_op.distinct_failures()) == 3
     across = Atlas({"coremltools": "9.0"}, {"samples": "patterns"}, entries)
@@ -80,10 +107,14 @@ def test_a_pattern_sweep_tells_failures_apart_across_programs() -> None:
             in across.distinct_failures().items()] == [
         ("sdpa_mask", "converts: error: TypeError: only N-dimensional arrays", ["0:0", "0:1"]),
         ("slice_assign", f"fp64: {TOLERANCE}", ["0:2"])]
-    assert idiom_rows(across) == [["lstm_twice", "1", "0", "1", "0"],
-                                  ["sdpa_mask", "2", "0", "2", "1"],
-                                  ["slice_assign", "1", "1", "1", "1"]]
+    assert idiom_rows(across) == [["lstm_twice", "1", "0", "0", "1", "0"],
+                                  ["masked_rows", "1", "1", "0", "0", "0"],
+                                  ["sdpa_mask", "2", "0", "0", "2", "1"],
+                                  ["slice_assign", "2", "1", "1", "1", "1"]]
+    assert pair_rows(across) == [["sdpa_mask, then lstm_twice", "1", "0", "0", "1"],
+                                 ["masked_rows, then slice_assign", "1", "1", "0", "0"]]
     assert "### Idioms" in markdown(across) and "### Idioms" not in markdown(per_op)
+    assert "| masked_rows, then slice_assign | 1 | 1 | 0 | 0 |" in markdown(across)
 
 
 def test_the_atlas_json_has_a_schema_and_reads_back() -> None:

@@ -30,6 +30,7 @@ from nebisect.sources.convert import (
     convert_job,
     convert_paths,
     convert_source,
+    converter_message,
     summarize,
 )
 from nebisect.sources.resolve import Source
@@ -262,6 +263,45 @@ def test_a_forward_returning_a_dict_converts_on_both_paths(tmp_path: Path) -> No
         assert sorted(outputs) == ["hidden", "logits"]
         np.testing.assert_allclose(outputs["logits"], x * 2, rtol=1e-6)
         np.testing.assert_allclose(outputs["hidden"], np.tanh(x), rtol=1e-5)
+
+
+DATA_DEPENDENT_BRANCH = """
+import torch
+
+class Branch(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 if x.sum() > 0 else -x
+
+def model():
+    return {"module": Branch(), "example_inputs": (torch.ones(2, 5),)}
+"""
+
+
+def test_torch_export_refusing_the_program_is_said_apart_from_the_converter(
+    tmp_path: Path
+) -> None:
+    """A branch on a value: torch.export refuses it before coremltools sees a program
+    (``not exportable``, torch's exception after it); jit.trace records the branch taken
+    and converts."""
+    path = tmp_path / "branch.py"
+    path.write_text(textwrap.dedent(DATA_DEPENDENT_BRANCH))
+    models, attempts = convert_source(load_torch_source(f"{path}:model"), "fp32")
+    assert [(a.path, a.status) for a in attempts] == [("export", "failed"), ("trace", "ok")]
+    assert attempts[0].message.startswith("not exportable: GuardOnDataDependentSymNode: "
+                                          "Could not guard on data-dependent expression")
+    assert list(models) == ["trace"]
+
+
+def test_a_converter_message_says_torch_refused_before_the_cause() -> None:
+    from nebisect.sources.frontend import Refused, is_refusal, torch_step
+
+    with pytest.raises(Refused) as raised, torch_step("trace"):
+        raise RuntimeError("Tracer cannot infer type of output\nsecond line")
+    message = converter_message(raised.value)
+    assert message == "not traceable: RuntimeError: Tracer cannot infer type of output"
+    assert is_refusal(message) and not is_refusal("RuntimeError: not traceable: x")
+    with pytest.raises(MemoryError), torch_step("export"):
+        raise MemoryError  # the memory limit's verdict, not torch refusing the program
 
 
 #: ``new_ones`` (cured by the overrides) and ``lgamma`` (no converter at all): with the
