@@ -2,11 +2,13 @@
 
 ``--keep DIR`` writes ``DIR/<sample>/model.py`` beside the triggers ``run
 --save-triggers`` writes (``N.npz``, ``triggers.json`` with the ``bisect`` and ``corpus
-add`` commands). ``--corpus DIR`` stores each finding's smallest trigger as a corpus
-case — the one-op source itself, its inputs, the target and the conversion path it
-fails on (``convert_path``), expected failing with its signature — so ``replay`` guards
-it and ``fix verify`` can target it. A conversion nebisect's overrides changed is not
-stored (a corpus case converts plainly), nor a trigger on a target that runs no program.
+add`` commands) and the ready issue text ``run --markdown`` writes (:data:`ISSUE_FILE`:
+versions, torch against the converted numbers, a standalone repro). ``--corpus DIR``
+stores each finding's smallest trigger as a corpus case — the sample's source itself,
+its inputs, the target and the conversion path it fails on (``convert_path``), expected
+failing with its signature — so ``replay`` guards it and ``fix verify`` can target it.
+A conversion nebisect's overrides changed is not stored (a corpus case converts
+plainly), nor a trigger on a target that runs no program.
 """
 
 from __future__ import annotations
@@ -23,18 +25,24 @@ from nebisect.files import write_text
 if TYPE_CHECKING:
     from nebisect.detect.source_run import RunOutcome
 
+#: the kept failure's issue text, beside its source
+ISSUE_FILE = "issue.md"
+
 
 def keep(sample: Sample, outcome: RunOutcome, directory: Path) -> Path:
-    """The failing sample as a torch source beside its findings' triggers, under
-    ``directory/<sample name>/`` (returned)."""
+    """The failing sample as a torch source beside its findings' triggers and issue
+    text, under ``directory/<sample name>/`` (returned)."""
     from nebisect.detect.triggers import save_triggers
+    from nebisect.minimize.repro.finding import issue_text
 
     here = directory / sample.name
     source = here / "model.py"
     write_text(source, sample.source_text())
     report = outcome.report
-    save_triggers(here, [f.representative for f in report.findings], report.rows,
-                  outcome.inputs_files, source=f"{source}:model", typed=f"{source}:model")
+    triggers = save_triggers(here, [f.representative for f in report.findings], report.rows,
+                             outcome.inputs_files, source=f"{source}:model",
+                             typed=f"{source}:model")
+    write_text(here / ISSUE_FILE, issue_text(report, triggers, outcome.inputs_files))
     return here
 
 

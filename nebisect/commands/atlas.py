@@ -45,9 +45,9 @@ sweeps every op (587 ops, 4389 samples: about an hour). Entries are cached by sa
 settings and coremltools/torch/nebisect versions: a re-run computes only what changed.
 --keep DIR and --corpus DIR keep each distinct failure once: its first sample, shrunk
 (an input's axis cut to 1 or halved while it fails the same way on the same paths,
---shrink-budget tries), judged again and written as DIR/NAME/model.py with its triggers
-and the bisect / corpus add commands (--keep), or stored as corpus cases replay guards
-(--corpus). Needs the 'atlas' extra (expecttest).
+--shrink-budget tries), judged again and written as DIR/NAME/model.py with its triggers,
+the bisect / corpus add commands and a ready issue text, issue.md (--keep), or stored
+as corpus cases replay guards (--corpus). Needs the 'atlas' extra (expecttest).
 
 Patterns: --patterns N judges N generated torch programs instead of op samples, each
 a chain of 1 to 4 idioms models are written in (in-place writes through slices, masked
@@ -97,8 +97,8 @@ FORCE_OPTION = typer_default(FORCE.but(help="Replace an existing --markdown file
                                        "--report's files."))
 KEEP_OPTION = typer.Option(
     None, "--keep", metavar="DIR",
-    help="Write each distinct failure's shrunk sample, its triggers and next commands "
-    "under DIR.")
+    help="Write each distinct failure's shrunk sample, its triggers, next commands and "
+    "issue text (issue.md) under DIR.")
 CORPUS_OPTION = typer.Option(
     None, "--corpus", metavar="DIR",
     help="Store each distinct failure's shrunk sample as corpus cases (the one-op source, "

@@ -80,6 +80,10 @@ def test_a_converter_broken_on_one_path_is_found_kept_and_cached(tmp_path: Path)
     assert (trigger["path"], trigger["attribution"]) == ("trace", "conversion")
     assert (kept / trigger["inputs"]).is_file()
     assert any("corpus add" in command for command in trigger["commands"])
+    issue = (kept / "issue.md").read_text()
+    assert issue.startswith("# nebisect run model.py:model: 1 finding")
+    assert "sigmoid" in issue and "jit.trace" in issue
+    assert issue.count("```python") == 1 and "torch.tanh(x0)" in issue  # the repro
     assert "[1/1] tanh float32:0" in done.stderr
 
     again = _atlas(*args[:-2], tmp_path=tmp_path)  # no --keep: nothing is judged again
