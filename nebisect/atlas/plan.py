@@ -92,7 +92,8 @@ def plan(ops: Sequence[str] | None, dtypes: Sequence[str], *, every: bool = Fals
 
 def covered_axes(samples: Sequence[OpSample]) -> list[str]:
     """The axes an op's samples cover: the dtypes they are at, then how they were moved
-    (``one``: constants set to 1; ``neg-dims``; ``flip-NAME``), each once, in order."""
+    (``one``: constants set to 1; ``neg-dims``, ``neg-start``, ``flip-NAME``, ``neg-inf``:
+    :func:`~nebisect.atlas.samples.mutations`), each once, in order."""
     dtypes = [s.index.split(":")[0] for s in samples]
     moved = [axis for s in samples for axis in s.index.split(":")[2:] if axis != "shrunk"]
     return list(dict.fromkeys([*dtypes, *moved]))

@@ -89,6 +89,8 @@ class OpSample:
     index: str
     call: str
     inputs: dict[str, np.ndarray] = field(compare=False, hash=False)
+    #: how the input's values were moved from OpInfo's (``neg-inf``), "" when they were not
+    values: str = ""
 
     @property
     def op_name(self) -> str:
@@ -102,10 +104,12 @@ class OpSample:
 
     @property
     def form(self) -> str:
-        """The call and its inputs' dtypes, their shapes left out: samples of one form
-        call the op the same way on the same dtypes (an int32 sample is not a float32
-        one: converters lower the two differently)."""
-        return f"{self.call} @ {' '.join(str(a.dtype) for a in self.inputs.values())}"
+        """The call, its inputs' dtypes and how their values were moved, their shapes
+        left out: samples of one form call the op the same way on the same dtypes (an
+        int32 sample is not a float32 one: converters lower the two differently) and
+        values (an input holding -inf is not one of finite values)."""
+        dtypes = " ".join(str(a.dtype) for a in self.inputs.values())
+        return f"{self.call} @ {dtypes}" + (f" with {self.values}" if self.values else "")
 
     @property
     def shapes(self) -> str:
@@ -160,7 +164,7 @@ class OpSample:
                         continue
                     cut = np.take(array, np.arange(length), axis=axis)
                     yield OpSample(self.op, self.variant, _shrunk(self.index), self.call,
-                                   {**self.inputs, name: cut})
+                                   {**self.inputs, name: cut}, self.values)
 
 
 def op_database() -> list[Any]:
@@ -231,9 +235,10 @@ def samples_of(info: Any, dtypes: Sequence[str]) -> Iterator[OpSample | str]:
             if _SCALAR in made.call:
                 yield sample_of(info, function, f"{at}:one", sample.input, sample.args,
                                 sample.kwargs, one=True)
-            for axis, args, kwargs in mutations(info, sample.input, sample.args,
-                                                sample.kwargs):
-                yield sample_of(info, function, f"{at}:{axis}", sample.input, args, kwargs)
+            for axis, tensor, args, kwargs in mutations(info, sample.input, sample.args,
+                                                        sample.kwargs):
+                yield sample_of(info, function, f"{at}:{axis}", tensor, args, kwargs,
+                                values=axis if tensor is not sample.input else "")
 
 
 #: argument names that hold a dimension (or a list of them)
@@ -241,12 +246,17 @@ DIM_ARGUMENTS = frozenset({"dim", "dims", "axis", "dim0", "dim1", "start_dim", "
 
 
 def mutations(info: Any, tensor: Any, args: Sequence[Any], kwargs: dict[str, Any]
-              ) -> Iterator[tuple[str, list[Any], dict[str, Any]]]:
+              ) -> Iterator[tuple[str, Any, list[Any], dict[str, Any]]]:
     """An OpInfo sample moved along the axes converters get wrong and OpInfo's samples
     rarely take: its dimensions counted from the end (``neg-dims``: ``cumsum(x, -1)``
-    where OpInfo only has ``cumsum(x, 1)``), and each boolean argument flipped
-    (``flip-ceil_mode``). Positional arguments are named by the op's ATen schema; an op
-    without one has only its keyword arguments moved. Each: ``(axis, args, kwargs)``."""
+    where OpInfo only has ``cumsum(x, 1)``); a window's start counted from the end,
+    reaching it (``neg-start``: ``narrow(x, 2, -2, 2)``, the last two: coremltools PR
+    #2774 read its end, 0, as the first index); each boolean argument flipped
+    (``flip-ceil_mode``); and a float input holding -inf at every other element
+    (``neg-inf``: the value attention masks carry; ``triu`` lowered as ``x - band_part(x)``
+    made it NaN, PR #2771). Positional arguments are named by the op's ATen schema; an
+    op without one has only its keyword arguments moved. Each: ``(axis, input tensor,
+    args, kwargs)``, the tensor OpInfo's own unless the axis moves its values."""
     names = _positional_names(info, len(args))
     rank = getattr(tensor, "ndim", 0)
     negative_args = [_negative_dims(a, rank) if name in DIM_ARGUMENTS else a
@@ -254,14 +264,46 @@ def mutations(info: Any, tensor: Any, args: Sequence[Any], kwargs: dict[str, Any
     negative_kwargs = {k: _negative_dims(v, rank) if k in DIM_ARGUMENTS else v
                        for k, v in kwargs.items()}
     if rank and (negative_args != list(args) or negative_kwargs != kwargs):
-        yield "neg-dims", negative_args, negative_kwargs
+        yield "neg-dims", tensor, negative_args, negative_kwargs
+    window = _start_from_the_end(names, args)
+    if window is not None:
+        yield "neg-start", tensor, window, dict(kwargs)
     for position, (name, value) in enumerate(zip(names, args, strict=True)):
         if isinstance(value, bool):
             flipped = [*args[:position], not value, *args[position + 1:]]
-            yield f"flip-{name or position}", flipped, dict(kwargs)
+            yield f"flip-{name or position}", tensor, flipped, dict(kwargs)
     for key, value in kwargs.items():
         if isinstance(value, bool):
-            yield f"flip-{key}", list(args), {**kwargs, key: not value}
+            yield f"flip-{key}", tensor, list(args), {**kwargs, key: not value}
+    masked = _minus_infinity_at_every_other(tensor)
+    if masked is not None:
+        yield "neg-inf", masked, list(args), dict(kwargs)
+
+
+def _start_from_the_end(names: Sequence[str], args: Sequence[Any]) -> list[Any] | None:
+    """``args`` with a window's ``start`` set to ``-length`` (the window ending at the
+    end, counted from it) where the op takes a positive integer ``start`` and
+    ``length``; None otherwise."""
+    if "start" not in names or "length" not in names:
+        return None
+    start, length = names.index("start"), names.index("length")
+    value = args[length]
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return None
+    return [-value if position == start else a for position, a in enumerate(args)]
+
+
+def _minus_infinity_at_every_other(tensor: Any) -> Any:
+    """A copy of a float tensor of two or more elements with -inf at its even flat
+    positions; None for any other argument."""
+    import torch
+
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point() \
+            or tensor.numel() < 2:
+        return None
+    masked = tensor.detach().clone()
+    masked.view(-1)[::2] = float("-inf")
+    return masked
 
 
 def _positional_names(info: Any, count: int) -> list[str]:
@@ -289,12 +331,13 @@ def _negative_dims(value: Any, rank: int) -> Any:
 
 
 def sample_of(info: Any, function: str, index: str, tensor: Any, args: Sequence[Any],
-              kwargs: dict[str, Any], *, one: bool = False) -> OpSample | str:
+              kwargs: dict[str, Any], *, one: bool = False, values: str = "") -> OpSample | str:
     """One OpInfo sample (its input ``tensor``, further ``args`` and ``kwargs``) as an
     :class:`OpSample`, or why it cannot be one. Its rank-0 tensors after the first
     argument are constants (a Core ML input has a rank); ``one`` sets them to 1 — the
     divisor, exponent or factor a converter folds (``x % 1``, ``x // 1``), which
-    OpInfo's random scalars never are."""
+    OpInfo's random scalars never are. ``values`` says how ``tensor``'s values were
+    moved from OpInfo's (:func:`mutations`)."""
     inputs: dict[str, np.ndarray] = {}
     try:
         written = [_argument(tensor, inputs),
@@ -306,7 +349,7 @@ def sample_of(info: Any, function: str, index: str, tensor: Any, args: Sequence[
     if not inputs:
         return f"{op_name(info)} sample {index}: no tensor input"
     return OpSample(info.name, info.variant_test_name, index,
-                    f"{function}({', '.join([*written, *keywords])})", inputs)
+                    f"{function}({', '.join([*written, *keywords])})", inputs, values)
 
 
 #: how a rank-0 constant starts in a call's text

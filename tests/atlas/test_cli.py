@@ -63,8 +63,11 @@ def test_a_converter_broken_on_one_path_is_found_kept_and_cached(tmp_path: Path)
     done = _atlas(*args, tmp_path=tmp_path)
     assert done.returncode == 1, done.stderr
     atlas = json.loads(done.stdout)
-    (entry,) = atlas["entries"]
-    assert entry["call"] == "torch.tanh(x0)"
+    entry, moved = atlas["entries"]  # OpInfo's sample, and it with -inf at every other
+    assert entry["call"] == moved["call"] == "torch.tanh(x0)"
+    assert (entry["index"], moved["index"]) == ("float32:0", "float32:0:neg-inf")
+    # sigmoid(-inf) is 0 where tanh(-inf) is -1: a failure of its own
+    assert moved["cells"]["trace"]["fp64"] == "mismatch:collapse"
     assert entry["cells"]["export"] == {"converts": "ok", "fp64": "pass", "fp32": "pass",
                                         "fp16": "pass", "ane": "pass"}
     assert entry["cells"]["trace"]["fp64"] == "mismatch:tolerance"
@@ -84,7 +87,7 @@ def test_a_converter_broken_on_one_path_is_found_kept_and_cached(tmp_path: Path)
     assert issue.startswith("# nebisect run model.py:model: 1 finding")
     assert "sigmoid" in issue and "jit.trace" in issue
     assert issue.count("```python") == 1 and "torch.tanh(x0)" in issue  # the repro
-    assert "[1/1] tanh float32:0" in done.stderr
+    assert "[1/2] tanh float32:0" in done.stderr
 
     again = _atlas(*args[:-2], tmp_path=tmp_path)  # no --keep: nothing is judged again
     assert again.returncode == 1
@@ -115,7 +118,7 @@ def test_a_sweep_leaves_no_torch_cache_in_tmpdir(tmp_path: Path) -> None:
     done = sandbox.run("atlas", *ONE_SAMPLE, "--json",
                        XDG_CACHE_HOME=str(tmp_path / "cache"))
     assert done.returncode == 0, done.stderr
-    assert [entry["op"] for entry in json.loads(done.stdout)["entries"]] == ["tanh"]
+    assert [entry["op"] for entry in json.loads(done.stdout)["entries"]] == ["tanh", "tanh"]
     assert sandbox.leftovers() == []
 
 
@@ -153,7 +156,7 @@ def test_a_published_converter_bug_is_stored_as_a_corpus_case_replay_guards(
     done = _atlas("--ops", "reciprocal", "--dtypes", "float32", "--corpus", str(corpus),
                   "--json", "--no-cache", "--budget", "1", tmp_path=tmp_path)
     assert done.returncode == 1, done.stderr
-    (entry,) = json.loads(done.stdout)["entries"]
+    entry, _ = json.loads(done.stdout)["entries"]  # and it with -inf at every other element
     assert [f["op_type"] for f in entry["findings"]] == ["inverse"]
     cases = sorted(corpus.glob("*/case.json"))
     assert len(cases) == 1

@@ -24,9 +24,11 @@ def _module_of(sample: OpSample) -> dict:
 
 def test_every_call_form_of_var_is_one_sample_with_its_keywords_baked_in(
         var_samples: list[OpSample]) -> None:
-    calls = [s.call for s in var_samples]
+    calls = [s.call for s in var_samples if not s.values]
     # 17 OpInfo samples: 2 rank-0, 1 repeated form; 13 moved along a mutation axis
     assert len(calls) == len(set(calls)) == 14 + 13
+    # and each of the 14 with -inf at every other element of its input
+    assert len([s for s in var_samples if s.values == "neg-inf"]) == 14
     assert "torch.var(x0, dim=(1,), correction=2)" in calls  # coremltools PR #2718's form
     assert "torch.var(x0)" in calls
     assert all(list(s.inputs) == ["x0"] for s in var_samples)
@@ -46,13 +48,34 @@ def test_samples_are_moved_to_dims_from_the_end_and_flipped_booleans() -> None:
         "torch.nn.functional.avg_pool2d(x0, 3, 1, 1, True, True, 2)")
     mm = plan(["mm"], ["float32", "int32"]).samples
     assert [(s.index, s.call) for s in mm] == [("float32:0", "torch.mm(x0, x1)"),
+                                               ("float32:0:neg-inf", "torch.mm(x0, x1)"),
                                                ("int32:0", "torch.mm(x0, x1)")]
     covered = plan(["cumsum", "nn.functional.avg_pool2d", "remainder"],
                    ["float32", "int32"]).covered
     assert covered == {  # avg_pool2d has no int32 sample: OpInfo lists no int32 for it
-        "cumsum": ["float32", "int32", "neg-dims"],
-        "nn.functional.avg_pool2d": ["float32", "flip-ceil_mode", "flip-count_include_pad"],
-        "remainder": ["float32", "int32", "one"]}
+        "cumsum": ["float32", "int32", "neg-dims", "neg-inf"],
+        "nn.functional.avg_pool2d": ["float32", "flip-ceil_mode", "flip-count_include_pad",
+                                     "neg-inf"],
+        "remainder": ["float32", "int32", "one", "neg-inf"]}
+
+
+def test_a_window_is_started_from_the_end_and_an_input_given_minus_infinity() -> None:
+    """coremltools PR #2774 (``narrow`` with a negative start reaching the end: its end,
+    0, read as the first index) and PR #2771 (``triu(x, 2)`` as ``x - band_part(x)``:
+    -inf - -inf is NaN) — neither in OpInfo's samples as given."""
+    narrow = {s.index: s for s in plan(["narrow"], ["float32"]).samples}
+    assert narrow["float32:8"].call == "torch.narrow(x0, 2, 1, 2)"
+    assert narrow["float32:8:neg-start"].call == "torch.narrow(x0, 2, -2, 2)"
+    assert "float32:4:neg-start" not in narrow  # an empty window: no start to move
+    triu = {s.index: s for s in plan(["triu"], ["float32"]).samples}
+    moved, given = triu["float32:1:neg-inf"], triu["float32:1"]
+    assert moved.call == given.call == "torch.triu(x0, 2)" and moved.form != given.form
+    flat = moved.inputs["x0"].reshape(-1)
+    assert np.isneginf(flat[::2]).all()
+    np.testing.assert_array_equal(flat[1::2], given.inputs["x0"].reshape(-1)[1::2])
+    assert "float('-inf')" in moved.source_text()
+    written = _module_of(moved)
+    assert torch.equal(written["example_inputs"]["x0"], torch.from_numpy(moved.inputs["x0"]))
 
 
 def test_the_written_source_computes_what_torch_computes_at_the_samples_values(
@@ -76,7 +99,7 @@ def test_rank0_arguments_become_constants_and_a_variant_sets_them_to_one() -> No
 
 def test_what_cannot_be_a_core_ml_input_is_a_reason_not_a_sample() -> None:
     planned = plan(["reciprocal"], ["float32"])
-    assert [s.call for s in planned.samples] == ["torch.reciprocal(x0)"]
+    assert [s.call for s in planned.samples if not s.values] == ["torch.reciprocal(x0)"]
     assert planned.unsampled["reciprocal"] == [
         "reciprocal sample float32:1: rank-0 or empty tensor",
         "reciprocal sample float32:2: rank-0 or empty tensor"]
