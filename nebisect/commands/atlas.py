@@ -56,7 +56,9 @@ carried, SDPA with grouped heads and masks, normalization variants, integer scal
 fusable broadcasts, dtype arguments); program n of --seed S is the same in every
 campaign. A converter bug shows in every program that uses its pattern: distinct
 failures are told apart by signature and paths, and a kept one is shrunk by leaving
-idioms out and making its input smaller.
+idioms out and making its input smaller. torch refusing a program on a path (not
+exportable, not traceable: torch.export's or jit.trace's own error) is no converter
+failure: coverage counts it apart, per idiom and per pair of idioms in sequence.
 
 Across versions: save one sweep's --json, run the next under the other coremltools
 (another environment) with --diff BEFORE.json; per op, failures fixed, regressed, new
