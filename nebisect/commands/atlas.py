@@ -35,14 +35,16 @@ failures (op × column: signature × paths; a column failing as the one before i
 inherits that failure); --json has every sample with run's findings for it.
 
 Each OpInfo sample is also judged moved along the axes converters get wrong and
-OpInfo rarely takes: its dimensions counted from the end, each boolean argument
-flipped, its rank-0 constants set to 1; an int32 sample is its own form, not a copy of
-the float32 one. --json and --markdown say per op which axes were sampled.
+OpInfo rarely takes: its dimensions counted from the end, a window's start counted from
+the end, each boolean argument flipped, its rank-0 constants set to 1, its float input
+holding -inf at every other element; an int32 sample is its own form, not a copy of the
+float32 one. --json and --markdown say per op which axes were sampled.
 
 The default op list (the ops behind published converter bugs and what models
-convert through: 33 ops, 374 samples) takes about 8 minutes on 2 cores; --all
-sweeps every op (587 ops, 4389 samples: about an hour). Entries are cached by sample,
-settings and coremltools/torch/nebisect versions: a re-run computes only what changed.
+convert through: 33 ops, 520 samples) takes about 12 minutes on 2 cores; --all
+sweeps every op (587 ops; about an hour before the -inf and window-start moves).
+Entries are cached by sample, settings and coremltools/torch/nebisect versions: a
+re-run computes only what changed.
 --keep DIR and --corpus DIR keep each distinct failure once: its first sample, shrunk
 (an input's axis cut to 1 or halved while it fails the same way on the same paths,
 --shrink-budget tries), judged again and written as DIR/NAME/model.py with its triggers,
