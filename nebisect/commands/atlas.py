@@ -310,8 +310,10 @@ def _progress(total: int) -> Progress:
         elapsed = time.monotonic() - start
         rate = computed[0] / elapsed if elapsed > 0 and computed[0] else 0.0
         what = ("cached" if cached else f"{entry.seconds:.1f}s")
+        # a failing cell is a failure whether run made it a finding or a margin
         found = (f"skipped: {entry.skipped[:80]}" if entry.skipped
-                 else f"{len(entry.findings)} finding(s)" if entry.findings else "pass")
+                 else f"{len(entry.findings)} finding(s)" if entry.findings
+                 else f"{len(entry.failures())} failure(s)" if entry.failed else "pass")
         _say(f"[{done}/{total}] {entry.op} {entry.index} ({what}, {rate:.2f} samples/s): {found}")
 
     return show
