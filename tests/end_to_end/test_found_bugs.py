@@ -76,3 +76,24 @@ def test_a_converter_bug_does_not_swallow_an_fp16_overflow_of_its_own() -> None:
     findings = json.loads(done.stdout)["findings"]
     assert [(f["attribution"], f["op_type"], f["symptom"]) for f in findings] == [
         ("precision", "square", "nonfinite"), ("conversion", "sqrt", "tolerance")]
+
+
+@pytest.mark.slow
+def test_int32_ids_padded_through_fp16_come_back_rounded() -> None:
+    """``F.pad`` of int32 ids is a cast to fp16 and a float pad: the example's 2049 and
+    the vocabulary's last id (explored) come back as other integers on both paths."""
+    command = [sys.executable, "-m", "nebisect", "run",
+               "examples/found/pad_int32_through_fp16.py:model", "--json", "--target",
+               "sim:fp16"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600,
+                          check=False)
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    [finding] = report["findings"]
+    assert (finding["attribution"], finding["symptom"], finding["paths"]) == (
+        "conversion", "integer", ["export", "trace"])
+    wrong = {(row["input_set"]["label"], row["path"]): row["verdict"]["metrics"]
+             ["comparisons"][0] for row in report["rows"]
+             if row["target"] == "sim:fp16" and row["verdict"]["status"] == "mismatch"}
+    example = wrong[("example", "export")]
+    assert (example["worst_reference"], example["worst_output"]) == (2049.0, 2048.0)
