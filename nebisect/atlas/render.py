@@ -98,11 +98,13 @@ def idiom_rows(atlas: Atlas) -> list[list[str]]:
     refuses on some path (``not exportable``, ``not traceable``), those that convert on
     both paths, those failing somewhere, and the distinct failures first shown by a
     program that uses it — which patterns were reached, and which the failures sit in."""
-    counts = _tallies(atlas, lambda idioms: set(idioms), extra=1)
+    counts = _tallies(atlas, lambda idioms: set(idioms))
+    first_shown = dict.fromkeys(counts, 0)
     for op, _, _ in atlas.distinct_failures():
         for name in set(op.split("+")):
-            counts[name][4] += 1
-    return [[name, *map(str, tally)] for name, tally in sorted(counts.items())]
+            first_shown[name] += 1
+    return [[name, *map(str, tally), str(first_shown[name])]
+            for name, tally in sorted(counts.items())]
 
 
 def pair_rows(atlas: Atlas) -> list[list[str]]:
@@ -114,11 +116,9 @@ def pair_rows(atlas: Atlas) -> list[list[str]]:
     return [[f"{first}, then {second}", *map(str, tally)] for (first, second), tally in ranked]
 
 
-def _tallies(atlas: Atlas, keys: Callable[[list[str]], set[Any]],
-             extra: int = 0) -> dict[Any, list[int]]:
+def _tallies(atlas: Atlas, keys: Callable[[list[str]], set[Any]]) -> dict[Any, list[int]]:
     """Per key a program's idioms give (:func:`idiom_rows`' idioms, :func:`pair_rows`'
-    pairs): judged programs, refused by torch, converting on both paths, failing, and
-    ``extra`` zeros for the caller to fill."""
+    pairs): judged programs, refused by torch, converting on both paths, failing."""
     counts: dict[Any, list[int]] = {}
     for entry in atlas.entries:
         if entry.skipped:
@@ -127,7 +127,7 @@ def _tallies(atlas: Atlas, keys: Callable[[list[str]], set[Any]],
         tally_of = (1, any(refused(row.get("converts", "")) for row in rows),
                     all(row.get("converts") == "ok" for row in rows), entry.failed)
         for key in keys(entry.op.split("+")):
-            tally = counts.setdefault(key, [0] * (len(tally_of) + extra))
+            tally = counts.setdefault(key, [0] * len(tally_of))
             for column, value in enumerate(tally_of):
                 tally[column] += value
     return counts

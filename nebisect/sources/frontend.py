@@ -27,7 +27,6 @@ class Refused(Exception):
 
     def __init__(self, path: str) -> None:
         super().__init__(REFUSALS[path])
-        self.path = path
 
 
 @contextlib.contextmanager
